@@ -1,0 +1,125 @@
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "cli/analysis_report.h"
+#include "cli/command_line.h"
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
+#include "ingest/trace_reader.h"
+#include "processor/bubble_analyzer.h"
+
+namespace bubblewatch {
+namespace {
+
+int Fail(int code, absl::string_view message) {
+  std::cerr << "bubblewatch analyze: " << message << "\n";
+  return code;
+}
+
+}  // namespace
+
+int RunAnalyzeCommand(int argc, char** argv) {
+  std::string format = "auto";
+  bool json = false;
+  bool pretty = false;
+  bool no_color = false;
+  int top = 10;
+  int rank = -1;
+  int device = -1;
+  absl::Duration window = absl::ZeroDuration();
+  CommandLine cl(
+      "bubblewatch analyze [options] FILE",
+      "Finds the GPU bubbles (idle gaps between kernels) in one trace file and "
+      "attributes every idle\nmicrosecond to a cause: host_sync, "
+      "launch_overhead, allocator, memcpy, data_loading,\nhost_compute, "
+      "gpu_dependency or unattributed. Reads the seed timeline JSON, "
+      "PyTorch-profiler\n(Kineto) Chrome traces (.json, .json.gz) and Nsight "
+      "Systems SQLite exports.\n\nExit codes: 0 ok, 2 usage error, 3 "
+      "unreadable or malformed input.");
+  cl.AddString("format", &format, "auto|timeline|chrome|nsys",
+               "input format; auto decides by content");
+  cl.AddBool("json", &json,
+             "print the machine-readable JSON report instead of text");
+  cl.AddBool("pretty", &pretty, "indent the JSON report");
+  cl.AddInt("top", &top, "N", "how many of the longest bubbles to list");
+  cl.AddDuration("window", &window, "DURATION",
+                 "also split the analysis into event-time windows of this "
+                 "length (e.g. 10s); 0 = off");
+  cl.AddInt("rank", &rank, "R",
+            "only accept a trace of this distributed rank (-1 = any)");
+  cl.AddInt("device", &device, "D", "only analyze GPU device D (-1 = all)");
+  cl.AddBool("no-color", &no_color, "no ANSI colors in the text report");
+
+  std::vector<std::string> files;
+  if (absl::Status s = cl.Parse(argc, argv, &files); !s.ok()) {
+    std::cerr << "bubblewatch analyze: " << s.message()
+              << "\nTry 'bubblewatch analyze --help'.\n";
+    return kExitUsage;
+  }
+  if (cl.help_requested()) {
+    std::cout << cl.Help();
+    return kExitOk;
+  }
+  if (files.size() != 1) {
+    std::cerr << "bubblewatch analyze: expected exactly one FILE, got "
+              << files.size() << "\nTry 'bubblewatch analyze --help'.\n";
+    return kExitUsage;
+  }
+  std::optional<TraceFormat> parsed_format = ParseTraceFormat(format);
+  if (!parsed_format) {
+    return Fail(kExitUsage,
+                absl::StrCat("unknown --format '", format,
+                             "' (want auto, timeline, chrome or nsys)"));
+  }
+  if (top < 0) return Fail(kExitUsage, "--top must be >= 0");
+  if (window < absl::ZeroDuration()) {
+    return Fail(kExitUsage, "--window must not be negative");
+  }
+  const std::string& path = files[0];
+
+  TraceReadOptions read_options;
+  read_options.format = *parsed_format;
+  absl::StatusOr<Trace> trace = ReadTraceFile(path, read_options);
+  if (!trace.ok()) {
+    return Fail(kExitBadInput,
+                absl::StrCat(path, ": ", trace.status().message()));
+  }
+  if (rank >= 0 && trace->rank >= 0 && trace->rank != rank) {
+    return Fail(kExitBadInput, absl::StrCat(path, ": holds rank ", trace->rank,
+                                            ", not rank ", rank));
+  }
+  if (device >= 0) {
+    std::erase_if(trace->gpu,
+                  [&](const GpuActivity& a) { return a.device != device; });
+  }
+  AnalyzerOptions options;
+  options.top_bubbles = top;
+  options.window_ns = absl::ToInt64Nanoseconds(window);
+  absl::StatusOr<Analysis> analysis = AnalyzeTrace(*trace, options);
+  if (!analysis.ok()) {
+    return Fail(kExitBadInput,
+                absl::StrCat(path, ": ", analysis.status().message()));
+  }
+  // Name the format actually read, not "auto".
+  std::string format_name(TraceFormatName(*parsed_format));
+  if (*parsed_format == TraceFormat::kAuto) format_name = trace->source_format;
+  InputSummary input = SummarizeInput(*trace, path, format_name);
+  std::string report =
+      json ? RenderAnalysisJson(*analysis, input, pretty)
+           : RenderAnalysisText(*analysis, input,
+                                !no_color && isatty(STDOUT_FILENO) &&
+                                    std::getenv("NO_COLOR") == nullptr);
+  std::fwrite(report.data(), 1, report.size(), stdout);
+  if (std::fflush(stdout) != 0) {
+    return Fail(kExitFailure, "cannot write the report to stdout");
+  }
+  return kExitOk;
+}
+
+}  // namespace bubblewatch

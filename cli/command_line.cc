@@ -1,0 +1,175 @@
+#include "cli/command_line.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "absl/flags/marshalling.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace bubblewatch {
+namespace {
+
+template <typename T>
+std::function<absl::Status(absl::string_view)> Setter(std::string name,
+                                                      T* target,
+                                                      absl::string_view kind) {
+  std::string what(kind);
+  return [name, target, what](absl::string_view text) -> absl::Status {
+    std::string error;
+    T value;
+    if (!absl::ParseFlag(text, &value, &error)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, ": '", text, "' is not ", what,
+                       error.empty() ? "" : absl::StrCat(" (", error, ")")));
+    }
+    *target = value;
+    return absl::OkStatus();
+  };
+}
+
+}  // namespace
+
+CommandLine::CommandLine(std::string usage, std::string description)
+    : usage_(std::move(usage)), description_(std::move(description)) {}
+
+void CommandLine::Add(Option option) { options_.push_back(std::move(option)); }
+
+void CommandLine::AddString(std::string name, std::string* target,
+                            std::string value_name, std::string help) {
+  Add({name, value_name, help, *target, [target](absl::string_view v) {
+         *target = std::string(v);
+         return absl::OkStatus();
+       }});
+}
+
+void CommandLine::AddInt(std::string name, int* target, std::string value_name,
+                         std::string help) {
+  Add({name, value_name, help, absl::StrCat(*target),
+       Setter(name, target, "an integer")});
+}
+
+void CommandLine::AddInt64(std::string name, int64_t* target,
+                           std::string value_name, std::string help) {
+  Add({name, value_name, help, absl::StrCat(*target),
+       Setter(name, target, "an integer")});
+}
+
+void CommandLine::AddDuration(std::string name, absl::Duration* target,
+                              std::string value_name, std::string help) {
+  Add({name, value_name, help, absl::FormatDuration(*target),
+       Setter(name, target, "a duration like 10s, 500ms or 1h")});
+}
+
+void CommandLine::AddBool(std::string name, bool* target, std::string help) {
+  Add({name, "", help, "", [target](absl::string_view) {
+         *target = true;
+         return absl::OkStatus();
+       }});
+}
+
+void CommandLine::AddList(std::string name, std::vector<std::string>* target,
+                          std::string value_name, std::string help) {
+  Add({name, value_name, help, "", [target](absl::string_view v) {
+         target->emplace_back(v);
+         return absl::OkStatus();
+       }});
+}
+
+void CommandLine::AddAlias(char short_name, std::string name) {
+  aliases_.emplace_back(short_name, std::move(name));
+}
+
+const CommandLine::Option* CommandLine::Find(absl::string_view name) const {
+  for (const Option& o : options_) {
+    if (o.name == name) return &o;
+  }
+  return nullptr;
+}
+
+absl::Status CommandLine::Parse(int argc, char** argv,
+                                std::vector<std::string>* positional) {
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") {
+      for (++i; i < argc; ++i) positional->emplace_back(argv[i]);
+      break;
+    }
+    if (arg == "-h" || arg == "--help") {
+      help_requested_ = true;
+      continue;
+    }
+    std::string name;
+    std::optional<std::string> value;
+    if (absl::StartsWith(arg, "--")) {
+      absl::string_view body = arg.substr(2);
+      size_t eq = body.find('=');
+      name = std::string(body.substr(0, eq));
+      if (eq != absl::string_view::npos)
+        value = std::string(body.substr(eq + 1));
+    } else if (arg.size() >= 2 && arg[0] == '-' && arg != "-") {
+      auto alias =
+          std::find_if(aliases_.begin(), aliases_.end(),
+                       [&](const auto& a) { return a.first == arg[1]; });
+      if (alias == aliases_.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("unknown option '", arg, "'"));
+      }
+      name = alias->second;
+      if (arg.size() > 2) value = std::string(arg.substr(2));
+    } else {
+      positional->emplace_back(arg);
+      continue;
+    }
+    const Option* option = Find(name);
+    if (option == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown option '--", name, "'"));
+    }
+    if (option->value_name.empty()) {
+      if (value) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("option '--", name, "' takes no value"));
+      }
+      if (absl::Status s = option->set(""); !s.ok()) return s;
+      continue;
+    }
+    if (!value) {
+      if (i + 1 >= argc) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "option '--", name, "' needs a value (", option->value_name, ")"));
+      }
+      value = argv[++i];
+    }
+    if (absl::Status s = option->set(*value); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+std::string CommandLine::Help() const {
+  std::string out = absl::StrCat("usage: ", usage_, "\n\n", description_, "\n");
+  if (options_.empty()) return out;
+  absl::StrAppend(&out, "\noptions:\n");
+  for (const Option& o : options_) {
+    std::string lhs = absl::StrCat("  --", o.name);
+    for (const auto& [c, n] : aliases_) {
+      if (n == o.name)
+        lhs = absl::StrCat("  -", std::string(1, c), ", --", o.name);
+    }
+    if (!o.value_name.empty()) absl::StrAppend(&lhs, " ", o.value_name);
+    std::string help = o.help;
+    if (!o.default_text.empty()) {
+      absl::StrAppend(&help, " (default: ", o.default_text, ")");
+    }
+    if (lhs.size() < 28) {
+      absl::StrAppend(&out, absl::StrFormat("%-28s%s\n", lhs, help));
+    } else {
+      absl::StrAppend(&out, lhs, "\n", std::string(28, ' '), help, "\n");
+    }
+  }
+  absl::StrAppend(&out, "  -h, --help                  show this help\n");
+  return out;
+}
+
+}  // namespace bubblewatch

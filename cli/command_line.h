@@ -1,0 +1,75 @@
+// CommandLine: declarative options for one subcommand, with GNU-style
+// parsing (--name=value, --name value, --flag, -X key=value), generated
+// --help text, and typed values parsed by Abseil's flag marshalling
+// (absl::ParseFlag: integers, doubles, durations like "10s").
+//
+// Why not absl/flags directly: its flags are process-global, so every
+// subcommand's --help would list every other subcommand's flags, and a usage
+// error exits with status 1 where bubblewatch promises 2.
+#ifndef BUBBLEWATCH_CLI_COMMAND_LINE_H_
+#define BUBBLEWATCH_CLI_COMMAND_LINE_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace bubblewatch {
+
+class CommandLine {
+ public:
+  // `usage` is the synopsis line, e.g. "bubblewatch analyze [options] FILE".
+  // `description` is a paragraph shown under it in --help.
+  CommandLine(std::string usage, std::string description);
+
+  // Each Add* binds an option to `target`, which keeps its value as the
+  // default when the option is absent; targets must outlive Parse().
+  void AddString(std::string name, std::string* target, std::string value_name,
+                 std::string help);
+  void AddInt(std::string name, int* target, std::string value_name,
+              std::string help);
+  void AddInt64(std::string name, int64_t* target, std::string value_name,
+                std::string help);
+  void AddDuration(std::string name, absl::Duration* target,
+                   std::string value_name, std::string help);
+  void AddBool(std::string name, bool* target, std::string help);
+  // A repeatable option; each occurrence appends its value.
+  void AddList(std::string name, std::vector<std::string>* target,
+               std::string value_name, std::string help);
+  // `short_name` (a single letter, used as "-X value") for option `name`.
+  void AddAlias(char short_name, std::string name);
+
+  // Parses argv[1..argc) (argv[0] is the subcommand). Non-option arguments
+  // go to `positional`; "--" ends options. Returns kInvalidArgument with a
+  // one-line reason for unknown options, missing or malformed values.
+  // Sets help_requested() for -h/--help instead of failing.
+  absl::Status Parse(int argc, char** argv,
+                     std::vector<std::string>* positional);
+
+  bool help_requested() const { return help_requested_; }
+  std::string Help() const;
+
+ private:
+  struct Option {
+    std::string name;
+    std::string value_name;  // Empty for boolean flags.
+    std::string help;
+    std::string default_text;
+    std::function<absl::Status(absl::string_view)> set;
+  };
+  const Option* Find(absl::string_view name) const;
+  void Add(Option option);
+
+  std::string usage_;
+  std::string description_;
+  std::vector<Option> options_;
+  std::vector<std::pair<char, std::string>> aliases_;
+  bool help_requested_ = false;
+};
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_CLI_COMMAND_LINE_H_

@@ -1,0 +1,14 @@
+// The subcommands of the `bubblewatch` executable. Each takes the arguments
+// after the subcommand name (argv[0] is the subcommand) and returns the
+// process exit code (cli/exit_codes.h).
+#ifndef BUBBLEWATCH_CLI_COMMANDS_H_
+#define BUBBLEWATCH_CLI_COMMANDS_H_
+
+namespace bubblewatch {
+
+// `bubblewatch analyze [options] FILE`: one trace file in, a report out.
+int RunAnalyzeCommand(int argc, char** argv);
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_CLI_COMMANDS_H_

@@ -1,0 +1,83 @@
+// Reads a PyTorch-profiler (Kineto) Chrome trace, {"traceEvents": [...]}, the
+// JSON `torch.profiler` exports (`.json`, gunzipped by the caller).
+//
+// Which events become what (BRIEF.md, "Which events are which"). Only complete
+// events ("ph": "X") of these categories are kept:
+//   GPU activities: "kernel" / "Kernel" -> kKernel, "gpu_memcpy" / "Memcpy" ->
+//     kMemcpy, "gpu_memset" / "Memset" -> kMemset. device = args.device (else
+//     pid, which Kineto sets to the device), stream = args.stream (else tid),
+//     correlation = args.correlation, bytes = args.bytes (0 when absent).
+//     A memcpy whose name contains "Pageable" is pageable.
+//   CPU events: "cuda_runtime" / "Runtime" -> kCudaRuntime, "cuda_driver" /
+//     "Driver" -> kCudaDriver, both with correlation = args.correlation;
+//     context ranges "cpu_op" / "Operator" -> kCpuOp, "user_annotation" ->
+//     kUserAnnotation, "python_function" -> kPythonFunction.
+//     thread = pid << 32 | tid, each as 32 bits, so threads of different
+//     processes stay distinct. A pid or tid given as a string holding an
+//     integer counts as that integer; any other string gets a stable per-trace
+//     id counted down from 2^32 - 1.
+// Every other event is skipped and counted in Trace::skipped by reason:
+//   "category 'ac2g'"       a category not listed above (flows, cuda_sync,
+//                           gpu_user_annotation, mtia_*, Trace, ...);
+//   "phase 'M'"             an event without a category (metadata, instant);
+//   "phase 'i' in category 'cpu_op'"  a listed category, but not a complete
+//                           event, so it has no duration;
+//   "non-object event"      an array element that is not an object;
+//   "duplicate event"       an event whose JSON text is byte-identical to an
+//                           earlier kept event (a doubled write or a naive
+//                           merge); the first copy is kept. Events that differ
+//                           in any byte, even only in args the reader ignores,
+//                           are all kept.
+//
+// Times: "ts" and "dur" are microseconds given as JSON integers, decimals or
+// strings holding a decimal; they are converted to nanoseconds from their
+// text, exactly (never through a double). end = ts + dur.
+// Top level, in any order relative to "traceEvents":
+//   "distributedInfo": {"rank", "world_size"} -> Trace::rank / world_size.
+//   "host_name" (a string) -> Trace::host.
+//   "baseTimeNanoseconds": newer Kineto writes "ts" relative to it. When it is
+//     present and every kept event starts before it (i.e. the ts values are
+//     relative, not already epoch microseconds), it is added to every start
+//     and end, so times are wall-clock epoch nanoseconds. When some event
+//     already starts at or after it, the ts are taken as absolute and nothing
+//     is added. Without it, times are the ts as written (older Kineto writes
+//     absolute epoch microseconds).
+//   Other keys ("deviceProperties", "schemaVersion", ...) are metadata, not
+//   events: ignored and not counted.
+//
+// Speed: one simdjson On-Demand pass; names are interned without a copy per
+// event, numbers are read from their token text.
+#ifndef BUBBLEWATCH_INGEST_CHROME_TRACE_READER_H_
+#define BUBBLEWATCH_INGEST_CHROME_TRACE_READER_H_
+
+#include <cstdint>
+#include <functional>
+
+#include "absl/status/statusor.h"
+#include "schemas/trace.h"
+#include "simdjson.h"
+
+namespace bubblewatch {
+
+// Called now and then while reading with how many bytes of the JSON have been
+// read so far and how many there are in all; the last call has done == total.
+using ReadProgressFn =
+    std::function<void(uint64_t done_bytes, uint64_t total_bytes)>;
+
+// How often ReadChromeTrace calls its progress function, in bytes read.
+inline constexpr uint64_t kChromeProgressStepBytes = 4 << 20;
+
+// Reads the Chrome trace in `json`. `progress`, when set, is called about
+// every kChromeProgressStepBytes.
+// Errors (kInvalidArgument; the message names the place): bad JSON at byte
+// offset K (truncated input included); no "traceEvents" array; a kept event
+// (see above) without "name", "ts" or "dur", or with one of the wrong type;
+// a negative "dur" ("traceEvents[K]: negative dur ..."); a time that does not
+// fit in int64 nanoseconds (also after adding baseTimeNanoseconds); args.device
+// or args.stream present but not an integer on a GPU activity.
+absl::StatusOr<Trace> ReadChromeTrace(const simdjson::padded_string& json,
+                                      const ReadProgressFn& progress = nullptr);
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_INGEST_CHROME_TRACE_READER_H_

@@ -1,0 +1,44 @@
+// Scalars read from the text of a simdjson On-Demand token, without consuming
+// the value and without copying: what the Chrome-trace reader uses to keep
+// the fields of an event whose category it only learns later, and to convert
+// numbers exactly (never through a double).
+//
+// Token text points into the padded JSON buffer and lives as long as it.
+#ifndef BUBBLEWATCH_INGEST_JSON_TOKEN_H_
+#define BUBBLEWATCH_INGEST_JSON_TOKEN_H_
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "simdjson.h"
+
+namespace bubblewatch {
+
+// `s` without trailing JSON whitespace (space, tab, CR, LF).
+std::string_view TrimJsonSpace(std::string_view s);
+
+// The text of `value`'s token, which stays unconsumed: a scalar as written
+// ("12.5", "\"a\\\"b\"" with its quotes, "true"), or "{" / "[" for a
+// container.
+std::string_view TokenText(simdjson::ondemand::value& value);
+
+// The raw content of a string token between its quotes (escapes left as
+// written); nullopt if `token` is not a string.
+std::optional<std::string_view> StringTokenContent(std::string_view token);
+
+// The integer a token holds, written as a JSON integer or as a string holding
+// one ("7", "\"7\""); nullopt for anything else or a value outside int64.
+std::optional<int64_t> TokenInteger(std::string_view token);
+
+// Microseconds written as a JSON number or a string holding a decimal
+// ("4458676983543.183"), converted exactly to nanoseconds. The common shapes
+// (integers, up to three decimals) take a fast path; everything else goes to
+// DecimalMicrosToNanos, whose errors (not a number, does not fit in int64
+// nanoseconds) this returns.
+absl::StatusOr<int64_t> TokenMicrosToNanos(std::string_view token);
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_INGEST_JSON_TOKEN_H_

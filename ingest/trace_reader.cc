@@ -1,0 +1,116 @@
+#include "ingest/trace_reader.h"
+
+#include <cstdio>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "ingest/chrome_trace_reader.h"
+#include "ingest/nsys_reader.h"
+#include "ingest/timeline_reader.h"
+#include "ingest/trace_file.h"
+
+namespace bubblewatch {
+namespace {
+
+// Decides between the two JSON shapes by looking for their top-level keys
+// near the start; falls back to a full scan only when neither shows up early.
+std::optional<TraceFormat> SniffJsonFormat(absl::string_view json) {
+  absl::string_view head = json.substr(0, 1 << 16);
+  size_t trace_events = head.find("\"traceEvents\"");
+  size_t gpu_kernels = head.find("\"gpu_kernels\"");
+  if (trace_events == absl::string_view::npos &&
+      gpu_kernels == absl::string_view::npos) {
+    trace_events = json.find("\"traceEvents\"");
+    gpu_kernels = json.find("\"gpu_kernels\"");
+  }
+  if (trace_events != absl::string_view::npos &&
+      (gpu_kernels == absl::string_view::npos || trace_events < gpu_kernels)) {
+    return TraceFormat::kChrome;
+  }
+  if (gpu_kernels != absl::string_view::npos) return TraceFormat::kTimeline;
+  return std::nullopt;
+}
+
+// True if the file starts with the SQLite header. Reads 16 bytes, so that an
+// Nsight Systems export is not loaded whole; a file that cannot be opened
+// reports false and fails in LoadTraceFile with the proper error.
+bool FileHasSqliteMagic(absl::string_view path) {
+  std::string p(path);
+  FILE* f = std::fopen(p.c_str(), "rb");
+  if (f == nullptr) return false;
+  char head[16];
+  size_t n = std::fread(head, 1, sizeof(head), f);
+  std::fclose(f);
+  return HasSqliteMagic(absl::string_view(head, n));
+}
+
+}  // namespace
+
+absl::string_view TraceFormatName(TraceFormat format) {
+  switch (format) {
+    case TraceFormat::kAuto:
+      return "auto";
+    case TraceFormat::kTimeline:
+      return "timeline";
+    case TraceFormat::kChrome:
+      return "chrome";
+    case TraceFormat::kNsys:
+      return "nsys";
+  }
+  return "unknown";
+}
+
+std::optional<TraceFormat> ParseTraceFormat(absl::string_view name) {
+  for (TraceFormat f : {TraceFormat::kAuto, TraceFormat::kTimeline,
+                        TraceFormat::kChrome, TraceFormat::kNsys}) {
+    if (TraceFormatName(f) == name) return f;
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<Trace> ReadTraceFile(absl::string_view path,
+                                    const TraceReadOptions& options) {
+  TraceFormat format = options.format;
+  if (format == TraceFormat::kNsys ||
+      (format == TraceFormat::kAuto && FileHasSqliteMagic(path))) {
+    absl::StatusOr<Trace> trace = ReadNsysExport(path);
+    if (trace.ok()) {
+      trace->source_format = std::string(TraceFormatName(TraceFormat::kNsys));
+    }
+    return trace;
+  }
+  ASSIGN_OR_RETURN(simdjson::padded_string bytes, LoadTraceFile(path));
+  absl::string_view view(bytes.data(), bytes.size());
+  if (format == TraceFormat::kAuto) {
+    // A gzip-compressed SQLite file: not something nsys writes.
+    if (HasSqliteMagic(view)) {
+      return absl::InvalidArgumentError(
+          "a compressed SQLite file: gunzip the Nsight Systems export first");
+    }
+    std::optional<TraceFormat> sniffed = SniffJsonFormat(view);
+    if (!sniffed) {
+      return absl::InvalidArgumentError(
+          "unknown format: not an Nsight Systems SQLite export, and no "
+          "\"traceEvents\" (Chrome trace) or \"gpu_kernels\" (timeline) key "
+          "found; pass --format to force one");
+    }
+    format = *sniffed;
+  }
+  absl::StatusOr<Trace> trace;
+  switch (format) {
+    case TraceFormat::kTimeline:
+      trace = ReadTimelineJson(bytes);
+      break;
+    case TraceFormat::kChrome:
+      trace = ReadChromeTrace(bytes, options.progress);
+      break;
+    default:
+      return absl::InternalError("unreachable trace format");
+  }
+  if (trace.ok()) trace->source_format = std::string(TraceFormatName(format));
+  return trace;
+}
+
+}  // namespace bubblewatch

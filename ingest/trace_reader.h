@@ -1,0 +1,45 @@
+// The one entry point for reading a profiler file into a Trace, whatever its
+// format: the seed's timeline JSON, a PyTorch-profiler (Kineto) Chrome trace
+// (.json or .json.gz), or an Nsight Systems SQLite export.
+#ifndef BUBBLEWATCH_INGEST_TRACE_READER_H_
+#define BUBBLEWATCH_INGEST_TRACE_READER_H_
+
+#include "absl/strings/string_view.h"
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "schemas/trace.h"
+
+namespace bubblewatch {
+
+enum class TraceFormat { kAuto, kTimeline, kChrome, kNsys };
+
+// "auto", "timeline", "chrome", "nsys".
+absl::string_view TraceFormatName(TraceFormat format);
+std::optional<TraceFormat> ParseTraceFormat(absl::string_view name);
+
+struct TraceReadOptions {
+  // kAuto decides by content: SQLite magic -> nsys; gzip is opened first;
+  // JSON with "traceEvents" -> chrome; JSON with "gpu_kernels" -> timeline.
+  TraceFormat format = TraceFormat::kAuto;
+
+  // When set, called now and then while a Chrome trace is converted (every
+  // few MB of uncompressed JSON) with the bytes done and the total; the last
+  // call has done == total. Not called for the other formats. Default: none.
+  std::function<void(uint64_t done_bytes, uint64_t total_bytes)> progress;
+};
+
+// Reads the file at `path`.
+// Errors: kNotFound and friends for the file system; kDataLoss for a
+// truncated gzip; kInvalidArgument for content that is not a trace of the
+// format (the message says what is wrong and where). Messages do not repeat
+// the path; callers prefix it.
+absl::StatusOr<Trace> ReadTraceFile(absl::string_view path,
+                                    const TraceReadOptions& options = {});
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_INGEST_TRACE_READER_H_

@@ -1,0 +1,92 @@
+// Analyzer throughput on a synthetic job: 8 devices x 4 streams of kernels,
+// each with its cudaLaunchKernel call (correlation-matched) on one launching
+// thread per device, plus a sync every 100 kernels. Half the events are
+// kernels, half are CPU calls. Reports events/s (items_per_second).
+//
+//   build/ops/bench/analyzer_benchmark --benchmark_filter=Analyze
+#include <algorithm>
+#include <random>
+
+#include "benchmark/benchmark.h"
+#include "processor/bubble_analyzer.h"
+
+namespace bubblewatch {
+namespace {
+
+Trace MakeJob(int64_t total_events) {
+  constexpr int kDevices = 8;
+  constexpr int kStreams = 4;
+  Trace t;
+  NameInterner names(&t);
+  NameId kernel_names[] = {names.Intern("ampere_sgemm_128x64_tn"),
+                           names.Intern("vectorized_elementwise_kernel"),
+                           names.Intern("reduce_kernel"),
+                           names.Intern("nccl:all_reduce")};
+  NameId launch = names.Intern("cudaLaunchKernel");
+  NameId sync = names.Intern("cudaStreamSynchronize");
+  int64_t per_stream = total_events / 2 / (kDevices * kStreams);
+  t.gpu.reserve(per_stream * kDevices * kStreams);
+  t.cpu.reserve(per_stream * kDevices * kStreams * 1.02);
+  std::mt19937_64 rng(1);
+  std::uniform_int_distribution<int64_t> dur(2'000, 40'000), gap(0, 6'000);
+  CorrelationId corr = 1;
+  // Streams are emitted one after another (each sorted), as readers do.
+  for (int d = 0; d < kDevices; ++d) {
+    for (int s = 0; s < kStreams; ++s) {
+      int64_t now = 1'700'000'000'000'000'000 + s * 1'000;
+      int64_t thread_free = 0;  // The launching thread is sequential.
+      for (int64_t i = 0; i < per_stream; ++i) {
+        int64_t start = now + gap(rng);
+        int64_t end = start + dur(rng);
+        int64_t launch_start = std::max(thread_free, start - 5'000 - gap(rng));
+        thread_free = launch_start + 3'000;
+        t.gpu.push_back(GpuActivity{.start_ns = start,
+                                    .end_ns = end,
+                                    .correlation = corr,
+                                    .name = kernel_names[i % 4],
+                                    .device = d,
+                                    .stream = s});
+        t.cpu.push_back(CpuEvent{.start_ns = launch_start,
+                                 .end_ns = launch_start + 3'000,
+                                 .correlation = corr,
+                                 .thread = static_cast<uint64_t>(d * 16 + s),
+                                 .name = launch,
+                                 .category = CpuEventCategory::kCudaRuntime});
+        if (i % 100 == 99) {
+          t.cpu.push_back(CpuEvent{.start_ns = end,
+                                   .end_ns = end + 20'000,
+                                   .thread = static_cast<uint64_t>(d * 16 + s),
+                                   .name = sync,
+                                   .category = CpuEventCategory::kCudaRuntime});
+          now = end + 25'000;
+        } else {
+          now = end;
+        }
+        ++corr;
+      }
+    }
+  }
+  return t;
+}
+
+void BM_AnalyzeTrace(benchmark::State& state) {
+  Trace job = MakeJob(state.range(0));
+  int64_t events = static_cast<int64_t>(job.gpu.size() + job.cpu.size());
+  for (auto _ : state) {
+    absl::StatusOr<Analysis> a = AnalyzeTrace(job);
+    benchmark::DoNotOptimize(a);
+    if (!a.ok()) state.SkipWithError("analysis failed");
+  }
+  state.SetItemsProcessed(state.iterations() * events);
+  state.counters["events"] = static_cast<double>(events);
+}
+BENCHMARK(BM_AnalyzeTrace)
+    ->Arg(1'000'000)
+    ->Arg(10'000'000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+}  // namespace
+}  // namespace bubblewatch
+
+BENCHMARK_MAIN();

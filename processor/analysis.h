@@ -1,0 +1,104 @@
+// The result of analyzing one job's events: the numbers of BRIEF.md's
+// "Bubble semantics", per device, for the job, and optionally per event-time
+// window.
+#ifndef BUBBLEWATCH_PROCESSOR_ANALYSIS_H_
+#define BUBBLEWATCH_PROCESSOR_ANALYSIS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "processor/bubble_cause.h"
+
+namespace bubblewatch {
+
+// A kernel named in a report (the culprit before a bubble, the one after).
+struct KernelRef {
+  std::string name;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  int32_t stream = 0;
+};
+
+// The utilization figures of one device, or of the job (sums over devices:
+// GPU-time), over the whole trace or one window.
+struct UtilizationStats {
+  int64_t span_ns = 0;     // First kernel start to last kernel end.
+  int64_t compute_ns = 0;  // Length of the union of kernel intervals.
+  int64_t bubble_ns = 0;   // span - compute; the gaps between busy intervals.
+  int64_t largest_bubble_ns = 0;
+  int64_t largest_bubble_start_ns = 0;  // Meaningful when largest > 0.
+  // The kernel that finished just before the largest bubble.
+  std::optional<KernelRef> culprit_before_bubble;
+  Attribution attribution{};  // Adds up to bubble_ns.
+
+  // bubble / span, 0 when the span is 0.
+  double bubble_ratio() const {
+    return span_ns > 0 ? static_cast<double>(bubble_ns) / span_ns : 0.0;
+  }
+  // compute / span, 0 when the span is 0.
+  double utilization() const {
+    return span_ns > 0 ? static_cast<double>(compute_ns) / span_ns : 0.0;
+  }
+};
+
+struct DeviceAnalysis {
+  int32_t device = 0;
+  UtilizationStats stats;
+  int64_t first_kernel_start_ns = 0;
+  int64_t last_kernel_end_ns = 0;
+  int64_t kernels = 0;              // Including zero-length ones.
+  int64_t zero_length_kernels = 0;  // Counted, ignored for time.
+  int64_t copies = 0;               // Memcpy and memset activities.
+  int64_t kernels_with_launch = 0;  // Kernels whose launch call was found.
+};
+
+// One bubble (a gap between busy intervals of a device) as shown in reports.
+struct BubbleReport {
+  int32_t device = 0;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  std::optional<KernelRef> before;  // Finished at start_ns.
+  std::optional<KernelRef> after;   // Started at end_ns.
+  Attribution attribution{};
+  BubbleCause cause = BubbleCause::kUnattributed;  // The dominant one.
+  // The event blamed for the dominant cause: a CPU call (cudaStreamSynchronize,
+  // aten::item, the launch of `after`) or, for memcpy, the copy.
+  std::string blamed;
+  int64_t duration_ns() const { return end_ns - start_ns; }
+};
+
+// One device's part of an event-time window [start_ns, start_ns + window).
+struct DeviceWindow {
+  int32_t device = 0;
+  UtilizationStats stats;  // span = busy + bubble time inside the window.
+  int64_t kernels = 0;     // Kernels starting inside the window.
+};
+
+struct WindowAnalysis {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  UtilizationStats job;                   // Sums over devices.
+  std::vector<DeviceWindow> devices;      // By device id.
+  std::vector<BubbleReport> top_bubbles;  // Gap parts inside the window.
+};
+
+struct Analysis {
+  UtilizationStats job;                   // Sums over devices.
+  std::vector<DeviceAnalysis> devices;    // By device id.
+  std::vector<BubbleReport> top_bubbles;  // Longest first; ties: earliest.
+  std::vector<WindowAnalysis> windows;    // Empty unless windowing was asked.
+
+  // What the input held.
+  int64_t kernels = 0;
+  int64_t copies = 0;
+  int64_t cpu_events = 0;
+  int64_t kernels_with_launch = 0;
+  int64_t first_kernel_start_ns = 0;
+  int64_t last_kernel_end_ns = 0;
+};
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_PROCESSOR_ANALYSIS_H_

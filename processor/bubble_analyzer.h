@@ -1,0 +1,49 @@
+// AnalyzeTrace computes BRIEF.md's "Bubble semantics" for the events of one
+// job: per device and for the job, span, compute and bubble time, the largest
+// bubble and its culprit, and the attribution of every bubble nanosecond to
+// exactly one cause; optionally the same per event-time window.
+//
+// Input may be in any order, with overlapping streams and nested CPU events.
+// Cost: O(n log n) in the number of events (O(n) for the common case of
+// per-stream sorted input), plus O(log n) per bubble.
+//
+// Definitions worth repeating (see the brief for all):
+//   - busy set: union of non-empty kernel intervals of a device;
+//   - bubbles: gaps between consecutive busy intervals;
+//   - culprit: the kernel whose end is the gap's start (ties: started last,
+//     then the smaller name, then the lower stream);
+//   - the next kernel N of a gap: among kernels starting at the gap's end, the
+//     one whose launch call started first (kernels without a found launch come
+//     after those with one; then the smaller name, then the lower stream).
+//     Its launch decides gpu_dependency vs launch_overhead vs host-side.
+#ifndef BUBBLEWATCH_PROCESSOR_BUBBLE_ANALYZER_H_
+#define BUBBLEWATCH_PROCESSOR_BUBBLE_ANALYZER_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "processor/analysis.h"
+#include "schemas/trace.h"
+
+namespace bubblewatch {
+
+struct AnalyzerOptions {
+  // How many of the longest bubbles Analysis::top_bubbles holds.
+  int top_bubbles = 10;
+  // Event-time tumbling window length in ns; 0 disables windows. Windows are
+  // aligned to multiples of their length since the clock's epoch; kernels and
+  // gaps crossing a boundary are split at it. Windows add up to the whole.
+  int64_t window_ns = 0;
+  // How many gap parts each window's top_bubbles holds.
+  int top_bubbles_per_window = 3;
+};
+
+// Analyzes `trace`.
+// Errors: kInvalidArgument if an event ends before it starts (the message
+// names it). Zero-length kernels are counted and ignored for time.
+absl::StatusOr<Analysis> AnalyzeTrace(const Trace& trace,
+                                      const AnalyzerOptions& options = {});
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_PROCESSOR_BUBBLE_ANALYZER_H_

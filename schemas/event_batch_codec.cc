@@ -1,0 +1,155 @@
+#include "schemas/event_batch_codec.h"
+
+#include "absl/strings/str_cat.h"
+#include "schemas/event_batch_generated.h"
+
+namespace bubblewatch {
+
+EventBatchEncoder::EventBatchEncoder(const Trace* trace)
+    : trace_(trace),
+      builder_(1 << 16),
+      remap_(trace->names.size(), 0),
+      stamp_(trace->names.size(), 0) {}
+
+uint32_t EventBatchEncoder::Remap(NameId id) {
+  if (stamp_[id] != current_stamp_) {
+    stamp_[id] = current_stamp_;
+    remap_[id] = static_cast<uint32_t>(batch_names_.size());
+    batch_names_.push_back(id);
+  }
+  return remap_[id];
+}
+
+std::span<const uint8_t> EventBatchEncoder::Encode(const BatchHeader& header,
+                                                   size_t gpu_begin,
+                                                   size_t gpu_end,
+                                                   size_t cpu_begin,
+                                                   size_t cpu_end) {
+  ++current_stamp_;
+  batch_names_.clear();
+  builder_.Clear();
+
+  fb::GpuActivity* gpu_out = nullptr;
+  auto gpu_vec = builder_.CreateUninitializedVectorOfStructs(
+      gpu_end - gpu_begin, &gpu_out);
+  for (size_t i = gpu_begin; i < gpu_end; ++i) {
+    const GpuActivity& a = trace_->gpu[i];
+    *gpu_out++ = fb::GpuActivity(
+        a.start_ns, a.end_ns, a.correlation, a.bytes, Remap(a.name), a.device,
+        a.stream, static_cast<fb::GpuActivityKind>(a.kind), a.pageable);
+  }
+  fb::CpuEvent* cpu_out = nullptr;
+  auto cpu_vec = builder_.CreateUninitializedVectorOfStructs(
+      cpu_end - cpu_begin, &cpu_out);
+  for (size_t i = cpu_begin; i < cpu_end; ++i) {
+    const CpuEvent& e = trace_->cpu[i];
+    *cpu_out++ = fb::CpuEvent(e.start_ns, e.end_ns, e.correlation, e.thread,
+                              Remap(e.name),
+                              static_cast<fb::CpuEventCategory>(e.category));
+  }
+  std::vector<flatbuffers::Offset<flatbuffers::String>> strings;
+  strings.reserve(batch_names_.size());
+  for (NameId id : batch_names_) {
+    strings.push_back(builder_.CreateString(trace_->names[id]));
+  }
+  auto strings_vec = builder_.CreateVector(strings);
+  auto job = builder_.CreateString(header.job);
+  auto host = builder_.CreateString(header.host);
+  fb::EventBatchBuilder batch(builder_);
+  batch.add_schema_version(kEventBatchSchemaVersion);
+  batch.add_job(job);
+  batch.add_host(host);
+  batch.add_rank(header.rank);
+  batch.add_world_size(header.world_size);
+  batch.add_producer_id(header.producer_id);
+  batch.add_sequence(header.sequence);
+  batch.add_strings(strings_vec);
+  batch.add_gpu(gpu_vec);
+  batch.add_cpu(cpu_vec);
+  fb::FinishEventBatchBuffer(builder_, batch.Finish());
+  return {builder_.GetBufferPointer(), builder_.GetSize()};
+}
+
+absl::StatusOr<DecodedBatch> DecodeEventBatch(std::span<const uint8_t> bytes) {
+  flatbuffers::Verifier verifier(bytes.data(), bytes.size());
+  if (!fb::VerifyEventBatchBuffer(verifier)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "not a valid EventBatch (", bytes.size(),
+        " bytes fail the FlatBuffers verifier or lack identifier BWEB)"));
+  }
+  const fb::EventBatch* batch = fb::GetEventBatch(bytes.data());
+  if (batch->schema_version() != kEventBatchSchemaVersion) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unsupported EventBatch schema_version ", batch->schema_version(),
+        " (this build reads ", kEventBatchSchemaVersion, ")"));
+  }
+  DecodedBatch out;
+  BatchHeader& h = out.header;
+  h.job = batch->job()->str();
+  h.host = batch->host() ? batch->host()->str() : "";
+  h.rank = batch->rank();
+  h.world_size = batch->world_size();
+  h.producer_id = batch->producer_id();
+  h.sequence = batch->sequence();
+
+  Trace& t = out.trace;
+  t.job = h.job;
+  t.host = h.host;
+  t.rank = h.rank;
+  t.world_size = h.world_size;
+  const uint32_t num_names = batch->strings() ? batch->strings()->size() : 0;
+  t.names.reserve(num_names);
+  for (uint32_t i = 0; i < num_names; ++i) {
+    t.names.emplace_back(batch->strings()->Get(i)->string_view());
+  }
+  if (const auto* gpu = batch->gpu()) {
+    t.gpu.reserve(gpu->size());
+    for (const fb::GpuActivity* a : *gpu) {
+      if (a->name() >= num_names) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("GPU activity name index ", a->name(),
+                         " is outside the string table of ", num_names));
+      }
+      if (static_cast<uint8_t>(a->kind()) > 2) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "unknown GPU activity kind ", static_cast<int>(a->kind())));
+      }
+      t.gpu.push_back(GpuActivity{
+          .start_ns = a->start_ns(),
+          .end_ns = a->end_ns(),
+          .correlation = a->correlation(),
+          .bytes = a->bytes(),
+          .name = a->name(),
+          .device = a->device(),
+          .stream = a->stream(),
+          .kind = static_cast<GpuActivityKind>(a->kind()),
+          .pageable = a->pageable(),
+      });
+    }
+  }
+  if (const auto* cpu = batch->cpu()) {
+    t.cpu.reserve(cpu->size());
+    for (const fb::CpuEvent* e : *cpu) {
+      if (e->name() >= num_names) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("CPU event name index ", e->name(),
+                         " is outside the string table of ", num_names));
+      }
+      if (static_cast<uint8_t>(e->category()) > 5) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "unknown CPU event category ", static_cast<int>(e->category())));
+      }
+      t.cpu.push_back(CpuEvent{
+          .start_ns = e->start_ns(),
+          .end_ns = e->end_ns(),
+          .correlation = e->correlation(),
+          .thread = e->thread(),
+          .name = e->name(),
+          .category = static_cast<CpuEventCategory>(e->category()),
+      });
+    }
+  }
+  return out;
+}
+
+}  // namespace bubblewatch

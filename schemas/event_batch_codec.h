@@ -1,0 +1,77 @@
+// Encodes slices of a Trace into EventBatch FlatBuffers (schemas/
+// event_batch.fbs) and decodes them back.
+//
+// Decoding always runs the FlatBuffers Verifier first, so a hostile or
+// truncated message is an error, never an out-of-bounds read.
+#ifndef BUBBLEWATCH_SCHEMAS_EVENT_BATCH_CODEC_H_
+#define BUBBLEWATCH_SCHEMAS_EVENT_BATCH_CODEC_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "flatbuffers/flatbuffer_builder.h"
+#include "schemas/trace.h"
+
+namespace bubblewatch {
+
+// The schema version this build writes and the only one it reads.
+inline constexpr uint16_t kEventBatchSchemaVersion = 1;
+
+// Who sent a batch and where it sits in that sender's stream.
+struct BatchHeader {
+  std::string job;
+  std::string host;
+  int32_t rank = -1;
+  int32_t world_size = -1;
+  uint64_t producer_id = 0;
+  uint64_t sequence = 0;
+};
+
+// A decoded EventBatch: its header and its events as a Trace (whose job,
+// host, rank and world_size mirror the header).
+struct DecodedBatch {
+  BatchHeader header;
+  Trace trace;
+};
+
+// Builds EventBatch messages from slices of one Trace. Reusing one encoder
+// for many batches keeps its buffers warm (no per-event allocation).
+// The encoder borrows `trace`, which must outlive it.
+class EventBatchEncoder {
+ public:
+  explicit EventBatchEncoder(const Trace* trace);
+
+  // Encodes gpu[gpu_begin, gpu_end) and cpu[cpu_begin, cpu_end) with only the
+  // names they use. The returned bytes stay valid until the next call.
+  // REQUIRES: the ranges are within the trace's vectors.
+  std::span<const uint8_t> Encode(const BatchHeader& header, size_t gpu_begin,
+                                  size_t gpu_end, size_t cpu_begin,
+                                  size_t cpu_end);
+
+ private:
+  uint32_t Remap(NameId id);
+
+  const Trace* trace_;
+  flatbuffers::FlatBufferBuilder builder_;
+  // remap_[id] is the batch-local index of name `id` when stamp_[id] equals
+  // the current batch's stamp: a generation counter instead of clearing.
+  std::vector<uint32_t> remap_;
+  std::vector<uint32_t> stamp_;
+  uint32_t current_stamp_ = 0;
+  std::vector<NameId> batch_names_;
+};
+
+// Verifies and decodes one EventBatch message.
+// Errors (all kInvalidArgument, the message says which):
+//   fails the FlatBuffers Verifier or lacks the "BWEB" identifier;
+//   schema_version other than kEventBatchSchemaVersion;
+//   an event's name index outside the batch's string table.
+absl::StatusOr<DecodedBatch> DecodeEventBatch(std::span<const uint8_t> bytes);
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_SCHEMAS_EVENT_BATCH_CODEC_H_

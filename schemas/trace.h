@@ -1,0 +1,116 @@
+// The in-memory event model every stage shares: what one job's profiler data
+// says happened on its GPUs and CPU threads.
+//
+// Readers (ingest/) produce a Trace from a file; the EventBatch codec
+// (schemas/event_batch_codec.h) turns a Trace into wire messages and back; the
+// analyzer (processor/) consumes it. Events are plain fixed-size structs with
+// names as indices into the trace's string table, mirroring the wire format,
+// so decoding is a copy, not a rebuild.
+//
+// Units: every time is an integer nanosecond count on the trace's own clock
+// (wall-clock epoch nanoseconds when the source gives them). Intervals are
+// half-open [start_ns, end_ns).
+#ifndef BUBBLEWATCH_SCHEMAS_TRACE_H_
+#define BUBBLEWATCH_SCHEMAS_TRACE_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+
+namespace bubblewatch {
+
+// Index into Trace::names.
+using NameId = uint32_t;
+
+// Correlation id linking a GPU activity to the CPU API call that launched it.
+// 0 means "unknown". Readers make ids unique per trace (nsys ids are unique
+// only per process, so its reader folds the process id into the high bits).
+using CorrelationId = uint64_t;
+inline constexpr CorrelationId kNoCorrelation = 0;
+
+enum class GpuActivityKind : uint8_t {
+  kKernel = 0,
+  kMemcpy = 1,
+  kMemset = 2,
+};
+
+// One activity executed by a GPU.
+struct GpuActivity {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  CorrelationId correlation = kNoCorrelation;
+  uint64_t bytes = 0;  // Copies and sets only; 0 if unknown.
+  NameId name = 0;
+  int32_t device = 0;
+  int32_t stream = 0;
+  GpuActivityKind kind = GpuActivityKind::kKernel;
+  // Memcpy only: one side is pageable (not pinned) host memory, so the
+  // launching call blocked the host (see BRIEF: host_sync).
+  bool pageable = false;
+};
+
+// Where a CPU event came from; decides which events may explain idle time.
+enum class CpuEventCategory : uint8_t {
+  kCudaRuntime = 0,     // cudaLaunchKernel, cudaMemcpyAsync, ...
+  kCudaDriver = 1,      // cuLaunchKernel, ...
+  kCpuOp = 2,           // framework operators (aten::item, ...)
+  kUserAnnotation = 3,  // record_function / NVTX ranges
+  kPythonFunction = 4,  // Python stack ranges
+  kOther = 5,           // the seed timeline format: category unknown
+};
+
+// One CPU-side range: an API call, an operator, an annotation.
+struct CpuEvent {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  CorrelationId correlation = kNoCorrelation;
+  uint64_t thread = 0;  // Unique per trace (process and thread folded).
+  NameId name = 0;
+  CpuEventCategory category = CpuEventCategory::kOther;
+};
+
+// Events counted but not kept, by reason ("unknown category 'ac2g'", ...), so
+// a report can say what it skipped instead of hiding it.
+using SkipCounts = absl::flat_hash_map<std::string, int64_t>;
+
+// All events of one job (or one rank of it) plus what is known about it.
+struct Trace {
+  std::vector<std::string> names;  // The string table; NameId indexes it.
+  std::vector<GpuActivity> gpu;    // Any order.
+  std::vector<CpuEvent> cpu;       // Any order.
+
+  // Workload hints; -1 when the source does not say.
+  int32_t rank = -1;
+  int32_t world_size = -1;
+  std::string job;
+  std::string host;
+  // The format the events were read from ("timeline", "chrome", "nsys",
+  // "eventbatch"), for reports.
+  std::string source_format;
+  SkipCounts skipped;
+
+  // The name of an event. REQUIRES: id < names.size().
+  absl::string_view Name(NameId id) const { return names[id]; }
+};
+
+// Deduplicates names while a reader fills a Trace.
+// The interner borrows `trace`, which must outlive it.
+class NameInterner {
+ public:
+  explicit NameInterner(Trace* trace);
+
+  // Returns the id of `name` in trace->names, adding it if new.
+  NameId Intern(absl::string_view name);
+
+ private:
+  Trace* trace_;
+  absl::flat_hash_map<std::string, NameId> ids_;
+};
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_SCHEMAS_TRACE_H_

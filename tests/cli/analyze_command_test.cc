@@ -1,0 +1,179 @@
+// End-to-end tests of `bubblewatch analyze`: exit codes, error lines, the
+// JSON contract and the golden report of the seed's sample.
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "simdjson.h"
+#include "tests/cli/cli_runner.h"
+
+namespace bubblewatch {
+namespace {
+
+using ::bubblewatch::testing::ReadWholeFile;
+using ::bubblewatch::testing::RunBubblewatch;
+using ::bubblewatch::testing::WriteTempFile;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+const std::string kTestdata = BUBBLEWATCH_TESTDATA_DIR;
+
+TEST(AnalyzeCommand, SeedSampleJsonMatchesTheGoldenReport) {
+  auto r = RunBubblewatch("analyze --json --pretty timeline/seed_sample.json",
+                          kTestdata);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            ReadWholeFile(kTestdata + "/golden/seed_sample.analyze.json"));
+}
+
+TEST(AnalyzeCommand, SeedSampleJsonHasTheBriefsKeysAndNumbers) {
+  auto r =
+      RunBubblewatch("analyze --json timeline/seed_sample.json", kTestdata);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.parse(r.out);
+  EXPECT_EQ(double(doc["total_span_us"]), 130.0);
+  EXPECT_EQ(double(doc["compute_time_us"]), 45.0);
+  EXPECT_EQ(double(doc["bubble_time_us"]), 85.0);
+  EXPECT_EQ(double(doc["largest_bubble_us"]), 80.0);
+  EXPECT_EQ(std::string_view(doc["culprit_before_bubble"]), "conv2d_fwd");
+  simdjson::dom::object attribution = doc["attribution_us"];
+  EXPECT_EQ(attribution.size(), 8u);
+  EXPECT_EQ(double(attribution["host_sync"]), 79.0);
+  EXPECT_EQ(double(attribution["launch_overhead"]), 1.0);
+  EXPECT_EQ(double(attribution["host_compute"]), 5.0);
+  EXPECT_EQ(double(attribution["unattributed"]), 0.0);
+  simdjson::dom::array devices = doc["devices"];
+  EXPECT_EQ(devices.size(), 1u);
+  simdjson::dom::array bubbles = doc["bubbles"];
+  ASSERT_EQ(bubbles.size(), 2u);
+  EXPECT_EQ(std::string_view(bubbles.at(0)["before"]), "conv2d_fwd");
+  EXPECT_EQ(std::string_view(bubbles.at(0)["after"]), "batch_norm");
+  EXPECT_EQ(std::string_view(bubbles.at(0)["cause"]), "host_sync");
+  EXPECT_EQ(double(bubbles.at(0)["duration_us"]), 80.0);
+  simdjson::dom::array advice = doc["advice"];
+  ASSERT_GE(advice.size(), 1u);
+  EXPECT_EQ(std::string_view(advice.at(0)["cause"]), "host_sync");
+}
+
+TEST(AnalyzeCommand, TextReportShowsSummaryAttributionAndAdvice) {
+  auto r = RunBubblewatch("analyze timeline/seed_sample.json", kTestdata);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("130.000 us"));
+  EXPECT_THAT(r.out, HasSubstr("after conv2d_fwd"));
+  EXPECT_THAT(r.out, HasSubstr("host_sync"));
+  EXPECT_THAT(r.out, HasSubstr("Advice"));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("\033[")));  // Not a terminal.
+}
+
+TEST(AnalyzeCommand, TopLimitsTheBubbleList) {
+  auto r = RunBubblewatch("analyze --json --top 1 timeline/seed_sample.json",
+                          kTestdata);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  simdjson::dom::parser parser;
+  simdjson::dom::array bubbles = parser.parse(r.out)["bubbles"];
+  EXPECT_EQ(bubbles.size(), 1u);
+}
+
+TEST(AnalyzeCommand, WindowsAddUpToTheWholeTrace) {
+  auto r = RunBubblewatch(
+      "analyze --json --window 50us timeline/seed_sample.json", kTestdata);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.parse(r.out);
+  double bubble = 0, compute = 0;
+  for (simdjson::dom::element w : doc["windows"].get_array()) {
+    bubble += double(w["bubble_time_us"]);
+    compute += double(w["compute_time_us"]);
+  }
+  EXPECT_EQ(bubble, 85.0);
+  EXPECT_EQ(compute, 45.0);
+}
+
+struct BadInput {
+  const char* name;
+  const char* content;
+  const char* expected;  // Substring of the one error line.
+};
+
+class AnalyzeBadInput : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(AnalyzeBadInput, ExitsThreeWithOneClearLine) {
+  const BadInput& c = GetParam();
+  std::string path = WriteTempFile(std::string(c.name) + ".json", c.content);
+  auto r = RunBubblewatch("analyze --json '" + path + "'");
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_EQ(r.out, "") << "no partial report on stdout";
+  EXPECT_THAT(r.err, StartsWith("bubblewatch analyze: " + path + ": "));
+  EXPECT_THAT(r.err, HasSubstr(c.expected));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, AnalyzeBadInput,
+    ::testing::Values(
+        BadInput{
+            "bad_json",
+            R"({"gpu_kernels": [{"name": "a", "start_us": 1,, "end_us": 2}]})",
+            "bad JSON at offset"},
+        BadInput{
+            "truncated_json",
+            R"({"gpu_kernels": [{"name": "a", "start_us": 1, "end_us": 2,)",
+            "bad JSON"},
+        BadInput{
+            "missing_field",
+            R"({"gpu_kernels": [{"name": "a", "start_us": 1, "stream": 7}]})",
+            "gpu_kernels[0]: missing field \"end_us\""},
+        BadInput{
+            "end_before_start",
+            R"({"gpu_kernels": [{"name": "a", "start_us": 5, "end_us": 2, "stream": 7}]})",
+            "gpu_kernels[0]: end_us 2 is before start_us 5"},
+        BadInput{
+            "non_finite",
+            R"({"gpu_kernels": [{"name": "a", "start_us": NaN, "end_us": 2, "stream": 7}]})",
+            "not a finite number"},
+        BadInput{
+            "too_large",
+            R"({"gpu_kernels": [{"name": "a", "start_us": 1e300, "end_us": 2, "stream": 7}]})",
+            "does not fit"},
+        BadInput{
+            "unknown_kind",
+            R"({"gpu_kernels": [{"name": "a", "start_us": 1, "end_us": 2, "stream": 7, "kind": "dma"}]})",
+            "unknown kind \"dma\""},
+        BadInput{"unknown_format", R"(hello, I am not a trace)",
+                 "unknown format"}),
+    [](const ::testing::TestParamInfo<BadInput>& info) {
+      return std::string(info.param.name);
+    });
+
+TEST(AnalyzeCommand, TimelineWithoutGpuKernelsNamesTheMissingField) {
+  std::string path = WriteTempFile("no_gpu.json", R"({"cpu_events": []})");
+  auto r = RunBubblewatch("analyze --format timeline " + path);
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_THAT(r.err, HasSubstr("missing field \"gpu_kernels\""));
+}
+
+TEST(AnalyzeCommand, MissingFileExitsThree) {
+  auto r = RunBubblewatch("analyze /nonexistent/trace.json");
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_THAT(r.err, HasSubstr("No such file"));
+}
+
+TEST(AnalyzeCommand, UsageErrorsExitTwo) {
+  EXPECT_EQ(RunBubblewatch("analyze").exit_code, 2);
+  EXPECT_EQ(RunBubblewatch("analyze --bogus x.json").exit_code, 2);
+  EXPECT_EQ(RunBubblewatch("analyze --format xml x.json").exit_code, 2);
+  EXPECT_EQ(RunBubblewatch("analyze --top notanumber x.json").exit_code, 2);
+  EXPECT_EQ(RunBubblewatch("frobnicate").exit_code, 2);
+  EXPECT_EQ(RunBubblewatch("").exit_code, 2);
+}
+
+TEST(AnalyzeCommand, HelpDescribesEveryOption) {
+  auto r = RunBubblewatch("analyze --help");
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* option :
+       {"--format", "--json", "--top", "--window", "--rank", "--device"}) {
+    EXPECT_THAT(r.out, HasSubstr(option));
+  }
+}
+
+}  // namespace
+}  // namespace bubblewatch

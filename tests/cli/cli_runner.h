@@ -1,0 +1,56 @@
+// Runs the built `bubblewatch` binary in a shell and captures what it prints,
+// for end-to-end CLI tests.
+#ifndef BUBBLEWATCH_TESTS_CLI_CLI_RUNNER_H_
+#define BUBBLEWATCH_TESTS_CLI_CLI_RUNNER_H_
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace bubblewatch::testing {
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+inline std::string ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs `bubblewatch ARGS` with the working directory `cwd`.
+inline CliResult RunBubblewatch(const std::string& args,
+                                const std::string& cwd = ".") {
+  static int counter = 0;
+  std::string base = ::testing::TempDir() + "/cli_" + std::to_string(getpid()) +
+                     "_" + std::to_string(counter++);
+  std::string cmd = "cd '" + cwd + "' && " + BUBBLEWATCH_BINARY + " " + args +
+                    " >'" + base + ".out' 2>'" + base + ".err'";
+  int status = std::system(cmd.c_str());
+  CliResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = ReadWholeFile(base + ".out");
+  r.err = ReadWholeFile(base + ".err");
+  std::remove((base + ".out").c_str());
+  std::remove((base + ".err").c_str());
+  return r;
+}
+
+// Writes `content` to a fresh temp file and returns its path.
+inline std::string WriteTempFile(const std::string& name,
+                                 const std::string& content) {
+  std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path, std::ios::binary) << content;
+  return path;
+}
+
+}  // namespace bubblewatch::testing
+
+#endif  // BUBBLEWATCH_TESTS_CLI_CLI_RUNNER_H_

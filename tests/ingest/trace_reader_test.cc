@@ -1,0 +1,160 @@
+#include "ingest/trace_reader.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace bubblewatch {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Real(const std::string& relative) {
+  return absl::StrCat(BUBBLEWATCH_TESTDATA_DIR, "/real/", relative);
+}
+
+std::string ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+// Writes `bytes` to a fresh file in the test's temporary directory.
+std::string WriteTemp(const std::string& name, const std::string& bytes) {
+  std::string path =
+      absl::StrCat(::testing::TempDir(), "/", getpid(), "_", name);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  return path;
+}
+
+TEST(ReadTraceFile, AutoDetectsGzippedChromeTrace) {
+  absl::StatusOr<Trace> trace =
+      ReadTraceFile(Real("hta/sampled_rank-1.json.gz"));
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_EQ(trace->source_format, "chrome");
+  EXPECT_EQ(trace->rank, 1);
+  EXPECT_FALSE(trace->gpu.empty());
+}
+
+TEST(ReadTraceFile, AutoDetectsPlainChromeTrace) {
+  std::string path =
+      WriteTemp("plain.json",
+                R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k",
+          "ts": 1, "dur": 2, "args": {"device": 0, "stream": 7}}]})");
+  absl::StatusOr<Trace> trace = ReadTraceFile(path);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_EQ(trace->source_format, "chrome");
+  EXPECT_EQ(trace->gpu.size(), 1);
+}
+
+TEST(ReadTraceFile, AutoDetectsNsysExport) {
+  absl::StatusOr<Trace> trace = ReadTraceFile(Real("nsys/healthy_1pct.sqlite"));
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_EQ(trace->source_format, "nsys");
+  EXPECT_EQ(trace->gpu.size(), 400);
+}
+
+TEST(ReadTraceFile, AutoDetectsTimelineJson) {
+  std::string path =
+      WriteTemp("timeline.json",
+                R"({"gpu_kernels": [{"name": "k", "start_us": 0, "end_us": 5,
+          "stream": 7}], "cpu_events": []})");
+  absl::StatusOr<Trace> trace = ReadTraceFile(path);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_EQ(trace->source_format, "timeline");
+}
+
+TEST(ReadTraceFile, ForcedFormatsUseTheirReader) {
+  TraceReadOptions chrome;
+  chrome.format = TraceFormat::kChrome;
+  absl::StatusOr<Trace> trace =
+      ReadTraceFile(Real("hta/sampled_rank-0.json.gz"), chrome);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_EQ(trace->source_format, "chrome");
+  TraceReadOptions nsys;
+  nsys.format = TraceFormat::kNsys;
+  trace = ReadTraceFile(Real("nsys/mfu_2gpu_after.sqlite"), nsys);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_EQ(trace->source_format, "nsys");
+}
+
+TEST(ReadTraceFile, JsonForcedAsNsysIsAClearError) {
+  TraceReadOptions nsys;
+  nsys.format = TraceFormat::kNsys;
+  absl::StatusOr<Trace> trace =
+      ReadTraceFile(Real("hta/sampled_rank-0.json.gz"), nsys);
+  ASSERT_FALSE(trace.ok());
+  EXPECT_EQ(trace.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(trace.status().message(),
+              HasSubstr("not an Nsight Systems export"));
+}
+
+TEST(ReadTraceFile, TruncatedGzipIsDataLoss) {
+  std::string whole = ReadBytes(Real("hta/sampled_rank-0.json.gz"));
+  ASSERT_GT(whole.size(), 1000);
+  std::string path =
+      WriteTemp("half.json.gz", whole.substr(0, whole.size() / 2));
+  absl::StatusOr<Trace> trace = ReadTraceFile(path);
+  ASSERT_FALSE(trace.ok());
+  EXPECT_EQ(trace.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(trace.status().message(), HasSubstr("truncated gzip"));
+}
+
+TEST(ReadTraceFile, TruncatedRealJsonIsBadJson) {
+  absl::StatusOr<Trace> whole = ReadTraceFile(Real("hta/rank0.json.gz"));
+  ASSERT_TRUE(whole.ok());
+  // The same trace, uncompressed and cut in the middle of an event.
+  std::string path = WriteTemp(
+      "half.json",
+      R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::empty",
+          "pid": 1, "tid": 1, "ts": 1695835542515301, "dur": 104}, {"ph": "X",
+          "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 16958)");
+  absl::StatusOr<Trace> trace = ReadTraceFile(path);
+  ASSERT_FALSE(trace.ok());
+  EXPECT_EQ(trace.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(trace.status().message(), HasSubstr("bad JSON"));
+}
+
+TEST(ReadTraceFile, UnknownContentIsAClearError) {
+  std::string path = WriteTemp("other.json", R"({"hello": "world"})");
+  absl::StatusOr<Trace> trace = ReadTraceFile(path);
+  ASSERT_FALSE(trace.ok());
+  EXPECT_THAT(trace.status().message(), HasSubstr("unknown format"));
+}
+
+TEST(ReadTraceFile, MissingFileIsNotFound) {
+  EXPECT_EQ(ReadTraceFile(Real("hta/absent.json.gz")).status().code(),
+            absl::StatusCode::kNotFound);
+  TraceReadOptions nsys;
+  nsys.format = TraceFormat::kNsys;
+  EXPECT_EQ(ReadTraceFile(Real("nsys/absent.sqlite"), nsys).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(ReadTraceFile, ProgressReachesTheTotal) {
+  TraceReadOptions options;
+  uint64_t last_done = 0, last_total = 1;
+  int calls = 0;
+  options.progress = [&](uint64_t done, uint64_t total) {
+    last_done = done;
+    last_total = total;
+    ++calls;
+  };
+  absl::StatusOr<Trace> trace =
+      ReadTraceFile(Real("hta/rank0.json.gz"), options);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_GT(calls, 2);  // 25 MB of JSON: a call every 4 MB and the end.
+  EXPECT_EQ(last_done, last_total);
+  EXPECT_EQ(last_total, 25762803);
+}
+
+}  // namespace
+}  // namespace bubblewatch

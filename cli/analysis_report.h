@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "processor/analysis.h"
+#include "schemas/analysis.h"
 #include "schemas/trace.h"
 
 namespace bubblewatch {

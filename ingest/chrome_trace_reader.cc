@@ -6,55 +6,19 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <tuple>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
-#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "ingest/duplicate_event_filter.h"
 #include "ingest/json_support.h"
 #include "ingest/json_token.h"
+#include "ingest/kineto_category.h"
 
 namespace bubblewatch {
 namespace {
 
 namespace od = simdjson::ondemand;
-
-// What a kept category becomes.
-struct Category {
-  bool gpu = false;
-  GpuActivityKind gpu_kind = GpuActivityKind::kKernel;
-  CpuEventCategory cpu_category = CpuEventCategory::kOther;
-};
-
-constexpr Category Gpu(GpuActivityKind kind) { return {true, kind, {}}; }
-constexpr Category Cpu(CpuEventCategory category) {
-  return {false, GpuActivityKind::kKernel, category};
-}
-
-// The categories the brief lists, in current and older Kineto spellings.
-std::optional<Category> ClassifyCategory(std::string_view cat) {
-  if (cat == "kernel" || cat == "Kernel") return Gpu(GpuActivityKind::kKernel);
-  if (cat == "cuda_runtime" || cat == "Runtime") {
-    return Cpu(CpuEventCategory::kCudaRuntime);
-  }
-  if (cat == "cpu_op" || cat == "Operator") {
-    return Cpu(CpuEventCategory::kCpuOp);
-  }
-  if (cat == "gpu_memcpy" || cat == "Memcpy") {
-    return Gpu(GpuActivityKind::kMemcpy);
-  }
-  if (cat == "gpu_memset" || cat == "Memset") {
-    return Gpu(GpuActivityKind::kMemset);
-  }
-  if (cat == "cuda_driver" || cat == "Driver") {
-    return Cpu(CpuEventCategory::kCudaDriver);
-  }
-  if (cat == "user_annotation") return Cpu(CpuEventCategory::kUserAnnotation);
-  if (cat == "python_function") return Cpu(CpuEventCategory::kPythonFunction);
-  return std::nullopt;
-}
 
 // What one traceEvents element says, as token text pointing into the JSON
 // (absent fields have a null data()); args are read while iterating since
@@ -66,21 +30,6 @@ struct EventFields {
   bool device_bad = false, stream_bad = false;
   uint64_t correlation = 0;
   uint64_t bytes = 0;
-};
-
-// A kept event's JSON text, hashed by the fields read from it.
-struct SeenEvent {
-  absl::string_view text;
-  uint64_t fingerprint;
-
-  struct Hash {
-    size_t operator()(const SeenEvent& e) const { return e.fingerprint; }
-  };
-  struct Eq {
-    bool operator()(const SeenEvent& a, const SeenEvent& b) const {
-      return a.fingerprint == b.fingerprint && a.text == b.text;
-    }
-  };
 };
 
 class ChromeTraceReader {
@@ -95,7 +44,7 @@ class ChromeTraceReader {
   absl::Status ReadEvents(od::value& value);
   absl::Status ReadEvent(od::value& element, size_t index);
   absl::Status ReadArgs(od::value& value, EventFields* f);
-  absl::Status KeepEvent(const EventFields& f, const Category& category,
+  absl::Status KeepEvent(const EventFields& f, const KinetoCategory& category,
                          size_t index);
   absl::Status ReadDistributedInfo(od::value& value);
   absl::Status ReadBaseTime(od::value& value);
@@ -123,8 +72,7 @@ class ChromeTraceReader {
   od::document doc_;
   Trace trace_;
   NameInterner names_;
-  // The JSON text of every kept event, to drop byte-identical repeats.
-  absl::flat_hash_set<SeenEvent, SeenEvent::Hash, SeenEvent::Eq> seen_;
+  DuplicateEventFilter duplicates_;
   // Ids for pid/tid strings that are not numbers.
   absl::flat_hash_map<std::string, uint32_t> string_ids_;
   std::optional<int64_t> base_time_ns_;
@@ -249,7 +197,7 @@ absl::Status ChromeTraceReader::ReadEvent(od::value& element, size_t index) {
     return absl::OkStatus();
   }
   std::string_view cat = StringTokenContent(f.cat).value_or(f.cat);
-  std::optional<Category> category = ClassifyCategory(cat);
+  std::optional<KinetoCategory> category = ClassifyKinetoCategory(cat);
   if (!category) {
     CountSkip({"category '", cat, "'"});
     return absl::OkStatus();
@@ -266,22 +214,10 @@ absl::Status ChromeTraceReader::ReadEvent(od::value& element, size_t index) {
   }
   std::string_view text = TrimJsonSpace(std::string_view(begin, end - begin));
   RETURN_IF_ERROR(KeepEvent(f, *category, index));
-  // Identical text gives identical events, so the kept event's fields are a
-  // cheap hash of the text; the text itself settles equality.
-  uint64_t fingerprint = 0;
-  if (category->gpu) {
-    const GpuActivity& a = trace_.gpu.back();
-    fingerprint = absl::Hash<std::tuple<int64_t, int64_t, uint64_t, uint64_t,
-                                        NameId, int32_t, int32_t>>{}(
-        {a.start_ns, a.end_ns, a.correlation, a.bytes, a.name, a.device,
-         a.stream});
-  } else {
-    const CpuEvent& e = trace_.cpu.back();
-    fingerprint =
-        absl::Hash<std::tuple<int64_t, int64_t, uint64_t, uint64_t, NameId>>{}(
-            {e.start_ns, e.end_ns, e.correlation, e.thread, e.name});
-  }
-  if (!seen_.insert(SeenEvent{AbslView(text), fingerprint}).second) {
+  bool repeat = category->gpu
+                    ? duplicates_.IsRepeat(AbslView(text), trace_.gpu.back())
+                    : duplicates_.IsRepeat(AbslView(text), trace_.cpu.back());
+  if (repeat) {
     if (category->gpu) {
       trace_.gpu.pop_back();
     } else {
@@ -322,7 +258,7 @@ absl::Status ChromeTraceReader::ReadArgs(od::value& value, EventFields* f) {
 }
 
 absl::Status ChromeTraceReader::KeepEvent(const EventFields& f,
-                                          const Category& category,
+                                          const KinetoCategory& category,
                                           size_t index) {
   if (!f.name_is_string) {
     return EventError(index, f.name.data() == nullptr

@@ -62,25 +62,6 @@ std::optional<int64_t> PlainInteger(std::string_view text) {
 
 }  // namespace
 
-std::string_view TrimJsonSpace(std::string_view s) {
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\n' ||
-                        s.back() == '\r' || s.back() == '\t')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
-
-std::string_view TokenText(simdjson::ondemand::value& value) {
-  return TrimJsonSpace(value.raw_json_token());
-}
-
-std::optional<std::string_view> StringTokenContent(std::string_view token) {
-  if (token.size() < 2 || token.front() != '"' || token.back() != '"') {
-    return std::nullopt;
-  }
-  return token.substr(1, token.size() - 2);
-}
-
 std::optional<int64_t> TokenInteger(std::string_view token) {
   std::string_view text = StringTokenContent(token).value_or(token);
   if (std::optional<int64_t> plain = PlainInteger(text)) return plain;

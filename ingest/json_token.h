@@ -17,16 +17,30 @@
 namespace bubblewatch {
 
 // `s` without trailing JSON whitespace (space, tab, CR, LF).
-std::string_view TrimJsonSpace(std::string_view s);
+inline std::string_view TrimJsonSpace(std::string_view s) {
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\n' ||
+                        s.back() == '\r' || s.back() == '\t')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
 
 // The text of `value`'s token, which stays unconsumed: a scalar as written
 // ("12.5", "\"a\\\"b\"" with its quotes, "true"), or "{" / "[" for a
 // container.
-std::string_view TokenText(simdjson::ondemand::value& value);
+inline std::string_view TokenText(simdjson::ondemand::value& value) {
+  return TrimJsonSpace(value.raw_json_token());
+}
 
 // The raw content of a string token between its quotes (escapes left as
 // written); nullopt if `token` is not a string.
-std::optional<std::string_view> StringTokenContent(std::string_view token);
+inline std::optional<std::string_view> StringTokenContent(
+    std::string_view token) {
+  if (token.size() < 2 || token.front() != '"' || token.back() != '"') {
+    return std::nullopt;
+  }
+  return token.substr(1, token.size() - 2);
+}
 
 // The integer a token holds, written as a JSON integer or as a string holding
 // one ("7", "\"7\""); nullopt for anything else or a value outside int64.

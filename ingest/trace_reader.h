@@ -4,13 +4,13 @@
 #ifndef BUBBLEWATCH_INGEST_TRACE_READER_H_
 #define BUBBLEWATCH_INGEST_TRACE_READER_H_
 
-#include "absl/strings/string_view.h"
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "schemas/trace.h"
 
 namespace bubblewatch {

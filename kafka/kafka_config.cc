@@ -2,6 +2,7 @@
 
 #include <array>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -33,8 +34,9 @@ bool IsSecretKafkaProperty(absl::string_view key) {
   static constexpr std::array<absl::string_view, 5> kSecretParts = {
       "password", "secret", "sasl.oauthbearer.config", "ssl.key.pem",
       "ssl.keystore"};
+  const std::string lower = absl::AsciiStrToLower(key);
   for (absl::string_view part : kSecretParts) {
-    if (absl::StrContainsIgnoreCase(key, part)) return true;
+    if (absl::StrContains(lower, part)) return true;
   }
   // "ssl.key.location" names a file, not a key; only the PEM itself is secret.
   return false;
@@ -42,7 +44,7 @@ bool IsSecretKafkaProperty(absl::string_view key) {
 
 KafkaConfig::KafkaConfig(absl::string_view brokers)
     : brokers_(brokers.data(), brokers.size()) {
-  Set("bootstrap.servers", brokers);
+  if (!brokers.empty()) Set("bootstrap.servers", brokers);
 }
 
 std::string* KafkaConfig::Find(absl::string_view key) {

@@ -22,7 +22,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
-#include "processor/analysis.h"
+#include "schemas/analysis.h"
 #include "schemas/trace.h"
 
 namespace bubblewatch {

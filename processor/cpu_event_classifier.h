@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "absl/strings/string_view.h"
-#include "processor/bubble_cause.h"
+#include "schemas/bubble_cause.h"
 #include "schemas/trace.h"
 
 namespace bubblewatch {

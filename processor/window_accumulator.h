@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/functional/function_ref.h"
-#include "processor/analysis.h"
-#include "processor/bubble_cause.h"
+#include "schemas/analysis.h"
+#include "schemas/bubble_cause.h"
 
 namespace bubblewatch {
 

@@ -11,8 +11,9 @@
 // Peak memory of the whole file read (load + gunzip + conversion), against
 // the budget of 2 x uncompressed size + 64 MB:
 //
-//   /usr/bin/time -v build/ops/bench/chrome_reader_benchmark \
-//       --peak_rss=tests/testdata/real/hta/mtia_rank_0.json.gz
+//   build/ops/bench/chrome_reader_benchmark
+//   --peak_rss=tests/testdata/real/hta/mtia_rank_0.json.gz
+// (one command line; `/usr/bin/time -v` in front agrees on the peak).
 #include <sys/resource.h>
 
 #include <algorithm>

@@ -66,7 +66,9 @@ TEST(ChromeTraceReader, UnusualNumberShapesMatchDecimalMicrosToNanos) {
     absl::StatusOr<int64_t> expected = DecimalMicrosToNanos(ts);
     absl::StatusOr<Trace> trace = Read(Events(Kernel(ts, "0")));
     ASSERT_EQ(trace.ok(), expected.ok()) << trace.status();
-    if (expected.ok()) EXPECT_EQ(trace->gpu.at(0).start_ns, *expected);
+    if (expected.ok()) {
+      EXPECT_EQ(trace->gpu.at(0).start_ns, *expected);
+    }
   }
 }
 

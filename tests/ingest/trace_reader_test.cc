@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ingest/trace_file.h"
 
 namespace bubblewatch {
 namespace {
@@ -109,18 +110,16 @@ TEST(ReadTraceFile, TruncatedGzipIsDataLoss) {
 }
 
 TEST(ReadTraceFile, TruncatedRealJsonIsBadJson) {
-  absl::StatusOr<Trace> whole = ReadTraceFile(Real("hta/rank0.json.gz"));
-  ASSERT_TRUE(whole.ok());
-  // The same trace, uncompressed and cut in the middle of an event.
-  std::string path = WriteTemp(
-      "half.json",
-      R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::empty",
-          "pid": 1, "tid": 1, "ts": 1695835542515301, "dur": 104}, {"ph": "X",
-          "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 16958)");
-  absl::StatusOr<Trace> trace = ReadTraceFile(path);
-  ASSERT_FALSE(trace.ok());
-  EXPECT_EQ(trace.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(trace.status().message(), HasSubstr("bad JSON"));
+  absl::StatusOr<simdjson::padded_string> json =
+      LoadTraceFile(Real("hta/sampled_rank-0.json.gz"));
+  ASSERT_TRUE(json.ok()) << json.status();
+  for (size_t cut : {json->size() / 2, json->size() - 2}) {
+    std::string path = WriteTemp("cut.json", std::string(json->data(), cut));
+    absl::StatusOr<Trace> trace = ReadTraceFile(path);
+    ASSERT_FALSE(trace.ok()) << cut;
+    EXPECT_EQ(trace.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(trace.status().message(), HasSubstr("bad JSON")) << cut;
+  }
 }
 
 TEST(ReadTraceFile, UnknownContentIsAClearError) {

@@ -1,4 +1,4 @@
-#include "processor/bubble_cause.h"
+#include "schemas/bubble_cause.h"
 
 namespace bubblewatch {
 

@@ -1,15 +1,16 @@
 // The result of analyzing one job's events: the numbers of BRIEF.md's
 // "Bubble semantics", per device, for the job, and optionally per event-time
-// window.
-#ifndef BUBBLEWATCH_PROCESSOR_ANALYSIS_H_
-#define BUBBLEWATCH_PROCESSOR_ANALYSIS_H_
+// window. The analyzer (processor/) produces these; the window store
+// (storage/), queries and alerts consume them, so they live with the schemas.
+#ifndef BUBBLEWATCH_SCHEMAS_ANALYSIS_H_
+#define BUBBLEWATCH_SCHEMAS_ANALYSIS_H_
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "processor/bubble_cause.h"
+#include "schemas/bubble_cause.h"
 
 namespace bubblewatch {
 
@@ -101,4 +102,4 @@ struct Analysis {
 
 }  // namespace bubblewatch
 
-#endif  // BUBBLEWATCH_PROCESSOR_ANALYSIS_H_
+#endif  // BUBBLEWATCH_SCHEMAS_ANALYSIS_H_

@@ -1,7 +1,7 @@
 // The causes a bubble microsecond can be attributed to, and the advice that
 // goes with each (BRIEF.md, "Attribution of each bubble").
-#ifndef BUBBLEWATCH_PROCESSOR_BUBBLE_CAUSE_H_
-#define BUBBLEWATCH_PROCESSOR_BUBBLE_CAUSE_H_
+#ifndef BUBBLEWATCH_SCHEMAS_BUBBLE_CAUSE_H_
+#define BUBBLEWATCH_SCHEMAS_BUBBLE_CAUSE_H_
 
 #include <array>
 #include <cstdint>
@@ -53,4 +53,4 @@ int64_t AttributionTotal(const Attribution& attribution);
 
 }  // namespace bubblewatch
 
-#endif  // BUBBLEWATCH_PROCESSOR_BUBBLE_CAUSE_H_
+#endif  // BUBBLEWATCH_SCHEMAS_BUBBLE_CAUSE_H_

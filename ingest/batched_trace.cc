@@ -1,0 +1,135 @@
+#include "ingest/batched_trace.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace bubblewatch {
+namespace {
+
+// FNV-1a over 64-bit words with a final avalanche: one multiply per word, so
+// hashing tens of millions of events costs a fraction of sending them. It is
+// an identity, not a security boundary.
+class StreamHasher {
+ public:
+  void Add(uint64_t word) { h_ = (h_ ^ word) * 0x100000001b3ULL; }
+  void Add(absl::string_view s) {
+    Add(static_cast<uint64_t>(s.size()));
+    size_t i = 0;
+    for (; i + 8 <= s.size(); i += 8) {
+      uint64_t w;
+      std::memcpy(&w, s.data() + i, 8);
+      Add(w);
+    }
+    uint64_t tail = 0;
+    std::memcpy(&tail, s.data() + i, s.size() - i);
+    Add(tail);
+  }
+  uint64_t Finish() const {
+    uint64_t z = h_ + 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    return z == 0 ? 1 : z;
+  }
+
+ private:
+  uint64_t h_ = 0xcbf29ce484222325ULL;
+};
+
+}  // namespace
+
+uint64_t StreamProducerId(const Trace& trace, const BatchHeader& identity,
+                          const BatchingOptions& options) {
+  StreamHasher h;
+  h.Add(absl::string_view(identity.job.data(), identity.job.size()));
+  h.Add(absl::string_view(identity.host.data(), identity.host.size()));
+  h.Add(static_cast<uint64_t>(static_cast<int64_t>(identity.rank)));
+  h.Add(static_cast<uint64_t>(static_cast<int64_t>(identity.world_size)));
+  h.Add(static_cast<uint64_t>(options.max_events));
+  h.Add(static_cast<uint64_t>(options.max_span_ns));
+  h.Add(static_cast<uint64_t>(trace.names.size()));
+  for (const std::string& name : trace.names) {
+    h.Add(absl::string_view(name.data(), name.size()));
+  }
+  h.Add(static_cast<uint64_t>(trace.gpu.size()));
+  for (const GpuActivity& a : trace.gpu) {
+    h.Add(static_cast<uint64_t>(a.start_ns));
+    h.Add(static_cast<uint64_t>(a.end_ns));
+    h.Add(a.correlation);
+    h.Add(a.bytes);
+    h.Add((uint64_t{a.name} << 32) | static_cast<uint32_t>(a.device));
+    h.Add((static_cast<uint64_t>(static_cast<uint32_t>(a.stream)) << 16) |
+          (static_cast<uint64_t>(a.kind) << 8) | (a.pageable ? 1 : 0));
+  }
+  h.Add(static_cast<uint64_t>(trace.cpu.size()));
+  for (const CpuEvent& e : trace.cpu) {
+    h.Add(static_cast<uint64_t>(e.start_ns));
+    h.Add(static_cast<uint64_t>(e.end_ns));
+    h.Add(e.correlation);
+    h.Add(e.thread);
+    h.Add((uint64_t{e.name} << 8) | static_cast<uint64_t>(e.category));
+  }
+  return h.Finish();
+}
+
+BatchedTrace::BatchedTrace(Trace trace, const BatchHeader& identity,
+                           const BatchingOptions& options)
+    : trace_(std::make_unique<Trace>(std::move(trace))),
+      header_(identity),
+      encoder_(trace_.get()) {
+  auto by_start = [](const auto& a, const auto& b) {
+    return a.start_ns < b.start_ns;
+  };
+  // Readers and the synthetic fleet usually emit sorted runs already.
+  std::vector<GpuActivity>& gpu = trace_->gpu;
+  std::vector<CpuEvent>& cpu = trace_->cpu;
+  if (!std::is_sorted(gpu.begin(), gpu.end(), by_start)) {
+    std::stable_sort(gpu.begin(), gpu.end(), by_start);
+  }
+  if (!std::is_sorted(cpu.begin(), cpu.end(), by_start)) {
+    std::stable_sort(cpu.begin(), cpu.end(), by_start);
+  }
+  header_.sequence = 0;
+  if (header_.producer_id == 0) {
+    header_.producer_id = StreamProducerId(*trace_, header_, options);
+  }
+
+  const int64_t max_events = std::max<int64_t>(1, options.max_events);
+  size_t g = 0;
+  size_t c = 0;
+  while (g < gpu.size() || c < cpu.size()) {
+    BatchSlice slice{.gpu_begin = g, .gpu_end = g, .cpu_begin = c,
+                     .cpu_end = c};
+    int64_t count = 0;
+    bool first = true;
+    while (count < max_events && (g < gpu.size() || c < cpu.size())) {
+      const bool take_gpu =
+          c >= cpu.size() ||
+          (g < gpu.size() && gpu[g].start_ns <= cpu[c].start_ns);
+      const int64_t start = take_gpu ? gpu[g].start_ns : cpu[c].start_ns;
+      if (first) {
+        slice.first_start_ns = start;
+        first = false;
+      } else if (options.max_span_ns > 0 &&
+                 start - slice.first_start_ns >= options.max_span_ns) {
+        break;
+      }
+      slice.last_start_ns = start;
+      take_gpu ? ++g : ++c;
+      ++count;
+    }
+    slice.gpu_end = g;
+    slice.cpu_end = c;
+    batches_.push_back(slice);
+  }
+}
+
+std::span<const uint8_t> BatchedTrace::Encode(size_t i) {
+  const BatchSlice& s = batches_[i];
+  BatchHeader header = header_;
+  header.sequence = i;
+  return encoder_.Encode(header, s.gpu_begin, s.gpu_end, s.cpu_begin,
+                         s.cpu_end);
+}
+
+}  // namespace bubblewatch

@@ -17,6 +17,7 @@ namespace bubblewatch {
 namespace {
 
 constexpr uint32_t kNoLaunch = LaunchIndex::kNone;
+constexpr uint32_t kNoKernel = UINT32_MAX;
 
 struct DeviceInput {
   int32_t device = 0;
@@ -36,7 +37,7 @@ KernelRef MakeKernelRef(const Trace& trace, uint32_t gpu_index) {
 struct GapContext {
   int64_t g0;
   int64_t g1;
-  uint32_t next_kernel;  // Trace::gpu index of N.
+  uint32_t next_kernel;  // Trace::gpu index of N, or kNoKernel.
   uint32_t launch;       // Trace::cpu index of N's launch, or kNoLaunch.
   HostActivityIndex::Scope scope;
   bool gpu_dependency;  // The launch started before the gap.
@@ -57,6 +58,8 @@ class Analyzer {
   uint32_t LaunchOf(uint32_t gpu_index) const;
   GapContext MakeGapContext(const DeviceTimeline& timeline,
                             const Gap& gap) const;
+  // What host-side time no CPU event explains is attributed to.
+  BubbleCause UncoveredCause(const GapContext& ctx) const;
   // Calls sink(cause, window_start_ns, ns) for every part of [lo, hi) ∩ gap,
   // split at window boundaries when windows are on.
   template <typename Sink>
@@ -157,6 +160,16 @@ GapContext Analyzer::MakeGapContext(const DeviceTimeline& timeline,
   GapContext ctx{};
   ctx.g0 = gap.start_ns;
   ctx.g1 = gap.end_ns;
+  ctx.next_kernel = kNoKernel;
+  ctx.launch = kNoLaunch;
+  if (!gap.has_next()) {
+    // A trailing gap: no next kernel, so host-side time on all threads.
+    ctx.scope = HostActivityIndex::kAllThreads;
+    ctx.gpu_dependency = false;
+    ctx.host_end = ctx.g1;
+    ctx.uncovered_cause = UncoveredCause(ctx);
+    return ctx;
+  }
   // Choose N among the kernels starting at g1 (see the header).
   uint32_t best = timeline.kernels()[gap.next_begin].index;
   uint32_t best_launch = LaunchOf(best);
@@ -186,14 +199,16 @@ GapContext Analyzer::MakeGapContext(const DeviceTimeline& timeline,
     ctx.gpu_dependency = false;
     ctx.host_end = ctx.g1;
   }
-  if (!host_->has_cpu_events()) {
-    ctx.uncovered_cause = BubbleCause::kUnattributed;
-  } else if (host_->SyncOverlaps(ctx.scope, ctx.g0, ctx.host_end)) {
-    ctx.uncovered_cause = BubbleCause::kHostSync;
-  } else {
-    ctx.uncovered_cause = BubbleCause::kHostCompute;
-  }
+  ctx.uncovered_cause = UncoveredCause(ctx);
   return ctx;
+}
+
+BubbleCause Analyzer::UncoveredCause(const GapContext& ctx) const {
+  if (!host_->has_cpu_events()) return BubbleCause::kUnattributed;
+  if (host_->SyncOverlaps(ctx.scope, ctx.g0, ctx.host_end)) {
+    return BubbleCause::kHostSync;
+  }
+  return BubbleCause::kHostCompute;
 }
 
 template <typename Fn>
@@ -315,7 +330,9 @@ BubbleReport Analyzer::MakeBubbleReport(const DeviceInput& input,
   r.start_ns = lo;
   r.end_ns = hi;
   r.before = MakeKernelRef(trace_, gap.culprit);
-  r.after = MakeKernelRef(trace_, ctx.next_kernel);
+  if (ctx.next_kernel != kNoKernel) {
+    r.after = MakeKernelRef(trace_, ctx.next_kernel);
+  }
   AttributeGap(ctx, copies, lo, hi, [&](BubbleCause c, int64_t, int64_t ns) {
     r.attribution[static_cast<int>(c)] += ns;
   });
@@ -371,7 +388,8 @@ absl::StatusOr<Analysis> Analyzer::Run() {
     for (const KernelSlot& k : input.kernels) {
       if (LaunchOf(k.index) != kNoLaunch) ++d.kernels_with_launch;
     }
-    timelines.emplace_back(std::move(input.kernels), trace_);
+    timelines.emplace_back(std::move(input.kernels), trace_,
+                           options_.open_until_ns);
     copy_sets.push_back(IntervalSet::FromIntervals(input.copies));
     const DeviceTimeline& timeline = timelines.back();
     const IntervalSet& copies = copy_sets.back();
@@ -380,7 +398,12 @@ absl::StatusOr<Analysis> Analyzer::Run() {
     if (!timeline.busy().empty()) {
       d.first_kernel_start_ns = timeline.busy().front().start;
       d.last_kernel_end_ns = timeline.busy().back().end;
-      s.span_ns = d.last_kernel_end_ns - d.first_kernel_start_ns;
+      // A trailing gap (open_until_ns) extends the span past the last kernel.
+      int64_t span_end = d.last_kernel_end_ns;
+      if (!timeline.gaps().empty()) {
+        span_end = std::max(span_end, timeline.gaps().back().end_ns);
+      }
+      s.span_ns = span_end - d.first_kernel_start_ns;
       s.compute_ns = timeline.compute_ns();
       s.bubble_ns = s.span_ns - s.compute_ns;
     }

@@ -36,6 +36,12 @@ struct AnalyzerOptions {
   int64_t window_ns = 0;
   // How many gap parts each window's top_bubbles holds.
   int top_bubbles_per_window = 3;
+  // 0, or a time after which nothing is known yet: a device whose last kernel
+  // ends before it is idle until it (a trailing bubble with no next kernel,
+  // attributed by the no-correlation rule), and spans extend to it. The
+  // streaming processor closes windows this way when a gap outlasts the
+  // allowed lateness (BRIEF.md, streaming semantics).
+  int64_t open_until_ns = 0;
 };
 
 // Analyzes `trace`.

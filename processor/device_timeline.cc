@@ -52,7 +52,7 @@ void SortKernelsByStart(std::vector<KernelSlot>& kernels) {
 }
 
 DeviceTimeline::DeviceTimeline(std::vector<KernelSlot> kernels,
-                               const Trace& trace)
+                               const Trace& trace, int64_t open_until_ns)
     : kernels_(std::move(kernels)) {
   SortKernelsByStart(kernels_);
   if (kernels_.empty()) return;
@@ -82,6 +82,11 @@ DeviceTimeline::DeviceTimeline(std::vector<KernelSlot> kernels,
   }
   busy_.push_back({cur_start, cur_end});
   compute_ns_ += cur_end - cur_start;
+  if (open_until_ns > cur_end) {
+    uint32_t none = static_cast<uint32_t>(kernels_.size());
+    gaps_.push_back(
+        Gap{cur_end, open_until_ns, kernels_[culprit].index, none, none});
+  }
 }
 
 }  // namespace bubblewatch

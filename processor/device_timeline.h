@@ -25,14 +25,21 @@ struct Gap {
   int64_t end_ns;
   uint32_t culprit;     // Trace::gpu index of the kernel that ended at start.
   uint32_t next_begin;  // Positions in kernels() of the kernels starting at
-  uint32_t next_end;    // end_ns: [next_begin, next_end).
+  uint32_t next_end;    // end_ns: [next_begin, next_end). Empty for a
+                        // trailing gap, whose next kernel has not arrived.
+  bool has_next() const { return next_begin < next_end; }
 };
 
 class DeviceTimeline {
  public:
   // Sorts `kernels` (cheaply when they come as a few sorted runs, e.g. one
   // per stream) and merges them. `trace` supplies names for tie-breaks.
-  DeviceTimeline(std::vector<KernelSlot> kernels, const Trace& trace);
+  // If `open_until_ns` is after the last kernel's end, the device is taken to
+  // be idle until then: a trailing gap [last end, open_until_ns) without a
+  // next kernel closes the timeline (the streaming processor's view of a gap
+  // whose next kernel has not arrived yet).
+  DeviceTimeline(std::vector<KernelSlot> kernels, const Trace& trace,
+                 int64_t open_until_ns = 0);
 
   const std::vector<KernelSlot>& kernels() const { return kernels_; }
   const std::vector<Interval>& busy() const { return busy_; }

@@ -17,9 +17,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "schemas/bubble_cause.h"
 #include "processor/cpu_event_classifier.h"
 #include "processor/interval_set.h"
+#include "schemas/bubble_cause.h"
 #include "schemas/trace.h"
 
 namespace bubblewatch {

@@ -376,5 +376,32 @@ TEST(BubbleAnalyzer, GapCoveringAWholeWindowMakesAZeroPercentWindow) {
   EXPECT_EQ(a.windows[2].job.culprit_before_bubble->name, "a");
 }
 
+TEST(BubbleAnalyzer, OpenUntilAddsATrailingGapWithoutANextKernel) {
+  TraceBuilder b;
+  b.Kernel("a", 0, 10, 7, 0, 1).Kernel("b", 20, 30, 7, 0, 2);
+  b.Launch(-5, -4, 1).Launch(15, 16, 2);
+  b.Cpu("cudaStreamSynchronize", 30, 45, /*tid=*/1);
+  AnalyzerOptions options;
+  options.open_until_ns = 50 * kUs;
+  Analysis a = MustAnalyze(b.Build(), options);
+  EXPECT_EQ(a.job.span_ns, 50 * kUs);
+  EXPECT_EQ(a.job.compute_ns, 20 * kUs);
+  EXPECT_EQ(a.job.bubble_ns, 30 * kUs);
+  // [30,45) sync; [45,50) uncovered with a sync overlapping -> host_sync.
+  EXPECT_EQ(Cause(a.job, BubbleCause::kHostSync), 20 * kUs);
+  EXPECT_EQ(a.top_bubbles[0].start_ns, 30 * kUs);
+  EXPECT_FALSE(a.top_bubbles[0].after.has_value());
+  EXPECT_EQ(a.top_bubbles[0].before->name, "b");
+  EXPECT_EQ(AttributionTotal(a.job.attribution), a.job.bubble_ns);
+}
+
+TEST(BubbleAnalyzer, OpenUntilBeforeTheLastKernelChangesNothing) {
+  AnalyzerOptions options;
+  options.open_until_ns = 100 * kUs;
+  Analysis a = MustAnalyze(SeedSample().Build(), options);
+  EXPECT_EQ(a.job.span_ns, 130 * kUs);
+  EXPECT_EQ(a.job.bubble_ns, 85 * kUs);
+}
+
 }  // namespace
 }  // namespace bubblewatch

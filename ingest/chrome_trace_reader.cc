@@ -53,8 +53,17 @@ class ChromeTraceReader {
   // Counts a skipped event under the reason made of `parts`, each cut to 64
   // bytes; allocates only the first time a reason is seen.
   void CountSkip(std::initializer_list<std::string_view> parts);
+  // A JSON syntax error; one that ran into the end of input says the file
+  // may be truncated.
   absl::Status Syntax(simdjson::error_code error) {
-    return JsonSyntaxError(doc_, json_, error);
+    absl::Status status = JsonSyntaxError(doc_, json_, error);
+    const char* location = nullptr;
+    if (doc_.current_location().get(location) != simdjson::SUCCESS ||
+        location >= json_.data() + json_.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          status.message(), " (the input ends early: truncated?)"));
+    }
+    return status;
   }
   static absl::Status EventError(size_t index, std::string_view what) {
     return absl::InvalidArgumentError(
@@ -83,13 +92,20 @@ class ChromeTraceReader {
 absl::StatusOr<Trace> ChromeTraceReader::Read() {
   if (auto err = parser_.iterate(json_).get(doc_)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("bad JSON: ", simdjson::error_message(err)));
+        absl::StrCat("bad JSON: ", simdjson::error_message(err),
+                     err == simdjson::UNCLOSED_STRING ? " (truncated?)" : ""));
   }
   od::object root;
   if (auto err = doc_.get_object().get(root)) {
     if (err == simdjson::INCORRECT_TYPE) {
       return absl::InvalidArgumentError(
           "the top level must be an object with \"traceEvents\"");
+    }
+    if (err == simdjson::INCOMPLETE_ARRAY_OR_OBJECT) {
+      // simdjson checks up front that the last token closes the top level.
+      return absl::InvalidArgumentError(
+          "bad JSON: the input does not end with the top-level object's '}' "
+          "(truncated, or something after it)");
     }
     return Syntax(err);
   }

@@ -8,12 +8,17 @@
 //
 //   build/ops/bench/chrome_reader_benchmark --benchmark_filter=ReadChrome
 //
-// Peak memory of the whole file read (load + gunzip + conversion), against
-// the budget of 2 x uncompressed size + 64 MB:
+// Peak memory of the whole file read (load + gunzip, then conversion; the
+// peak RSS is reset between the two to tell them apart), against the budget
+// of 2 x uncompressed size + 64 MB:
 //
 //   build/ops/bench/chrome_reader_benchmark
 //   --peak_rss=tests/testdata/real/hta/mtia_rank_0.json.gz
-// (one command line; `/usr/bin/time -v` in front agrees on the peak).
+//
+// and for the synthetic trace, written to a file first:
+//
+//   build/ops/bench/chrome_reader_benchmark
+//   --write_synthetic=/tmp/synthetic.json, then --peak_rss=/tmp/synthetic.json
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -233,9 +238,23 @@ int MeasurePeakRss(const char* path) {
 
 int main(int argc, char** argv) {
   constexpr const char kPeakFlag[] = "--peak_rss=";
+  constexpr const char kWriteFlag[] = "--write_synthetic=";
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], kPeakFlag, sizeof(kPeakFlag) - 1) == 0) {
       return bubblewatch::MeasurePeakRss(argv[i] + sizeof(kPeakFlag) - 1);
+    }
+    if (std::strncmp(argv[i], kWriteFlag, sizeof(kWriteFlag) - 1) == 0) {
+      // The synthetic trace as a file, e.g. for --peak_rss.
+      const char* path = argv[i] + sizeof(kWriteFlag) - 1;
+      simdjson::padded_string json = bubblewatch::MakeSyntheticTrace(100 << 20);
+      FILE* f = std::fopen(path, "wb");
+      if (f == nullptr ||
+          std::fwrite(json.data(), 1, json.size(), f) != json.size()) {
+        std::perror(path);
+        return 1;
+      }
+      std::fclose(f);
+      return 0;
     }
   }
   benchmark::Initialize(&argc, argv);

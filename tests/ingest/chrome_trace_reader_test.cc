@@ -317,9 +317,14 @@ TEST(ChromeTraceReader, BadJsonIsAnErrorWithOffset) {
     EXPECT_EQ(trace.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(trace.status().message(), HasSubstr("bad JSON")) << cut;
   }
-  absl::StatusOr<Trace> trace = Read(whole + " {}");
+  absl::StatusOr<Trace> trace = Read(whole.substr(0, whole.size() - 2));
+  EXPECT_THAT(trace.status().message(), HasSubstr("truncated?"));
+  trace = Read(whole + " {}");
   ASSERT_FALSE(trace.ok());
   EXPECT_THAT(trace.status().message(), HasSubstr("bad JSON"));
+  trace = Read(R"({"traceEvents": [1, 2 3]})");
+  ASSERT_FALSE(trace.ok());
+  EXPECT_THAT(trace.status().message(), HasSubstr("bad JSON at offset"));
 }
 
 TEST(ChromeTraceReader, WrongShapesAreErrors) {

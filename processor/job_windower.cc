@@ -1,0 +1,205 @@
+#include "processor/job_windower.h"
+
+#include <algorithm>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "processor/bubble_analyzer.h"
+#include "processor/window_accumulator.h"
+
+namespace bubblewatch {
+
+JobWindower::JobWindower(std::string job, const WindowerOptions& options)
+    : job_(std::move(job)), options_(options), names_(&trace_) {
+  trace_.job = job_;
+}
+
+void JobWindower::RestoreFinalizedThrough(int64_t finalized_through_ns) {
+  finalized_through_ns_ = finalized_through_ns;
+}
+
+int64_t JobWindower::Add(const DecodedBatch& batch, int64_t offset, bool replay,
+                         absl::Time now) {
+  const Trace& in = batch.trace;
+  std::vector<NameId> remap(in.names.size());
+  for (size_t i = 0; i < in.names.size(); ++i) {
+    remap[i] = names_.Intern(in.names[i]);
+  }
+  HostClock& clock =
+      hosts_[absl::StrCat(batch.header.host, "/", batch.header.rank)];
+  clock.last_seen = now;
+  last_activity_ = now;
+  if (trace_.rank < 0) trace_.rank = batch.header.rank;
+  if (trace_.world_size < 0) trace_.world_size = batch.header.world_size;
+  int64_t late = 0;
+  auto is_late = [&](int64_t start_ns, int64_t end_ns) {
+    // An event entirely inside finalized windows can no longer count.
+    if (end_ns > finalized_through_ns_ || finalized_through_ns_ == INT64_MIN) {
+      return false;
+    }
+    if (!replay) {
+      ++late;
+      ++late_[WindowStartOf(start_ns, options_.window_ns)];
+    }
+    return true;
+  };
+  for (const GpuActivity& a : in.gpu) {
+    clock.max_start_ns = std::max(clock.max_start_ns, a.start_ns);
+    if (is_late(a.start_ns, a.end_ns)) continue;
+    GpuActivity copy = a;
+    copy.name = remap[a.name];
+    trace_.gpu.push_back(copy);
+    gpu_offset_.push_back(offset);
+  }
+  for (const CpuEvent& e : in.cpu) {
+    clock.max_start_ns = std::max(clock.max_start_ns, e.start_ns);
+    // A launch may precede the finalized edge yet explain a gap after it.
+    if (e.correlation == kNoCorrelation && is_late(e.start_ns, e.end_ns)) {
+      continue;
+    }
+    CpuEvent copy = e;
+    copy.name = remap[e.name];
+    trace_.cpu.push_back(copy);
+    cpu_offset_.push_back(offset);
+  }
+  if (replay) Evict();
+  return late;
+}
+
+int64_t JobWindower::WatermarkNs(absl::Time now,
+                                 absl::Duration host_idle) const {
+  int64_t watermark = INT64_MAX;
+  for (const auto& [host, clock] : hosts_) {
+    if (clock.max_start_ns == INT64_MIN) continue;
+    if (now - clock.last_seen > host_idle) continue;
+    watermark = std::min(watermark, clock.max_start_ns - options_.lateness_ns);
+  }
+  return watermark == INT64_MAX ? INT64_MIN : watermark;
+}
+
+std::vector<WindowSummary> JobWindower::FinalizeReady(
+    absl::Time now, absl::Duration host_idle) {
+  int64_t watermark = WatermarkNs(now, host_idle);
+  if (watermark == INT64_MIN) return {};
+  int64_t target_end = WindowStartOf(watermark, options_.window_ns);
+  if (finalized_through_ns_ != INT64_MIN && target_end <= finalized_through_ns_)
+    return {};
+  return Finalize(target_end, /*open_until_ns=*/target_end,
+                  WindowSummary::ClosedBy::kWatermark);
+}
+
+std::vector<WindowSummary> JobWindower::FinalizeAll() {
+  int64_t last_end = INT64_MIN;
+  for (const GpuActivity& a : trace_.gpu)
+    last_end = std::max(last_end, a.end_ns);
+  if (last_end == INT64_MIN) return {};
+  int64_t target_end =
+      WindowStartOf(last_end - 1, options_.window_ns) + options_.window_ns;
+  if (finalized_through_ns_ != INT64_MIN && target_end <= finalized_through_ns_)
+    return {};
+  return Finalize(target_end, /*open_until_ns=*/0,
+                  WindowSummary::ClosedBy::kIdleTimeout);
+}
+
+std::vector<WindowSummary> JobWindower::Finalize(
+    int64_t target_end_ns, int64_t open_until_ns,
+    WindowSummary::ClosedBy closed_by) {
+  std::vector<WindowSummary> out;
+  AnalyzerOptions options;
+  options.top_bubbles = 0;
+  options.window_ns = options_.window_ns;
+  options.top_bubbles_per_window = options_.top_bubbles_per_window;
+  options.open_until_ns = open_until_ns;
+  absl::StatusOr<Analysis> analysis = AnalyzeTrace(trace_, options);
+  // Batches were validated on arrival; an error here would be a bug.
+  if (analysis.ok()) {
+    for (WindowAnalysis& w : analysis->windows) {
+      if (w.end_ns > target_end_ns) break;
+      if (finalized_through_ns_ != INT64_MIN &&
+          w.start_ns < finalized_through_ns_)
+        continue;
+      WindowSummary summary;
+      summary.job = job_;
+      summary.closed_by = closed_by;
+      for (const GpuActivity& a : trace_.gpu) {
+        if (a.start_ns >= w.start_ns && a.start_ns < w.end_ns)
+          ++summary.gpu_events;
+      }
+      for (const CpuEvent& e : trace_.cpu) {
+        if (e.start_ns >= w.start_ns && e.start_ns < w.end_ns)
+          ++summary.cpu_events;
+      }
+      summary.window = std::move(w);
+      out.push_back(std::move(summary));
+    }
+  }
+  finalized_through_ns_ = target_end_ns;
+  Evict();
+  return out;
+}
+
+void JobWindower::Evict() {
+  if (finalized_through_ns_ == INT64_MIN) return;
+  const int64_t cutoff = finalized_through_ns_ - options_.lateness_ns;
+  const int64_t launch_cutoff =
+      finalized_through_ns_ - options_.max_launch_lead_ns;
+  // Each device keeps its kernels with the latest end: the culprit before
+  // whatever gap comes next.
+  absl::flat_hash_map<int32_t, int64_t> last_end_of_device;
+  for (const GpuActivity& a : trace_.gpu) {
+    if (a.kind != GpuActivityKind::kKernel || a.end_ns == a.start_ns) continue;
+    auto [it, inserted] = last_end_of_device.try_emplace(a.device, a.end_ns);
+    if (!inserted) it->second = std::max(it->second, a.end_ns);
+  }
+  size_t out = 0;
+  absl::flat_hash_set<CorrelationId> kept_kernels;
+  for (size_t i = 0; i < trace_.gpu.size(); ++i) {
+    const GpuActivity& a = trace_.gpu[i];
+    bool keep = a.end_ns >= cutoff;
+    if (!keep && a.kind == GpuActivityKind::kKernel && a.end_ns > a.start_ns) {
+      keep = last_end_of_device[a.device] == a.end_ns;
+    }
+    if (!keep) continue;
+    if (a.correlation != kNoCorrelation) kept_kernels.insert(a.correlation);
+    trace_.gpu[out] = a;
+    gpu_offset_[out] = gpu_offset_[i];
+    ++out;
+  }
+  trace_.gpu.resize(out);
+  gpu_offset_.resize(out);
+  out = 0;
+  for (size_t i = 0; i < trace_.cpu.size(); ++i) {
+    const CpuEvent& e = trace_.cpu[i];
+    bool keep = e.end_ns >= cutoff;
+    // Launch calls stay while their work may still arrive or is buffered.
+    if (!keep && e.correlation != kNoCorrelation) {
+      keep =
+          kept_kernels.contains(e.correlation) || e.start_ns >= launch_cutoff;
+    }
+    if (!keep) continue;
+    trace_.cpu[out] = e;
+    cpu_offset_[out] = cpu_offset_[i];
+    ++out;
+  }
+  trace_.cpu.resize(out);
+  cpu_offset_.resize(out);
+}
+
+absl::flat_hash_map<int64_t, int64_t> JobWindower::TakeLateCounts() {
+  absl::flat_hash_map<int64_t, int64_t> out;
+  out.swap(late_);
+  return out;
+}
+
+std::optional<int64_t> JobWindower::ResumeOffset() const {
+  std::optional<int64_t> lowest;
+  for (int64_t o : gpu_offset_) {
+    if (!lowest || o < *lowest) lowest = o;
+  }
+  for (int64_t o : cpu_offset_) {
+    if (!lowest || o < *lowest) lowest = o;
+  }
+  return lowest;
+}
+
+}  // namespace bubblewatch

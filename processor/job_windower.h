@@ -1,0 +1,128 @@
+// JobWindower turns one job's stream of event batches into finalized
+// event-time windows (BRIEF.md, "Streaming semantics").
+//
+// Design. The windower buffers the job's recent events and, when the job's
+// watermark passes the end of open windows, runs the bubble analyzer over the
+// buffer and keeps the windows that just became final. Re-analyzing the
+// buffer (about one window plus the lateness of events) costs each event a
+// couple of analyses, and it makes the streaming result equal the offline
+// `analyze --window` oracle by construction: same code, same events, as long
+// as every gap is shorter than the lateness (then every gap's next kernel has
+// arrived when its window closes). A longer gap is closed with what has
+// arrived: a trailing gap attributed without its next kernel.
+//
+// Watermark: per host, the latest event start seen minus the allowed
+// lateness (starts, not ends: producers send events in start order, and a
+// long CPU range would otherwise vouch for events not sent yet);
+// the job's watermark is the minimum over hosts that sent something within
+// `host_idle` of wall time, so one host's clock or silence neither rushes nor
+// stalls the others for long.
+//
+// Late events (ending before the finalized edge) are counted per window and
+// dropped, unless the batch is a replay (see Add).
+//
+// Effectively once: everything the windower keeps is a deterministic
+// function of the events of batches at or after ResumeOffset() and of
+// finalized_through_ns(); a processor that stores both atomically with the
+// windows can crash anywhere, replay from ResumeOffset() and reach the same
+// state.
+//
+// Thread safety: none; one owner.
+#ifndef BUBBLEWATCH_PROCESSOR_JOB_WINDOWER_H_
+#define BUBBLEWATCH_PROCESSOR_JOB_WINDOWER_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
+#include "schemas/event_batch_codec.h"
+#include "schemas/trace.h"
+#include "schemas/window_summary.h"
+
+namespace bubblewatch {
+
+struct WindowerOptions {
+  // Window length. Default: 10 s.
+  int64_t window_ns = 10'000'000'000;
+  // Allowed lateness: how far behind its host's latest event an event may
+  // arrive and still count. Default: 2 s.
+  int64_t lateness_ns = 2'000'000'000;
+  // How long a launch call whose kernel has not arrived is kept behind the
+  // finalized edge (the CPU may run that far ahead of the GPU). Default 10 s.
+  int64_t max_launch_lead_ns = 10'000'000'000;
+  // Top bubbles stored per window.
+  int top_bubbles_per_window = 3;
+};
+
+class JobWindower {
+ public:
+  JobWindower(std::string job, const WindowerOptions& options);
+
+  // Restores the finalized edge saved with ParseState/SerializeState.
+  void RestoreFinalizedThrough(int64_t finalized_through_ns);
+
+  // Adds the events of one batch, read at `offset` of the job's partition.
+  // `replay` marks a batch processed before a restart (below the committed
+  // position): its events that fall in finalized windows are dropped without
+  // being counted late, since they were counted the first time.
+  // Returns the number of late events (counted, not kept).
+  int64_t Add(const DecodedBatch& batch, int64_t offset, bool replay,
+              absl::Time now);
+
+  // The windows whose end the watermark has passed, in start order. Hosts
+  // that sent nothing within `host_idle` before `now` do not hold the
+  // watermark back.
+  std::vector<WindowSummary> FinalizeReady(absl::Time now,
+                                           absl::Duration host_idle);
+
+  // Every window that holds data, closed now (the job went quiet).
+  std::vector<WindowSummary> FinalizeAll();
+
+  // Late events since the last call, by window start.
+  absl::flat_hash_map<int64_t, int64_t> TakeLateCounts();
+
+  // The lowest offset of a batch that still has buffered events; nullopt if
+  // nothing is buffered.
+  std::optional<int64_t> ResumeOffset() const;
+
+  // Windows ending at or before this are final. INT64_MIN before the first.
+  int64_t finalized_through_ns() const { return finalized_through_ns_; }
+  // The job's current watermark (INT64_MIN until events arrive).
+  int64_t WatermarkNs(absl::Time now, absl::Duration host_idle) const;
+  size_t buffered_events() const {
+    return trace_.gpu.size() + trace_.cpu.size();
+  }
+  absl::Time last_activity() const { return last_activity_; }
+  const std::string& job() const { return job_; }
+
+ private:
+  struct HostClock {
+    int64_t max_start_ns = INT64_MIN;
+    absl::Time last_seen;
+  };
+  // Analyzes the buffer and returns the windows in [finalized_through,
+  // target_end), then moves the finalized edge and evicts.
+  std::vector<WindowSummary> Finalize(int64_t target_end_ns,
+                                      int64_t open_until_ns,
+                                      WindowSummary::ClosedBy closed_by);
+  // Drops events no open window can need.
+  void Evict();
+
+  std::string job_;
+  WindowerOptions options_;
+  Trace trace_;
+  NameInterner names_;
+  std::vector<int64_t> gpu_offset_;  // Source offset per buffered event.
+  std::vector<int64_t> cpu_offset_;
+  absl::flat_hash_map<std::string, HostClock> hosts_;
+  absl::flat_hash_map<int64_t, int64_t> late_;
+  int64_t finalized_through_ns_ = INT64_MIN;
+  absl::Time last_activity_ = absl::InfinitePast();
+};
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_PROCESSOR_JOB_WINDOWER_H_

@@ -1,0 +1,142 @@
+#include "schemas/window_summary.h"
+
+#include <optional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "schemas/bubble_cause.h"
+
+namespace bubblewatch {
+namespace {
+
+// Walks two values in step and stops at the first difference, remembering
+// the path to it ("window.devices[1].kernels").
+class Differ {
+ public:
+  explicit Differ(std::string* diff) : diff_(diff) {}
+
+  bool found() const { return found_; }
+
+  template <typename T>
+  void Field(const std::string& path, const T& a, const T& b) {
+    if (found_ || a == b) return;
+    Report(path, absl::StrCat(a, " vs ", b));
+  }
+
+  void Field(const std::string& path, const std::string& a,
+             const std::string& b) {
+    if (found_ || a == b) return;
+    Report(path, absl::StrCat("\"", a, "\" vs \"", b, "\""));
+  }
+
+  void Kernel(const std::string& path, const std::optional<KernelRef>& a,
+              const std::optional<KernelRef>& b) {
+    if (found_) return;
+    if (a.has_value() != b.has_value()) {
+      Report(path, absl::StrCat(a ? "set" : "none", " vs ", b ? "set" : "none"));
+      return;
+    }
+    if (!a) return;
+    Field(path + ".name", a->name, b->name);
+    Field(path + ".start_ns", a->start_ns, b->start_ns);
+    Field(path + ".end_ns", a->end_ns, b->end_ns);
+    Field(path + ".stream", a->stream, b->stream);
+  }
+
+  void Causes(const std::string& path, const Attribution& a,
+              const Attribution& b) {
+    for (BubbleCause cause : kAllBubbleCauses) {
+      const int i = static_cast<int>(cause);
+      Field(absl::StrCat(path, "[", BubbleCauseName(cause), "]"), a[i], b[i]);
+    }
+  }
+
+  void Stats(const std::string& path, const UtilizationStats& a,
+             const UtilizationStats& b) {
+    Field(path + ".span_ns", a.span_ns, b.span_ns);
+    Field(path + ".compute_ns", a.compute_ns, b.compute_ns);
+    Field(path + ".bubble_ns", a.bubble_ns, b.bubble_ns);
+    Field(path + ".largest_bubble_ns", a.largest_bubble_ns,
+          b.largest_bubble_ns);
+    Field(path + ".largest_bubble_start_ns", a.largest_bubble_start_ns,
+          b.largest_bubble_start_ns);
+    Kernel(path + ".culprit_before_bubble", a.culprit_before_bubble,
+           b.culprit_before_bubble);
+    Causes(path + ".attribution", a.attribution, b.attribution);
+  }
+
+  void Device(const std::string& path, const DeviceWindow& a,
+              const DeviceWindow& b) {
+    Field(path + ".device", a.device, b.device);
+    Stats(path + ".stats", a.stats, b.stats);
+    Field(path + ".kernels", a.kernels, b.kernels);
+  }
+
+  void Bubble(const std::string& path, const BubbleReport& a,
+              const BubbleReport& b) {
+    Field(path + ".device", a.device, b.device);
+    Field(path + ".start_ns", a.start_ns, b.start_ns);
+    Field(path + ".end_ns", a.end_ns, b.end_ns);
+    Kernel(path + ".before", a.before, b.before);
+    Kernel(path + ".after", a.after, b.after);
+    Causes(path + ".attribution", a.attribution, b.attribution);
+    if (!found_ && a.cause != b.cause) {
+      Report(path + ".cause", absl::StrCat(BubbleCauseName(a.cause), " vs ",
+                                           BubbleCauseName(b.cause)));
+    }
+    Field(path + ".blamed", a.blamed, b.blamed);
+  }
+
+  template <typename T, typename Fn>
+  void List(const std::string& path, const std::vector<T>& a,
+            const std::vector<T>& b, Fn each) {
+    Field(path + ".size()", a.size(), b.size());
+    for (size_t i = 0; i < a.size() && !found_; ++i) {
+      (this->*each)(absl::StrCat(path, "[", i, "]"), a[i], b[i]);
+    }
+  }
+
+ private:
+  void Report(const std::string& path, const std::string& values) {
+    found_ = true;
+    if (diff_ != nullptr) *diff_ = absl::StrCat(path, ": ", values);
+  }
+
+  std::string* diff_;
+  bool found_ = false;
+};
+
+}  // namespace
+
+bool SameWindow(const WindowSummary& a, const WindowSummary& b,
+                std::string* diff) {
+  Differ d(diff);
+  d.Field("job", a.job, b.job);
+  d.Field("window.start_ns", a.window.start_ns, b.window.start_ns);
+  d.Field("window.end_ns", a.window.end_ns, b.window.end_ns);
+  d.Stats("window.job", a.window.job, b.window.job);
+  d.List("window.devices", a.window.devices, b.window.devices,
+         &Differ::Device);
+  d.List("window.top_bubbles", a.window.top_bubbles, b.window.top_bubbles,
+         &Differ::Bubble);
+  d.Field("gpu_events", a.gpu_events, b.gpu_events);
+  d.Field("cpu_events", a.cpu_events, b.cpu_events);
+  d.Field("late_events", a.late_events, b.late_events);
+  if (!d.found() && a.closed_by != b.closed_by) {
+    d.Field("closed_by", std::string(ClosedByName(a.closed_by)),
+            std::string(ClosedByName(b.closed_by)));
+  }
+  return !d.found();
+}
+
+absl::string_view ClosedByName(WindowSummary::ClosedBy closed_by) {
+  switch (closed_by) {
+    case WindowSummary::ClosedBy::kWatermark:
+      return "watermark";
+    case WindowSummary::ClosedBy::kIdleTimeout:
+      return "idle_timeout";
+  }
+  return "unknown";
+}
+
+}  // namespace bubblewatch

@@ -1,0 +1,189 @@
+#include "schemas/window_summary_codec.h"
+
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "flatbuffers/flatbuffers.h"
+#include "schemas/window_summary_generated.h"
+
+namespace bubblewatch {
+namespace {
+
+using flatbuffers::FlatBufferBuilder;
+using flatbuffers::Offset;
+
+// ---- Encoding ----
+
+Offset<fb::KernelRef> EncodeKernel(FlatBufferBuilder& b,
+                                   const std::optional<KernelRef>& kernel) {
+  if (!kernel) return 0;  // Absent field: no kernel.
+  auto name = b.CreateString(kernel->name);
+  return fb::CreateKernelRef(b, name, kernel->start_ns, kernel->end_ns,
+                             kernel->stream);
+}
+
+Offset<flatbuffers::Vector<int64_t>> EncodeAttribution(FlatBufferBuilder& b,
+                                                       const Attribution& a) {
+  return b.CreateVector(a.data(), a.size());
+}
+
+Offset<fb::UtilizationStats> EncodeStats(FlatBufferBuilder& b,
+                                         const UtilizationStats& s) {
+  auto culprit = EncodeKernel(b, s.culprit_before_bubble);
+  auto attribution = EncodeAttribution(b, s.attribution);
+  return fb::CreateUtilizationStats(b, s.span_ns, s.compute_ns, s.bubble_ns,
+                                    s.largest_bubble_ns,
+                                    s.largest_bubble_start_ns, culprit,
+                                    attribution);
+}
+
+Offset<fb::BubbleReport> EncodeBubble(FlatBufferBuilder& b,
+                                      const BubbleReport& r) {
+  auto before = EncodeKernel(b, r.before);
+  auto after = EncodeKernel(b, r.after);
+  auto attribution = EncodeAttribution(b, r.attribution);
+  auto blamed = b.CreateString(r.blamed);
+  return fb::CreateBubbleReport(b, r.device, r.start_ns, r.end_ns, before,
+                                after, attribution,
+                                static_cast<uint8_t>(r.cause), blamed);
+}
+
+// ---- Decoding (after the Verifier) ----
+
+absl::Status DataLoss(absl::string_view what) {
+  return absl::DataLossError(absl::StrCat("corrupt WindowSummary: ", what));
+}
+
+std::optional<KernelRef> DecodeKernel(const fb::KernelRef* k) {
+  if (k == nullptr) return std::nullopt;
+  return KernelRef{.name = k->name() ? k->name()->str() : "",
+                   .start_ns = k->start_ns(),
+                   .end_ns = k->end_ns(),
+                   .stream = k->stream()};
+}
+
+absl::Status DecodeAttribution(const flatbuffers::Vector<int64_t>* v,
+                               Attribution& out) {
+  out.fill(0);
+  if (v == nullptr) return absl::OkStatus();
+  if (v->size() != out.size()) {
+    return DataLoss(absl::StrCat("attribution has ", v->size(),
+                                 " entries, expected ", out.size()));
+  }
+  for (size_t i = 0; i < out.size(); ++i) out[i] = v->Get(i);
+  return absl::OkStatus();
+}
+
+absl::Status DecodeStats(const fb::UtilizationStats* s, UtilizationStats& out) {
+  out = UtilizationStats{};
+  if (s == nullptr) return absl::OkStatus();
+  out.span_ns = s->span_ns();
+  out.compute_ns = s->compute_ns();
+  out.bubble_ns = s->bubble_ns();
+  out.largest_bubble_ns = s->largest_bubble_ns();
+  out.largest_bubble_start_ns = s->largest_bubble_start_ns();
+  out.culprit_before_bubble = DecodeKernel(s->culprit_before_bubble());
+  return DecodeAttribution(s->attribution_ns(), out.attribution);
+}
+
+absl::Status DecodeBubble(const fb::BubbleReport* r, BubbleReport& out) {
+  if (r->cause() >= kNumBubbleCauses) {
+    return DataLoss(absl::StrCat("unknown bubble cause ", r->cause()));
+  }
+  out.device = r->device();
+  out.start_ns = r->start_ns();
+  out.end_ns = r->end_ns();
+  out.before = DecodeKernel(r->before());
+  out.after = DecodeKernel(r->after());
+  out.cause = static_cast<BubbleCause>(r->cause());
+  out.blamed = r->blamed() ? r->blamed()->str() : "";
+  return DecodeAttribution(r->attribution_ns(), out.attribution);
+}
+
+}  // namespace
+
+std::string EncodeWindowSummary(const WindowSummary& summary) {
+  const WindowAnalysis& w = summary.window;
+  FlatBufferBuilder b(1024);
+  std::vector<Offset<fb::DeviceWindow>> devices;
+  devices.reserve(w.devices.size());
+  for (const DeviceWindow& d : w.devices) {
+    auto stats = EncodeStats(b, d.stats);
+    devices.push_back(fb::CreateDeviceWindow(b, d.device, stats, d.kernels));
+  }
+  auto devices_vec = b.CreateVector(devices);
+  std::vector<Offset<fb::BubbleReport>> bubbles;
+  bubbles.reserve(w.top_bubbles.size());
+  for (const BubbleReport& r : w.top_bubbles) {
+    bubbles.push_back(EncodeBubble(b, r));
+  }
+  auto bubbles_vec = b.CreateVector(bubbles);
+  auto job_stats = EncodeStats(b, w.job);
+  auto job = b.CreateString(summary.job);
+  fb::WindowSummaryBuilder out(b);
+  out.add_schema_version(kWindowSummarySchemaVersion);
+  out.add_job(job);
+  out.add_start_ns(w.start_ns);
+  out.add_end_ns(w.end_ns);
+  out.add_job_stats(job_stats);
+  out.add_devices(devices_vec);
+  out.add_top_bubbles(bubbles_vec);
+  out.add_gpu_events(summary.gpu_events);
+  out.add_cpu_events(summary.cpu_events);
+  out.add_late_events(summary.late_events);
+  out.add_closed_by(static_cast<fb::ClosedBy>(summary.closed_by));
+  fb::FinishWindowSummaryBuffer(b, out.Finish());
+  return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()),
+                     b.GetSize());
+}
+
+absl::StatusOr<WindowSummary> DecodeWindowSummary(absl::string_view bytes) {
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  flatbuffers::Verifier verifier(data, bytes.size());
+  if (!fb::VerifyWindowSummaryBuffer(verifier)) {
+    return DataLoss(absl::StrCat(
+        bytes.size(),
+        " bytes fail the FlatBuffers verifier or lack identifier BWWS"));
+  }
+  const fb::WindowSummary* in = fb::GetWindowSummary(data);
+  if (in->schema_version() != kWindowSummarySchemaVersion) {
+    return DataLoss(absl::StrCat("unsupported schema_version ",
+                                 in->schema_version(), " (this build reads ",
+                                 kWindowSummarySchemaVersion, ")"));
+  }
+  if (static_cast<uint8_t>(in->closed_by()) > 1) {
+    return DataLoss(absl::StrCat("unknown closed_by ",
+                                 static_cast<int>(in->closed_by())));
+  }
+  WindowSummary out;
+  out.job = in->job()->str();
+  WindowAnalysis& w = out.window;
+  w.start_ns = in->start_ns();
+  w.end_ns = in->end_ns();
+  RETURN_IF_ERROR(DecodeStats(in->job_stats(), w.job));
+  if (const auto* devices = in->devices()) {
+    w.devices.resize(devices->size());
+    for (flatbuffers::uoffset_t i = 0; i < devices->size(); ++i) {
+      const fb::DeviceWindow* d = devices->Get(i);
+      w.devices[i].device = d->device();
+      w.devices[i].kernels = d->kernels();
+      RETURN_IF_ERROR(DecodeStats(d->stats(), w.devices[i].stats));
+    }
+  }
+  if (const auto* bubbles = in->top_bubbles()) {
+    w.top_bubbles.resize(bubbles->size());
+    for (flatbuffers::uoffset_t i = 0; i < bubbles->size(); ++i) {
+      RETURN_IF_ERROR(DecodeBubble(bubbles->Get(i), w.top_bubbles[i]));
+    }
+  }
+  out.gpu_events = in->gpu_events();
+  out.cpu_events = in->cpu_events();
+  out.late_events = in->late_events();
+  out.closed_by = static_cast<WindowSummary::ClosedBy>(in->closed_by());
+  return out;
+}
+
+}  // namespace bubblewatch

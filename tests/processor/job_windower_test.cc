@@ -1,0 +1,338 @@
+// The streaming windower against its oracle: for streams whose gaps are
+// shorter than the lateness, the finalized windows equal the offline
+// windowed analysis of the same events, whatever the batch boundaries, host
+// interleaving or shuffling within the lateness.
+#include "processor/job_windower.h"
+
+#include <algorithm>
+#include <random>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "processor/bubble_analyzer.h"
+
+namespace bubblewatch {
+namespace {
+
+constexpr int64_t kUs = 1000;
+constexpr int64_t kWindow = 1000 * kUs;
+constexpr int64_t kLateness = 300 * kUs;
+
+struct Stream {
+  Trace whole;  // All events, for the oracle.
+  // Per host, its events in start order.
+  std::vector<Trace> per_host;
+};
+
+// Two hosts; host h runs devices {2h, 2h+1}, kernels on two streams each,
+// launched from one thread per device, with syncs, allocator calls, data
+// loading and copies planted in some gaps. Gaps stay under 150 us.
+Stream MakeStream(uint32_t seed, int windows) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int64_t> dur(5 * kUs, 80 * kUs),
+      gap(0, 150 * kUs), lead(1 * kUs, 40 * kUs), kind(0, 9);
+  Stream s;
+  s.per_host.resize(2);
+  NameInterner whole_names(&s.whole);
+  const char* kernels[] = {"gemm", "elementwise", "reduce", "nccl:all_reduce"};
+  CorrelationId corr = 1;
+  const int64_t t0 = 1'700'000'000'000'000'000;
+  const int64_t end = t0 + windows * kWindow;
+  for (int host = 0; host < 2; ++host) {
+    Trace& t = s.per_host[host];
+    NameInterner names(&t);
+    t.host = "host" + std::to_string(host);
+    for (int d = 2 * host; d < 2 * host + 2; ++d) {
+      int64_t gpu_free = t0 + gap(rng);
+      int64_t cpu_free = t0;
+      uint64_t tid = 100 + d;
+      while (gpu_free < end) {
+        int64_t g = gap(rng);
+        int64_t start = gpu_free + g;
+        int64_t k_end = start + dur(rng);
+        int64_t k = kind(rng);
+        // Host activity in the gap.
+        if (g > 20 * kUs && k < 4) {
+          const char* what[] = {"cudaStreamSynchronize", "cudaFree",
+                                "enumerate(DataLoader)#next", "aten::add"};
+          CpuEvent e{.start_ns = gpu_free + kUs,
+                     .end_ns = start - 2 * kUs,
+                     .thread = tid,
+                     .name = names.Intern(what[k]),
+                     .category = CpuEventCategory::kCpuOp};
+          t.cpu.push_back(e);
+        }
+        if (g > 30 * kUs && k == 4) {
+          t.gpu.push_back(GpuActivity{.start_ns = gpu_free + 3 * kUs,
+                                      .end_ns = start - 5 * kUs,
+                                      .name = names.Intern("Memcpy HtoD"),
+                                      .device = d,
+                                      .stream = 9,
+                                      .kind = GpuActivityKind::kMemcpy});
+        }
+        int64_t launch = std::max(cpu_free, start - lead(rng));
+        t.cpu.push_back(CpuEvent{.start_ns = launch,
+                                 .end_ns = launch + kUs,
+                                 .correlation = corr,
+                                 .thread = tid,
+                                 .name = names.Intern("cudaLaunchKernel"),
+                                 .category = CpuEventCategory::kCudaRuntime});
+        cpu_free = launch + kUs;
+        t.gpu.push_back(GpuActivity{.start_ns = start,
+                                    .end_ns = k_end,
+                                    .correlation = corr,
+                                    .name = names.Intern(kernels[k % 4]),
+                                    .device = d,
+                                    .stream = static_cast<int32_t>(k % 2)});
+        ++corr;
+        gpu_free = k_end;
+      }
+    }
+    // The oracle sees everything.
+    for (GpuActivity a : t.gpu) {
+      a.name = whole_names.Intern(t.names[a.name]);
+      s.whole.gpu.push_back(a);
+    }
+    for (CpuEvent e : t.cpu) {
+      e.name = whole_names.Intern(t.names[e.name]);
+      s.whole.cpu.push_back(e);
+    }
+  }
+  return s;
+}
+
+// Cuts one host's events (sorted by start) into batches of random size,
+// shuffling events inside each batch. With 100 us of batching and 100 us of
+// jitter, every event arrives within 200 us of its host's newest one: inside
+// the 300 us lateness.
+std::vector<DecodedBatch> MakeBatches(const Trace& host, int rank,
+                                      std::mt19937& rng) {
+  struct Item {
+    int64_t start;
+    bool gpu;
+    size_t index;
+  };
+  std::vector<Item> items;
+  for (size_t i = 0; i < host.gpu.size(); ++i)
+    items.push_back({host.gpu[i].start_ns, true, i});
+  for (size_t i = 0; i < host.cpu.size(); ++i)
+    items.push_back({host.cpu[i].start_ns, false, i});
+  std::stable_sort(
+      items.begin(), items.end(),
+      [](const Item& a, const Item& b) { return a.start < b.start; });
+  std::vector<DecodedBatch> batches;
+  std::uniform_int_distribution<size_t> size(1, 60);
+  for (size_t pos = 0; pos < items.size();) {
+    size_t n = std::min(size(rng), items.size() - pos);
+    // A batch leaves when full or when its span reaches 100 us (a producer's
+    // linger), so batching plus jitter stays within the lateness.
+    size_t span_end = pos + 1;
+    while (span_end < pos + n &&
+           items[span_end].start - items[pos].start <= 100 * kUs) {
+      ++span_end;
+    }
+    n = span_end - pos;
+    std::vector<Item> chunk(items.begin() + pos, items.begin() + pos + n);
+    std::shuffle(chunk.begin(), chunk.end(), rng);
+    DecodedBatch b;
+    b.header.job = "job";
+    b.header.host = host.host;
+    b.header.rank = rank;
+    b.trace.names = host.names;
+    for (const Item& it : chunk) {
+      if (it.gpu) {
+        b.trace.gpu.push_back(host.gpu[it.index]);
+      } else {
+        b.trace.cpu.push_back(host.cpu[it.index]);
+      }
+    }
+    batches.push_back(std::move(b));
+    pos += n;
+  }
+  return batches;
+}
+
+void ExpectSameStats(const UtilizationStats& a, const UtilizationStats& b,
+                     const std::string& where) {
+  EXPECT_EQ(a.span_ns, b.span_ns) << where;
+  EXPECT_EQ(a.compute_ns, b.compute_ns) << where;
+  EXPECT_EQ(a.bubble_ns, b.bubble_ns) << where;
+  EXPECT_EQ(a.attribution, b.attribution) << where;
+  EXPECT_EQ(a.largest_bubble_ns, b.largest_bubble_ns) << where;
+  EXPECT_EQ(a.largest_bubble_start_ns, b.largest_bubble_start_ns) << where;
+  ASSERT_EQ(a.culprit_before_bubble.has_value(),
+            b.culprit_before_bubble.has_value())
+      << where;
+  if (a.culprit_before_bubble) {
+    EXPECT_EQ(a.culprit_before_bubble->name, b.culprit_before_bubble->name)
+        << where;
+    EXPECT_EQ(a.culprit_before_bubble->end_ns, b.culprit_before_bubble->end_ns)
+        << where;
+  }
+}
+
+void ExpectSameWindow(const WindowAnalysis& got, const WindowAnalysis& want) {
+  std::string where = "window " + std::to_string(want.start_ns);
+  EXPECT_EQ(got.start_ns, want.start_ns);
+  EXPECT_EQ(got.end_ns, want.end_ns);
+  ExpectSameStats(got.job, want.job, where);
+  ASSERT_EQ(got.devices.size(), want.devices.size()) << where;
+  for (size_t d = 0; d < got.devices.size(); ++d) {
+    EXPECT_EQ(got.devices[d].device, want.devices[d].device) << where;
+    EXPECT_EQ(got.devices[d].kernels, want.devices[d].kernels) << where;
+    ExpectSameStats(got.devices[d].stats, want.devices[d].stats,
+                    where + " device " + std::to_string(d));
+  }
+  ASSERT_EQ(got.top_bubbles.size(), want.top_bubbles.size()) << where;
+  for (size_t i = 0; i < got.top_bubbles.size(); ++i) {
+    const BubbleReport& g = got.top_bubbles[i];
+    const BubbleReport& w = want.top_bubbles[i];
+    EXPECT_EQ(g.device, w.device) << where;
+    EXPECT_EQ(g.start_ns, w.start_ns) << where;
+    EXPECT_EQ(g.end_ns, w.end_ns) << where;
+    EXPECT_EQ(g.attribution, w.attribution) << where;
+    EXPECT_EQ(g.cause, w.cause) << where;
+  }
+}
+
+TEST(JobWindower, FinalizedWindowsEqualTheOfflineOracle) {
+  for (uint32_t seed = 1; seed <= 12; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Stream s = MakeStream(seed, /*windows=*/12);
+    AnalyzerOptions oracle_options;
+    oracle_options.window_ns = kWindow;
+    oracle_options.top_bubbles_per_window = 3;
+    absl::StatusOr<Analysis> oracle = AnalyzeTrace(s.whole, oracle_options);
+    ASSERT_TRUE(oracle.ok());
+
+    std::mt19937 rng(seed * 7919);
+    std::vector<DecodedBatch> h0 = MakeBatches(s.per_host[0], 0, rng);
+    std::vector<DecodedBatch> h1 = MakeBatches(s.per_host[1], 1, rng);
+    WindowerOptions options;
+    options.window_ns = kWindow;
+    options.lateness_ns = kLateness;
+    options.max_launch_lead_ns = kWindow;
+    JobWindower windower("job", options);
+    std::vector<WindowSummary> got;
+    absl::Time now = absl::UnixEpoch();
+    // Interleave the two hosts' batches by time, each delayed by a random
+    // transport jitter well within the lateness.
+    struct Arrival {
+      int64_t at;
+      const DecodedBatch* batch;
+    };
+    std::vector<Arrival> arrivals;
+    std::uniform_int_distribution<int64_t> jitter(0, 100 * kUs);
+    for (const auto* host : {&h0, &h1}) {
+      int64_t latest = INT64_MIN;
+      for (const DecodedBatch& b : *host) {
+        for (const auto& a : b.trace.gpu) latest = std::max(latest, a.start_ns);
+        for (const auto& e : b.trace.cpu) latest = std::max(latest, e.start_ns);
+        arrivals.push_back({latest + jitter(rng), &b});
+      }
+    }
+    std::stable_sort(
+        arrivals.begin(), arrivals.end(),
+        [](const Arrival& a, const Arrival& b) { return a.at < b.at; });
+    int64_t offset = 0;
+    for (const Arrival& arrival : arrivals) {
+      const DecodedBatch& b = *arrival.batch;
+      EXPECT_EQ(windower.Add(b, offset++, /*replay=*/false, now), 0);
+      for (WindowSummary& w : windower.FinalizeReady(now, absl::Hours(1))) {
+        got.push_back(std::move(w));
+      }
+    }
+    EXPECT_LT(windower.buffered_events(),
+              (s.whole.gpu.size() + s.whole.cpu.size()) / 3)
+        << "the windower evicts what closed windows no longer need";
+    for (WindowSummary& w : windower.FinalizeAll()) got.push_back(std::move(w));
+
+    ASSERT_EQ(got.size(), oracle->windows.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      ExpectSameWindow(got[i].window, oracle->windows[i]);
+      EXPECT_EQ(got[i].job, "job");
+    }
+  }
+}
+
+TEST(JobWindower, EventsBehindTheFinalizedEdgeAreCountedLate) {
+  Stream s = MakeStream(3, 6);
+  std::mt19937 rng(3);
+  std::vector<DecodedBatch> batches = MakeBatches(s.per_host[0], 0, rng);
+  WindowerOptions options;
+  options.window_ns = kWindow;
+  options.lateness_ns = kLateness;
+  JobWindower windower("job", options);
+  absl::Time now = absl::UnixEpoch();
+  int64_t offset = 0;
+  for (const DecodedBatch& b : batches) {
+    windower.Add(b, offset++, false, now);
+    windower.FinalizeReady(now, absl::Hours(1));
+  }
+  ASSERT_GT(windower.finalized_through_ns(), INT64_MIN);
+  // Resend the first batch: its kernels are behind the edge now.
+  int64_t late = windower.Add(batches[0], offset++, false, now);
+  EXPECT_GT(late, 0);
+  absl::flat_hash_map<int64_t, int64_t> counts = windower.TakeLateCounts();
+  int64_t total = 0;
+  for (const auto& [window, n] : counts) total += n;
+  EXPECT_EQ(total, late);
+  // A replayed batch is not counted again.
+  EXPECT_EQ(windower.Add(batches[0], offset++, /*replay=*/true, now), 0);
+}
+
+TEST(JobWindower, SilentGpuMakesZeroPercentWindowsWhileTheJobIsAlive) {
+  // One kernel, then only CPU activity for several windows.
+  DecodedBatch b;
+  b.header.job = "job";
+  b.header.host = "h";
+  NameInterner names(&b.trace);
+  b.trace.gpu.push_back(GpuActivity{
+      .start_ns = 0, .end_ns = 100 * kUs, .name = names.Intern("k")});
+  for (int i = 0; i < 40; ++i) {
+    int64_t t = 200 * kUs + i * 100 * kUs;
+    b.trace.cpu.push_back(
+        CpuEvent{.start_ns = t,
+                 .end_ns = t + 90 * kUs,
+                 .thread = 1,
+                 .name = names.Intern("cudaStreamSynchronize"),
+                 .category = CpuEventCategory::kCudaRuntime});
+  }
+  WindowerOptions options;
+  options.window_ns = kWindow;
+  options.lateness_ns = kLateness;
+  JobWindower windower("job", options);
+  windower.Add(b, 0, false, absl::UnixEpoch());
+  std::vector<WindowSummary> windows =
+      windower.FinalizeReady(absl::UnixEpoch(), absl::Hours(1));
+  ASSERT_EQ(windows.size(), 3u);  // Watermark 4.1 ms - 0.3 ms -> [0, 3 ms).
+  EXPECT_EQ(windows[1].window.job.compute_ns, 0);
+  EXPECT_EQ(windows[1].window.job.bubble_ns, kWindow);
+  EXPECT_EQ(
+      windows[1]
+          .window.job.attribution[static_cast<int>(BubbleCause::kHostSync)],
+      kWindow);
+}
+
+TEST(JobWindower, ResumeOffsetIsTheOldestBatchStillBuffered) {
+  Stream s = MakeStream(5, 6);
+  std::mt19937 rng(5);
+  std::vector<DecodedBatch> batches = MakeBatches(s.per_host[0], 0, rng);
+  WindowerOptions options;
+  options.window_ns = kWindow;
+  options.lateness_ns = kLateness;
+  options.max_launch_lead_ns = kWindow;
+  JobWindower windower("job", options);
+  EXPECT_FALSE(windower.ResumeOffset().has_value());
+  int64_t offset = 1000;
+  for (const DecodedBatch& b : batches) {
+    windower.Add(b, offset++, false, absl::UnixEpoch());
+    windower.FinalizeReady(absl::UnixEpoch(), absl::Hours(1));
+  }
+  ASSERT_TRUE(windower.ResumeOffset().has_value());
+  EXPECT_GT(*windower.ResumeOffset(), 1000);
+  EXPECT_LT(*windower.ResumeOffset(), offset);
+}
+
+}  // namespace
+}  // namespace bubblewatch

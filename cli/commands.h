@@ -9,6 +9,13 @@ namespace bubblewatch {
 // `bubblewatch analyze [options] FILE`: one trace file in, a report out.
 int RunAnalyzeCommand(int argc, char** argv);
 
+// `bubblewatch produce --brokers B --job J FILE...` or `... --synthetic`:
+// sends traces to Kafka as EventBatch messages.
+int RunProduceCommand(int argc, char** argv);
+
+// `bubblewatch process --brokers B --store DIR`: the windowed consumer.
+int RunProcessCommand(int argc, char** argv);
+
 }  // namespace bubblewatch
 
 #endif  // BUBBLEWATCH_CLI_COMMANDS_H_

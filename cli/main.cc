@@ -2,45 +2,67 @@
 // Dispatches to a subcommand; see `bubblewatch --help`.
 #include <cstring>
 #include <iostream>
+#include <string>
 
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 
 namespace {
 
-constexpr char kUsage[] =
-    "usage: bubblewatch <command> [options]\n"
-    "\n"
-    "Finds GPU bubbles (idle time between kernels) in profiler traces and "
-    "explains each idle\nmicrosecond: host syncs, launch overhead, "
-    "allocator calls, copies, data loading, ...\n"
-    "\n"
-    "commands:\n"
-    "  analyze   analyze one trace file (timeline JSON, Kineto/Chrome trace, "
-    "Nsight Systems SQLite)\n"
-    "\n"
-    "Run 'bubblewatch <command> --help' for a command's options.\n";
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*run)(int argc, char** argv);
+};
+
+// One line per subcommand: the dispatch table and the usage text.
+constexpr Command kCommands[] = {
+    {"analyze",
+     "analyze one trace file (timeline JSON, Kineto/Chrome trace, Nsight "
+     "Systems SQLite)",
+     bubblewatch::RunAnalyzeCommand},
+    {"produce", "send trace files or a synthetic fleet to Kafka",
+     bubblewatch::RunProduceCommand},
+    {"process",
+     "consume events from Kafka into per-job windows in a RocksDB store",
+     bubblewatch::RunProcessCommand},
+};
+
+std::string Usage() {
+  std::string out =
+      "usage: bubblewatch <command> [options]\n\n"
+      "Finds GPU bubbles (idle time between kernels) in profiler traces and "
+      "explains each idle\nmicrosecond: host syncs, launch overhead, "
+      "allocator calls, copies, data loading, ...\n\ncommands:\n";
+  for (const Command& c : kCommands) {
+    out += "  " + std::string(c.name) +
+           std::string(10 - std::strlen(c.name), ' ') + c.summary + "\n";
+  }
+  out += "\nRun 'bubblewatch <command> --help' for a command's options.\n";
+  return out;
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << kUsage;
+    std::cerr << Usage();
     return bubblewatch::kExitUsage;
   }
   const char* command = argv[1];
   if (std::strcmp(command, "-h") == 0 || std::strcmp(command, "--help") == 0 ||
       std::strcmp(command, "help") == 0) {
-    std::cout << kUsage;
+    std::cout << Usage();
     return bubblewatch::kExitOk;
   }
   if (std::strcmp(command, "--version") == 0) {
     std::cout << "bubblewatch " << BUBBLEWATCH_VERSION << "\n";
     return bubblewatch::kExitOk;
   }
-  if (std::strcmp(command, "analyze") == 0) {
-    return bubblewatch::RunAnalyzeCommand(argc - 1, argv + 1);
+  for (const Command& c : kCommands) {
+    if (std::strcmp(command, c.name) == 0) return c.run(argc - 1, argv + 1);
   }
-  std::cerr << "bubblewatch: unknown command '" << command << "'\n\n" << kUsage;
+  std::cerr << "bubblewatch: unknown command '" << command << "'\n\n"
+            << Usage();
   return bubblewatch::kExitUsage;
 }

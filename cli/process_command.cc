@@ -1,0 +1,121 @@
+#include <csignal>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "base/logging.h"
+#include "cli/command_line.h"
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
+#include "processor/stream_processor.h"
+#include "storage/window_store.h"
+
+namespace bubblewatch {
+namespace {
+
+StreamProcessor* g_processor = nullptr;
+
+void OnSignal(int) {
+  if (g_processor != nullptr) g_processor->RequestStop();
+}
+
+}  // namespace
+
+int RunProcessCommand(int argc, char** argv) {
+  StreamProcessorOptions options;
+  std::string store_path;
+  std::string log_level = "info";
+  absl::Duration window = absl::Seconds(10);
+  absl::Duration lateness = absl::Seconds(2);
+  CommandLine cl(
+      "bubblewatch process --brokers HOST:PORT[,..]|embedded --store DIR "
+      "[options]",
+      "Consumes EventBatch messages, computes per-job event-time windows of "
+      "GPU utilization and\nbubble attribution, and keeps them in a RocksDB "
+      "store, effectively once: windows, job state\nand partition progress "
+      "are written atomically, and a restart resumes where an open window\n"
+      "still needs data. Malformed messages go to the dead-letter topic with "
+      "the reason.\nFinalized windows are also published to the windows "
+      "topic.\n\nExit codes: 0 stopped cleanly (SIGINT/SIGTERM or "
+      "--exit-when-idle), 1 store or Kafka failure,\n2 usage error.");
+  cl.AddString("brokers", &options.brokers, "HOST:PORT[,..]",
+               "Kafka bootstrap servers");
+  cl.AddString("store", &store_path, "DIR", "the RocksDB window store");
+  cl.AddString("topic", &options.topic, "TOPIC", "events topic");
+  cl.AddString("group", &options.group, "GROUP", "consumer group");
+  cl.AddString("windows-topic", &options.windows_topic, "TOPIC",
+               "where finalized windows are published (\"\" = nowhere)");
+  cl.AddString("dlq-topic", &options.dlq_topic, "TOPIC",
+               "dead-letter topic for malformed messages");
+  cl.AddDuration("window", &window, "DURATION", "window length");
+  cl.AddDuration("lateness", &lateness, "DURATION",
+                 "allowed lateness behind a host's newest event");
+  cl.AddDuration("idle-timeout", &options.idle_timeout, "DURATION",
+                 "close a job's windows after this much wall time of silence");
+  cl.AddDuration("retention", &options.retention, "DURATION",
+                 "keep windows this long (event time, per job)");
+  cl.AddDuration("exit-when-idle", &options.exit_when_idle, "DURATION",
+                 "exit once nothing arrived for this long and every job is "
+                 "closed (0 = run forever)");
+  cl.AddList("property", &options.kafka_properties, "KEY=VALUE",
+             "librdkafka property for the consumer and producer "
+             "(repeatable; SASL/SSL settings go here)");
+  cl.AddAlias('X', "property");
+  cl.AddString("log-level", &log_level, "LEVEL",
+               "trace, debug, info, warn, error or off");
+  std::vector<std::string> positional;
+  if (absl::Status s = cl.Parse(argc, argv, &positional); !s.ok()) {
+    std::cerr << "bubblewatch process: " << s.message()
+              << "\nTry 'bubblewatch process --help'.\n";
+    return kExitUsage;
+  }
+  if (cl.help_requested()) {
+    std::cout << cl.Help();
+    return kExitOk;
+  }
+  std::string usage_error;
+  if (!positional.empty()) usage_error = "unexpected argument " + positional[0];
+  if (options.brokers.empty()) usage_error = "--brokers is required";
+  if (store_path.empty()) usage_error = "--store is required";
+  if (window <= absl::ZeroDuration()) usage_error = "--window must be > 0";
+  if (lateness < absl::ZeroDuration()) usage_error = "--lateness must be >= 0";
+  if (!usage_error.empty()) {
+    std::cerr << "bubblewatch process: " << usage_error
+              << "\nTry 'bubblewatch process --help'.\n";
+    return kExitUsage;
+  }
+  if (absl::Status s = InitLogging(log_level); !s.ok()) {
+    std::cerr << "bubblewatch process: " << s.message() << "\n";
+    return kExitUsage;
+  }
+  options.windower.window_ns = absl::ToInt64Nanoseconds(window);
+  options.windower.lateness_ns = absl::ToInt64Nanoseconds(lateness);
+
+  absl::StatusOr<std::unique_ptr<WindowStore>> store =
+      OpenRocksDbWindowStore(store_path);
+  if (!store.ok()) {
+    std::cerr << "bubblewatch process: " << store.status().message() << "\n";
+    return kExitFailure;
+  }
+  absl::StatusOr<std::unique_ptr<StreamProcessor>> processor =
+      StreamProcessor::Create(options, store->get());
+  if (!processor.ok()) {
+    std::cerr << "bubblewatch process: " << processor.status().message()
+              << "\n";
+    return kExitFailure;
+  }
+  g_processor = processor->get();
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  absl::Status run = (*processor)->Run();
+  g_processor = nullptr;
+  if (!run.ok()) {
+    std::cerr << "bubblewatch process: " << run.message() << "\n";
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+}  // namespace bubblewatch

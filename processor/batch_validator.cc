@@ -1,0 +1,77 @@
+#include "processor/batch_validator.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace bubblewatch {
+namespace {
+
+std::optional<BatchRejection> CheckInterval(const Trace& t,
+                                            absl::string_view what,
+                                            size_t index, NameId name,
+                                            int64_t start, int64_t end,
+                                            const BatchLimits& limits) {
+  if (end < start) {
+    return BatchRejection{
+        "end_before_start",
+        absl::StrCat(what, " #", index, " '", t.names[name], "' ends ",
+                     start - end, " ns before it starts")};
+  }
+  if (end - start > limits.max_event_duration_ns) {
+    return BatchRejection{
+        "duration_over_limit",
+        absl::StrCat(what, " #", index, " '", t.names[name], "' lasts ",
+                     (end - start) / 1'000'000'000, " s")};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<BatchRejection> ValidateBatch(const DecodedBatch& batch,
+                                            const BatchLimits& limits) {
+  if (batch.header.job.empty()) {
+    return BatchRejection{"empty_job", "the batch names no job"};
+  }
+  const Trace& t = batch.trace;
+  if (static_cast<int64_t>(t.gpu.size() + t.cpu.size()) > limits.max_events) {
+    return BatchRejection{
+        "too_many_events",
+        absl::StrCat(t.gpu.size() + t.cpu.size(), " events, more than the ",
+                     limits.max_events, " a batch may hold")};
+  }
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  for (size_t i = 0; i < t.gpu.size(); ++i) {
+    const GpuActivity& a = t.gpu[i];
+    if (auto r = CheckInterval(t, "GPU activity", i, a.name, a.start_ns,
+                               a.end_ns, limits)) {
+      return r;
+    }
+    lo = std::min(lo, a.start_ns);
+    hi = std::max(hi, a.end_ns);
+  }
+  for (size_t i = 0; i < t.cpu.size(); ++i) {
+    const CpuEvent& e = t.cpu[i];
+    if (auto r = CheckInterval(t, "CPU event", i, e.name, e.start_ns, e.end_ns,
+                               limits)) {
+      return r;
+    }
+    lo = std::min(lo, e.start_ns);
+    hi = std::max(hi, e.end_ns);
+  }
+  // Subtract in unsigned arithmetic: the spread of hostile values may not
+  // fit in int64.
+  if (lo <= hi && static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo) >
+                      static_cast<uint64_t>(limits.max_batch_time_spread_ns)) {
+    return BatchRejection{
+        "timestamps_out_of_range",
+        absl::StrCat("events span ",
+                     (static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo)) /
+                         86'400'000'000'000ull,
+                     " days within one batch")};
+  }
+  return std::nullopt;
+}
+
+}  // namespace bubblewatch

@@ -1,0 +1,43 @@
+// Checks a decoded EventBatch for impossible events before it reaches a
+// job's windows. A batch that fails goes to the dead-letter topic whole, with
+// the reason, and is counted by reason (BRIEF.md: malformed messages go to a
+// dead-letter topic; nothing is silently dropped).
+#ifndef BUBBLEWATCH_PROCESSOR_BATCH_VALIDATOR_H_
+#define BUBBLEWATCH_PROCESSOR_BATCH_VALIDATOR_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "schemas/event_batch_codec.h"
+
+namespace bubblewatch {
+
+// Why a batch was rejected: a short stable code (the DLQ header and the
+// metric label) and a sentence for people.
+struct BatchRejection {
+  std::string reason;  // e.g. "end_before_start".
+  std::string detail;  // e.g. "GPU activity #3 'gemm' ends 5 ns before ...".
+};
+
+// Limits on a sane batch. Defaults: an event lasts at most a day; a batch's
+// events lie within a day of each other; no event time is negative beyond
+// the clock's start or later than year 2200.
+struct BatchLimits {
+  int64_t max_event_duration_ns = int64_t{24} * 3600 * 1'000'000'000;
+  int64_t max_batch_time_spread_ns = int64_t{24} * 3600 * 1'000'000'000;
+  int64_t max_events = 1'000'000;
+};
+
+// Returns the first reason `batch` cannot be processed, or nullopt:
+//   "empty_job"            the batch names no job;
+//   "too_many_events"      more than limits.max_events;
+//   "end_before_start"     an event ends before it starts;
+//   "duration_over_limit"  an event lasts longer than the limit;
+//   "timestamps_out_of_range"  events decades apart (spread over the limit).
+std::optional<BatchRejection> ValidateBatch(const DecodedBatch& batch,
+                                            const BatchLimits& limits = {});
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_PROCESSOR_BATCH_VALIDATOR_H_

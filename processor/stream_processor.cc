@@ -1,0 +1,547 @@
+#include "processor/stream_processor.h"
+
+#include <librdkafka/rdkafka.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "kafka/kafka_config.h"
+#include "kafka/kafka_handles.h"
+#include "kafka/kafka_status.h"
+#include "processor/job_state.h"
+#include "schemas/event_batch_codec.h"
+#include "schemas/window_summary_codec.h"
+#include "spdlog/spdlog.h"
+
+namespace bubblewatch {
+namespace {
+
+constexpr char kErrorHeader[] = "bubblewatch.error";
+constexpr absl::Duration kRetentionInterval = absl::Minutes(1);
+constexpr int kPollTimeoutMs = 100;
+
+}  // namespace
+
+class StreamProcessor::Impl {
+ public:
+  Impl(const StreamProcessorOptions& options, WindowStore* store)
+      : options_(options), store_(store) {}
+
+  absl::Status Init();
+  absl::Status Run(const std::atomic<bool>& stop);
+  ProcessorStats stats() const {
+    absl::MutexLock lock(&stats_mu_);
+    return stats_;
+  }
+
+ private:
+  struct PartitionState {
+    int64_t committed_position = 0;  // From the store at assignment.
+    int64_t next_offset = -1;        // After the last message seen.
+  };
+  struct JobEntry {
+    std::unique_ptr<JobWindower> windower;  // Null once closed for idleness.
+    JobState state;
+    int32_t partition = 0;
+    int64_t last_event_ns = 0;
+    bool dirty = false;
+  };
+
+  static void RebalanceCallback(rd_kafka_t* rk, rd_kafka_resp_err_t err,
+                                rd_kafka_topic_partition_list_t* partitions,
+                                void* opaque);
+  static void DeliveryCallback(rd_kafka_t* rk,
+                               const rd_kafka_message_t* message, void* opaque);
+  void OnAssign(rd_kafka_topic_partition_list_t* partitions);
+  void OnRevoke(rd_kafka_topic_partition_list_t* partitions);
+
+  absl::Status HandleMessage(const rd_kafka_message_t& message, absl::Time now);
+  void SendToDeadLetters(const rd_kafka_message_t& message,
+                         absl::string_view reason, absl::string_view detail);
+  absl::StatusOr<JobEntry*> GetOrLoadJob(const std::string& job,
+                                         int32_t partition);
+  void CloseIdleJobs(absl::Time now);
+  absl::Status Commit(absl::Time now);
+  absl::Status AddLateUpdates(StoreBatch& batch);
+  void LogProgress();
+
+  StreamProcessorOptions options_;
+  WindowStore* store_;
+  RdKafkaPtr consumer_;
+  RdKafkaPtr producer_;
+  absl::Status fatal_;  // Set by callbacks; Run returns it.
+
+  absl::flat_hash_map<int32_t, PartitionState> partitions_;
+  absl::flat_hash_map<std::string, JobEntry> jobs_;
+  std::vector<WindowSummary> pending_windows_;
+  // (job, window start) -> late events not yet written.
+  absl::flat_hash_map<std::pair<std::string, int64_t>, int64_t> pending_late_;
+  bool uncommitted_ = false;
+  int64_t undelivered_ = 0;
+
+  mutable absl::Mutex stats_mu_;
+  ProcessorStats stats_ ABSL_GUARDED_BY(stats_mu_);
+};
+
+absl::Status StreamProcessor::Impl::Init() {
+  KafkaConfig consumer_config(options_.brokers);
+  RETURN_IF_ERROR(consumer_config.SetAssignments(options_.kafka_properties));
+  consumer_config.Set("group.id", options_.group);
+  RETURN_IF_ERROR(consumer_config.Require("enable.auto.commit", "false"));
+  consumer_config.SetDefault("enable.auto.offset.store", "false");
+  consumer_config.SetDefault("auto.offset.reset", "earliest");
+  consumer_config.SetDefault("partition.assignment.strategy",
+                             "cooperative-sticky");
+  // Work between polls is bounded (one message, one commit), so the default
+  // poll interval is ample; keep it explicit for operators.
+  consumer_config.SetDefault("max.poll.interval.ms", "300000");
+  ASSIGN_OR_RETURN(RdKafkaConfPtr conf, consumer_config.Build());
+  rd_kafka_conf_set_rebalance_cb(conf.get(), &Impl::RebalanceCallback);
+  rd_kafka_conf_set_opaque(conf.get(), this);
+  ASSIGN_OR_RETURN(consumer_,
+                   NewKafkaClient(RD_KAFKA_CONSUMER, std::move(conf)));
+  rd_kafka_poll_set_consumer(consumer_.get());
+
+  KafkaConfig producer_config(options_.brokers);
+  RETURN_IF_ERROR(producer_config.SetAssignments(options_.kafka_properties));
+  // -X applies to both clients (SASL/SSL settings are shared); librdkafka
+  // ignores, with a warning, a consumer-only key given to the producer.
+  producer_config.SetDefault("enable.idempotence", "true");
+  producer_config.SetDefault("acks", "all");
+  producer_config.SetDefault("partitioner", "murmur2_random");
+  producer_config.SetDefault("compression.type", "lz4");
+  ASSIGN_OR_RETURN(RdKafkaConfPtr pconf, producer_config.Build());
+  rd_kafka_conf_set_dr_msg_cb(pconf.get(), &Impl::DeliveryCallback);
+  rd_kafka_conf_set_opaque(pconf.get(), this);
+  ASSIGN_OR_RETURN(producer_,
+                   NewKafkaClient(RD_KAFKA_PRODUCER, std::move(pconf)));
+
+  RdKafkaPartitionListPtr topics(rd_kafka_topic_partition_list_new(1));
+  rd_kafka_topic_partition_list_add(topics.get(), options_.topic.c_str(),
+                                    RD_KAFKA_PARTITION_UA);
+  return KafkaErrorToStatus(rd_kafka_subscribe(consumer_.get(), topics.get()),
+                            absl::StrCat("subscribing to ", options_.topic));
+}
+
+void StreamProcessor::Impl::RebalanceCallback(
+    rd_kafka_t* rk, rd_kafka_resp_err_t err,
+    rd_kafka_topic_partition_list_t* partitions, void* opaque) {
+  Impl* self = static_cast<Impl*>(opaque);
+  bool cooperative =
+      std::string_view(rd_kafka_rebalance_protocol(rk)) == "COOPERATIVE";
+  if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+    self->OnAssign(partitions);
+    if (cooperative) {
+      RdKafkaErrorPtr error(rd_kafka_incremental_assign(rk, partitions));
+      if (error) self->fatal_ = KafkaErrorToStatus(error.get(), "assigning");
+    } else {
+      rd_kafka_assign(rk, partitions);
+    }
+  } else {
+    self->OnRevoke(partitions);
+    if (cooperative) {
+      RdKafkaErrorPtr error(rd_kafka_incremental_unassign(rk, partitions));
+      if (error) self->fatal_ = KafkaErrorToStatus(error.get(), "unassigning");
+    } else {
+      rd_kafka_assign(rk, nullptr);
+    }
+  }
+}
+
+void StreamProcessor::Impl::OnAssign(
+    rd_kafka_topic_partition_list_t* partitions) {
+  for (int i = 0; i < partitions->cnt; ++i) {
+    rd_kafka_topic_partition_t& tp = partitions->elems[i];
+    PartitionState state;
+    absl::StatusOr<std::optional<PartitionProgress>> progress =
+        store_->Progress(tp.topic, tp.partition);
+    if (!progress.ok()) {
+      fatal_ = progress.status();
+      continue;
+    }
+    if (progress->has_value()) {
+      // Resume where an open window still needs data; what lies below the
+      // committed position is replay.
+      tp.offset = (*progress)->resume_offset;
+      state.committed_position = (*progress)->committed_position;
+    }
+    spdlog::info("assigned {}/{}: resume at {}, replay below {}", tp.topic,
+                 tp.partition, tp.offset, state.committed_position);
+    partitions_[tp.partition] = state;
+  }
+}
+
+void StreamProcessor::Impl::OnRevoke(
+    rd_kafka_topic_partition_list_t* partitions) {
+  // Everything final is already in the store with its progress; open
+  // windows are rebuilt by the next owner from the stored resume offset.
+  absl::Status s = Commit(absl::Now());
+  if (!s.ok()) fatal_ = s;
+  for (int i = 0; i < partitions->cnt; ++i) {
+    int32_t p = partitions->elems[i].partition;
+    spdlog::info("revoked {}/{}", partitions->elems[i].topic, p);
+    partitions_.erase(p);
+    absl::erase_if(jobs_,
+                   [&](const auto& kv) { return kv.second.partition == p; });
+  }
+}
+
+void StreamProcessor::Impl::DeliveryCallback(rd_kafka_t*,
+                                             const rd_kafka_message_t* message,
+                                             void* opaque) {
+  Impl* self = static_cast<Impl*>(opaque);
+  --self->undelivered_;
+  if (message->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    self->fatal_ = KafkaErrorToStatus(
+        message->err,
+        absl::StrCat("delivering to ", rd_kafka_topic_name(message->rkt)));
+  }
+}
+
+void StreamProcessor::Impl::SendToDeadLetters(const rd_kafka_message_t& message,
+                                              absl::string_view reason,
+                                              absl::string_view detail) {
+  std::string header = absl::StrCat(reason, ": ", detail);
+  ++undelivered_;
+  rd_kafka_resp_err_t err = rd_kafka_producev(
+      producer_.get(), RD_KAFKA_V_TOPIC(options_.dlq_topic.c_str()),
+      RD_KAFKA_V_KEY(message.key, message.key_len),
+      RD_KAFKA_V_VALUE(message.payload, message.len),
+      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+      RD_KAFKA_V_HEADER(kErrorHeader, header.data(),
+                        static_cast<ssize_t>(header.size())),
+      RD_KAFKA_V_END);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    --undelivered_;
+    fatal_ = KafkaErrorToStatus(err, "producing to the dead-letter topic");
+  }
+  spdlog::warn("message {}/{}@{} to {}: {}", options_.topic, message.partition,
+               message.offset, options_.dlq_topic, header);
+  absl::MutexLock lock(&stats_mu_);
+  ++stats_.dlq_by_reason[std::string(reason)];
+}
+
+absl::StatusOr<StreamProcessor::Impl::JobEntry*>
+StreamProcessor::Impl::GetOrLoadJob(const std::string& job, int32_t partition) {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) {
+    JobEntry entry;
+    entry.partition = partition;
+    ASSIGN_OR_RETURN(std::optional<std::string> stored, store_->JobState(job));
+    if (stored) {
+      ASSIGN_OR_RETURN(entry.state, JobState::Parse(*stored));
+    }
+    it = jobs_.emplace(job, std::move(entry)).first;
+  }
+  JobEntry& entry = it->second;
+  entry.partition = partition;
+  if (!entry.windower) {
+    entry.windower = std::make_unique<JobWindower>(job, options_.windower);
+    entry.windower->RestoreFinalizedThrough(entry.state.finalized_through_ns);
+  }
+  return &entry;
+}
+
+absl::Status StreamProcessor::Impl::HandleMessage(
+    const rd_kafka_message_t& message, absl::Time now) {
+  PartitionState& part = partitions_[message.partition];
+  const bool replay = message.offset < part.committed_position;
+  part.next_offset = std::max(part.next_offset, message.offset + 1);
+  uncommitted_ = true;
+  {
+    absl::MutexLock lock(&stats_mu_);
+    ++stats_.messages;
+    if (replay) ++stats_.replayed_messages;
+  }
+  absl::StatusOr<DecodedBatch> batch = DecodeEventBatch(
+      {static_cast<const uint8_t*>(message.payload), message.len});
+  if (!batch.ok()) {
+    // A replayed message went to the DLQ the first time.
+    if (!replay) {
+      SendToDeadLetters(message, "undecodable", batch.status().message());
+    }
+    return absl::OkStatus();
+  }
+  if (std::optional<BatchRejection> rejection =
+          ValidateBatch(*batch, options_.limits)) {
+    if (!replay) {
+      SendToDeadLetters(message, rejection->reason, rejection->detail);
+    }
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(JobEntry * job,
+                   GetOrLoadJob(batch->header.job, message.partition));
+  // A batch resent by its producer (same id and sequence) counts once. The
+  // stored sequence covers replays too: they were counted before the crash.
+  const uint64_t producer = batch->header.producer_id;
+  if (producer != 0 && !replay) {
+    auto seq = job->state.producer_sequences.find(producer);
+    if (seq != job->state.producer_sequences.end() &&
+        batch->header.sequence <= seq->second) {
+      absl::MutexLock lock(&stats_mu_);
+      ++stats_.duplicate_batches;
+      return absl::OkStatus();
+    }
+    job->state.producer_sequences[producer] = batch->header.sequence;
+  }
+  int64_t late = job->windower->Add(*batch, message.offset, replay, now);
+  for (const auto& [window, count] : job->windower->TakeLateCounts()) {
+    pending_late_[{batch->header.job, window}] += count;
+  }
+  for (const GpuActivity& a : batch->trace.gpu) {
+    job->last_event_ns = std::max(job->last_event_ns, a.end_ns);
+  }
+  for (const CpuEvent& e : batch->trace.cpu) {
+    job->last_event_ns = std::max(job->last_event_ns, e.end_ns);
+  }
+  job->dirty = true;
+  std::vector<WindowSummary> done =
+      job->windower->FinalizeReady(now, options_.idle_timeout);
+  job->state.finalized_through_ns = job->windower->finalized_through_ns();
+  {
+    absl::MutexLock lock(&stats_mu_);
+    stats_.events +=
+        static_cast<int64_t>(batch->trace.gpu.size() + batch->trace.cpu.size());
+    stats_.late_events += late;
+  }
+  for (WindowSummary& w : done) pending_windows_.push_back(std::move(w));
+  return absl::OkStatus();
+}
+
+void StreamProcessor::Impl::CloseIdleJobs(absl::Time now) {
+  for (auto& [name, job] : jobs_) {
+    if (!job.windower ||
+        now - job.windower->last_activity() < options_.idle_timeout) {
+      continue;
+    }
+    for (WindowSummary& w : job.windower->FinalizeAll()) {
+      pending_windows_.push_back(std::move(w));
+    }
+    job.state.finalized_through_ns = job.windower->finalized_through_ns();
+    spdlog::info("job {} idle for {}: closed through {}", name,
+                 absl::FormatDuration(options_.idle_timeout),
+                 job.state.finalized_through_ns);
+    job.windower.reset();
+    job.dirty = true;
+    uncommitted_ = true;
+  }
+}
+
+absl::Status StreamProcessor::Impl::AddLateUpdates(StoreBatch& batch) {
+  for (const auto& [key, count] : pending_late_) {
+    const auto& [job, start] = key;
+    WindowSummary* target = nullptr;
+    for (WindowSummary& w : batch.windows) {
+      if (w.job == job && w.window.start_ns == start) target = &w;
+    }
+    if (target == nullptr) {
+      ASSIGN_OR_RETURN(std::vector<WindowSummary> stored,
+                       store_->Scan(job, absl::FromUnixNanos(start),
+                                    absl::FromUnixNanos(start + 1)));
+      // No stored window (e.g. retention removed it): the job's total in
+      // the stats still counts these events.
+      if (stored.empty()) continue;
+      batch.windows.push_back(std::move(stored.front()));
+      target = &batch.windows.back();
+    }
+    target->late_events += count;
+  }
+  pending_late_.clear();
+  return absl::OkStatus();
+}
+
+absl::Status StreamProcessor::Impl::Commit(absl::Time now) {
+  if (!uncommitted_ && pending_windows_.empty()) return absl::OkStatus();
+  // Dead letters and published windows must be durable before the offsets
+  // that produced them move on.
+  rd_kafka_flush(producer_.get(), 30'000);
+  if (undelivered_ > 0) {
+    return absl::UnavailableError(
+        absl::StrCat(undelivered_,
+                     " dead-letter/window messages not acknowledged within "
+                     "30 s; not committing past them"));
+  }
+  RETURN_IF_ERROR(fatal_);
+  StoreBatch batch;
+  batch.windows = std::move(pending_windows_);
+  pending_windows_.clear();
+  RETURN_IF_ERROR(AddLateUpdates(batch));
+  absl::flat_hash_map<int32_t, int64_t> resume;
+  for (auto& [name, job] : jobs_) {
+    if (job.dirty) {
+      batch.jobs.push_back(JobUpdate{.job = name,
+                                     .last_event_ns = job.last_event_ns,
+                                     .last_seen_wall = now,
+                                     .state = job.state.Serialize()});
+      job.dirty = false;
+    }
+    if (job.windower) {
+      if (std::optional<int64_t> r = job.windower->ResumeOffset()) {
+        auto [it, inserted] = resume.try_emplace(job.partition, *r);
+        if (!inserted) it->second = std::min(it->second, *r);
+      }
+    }
+  }
+  RdKafkaPartitionListPtr offsets(
+      rd_kafka_topic_partition_list_new(static_cast<int>(partitions_.size())));
+  for (auto& [p, part] : partitions_) {
+    if (part.next_offset < 0) continue;
+    PartitionProgress progress;
+    progress.topic = options_.topic;
+    progress.partition = p;
+    auto it = resume.find(p);
+    progress.resume_offset = it != resume.end() ? it->second : part.next_offset;
+    progress.committed_position =
+        std::max(part.committed_position, part.next_offset);
+    part.committed_position = progress.committed_position;
+    rd_kafka_topic_partition_list_add(offsets.get(), options_.topic.c_str(), p)
+        ->offset = progress.resume_offset;
+    batch.progress.push_back(std::move(progress));
+  }
+  absl::Status written = store_->Commit(batch);
+  if (!written.ok()) {
+    return absl::Status(written.code(),
+                        absl::StrCat("cannot write windows to the store, "
+                                     "stopping before offsets move: ",
+                                     written.message()));
+  }
+  uncommitted_ = false;
+  if (offsets->cnt > 0) {
+    // Best effort: another instance taking a partition over resumes here.
+    rd_kafka_commit(consumer_.get(), offsets.get(), /*async=*/1);
+  }
+  if (!options_.windows_topic.empty()) {
+    for (const WindowSummary& w : batch.windows) {
+      std::string value = EncodeWindowSummary(w);
+      ++undelivered_;
+      rd_kafka_resp_err_t err = rd_kafka_producev(
+          producer_.get(), RD_KAFKA_V_TOPIC(options_.windows_topic.c_str()),
+          RD_KAFKA_V_KEY(w.job.data(), w.job.size()),
+          RD_KAFKA_V_VALUE(value.data(), value.size()),
+          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+      if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        --undelivered_;
+        spdlog::warn("cannot publish window of {}: {}", w.job,
+                     rd_kafka_err2str(err));
+      }
+    }
+  }
+  absl::MutexLock lock(&stats_mu_);
+  stats_.windows_written += static_cast<int64_t>(batch.windows.size());
+  return absl::OkStatus();
+}
+
+void StreamProcessor::Impl::LogProgress() {
+  int64_t open = 0, buffered = 0;
+  for (const auto& [name, job] : jobs_) {
+    if (!job.windower) continue;
+    ++open;
+    buffered += static_cast<int64_t>(job.windower->buffered_events());
+  }
+  absl::flat_hash_map<std::string, int64_t> lag;
+  for (const auto& [p, part] : partitions_) {
+    int64_t low = 0, high = 0;
+    if (rd_kafka_get_watermark_offsets(consumer_.get(), options_.topic.c_str(),
+                                       p, &low,
+                                       &high) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+        part.next_offset >= 0) {
+      lag[absl::StrCat(options_.topic, "/", p)] =
+          std::max<int64_t>(0, high - part.next_offset);
+    }
+  }
+  absl::MutexLock lock(&stats_mu_);
+  stats_.open_jobs = open;
+  stats_.buffered_events = buffered;
+  stats_.lag = lag;
+  int64_t dlq = 0;
+  for (const auto& [reason, n] : stats_.dlq_by_reason) dlq += n;
+  int64_t total_lag = 0;
+  for (const auto& [tp, n] : lag) total_lag += n;
+  spdlog::info(
+      "processed {} messages, {} events; {} windows written; {} open jobs, {} "
+      "buffered events; lag {}; late {}; duplicates {}; DLQ {}",
+      stats_.messages, stats_.events, stats_.windows_written, open, buffered,
+      total_lag, stats_.late_events, stats_.duplicate_batches, dlq);
+}
+
+absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
+  spdlog::info("consuming {} from {} as group {}; store {}", options_.topic,
+               options_.brokers, options_.group, store_->Describe());
+  absl::Time last_commit = absl::Now();
+  absl::Time last_log = absl::Now();
+  absl::Time last_retention = absl::InfinitePast();
+  absl::Time last_message = absl::Now();
+  while (!stop.load()) {
+    RdKafkaMessagePtr message(
+        rd_kafka_consumer_poll(consumer_.get(), kPollTimeoutMs));
+    rd_kafka_poll(producer_.get(), 0);  // Serve delivery reports.
+    RETURN_IF_ERROR(fatal_);
+    absl::Time now = absl::Now();
+    if (message) {
+      if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        last_message = now;
+        RETURN_IF_ERROR(HandleMessage(*message, now));
+      } else if (message->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+        absl::Status s = KafkaErrorToStatus(message->err, "consuming");
+        if (rd_kafka_fatal_error(consumer_.get(), nullptr, 0) !=
+            RD_KAFKA_RESP_ERR_NO_ERROR) {
+          return s;
+        }
+        spdlog::warn("{}", s.ToString());
+      }
+    }
+    CloseIdleJobs(now);
+    if (!pending_windows_.empty() ||
+        now - last_commit >= options_.commit_interval) {
+      RETURN_IF_ERROR(Commit(now));
+      last_commit = now;
+    }
+    if (now - last_retention >= kRetentionInterval) {
+      absl::StatusOr<RetentionStats> r =
+          store_->ApplyRetention(options_.retention);
+      if (!r.ok()) return r.status();
+      if (r->windows_deleted > 0) {
+        spdlog::info("retention removed {} windows of {} jobs",
+                     r->windows_deleted, r->jobs_trimmed);
+      }
+      last_retention = now;
+    }
+    if (now - last_log >= options_.log_interval) {
+      LogProgress();
+      last_log = now;
+    }
+    if (options_.exit_when_idle > absl::ZeroDuration() &&
+        now - last_message >= options_.exit_when_idle) {
+      bool all_closed = std::none_of(
+          jobs_.begin(), jobs_.end(),
+          [](const auto& kv) { return kv.second.windower != nullptr; });
+      if (all_closed) break;
+    }
+  }
+  RETURN_IF_ERROR(Commit(absl::Now()));
+  LogProgress();
+  rd_kafka_consumer_close(consumer_.get());
+  rd_kafka_flush(producer_.get(), 10'000);
+  return absl::OkStatus();
+}
+
+StreamProcessor::StreamProcessor(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+StreamProcessor::~StreamProcessor() = default;
+
+absl::StatusOr<std::unique_ptr<StreamProcessor>> StreamProcessor::Create(
+    const StreamProcessorOptions& options, WindowStore* store) {
+  auto impl = std::make_unique<Impl>(options, store);
+  RETURN_IF_ERROR(impl->Init());
+  return std::unique_ptr<StreamProcessor>(new StreamProcessor(std::move(impl)));
+}
+
+absl::Status StreamProcessor::Run() { return impl_->Run(stop_); }
+
+ProcessorStats StreamProcessor::stats() const { return impl_->stats(); }
+
+}  // namespace bubblewatch

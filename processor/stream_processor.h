@@ -1,0 +1,107 @@
+// StreamProcessor: the consumer that turns the `bubblewatch.events` topic into
+// per-job windows in the window store, effectively once.
+//
+// Mechanism (as Kafka Streams and Flink commit state with offsets):
+//   - each job's events feed a JobWindower; finalized windows are
+//     deterministic and upserted by (job, window start);
+//   - every commit writes, in ONE store batch, the new windows, each job's
+//     state (finalized edge, per-producer batch sequence) and, per partition,
+//     the lowest offset an open window still needs (resume_offset) and the
+//     next unprocessed offset (committed_position);
+//   - on assignment (start, crash, rebalance) a partition resumes at its
+//     stored resume_offset; messages below committed_position are replays
+//     that rebuild open windows without being counted again.
+// So a crash at any moment yields the windows of an uninterrupted run; the
+// replay is at most one window plus the lateness. The same resume offset is
+// committed to the consumer group, so another instance taking the partition
+// over (with its own store) resumes from there too.
+//
+// Bad input never stops it: a message that fails decoding or validation goes
+// to the dead-letter topic with the reason in header `bubblewatch.error`, and
+// is counted. A store write failure does stop it (Run returns the error):
+// offsets must not move past unwritten windows.
+//
+// Thread safety: Run on one thread; RequestStop and stats from any.
+#ifndef BUBBLEWATCH_PROCESSOR_STREAM_PROCESSOR_H_
+#define BUBBLEWATCH_PROCESSOR_STREAM_PROCESSOR_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "processor/batch_validator.h"
+#include "processor/job_windower.h"
+#include "storage/window_store.h"
+
+namespace bubblewatch {
+
+struct StreamProcessorOptions {
+  std::string brokers;
+  std::string topic = "bubblewatch.events";
+  std::string group = "bubblewatch";
+  std::string windows_topic = "bubblewatch.windows";  // "" = don't publish.
+  std::string dlq_topic = "bubblewatch.events.dlq";
+  // librdkafka properties (-X key=value), for both consumer and producer.
+  std::vector<std::string> kafka_properties;
+  WindowerOptions windower;
+  BatchLimits limits;
+  // A job (and a host within it) silent this long, in wall time, is closed.
+  absl::Duration idle_timeout = absl::Seconds(30);
+  // Windows older than this (event time, per job) are deleted.
+  absl::Duration retention = absl::Hours(6);
+  // How often progress is committed when no window closes.
+  absl::Duration commit_interval = absl::Seconds(1);
+  // How often a progress line is logged.
+  absl::Duration log_interval = absl::Seconds(10);
+  // If > 0: Run returns once no message arrived for this long and every job
+  // has been closed (for tests, batch jobs and the demo).
+  absl::Duration exit_when_idle = absl::ZeroDuration();
+};
+
+// Counters for logs and the metrics endpoint.
+struct ProcessorStats {
+  int64_t messages = 0;
+  int64_t events = 0;
+  int64_t replayed_messages = 0;
+  int64_t duplicate_batches = 0;
+  int64_t late_events = 0;
+  int64_t windows_written = 0;
+  int64_t open_jobs = 0;
+  int64_t buffered_events = 0;
+  absl::flat_hash_map<std::string, int64_t> dlq_by_reason;
+  // Per "topic/partition": high watermark - position.
+  absl::flat_hash_map<std::string, int64_t> lag;
+};
+
+class StreamProcessor {
+ public:
+  // Creates the consumer (subscribed to options.topic) and the producer for
+  // windows and the DLQ. `store` must outlive the processor.
+  static absl::StatusOr<std::unique_ptr<StreamProcessor>> Create(
+      const StreamProcessorOptions& options, WindowStore* store);
+  ~StreamProcessor();
+
+  // Consumes until RequestStop(), exit_when_idle, or a fatal error (a store
+  // write failure, a fatal Kafka error), which it returns.
+  absl::Status Run();
+
+  void RequestStop() { stop_.store(true); }
+  ProcessorStats stats() const;
+
+ private:
+  class Impl;
+  explicit StreamProcessor(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+  std::atomic<bool> stop_{false};
+};
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_PROCESSOR_STREAM_PROCESSOR_H_

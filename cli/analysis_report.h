@@ -11,6 +11,8 @@
 
 namespace bubblewatch {
 
+struct Diagnosis;  // processor/diagnosis.h
+
 // What was read, for the report's header ("workload hints").
 struct InputSummary {
   std::string path;
@@ -31,9 +33,11 @@ struct InputSummary {
 InputSummary SummarizeInput(const Trace& trace, std::string path,
                             std::string format);
 
-// The `--json` object (one line, or indented when `pretty`).
+// The `--json` object (one line, or indented when `pretty`). With a
+// `diagnosis`, it also holds a "diagnosis" object after "advice".
 std::string RenderAnalysisJson(const Analysis& analysis,
-                               const InputSummary& input, bool pretty);
+                               const InputSummary& input, bool pretty,
+                               const Diagnosis* diagnosis = nullptr);
 
 // The human-readable report. `color` adds ANSI colors for terminals.
 std::string RenderAnalysisText(const Analysis& analysis,

@@ -2,6 +2,7 @@
 // the seed's JSON shape and BRIEF.md specify.
 #include "base/json_writer.h"
 #include "cli/analysis_report.h"
+#include "cli/diagnosis_report.h"
 
 namespace bubblewatch {
 namespace {
@@ -85,7 +86,7 @@ void WriteAdvice(JsonWriter& w, const UtilizationStats& s) {
 }  // namespace
 
 std::string RenderAnalysisJson(const Analysis& a, const InputSummary& in,
-                               bool pretty) {
+                               bool pretty, const Diagnosis* diagnosis) {
   JsonWriter w(pretty ? 2 : 0);
   w.BeginObject();
   WriteStats(w, a.job);
@@ -106,6 +107,10 @@ std::string RenderAnalysisJson(const Analysis& a, const InputSummary& in,
   w.EndArray();
   w.Key("advice");
   WriteAdvice(w, a.job);
+  if (diagnosis != nullptr) {
+    w.Key("diagnosis");
+    WriteDiagnosisJson(w, *diagnosis);
+  }
   if (!a.windows.empty()) {
     w.Key("windows").BeginArray();
     for (const WindowAnalysis& win : a.windows) {

@@ -10,9 +10,11 @@
 #include "cli/analysis_report.h"
 #include "cli/command_line.h"
 #include "cli/commands.h"
+#include "cli/diagnosis_report.h"
 #include "cli/exit_codes.h"
 #include "ingest/trace_reader.h"
 #include "processor/bubble_analyzer.h"
+#include "processor/diagnosis.h"
 
 namespace bubblewatch {
 namespace {
@@ -106,15 +108,23 @@ int RunAnalyzeCommand(int argc, char** argv) {
     return Fail(kExitBadInput,
                 absl::StrCat(path, ": ", analysis.status().message()));
   }
+  absl::StatusOr<Diagnosis> diagnosis = DiagnoseTrace(*trace, *analysis);
+  if (!diagnosis.ok()) {
+    return Fail(kExitBadInput,
+                absl::StrCat(path, ": ", diagnosis.status().message()));
+  }
   // Name the format actually read, not "auto".
   std::string format_name(TraceFormatName(*parsed_format));
   if (*parsed_format == TraceFormat::kAuto) format_name = trace->source_format;
   InputSummary input = SummarizeInput(*trace, path, format_name);
+  const bool color = !no_color && isatty(STDOUT_FILENO) &&
+                     std::getenv("NO_COLOR") == nullptr;
   std::string report =
-      json ? RenderAnalysisJson(*analysis, input, pretty)
-           : RenderAnalysisText(*analysis, input,
-                                !no_color && isatty(STDOUT_FILENO) &&
-                                    std::getenv("NO_COLOR") == nullptr);
+      json ? RenderAnalysisJson(*analysis, input, pretty, &*diagnosis)
+           : RenderAnalysisText(*analysis, input, color);
+  if (!json && analysis->kernels > 0) {
+    report += RenderDiagnosisText(*diagnosis, color);
+  }
   std::fwrite(report.data(), 1, report.size(), stdout);
   if (std::fflush(stdout) != 0) {
     return Fail(kExitFailure, "cannot write the report to stdout");

@@ -16,6 +16,9 @@ int RunProduceCommand(int argc, char** argv);
 // `bubblewatch process --brokers B --store DIR`: the windowed consumer.
 int RunProcessCommand(int argc, char** argv);
 
+// `bubblewatch demo`: produce -> process -> store on the embedded cluster.
+int RunDemoCommand(int argc, char** argv);
+
 }  // namespace bubblewatch
 
 #endif  // BUBBLEWATCH_CLI_COMMANDS_H_

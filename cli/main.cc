@@ -26,6 +26,10 @@ constexpr Command kCommands[] = {
     {"process",
      "consume events from Kafka into per-job windows in a RocksDB store",
      bubblewatch::RunProcessCommand},
+    {"demo",
+     "run producer -> processor -> store on an embedded Kafka, print the "
+     "worst jobs",
+     bubblewatch::RunDemoCommand},
 };
 
 std::string Usage() {

@@ -15,6 +15,8 @@ EmbeddedKafkaCluster::Create(int num_brokers) {
   // The owning client never connects anywhere: it only lends its thread.
   KafkaConfig config("");
   config.Set("client.id", "bubblewatch-embedded-cluster");
+  // Without bootstrap servers it would note so at every start.
+  config.Set("log_level", "4");
   absl::StatusOr<RdKafkaPtr> owner = NewKafkaClient(RD_KAFKA_PRODUCER, config);
   if (!owner.ok()) {
     return absl::InternalError(absl::StrCat(
@@ -59,7 +61,8 @@ absl::Status EmbeddedKafkaCluster::CreateTopic(absl::string_view topic,
 
 absl::Status EmbeddedKafkaCluster::SetBrokerDown(int32_t broker_id) {
   rd_kafka_resp_err_t err = rd_kafka_mock_broker_set_down(cluster_, broker_id);
-  if (err == RD_KAFKA_RESP_ERR__UNKNOWN_BROKER) {
+  if (err == RD_KAFKA_RESP_ERR__UNKNOWN_BROKER ||
+      err == RD_KAFKA_RESP_ERR_BROKER_NOT_AVAILABLE) {
     return absl::NotFoundError(absl::StrCat("no embedded broker ", broker_id));
   }
   return KafkaErrorToStatus(err, absl::StrCat("taking broker ", broker_id,
@@ -68,7 +71,8 @@ absl::Status EmbeddedKafkaCluster::SetBrokerDown(int32_t broker_id) {
 
 absl::Status EmbeddedKafkaCluster::SetBrokerUp(int32_t broker_id) {
   rd_kafka_resp_err_t err = rd_kafka_mock_broker_set_up(cluster_, broker_id);
-  if (err == RD_KAFKA_RESP_ERR__UNKNOWN_BROKER) {
+  if (err == RD_KAFKA_RESP_ERR__UNKNOWN_BROKER ||
+      err == RD_KAFKA_RESP_ERR_BROKER_NOT_AVAILABLE) {
     return absl::NotFoundError(absl::StrCat("no embedded broker ", broker_id));
   }
   return KafkaErrorToStatus(err,

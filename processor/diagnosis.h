@@ -11,11 +11,15 @@
 //
 // How the verdict is reached (thresholds below, as named constants):
 //   1. Every gap between busy intervals of a device (the bubbles of
-//      BRIEF.md) is put in one idle class, by the kernel N that ends it and
-//      N's launch call L, checked in this order:
+//      BRIEF.md) is split into idle classes. The part covered by a memcpy or
+//      memset on the device is copy (BRIEF.md attribution step 1: the GPU
+//      was copying). The rest goes to one class, by the kernel N that ends
+//      the gap and N's launch call L, checked in this order:
 //        input    data-loading events (ClassifyCpuEvent kDataLoading) on L's
 //                 thread cover at least kInputGapCoverage of the gap;
-//        sync     a sync-class event (kSync, or a pageable copy) on L's thread
+//        sync     a sync or allocator event (ClassifyCpuEvent kSync or
+//                 kAllocator: cudaFree and empty_cache synchronize the
+//                 device; or the launch of a pageable copy) on L's thread
 //                 returned while the GPU was idle or just before
 //                 (end in [gap start - kSyncReturnSlackNs, gap end]) and
 //                 before L began: the host waited for the GPU to drain, so
@@ -35,8 +39,8 @@
 //                     ahead: busy, but any host slowdown will show as bubbles;
 //        input_bound / sync_bound / cpu_bound / gpu_bound
 //                     the idle class holding the most bubble time (input,
-//                     sync, launch, gpu_side), if it holds at least
-//                     kDominantIdleShare of it;
+//                     sync, launch, and gpu_side + copy together: the GPU
+//                     side), if it holds at least kDominantIdleShare of it;
 //        unknown      the unknown class holds at least kDominantIdleShare;
 //        balanced     otherwise: idle time spread over several classes.
 //   The job's verdict applies the same rules to the job's figures (sums over
@@ -171,14 +175,17 @@ struct KernelBreakdown {
 // Bubble time by idle class (file comment, step 1). Adds up to the bubble
 // time of AnalyzeTrace (for the same device set).
 struct IdleBreakdown {
+  int64_t copy_ns = 0;
   int64_t input_ns = 0;
   int64_t sync_ns = 0;
   int64_t launch_ns = 0;
   int64_t gpu_side_ns = 0;
   int64_t unknown_ns = 0;
-  int64_t sync_gaps = 0;  // Gaps classed sync.
+  int64_t sync_gaps = 0;    // Gaps (rests after copies) classed sync.
+  int64_t launch_gaps = 0;  // Gaps (rests after copies) classed launch.
   int64_t total_ns() const {
-    return input_ns + sync_ns + launch_ns + gpu_side_ns + unknown_ns;
+    return copy_ns + input_ns + sync_ns + launch_ns + gpu_side_ns +
+           unknown_ns;
   }
 };
 
@@ -187,10 +194,12 @@ struct VerdictEvidence {
   double utilization = 0.0;
   double bubble_ratio = 0.0;
   IdleBreakdown idle;
-  // Launch lead p50 of all kernels, and of the kernels ending a sync gap
-  // (the lead "collapses" after a sync); nullopt when none is known.
+  // Launch lead p50 of all kernels, of the kernels ending a sync gap (the
+  // lead "collapses" after a sync), and of those ending a launch gap;
+  // nullopt when none is known.
   std::optional<int64_t> lead_p50_ns;
   std::optional<int64_t> post_sync_lead_p50_ns;
+  std::optional<int64_t> post_launch_gap_lead_p50_ns;
   double queue_mean = 0.0;
   double tiny_kernel_share = 0.0;
 };
@@ -200,7 +209,7 @@ struct BoundVerdict {
   // One sentence with the deciding numbers, e.g. "68% of bubble time: the
   // GPU waits for kernel launches (lead p50 8 us); 91% of kernels < 10 us".
   std::string reason;
-  // What to change, from the seeds; empty for gpu_bound and unknown.
+  // What to change, from the seeds; empty for unknown and balanced.
   std::string advice;
   VerdictEvidence evidence;
 };

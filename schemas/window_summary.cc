@@ -33,7 +33,8 @@ class Differ {
               const std::optional<KernelRef>& b) {
     if (found_) return;
     if (a.has_value() != b.has_value()) {
-      Report(path, absl::StrCat(a ? "set" : "none", " vs ", b ? "set" : "none"));
+      Report(path,
+             absl::StrCat(a ? "set" : "none", " vs ", b ? "set" : "none"));
       return;
     }
     if (!a) return;
@@ -115,8 +116,7 @@ bool SameWindow(const WindowSummary& a, const WindowSummary& b,
   d.Field("window.start_ns", a.window.start_ns, b.window.start_ns);
   d.Field("window.end_ns", a.window.end_ns, b.window.end_ns);
   d.Stats("window.job", a.window.job, b.window.job);
-  d.List("window.devices", a.window.devices, b.window.devices,
-         &Differ::Device);
+  d.List("window.devices", a.window.devices, b.window.devices, &Differ::Device);
   d.List("window.top_bubbles", a.window.top_bubbles, b.window.top_bubbles,
          &Differ::Bubble);
   d.Field("gpu_events", a.gpu_events, b.gpu_events);

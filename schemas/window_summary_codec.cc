@@ -34,10 +34,9 @@ Offset<fb::UtilizationStats> EncodeStats(FlatBufferBuilder& b,
                                          const UtilizationStats& s) {
   auto culprit = EncodeKernel(b, s.culprit_before_bubble);
   auto attribution = EncodeAttribution(b, s.attribution);
-  return fb::CreateUtilizationStats(b, s.span_ns, s.compute_ns, s.bubble_ns,
-                                    s.largest_bubble_ns,
-                                    s.largest_bubble_start_ns, culprit,
-                                    attribution);
+  return fb::CreateUtilizationStats(
+      b, s.span_ns, s.compute_ns, s.bubble_ns, s.largest_bubble_ns,
+      s.largest_bubble_start_ns, culprit, attribution);
 }
 
 Offset<fb::BubbleReport> EncodeBubble(FlatBufferBuilder& b,
@@ -155,8 +154,8 @@ absl::StatusOr<WindowSummary> DecodeWindowSummary(absl::string_view bytes) {
                                  kWindowSummarySchemaVersion, ")"));
   }
   if (static_cast<uint8_t>(in->closed_by()) > 1) {
-    return DataLoss(absl::StrCat("unknown closed_by ",
-                                 static_cast<int>(in->closed_by())));
+    return DataLoss(
+        absl::StrCat("unknown closed_by ", static_cast<int>(in->closed_by())));
   }
   WindowSummary out;
   out.job = in->job()->str();

@@ -1,0 +1,62 @@
+#include "ingest/trace_replay.h"
+
+#include <algorithm>
+#include <queue>
+#include <tuple>
+
+#include "base/status_macros.h"
+
+namespace bubblewatch {
+
+absl::Status ReplayTraces(const std::vector<BatchedTrace*>& streams,
+                          EventProducer* producer,
+                          const ReplayOptions& options) {
+  // (first event time, stream, batch), smallest first.
+  using Next = std::tuple<int64_t, size_t, size_t>;
+  std::priority_queue<Next, std::vector<Next>, std::greater<Next>> queue;
+  int64_t origin_ns = INT64_MAX;
+  for (size_t s = 0; s < streams.size(); ++s) {
+    if (streams[s]->num_batches() == 0) continue;
+    const int64_t first = streams[s]->batch(0).first_start_ns;
+    queue.emplace(first, s, 0);
+    origin_ns = std::min(origin_ns, first);
+  }
+  const absl::Time wall_origin = absl::Now();
+  absl::Time next_progress = wall_origin + options.progress_interval;
+  while (!queue.empty()) {
+    const auto [first_ns, s, b] = queue.top();
+    queue.pop();
+    BatchedTrace& stream = *streams[s];
+    if (options.speed > 0) {
+      const double event_offset_ns =
+          static_cast<double>(stream.batch(b).last_start_ns - origin_ns);
+      const absl::Time due =
+          wall_origin + absl::Nanoseconds(event_offset_ns / options.speed);
+      // Pacing: wait for the replay clock while serving delivery reports.
+      for (absl::Time now = absl::Now(); now < due; now = absl::Now()) {
+        producer->Poll(std::min(due - now, absl::Milliseconds(100)));
+        if (options.progress && now >= next_progress) {
+          options.progress(producer->stats(), now - wall_origin);
+          next_progress = now + options.progress_interval;
+        }
+      }
+    }
+    const std::span<const uint8_t> bytes = stream.Encode(b);
+    const std::string& job = stream.header().job;
+    RETURN_IF_ERROR(producer->Send(absl::string_view(job.data(), job.size()),
+                                   bytes, stream.batch(b).events()));
+    if (b + 1 < stream.num_batches()) {
+      queue.emplace(stream.batch(b + 1).first_start_ns, s, b + 1);
+    }
+    if (options.progress) {
+      const absl::Time now = absl::Now();
+      if (now >= next_progress) {
+        options.progress(producer->stats(), now - wall_origin);
+        next_progress = now + options.progress_interval;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace bubblewatch

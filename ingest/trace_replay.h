@@ -1,0 +1,39 @@
+// ReplayTraces: sends the batches of several producer streams through one
+// EventProducer, merged by event time and optionally paced, so that files
+// (or a synthetic fleet) can stand in for live jobs.
+#ifndef BUBBLEWATCH_INGEST_TRACE_REPLAY_H_
+#define BUBBLEWATCH_INGEST_TRACE_REPLAY_H_
+
+#include <functional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "ingest/batched_trace.h"
+#include "ingest/event_producer.h"
+
+namespace bubblewatch {
+
+struct ReplayOptions {
+  // Event-time speed: 1 = real time, 10 = ten times faster; 0 (default) =
+  // as fast as the producer accepts batches. A paced batch is sent once the
+  // replay clock passes the start of its latest event.
+  double speed = 0;
+  // Called about every progress_interval of wall time while sending (not
+  // while flushing), from the calling thread. Default: none.
+  std::function<void(const ProducerStats&, absl::Duration elapsed)> progress;
+  absl::Duration progress_interval = absl::Milliseconds(500);
+};
+
+// Sends every batch of every stream, key = the stream's job id: streams are
+// merged by their batches' first event time (ties: the earlier stream), so
+// the topic sees the fleet roughly in event time; each stream's batches keep
+// their order. Does not flush: call producer->Flush() after.
+// Errors: the first error of EventProducer::Send.
+absl::Status ReplayTraces(const std::vector<BatchedTrace*>& streams,
+                          EventProducer* producer,
+                          const ReplayOptions& options);
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_INGEST_TRACE_REPLAY_H_

@@ -1,0 +1,771 @@
+#!/usr/bin/env python3
+"""bubblewatch vs HTA vs the seed's reference: agreement, speed and memory. Run by ./run.
+
+usage: compare.py --bw BIN --out DIR [--scale-mb MB] [--repeat N] [--no-diag]
+
+For every trace (Kineto: tests/testdata/real/hta/*.json.gz and ../shared/traces/hta; seed
+timelines: tests/testdata/timeline/*.json and cases/*.json; Nsight Systems:
+tests/testdata/real/nsys/*.sqlite and ../shared/traces/nsys; duplicates by content skipped):
+  - `bubblewatch analyze --json`;
+  - hta_run.py (HTA temporal + idle time breakdown; Kineto and timeline only) and once more with
+    --diag (HTA's own code on the whole trace with exact timestamps; not timed);
+  - seed_reference.py (the seed's analyze_timeline_bubbles on the trace's main device).
+Each timed run goes through `/usr/bin/time -v` (peak RSS) and a wall clock; a tool runs up to
+--repeat times (fewer once it has used 10 s) and the fastest run counts.
+Then a scale test: the largest Kineto trace with CUDA kernels concatenated with itself (shifted
+in time) to --scale-mb/16, /4 and --scale-mb MB of JSON, every tool once per size; a tool is
+skipped at a size where its peak RSS, projected linearly from the previous size, would exceed
+85 % of MemAvailable.
+Writes DIR/report.md and DIR/results.json, prints a summary; exit 1 if any tool failed.
+"""
+import argparse
+import datetime
+import glob
+import hashlib
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+PY = sys.executable
+HOST_SIDE = ("host_sync", "allocator", "data_loading", "host_compute", "launch_overhead")
+TOL_US = 0.05  # |difference| below this is float/ns rounding, reported as equal
+
+
+# ------------------------------------------------------------------------------ running tools
+
+LOAD = []
+
+
+def timed_run(cmd, stdout_path, env=None):
+    LOAD.append(os.getloadavg()[0])
+    tfile = stdout_path + ".time"
+    t0 = time.perf_counter()
+    with open(stdout_path, "wb") as out, open(stdout_path + ".err", "wb") as err:
+        p = subprocess.run(["/usr/bin/time", "-v", "-o", tfile] + cmd, stdout=out, stderr=err,
+                           env=env)
+    wall = time.perf_counter() - t0
+    info = {"rc": p.returncode, "wall_s": wall, "cmd": " ".join(cmd)}
+    try:
+        txt = open(tfile).read()
+    except OSError:
+        txt = ""
+    for key, pat in (("rss_kb", r"Maximum resident set size \(kbytes\): (\d+)"),
+                     ("user_s", r"User time \(seconds\): ([\d.]+)"),
+                     ("sys_s", r"System time \(seconds\): ([\d.]+)")):
+        m = re.search(pat, txt)
+        info[key] = float(m.group(1)) if m else None
+    if "terminated by signal" in txt:
+        info["signal"] = re.search(r"terminated by signal (\d+)", txt).group(1)
+    if p.returncode != 0:
+        info["stderr_tail"] = open(stdout_path + ".err", errors="replace").read()[-2000:]
+    return info
+
+
+def measure(cmd, stdout_path, repeat, budget_s=10.0, env=None):
+    """Fastest of up to `repeat` runs (stops repeating after budget_s); RSS = max over runs."""
+    runs = []
+    spent = 0.0
+    for _ in range(max(1, repeat)):
+        r = timed_run(cmd, stdout_path, env)
+        runs.append(r)
+        spent += r["wall_s"]
+        if r["rc"] != 0 or spent > budget_s:
+            break
+    best = dict(min(runs, key=lambda r: r["wall_s"]))
+    best["runs"] = len(runs)
+    best["walls_s"] = [round(r["wall_s"], 4) for r in runs]
+    best["rss_kb"] = max((r["rss_kb"] or 0) for r in runs)
+    if any(r["rc"] != 0 for r in runs):
+        bad = next(r for r in runs if r["rc"] != 0)
+        best.update({k: bad[k] for k in bad if k in ("rc", "stderr_tail", "signal")})
+    return best
+
+
+def gunzip_floor(path, repeat):
+    """Seconds `gzip -dc` needs for the file (fastest of `repeat`): every tool pays this."""
+    if not path.endswith(".gz"):
+        return None
+    best = None
+    for _ in range(max(1, repeat)):
+        t0 = time.perf_counter()
+        subprocess.run(["gzip", "-dc", path], stdout=subprocess.DEVNULL, check=True)
+        w = time.perf_counter() - t0
+        best = w if best is None else min(best, w)
+    return best
+
+
+def load_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+# ------------------------------------------------------------------------------ traces
+
+def sha(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""):
+            h.update(b)
+    return h.hexdigest()
+
+
+def discover():
+    shared = os.path.join(ROOT, "..", "shared", "traces")
+    groups = [
+        ("kineto", sorted(glob.glob(os.path.join(ROOT, "tests/testdata/real/hta/*.json.gz")))
+         + sorted(glob.glob(os.path.join(shared, "hta", "*.json.gz")))),
+        ("timeline", sorted(glob.glob(os.path.join(ROOT, "tests/testdata/timeline/*.json")))
+         + sorted(glob.glob(os.path.join(HERE, "cases", "*.json")))),
+        ("nsys", sorted(glob.glob(os.path.join(ROOT, "tests/testdata/real/nsys/*.sqlite")))
+         + sorted(glob.glob(os.path.join(shared, "nsys", "*.sqlite")))),
+    ]
+    seen = {}
+    traces = []
+    for kind, paths in groups:
+        for p in paths:
+            h = sha(p)
+            if h in seen:
+                continue
+            seen[h] = p
+            traces.append({"name": os.path.basename(p), "path": os.path.relpath(p, ROOT),
+                           "kind": kind, "bytes": os.path.getsize(p), "sha256": h[:16]})
+    return traces
+
+
+def json_size(path):
+    if path.endswith(".gz"):
+        import gzip
+        n = 0
+        with gzip.open(path, "rb") as f:
+            for b in iter(lambda: f.read(1 << 22), b""):
+                n += len(b)
+        return n
+    return os.path.getsize(path)
+
+
+# ------------------------------------------------------------------------------ per trace
+
+def run_trace(t, args, workdir):
+    path = os.path.join(ROOT, t["path"])
+    stem = os.path.join(workdir, re.sub(r"[^A-Za-z0-9_.-]", "_", t["name"]))
+    t["json_bytes"] = json_size(path) if t["kind"] != "nsys" else None
+    rec = {"gunzip_s": gunzip_floor(path, args.repeat)}
+    r = measure([args.bw, "analyze", "--json", "--top", "5", path], stem + ".bw.json", args.repeat)
+    rec["bubblewatch"] = {"run": r, "result": load_json(stem + ".bw.json")}
+    r = measure([PY, os.path.join(HERE, "seed_reference.py"), path], stem + ".seed.json",
+                args.repeat)
+    rec["seed"] = {"run": r, "result": load_json(stem + ".seed.json")}
+    if t["kind"] in ("kineto", "timeline"):
+        r = measure([PY, os.path.join(HERE, "hta_run.py"), path], stem + ".hta.json", args.repeat)
+        rec["hta"] = {"run": r, "result": load_json(stem + ".hta.json")}
+        if not args.no_diag:
+            r = timed_run([PY, os.path.join(HERE, "hta_run.py"), "--diag", path],
+                          stem + ".hta_diag.json")
+            res = load_json(stem + ".hta_diag.json")
+            rec["hta_diag"] = {"run": r, "result": res.get("diag") if res else None}
+    t.update(rec)
+    return t
+
+
+# ------------------------------------------------------------------------------ comparison
+
+def fnum(x, nd=0):
+    if x is None:
+        return "–"
+    if isinstance(x, str):
+        return x
+    if nd == 0 and abs(x - round(x)) < 5e-4:
+        return f"{int(round(x)):,}"
+    return f"{x:,.{max(nd, 3)}f}"
+
+
+def pct(x):
+    return "–" if x is None else f"{100 * x:.2f} %"
+
+
+def short(name, n=48):
+    if name is None:
+        return "–"
+    return name if len(name) <= n else name[: n - 1] + "…"
+
+
+def one_rank(d):
+    """HTA results are keyed by rank (str after JSON); our traces have one rank each."""
+    if not d:
+        return None
+    return d[sorted(d.keys())[0]]
+
+
+def our_device(bw, dev):
+    if bw is None:
+        return None
+    for d in bw.get("devices", []):
+        if dev is not None and str(d.get("device")) == str(dev):
+            return d
+    return None
+
+
+def analyze_trace(t):
+    """Fills t['rows'] (agreement table) and t['why'] (one line per difference)."""
+    bw = (t.get("bubblewatch") or {}).get("result")
+    seed = (t.get("seed") or {}).get("result")
+    hta = (t.get("hta") or {}).get("result")
+    diag = (t.get("hta_diag") or {}).get("result")
+    why, flags = [], []
+    rows = []
+    if bw is None:
+        t["rows"], t["why"], t["flags"] = rows, ["bubblewatch produced no result"], ["bw-failed"]
+        return
+    att = bw["attribution_us"]
+    host_side = sum(att[c] for c in HOST_SIDE)
+    seed_dev = (seed or {}).get("model", {}).get("device")
+    ours_dev = our_device(bw, seed_dev) if seed else None
+    n_dev = len(bw.get("devices", []))
+
+    # --- HTA
+    ht = one_rank((hta or {}).get("temporal"))
+    hi = one_rank((hta or {}).get("idle_breakdown"))
+    ex = one_rank((diag or {}).get("raw_exact")) if diag else None
+    ext = (ex or {}).get("temporal")
+    exi = (ex or {}).get("idle_breakdown")
+
+    def hrow(label, ours, h, e, s, note=""):
+        rows.append([label, ours, h, e, s, note])
+
+    s_res = (seed or {}).get("result") or {}
+    seed_on = bool(seed) and seed.get("kernels", 0) > 0
+    hrow("GPU span (µs)", fnum(bw["total_span_us"]), fnum(ht and ht["span_us"]),
+         fnum(ext and ext["span_us"]), fnum(s_res.get("total_span_us")) if seed_on else "–")
+    busy_h = ht and ht["span_us"] - ht["idle_us"]
+    busy_e = ext and ext["span_us"] - ext["idle_us"]
+    hrow("GPU busy (µs)", fnum(bw["compute_time_us"]), fnum(busy_h), fnum(busy_e),
+         fnum(s_res.get("compute_time_us")) if seed_on else "–",
+         "HTA: span − idle (kernels, copies, syncs)" if t["kind"] != "nsys" else "")
+    if t["kind"] != "nsys":
+        hrow("HTA compute (µs)", "–", fnum(ht and ht["compute_us"]),
+             fnum(ext and ext["compute_us"]), "–", "HTA: computation kernels only")
+    hrow("idle / bubble (µs)", fnum(bw["bubble_time_us"]), fnum(ht and ht["idle_us"]),
+         fnum(ext and ext["idle_us"]), fnum(s_res.get("bubble_time_us")) if seed_on else "–")
+    hrow("utilization", pct(bw["utilization"]),
+         (f"{100 - ht['idle_pctg']:.2f} % busy, {ht['compute_pctg']:.2f} % compute" if ht else "–"),
+         (f"{100 - ext['idle_pctg']:.2f} % busy, {ext['compute_pctg']:.2f} % compute" if ext else "–"),
+         pct(s_res["compute_time_us"] / s_res["total_span_us"]) if seed_on and s_res.get("total_span_us") else "–")
+    hrow("largest bubble (µs)", fnum(bw["largest_bubble_us"]), "–", "–",
+         fnum(s_res.get("largest_bubble_us")) if seed_on else "–")
+    hrow("culprit before it", short(bw["culprit_before_bubble"]), "–", "–",
+         short(s_res.get("culprit_before_bubble")) if seed_on else "–")
+    hrow("host side ↔ host wait (µs)", fnum(host_side), fnum(hi and hi["host_wait_us"]),
+         fnum(exi and exi["host_wait_us"]), "–",
+         "ours: " + " + ".join(f"{c} {fnum(att[c])}" for c in HOST_SIDE if att[c]))
+    hrow("gpu_dependency ↔ kernel wait (µs)", fnum(att["gpu_dependency"]),
+         fnum(hi and hi["kernel_wait_us"]), fnum(exi and exi["kernel_wait_us"]), "–")
+    hrow("– ↔ other (µs)", f"memcpy {fnum(att['memcpy'])}, unattributed {fnum(att['unattributed'])}",
+         fnum(hi and hi["other_us"]), fnum(exi and exi["other_us"]), "–")
+    if t["kind"] != "nsys":
+        hrow("idle breakdown total (µs)", fnum(bw["bubble_time_us"]), fnum(hi and hi["total_us"]),
+             fnum(exi and exi["total_us"]), "–", "HTA: Σ over streams")
+    if n_dev > 1 and seed_on:
+        rows.append([f"device {seed_dev} only: span / busy / bubble (µs)",
+                     " / ".join(fnum(ours_dev[k]) for k in ("total_span_us", "compute_time_us", "bubble_time_us")) if ours_dev else "–",
+                     "–", "–",
+                     " / ".join(fnum(s_res[k]) for k in ("total_span_us", "compute_time_us", "bubble_time_us")), "seed: main device"])
+
+    # --- explanations: HTA
+    inp = bw.get("input", {})
+    if hta is not None and inp.get("kernels", 0) == 0 and ht:
+        dflt = one_rank(diag["default"]) if diag else None
+        cats = ", ".join(f"{k} {v:,}" for k, v in (dflt or {}).get("events_on_stream_by_cat", {}).items())
+        skipped = ", ".join(f"{k} {v:,}" for k, v in inp.get("skipped", {}).items() if "mtia" in k)
+        why.append(f"bubblewatch reads CUDA activity only: this trace has no CUDA kernels "
+                   f"(skipped: {skipped or 'see input.skipped'}); HTA takes every event with a "
+                   f"stream as GPU work ({cats}) and reports span {fnum(ht['span_us'])} µs, idle "
+                   f"{fnum(ht['idle_us'])} µs. Not a bug: MTIA is outside the product's inputs "
+                   f"(BRIEF: kernels are CUDA `kernel` activities).")
+    elif diag and ht and ex:
+        dflt = one_rank(diag["default"])
+        rr = one_rank(diag.get("raw_rounded")) or dflt
+        k_only = ex["kernels_only"]
+        d_span = k_only["span_us"] - bw["total_span_us"]
+        d_idle = k_only["idle_us"] - bw["bubble_time_us"]
+        ok = abs(d_span) <= TOL_US and abs(d_idle) <= TOL_US
+        why.append(("Same arithmetic: " if ok else "**MISMATCH** ") +
+                   f"HTA's own interval merge (`merge_kernel_intervals`) over the trace's "
+                   f"{k_only['events']:,} kernel events, whole trace, exact timestamps, gives span "
+                   f"{fnum(k_only['span_us'])} µs and idle {fnum(k_only['idle_us'])} µs "
+                   f"(ours {fnum(bw['total_span_us'])} / {fnum(bw['bubble_time_us'])}; "
+                   f"Δ {d_span:+.3f} / {d_idle:+.3f} µs). The differences below come from what "
+                   f"HTA counts, not from the merge.")
+        if not ok:
+            flags.append("hta-kernel-merge-mismatch")
+        extra = {k: v for k, v in ex["idle_removed_by_cat_us"].items() if abs(v) > TOL_US}
+        d_busy = ex["all_stream_events"]["idle_us"] - k_only["idle_us"]
+        if extra:
+            parts = ", ".join(
+                f"{k} {('−' if v > 0 else '+')}{fnum(abs(v))} µs" for k, v in extra.items())
+            why.append(f"HTA's temporal breakdown counts every event with a stream as busy "
+                       f"(`get_temporal_breakdown`: `trace_df.stream.ne(-1)`), not only kernels: "
+                       f"idle {('−' if d_busy < 0 else '+')}{fnum(abs(d_busy))} µs in all "
+                       f"(by category, each alone: {parts})"
+                       + ("; the cuda_sync events (Stream/Context Sync, Stream Wait Event) also "
+                          "stretch its span" if "cuda_sync" in extra else "")
+                       + ". Ours: copies are not compute; their time inside a gap is the "
+                       f"`memcpy` cause ({fnum(att['memcpy'])} µs).")
+        d_round = rr["all_stream_events"]["idle_us"] - ex["all_stream_events"]["idle_us"]
+        if abs(d_round) > TOL_US:
+            why.append(f"HTA rounds ns-precision timestamps inward to whole µs "
+                       f"(`round_down_time_stamps`: ts = ceil(ts), end = floor(ts + dur)), so "
+                       f"every event loses up to 2 µs: idle {d_round:+,.3f} µs. Ours keeps ns.")
+        if diag.get("profiler_step_filter_applied"):
+            kd = dflt["kernels_only"]["events"]
+            why.append(f"HTA by default drops the last ProfilerStep and every GPU event not "
+                       f"launched by a CPU op before it (`Trace._filter_irrelevant_gpu_kernels`, "
+                       f"include_last_profiler_step=False; the trace has "
+                       f"{', '.join(diag['profiler_steps'])}): it analyzed {kd:,} of "
+                       f"{k_only['events']:,} kernels, span {fnum(ht['span_us'])} µs of "
+                       f"{fnum(rr['all_stream_events']['span_us'])}; idle "
+                       f"{ht['idle_us'] - rr['all_stream_events']['idle_us']:+,.0f} µs.")
+        if ext and ext["compute_us"] < busy_e - TOL_US:
+            why.append(f"HTA's compute time counts only kernels it classes as computation "
+                       f"(`get_kernel_type`: not `^nccl.*Kernel`, not Memcpy/Memset, not `.*Sync`); "
+                       f"the rest is non-compute ({fnum(ext['non_compute_us'])} µs of "
+                       f"{fnum(busy_e)} busy on the whole trace). Ours: every kernel is compute, "
+                       f"copies are not.")
+        if exi:
+            n_str = len(exi.get("streams", {}))
+            why.append(f"HTA's idle time breakdown sums gaps per stream "
+                       f"(`_analyze_idle_time_for_stream`), so a stream waiting while another "
+                       f"runs is idle too, and it treats memcpy/memset as kernels of their "
+                       f"stream: Σ over {n_str} stream(s) {fnum(exi['total_us'])} µs vs "
+                       f"{fnum(ex['all_stream_events']['idle_us'])} µs of device idle (HTA) and "
+                       f"our {fnum(bw['bubble_time_us'])} µs bubble.")
+            nolaunch = inp.get("kernels", 0) - inp.get("kernels_with_launch", 0)
+            why.append(f"HTA host wait = the kernel's runtime call began after the previous "
+                       f"event on the same stream ended (`ts_runtime > prev_end_ts`)"
+                       + (f"; {nolaunch:,} kernels have no runtime event, so their gaps can never "
+                          f"be host wait" if nolaunch > 0 and t["kind"] == "kineto" else "")
+                       + (" — the seed's model has no correlation, so nothing here can be host wait"
+                          if t["kind"] == "timeline" else "")
+                       + f". Ours splits each device gap: copies → memcpy, then the next kernel's "
+                       f"launch decides. Host wait {fnum(exi['host_wait_us'])} µs (whole trace) vs "
+                       f"our host-side causes {fnum(host_side)} µs.")
+            kw_neg = any((s.get("kernel_wait") or 0) < 0 for s in exi.get("streams", {}).values())
+            why.append(f"HTA calls a queued gap 'kernel wait' only when shorter than "
+                       f"consecutive_kernel_delay = 30 (compared in the trace's µs although the "
+                       f"docstring says ns), longer ones 'other'; ours books every gap whose next "
+                       f"kernel was launched before it began as gpu_dependency, whatever its "
+                       f"length: kernel wait + other {fnum(exi['kernel_wait_us'] + exi['other_us'])}"
+                       f" µs vs our gpu_dependency {fnum(att['gpu_dependency'])} µs"
+                       + ("; overlapping events on one stream give negative gaps, which HTA "
+                          "adds to kernel wait" if kw_neg else "") + ".")
+    # --- explanations: seed
+    if seed_on:
+        ref = ours_dev or bw
+        diffs = {k: s_res[k] - ref[k] for k in
+                 ("total_span_us", "compute_time_us", "bubble_time_us", "largest_bubble_us")}
+        worst = max(abs(v) for v in diffs.values())
+        if worst <= TOL_US:
+            mag = max(abs(v) for v in (seed.get("check") or {}).values()
+                      if isinstance(v, (int, float))) if seed.get("check") else 0
+            why.append(f"Seed reference: span, compute, bubble and largest bubble equal ours "
+                       f"(max |Δ| {worst:.4f} µs" +
+                       (f"; the reference adds float µs at timestamps ~{mag:.1e} µs, ours integer ns"
+                        if worst > 0 else "") + ")" +
+                       (f"; it has no devices, so it got device {seed_dev}'s kernels only and is "
+                        f"compared with our device {seed_dev}" if n_dev > 1 else "") + ".")
+        else:
+            flags.append("seed-mismatch")
+            why.append("**MISMATCH** seed reference vs ours: " + ", ".join(
+                f"{k} {v:+.3f} µs" for k, v in diffs.items()))
+        chk = seed.get("check") or {}
+        if s_res.get("culprit_before_bubble") != ref.get("culprit_before_bubble"):
+            if chk.get("kernel_ending_at_gap_start") == ref.get("culprit_before_bubble"):
+                why.append(f"Culprit: the reference names the last kernel in start order before "
+                           f"the gap (`last_kernel_name`), {short(s_res['culprit_before_bubble'], 40)} "
+                           f"[{fnum(chk['last_started_start_us'])}, {fnum(chk['last_started_end_us'])}]; "
+                           f"ours names the kernel whose end is the gap's start (BRIEF), "
+                           f"{short(ref['culprit_before_bubble'], 40)} ending at "
+                           f"{fnum(chk['gap_start_us'])}.")
+            else:
+                flags.append("culprit-unexplained")
+                why.append(f"**Culprit differs, unexplained**: reference "
+                           f"{s_res['culprit_before_bubble']!r}, ours "
+                           f"{ref.get('culprit_before_bubble')!r}, kernel ending at gap start "
+                           f"{chk.get('kernel_ending_at_gap_start')!r}")
+    elif seed and seed.get("kernels", 0) == 0:
+        why.append("Seed reference: no CUDA `kernel` events, so the reference returns zeros "
+                   "(its model has kernels only).")
+    if t["kind"] == "timeline" and hta is not None:
+        why.append("For HTA the seed timeline was converted to a Kineto trace (kernels on "
+                   "pid 0 / tid = stream, CPU events as cpu_op, no correlation ids).")
+    t["rows"], t["why"], t["flags"] = rows, why, flags
+
+
+# ------------------------------------------------------------------------------ scale test
+
+def mem_available_kb():
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1])
+    return None
+
+
+def scale_test(traces, args, workdir):
+    cands = [t for t in traces if t["kind"] == "kineto"
+             and ((t.get("bubblewatch") or {}).get("result") or {}).get("input", {}).get("kernels", 0) > 0]
+    if not cands or args.scale_mb <= 0:
+        return None
+    base = max(cands, key=lambda t: t["json_bytes"])
+    sizes = sorted({max(1, int(round(args.scale_mb / 16))), max(1, int(round(args.scale_mb / 4))),
+                    int(args.scale_mb)})
+    sdir = os.path.join(workdir, "scale")
+    os.makedirs(sdir, exist_ok=True)
+    limit_kb = 0.85 * mem_available_kb()
+    res = {"base": base["name"], "base_json_bytes": base["json_bytes"], "sizes": [],
+           "mem_limit_kb": limit_kb}
+    prev = {}
+    for mb in sizes:
+        out = os.path.join(sdir, f"{base['name'].split('.')[0]}-{mb}MB.json.gz")
+        meta_p = out + ".meta.json"
+        meta = load_json(meta_p)
+        if meta is None or not os.path.exists(out):
+            t0 = time.perf_counter()
+            p = subprocess.run([PY, os.path.join(HERE, "scale_trace.py"),
+                                os.path.join(ROOT, base["path"]), out, str(mb)],
+                               capture_output=True, text=True, check=True)
+            meta = json.loads(p.stdout)
+            meta["generate_s"] = time.perf_counter() - t0
+            with open(meta_p, "w") as f:
+                json.dump(meta, f)
+        print(f"compare: scale {mb} MB: {meta['events']:,} events, {meta['copies']} copies",
+              file=sys.stderr, flush=True)
+        entry = {"target_mb": mb, **meta, "tools": {}}
+        tools = [("bubblewatch", [args.bw, "analyze", "--json", "--top", "5", out]),
+                 ("seed", [PY, os.path.join(HERE, "seed_reference.py"), out]),
+                 ("hta", [PY, os.path.join(HERE, "hta_run.py"), out])]
+        for name, cmd in tools:
+            if name in prev:
+                pmb, prss = prev[name]
+                proj = prss * meta["json_bytes"] / pmb
+                if proj > limit_kb:
+                    entry["tools"][name] = {"skipped": f"projected peak RSS {proj / 1048576:.1f} GiB "
+                                                       f"> {limit_kb / 1048576:.1f} GiB available"}
+                    continue
+            stem = os.path.join(sdir, f"{mb}MB.{name}")
+            r = timed_run(cmd, stem + ".json")
+            res_j = load_json(stem + ".json")
+            summary = None
+            if res_j and name == "bubblewatch":
+                summary = {k: res_j[k] for k in ("total_span_us", "compute_time_us", "bubble_time_us",
+                                                 "utilization", "largest_bubble_us")}
+                summary["kernels"] = res_j["input"]["kernels"]
+            elif res_j and name == "seed":
+                summary = dict(res_j["result"], kernels=res_j["kernels"], timing_s=res_j["timing_s"])
+            elif res_j and name == "hta":
+                summary = {"temporal": one_rank(res_j["temporal"]), "timing_s": res_j["timing_s"],
+                           "idle_breakdown": {k: v for k, v in (one_rank(res_j["idle_breakdown"]) or {}).items()
+                                              if k != "streams"}}
+            entry["tools"][name] = {"run": r, "summary": summary}
+            print(f"compare:   {name:12s} {r['wall_s']:8.2f} s  {(r['rss_kb'] or 0) / 1024:9.1f} MiB"
+                  f"  rc={r['rc']}", file=sys.stderr, flush=True)
+            if r["rc"] == 0:
+                prev[name] = (meta["json_bytes"], r["rss_kb"])
+        res["sizes"].append(entry)
+    return res
+
+
+# ------------------------------------------------------------------------------ report
+
+def ratio(a, b):
+    return None if not a or not b else a / b
+
+
+def fx(x, nd=1):
+    return "–" if x is None else f"{x:,.{nd}f}×"
+
+
+def speed_rows(traces):
+    rows = []
+    for t in traces:
+        bw = (t.get("bubblewatch") or {}).get("run") or {}
+        hta = (t.get("hta") or {}).get("run") or {}
+        seed = (t.get("seed") or {}).get("run") or {}
+        hres = (t.get("hta") or {}).get("result") or {}
+        rows.append({
+            "trace": t["name"], "kind": t["kind"], "mb": (t.get("json_bytes") or t["bytes"]) / 1048576,
+            "gunzip_s": t.get("gunzip_s"),
+            "bw_s": bw.get("wall_s"), "bw_mib": (bw.get("rss_kb") or 0) / 1024 or None,
+            "hta_s": hta.get("wall_s"), "hta_mib": (hta.get("rss_kb") or 0) / 1024 or None,
+            "hta_analysis_s": (hres.get("timing_s") or {}).get("analysis_total"),
+            "seed_s": seed.get("wall_s"), "seed_mib": (seed.get("rss_kb") or 0) / 1024 or None,
+            "hta_x": ratio(hta.get("wall_s"), bw.get("wall_s")),
+            "seed_x": ratio(seed.get("wall_s"), bw.get("wall_s")),
+            "mem": ratio(bw.get("rss_kb"), hta.get("rss_kb")),
+        })
+    return rows
+
+
+def busy_pct(ht, nd=2):
+    return "–" if not ht else f"{100 - ht['idle_pctg']:.{nd}f} %"
+
+
+def f2(x, nd=2):
+    return "–" if x is None else f"{x:,.{nd}f}"
+
+
+def write_report(res, path):
+    L = []
+    m = res["machine"]
+    L.append("# bubblewatch vs HTA vs the seed's reference\n")
+    L.append(f"Generated by `ops/bench/compare/run` on {res['date']} — {m['cpus']} CPU(s), "
+             f"{m['mem_gib']:.0f} GiB RAM, {m['os']}; HolisticTraceAnalysis {res['hta_version']}, "
+             f"pandas {res['pandas_version']}, Python {m['python']}; bubblewatch `{res['bubblewatch']}`. "
+             f"Times are wall-clock seconds of the whole process (fastest of up to "
+             f"{res['repeat']} runs), memory is peak RSS from `/usr/bin/time -v`. "
+             f"The machine was shared with other builds: 1-minute load average before each "
+             f"timed run {res['load']['min']:.2f}–{res['load']['max']:.2f} "
+             f"(mean {res['load']['mean']:.2f}).\n")
+    L.append("Columns: **bubblewatch** = `analyze --json`; **HTA** = what a user gets "
+             "(`TraceAnalysis(trace_dir)` defaults, `get_temporal_breakdown`, "
+             "`get_idle_time_breakdown` over all streams); **HTA whole/exact** = HTA's same two "
+             "functions on the whole trace (no ProfilerStep filter) with "
+             "`HTA_DISABLE_NS_ROUNDING=1`, to separate what HTA counts from where it looks; "
+             "**seed** = the seed's `analyze_timeline_bubbles` (ops/bench/compare/seed_reference.py) "
+             "on the trace's main device.\n")
+    # summary
+    L.append("## Agreement at a glance\n")
+    L.append("| trace | kind | ours: bubble µs (util) | HTA idle µs (busy %) | seed bubble µs | seed = ours | host side vs HTA host wait | gpu_dep vs HTA kernel wait+other | flags |")
+    L.append("|---|---|---|---|---|---|---|---|---|")
+    for t in res["traces"]:
+        bw = (t.get("bubblewatch") or {}).get("result")
+        if not bw:
+            L.append(f"| {t['name']} | {t['kind']} | FAILED | | | | | | |")
+            continue
+        ht = one_rank(((t.get("hta") or {}).get("result") or {}).get("temporal"))
+        hi = one_rank(((t.get("hta") or {}).get("result") or {}).get("idle_breakdown"))
+        s = (t.get("seed") or {}).get("result") or {}
+        sr = s.get("result") or {}
+        att = bw["attribution_us"]
+        seed_eq = "–"
+        if s.get("kernels"):
+            seed_eq = "yes" if "seed-mismatch" not in t["flags"] else "**no**"
+            ref = our_device(bw, s["model"]["device"]) or bw
+            if sr.get("culprit_before_bubble") != ref.get("culprit_before_bubble"):
+                seed_eq += " (culprit differs)"
+        L.append(f"| {t['name']} | {t['kind']} | {fnum(bw['bubble_time_us'])} ({pct(bw['utilization'])}) | "
+                 f"{fnum(ht and ht['idle_us'])} ({busy_pct(ht)}) | "
+                 f"{fnum(sr.get('bubble_time_us')) if s.get('kernels') else '–'} | {seed_eq} | "
+                 f"{fnum(sum(att[c] for c in HOST_SIDE))} vs {fnum(hi and hi['host_wait_us'])} | "
+                 f"{fnum(att['gpu_dependency'])} vs {fnum(hi and hi['kernel_wait_us'] + hi['other_us'])} | "
+                 f"{', '.join(t['flags']) or '–'} |")
+    L.append("")
+    # per trace
+    L.append("## Per trace\n")
+    for t in res["traces"]:
+        L.append(f"### {t['name']} ({t['kind']}, {t['bytes'] / 1048576:.2f} MB on disk"
+                 + (f", {t['json_bytes'] / 1048576:.1f} MB JSON" if t.get("json_bytes") else "") + ")\n")
+        if t["kind"] == "nsys":
+            L.append("HTA does not read Nsight Systems exports; bubblewatch and the seed reference "
+                     "(kernels of the main device from the SQLite KERNEL table) only.\n")
+        L.append("| quantity | bubblewatch | HTA | HTA whole/exact | seed | note |")
+        L.append("|---|---|---|---|---|---|")
+        for r in t.get("rows", []):
+            L.append("| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |")
+        L.append("")
+        for w in t.get("why", []):
+            L.append(f"- {w}")
+        L.append("")
+    # speed
+    L.append("## Speed and memory per trace\n")
+    L.append("| trace | MB JSON (nsys: file) | gunzip s | bubblewatch s | MiB | HTA s (analysis s) | MiB | seed s | MiB | HTA ÷ bw time | seed ÷ bw time | bw ÷ HTA memory |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in res["speed"]:
+        L.append(f"| {r['trace']} | {r['mb']:.1f} | {f2(r['gunzip_s'], 3)} | {f2(r['bw_s'], 3)} | {f2(r['bw_mib'], 1)} | "
+                 f"{f2(r['hta_s'])} ({f2(r['hta_analysis_s'])}) | {f2(r['hta_mib'], 1)} | {f2(r['seed_s'])} | "
+                 f"{f2(r['seed_mib'], 1)} | {fx(r['hta_x'])} | {fx(r['seed_x'])} | {f2(r['mem'], 3)} |")
+    L.append("\n`gunzip s` is `gzip -dc` alone, a floor every tool pays on a .json.gz. "
+             "HTA's process time includes importing pandas/HTA (about 1 s); the figure in "
+             "parentheses is HTA's own load + two analyses. The seed's time includes reading the "
+             "JSON with Python's `json`; the function itself is a small part (results.json: "
+             "seed.result.timing_s).\n")
+    sc = res.get("scale")
+    if sc:
+        L.append(f"## Scale test: {sc['base']} concatenated with itself\n")
+        L.append("| JSON MB | events | copies | bubblewatch s / MiB | HTA s / MiB | seed s / MiB | HTA ÷ bw time | seed ÷ bw time | bw ÷ HTA memory |")
+        L.append("|---|---|---|---|---|---|---|---|---|")
+        for e in sc["sizes"]:
+            def cell(n):
+                x = e["tools"].get(n) or {}
+                if "skipped" in x:
+                    return "skipped: " + x["skipped"]
+                r = x.get("run") or {}
+                if r.get("rc"):
+                    return f"FAILED rc={r['rc']}"
+                return f"{f2(r.get('wall_s'))} / {f2((r.get('rss_kb') or 0) / 1024, 0)}"
+
+            def run(n):
+                x = e["tools"].get(n) or {}
+                r = x.get("run") or {}
+                return r if r and not r.get("rc") else {}
+            b, h, s = run("bubblewatch"), run("hta"), run("seed")
+            L.append(f"| {e['json_bytes'] / 1048576:,.0f} | {e['events']:,} | {e['copies']} | {cell('bubblewatch')} | "
+                     f"{cell('hta')} | {cell('seed')} | {fx(ratio(h.get('wall_s'), b.get('wall_s')))} | "
+                     f"{fx(ratio(s.get('wall_s'), b.get('wall_s')))} | "
+                     f"{f2(ratio(b.get('rss_kb'), h.get('rss_kb')), 3)} |")
+        L.append("")
+    tg = res.get("targets")
+    if tg:
+        L.append("## Targets (issue 8)\n")
+        L.append("| on | bubblewatch vs HTA time (≥ 50×) | vs seed time (≥ 100×) | memory vs HTA (≤ 0.1) |")
+        L.append("|---|---|---|---|")
+        for k in tg:
+            L.append(f"| {k['on']} | {fx(k['hta_x'])} {'met' if k['hta_ok'] else '**not met**'} | "
+                     f"{fx(k['seed_x'])} {'met' if k['seed_ok'] else '**not met**'} | "
+                     f"{f2(k['mem'], 3)} {'met' if k['mem_ok'] else '**not met**'} |")
+        L.append("")
+    with open(path, "w") as f:
+        f.write("\n".join(L))
+
+
+def targets(res):
+    out = []
+    real = [r for r in res["speed"] if r["kind"] == "kineto" and r["hta_x"] and
+            ((next(t for t in res["traces"] if t["name"] == r["trace"]).get("bubblewatch") or {})
+             .get("result") or {}).get("input", {}).get("kernels", 0) > 0]
+    if real:
+        r = max(real, key=lambda r: r["mb"])
+        out.append({"on": f"{r['trace']} ({r['mb']:.0f} MB, largest real CUDA trace)",
+                    "hta_x": r["hta_x"], "seed_x": r["seed_x"], "mem": r["mem"]})
+    sc = res.get("scale")
+    if sc:
+        for e in reversed(sc["sizes"]):
+            tl = e["tools"]
+            ok = all((tl.get(n) or {}).get("run", {}).get("rc") == 0 for n in ("bubblewatch", "hta", "seed"))
+            if ok:
+                b, h, s = (tl[n]["run"] for n in ("bubblewatch", "hta", "seed"))
+                out.append({"on": f"scale test, {e['json_bytes'] / 1048576:,.0f} MB JSON (largest size all three ran)",
+                            "hta_x": h["wall_s"] / b["wall_s"], "seed_x": s["wall_s"] / b["wall_s"],
+                            "mem": b["rss_kb"] / h["rss_kb"]})
+                break
+    for k in out:
+        k["hta_ok"] = (k["hta_x"] or 0) >= 50
+        k["seed_ok"] = (k["seed_x"] or 0) >= 100
+        k["mem_ok"] = k["mem"] is not None and k["mem"] <= 0.1
+    return out
+
+
+def print_summary(res, report):
+    print()
+    print(f"{'trace':52s} {'bw util':>8s} {'HTA busy':>9s} {'seed=ours':>10s} {'bw s':>7s} {'HTA s':>7s} {'seed s':>7s} {'HTA×':>7s} {'seed×':>7s} {'mem':>6s}")
+    for t, r in zip(res["traces"], res["speed"]):
+        bw = (t.get("bubblewatch") or {}).get("result") or {}
+        ht = one_rank(((t.get("hta") or {}).get("result") or {}).get("temporal"))
+        s = (t.get("seed") or {}).get("result") or {}
+        se = "–" if not s.get("kernels") else ("no" if "seed-mismatch" in t["flags"] else "yes")
+        print(f"{t['name'][:52]:52s} {pct(bw.get('utilization')):>8s} "
+              f"{busy_pct(ht, 1):>9s} {se:>10s} "
+              f"{f2(r['bw_s'], 3):>7s} {f2(r['hta_s']):>7s} {f2(r['seed_s']):>7s} "
+              f"{fx(r['hta_x'], 0):>7s} {fx(r['seed_x'], 0):>7s} {f2(r['mem'], 2):>6s}")
+    sc = res.get("scale")
+    if sc:
+        for e in sc["sizes"]:
+            tl = e["tools"]
+            cells = []
+            for n in ("bubblewatch", "hta", "seed"):
+                x = tl.get(n) or {}
+                r = x.get("run")
+                cells.append("skipped" if "skipped" in x else
+                             (f"{r['wall_s']:.2f}s/{(r['rss_kb'] or 0) / 1024:.0f}MiB" if r else "–"))
+            print(f"scale {e['json_bytes'] / 1048576:7.0f} MB JSON {e['events']:>10,} events: "
+                  f"bw {cells[0]}  HTA {cells[1]}  seed {cells[2]}")
+    for k in res.get("targets", []):
+        print(f"target on {k['on']}: HTA {fx(k['hta_x'])} ({'met' if k['hta_ok'] else 'NOT met'}), "
+              f"seed {fx(k['seed_x'])} ({'met' if k['seed_ok'] else 'NOT met'}), "
+              f"memory {f2(k['mem'], 3)} of HTA ({'met' if k['mem_ok'] else 'NOT met'})")
+    print(f"\nreport: {report}")
+
+
+# ------------------------------------------------------------------------------ main
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bw", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--scale-mb", type=float, default=1024)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--no-diag", action="store_true")
+    ap.add_argument("--only", default="", help="regex: only traces whose name matches")
+    args = ap.parse_args()
+    args.bw = os.path.abspath(args.bw)
+    os.makedirs(args.out, exist_ok=True)
+    work = os.path.join(args.out, "runs")
+    os.makedirs(work, exist_ok=True)
+
+    import pandas
+    from importlib.metadata import version
+    with open("/proc/meminfo") as f:
+        mem_kb = int(f.readline().split()[1])
+    os_name = platform.platform()
+    if os.path.exists("/etc/os-release"):
+        osr = dict(line.rstrip().split("=", 1) for line in open("/etc/os-release") if "=" in line)
+        os_name = osr.get("PRETTY_NAME", os_name).strip('"')
+    git = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                         text=True).stdout.strip()
+    res = {"date": os.environ.get("BW_COMPARE_DATE") or datetime.date.today().isoformat(),
+           "machine": {"cpus": os.cpu_count(), "mem_gib": mem_kb / 1048576, "os": os_name,
+                       "python": platform.python_version()},
+           "hta_version": version("HolisticTraceAnalysis"), "pandas_version": pandas.__version__,
+           "bubblewatch": f"{os.path.relpath(args.bw, ROOT)} (git {git or '?'}, worktree may be dirty)",
+           "repeat": args.repeat, "scale_mb": args.scale_mb}
+
+    traces = discover()
+    if args.only:
+        traces = [t for t in traces if re.search(args.only, t["name"])]
+    for t in traces:
+        t0 = time.perf_counter()
+        run_trace(t, args, work)
+        analyze_trace(t)
+        print(f"compare: {t['name']}: {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    res["traces"] = traces
+    res["speed"] = speed_rows(traces)
+    res["scale"] = scale_test(traces, args, args.out)
+    res["targets"] = targets(res)
+
+    failures = []
+    for t in traces:
+        for tool in ("bubblewatch", "hta", "hta_diag", "seed"):
+            r = (t.get(tool) or {}).get("run")
+            if r and r["rc"] != 0:
+                failures.append(f"{tool} on {t['name']}: rc={r['rc']} {r.get('stderr_tail', '')[-300:]}")
+    for e in (res["scale"] or {}).get("sizes", []):
+        for tool, x in e["tools"].items():
+            r = x.get("run")
+            if r and r["rc"] != 0:
+                failures.append(f"{tool} on scale {e['target_mb']} MB: rc={r['rc']} "
+                                f"{r.get('signal', '')} {r.get('stderr_tail', '')[-300:]}")
+    res["failures"] = failures
+    res["load"] = {"min": min(LOAD), "max": max(LOAD), "mean": sum(LOAD) / len(LOAD)} if LOAD \
+        else {"min": 0, "max": 0, "mean": 0}
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump(res, f, indent=1, default=str)
+    report = os.path.join(args.out, "report.md")
+    write_report(res, report)
+    print_summary(res, os.path.relpath(report, ROOT))
+    for fl in failures:
+        print("FAILED: " + fl, file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,348 @@
+// Opening, reading and describing the RocksDB window store. Writes live in
+// rocksdb_window_store_writes.cc.
+#include "storage/rocksdb_window_store.h"
+
+#include <stdlib.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <system_error>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "schemas/window_summary_codec.h"
+#include "storage/rocksdb_options.h"
+#include "storage/rocksdb_status.h"
+#include "storage/window_key.h"
+
+namespace bubblewatch {
+namespace {
+
+constexpr int64_t kMinNs = std::numeric_limits<int64_t>::min();
+constexpr int64_t kMaxNs = std::numeric_limits<int64_t>::max();
+
+absl::string_view View(const rocksdb::Slice& s) { return {s.data(), s.size()}; }
+
+// The smallest ns value n with FromUnixNanos(n) >= t, or nullopt when t lies
+// beyond every int64 ns value.
+std::optional<int64_t> CeilNs(absl::Time t) {
+  if (t <= absl::FromUnixNanos(kMinNs)) return kMinNs;
+  if (t > absl::FromUnixNanos(kMaxNs)) return std::nullopt;
+  int64_t ns = absl::ToUnixNanos(t);
+  if (absl::FromUnixNanos(ns) < t) ++ns;
+  return ns;
+}
+
+absl::StatusOr<WindowSummary> DecodeStored(const rocksdb::Slice& key,
+                                           const rocksdb::Slice& value) {
+  absl::StatusOr<WindowSummary> window = DecodeWindowSummary(View(value));
+  if (!window.ok()) {
+    absl::string_view job;
+    int64_t start_ns = 0;
+    ParseWindowKey(View(key), &job, &start_ns);
+    return absl::DataLossError(absl::StrCat("window of job ", job, " at ",
+                                            start_ns, ": ",
+                                            window.status().message()));
+  }
+  return window;
+}
+
+JobInfo ToJobInfo(absl::string_view job, const JobRecord& r) {
+  return JobInfo{.job = std::string(job),
+                 .last_event_ns = r.last_event_ns,
+                 .last_seen_wall = absl::FromUnixNanos(r.last_seen_wall_ns),
+                 .window_count = r.window_count,
+                 .latest_window_start_ns = r.latest_window_start_ns};
+}
+
+// Checks that an existing database holds only our column families (and, for
+// a secondary, all of them).
+absl::Status CheckColumnFamilies(const std::string& path, bool secondary) {
+  std::vector<std::string> families;
+  RETURN_IF_ERROR(FromRocksDb(
+      rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), path, &families),
+      absl::StrCat("listing the column families of ", path)));
+  int ours = 0;
+  for (const std::string& f : families) {
+    if (f == kWindowsColumnFamily || f == kJobsColumnFamily ||
+        f == kProgressColumnFamily) {
+      ++ours;
+    } else if (f != rocksdb::kDefaultColumnFamilyName) {
+      ours = -1;
+      break;
+    }
+  }
+  if (ours < 0 || (secondary && ours != 3)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " holds a RocksDB database with column families [",
+        absl::StrJoin(families, ", "),
+        "], not a bubblewatch window store (default, windows, jobs, "
+        "progress)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> MakeSecondaryDir() {
+  std::error_code ec;
+  std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
+  if (ec) tmp = "/tmp";
+  std::string pattern = (tmp / "bubblewatch-secondary-XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot create a secondary instance directory like ",
+                     pattern, ": ", std::generic_category().message(errno)));
+  }
+  return pattern;
+}
+
+}  // namespace
+
+RocksDbWindowStore::RocksDbWindowStore(std::string path, Mode mode,
+                                       std::string secondary_dir,
+                                       std::shared_ptr<rocksdb::Cache> cache,
+                                       int64_t memtable_budget)
+    : path_(std::move(path)),
+      mode_(mode),
+      secondary_dir_(std::move(secondary_dir)),
+      cache_(std::move(cache)),
+      memtable_budget_(memtable_budget) {}
+
+absl::StatusOr<std::unique_ptr<RocksDbWindowStore>> RocksDbWindowStore::Open(
+    absl::string_view path_view, const WindowStoreOptions& options, Mode mode,
+    rocksdb::Env* env) {
+  const std::string path(path_view);
+  const bool secondary = mode == Mode::kSecondary;
+  if (path.empty()) return absl::InvalidArgumentError("empty store path");
+  rocksdb::Env* fs = env != nullptr ? env : rocksdb::Env::Default();
+  const bool exists = fs->FileExists(path + "/CURRENT").ok();
+  if (secondary && !exists) {
+    return absl::NotFoundError(absl::StrCat(
+        "no window store at ", path, " (no RocksDB CURRENT file there)"));
+  }
+  if (exists) RETURN_IF_ERROR(CheckColumnFamilies(path, secondary));
+
+  std::string secondary_dir;
+  if (secondary) {
+    ASSIGN_OR_RETURN(secondary_dir, MakeSecondaryDir());
+  }
+  RocksDbConfig config = MakeRocksDbConfig(options, secondary, env);
+  rocksdb::DB* raw = nullptr;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  const rocksdb::Status s =
+      secondary
+          ? rocksdb::DB::OpenAsSecondary(config.db, path, secondary_dir,
+                                         config.column_families, &handles, &raw)
+          : rocksdb::DB::Open(config.db, path, config.column_families, &handles,
+                              &raw);
+  if (!s.ok()) {
+    std::error_code ec;
+    if (secondary) std::filesystem::remove_all(secondary_dir, ec);
+    return FromRocksDb(s, absl::StrCat("opening the window store at ", path,
+                                       secondary ? " read-only" : ""));
+  }
+  std::unique_ptr<RocksDbWindowStore> store(
+      new RocksDbWindowStore(path, mode, std::move(secondary_dir),
+                             config.block_cache, config.memtable_budget));
+  store->db_.reset(raw);
+  store->handles_ = std::move(handles);
+  store->windows_ = store->handles_[1];
+  store->jobs_ = store->handles_[2];
+  store->progress_ = store->handles_[3];
+  store->sync_commits_ = options.sync_commits;
+  return store;
+}
+
+RocksDbWindowStore::~RocksDbWindowStore() {
+  if (db_ != nullptr) {
+    for (rocksdb::ColumnFamilyHandle* h : handles_) {
+      // Destroying a handle only fails for a null one; nothing to report.
+      db_->DestroyColumnFamilyHandle(h).PermitUncheckedError();
+    }
+    // The WAL already holds every commit; a failed close loses nothing.
+    db_->Close().PermitUncheckedError();
+    db_.reset();
+  }
+  if (!secondary_dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(secondary_dir_, ec);
+  }
+}
+
+absl::StatusOr<std::vector<WindowSummary>> RocksDbWindowStore::Scan(
+    absl::string_view job, absl::Time begin, absl::Time end) const {
+  RETURN_IF_ERROR(ValidateJobName(job));
+  std::vector<WindowSummary> out;
+  const std::optional<int64_t> lo = CeilNs(begin);
+  if (!lo || begin >= end) return out;
+  const std::optional<int64_t> hi = CeilNs(end);
+  const std::string lower = WindowKey(job, *lo);
+  const std::string upper = hi ? WindowKey(job, *hi) : WindowKeyLimit(job);
+  const rocksdb::Slice upper_slice(upper);
+  rocksdb::ReadOptions ro;
+  ro.iterate_upper_bound = &upper_slice;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, windows_));
+  for (it->Seek(lower); it->Valid(); it->Next()) {
+    ASSIGN_OR_RETURN(WindowSummary w, DecodeStored(it->key(), it->value()));
+    out.push_back(std::move(w));
+  }
+  RETURN_IF_ERROR(FromRocksDb(
+      it->status(), absl::StrCat("scanning the windows of job ", job)));
+  return out;
+}
+
+absl::StatusOr<std::optional<WindowSummary>> RocksDbWindowStore::Latest(
+    absl::string_view job) const {
+  RETURN_IF_ERROR(ValidateJobName(job));
+  const std::string lower = WindowKeyPrefix(job);
+  const std::string upper = WindowKeyLimit(job);
+  const rocksdb::Slice lower_slice(lower);
+  const rocksdb::Slice upper_slice(upper);
+  rocksdb::ReadOptions ro;
+  ro.iterate_lower_bound = &lower_slice;
+  ro.iterate_upper_bound = &upper_slice;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, windows_));
+  it->SeekToLast();
+  if (!it->Valid()) {
+    RETURN_IF_ERROR(FromRocksDb(
+        it->status(), absl::StrCat("reading the latest window of job ", job)));
+    return std::nullopt;
+  }
+  return DecodeStored(it->key(), it->value());
+}
+
+absl::StatusOr<std::vector<WindowSummary>>
+RocksDbWindowStore::LatestOfEveryJob() const {
+  std::vector<std::string> keys;
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_->NewIterator(rocksdb::ReadOptions(), jobs_));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    ASSIGN_OR_RETURN(JobRecord r, DecodeJobRecord(View(it->value()), false));
+    if (r.window_count > 0) {
+      keys.push_back(WindowKey(View(it->key()), r.latest_window_start_ns));
+    }
+  }
+  RETURN_IF_ERROR(FromRocksDb(it->status(), "listing jobs"));
+
+  std::vector<WindowSummary> out;
+  out.reserve(keys.size());
+  std::vector<rocksdb::Slice> slices(keys.begin(), keys.end());
+  std::vector<rocksdb::PinnableSlice> values(keys.size());
+  std::vector<rocksdb::Status> statuses(keys.size());
+  db_->MultiGet(rocksdb::ReadOptions(), windows_, slices.size(), slices.data(),
+                values.data(), statuses.data());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (statuses[i].IsNotFound()) {
+      // Only if the record and the windows disagree: fall back to a seek.
+      absl::string_view job;
+      int64_t start_ns = 0;
+      ParseWindowKey(keys[i], &job, &start_ns);
+      ASSIGN_OR_RETURN(std::optional<WindowSummary> w, Latest(job));
+      if (w) out.push_back(std::move(*w));
+      continue;
+    }
+    RETURN_IF_ERROR(FromRocksDb(statuses[i], "reading the latest windows"));
+    ASSIGN_OR_RETURN(WindowSummary w, DecodeStored(slices[i], values[i]));
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<JobInfo>> RocksDbWindowStore::ListJobs() const {
+  std::vector<JobInfo> out;
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_->NewIterator(rocksdb::ReadOptions(), jobs_));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    ASSIGN_OR_RETURN(JobRecord r, DecodeJobRecord(View(it->value()), false));
+    out.push_back(ToJobInfo(View(it->key()), r));
+  }
+  RETURN_IF_ERROR(FromRocksDb(it->status(), "listing jobs"));
+  return out;
+}
+
+absl::StatusOr<std::optional<JobRecord>> RocksDbWindowStore::ReadJobRecord(
+    absl::string_view job, bool with_state) const {
+  rocksdb::PinnableSlice value;
+  const rocksdb::Status s =
+      db_->Get(rocksdb::ReadOptions(), jobs_,
+               rocksdb::Slice(job.data(), job.size()), &value);
+  if (s.IsNotFound()) return std::nullopt;
+  RETURN_IF_ERROR(FromRocksDb(s, absl::StrCat("reading job ", job)));
+  ASSIGN_OR_RETURN(JobRecord r, DecodeJobRecord(View(value), with_state));
+  return r;
+}
+
+absl::StatusOr<std::optional<JobInfo>> RocksDbWindowStore::Job(
+    absl::string_view job) const {
+  RETURN_IF_ERROR(ValidateJobName(job));
+  ASSIGN_OR_RETURN(std::optional<JobRecord> r, ReadJobRecord(job, false));
+  if (!r) return std::nullopt;
+  return ToJobInfo(job, *r);
+}
+
+absl::StatusOr<std::optional<std::string>> RocksDbWindowStore::JobState(
+    absl::string_view job) const {
+  RETURN_IF_ERROR(ValidateJobName(job));
+  ASSIGN_OR_RETURN(std::optional<JobRecord> r, ReadJobRecord(job, true));
+  if (!r) return std::nullopt;
+  return std::move(r->state);
+}
+
+absl::StatusOr<std::optional<PartitionProgress>> RocksDbWindowStore::Progress(
+    absl::string_view topic, int32_t partition) const {
+  const std::string key = ProgressKey(topic, partition);
+  rocksdb::PinnableSlice value;
+  const rocksdb::Status s =
+      db_->Get(rocksdb::ReadOptions(), progress_, key, &value);
+  if (s.IsNotFound()) return std::nullopt;
+  RETURN_IF_ERROR(FromRocksDb(
+      s, absl::StrCat("reading the progress of ", topic, "/", partition)));
+  ASSIGN_OR_RETURN(ProgressRecord r, DecodeProgressRecord(View(value)));
+  return PartitionProgress{.topic = std::string(topic),
+                           .partition = partition,
+                           .resume_offset = r.resume_offset,
+                           .committed_position = r.committed_position};
+}
+
+absl::Status RocksDbWindowStore::Refresh() {
+  if (mode_ == Mode::kPrimary) return absl::OkStatus();
+  return FromRocksDb(
+      db_->TryCatchUpWithPrimary(),
+      absl::StrCat("catching up with the window store at ", path_));
+}
+
+StoreMemoryUsage RocksDbWindowStore::MemoryUsage() const {
+  StoreMemoryUsage m;
+  m.block_cache_capacity = static_cast<int64_t>(cache_->GetCapacity());
+  m.block_cache_usage = static_cast<int64_t>(cache_->GetUsage());
+  m.memtable_budget = memtable_budget_;
+  uint64_t v = 0;
+  if (db_->GetAggregatedIntProperty(
+          rocksdb::DB::Properties::kCurSizeAllMemTables, &v)) {
+    m.memtable_usage = static_cast<int64_t>(v);
+  }
+  if (db_->GetAggregatedIntProperty(
+          rocksdb::DB::Properties::kEstimateTableReadersMem, &v)) {
+    m.table_readers = static_cast<int64_t>(v);
+  }
+  return m;
+}
+
+std::string RocksDbWindowStore::Describe() const {
+  const StoreMemoryUsage m = MemoryUsage();
+  constexpr double kMiB = 1 << 20;
+  return absl::StrFormat(
+      "window store %s (%s): block cache %.1f MiB (%.1f MiB used), "
+      "memtables %.1f MiB of a %.1f MiB budget, table readers %.1f MiB, "
+      "WAL on%s",
+      path_, mode_ == Mode::kPrimary ? "read-write" : "read-only secondary",
+      m.block_cache_capacity / kMiB, m.block_cache_usage / kMiB,
+      m.memtable_usage / kMiB, m.memtable_budget / kMiB, m.table_readers / kMiB,
+      sync_commits_ ? ", fsync per commit" : "");
+}
+
+}  // namespace bubblewatch

@@ -1,0 +1,100 @@
+// RocksDbWindowStore: the WindowStore of window_store.h on RocksDB. Include
+// window_store.h instead unless you need the Env hook (tests inject faults
+// through it).
+//
+// Column families (storage/README.md): `windows` (job, start → WindowSummary),
+// `jobs` (job → JobRecord), `progress` (topic, partition → ProgressRecord);
+// key layout in window_key.h.
+#ifndef BUBBLEWATCH_STORAGE_ROCKSDB_WINDOW_STORE_H_
+#define BUBBLEWATCH_STORAGE_ROCKSDB_WINDOW_STORE_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "rocksdb/cache.h"
+#include "rocksdb/db.h"
+#include "rocksdb/env.h"
+#include "storage/store_records.h"
+#include "storage/window_store.h"
+
+namespace bubblewatch {
+
+class RocksDbWindowStore final : public WindowStore {
+ public:
+  enum class Mode {
+    kPrimary,    // Read-write; creates the store if missing.
+    kSecondary,  // Read-only, follows a primary (or reads a copy).
+  };
+
+  // Opens the store at `path`. `env` may be null (the default Env); if not,
+  // it must outlive the store. Errors: see OpenRocksDbWindowStore and
+  // OpenRocksDbWindowStoreReadOnly.
+  static absl::StatusOr<std::unique_ptr<RocksDbWindowStore>> Open(
+      absl::string_view path, const WindowStoreOptions& options, Mode mode,
+      rocksdb::Env* env = nullptr);
+
+  ~RocksDbWindowStore() override;
+
+  // WindowStoreReader (rocksdb_window_store.cc).
+  absl::StatusOr<std::vector<WindowSummary>> Scan(
+      absl::string_view job, absl::Time begin, absl::Time end) const override;
+  absl::StatusOr<std::optional<WindowSummary>> Latest(
+      absl::string_view job) const override;
+  absl::StatusOr<std::vector<WindowSummary>> LatestOfEveryJob() const override;
+  absl::StatusOr<std::vector<JobInfo>> ListJobs() const override;
+  absl::StatusOr<std::optional<JobInfo>> Job(
+      absl::string_view job) const override;
+  absl::StatusOr<std::optional<std::string>> JobState(
+      absl::string_view job) const override;
+  absl::StatusOr<std::optional<PartitionProgress>> Progress(
+      absl::string_view topic, int32_t partition) const override;
+  absl::Status Refresh() override;
+  StoreMemoryUsage MemoryUsage() const override;
+  std::string Describe() const override;
+
+  // WindowStore (rocksdb_window_store_writes.cc). A secondary returns
+  // kFailedPrecondition.
+  absl::Status Commit(const StoreBatch& batch) override;
+  absl::StatusOr<RetentionStats> ApplyRetention(
+      absl::Duration retention) override;
+
+ private:
+  RocksDbWindowStore(std::string path, Mode mode, std::string secondary_dir,
+                     std::shared_ptr<rocksdb::Cache> cache,
+                     int64_t memtable_budget);
+
+  // The job's record, or nullopt when the job is unknown.
+  absl::StatusOr<std::optional<JobRecord>> ReadJobRecord(absl::string_view job,
+                                                         bool with_state) const;
+  absl::StatusOr<bool> WindowExists(const std::string& key) const;
+  // Deletes `job`'s windows with start <= newest start - retention_ns
+  // (one range delete) and updates its record; adds to `stats`.
+  absl::Status TrimJob(const std::string& job, int64_t retention_ns,
+                       RetentionStats& stats);
+  absl::Status WritableOrError() const;
+
+  const std::string path_;
+  const Mode mode_;
+  const std::string secondary_dir_;  // Empty for a primary.
+  const std::shared_ptr<rocksdb::Cache> cache_;
+  const int64_t memtable_budget_;
+  std::unique_ptr<rocksdb::DB> db_;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;  // Owned; see dtor.
+  rocksdb::ColumnFamilyHandle* windows_ = nullptr;
+  rocksdb::ColumnFamilyHandle* jobs_ = nullptr;
+  rocksdb::ColumnFamilyHandle* progress_ = nullptr;
+  bool sync_commits_ = false;
+  // Serializes Commit and retention: both read-modify-write job records.
+  absl::Mutex write_mu_;
+};
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_STORAGE_ROCKSDB_WINDOW_STORE_H_

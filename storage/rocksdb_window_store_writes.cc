@@ -1,0 +1,211 @@
+// Commit and retention of the RocksDB window store: the only writers.
+//
+// Both read-modify-write job records (window count, latest start), so they
+// run under write_mu_; readers never lock.
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "rocksdb/write_batch.h"
+#include "schemas/window_summary_codec.h"
+#include "storage/rocksdb_status.h"
+#include "storage/rocksdb_window_store.h"
+#include "storage/window_key.h"
+
+namespace bubblewatch {
+namespace {
+
+absl::Status ValidateBatch(const StoreBatch& batch) {
+  for (const WindowSummary& w : batch.windows) {
+    RETURN_IF_ERROR(ValidateJobName(w.job));
+    if (w.window.end_ns < w.window.start_ns) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("window of job ", w.job, " ends (", w.window.end_ns,
+                       ") before it starts (", w.window.start_ns, ")"));
+    }
+  }
+  for (const JobUpdate& u : batch.jobs) RETURN_IF_ERROR(ValidateJobName(u.job));
+  for (const PartitionProgress& p : batch.progress) {
+    if (p.topic.empty() || p.partition < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "progress for topic \"", p.topic, "\" partition ", p.partition,
+          ": the topic must be non-empty and the partition >= 0"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RocksDbWindowStore::WritableOrError() const {
+  if (mode_ == Mode::kPrimary) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the window store at ", path_, " is open read-only (secondary)"));
+}
+
+absl::StatusOr<bool> RocksDbWindowStore::WindowExists(
+    const std::string& key) const {
+  rocksdb::PinnableSlice value;
+  const rocksdb::Status s =
+      db_->Get(rocksdb::ReadOptions(), windows_, key, &value);
+  if (s.IsNotFound()) return false;
+  RETURN_IF_ERROR(FromRocksDb(s, "probing for an existing window"));
+  return true;
+}
+
+absl::Status RocksDbWindowStore::Commit(const StoreBatch& batch) {
+  RETURN_IF_ERROR(WritableOrError());
+  RETURN_IF_ERROR(ValidateBatch(batch));
+  if (batch.empty()) return absl::OkStatus();
+
+  absl::MutexLock lock(&write_mu_);
+  // The batch's jobs, read once, updated in memory, written once.
+  absl::flat_hash_map<std::string, JobRecord> records;
+  auto record_of = [&](const std::string& job) -> absl::StatusOr<JobRecord*> {
+    auto it = records.find(job);
+    if (it != records.end()) return &it->second;
+    ASSIGN_OR_RETURN(std::optional<JobRecord> stored, ReadJobRecord(job, true));
+    return &records.emplace(job, std::move(stored).value_or(JobRecord{}))
+                .first->second;
+  };
+
+  rocksdb::WriteBatch wb;
+  absl::flat_hash_set<std::string> keys_in_batch;
+  for (const WindowSummary& w : batch.windows) {
+    ASSIGN_OR_RETURN(JobRecord * r, record_of(w.job));
+    const int64_t start = w.window.start_ns;
+    std::string key = WindowKey(w.job, start);
+    bool is_new = false;
+    if (keys_in_batch.insert(key).second) {
+      // Windows normally close in start order, so a start past the job's
+      // latest is new; only a replay (or an out-of-order close) needs a
+      // probe, which the Bloom filter usually answers.
+      if (r->window_count == 0 || start > r->latest_window_start_ns) {
+        is_new = true;
+      } else {
+        ASSIGN_OR_RETURN(const bool exists, WindowExists(key));
+        is_new = !exists;
+      }
+    }
+    if (r->window_count == 0 || start > r->latest_window_start_ns) {
+      r->latest_window_start_ns = start;
+    }
+    if (is_new) ++r->window_count;
+    wb.Put(windows_, key, EncodeWindowSummary(w));
+  }
+  for (const JobUpdate& u : batch.jobs) {
+    ASSIGN_OR_RETURN(JobRecord * r, record_of(u.job));
+    r->last_event_ns = std::max(r->last_event_ns, u.last_event_ns);
+    r->last_seen_wall_ns =
+        std::max(r->last_seen_wall_ns, absl::ToUnixNanos(u.last_seen_wall));
+    if (u.state) r->state = *u.state;
+  }
+  for (const auto& [job, record] : records) {
+    wb.Put(jobs_, job, EncodeJobRecord(record));
+  }
+  for (const PartitionProgress& p : batch.progress) {
+    wb.Put(progress_, ProgressKey(p.topic, p.partition),
+           EncodeProgressRecord(
+               ProgressRecord{.resume_offset = p.resume_offset,
+                              .committed_position = p.committed_position}));
+  }
+
+  rocksdb::WriteOptions wo;
+  wo.sync = sync_commits_;
+  wo.disableWAL = false;  // Never: offsets stored with state need the WAL.
+  return FromRocksDb(
+      db_->Write(wo, &wb),
+      absl::StrFormat("committing %d windows, %d job updates and %d progress "
+                      "records to the window store at %s",
+                      batch.windows.size(), batch.jobs.size(),
+                      batch.progress.size(), path_));
+}
+
+absl::StatusOr<RetentionStats> RocksDbWindowStore::ApplyRetention(
+    absl::Duration retention) {
+  RETURN_IF_ERROR(WritableOrError());
+  if (retention <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "retention must be positive, got ", absl::FormatDuration(retention)));
+  }
+  RetentionStats stats;
+  if (retention == absl::InfiniteDuration()) return stats;
+  const int64_t retention_ns = absl::ToInt64Nanoseconds(retention);
+
+  // The job list is read without the lock: a job added meanwhile has nothing
+  // old enough to delete yet.
+  std::vector<std::string> jobs;
+  {
+    std::unique_ptr<rocksdb::Iterator> it(
+        db_->NewIterator(rocksdb::ReadOptions(), jobs_));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      jobs.push_back(it->key().ToString());
+    }
+    RETURN_IF_ERROR(FromRocksDb(it->status(), "listing jobs for retention"));
+  }
+  // One job at a time under the lock, so commits interleave with a pass.
+  for (const std::string& job : jobs) {
+    RETURN_IF_ERROR(TrimJob(job, retention_ns, stats));
+  }
+  if (stats.windows_deleted > 0) {
+    // RocksDB 7.8 re-fragments the range tombstones of the active memtable on
+    // every read; flushing them to a table file (where they are fragmented
+    // once) keeps scans fast after a pass.
+    rocksdb::FlushOptions fo;
+    fo.wait = false;
+    RETURN_IF_ERROR(FromRocksDb(db_->Flush(fo, windows_),
+                                "flushing windows after retention"));
+  }
+  return stats;
+}
+
+absl::Status RocksDbWindowStore::TrimJob(const std::string& job,
+                                         int64_t retention_ns,
+                                         RetentionStats& stats) {
+  absl::MutexLock lock(&write_mu_);
+  ASSIGN_OR_RETURN(std::optional<JobRecord> record, ReadJobRecord(job, true));
+  if (!record || record->window_count == 0) return absl::OkStatus();
+  const int64_t newest = record->latest_window_start_ns;
+  if (newest < std::numeric_limits<int64_t>::min() + retention_ns) {
+    return absl::OkStatus();  // Nothing can be that old.
+  }
+  // Delete starts <= cutoff, i.e. keys in [job '\0', key(cutoff + 1)).
+  const int64_t cutoff = newest - retention_ns;
+  const std::string lower = WindowKeyPrefix(job);
+  const std::string upper = WindowKey(job, cutoff + 1);
+
+  // Count what goes, for the job's window count: this reads only the
+  // expiring windows, never the ones kept.
+  const rocksdb::Slice upper_slice(upper);
+  rocksdb::ReadOptions ro;
+  ro.iterate_upper_bound = &upper_slice;
+  ro.fill_cache = false;  // Expiring data is not worth caching.
+  int64_t expired = 0;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, windows_));
+  for (it->Seek(lower); it->Valid(); it->Next()) ++expired;
+  RETURN_IF_ERROR(FromRocksDb(
+      it->status(), absl::StrCat("counting expired windows of job ", job)));
+  if (expired == 0) return absl::OkStatus();
+
+  record->window_count = std::max<int64_t>(0, record->window_count - expired);
+  rocksdb::WriteBatch wb;
+  wb.DeleteRange(windows_, lower, upper);
+  wb.Put(jobs_, job, EncodeJobRecord(*record));
+  rocksdb::WriteOptions wo;
+  wo.sync = sync_commits_;
+  RETURN_IF_ERROR(FromRocksDb(
+      db_->Write(wo, &wb),
+      absl::StrCat("deleting ", expired, " expired windows of job ", job)));
+  ++stats.jobs_trimmed;
+  stats.windows_deleted += expired;
+  return absl::OkStatus();
+}
+
+}  // namespace bubblewatch

@@ -1,0 +1,47 @@
+// The values of the `jobs` and `progress` column families: small fixed
+// little-endian layouts behind a format byte, private to storage/. (Windows
+// are FlatBuffers, schemas/window_summary.fbs, because other programs read
+// them; these records only the store does.)
+//
+//   JobRecord:      u8 format=1, i64 last_event_ns, i64 last_seen_wall_ns,
+//                   i64 window_count, i64 latest_window_start_ns, state bytes
+//   ProgressRecord: u8 format=1, i64 resume_offset, i64 committed_position
+#ifndef BUBBLEWATCH_STORAGE_STORE_RECORDS_H_
+#define BUBBLEWATCH_STORAGE_STORE_RECORDS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace bubblewatch {
+
+struct JobRecord {
+  int64_t last_event_ns = 0;
+  int64_t last_seen_wall_ns = 0;  // Unix ns.
+  int64_t window_count = 0;
+  int64_t latest_window_start_ns = 0;  // Meaningful when window_count > 0.
+  std::string state;                   // Opaque, the processor's.
+};
+
+struct ProgressRecord {
+  int64_t resume_offset = 0;
+  int64_t committed_position = 0;
+};
+
+std::string EncodeJobRecord(const JobRecord& record);
+
+// Decodes a JobRecord; with `with_state` false the state blob is not copied
+// (ListJobs does not need it). kDataLoss for a malformed record.
+absl::StatusOr<JobRecord> DecodeJobRecord(absl::string_view bytes,
+                                          bool with_state = true);
+
+std::string EncodeProgressRecord(const ProgressRecord& record);
+
+// kDataLoss for a malformed record.
+absl::StatusOr<ProgressRecord> DecodeProgressRecord(absl::string_view bytes);
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_STORAGE_STORE_RECORDS_H_

@@ -1,0 +1,45 @@
+// Keys of the window store's column families (storage/README.md, "Key
+// layout").
+//
+//   windows:  job '\0' BE64(start_ns XOR 2^63)   → WindowSummary FlatBuffer
+//   jobs:     job                                → JobRecord
+//   progress: topic '\0' BE32(partition)         → ProgressRecord
+//
+// Flipping the sign bit and writing big-endian makes bytewise key order equal
+// numeric order of signed start times, so one job's windows between two
+// times are one contiguous range. The '\0' after the job keeps "job1" and
+// "job10" apart: every key of "job1" sorts before every key of "job10".
+#ifndef BUBBLEWATCH_STORAGE_WINDOW_KEY_H_
+#define BUBBLEWATCH_STORAGE_WINDOW_KEY_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace bubblewatch {
+
+// kInvalidArgument unless `job` is non-empty and holds no '\0' (which would
+// let one job's keys fall inside another's range).
+absl::Status ValidateJobName(absl::string_view job);
+
+// job '\0' + the encoded start. REQUIRES: ValidateJobName(job).ok().
+std::string WindowKey(absl::string_view job, int64_t start_ns);
+
+// job '\0': every window key of `job` starts with it.
+std::string WindowKeyPrefix(absl::string_view job);
+
+// The smallest key greater than every window key of `job` (job '\x01').
+std::string WindowKeyLimit(absl::string_view job);
+
+// Splits a window key. Returns false if `key` is not one.
+bool ParseWindowKey(absl::string_view key, absl::string_view* job,
+                    int64_t* start_ns);
+
+// topic '\0' + big-endian partition.
+std::string ProgressKey(absl::string_view topic, int32_t partition);
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_STORAGE_WINDOW_KEY_H_

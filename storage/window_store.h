@@ -1,0 +1,207 @@
+// WindowStore holds recent per-job windows so that "the last hour of job J"
+// is one ordered read, together with what the processor needs to resume
+// after a crash or a rebalance: per-partition progress and per-job state.
+//
+// Windows are keyed by (job, window start). Writing an existing key replaces
+// it; that is the normal path: a replayed partition re-emits identical
+// windows. Commit writes windows, job updates and partition progress in one
+// atomic batch, so progress never moves past unwritten windows (this is how
+// the processor gets effectively-once results).
+//
+// Thread safety: all methods may be called concurrently.
+// Errors: kUnavailable for I/O worth retrying; kResourceExhausted when the
+// disk is full; kFailedPrecondition for a store that cannot be used as
+// configured (read-only or missing directory, held by another process, not a
+// bubblewatch store); kDataLoss for a stored record that no longer decodes;
+// kInvalidArgument for a malformed batch (nothing of it is written). An
+// unknown job is not an error: it has no windows.
+//
+// Times: window starts and event times are integer ns on the events' clock
+// (see schemas/window_summary.h); wall times are absl::Time.
+#ifndef BUBBLEWATCH_STORAGE_WINDOW_STORE_H_
+#define BUBBLEWATCH_STORAGE_WINDOW_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "schemas/window_summary.h"
+
+namespace bubblewatch {
+
+// Memory and durability settings of the RocksDB-backed store. Memory is
+// bounded by block_cache_bytes (data, index and filter blocks all charged to
+// it) plus the memtables: write_buffer_bytes * max_write_buffers for each of
+// the `windows` and `jobs` column families (`progress` uses at most 4 MiB
+// per memtable).
+struct WindowStoreOptions {
+  // One LRU block cache shared by all column families.
+  // Default: 64 MiB.
+  int64_t block_cache_bytes = int64_t{64} << 20;
+  // Size of one memtable (RocksDB write_buffer_size).
+  // Default: 32 MiB.
+  int64_t write_buffer_bytes = int64_t{32} << 20;
+  // Memtables per column family, the active one included.
+  // Default: 2.
+  int max_write_buffers = 2;
+  // fsync the write-ahead log on every Commit. The WAL is always on: without
+  // sync a commit survives a process crash (kill -9) at once and a machine
+  // crash once the OS has written it back; either way windows and progress
+  // survive or vanish together.
+  // Default: false.
+  bool sync_commits = false;
+};
+
+// What the store knows about one job.
+struct JobInfo {
+  std::string job;
+  int64_t last_event_ns = 0;  // Latest event time reported; 0 if none.
+  absl::Time last_seen_wall = absl::UnixEpoch();  // Wall time last reported.
+  int64_t window_count = 0;                       // Windows stored now.
+  int64_t latest_window_start_ns = 0;  // Meaningful when window_count > 0.
+};
+
+// Per-job fields a Commit updates. last_event_ns and last_seen_wall only move
+// forward: the store keeps the larger of the stored and the given value, so a
+// replay cannot make a job look older.
+struct JobUpdate {
+  std::string job;
+  int64_t last_event_ns = 0;
+  absl::Time last_seen_wall = absl::UnixEpoch();
+  // Replaces the job's opaque state blob when set; kept as is when not.
+  std::optional<std::string> state = std::nullopt;
+};
+
+// How far the processor got in one Kafka partition.
+struct PartitionProgress {
+  std::string topic;
+  int32_t partition = 0;
+  // Lowest offset still needed by an open window: where to resume.
+  int64_t resume_offset = 0;
+  // Next offset after the last processed message.
+  int64_t committed_position = 0;
+};
+
+// Everything one Commit writes, atomically.
+struct StoreBatch {
+  std::vector<WindowSummary> windows;  // Upserted by (job, window start).
+  std::vector<JobUpdate> jobs;
+  std::vector<PartitionProgress> progress;  // Replaces per (topic, partition).
+
+  bool empty() const {
+    return windows.empty() && jobs.empty() && progress.empty();
+  }
+};
+
+// What one ApplyRetention pass removed.
+struct RetentionStats {
+  int64_t jobs_trimmed = 0;  // Jobs that lost at least one window.
+  int64_t windows_deleted = 0;
+};
+
+// Memory the store uses now, in bytes.
+struct StoreMemoryUsage {
+  int64_t block_cache_capacity = 0;
+  int64_t block_cache_usage = 0;  // Includes index and filter blocks.
+  int64_t memtable_budget = 0;    // Sum over column families.
+  int64_t memtable_usage = 0;
+  int64_t table_readers = 0;  // Readers' memory outside the cache.
+};
+
+// Read access: the processor's store, a secondary instance following it, or
+// a copy of a store.
+class WindowStoreReader {
+ public:
+  virtual ~WindowStoreReader() = default;
+
+  // Returns the windows of `job` whose start is in [begin, end), in start
+  // order. Infinite bounds are allowed.
+  virtual absl::StatusOr<std::vector<WindowSummary>> Scan(
+      absl::string_view job, absl::Time begin, absl::Time end) const = 0;
+
+  // Returns the window of `job` with the latest start, or nullopt when the
+  // job has none.
+  virtual absl::StatusOr<std::optional<WindowSummary>> Latest(
+      absl::string_view job) const = 0;
+
+  // Returns the latest window of every job that has one, in job order. All
+  // stored windows are final, so this is "the latest complete window".
+  // Costs one point read per job.
+  virtual absl::StatusOr<std::vector<WindowSummary>> LatestOfEveryJob()
+      const = 0;
+
+  // Returns every known job, in job order.
+  virtual absl::StatusOr<std::vector<JobInfo>> ListJobs() const = 0;
+
+  // Returns one job, or nullopt when it is unknown.
+  virtual absl::StatusOr<std::optional<JobInfo>> Job(
+      absl::string_view job) const = 0;
+
+  // Returns the opaque state blob last committed for `job`, or nullopt when
+  // none was.
+  virtual absl::StatusOr<std::optional<std::string>> JobState(
+      absl::string_view job) const = 0;
+
+  // Returns the progress last committed for a partition, or nullopt.
+  virtual absl::StatusOr<std::optional<PartitionProgress>> Progress(
+      absl::string_view topic, int32_t partition) const = 0;
+
+  // A read-only instance catches up with the primary's commits so far
+  // (RocksDB TryCatchUpWithPrimary); the primary itself returns OK.
+  virtual absl::Status Refresh() = 0;
+
+  virtual StoreMemoryUsage MemoryUsage() const = 0;
+
+  // One line for logs: path, mode, memory budgets and usage.
+  virtual std::string Describe() const = 0;
+};
+
+// The processor's read-write store.
+class WindowStore : public WindowStoreReader {
+ public:
+  // Writes `batch` atomically (one RocksDB WriteBatch, WAL on): either all
+  // of it is stored or, on error, none. Keeps each job's window count and
+  // latest window start up to date.
+  // Errors: kInvalidArgument for an empty job or topic, a job containing
+  // '\0', a window with end < start or a negative partition; I/O errors as
+  // in the class comment. After a write error the store may refuse further
+  // writes until reopened; consumption must stop (no offsets move).
+  virtual absl::Status Commit(const StoreBatch& batch) = 0;
+
+  // Deletes, per job, the windows whose start is at least `retention` older
+  // than the start of the job's newest window (start <= newest - retention),
+  // with one range delete per job; reads only the jobs' metadata and the
+  // windows it deletes. Jobs are never forgotten. The processor calls this
+  // periodically (--retention, default 6 h).
+  // REQUIRES: retention > 0.
+  virtual absl::StatusOr<RetentionStats> ApplyRetention(
+      absl::Duration retention) = 0;
+};
+
+// Opens the RocksDB-backed store at `path` for reading and writing, creating
+// it if missing.
+// Errors: kFailedPrecondition if another process holds it open, or `path`
+// cannot be a directory (its parent is a file, no permission, read-only file
+// system); others as in the class comment.
+absl::StatusOr<std::unique_ptr<WindowStore>> OpenRocksDbWindowStore(
+    absl::string_view path, const WindowStoreOptions& options = {});
+
+// Opens the store at `path` read-only, as a RocksDB secondary instance: it
+// works while the processor has the store open (call Refresh to see later
+// commits) and on a copied store. Keeps its own info log in a private
+// directory under the system temp dir, removed when the reader is destroyed.
+// Errors: kNotFound if there is no store at `path`; kFailedPrecondition if
+// `path` holds a RocksDB database that is not a window store.
+absl::StatusOr<std::unique_ptr<WindowStoreReader>>
+OpenRocksDbWindowStoreReadOnly(absl::string_view path,
+                               const WindowStoreOptions& options = {});
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_STORAGE_WINDOW_STORE_H_

@@ -1,0 +1,314 @@
+#include "ingest/synthetic_fleet.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "absl/container/flat_hash_map.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ingest/synthetic_names.h"
+
+namespace bubblewatch {
+namespace {
+
+using ::testing::Each;
+using ::testing::Gt;
+
+SyntheticFleetOptions SmallFleet(SyntheticScenario scenario) {
+  SyntheticFleetOptions o;
+  o.jobs = 1;
+  o.gpus_per_job = 2;
+  o.duration = absl::Seconds(12);
+  o.events_per_second_per_gpu = 20000;
+  o.scenario = scenario;
+  o.seed = 7;
+  o.keep_gaps = true;
+  return o;
+}
+
+SyntheticJob GenerateOne(const SyntheticFleetOptions& options) {
+  absl::StatusOr<std::vector<SyntheticJob>> jobs =
+      GenerateSyntheticFleet(options);
+  EXPECT_TRUE(jobs.ok()) << jobs.status();
+  EXPECT_EQ(jobs->size(), 1u);
+  return std::move(jobs->front());
+}
+
+CauseNs TotalCauses(const SyntheticJob& job) {
+  CauseNs total{};
+  for (const TruthWindow& w : job.truth) {
+    for (int c = 0; c < kNumPlantedCauses; ++c) total[c] += w.cause_ns[c];
+  }
+  return total;
+}
+
+PlantedCause Dominant(const CauseNs& causes) {
+  return static_cast<PlantedCause>(
+      std::max_element(causes.begin(), causes.end()) - causes.begin());
+}
+
+bool SameEvents(const Trace& a, const Trace& b) {
+  auto gpu_eq = [](const GpuActivity& x, const GpuActivity& y) {
+    return x.start_ns == y.start_ns && x.end_ns == y.end_ns &&
+           x.correlation == y.correlation && x.name == y.name &&
+           x.device == y.device && x.stream == y.stream && x.kind == y.kind &&
+           x.bytes == y.bytes && x.pageable == y.pageable;
+  };
+  auto cpu_eq = [](const CpuEvent& x, const CpuEvent& y) {
+    return x.start_ns == y.start_ns && x.end_ns == y.end_ns &&
+           x.correlation == y.correlation && x.name == y.name &&
+           x.thread == y.thread && x.category == y.category;
+  };
+  return a.names == b.names &&
+         std::equal(a.gpu.begin(), a.gpu.end(), b.gpu.begin(), b.gpu.end(),
+                    gpu_eq) &&
+         std::equal(a.cpu.begin(), a.cpu.end(), b.cpu.begin(), b.cpu.end(),
+                    cpu_eq);
+}
+
+TEST(SyntheticFleet, SameSeedGivesSameFleetAndTruth) {
+  SyntheticFleetOptions options = SmallFleet(SyntheticScenario::kMix);
+  options.jobs = 3;
+  auto a = GenerateSyntheticFleet(options);
+  auto b = GenerateSyntheticFleet(options);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->size(), 3u);
+  for (size_t j = 0; j < a->size(); ++j) {
+    ASSERT_EQ((*a)[j].ranks.size(), (*b)[j].ranks.size());
+    for (size_t r = 0; r < (*a)[j].ranks.size(); ++r) {
+      EXPECT_TRUE(SameEvents((*a)[j].ranks[r], (*b)[j].ranks[r]));
+    }
+    std::string ta, tb;
+    WriteTruthJsonLines((*a)[j].job, "x", 10'000'000'000, (*a)[j].truth, &ta);
+    WriteTruthJsonLines((*b)[j].job, "x", 10'000'000'000, (*b)[j].truth, &tb);
+    EXPECT_EQ(ta, tb);
+  }
+  options.seed = 8;
+  auto c = GenerateSyntheticFleet(options);
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(SameEvents((*a)[0].ranks[0], (*c)[0].ranks[0]));
+}
+
+TEST(SyntheticFleet, MixCyclesThroughScenariosAndNamesJobs) {
+  SyntheticFleetOptions options = SmallFleet(SyntheticScenario::kMix);
+  options.jobs = 7;
+  options.gpus_per_job = 1;
+  options.duration = absl::Seconds(1);
+  auto jobs = GenerateSyntheticFleet(options);
+  ASSERT_TRUE(jobs.ok());
+  const std::vector<std::string> want = {"healthy", "sync",       "launch",
+                                         "alloc",   "dataloader", "memcpy",
+                                         "healthy"};
+  for (size_t j = 0; j < jobs->size(); ++j) {
+    EXPECT_EQ(SyntheticScenarioName((*jobs)[j].scenario), want[j]);
+  }
+  EXPECT_EQ((*jobs)[0].job, "synthetic-job-000");
+  EXPECT_EQ((*jobs)[6].job, "synthetic-job-006");
+}
+
+TEST(SyntheticFleet, RanksCarryIdentityAndStartAtStartTime) {
+  SyntheticFleetOptions options = SmallFleet(SyntheticScenario::kHealthy);
+  options.start_time_ns = 1'800'000'000'000'000'000;
+  SyntheticJob job = GenerateOne(options);
+  ASSERT_EQ(job.ranks.size(), 2u);
+  for (int r = 0; r < 2; ++r) {
+    const Trace& t = job.ranks[r];
+    EXPECT_EQ(t.job, job.job);
+    EXPECT_EQ(t.rank, r);
+    EXPECT_EQ(t.world_size, 2);
+    EXPECT_EQ(t.names.size(), static_cast<size_t>(kNumSyntheticNames));
+    for (const GpuActivity& a : t.gpu) {
+      EXPECT_EQ(a.device, r);
+      EXPECT_GE(a.start_ns, options.start_time_ns);
+      EXPECT_LT(a.start_ns, a.end_ns);
+    }
+    for (const CpuEvent& e : t.cpu) {
+      EXPECT_GE(e.start_ns, options.start_time_ns);
+      EXPECT_LE(e.start_ns, e.end_ns);
+    }
+  }
+}
+
+TEST(SyntheticFleet, EventRateIsRoughlyTheRequestedOne) {
+  SyntheticJob job = GenerateOne(SmallFleet(SyntheticScenario::kHealthy));
+  for (const Trace& t : job.ranks) {
+    const double rate = (t.gpu.size() + t.cpu.size()) / 12.0;
+    EXPECT_GT(rate, 20000 * 0.8);
+    EXPECT_LT(rate, 20000 * 1.2);
+  }
+}
+
+TEST(SyntheticFleet, EveryGpuActivityHasItsLaunchCallOnTheLaunchingThread) {
+  SyntheticJob job = GenerateOne(SmallFleet(SyntheticScenario::kSync));
+  for (const Trace& t : job.ranks) {
+    absl::flat_hash_map<CorrelationId, const CpuEvent*> calls;
+    std::set<uint64_t> threads;
+    for (const CpuEvent& e : t.cpu) {
+      threads.insert(e.thread);
+      if (e.correlation == kNoCorrelation) continue;
+      EXPECT_TRUE(calls.emplace(e.correlation, &e).second);
+    }
+    EXPECT_EQ(threads.size(), 1u);
+    std::set<int32_t> streams;
+    for (const GpuActivity& a : t.gpu) {
+      streams.insert(a.stream);
+      auto it = calls.find(a.correlation);
+      ASSERT_NE(it, calls.end()) << t.Name(a.name);
+      EXPECT_LT(it->second->start_ns, a.start_ns);
+      const absl::string_view call = t.Name(it->second->name);
+      if (a.kind == GpuActivityKind::kKernel) {
+        EXPECT_EQ(call, "cudaLaunchKernel");
+      } else {
+        EXPECT_EQ(call, "cudaMemcpyAsync");
+      }
+    }
+    EXPECT_GE(streams.size(), 3u);  // Compute, copy and NCCL streams.
+  }
+}
+
+// Busy intervals and gaps recomputed from the trace itself: the truth's gaps
+// must be exactly the gaps of the union of kernel intervals.
+std::vector<std::pair<int64_t, int64_t>> KernelUnionGaps(const Trace& t) {
+  std::vector<std::pair<int64_t, int64_t>> kernels;
+  for (const GpuActivity& a : t.gpu) {
+    if (a.kind == GpuActivityKind::kKernel) {
+      kernels.emplace_back(a.start_ns, a.end_ns);
+    }
+  }
+  std::sort(kernels.begin(), kernels.end());
+  std::vector<std::pair<int64_t, int64_t>> gaps;
+  int64_t busy_end = kernels.empty() ? 0 : kernels.front().second;
+  for (const auto& [s, e] : kernels) {
+    if (s > busy_end) gaps.emplace_back(busy_end, s);
+    busy_end = std::max(busy_end, e);
+  }
+  return gaps;
+}
+
+class ScenarioTest : public ::testing::TestWithParam<SyntheticScenario> {};
+
+TEST_P(ScenarioTest, TruthGapsAreExactlyTheGapsOfTheKernelUnion) {
+  SyntheticJob job = GenerateOne(SmallFleet(GetParam()));
+  for (const Trace& t : job.ranks) {
+    std::vector<std::pair<int64_t, int64_t>> truth_gaps;
+    for (const PlantedGap& g : job.gaps) {
+      if (g.device == t.rank) truth_gaps.emplace_back(g.start_ns, g.end_ns);
+    }
+    EXPECT_EQ(truth_gaps, KernelUnionGaps(t));
+  }
+}
+
+TEST_P(ScenarioTest, CausesAddUpToEachGapAndEachWindow) {
+  SyntheticJob job = GenerateOne(SmallFleet(GetParam()));
+  ASSERT_FALSE(job.gaps.empty());
+  int64_t gap_total = 0;
+  for (const PlantedGap& g : job.gaps) {
+    ASSERT_FALSE(g.segments.empty());
+    EXPECT_EQ(g.segments.front().start_ns, g.start_ns);
+    EXPECT_EQ(g.segments.back().end_ns, g.end_ns);
+    for (size_t i = 0; i < g.segments.size(); ++i) {
+      EXPECT_LT(g.segments[i].start_ns, g.segments[i].end_ns);
+      if (i > 0) EXPECT_EQ(g.segments[i - 1].end_ns, g.segments[i].start_ns);
+    }
+    gap_total += g.end_ns - g.start_ns;
+  }
+  int64_t window_total = 0;
+  for (const TruthWindow& w : job.truth) {
+    int64_t sum = 0;
+    for (int64_t ns : w.cause_ns) sum += ns;
+    EXPECT_EQ(sum, w.bubble_ns);
+    EXPECT_EQ(w.window_start_ns % 10'000'000'000, 0);
+    EXPECT_LE(w.compute_ns + w.bubble_ns, 10'000'000'000);
+    window_total += w.bubble_ns;
+  }
+  EXPECT_EQ(window_total, gap_total);
+  EXPECT_EQ(TotalCauses(job)[static_cast<int>(PlantedCause::kUnattributed)], 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllScenarios, ScenarioTest,
+    ::testing::Values(SyntheticScenario::kHealthy, SyntheticScenario::kSync,
+                      SyntheticScenario::kLaunch, SyntheticScenario::kAlloc,
+                      SyntheticScenario::kDataloader,
+                      SyntheticScenario::kMemcpy),
+    [](const auto& info) {
+      return std::string(SyntheticScenarioName(info.param));
+    });
+
+double BubbleRatio(const SyntheticJob& job) {
+  int64_t bubble = 0, span = 0;
+  for (const TruthWindow& w : job.truth) {
+    bubble += w.bubble_ns;
+    span += w.bubble_ns + w.compute_ns;
+  }
+  return static_cast<double>(bubble) / span;
+}
+
+TEST(SyntheticFleet, HealthyJobsHaveFewBubbles) {
+  SyntheticJob job = GenerateOne(SmallFleet(SyntheticScenario::kHealthy));
+  EXPECT_LT(BubbleRatio(job), 0.02);
+}
+
+TEST(SyntheticFleet, EachScenarioPlantsItsOwnCauseAsTheLargest) {
+  const std::map<SyntheticScenario, PlantedCause> want = {
+      {SyntheticScenario::kSync, PlantedCause::kHostSync},
+      {SyntheticScenario::kLaunch, PlantedCause::kLaunchOverhead},
+      {SyntheticScenario::kAlloc, PlantedCause::kAllocator},
+      {SyntheticScenario::kDataloader, PlantedCause::kDataLoading},
+      {SyntheticScenario::kMemcpy, PlantedCause::kMemcpy},
+  };
+  for (const auto& [scenario, cause] : want) {
+    SyntheticJob job = GenerateOne(SmallFleet(scenario));
+    EXPECT_EQ(Dominant(TotalCauses(job)), cause)
+        << SyntheticScenarioName(scenario);
+    EXPECT_GT(BubbleRatio(job), 0.02) << SyntheticScenarioName(scenario);
+  }
+}
+
+TEST(SyntheticFleet, LargestSyncGapIsMostlyHostSync) {
+  SyntheticJob job = GenerateOne(SmallFleet(SyntheticScenario::kSync));
+  // The host synchronized, logged for a while, then launched: apart from the
+  // .item() copy at its start and the launch (or a prefetch copy) at its end,
+  // the gap is the host waiting.
+  const PlantedGap& g = *std::max_element(
+      job.gaps.begin(), job.gaps.end(), [](const auto& a, const auto& b) {
+        return a.end_ns - a.start_ns < b.end_ns - b.start_ns;
+      });
+  int64_t host_sync = 0;
+  for (const GapSegment& s : g.segments) {
+    if (s.cause == PlantedCause::kHostSync) host_sync += s.end_ns - s.start_ns;
+  }
+  EXPECT_GT(host_sync, 0.9 * (g.end_ns - g.start_ns));
+  EXPECT_GT(g.end_ns - g.start_ns, 1'000'000);  // Over a millisecond.
+}
+
+TEST(SyntheticFleet, MergedTraceHoldsEveryRank) {
+  SyntheticJob job = GenerateOne(SmallFleet(SyntheticScenario::kAlloc));
+  Trace merged = job.MergedTrace();
+  EXPECT_EQ(merged.job, job.job);
+  EXPECT_EQ(merged.gpu.size(), job.ranks[0].gpu.size() + job.ranks[1].gpu.size());
+  EXPECT_EQ(merged.cpu.size(), job.ranks[0].cpu.size() + job.ranks[1].cpu.size());
+}
+
+TEST(SyntheticFleet, RejectsBadOptions) {
+  SyntheticFleetOptions o;
+  o.jobs = 0;
+  EXPECT_EQ(GenerateSyntheticFleet(o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  o = SyntheticFleetOptions();
+  o.events_per_second_per_gpu = 0;
+  EXPECT_EQ(GenerateSyntheticFleet(o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(SyntheticScenarioNames, RoundTrip) {
+  for (int i = 0; i <= static_cast<int>(SyntheticScenario::kMix); ++i) {
+    auto s = static_cast<SyntheticScenario>(i);
+    EXPECT_EQ(ParseSyntheticScenario(SyntheticScenarioName(s)), s);
+  }
+  EXPECT_EQ(ParseSyntheticScenario("nope"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace bubblewatch

@@ -1,0 +1,33 @@
+// ReadTopic: a plain librdkafka consumer for tests. Reads a topic from the
+// beginning of every partition, with no consumer group (assign, not
+// subscribe), so that tests see exactly what the brokers stored.
+#ifndef BUBBLEWATCH_TESTS_KAFKA_TOPIC_READER_H_
+#define BUBBLEWATCH_TESTS_KAFKA_TOPIC_READER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace bubblewatch::testing {
+
+struct ConsumedMessage {
+  int32_t partition = 0;
+  int64_t offset = 0;
+  std::string key;
+  std::string value;
+};
+
+// Reads until it has at least `min_messages` and has reached the end of
+// every partition, or until `timeout`. Returns what it read, in partition
+// then offset order; kDeadlineExceeded (with the count) if fewer than
+// `min_messages` arrived in time.
+absl::StatusOr<std::vector<ConsumedMessage>> ReadTopic(
+    const std::string& brokers, const std::string& topic, size_t min_messages,
+    absl::Duration timeout);
+
+}  // namespace bubblewatch::testing
+
+#endif  // BUBBLEWATCH_TESTS_KAFKA_TOPIC_READER_H_

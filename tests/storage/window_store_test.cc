@@ -1,0 +1,471 @@
+#include "storage/window_store.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rocksdb/db.h"
+#include "storage/rocksdb_window_store.h"
+#include "tests/storage/storage_test_util.h"
+
+namespace bubblewatch {
+namespace {
+
+using ::bubblewatch::testing_util::kWindowNs;
+using ::bubblewatch::testing_util::SampleWindow;
+using ::bubblewatch::testing_util::TempDir;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+
+std::unique_ptr<WindowStore> OpenOrDie(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<WindowStore>> store =
+      OpenRocksDbWindowStore(path);
+  EXPECT_TRUE(store.ok()) << store.status();
+  return store.ok() ? std::move(store).value() : nullptr;
+}
+
+// The windows of `job` as their start times.
+std::vector<int64_t> Starts(const WindowStoreReader& store,
+                            const std::string& job,
+                            absl::Time begin = absl::InfinitePast(),
+                            absl::Time end = absl::InfiniteFuture()) {
+  absl::StatusOr<std::vector<WindowSummary>> windows =
+      store.Scan(job, begin, end);
+  EXPECT_TRUE(windows.ok()) << windows.status();
+  std::vector<int64_t> out;
+  if (!windows.ok()) return out;
+  for (const WindowSummary& w : *windows) {
+    EXPECT_EQ(w.job, job);
+    out.push_back(w.window.start_ns);
+  }
+  return out;
+}
+
+absl::Time Ns(int64_t ns) { return absl::FromUnixNanos(ns); }
+
+StoreBatch WindowsBatch(const std::string& job, std::vector<int64_t> starts) {
+  StoreBatch batch;
+  for (int64_t s : starts) batch.windows.push_back(SampleWindow(job, s));
+  return batch;
+}
+
+TEST(WindowStore, ScanReturnsHalfOpenRangeInStartOrder) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path());
+  // Committed out of order, across two batches.
+  ASSERT_TRUE(store->Commit(WindowsBatch("job", {30, 10, 50})).ok());
+  ASSERT_TRUE(store->Commit(WindowsBatch("job", {20, 40})).ok());
+
+  EXPECT_THAT(Starts(*store, "job"), ElementsAre(10, 20, 30, 40, 50));
+  EXPECT_THAT(Starts(*store, "job", Ns(20), Ns(40)), ElementsAre(20, 30));
+  EXPECT_THAT(Starts(*store, "job", Ns(19), Ns(41)), ElementsAre(20, 30, 40));
+  EXPECT_THAT(Starts(*store, "job", Ns(41), Ns(41)), ElementsAre());
+  EXPECT_THAT(Starts(*store, "job", Ns(50), Ns(10)), ElementsAre());
+  // Sub-nanosecond bounds round the right way.
+  EXPECT_THAT(Starts(*store, "job", Ns(19) + absl::Nanoseconds(0.5),
+                     Ns(30) + absl::Nanoseconds(0.5)),
+              ElementsAre(20, 30));
+  EXPECT_THAT(Starts(*store, "unknown"), ElementsAre());
+}
+
+TEST(WindowStore, ScanHandlesNegativeAndExtremeTimes) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path());
+  ASSERT_TRUE(store
+                  ->Commit(WindowsBatch("job", {kMax - kWindowNs, -kWindowNs,
+                                                kMin, 0, kWindowNs}))
+                  .ok());
+  EXPECT_THAT(Starts(*store, "job"),
+              ElementsAre(kMin, -kWindowNs, 0, kWindowNs, kMax - kWindowNs));
+  EXPECT_THAT(Starts(*store, "job", absl::InfinitePast(), Ns(0)),
+              ElementsAre(kMin, -kWindowNs));
+  EXPECT_THAT(Starts(*store, "job", Ns(-kWindowNs), Ns(kWindowNs)),
+              ElementsAre(-kWindowNs, 0));
+  EXPECT_THAT(Starts(*store, "job", Ns(1), absl::InfiniteFuture()),
+              ElementsAre(kWindowNs, kMax - kWindowNs));
+  // Bounds beyond the int64 range.
+  EXPECT_THAT(
+      Starts(*store, "job", Ns(kMax) + absl::Hours(1), absl::InfiniteFuture()),
+      ElementsAre());
+  EXPECT_THAT(Starts(*store, "job", Ns(kMin) - absl::Hours(1), Ns(kMin + 1)),
+              ElementsAre(kMin));
+}
+
+TEST(WindowStore, JobsThatArePrefixesOfEachOtherStayApart) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path());
+  const int64_t kLast = kMax - kWindowNs;  // end_ns must not overflow.
+  StoreBatch batch = WindowsBatch("job1", {kMin, 0, kLast});
+  for (int64_t s : {kMin, int64_t{5}, kLast}) {
+    batch.windows.push_back(SampleWindow("job10", s));
+    batch.windows.push_back(SampleWindow("job", s));
+    batch.windows.push_back(SampleWindow("job1\x01", s));
+  }
+  ASSERT_TRUE(store->Commit(batch).ok());
+  EXPECT_THAT(Starts(*store, "job1"), ElementsAre(kMin, 0, kLast));
+  EXPECT_THAT(Starts(*store, "job10"), ElementsAre(kMin, 5, kLast));
+  EXPECT_THAT(Starts(*store, "job"), ElementsAre(kMin, 5, kLast));
+  absl::StatusOr<std::optional<WindowSummary>> latest = store->Latest("job1");
+  ASSERT_TRUE(latest.ok() && latest->has_value());
+  EXPECT_EQ((*latest)->job, "job1");
+  EXPECT_EQ((*latest)->window.start_ns, kLast);
+  absl::StatusOr<std::optional<JobInfo>> info = store->Job("job1");
+  ASSERT_TRUE(info.ok() && info->has_value());
+  EXPECT_EQ((*info)->window_count, 3);
+}
+
+TEST(WindowStore, UpsertReplacesAndCountsOnce) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path());
+  ASSERT_TRUE(store->Commit(WindowsBatch("job", {0, 10, 20})).ok());
+  StoreBatch replay;
+  replay.windows.push_back(SampleWindow("job", 10, /*salt=*/7));
+  replay.windows.push_back(SampleWindow("job", 10, /*salt=*/8));  // Last wins.
+  replay.windows.push_back(SampleWindow("job", 5, /*salt=*/9));   // New, old.
+  ASSERT_TRUE(store->Commit(replay).ok());
+
+  absl::StatusOr<std::vector<WindowSummary>> windows =
+      store->Scan("job", Ns(10), Ns(11));
+  ASSERT_TRUE(windows.ok());
+  ASSERT_EQ(windows->size(), 1u);
+  std::string diff;
+  EXPECT_TRUE(SameWindow((*windows)[0], SampleWindow("job", 10, 8), &diff))
+      << diff;
+  EXPECT_THAT(Starts(*store, "job"), ElementsAre(0, 5, 10, 20));
+  absl::StatusOr<std::optional<JobInfo>> info = store->Job("job");
+  ASSERT_TRUE(info.ok() && info->has_value());
+  EXPECT_EQ((*info)->window_count, 4);
+  EXPECT_EQ((*info)->latest_window_start_ns, 20);
+}
+
+TEST(WindowStore, CommittedBatchIsWhollyVisibleAfterReopen) {
+  TempDir dir;
+  StoreBatch batch = WindowsBatch("job-a", {0, kWindowNs});
+  batch.windows.push_back(SampleWindow("job-b", 0));
+  batch.jobs.push_back(JobUpdate{.job = "job-a",
+                                 .last_event_ns = 2 * kWindowNs,
+                                 .last_seen_wall = absl::FromUnixSeconds(1000),
+                                 .state = "state-a"});
+  batch.progress.push_back(PartitionProgress{.topic = "bubblewatch.events",
+                                             .partition = 3,
+                                             .resume_offset = 100,
+                                             .committed_position = 250});
+  {
+    auto store = OpenOrDie(dir.path());
+    ASSERT_TRUE(store->Commit(batch).ok());
+  }
+  auto store = OpenOrDie(dir.path());
+  EXPECT_THAT(Starts(*store, "job-a"), ElementsAre(0, kWindowNs));
+  EXPECT_THAT(Starts(*store, "job-b"), ElementsAre(0));
+  absl::StatusOr<std::optional<std::string>> state = store->JobState("job-a");
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(*state, "state-a");
+  absl::StatusOr<std::optional<PartitionProgress>> progress =
+      store->Progress("bubblewatch.events", 3);
+  ASSERT_TRUE(progress.ok() && progress->has_value());
+  EXPECT_EQ((*progress)->resume_offset, 100);
+  EXPECT_EQ((*progress)->committed_position, 250);
+  EXPECT_EQ((*progress)->topic, "bubblewatch.events");
+  EXPECT_EQ((*progress)->partition, 3);
+}
+
+TEST(WindowStore, ProgressAndStateAreReplacedAndPersist) {
+  TempDir dir;
+  {
+    auto store = OpenOrDie(dir.path());
+    StoreBatch b1;
+    b1.progress = {{"t", 0, 10, 20}, {"t", 1, 5, 6}};
+    b1.jobs.push_back(JobUpdate{.job = "j", .state = std::string("v1\0x", 4)});
+    ASSERT_TRUE(store->Commit(b1).ok());
+    StoreBatch b2;
+    b2.progress = {{"t", 0, 15, 30}};
+    b2.jobs.push_back(JobUpdate{.job = "j"});  // State kept.
+    ASSERT_TRUE(store->Commit(b2).ok());
+  }
+  auto store = OpenOrDie(dir.path());
+  auto p0 = store->Progress("t", 0);
+  auto p1 = store->Progress("t", 1);
+  auto p2 = store->Progress("t", 2);
+  ASSERT_TRUE(p0.ok() && p0->has_value() && p1.ok() && p1->has_value());
+  EXPECT_EQ((*p0)->resume_offset, 15);
+  EXPECT_EQ((*p0)->committed_position, 30);
+  EXPECT_EQ((*p1)->resume_offset, 5);
+  ASSERT_TRUE(p2.ok());
+  EXPECT_FALSE(p2->has_value());
+  auto state = store->JobState("j");
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(*state, std::string("v1\0x", 4));
+  auto none = store->JobState("nobody");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+}
+
+TEST(WindowStore, JobTimesOnlyMoveForward) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path());
+  StoreBatch b;
+  b.jobs.push_back(JobUpdate{.job = "j",
+                             .last_event_ns = 500,
+                             .last_seen_wall = absl::FromUnixSeconds(50)});
+  ASSERT_TRUE(store->Commit(b).ok());
+  b.jobs[0].last_event_ns = 400;  // A replay reports older times.
+  b.jobs[0].last_seen_wall = absl::FromUnixSeconds(40);
+  ASSERT_TRUE(store->Commit(b).ok());
+  auto info = store->Job("j");
+  ASSERT_TRUE(info.ok() && info->has_value());
+  EXPECT_EQ((*info)->last_event_ns, 500);
+  EXPECT_EQ((*info)->last_seen_wall, absl::FromUnixSeconds(50));
+  EXPECT_EQ((*info)->window_count, 0);
+}
+
+TEST(WindowStore, InvalidBatchWritesNothing) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path());
+  StoreBatch bad = WindowsBatch("good", {0});
+  bad.progress.push_back({"t", 0, 1, 2});
+  bad.windows.push_back(SampleWindow(std::string("a\0b", 3), 0));
+  absl::Status status = store->Commit(bad);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("'\\0'"));
+
+  StoreBatch backwards = WindowsBatch("good", {0});
+  backwards.windows[0].window.end_ns = -1;
+  EXPECT_EQ(store->Commit(backwards).code(),
+            absl::StatusCode::kInvalidArgument);
+  StoreBatch no_topic;
+  no_topic.progress.push_back({"", 0, 1, 2});
+  EXPECT_EQ(store->Commit(no_topic).code(), absl::StatusCode::kInvalidArgument);
+
+  EXPECT_THAT(Starts(*store, "good"), ElementsAre());
+  auto progress = store->Progress("t", 0);
+  ASSERT_TRUE(progress.ok());
+  EXPECT_FALSE(progress->has_value());
+  EXPECT_TRUE(store->Commit(StoreBatch{}).ok());
+}
+
+TEST(WindowStore, RetentionDeletesOnlyWindowsOlderThanEachJobsNewest) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path());
+  // "old": 0..90 s, newest 90 s. "new": 1000..1090 s. "gap": 0 and 500 s.
+  StoreBatch batch;
+  for (int i = 0; i < 10; ++i) {
+    batch.windows.push_back(SampleWindow("old", i * kWindowNs));
+    batch.windows.push_back(SampleWindow("new", (100 + i) * kWindowNs));
+  }
+  batch.windows.push_back(SampleWindow("gap", 0));
+  batch.windows.push_back(SampleWindow("gap", 50 * kWindowNs));
+  ASSERT_TRUE(store->Commit(batch).ok());
+
+  // Keep starts > newest - 30 s: the newest 3 windows of each run.
+  absl::StatusOr<RetentionStats> stats =
+      store->ApplyRetention(absl::Seconds(30));
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->jobs_trimmed, 3);
+  EXPECT_EQ(stats->windows_deleted, 7 + 7 + 1);
+  EXPECT_THAT(Starts(*store, "old"),
+              ElementsAre(7 * kWindowNs, 8 * kWindowNs, 9 * kWindowNs));
+  EXPECT_THAT(Starts(*store, "new"),
+              ElementsAre(107 * kWindowNs, 108 * kWindowNs, 109 * kWindowNs));
+  EXPECT_THAT(Starts(*store, "gap"), ElementsAre(50 * kWindowNs));
+
+  auto jobs = store->ListJobs();
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 3u);
+  EXPECT_EQ((*jobs)[0].job, "gap");
+  EXPECT_EQ((*jobs)[0].window_count, 1);
+  EXPECT_EQ((*jobs)[1].window_count, 3);
+  EXPECT_EQ((*jobs)[2].window_count, 3);
+
+  // A second pass has nothing to do; new windows are counted on top.
+  stats = store->ApplyRetention(absl::Seconds(30));
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->windows_deleted, 0);
+  ASSERT_TRUE(store->Commit(WindowsBatch("old", {10 * kWindowNs})).ok());
+  auto info = store->Job("old");
+  ASSERT_TRUE(info.ok() && info->has_value());
+  EXPECT_EQ((*info)->window_count, 4);
+
+  EXPECT_EQ(store->ApplyRetention(absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  stats = store->ApplyRetention(absl::InfiniteDuration());
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->windows_deleted, 0);
+}
+
+TEST(WindowStore, LatestOfEveryJobAndListJobs) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path());
+  StoreBatch batch = WindowsBatch("b", {0, kWindowNs, 2 * kWindowNs});
+  batch.windows.push_back(SampleWindow("a", -kWindowNs));
+  batch.jobs.push_back(JobUpdate{.job = "a",
+                                 .last_event_ns = 5,
+                                 .last_seen_wall = absl::FromUnixSeconds(7)});
+  batch.jobs.push_back(JobUpdate{.job = "quiet"});  // Known, no windows.
+  ASSERT_TRUE(store->Commit(batch).ok());
+
+  auto latest = store->LatestOfEveryJob();
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  ASSERT_EQ(latest->size(), 2u);
+  EXPECT_EQ((*latest)[0].job, "a");
+  EXPECT_EQ((*latest)[0].window.start_ns, -kWindowNs);
+  EXPECT_EQ((*latest)[1].job, "b");
+  EXPECT_EQ((*latest)[1].window.start_ns, 2 * kWindowNs);
+
+  auto jobs = store->ListJobs();
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 3u);
+  EXPECT_EQ((*jobs)[0].job, "a");
+  EXPECT_EQ((*jobs)[0].last_event_ns, 5);
+  EXPECT_EQ((*jobs)[0].last_seen_wall, absl::FromUnixSeconds(7));
+  EXPECT_EQ((*jobs)[0].window_count, 1);
+  EXPECT_EQ((*jobs)[1].job, "b");
+  EXPECT_EQ((*jobs)[1].window_count, 3);
+  EXPECT_EQ((*jobs)[1].latest_window_start_ns, 2 * kWindowNs);
+  EXPECT_EQ((*jobs)[2].job, "quiet");
+  EXPECT_EQ((*jobs)[2].window_count, 0);
+
+  auto none = store->Latest("quiet");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  auto unknown = store->Job("nobody");
+  ASSERT_TRUE(unknown.ok());
+  EXPECT_FALSE(unknown->has_value());
+}
+
+TEST(WindowStore, SecondarySeesPrimaryCommitsAfterRefresh) {
+  TempDir dir;
+  auto primary = OpenOrDie(dir.path());
+  ASSERT_TRUE(primary->Commit(WindowsBatch("job", {0})).ok());
+
+  absl::StatusOr<std::unique_ptr<WindowStoreReader>> reader =
+      OpenRocksDbWindowStoreReadOnly(dir.path());
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_THAT(Starts(**reader, "job"), ElementsAre(0));
+
+  StoreBatch later = WindowsBatch("job", {kWindowNs});
+  later.progress.push_back({"t", 0, 7, 9});
+  ASSERT_TRUE(primary->Commit(later).ok());
+  EXPECT_THAT(Starts(**reader, "job"), ElementsAre(0));  // Not yet.
+  ASSERT_TRUE((*reader)->Refresh().ok());
+  EXPECT_THAT(Starts(**reader, "job"), ElementsAre(0, kWindowNs));
+  auto progress = (*reader)->Progress("t", 0);
+  ASSERT_TRUE(progress.ok() && progress->has_value());
+  EXPECT_EQ((*progress)->committed_position, 9);
+  auto jobs = (*reader)->ListJobs();
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 1u);
+  EXPECT_EQ((*jobs)[0].window_count, 2);
+  EXPECT_THAT((*reader)->Describe(), HasSubstr("read-only"));
+}
+
+TEST(WindowStore, ReadOnlyOpenWorksOnACopiedStore) {
+  TempDir dir;
+  {
+    auto primary = OpenOrDie(dir.Sub("live"));
+    ASSERT_TRUE(primary->Commit(WindowsBatch("job", {0, kWindowNs})).ok());
+  }
+  std::filesystem::copy(dir.Sub("live"), dir.Sub("copy"),
+                        std::filesystem::copy_options::recursive);
+  absl::StatusOr<std::unique_ptr<WindowStoreReader>> reader =
+      OpenRocksDbWindowStoreReadOnly(dir.Sub("copy"));
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_THAT(Starts(**reader, "job"), ElementsAre(0, kWindowNs));
+  EXPECT_TRUE((*reader)->Refresh().ok());
+}
+
+TEST(WindowStore, ReadOnlyOpenOfMissingStoreIsNotFound) {
+  TempDir dir;
+  absl::StatusOr<std::unique_ptr<WindowStoreReader>> reader =
+      OpenRocksDbWindowStoreReadOnly(dir.Sub("nothing-here"));
+  ASSERT_FALSE(reader.ok());
+  EXPECT_EQ(reader.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(reader.status().message(), HasSubstr("no window store at"));
+  // Nothing was created.
+  EXPECT_FALSE(std::filesystem::exists(dir.Sub("nothing-here")));
+}
+
+TEST(WindowStore, SecondaryRefusesWrites) {
+  TempDir dir;
+  auto primary = OpenOrDie(dir.path());
+  auto secondary = RocksDbWindowStore::Open(
+      dir.path(), {}, RocksDbWindowStore::Mode::kSecondary);
+  ASSERT_TRUE(secondary.ok()) << secondary.status();
+  absl::Status status = (*secondary)->Commit(WindowsBatch("job", {0}));
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(), HasSubstr("read-only"));
+  EXPECT_EQ((*secondary)->ApplyRetention(absl::Hours(1)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(WindowStore, OpenUnderARegularFileFailsWithAReason) {
+  // Tests run as root, for whom chmod does not block writes; a path whose
+  // parent is a regular file fails for everyone.
+  TempDir dir;
+  std::ofstream(dir.Sub("file")) << "not a directory";
+  absl::StatusOr<std::unique_ptr<WindowStore>> store =
+      OpenRocksDbWindowStore(dir.Sub("file") + "/store");
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store.status().message(),
+              HasSubstr("opening the window store at"));
+  EXPECT_THAT(store.status().message(), HasSubstr("Not a directory"));
+}
+
+TEST(WindowStore, SecondWriterIsRefused) {
+  TempDir dir;
+  auto first = OpenOrDie(dir.path());
+  absl::StatusOr<std::unique_ptr<WindowStore>> second =
+      OpenRocksDbWindowStore(dir.path());
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(second.status().message(), HasSubstr("lock"));
+}
+
+TEST(WindowStore, OpenRefusesAnotherRocksDbDatabase) {
+  TempDir dir;
+  {
+    rocksdb::Options options;
+    options.create_if_missing = true;
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(options, dir.path(), &raw).ok());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    rocksdb::ColumnFamilyHandle* cf = nullptr;
+    ASSERT_TRUE(db->CreateColumnFamily({}, "users", &cf).ok());
+    ASSERT_TRUE(db->DestroyColumnFamilyHandle(cf).ok());
+  }
+  for (bool read_only : {false, true}) {
+    absl::Status status =
+        read_only ? OpenRocksDbWindowStoreReadOnly(dir.path()).status()
+                  : OpenRocksDbWindowStore(dir.path()).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(status.message(), HasSubstr("not a bubblewatch window store"));
+  }
+}
+
+TEST(WindowStore, DescribeReportsMemoryBudgets) {
+  TempDir dir;
+  WindowStoreOptions options;
+  options.block_cache_bytes = 8 << 20;
+  options.write_buffer_bytes = 16 << 20;
+  absl::StatusOr<std::unique_ptr<WindowStore>> store =
+      OpenRocksDbWindowStore(dir.path(), options);
+  ASSERT_TRUE(store.ok());
+  StoreMemoryUsage m = (*store)->MemoryUsage();
+  EXPECT_EQ(m.block_cache_capacity, 8 << 20);
+  // windows and jobs: 2 x 16 MiB each; default and progress: 2 x 4 MiB each.
+  EXPECT_EQ(m.memtable_budget, int64_t{80} << 20);
+  EXPECT_THAT((*store)->Describe(), HasSubstr("block cache 8.0 MiB"));
+  EXPECT_THAT((*store)->Describe(), HasSubstr("80.0 MiB budget"));
+}
+
+}  // namespace
+}  // namespace bubblewatch

@@ -1,0 +1,133 @@
+#include "schemas/window_summary_codec.h"
+
+#include <string>
+
+#include "flatbuffers/flatbuffers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "schemas/window_summary_generated.h"
+#include "tests/storage/storage_test_util.h"
+
+namespace bubblewatch {
+namespace {
+
+using ::bubblewatch::testing_util::SampleWindow;
+using ::testing::HasSubstr;
+
+TEST(WindowSummaryCodec, RoundTripsEveryField) {
+  const WindowSummary in = SampleWindow("job-a", -1'700'000'000'000'000'000, 3);
+  absl::StatusOr<WindowSummary> out =
+      DecodeWindowSummary(EncodeWindowSummary(in));
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::string diff;
+  EXPECT_TRUE(SameWindow(in, *out, &diff)) << diff;
+
+  // Spot checks, in case SameWindow itself missed a field.
+  EXPECT_EQ(out->job, "job-a");
+  EXPECT_EQ(out->window.start_ns, in.window.start_ns);
+  EXPECT_EQ(out->window.end_ns, in.window.end_ns);
+  EXPECT_EQ(out->window.job.attribution, in.window.job.attribution);
+  ASSERT_TRUE(out->window.job.culprit_before_bubble.has_value());
+  EXPECT_EQ(out->window.job.culprit_before_bubble->name, "conv2d_fwd_3");
+  EXPECT_EQ(out->window.job.culprit_before_bubble->stream, 7);
+  EXPECT_EQ(out->window.job.largest_bubble_start_ns,
+            in.window.job.largest_bubble_start_ns);
+  ASSERT_EQ(out->window.devices.size(), 2u);
+  EXPECT_EQ(out->window.devices[1].device, 1);
+  EXPECT_EQ(out->window.devices[1].kernels, 1001);
+  EXPECT_EQ(out->window.devices[1].stats.compute_ns,
+            in.window.devices[1].stats.compute_ns);
+  ASSERT_EQ(out->window.top_bubbles.size(), 2u);
+  const BubbleReport& b = out->window.top_bubbles[0];
+  EXPECT_EQ(b.blamed, "cudaStreamSynchronize");
+  EXPECT_EQ(b.cause, BubbleCause::kHostSync);
+  ASSERT_TRUE(b.after.has_value());
+  EXPECT_EQ(b.after->name, "relu_fwd");
+  EXPECT_EQ(b.after->stream, 8);
+  EXPECT_FALSE(out->window.top_bubbles[1].before.has_value());
+  EXPECT_FALSE(out->window.top_bubbles[1].after.has_value());
+  EXPECT_EQ(out->window.top_bubbles[1].cause, BubbleCause::kUnattributed);
+  EXPECT_EQ(out->gpu_events, 2003);
+  EXPECT_EQ(out->cpu_events, 3003);
+  EXPECT_EQ(out->late_events, 7);
+  EXPECT_EQ(out->closed_by, WindowSummary::ClosedBy::kIdleTimeout);
+}
+
+TEST(WindowSummaryCodec, RoundTripsDefaultsAndEmptyKernelName) {
+  WindowSummary in;
+  in.job = "j";
+  in.window.job.culprit_before_bubble = KernelRef{};  // Present, all zero.
+  absl::StatusOr<WindowSummary> out =
+      DecodeWindowSummary(EncodeWindowSummary(in));
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::string diff;
+  EXPECT_TRUE(SameWindow(in, *out, &diff)) << diff;
+  EXPECT_TRUE(out->window.job.culprit_before_bubble.has_value());
+  EXPECT_EQ(out->closed_by, WindowSummary::ClosedBy::kWatermark);
+}
+
+TEST(WindowSummaryCodec, RejectsGarbageAndTruncationAsDataLoss) {
+  const std::string bytes = EncodeWindowSummary(SampleWindow("job", 0));
+  // (The last bytes may be alignment padding, which no verifier can miss.)
+  for (size_t n : {size_t{0}, size_t{3}, bytes.size() / 4, bytes.size() / 2}) {
+    absl::StatusOr<WindowSummary> out =
+        DecodeWindowSummary(absl::string_view(bytes.data(), n));
+    ASSERT_FALSE(out.ok()) << n;
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_THAT(out.status().message(), HasSubstr("verifier"));
+  }
+  const std::string garbage(100, '\x7f');
+  EXPECT_EQ(DecodeWindowSummary(garbage).status().code(),
+            absl::StatusCode::kDataLoss);
+}
+
+TEST(WindowSummaryCodec, RejectsWrongAttributionLengthAndVersion) {
+  flatbuffers::FlatBufferBuilder b;
+  const int64_t three[] = {1, 2, 3};
+  auto attribution = b.CreateVector(three, 3);
+  auto stats = fb::CreateUtilizationStats(b, 1, 1, 0, 0, 0, 0, attribution);
+  auto job = b.CreateString("j");
+  fb::WindowSummaryBuilder w(b);
+  w.add_job(job);
+  w.add_job_stats(stats);
+  fb::FinishWindowSummaryBuffer(b, w.Finish());
+  absl::StatusOr<WindowSummary> out = DecodeWindowSummary(absl::string_view(
+      reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize()));
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(out.status().message(), HasSubstr("attribution has 3 entries"));
+
+  b.Clear();
+  job = b.CreateString("j");
+  fb::WindowSummaryBuilder v(b);
+  v.add_job(job);
+  v.add_schema_version(99);
+  fb::FinishWindowSummaryBuffer(b, v.Finish());
+  out = DecodeWindowSummary(absl::string_view(
+      reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize()));
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(out.status().message(), HasSubstr("schema_version 99"));
+}
+
+TEST(SameWindow, NamesTheFirstDifference) {
+  const WindowSummary a = SampleWindow("job", 0);
+  WindowSummary b = a;
+  std::string diff;
+  EXPECT_TRUE(SameWindow(a, b, &diff));
+  b.window.devices[1]
+      .stats.attribution[static_cast<int>(BubbleCause::kHostSync)] += 1;
+  EXPECT_FALSE(SameWindow(a, b, &diff));
+  EXPECT_EQ(diff,
+            "window.devices[1].stats.attribution[host_sync]: 1000011 vs "
+            "1000012");
+  b = a;
+  b.window.top_bubbles[0].after.reset();
+  EXPECT_FALSE(SameWindow(a, b, &diff));
+  EXPECT_EQ(diff, "window.top_bubbles[0].after: set vs none");
+  b = a;
+  b.closed_by = WindowSummary::ClosedBy::kWatermark;
+  EXPECT_FALSE(SameWindow(a, b, nullptr));
+}
+
+}  // namespace
+}  // namespace bubblewatch

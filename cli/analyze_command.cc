@@ -87,7 +87,24 @@ int RunAnalyzeCommand(int argc, char** argv) {
 
   TraceReadOptions read_options;
   read_options.format = *parsed_format;
+  // A progress bar for big inputs, only for a person watching stderr.
+  constexpr uint64_t kProgressMinBytes = uint64_t{64} << 20;
+  bool progress_shown = false;
+  if (isatty(STDERR_FILENO)) {
+    read_options.progress = [&](uint64_t done, uint64_t total) {
+      if (total < kProgressMinBytes) return;
+      int percent = static_cast<int>(100.0 * done / total);
+      std::string bar(percent / 4, '#');
+      bar.resize(25, '.');
+      std::fprintf(stderr, "\rreading %s [%s] %3d%% (%llu/%llu MB)",
+                   path.c_str(), bar.c_str(), percent,
+                   static_cast<unsigned long long>(done >> 20),
+                   static_cast<unsigned long long>(total >> 20));
+      progress_shown = true;
+    };
+  }
   absl::StatusOr<Trace> trace = ReadTraceFile(path, read_options);
+  if (progress_shown) std::fputs("\r\033[K", stderr);
   if (!trace.ok()) {
     return Fail(kExitBadInput,
                 absl::StrCat(path, ": ", trace.status().message()));
@@ -117,8 +134,8 @@ int RunAnalyzeCommand(int argc, char** argv) {
   std::string format_name(TraceFormatName(*parsed_format));
   if (*parsed_format == TraceFormat::kAuto) format_name = trace->source_format;
   InputSummary input = SummarizeInput(*trace, path, format_name);
-  const bool color = !no_color && isatty(STDOUT_FILENO) &&
-                     std::getenv("NO_COLOR") == nullptr;
+  const bool color =
+      !no_color && isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
   std::string report =
       json ? RenderAnalysisJson(*analysis, input, pretty, &*diagnosis)
            : RenderAnalysisText(*analysis, input, color);

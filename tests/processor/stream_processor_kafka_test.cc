@@ -20,7 +20,11 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ingest/event_producer.h"
 #include "ingest/synthetic_fleet.h"
+#include "kafka/kafka_config.h"
+#include "kafka/kafka_handles.h"
+#include "schemas/event_batch_codec.h"
 #include "processor/bubble_analyzer.h"
 #include "storage/window_store.h"
 
@@ -217,6 +221,97 @@ TEST(StreamProcessorKafka, KilledAgainAndAgainGivesTheSameWindows) {
   for (const WindowSummary& w : got) {
     EXPECT_EQ(w.late_events, 0) << "a replay was counted as late";
   }
+  std::filesystem::remove_all(store);
+}
+
+// Reads every message of partition 0 of `topic` (a poll loop with a
+// deadline), returning each value's header `bubblewatch.error`.
+std::vector<std::string> ReadErrorHeaders(const std::string& topic,
+                                          size_t expected) {
+  KafkaConfig config(Brokers());
+  config.Set("group.id", topic + "-reader");
+  config.Set("enable.auto.commit", "false");
+  absl::StatusOr<RdKafkaPtr> consumer =
+      NewKafkaClient(RD_KAFKA_CONSUMER, config);
+  EXPECT_TRUE(consumer.ok()) << consumer.status();
+  std::vector<std::string> reasons;
+  if (!consumer.ok()) return reasons;
+  RdKafkaPartitionListPtr parts(rd_kafka_topic_partition_list_new(1));
+  rd_kafka_topic_partition_list_add(parts.get(), topic.c_str(), 0)->offset =
+      RD_KAFKA_OFFSET_BEGINNING;
+  rd_kafka_assign(consumer->get(), parts.get());
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (reasons.size() < expected &&
+         std::chrono::steady_clock::now() < deadline) {
+    RdKafkaMessagePtr m(rd_kafka_consumer_poll(consumer->get(), 200));
+    if (!m || m->err) continue;
+    rd_kafka_headers_t* headers = nullptr;
+    const void* value = nullptr;
+    size_t size = 0;
+    std::string reason;
+    if (rd_kafka_message_headers(m.get(), &headers) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+        rd_kafka_header_get_last(headers, "bubblewatch.error", &value, &size) ==
+            RD_KAFKA_RESP_ERR_NO_ERROR) {
+      reason.assign(static_cast<const char*>(value), size);
+    }
+    reasons.push_back(reason);
+  }
+  rd_kafka_consumer_close(consumer->get());
+  return reasons;
+}
+
+TEST(StreamProcessorKafka, MalformedMessagesGoToTheDeadLetterTopicWithReasons) {
+  std::string topic = Unique("bw-dlq");
+  std::string store = ::testing::TempDir() + "/" + topic;
+  KafkaConfig config(Brokers());
+  EventProducerOptions options;
+  options.topic = topic;
+  absl::StatusOr<std::unique_ptr<EventProducer>> producer =
+      EventProducer::Create(config, options);
+  ASSERT_TRUE(producer.ok()) << producer.status();
+  ASSERT_TRUE((*producer)->WaitUntilReachable(absl::Seconds(30)).ok());
+
+  // 1. Not a FlatBuffer at all.
+  std::string garbage = "this is not an EventBatch";
+  ASSERT_TRUE((*producer)
+                  ->Send("job-bad",
+                         {reinterpret_cast<const uint8_t*>(garbage.data()),
+                          garbage.size()},
+                         0)
+                  .ok());
+  // 2. An event that ends before it starts; 3. events decades apart; 4. a
+  // good batch of the same job, which must still be processed.
+  Trace t;
+  NameInterner names(&t);
+  t.gpu.push_back(GpuActivity{.start_ns = 2'000'000'000, .end_ns = 1'000'000'000,
+                              .name = names.Intern("backwards")});
+  t.gpu.push_back(GpuActivity{.start_ns = 1'000, .end_ns = 2'000,
+                              .name = names.Intern("early")});
+  t.gpu.push_back(GpuActivity{.start_ns = int64_t{40} * 365 * 86400 * 1'000'000'000,
+                              .end_ns = int64_t{40} * 365 * 86400 * 1'000'000'000 + 1,
+                              .name = names.Intern("decades_later")});
+  t.gpu.push_back(GpuActivity{.start_ns = 5'000'000'000, .end_ns = 5'000'100'000,
+                              .name = names.Intern("good")});
+  EventBatchEncoder encoder(&t);
+  BatchHeader header{.job = "job-bad", .host = "h", .producer_id = 7};
+  for (auto [begin, end] : {std::pair{0, 1}, std::pair{1, 3}, std::pair{3, 4}}) {
+    std::span<const uint8_t> bytes = encoder.Encode(header, begin, end, 0, 0);
+    std::vector<uint8_t> copy(bytes.begin(), bytes.end());
+    ASSERT_TRUE((*producer)->Send("job-bad", copy, end - begin).ok());
+    ++header.sequence;
+  }
+  ASSERT_TRUE((*producer)->Flush(absl::Seconds(30)).ok());
+
+  ASSERT_EQ(RunToEnd(ProcessArgs(topic, store)), 0);
+  std::vector<std::string> reasons = ReadErrorHeaders(topic + ".dlq", 3);
+  ASSERT_EQ(reasons.size(), 3u);
+  EXPECT_THAT(reasons[0], ::testing::StartsWith("undecodable: "));
+  EXPECT_THAT(reasons[1], ::testing::StartsWith("end_before_start: "));
+  EXPECT_THAT(reasons[2], ::testing::StartsWith("timestamps_out_of_range: "));
+  // The good batch made it: one window of job-bad.
+  std::vector<WindowSummary> windows = StoredWindows(store, {"job-bad"});
+  ASSERT_EQ(windows.size(), 1u);
+  EXPECT_EQ(windows[0].window.job.compute_ns, 100'000);
   std::filesystem::remove_all(store);
 }
 

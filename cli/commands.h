@@ -9,6 +9,10 @@ namespace bubblewatch {
 // `bubblewatch analyze [options] FILE`: one trace file in, a report out.
 int RunAnalyzeCommand(int argc, char** argv);
 
+// `bubblewatch diff [options] BEFORE AFTER`: two traces compared; with
+// --fail-if conditions, a CI gate (exit 1 on a regression).
+int RunDiffCommand(int argc, char** argv);
+
 // `bubblewatch produce --brokers B --job J FILE...` or `... --synthetic`:
 // sends traces to Kafka as EventBatch messages.
 int RunProduceCommand(int argc, char** argv);
@@ -18,6 +22,13 @@ int RunProcessCommand(int argc, char** argv);
 
 // `bubblewatch demo`: produce -> process -> store on the embedded cluster.
 int RunDemoCommand(int argc, char** argv);
+
+// `bubblewatch query job|fleet|jobs (--store DIR | --server URL)`: a job's
+// last hour, the fleet's worst jobs, the job list.
+int RunQueryCommand(int argc, char** argv);
+
+// `bubblewatch serve --store DIR`: the HTTP API, /metrics and the dashboard.
+int RunServeCommand(int argc, char** argv);
 
 }  // namespace bubblewatch
 

@@ -21,9 +21,9 @@ std::string Percent(double ratio) {
 // The queue-depth series as one line of block characters, scaled to its
 // maximum.
 std::string Sparkline(const std::vector<double>& series) {
-  static constexpr const char* kBlocks[] = {" ", "\u2581", "\u2582", "\u2583",
-                                            "\u2584", "\u2585", "\u2586",
-                                            "\u2587", "\u2588"};
+  static constexpr const char* kBlocks[] = {" ",      "\u2581", "\u2582",
+                                            "\u2583", "\u2584", "\u2585",
+                                            "\u2586", "\u2587", "\u2588"};
   double max = 0.0;
   for (double d : series) max = std::max(max, d);
   std::string out;
@@ -48,15 +48,15 @@ std::string LeadLine(const DiagnosisFigures& f) {
 }
 
 void AppendKernelTable(std::string& out, const std::vector<KernelStat>& list) {
-  absl::StrAppend(&out, absl::StrFormat("  %12s %7s %7s %12s %12s  %s\n",
-                                        "total", "busy", "count", "mean", "p90",
-                                        "kernel"));
+  absl::StrAppend(
+      &out, absl::StrFormat("  %12s %7s %7s %12s %12s  %s\n", "total", "busy",
+                            "count", "mean", "p90", "kernel"));
   for (const KernelStat& s : list) {
     absl::StrAppend(
-        &out, absl::StrFormat("  %12s %7s %7d %12s %12s  %s\n",
-                              HumanDuration(s.total_ns), Percent(s.busy_share),
-                              s.count, HumanDuration(s.mean_ns),
-                              HumanDuration(s.p90_ns), ShortenName(s.name, 60)));
+        &out, absl::StrFormat(
+                  "  %12s %7s %7d %12s %12s  %s\n", HumanDuration(s.total_ns),
+                  Percent(s.busy_share), s.count, HumanDuration(s.mean_ns),
+                  HumanDuration(s.p90_ns), ShortenName(s.name, 60)));
   }
 }
 
@@ -73,48 +73,55 @@ std::string RenderDiagnosisText(const Diagnosis& d, bool color) {
   std::string out;
   const DiagnosisFigures& job = d.job;
   absl::StrAppend(&out, "\n", Bold("Diagnosis", color), "\n");
-  absl::StrAppend(&out, "  verdict: ",
-                  Bold(VerdictName(job.verdict.verdict), color), " \u2014 ",
-                  job.verdict.reason, "\n");
+  absl::StrAppend(&out,
+                  "  verdict: ", Bold(VerdictName(job.verdict.verdict), color),
+                  " \u2014 ", job.verdict.reason, "\n");
   if (!job.verdict.advice.empty()) {
     absl::StrAppend(&out, "  advice: ", job.verdict.advice, "\n");
   }
-  absl::StrAppend(&out, absl::StrFormat("  %-14s %s\n", "launch lead",
-                                        LeadLine(job)));
-  absl::StrAppend(&out,
-                  absl::StrFormat("  %-14s mean %.2f  max %d kernels\n",
-                                  "queue depth", job.queue.mean, job.queue.max));
   absl::StrAppend(
-      &out, absl::StrFormat("  %-14s %d non-empty, %s shorter than %s, "
-                            "median %s\n",
-                            "kernels", job.kernels.kernels,
-                            Percent(job.kernels.tiny_share()),
-                            HumanDuration(kTinyKernelNs),
-                            HumanDuration(job.kernels.median_kernel_ns)));
+      &out, absl::StrFormat("  %-14s %s\n", "launch lead", LeadLine(job)));
+  if (job.launch.lead.count > 0) {
+    absl::StrAppend(
+        &out, absl::StrFormat("  %-14s mean %.2f  max %d kernels\n",
+                              "queue depth", job.queue.mean, job.queue.max));
+  }
+  absl::StrAppend(&out,
+                  absl::StrFormat("  %-14s %d non-empty, %s shorter than %s, "
+                                  "median %s\n",
+                                  "kernels", job.kernels.kernels,
+                                  Percent(job.kernels.tiny_share()),
+                                  HumanDuration(kTinyKernelNs),
+                                  HumanDuration(job.kernels.median_kernel_ns)));
   if (d.steps > 0) {
-    absl::StrAppend(&out, absl::StrFormat("  %-14s %d (ProfilerStep)\n",
-                                          "steps", d.steps));
+    absl::StrAppend(
+        &out, absl::StrFormat("  %-14s %d (ProfilerStep)\n", "steps", d.steps));
   }
 
   if (!d.devices.empty()) {
     absl::StrAppend(&out, "\n  ", Bold("Per device", color), "\n");
-    absl::StrAppend(&out, absl::StrFormat("  %6s %-12s %10s %10s %10s %6s %5s "
-                                          " %s\n",
-                                          "device", "verdict", "lead p10",
-                                          "p50", "p90", "queue", "max",
-                                          "queue over time"));
+    absl::StrAppend(
+        &out, absl::StrFormat("  %6s %-12s %10s %10s %10s %6s %5s "
+                              " %s\n",
+                              "device", "verdict", "lead p10", "p50", "p90",
+                              "queue", "max", "queue over time"));
     for (const DeviceDiagnosis& dd : d.devices) {
       const DiagnosisFigures& f = dd.figures;
       const DurationPercentiles& p = f.launch.lead;
       auto lead = [&](int64_t ns) {
         return p.count > 0 ? HumanDuration(ns) : std::string("-");
       };
+      // Without a known launch the queue is unknown, not empty.
+      const bool known = p.count > 0;
       absl::StrAppend(
           &out, absl::StrFormat(
-                    "  %6d %-12s %10s %10s %10s %6.2f %5d  |%s|\n", dd.device,
+                    "  %6d %-12s %10s %10s %10s %6s %5s  %s\n", dd.device,
                     VerdictName(f.verdict.verdict), lead(p.p10_ns),
-                    lead(p.p50_ns), lead(p.p90_ns), f.queue.mean, f.queue.max,
-                    Sparkline(f.queue.series)));
+                    lead(p.p50_ns), lead(p.p90_ns),
+                    known ? absl::StrFormat("%.2f", f.queue.mean) : "-",
+                    known ? absl::StrCat(f.queue.max) : "-",
+                    known ? absl::StrCat("|", Sparkline(f.queue.series), "|")
+                          : std::string()));
     }
     if (d.devices.size() > 1) {
       for (const DeviceDiagnosis& dd : d.devices) {
@@ -133,12 +140,12 @@ std::string RenderDiagnosisText(const Diagnosis& d, bool color) {
   if (c.kernels > 0) {
     absl::StrAppend(&out, "\n  ", Bold("Communication (NCCL)", color), "\n");
     absl::StrAppend(
-        &out, absl::StrFormat("  %d kernels, busy %s; overlapped with compute "
-                              "%s (%s), exposed %s\n",
-                              c.kernels, HumanDuration(c.busy_ns),
-                              HumanDuration(c.overlap_ns),
-                              Percent(c.overlap_ratio()),
-                              HumanDuration(c.exposed_ns())));
+        &out,
+        absl::StrFormat("  %d kernels, busy %s; overlapped with compute "
+                        "%s (%s), exposed %s\n",
+                        c.kernels, HumanDuration(c.busy_ns),
+                        HumanDuration(c.overlap_ns), Percent(c.overlap_ratio()),
+                        HumanDuration(c.exposed_ns())));
     AppendKernelTable(out, job.kernels.top_communication);
   }
   return out;

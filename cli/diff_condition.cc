@@ -114,8 +114,9 @@ absl::StatusOr<FailCondition> ParseFailCondition(absl::string_view text) {
   // when a kernel: substring holds template brackets.
   size_t pos = t.find_last_of("<>");
   if (pos == absl::string_view::npos) {
-    return Bad(t, "no comparison operator (want >, >=, < or <=), e.g. "
-                  "'utilization_drop>2%'");
+    return Bad(t,
+               "no comparison operator (want >, >=, < or <=), e.g. "
+               "'utilization_drop>2%'");
   }
   size_t value_at = pos + 1;
   const bool or_equal = value_at < t.size() && t[value_at] == '=';
@@ -175,8 +176,9 @@ absl::StatusOr<FailCondition> ParseFailCondition(absl::string_view text) {
   }
   if (is_signed) {
     if (c.form != Form::kAfter) {
-      return Bad(t, "_drop and _rise take an unsigned value (e.g. "
-                    "utilization_drop>2%)");
+      return Bad(t,
+                 "_drop and _rise take an unsigned value (e.g. "
+                 "utilization_drop>2%)");
     }
     c.form = Form::kChange;
   }
@@ -213,8 +215,9 @@ absl::StatusOr<FailCondition> ParseFailCondition(absl::string_view text) {
   return c;
 }
 
-absl::StatusOr<ConditionOutcome> EvaluateFailCondition(
-    const FailCondition& c, const DiffSide& before, const DiffSide& after) {
+absl::StatusOr<ConditionOutcome> EvaluateFailCondition(const FailCondition& c,
+                                                       const DiffSide& before,
+                                                       const DiffSide& after) {
   absl::StatusOr<double> b = MetricValue(c.metric, c.per, before);
   if (!b.ok()) return b.status();
   absl::StatusOr<double> a = MetricValue(c.metric, c.per, after);
@@ -230,11 +233,11 @@ absl::StatusOr<ConditionOutcome> EvaluateFailCondition(
     double delta = c.form == Form::kDrop ? *b - *a : *a - *b;
     if (c.relative) {
       // A change from nothing is infinitely large, in its direction.
-      out.observed = *b != 0.0 ? delta / std::fabs(*b)
-                     : delta == 0.0
-                         ? 0.0
-                         : std::copysign(
-                               std::numeric_limits<double>::infinity(), delta);
+      out.observed =
+          *b != 0.0 ? delta / std::fabs(*b)
+          : delta == 0.0
+              ? 0.0
+              : std::copysign(std::numeric_limits<double>::infinity(), delta);
     } else {
       out.observed = delta;
     }
@@ -243,11 +246,11 @@ absl::StatusOr<ConditionOutcome> EvaluateFailCondition(
                                             : "change";
   }
   out.failed = Holds(out.observed, c.op, c.threshold);
-  out.summary = absl::StrCat(
-      c.metric.Label(), " ", FormatValue(c, out.before), " -> ",
-      FormatValue(c, out.after), ": ", observed_word, " ",
-      FormatCompared(c, out.observed), out.failed ? " " : ", not ",
-      OpText(c.op), " ", FormatCompared(c, c.threshold));
+  out.summary =
+      absl::StrCat(c.metric.Label(), " ", FormatValue(c, out.before), " -> ",
+                   FormatValue(c, out.after), ": ", observed_word, " ",
+                   FormatCompared(c, out.observed), out.failed ? " " : ", not ",
+                   OpText(c.op), " ", FormatCompared(c, c.threshold));
   return out;
 }
 

@@ -115,16 +115,14 @@ std::string RenderDiffJson(const DiffSide& before, const DiffSide& after,
   WriteComparison(w, "utilization", Normalization::kNone, before, after);
   w.Key("bubble_ratio");
   WriteComparison(w, "bubble_ratio", Normalization::kNone, before, after);
-  for (absl::string_view name :
-       {"span", "compute", "bubble", "largest_bubble", "lead_p50", "lead_p90",
-        "comm_exposed"}) {
+  for (absl::string_view name : {"span", "compute", "bubble", "largest_bubble",
+                                 "lead_p50", "lead_p90", "comm_exposed"}) {
     w.Key(absl::StrCat(name, "_us"));
     WriteComparison(w, name, Normalization::kNone, before, after);
   }
   if (per != Normalization::kNone) {
-    w.Key(absl::StrCat("bubble_us_per_", per == Normalization::kPerStep
-                                             ? "step"
-                                             : "s"));
+    w.Key(absl::StrCat("bubble_us_per_",
+                       per == Normalization::kPerStep ? "step" : "s"));
     WriteComparison(w, "bubble", per, before, after);
   }
   const double qb = before.diagnosis.job.queue.mean;

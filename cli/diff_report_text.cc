@@ -20,8 +20,8 @@ std::string Change(MetricKind kind, double before, double after,
   std::string text =
       absl::StrCat(FormatMetric(kind, after - before, true), suffix);
   if (kind == MetricKind::kTime && before != 0.0) {
-    absl::StrAppend(&text, absl::StrFormat(" (%+.1f%%)",
-                                           (after - before) / before * 100));
+    absl::StrAppend(
+        &text, absl::StrFormat(" (%+.1f%%)", (after - before) / before * 100));
   }
   return text;
 }
@@ -49,10 +49,10 @@ void MetricRow(std::string& out, absl::string_view label,
 }
 
 std::string SideLine(const DiffSide& s) {
-  std::string line = absl::StrCat(s.path, " (", s.format, "): ",
-                                  s.analysis.devices.size(), " device(s), ",
-                                  s.analysis.kernels, " kernels, wall span ",
-                                  HumanDuration(s.wall_span_ns));
+  std::string line =
+      absl::StrCat(s.path, " (", s.format, "): ", s.analysis.devices.size(),
+                   " device(s), ", s.analysis.kernels, " kernels, wall span ",
+                   HumanDuration(s.wall_span_ns));
   if (s.diagnosis.steps > 0) {
     absl::StrAppend(&line, ", ", s.diagnosis.steps, " steps");
   }
@@ -67,12 +67,11 @@ void AppendBubbles(std::string& out, absl::string_view which,
     if (n == top) break;
     ++n;
     absl::StrAppend(
-        &out,
-        absl::StrFormat("    %d. %12s  device %d  %-15s %s -> %s\n", n,
-                        HumanDuration(b.duration_ns()), b.device,
-                        BubbleCauseName(b.cause),
-                        ShortenName(b.before ? b.before->name : "-", 36),
-                        ShortenName(b.after ? b.after->name : "-", 36)));
+        &out, absl::StrFormat("    %d. %12s  device %d  %-15s %s -> %s\n", n,
+                              HumanDuration(b.duration_ns()), b.device,
+                              BubbleCauseName(b.cause),
+                              ShortenName(b.before ? b.before->name : "-", 36),
+                              ShortenName(b.after ? b.after->name : "-", 36)));
   }
   if (n == 0) absl::StrAppend(&out, "    (no bubbles)\n");
 }
@@ -163,17 +162,17 @@ std::string RenderDiffText(const DiffSide& before, const DiffSide& after,
     absl::StrAppend(&out, "\n", Bold("Conditions", color), "\n");
     for (const EvaluatedCondition& e : conditions) {
       if (e.outcome.failed) ++failed;
-      absl::StrAppend(&out, "  ", e.outcome.failed ? Bold("FAIL", color) : "ok  ",
-                      "  ", e.condition.text, "   ", e.outcome.summary, "\n");
+      absl::StrAppend(&out, "  ",
+                      e.outcome.failed ? Bold("FAIL", color) : "ok  ", "  ",
+                      e.condition.text, "   ", e.outcome.summary, "\n");
     }
     absl::StrAppend(
         &out, "\n",
-        failed > 0
-            ? Bold(absl::StrCat("FAILED: ", failed, " of ", conditions.size(),
-                                " condition(s) hold"),
-                   color)
-            : absl::StrCat("passed: none of ", conditions.size(),
-                           " condition(s) holds"),
+        failed > 0 ? Bold(absl::StrCat("FAILED: ", failed, " of ",
+                                       conditions.size(), " condition(s) hold"),
+                          color)
+                   : absl::StrCat("passed: none of ", conditions.size(),
+                                  " condition(s) holds"),
         "\n");
   }
   return out;

@@ -21,6 +21,8 @@ constexpr Command kCommands[] = {
      "analyze one trace file (timeline JSON, Kineto/Chrome trace, Nsight "
      "Systems SQLite)",
      bubblewatch::RunAnalyzeCommand},
+    {"diff", "compare two traces; --fail-if conditions make it a CI gate",
+     bubblewatch::RunDiffCommand},
     {"produce", "send trace files or a synthetic fleet to Kafka",
      bubblewatch::RunProduceCommand},
     {"process",
@@ -30,6 +32,10 @@ constexpr Command kCommands[] = {
      "run producer -> processor -> store on an embedded Kafka, print the "
      "worst jobs",
      bubblewatch::RunDemoCommand},
+    {"query", "a job's last hour, the fleet's worst jobs, the job list",
+     bubblewatch::RunQueryCommand},
+    {"serve", "HTTP API, Prometheus metrics and a dashboard over a store",
+     bubblewatch::RunServeCommand},
 };
 
 std::string Usage() {

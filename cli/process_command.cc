@@ -1,6 +1,7 @@
 #include <csignal>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -9,6 +10,7 @@
 #include "cli/command_line.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/http_server.h"
 #include "processor/stream_processor.h"
 #include "storage/window_store.h"
 
@@ -29,6 +31,9 @@ int RunProcessCommand(int argc, char** argv) {
   std::string log_level = "info";
   absl::Duration window = absl::Seconds(10);
   absl::Duration lateness = absl::Seconds(2);
+  std::string http_listen;
+  std::string http_token_file;
+  HttpServerOptions http;
   CommandLine cl(
       "bubblewatch process --brokers HOST:PORT[,..]|embedded --store DIR "
       "[options]",
@@ -65,6 +70,13 @@ int RunProcessCommand(int argc, char** argv) {
   cl.AddAlias('X', "property");
   cl.AddString("log-level", &log_level, "LEVEL",
                "trace, debug, info, warn, error or off");
+  cl.AddString("http", &http_listen, "HOST:PORT",
+               "also serve the HTTP API, /metrics (with the processor's "
+               "counters) and the dashboard, as `bubblewatch serve` does");
+  cl.AddString("http-token-file", &http_token_file, "FILE",
+               "bearer token for --http's /api/ and /metrics");
+  cl.AddInt("metrics-top-jobs", &http.metrics_top_jobs, "K",
+            "--http: jobs with their own series on /metrics");
   std::vector<std::string> positional;
   if (absl::Status s = cl.Parse(argc, argv, &positional); !s.ok()) {
     std::cerr << "bubblewatch process: " << s.message()
@@ -81,6 +93,21 @@ int RunProcessCommand(int argc, char** argv) {
   if (store_path.empty()) usage_error = "--store is required";
   if (window <= absl::ZeroDuration()) usage_error = "--window must be > 0";
   if (lateness < absl::ZeroDuration()) usage_error = "--lateness must be >= 0";
+  if (!http_listen.empty()) {
+    if (absl::Status s =
+            ParseListenAddress(http_listen, &http.host, &http.port);
+        !s.ok()) {
+      usage_error = absl::StrCat("--http: ", s.message());
+    }
+  }
+  if (!http_token_file.empty()) {
+    absl::StatusOr<std::string> token = ReadTokenFile(http_token_file);
+    if (token.ok()) {
+      http.bearer_token = *token;
+    } else {
+      usage_error = std::string(token.status().message());
+    }
+  }
   if (!usage_error.empty()) {
     std::cerr << "bubblewatch process: " << usage_error
               << "\nTry 'bubblewatch process --help'.\n";
@@ -106,11 +133,35 @@ int RunProcessCommand(int argc, char** argv) {
               << "\n";
     return kExitFailure;
   }
+  // --http: the API over the processor's own store (reads are thread-safe)
+  // with its counters on /metrics, on a thread of its own.
+  std::unique_ptr<HttpServer> server;
+  std::thread server_thread;
+  if (!http_listen.empty()) {
+    http.processor_stats = [p = processor->get()] { return p->stats(); };
+    absl::StatusOr<std::unique_ptr<HttpServer>> bound =
+        HttpServer::Bind(http, store->get());
+    if (!bound.ok()) {
+      std::cerr << "bubblewatch process: " << bound.status().message() << "\n";
+      return kExitFailure;
+    }
+    server = *std::move(bound);
+    spdlog::info("serving HTTP on {}", server->url());
+    server_thread = std::thread([s = server.get()] {
+      if (absl::Status st = s->Serve(); !st.ok()) {
+        spdlog::error("HTTP server: {}", st.ToString());
+      }
+    });
+  }
   g_processor = processor->get();
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   absl::Status run = (*processor)->Run();
   g_processor = nullptr;
+  if (server != nullptr) {
+    server->Stop();
+    server_thread.join();
+  }
   if (!run.ok()) {
     std::cerr << "bubblewatch process: " << run.message() << "\n";
     return kExitFailure;

@@ -273,8 +273,8 @@ int RunProduceCommand(int argc, char** argv) {
         identity.host = rank_trace.host;
         identity.rank = rank_trace.rank;
         identity.world_size = rank_trace.world_size;
-        streams.push_back(std::make_unique<BatchedTrace>(
-            std::move(rank_trace), identity, batching));
+        streams.push_back(std::make_unique<BatchedTrace>(std::move(rank_trace),
+                                                         identity, batching));
       }
     }
     spdlog::info("generated and batched the synthetic fleet in {}",
@@ -291,8 +291,8 @@ int RunProduceCommand(int argc, char** argv) {
       identity.host = host;
       identity.rank = rank >= 0 ? rank : trace->rank;
       identity.world_size = trace->world_size;
-      streams.push_back(
-          std::make_unique<BatchedTrace>(*std::move(trace), identity, batching));
+      streams.push_back(std::make_unique<BatchedTrace>(*std::move(trace),
+                                                       identity, batching));
     }
   }
 
@@ -335,9 +335,8 @@ int RunProduceCommand(int argc, char** argv) {
   const absl::Time begin = absl::Now();
   absl::Status sent = ReplayTraces(stream_ptrs, producer->get(), replay);
   // Flush even after a send error, so the summary counts what got through.
-  absl::Status flushed =
-      (*producer)->Flush(sent.ok() ? timeout + absl::Seconds(5)
-                                   : absl::Seconds(5));
+  absl::Status flushed = (*producer)->Flush(
+      sent.ok() ? timeout + absl::Seconds(5) : absl::Seconds(5));
   const absl::Duration elapsed = absl::Now() - begin;
   if (terminal) std::fputs("\r\033[K", stderr);
   PrintSummary((*producer)->stats(), topic, elapsed);

@@ -98,8 +98,8 @@ BatchedTrace::BatchedTrace(Trace trace, const BatchHeader& identity,
   size_t g = 0;
   size_t c = 0;
   while (g < gpu.size() || c < cpu.size()) {
-    BatchSlice slice{.gpu_begin = g, .gpu_end = g, .cpu_begin = c,
-                     .cpu_end = c};
+    BatchSlice slice{
+        .gpu_begin = g, .gpu_end = g, .cpu_begin = c, .cpu_end = c};
     int64_t count = 0;
     bool first = true;
     while (count < max_events && (g < gpu.size() || c < cpu.size())) {

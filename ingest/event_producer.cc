@@ -40,8 +40,8 @@ absl::StatusOr<std::unique_ptr<EventProducer>> EventProducer::Create(
   rd_kafka_conf_set_opaque(conf.get(), producer.get());
   ASSIGN_OR_RETURN(producer->producer_,
                    NewKafkaClient(RD_KAFKA_PRODUCER, std::move(conf)));
-  producer->topic_.reset(rd_kafka_topic_new(
-      producer->producer_.get(), options.topic.c_str(), nullptr));
+  producer->topic_.reset(rd_kafka_topic_new(producer->producer_.get(),
+                                            options.topic.c_str(), nullptr));
   if (producer->topic_ == nullptr) {
     return KafkaErrorToStatus(rd_kafka_last_error(),
                               absl::StrCat("topic ", options.topic));
@@ -74,9 +74,8 @@ void EventProducer::OnDelivery(rd_kafka_t* /*rk*/,
   std::lock_guard<std::mutex> lock(self->first_error_mu_);
   if (self->first_delivery_error_.ok()) {
     self->first_delivery_error_ = KafkaErrorToStatus(
-        message->err, absl::StrCat("delivering to topic ",
-                                   self->options_.topic, " at ",
-                                   self->brokers_));
+        message->err, absl::StrCat("delivering to topic ", self->options_.topic,
+                                   " at ", self->brokers_));
     spdlog::warn("first undelivered batch: {}",
                  std::string(self->first_delivery_error_.message()));
   }
@@ -87,9 +86,8 @@ absl::Status EventProducer::FatalError() const {
   rd_kafka_resp_err_t err =
       rd_kafka_fatal_error(producer_.get(), errstr, sizeof(errstr));
   if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return absl::OkStatus();
-  return absl::AbortedError(absl::StrCat("fatal Kafka producer error: ",
-                                         errstr, " (", rd_kafka_err2name(err),
-                                         ")"));
+  return absl::AbortedError(absl::StrCat("fatal Kafka producer error: ", errstr,
+                                         " (", rd_kafka_err2name(err), ")"));
 }
 
 absl::Status EventProducer::WaitUntilReachable(absl::Duration timeout) {
@@ -99,9 +97,9 @@ absl::Status EventProducer::WaitUntilReachable(absl::Duration timeout) {
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) break;
     const rd_kafka_metadata_t* raw = nullptr;
-    rd_kafka_resp_err_t err = rd_kafka_metadata(
-        producer_.get(), /*all_topics=*/0, topic_.get(), &raw,
-        std::max(1, ToMillis(left)));
+    rd_kafka_resp_err_t err =
+        rd_kafka_metadata(producer_.get(), /*all_topics=*/0, topic_.get(), &raw,
+                          std::max(1, ToMillis(left)));
     RdKafkaMetadataPtr metadata(raw);
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
       last = KafkaErrorToStatus(err, "");
@@ -121,16 +119,16 @@ absl::Status EventProducer::WaitUntilReachable(absl::Duration timeout) {
     rd_kafka_poll(producer_.get(),
                   std::min(100, std::max(0, ToMillis(deadline - absl::Now()))));
   }
-  const absl::StatusCode code =
-      last.code() == absl::StatusCode::kNotFound ? absl::StatusCode::kNotFound
-      : last.code() == absl::StatusCode::kUnavailable
-          ? absl::StatusCode::kUnavailable
-          : absl::StatusCode::kDeadlineExceeded;
+  const absl::StatusCode code = last.code() == absl::StatusCode::kNotFound
+                                    ? absl::StatusCode::kNotFound
+                                : last.code() == absl::StatusCode::kUnavailable
+                                    ? absl::StatusCode::kUnavailable
+                                    : absl::StatusCode::kDeadlineExceeded;
   return absl::Status(
-      code, absl::StrCat("no Kafka broker at ", brokers_,
-                         " served topic ", options_.topic, " within ",
-                         absl::FormatDuration(timeout), " (last: ",
-                         last.message(), ")"));
+      code,
+      absl::StrCat("no Kafka broker at ", brokers_, " served topic ",
+                   options_.topic, " within ", absl::FormatDuration(timeout),
+                   " (last: ", last.message(), ")"));
 }
 
 absl::Status EventProducer::Send(absl::string_view key,
@@ -163,9 +161,9 @@ absl::Status EventProducer::Send(absl::string_view key,
     if (queue_full_since == absl::InfiniteFuture()) queue_full_since = now;
     if (now - queue_full_since >
         options_.delivery_timeout + absl::Seconds(10)) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "the producer queue stayed full for ",
-          absl::FormatDuration(now - queue_full_since)));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the producer queue stayed full for ",
+                       absl::FormatDuration(now - queue_full_since)));
     }
     rd_kafka_poll(producer_.get(), 10);
   }
@@ -199,15 +197,14 @@ absl::Status EventProducer::Flush(absl::Duration timeout) {
   const absl::StatusCode code =
       !first.ok() ? first.code() : absl::StatusCode::kDeadlineExceeded;
   return absl::Status(
-      code,
-      absl::StrCat(undelivered_events, " of ", s.events_sent, " events (",
-                   undelivered_batches, " of ", s.batches_sent,
-                   " batches) were not delivered to topic ", options_.topic,
-                   " at ", brokers_,
-                   first.ok() ? absl::StrCat(": no acknowledgement within ",
-                                             absl::FormatDuration(timeout))
-                              : absl::StrCat("; first error: ",
-                                             first.message())));
+      code, absl::StrCat(
+                undelivered_events, " of ", s.events_sent, " events (",
+                undelivered_batches, " of ", s.batches_sent,
+                " batches) were not delivered to topic ", options_.topic,
+                " at ", brokers_,
+                first.ok() ? absl::StrCat(": no acknowledgement within ",
+                                          absl::FormatDuration(timeout))
+                           : absl::StrCat("; first error: ", first.message())));
 }
 
 ProducerStats EventProducer::stats() const {

@@ -1,7 +1,10 @@
 #include "ingest/synthetic_fleet.h"
 
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <fstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -17,8 +20,8 @@ constexpr std::array<absl::string_view, 7> kScenarioNames = {
 
 // The scenarios `mix` cycles through, by job index.
 constexpr std::array<SyntheticScenario, 6> kMixedScenarios = {
-    SyntheticScenario::kHealthy, SyntheticScenario::kSync,
-    SyntheticScenario::kLaunch,  SyntheticScenario::kAlloc,
+    SyntheticScenario::kHealthy,    SyntheticScenario::kSync,
+    SyntheticScenario::kLaunch,     SyntheticScenario::kAlloc,
     SyntheticScenario::kDataloader, SyntheticScenario::kMemcpy};
 
 std::vector<std::string> SyntheticNameTable() {
@@ -38,10 +41,9 @@ uint64_t RankSeed(uint64_t seed, int job, int rank) {
   return SplitMix64(&mixed);
 }
 
-Trace GenerateRank(const SyntheticFleetOptions& options,
-                   const std::string& job, SyntheticScenario scenario,
-                   int job_index, int rank, TruthAccumulator* truth,
-                   std::vector<PlantedGap>* gaps) {
+Trace GenerateRank(const SyntheticFleetOptions& options, const std::string& job,
+                   SyntheticScenario scenario, int job_index, int rank,
+                   TruthAccumulator* truth, std::vector<PlantedGap>* gaps) {
   Trace trace;
   trace.names = SyntheticNameTable();
   trace.job = job;
@@ -50,19 +52,18 @@ Trace GenerateRank(const SyntheticFleetOptions& options,
   trace.world_size = options.gpus_per_job;
   trace.source_format = "synthetic";
   const double seconds = absl::ToDoubleSeconds(options.duration);
-  const auto expected_events = static_cast<size_t>(
-      seconds * options.events_per_second_per_gpu * 1.05);
+  const auto expected_events =
+      static_cast<size_t>(seconds * options.events_per_second_per_gpu * 1.05);
   trace.gpu.reserve(expected_events * 2 / 5);
   trace.cpu.reserve(expected_events * 7 / 10);
 
   // One process per rank; its launching thread is the main thread.
   const uint64_t pid = 4000 + static_cast<uint64_t>(rank);
-  RankSimulator sim(/*device=*/rank, /*thread=*/(pid << 32) | pid,
-                    /*correlation_base=*/(static_cast<uint64_t>(rank) + 1)
-                        << 40,
-                    options.start_time_ns, options.events_per_second_per_gpu,
-                    RankSeed(options.seed, job_index, rank), &trace, truth,
-                    gaps);
+  RankSimulator sim(
+      /*device=*/rank, /*thread=*/(pid << 32) | pid,
+      /*correlation_base=*/(static_cast<uint64_t>(rank) + 1) << 40,
+      options.start_time_ns, options.events_per_second_per_gpu,
+      RankSeed(options.seed, job_index, rank), &trace, truth, gaps);
   const int64_t end_ns =
       options.start_time_ns + absl::ToInt64Nanoseconds(options.duration);
   for (int64_t step = 0; sim.host_now() < end_ns; ++step) {
@@ -78,7 +79,8 @@ absl::string_view SyntheticScenarioName(SyntheticScenario scenario) {
   return kScenarioNames[static_cast<int>(scenario)];
 }
 
-std::optional<SyntheticScenario> ParseSyntheticScenario(absl::string_view name) {
+std::optional<SyntheticScenario> ParseSyntheticScenario(
+    absl::string_view name) {
   for (size_t i = 0; i < kScenarioNames.size(); ++i) {
     if (kScenarioNames[i] == name) return static_cast<SyntheticScenario>(i);
   }
@@ -110,9 +112,9 @@ Trace SyntheticJob::MergedTrace() const {
 absl::StatusOr<std::vector<SyntheticJob>> GenerateSyntheticFleet(
     const SyntheticFleetOptions& options) {
   if (options.jobs < 1 || options.gpus_per_job < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "need at least one job and one GPU per job, got ", options.jobs,
-        " and ", options.gpus_per_job));
+    return absl::InvalidArgumentError(
+        absl::StrCat("need at least one job and one GPU per job, got ",
+                     options.jobs, " and ", options.gpus_per_job));
   }
   if (options.duration <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("the duration must be positive");
@@ -123,23 +125,57 @@ absl::StatusOr<std::vector<SyntheticJob>> GenerateSyntheticFleet(
   if (options.truth_window_ns < 1'000'000) {
     return absl::InvalidArgumentError("truth windows must be >= 1 ms");
   }
-  std::vector<SyntheticJob> jobs;
-  jobs.reserve(options.jobs);
+  // Ranks are independent (own seed, own device), so they are generated in
+  // parallel; each has its own truth, concatenated per job in rank order.
+  struct RankResult {
+    Trace trace;
+    std::vector<TruthWindow> truth;
+    std::vector<PlantedGap> gaps;
+  };
+  const int num_ranks = options.jobs * options.gpus_per_job;
+  std::vector<RankResult> results(num_ranks);
+  std::vector<std::string> names(options.jobs);
+  std::vector<SyntheticScenario> scenarios(options.jobs);
   for (int j = 0; j < options.jobs; ++j) {
-    SyntheticJob job;
-    job.job = absl::StrFormat("%s-%03d", options.job_prefix, j);
-    job.scenario = options.scenario == SyntheticScenario::kMix
+    names[j] = absl::StrFormat("%s-%03d", options.job_prefix, j);
+    scenarios[j] = options.scenario == SyntheticScenario::kMix
                        ? kMixedScenarios[j % kMixedScenarios.size()]
                        : options.scenario;
-    TruthAccumulator truth(options.truth_window_ns);
-    for (int r = 0; r < options.gpus_per_job; ++r) {
-      job.ranks.push_back(GenerateRank(options, job.job, job.scenario, j, r,
-                                       &truth,
-                                       options.keep_gaps ? &job.gaps : nullptr));
+  }
+  std::atomic<int> next{0};
+  auto work = [&] {
+    for (int i = next++; i < num_ranks; i = next++) {
+      const int j = i / options.gpus_per_job;
+      const int r = i % options.gpus_per_job;
+      TruthAccumulator truth(options.truth_window_ns);
+      RankResult& result = results[i];
+      result.trace = GenerateRank(options, names[j], scenarios[j], j, r, &truth,
+                                  options.keep_gaps ? &result.gaps : nullptr);
+      result.truth = truth.Windows();
     }
-    job.truth = truth.Windows();
+  };
+  const int threads = std::clamp<int>(std::thread::hardware_concurrency(), 1,
+                                      std::min(num_ranks, 16));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+
+  std::vector<SyntheticJob> jobs(options.jobs);
+  for (int j = 0; j < options.jobs; ++j) {
+    SyntheticJob& job = jobs[j];
+    job.job = names[j];
+    job.scenario = scenarios[j];
     job.truth_window_ns = options.truth_window_ns;
-    jobs.push_back(std::move(job));
+    for (int r = 0; r < options.gpus_per_job; ++r) {
+      RankResult& result = results[j * options.gpus_per_job + r];
+      job.ranks.push_back(std::move(result.trace));
+      job.truth.insert(job.truth.end(), result.truth.begin(),
+                       result.truth.end());
+      job.gaps.insert(job.gaps.end(),
+                      std::make_move_iterator(result.gaps.begin()),
+                      std::make_move_iterator(result.gaps.end()));
+    }
   }
   return jobs;
 }

@@ -109,8 +109,8 @@ void RankSimulator::PlaceKernel(NameId name, int64_t duration_ns,
   // Queued kernels still leave a microsecond or two between them now and
   // then (scheduling, dependencies): gpu_dependency time when it shows.
   const int64_t jitter = rng_.Chance(0.3) ? rng_.Uniform(1 * kUs, 4 * kUs) : 0;
-  const int64_t start = std::max(compute_free_ + jitter,
-                                 launch_start_ns + LaunchLatencyNs());
+  const int64_t start =
+      std::max(compute_free_ + jitter, launch_start_ns + LaunchLatencyNs());
   const int64_t end = start + duration_ns;
   if (has_kernel_ && start > last_kernel_end_) {
     pending_gaps_.push_back({last_kernel_end_, start, launch_start_ns});
@@ -147,9 +147,8 @@ void RankSimulator::PaintGapsBefore(int64_t time_ns) {
 
 void RankSimulator::Prune() {
   // What ends before the next gap to paint begins can no longer touch one.
-  const int64_t horizon = pending_gaps_.empty()
-                              ? last_kernel_end_
-                              : pending_gaps_.front().start_ns;
+  const int64_t horizon =
+      pending_gaps_.empty() ? last_kernel_end_ : pending_gaps_.front().start_ns;
   while (!blocks_.empty() && blocks_.front().end_ns <= horizon) {
     blocks_.pop_front();
   }
@@ -158,9 +157,7 @@ void RankSimulator::Prune() {
   }
 }
 
-void RankSimulator::Finish() {
-  PaintGapsBefore(INT64_MAX);
-}
+void RankSimulator::Finish() { PaintGapsBefore(INT64_MAX); }
 
 void RankSimulator::LaunchKernel(NameId name, int64_t duration_ns,
                                  int32_t stream) {
@@ -175,9 +172,8 @@ void RankSimulator::LaunchSideKernel(NameId name, int64_t duration_ns,
   const int64_t launch_start = now_;
   const CorrelationId correlation =
       Call(kNameCudaLaunchKernel, LaunchCallNs(), HostClass::kLaunch);
-  const int64_t start =
-      std::max({launch_start + LaunchLatencyNs(), nccl_free_,
-                last_kernel_start_ + kInsideMarginNs});
+  const int64_t start = std::max({launch_start + LaunchLatencyNs(), nccl_free_,
+                                  last_kernel_start_ + kInsideMarginNs});
   const int64_t room = last_kernel_end_ - kInsideMarginNs - start;
   if (!has_kernel_ || room < 5 * kUs) {
     // Nothing running to hide behind: it runs in stream order.
@@ -198,22 +194,20 @@ void RankSimulator::LaunchSideKernel(NameId name, int64_t duration_ns,
 
 void RankSimulator::CopyToDevice(int64_t bytes, bool on_compute_stream) {
   const int64_t launch_start = now_;
-  const CorrelationId correlation =
-      Call(kNameCudaMemcpyAsync, rng_.Uniform(4 * kUs, 8 * kUs),
-           HostClass::kLaunch);
+  const CorrelationId correlation = Call(
+      kNameCudaMemcpyAsync, rng_.Uniform(4 * kUs, 8 * kUs), HostClass::kLaunch);
   int64_t& stream_free = on_compute_stream ? compute_free_ : copy_free_;
-  const int64_t start =
-      std::max(stream_free, launch_start + LaunchLatencyNs());
+  const int64_t start = std::max(stream_free, launch_start + LaunchLatencyNs());
   const int64_t end = start + std::max<int64_t>(kUs, bytes / kPinnedBytesPerNs);
-  trace_->gpu.push_back(GpuActivity{
-      .start_ns = start,
-      .end_ns = end,
-      .correlation = correlation,
-      .bytes = static_cast<uint64_t>(bytes),
-      .name = kNameMemcpyHtoD,
-      .device = device_,
-      .stream = on_compute_stream ? kComputeStream : kCopyStream,
-      .kind = GpuActivityKind::kMemcpy});
+  trace_->gpu.push_back(
+      GpuActivity{.start_ns = start,
+                  .end_ns = end,
+                  .correlation = correlation,
+                  .bytes = static_cast<uint64_t>(bytes),
+                  .name = kNameMemcpyHtoD,
+                  .device = device_,
+                  .stream = on_compute_stream ? kComputeStream : kCopyStream,
+                  .kind = GpuActivityKind::kMemcpy});
   stream_free = end;
   device_idle_ = std::max(device_idle_, end);
   copies_.push_back({start, end});
@@ -296,9 +290,9 @@ void RankSimulator::Run(const StepPlan& plan) {
         LaunchSideKernel(op.name, kernel_ns(op), op.stream);
         break;
       case StepOpKind::kCopyToDevice:
-        CopyToDevice(op.bytes > 0 ? op.bytes
-                                  : fraction_ns(op) * kPinnedBytesPerNs,
-                     op.on_compute_stream);
+        CopyToDevice(
+            op.bytes > 0 ? op.bytes : fraction_ns(op) * kPinnedBytesPerNs,
+            op.on_compute_stream);
         break;
       case StepOpKind::kItem:
         Item();

@@ -109,7 +109,7 @@ class RankSimulator {
   int64_t compute_free_ = 0;  // Compute stream, copies included.
   int64_t copy_free_ = 0;
   int64_t nccl_free_ = 0;
-  int64_t device_idle_ = 0;  // When all queued GPU work is done.
+  int64_t device_idle_ = 0;          // When all queued GPU work is done.
   std::deque<TimeInterval> copies_;  // Those that may fall in a future gap.
   std::deque<int64_t> queued_kernel_ends_;
   std::deque<PendingGap> pending_gaps_;

@@ -20,21 +20,26 @@ class PlanBuilder {
   void PythonFraction(double lo, double hi) {
     Add({.kind = StepOpKind::kPython, .step_fraction = rng_.Between(lo, hi)});
   }
-  void Open(NameId name,
-            CpuEventCategory category = CpuEventCategory::kCpuOp) {
+  void Open(NameId name, CpuEventCategory category = CpuEventCategory::kCpuOp) {
     Add({.kind = StepOpKind::kOpen, .name = name, .category = category});
   }
   void Close() { Add({.kind = StepOpKind::kClose}); }
   void Kernel(NameId name, double weight) {
-    Add({.kind = StepOpKind::kKernel, .name = name, .stream = kComputeStream,
+    Add({.kind = StepOpKind::kKernel,
+         .name = name,
+         .stream = kComputeStream,
          .weight = weight});
   }
   void TinyKernel(NameId name, int64_t lo_us, int64_t hi_us) {
-    Add({.kind = StepOpKind::kKernel, .name = name, .stream = kComputeStream,
+    Add({.kind = StepOpKind::kKernel,
+         .name = name,
+         .stream = kComputeStream,
          .ns = rng_.Uniform(lo_us, hi_us) * kUs});
   }
   void SideKernel(NameId name, double weight) {
-    Add({.kind = StepOpKind::kSideKernel, .name = name, .stream = kNcclStream,
+    Add({.kind = StepOpKind::kSideKernel,
+         .name = name,
+         .stream = kNcclStream,
          .weight = weight});
   }
   void Add(StepOp op) {
@@ -241,9 +246,11 @@ StepPlan BuildStepPlan(SyntheticScenario scenario, int64_t step,
     // torch.cuda.empty_cache() in the loop: cudaFree waits for the device.
     b.Python(3, 8);
     b.Open(kNameEmptyCache, CpuEventCategory::kPythonFunction);
-    b.Add({.kind = StepOpKind::kFree, .name = kNameCudaFree,
+    b.Add({.kind = StepOpKind::kFree,
+           .name = kNameCudaFree,
            .ns = rng.Uniform(100, 400) * kUs});
-    b.Add({.kind = StepOpKind::kFree, .name = kNameCudaFree,
+    b.Add({.kind = StepOpKind::kFree,
+           .name = kNameCudaFree,
            .ns = rng.Uniform(50, 150) * kUs});
     b.Close();
   }
@@ -252,7 +259,8 @@ StepPlan BuildStepPlan(SyntheticScenario scenario, int64_t step,
   if (scenario == SyntheticScenario::kSync) {
     b.Python(3, 8);
     b.Open(kNameLogMetrics, CpuEventCategory::kPythonFunction);
-    b.Add({.kind = StepOpKind::kDeviceSync, .name = kNameCudaDeviceSynchronize,
+    b.Add({.kind = StepOpKind::kDeviceSync,
+           .name = kNameCudaDeviceSynchronize,
            .category = CpuEventCategory::kCudaRuntime});
     b.PythonFraction(0.05, 0.12);
     b.Close();

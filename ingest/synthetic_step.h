@@ -52,9 +52,9 @@ struct StepOp {
 
 struct StepPlan {
   std::vector<StepOp> ops;
-  double total_weight = 0;         // Sum of kernel weights.
-  double incident_fraction = 0;    // Sum of step_fraction.
-  int64_t events = 0;              // Trace events the plan will emit.
+  double total_weight = 0;       // Sum of kernel weights.
+  double incident_fraction = 0;  // Sum of step_fraction.
+  int64_t events = 0;            // Trace events the plan will emit.
 };
 
 inline constexpr int32_t kComputeStream = 7;

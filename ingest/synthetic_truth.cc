@@ -43,7 +43,8 @@ absl::string_view PlantedCauseName(PlantedCause cause) {
 }
 
 PlantedGap PaintGap(int32_t device, int64_t g0, int64_t g1,
-                    int64_t launch_start, const std::deque<TimeInterval>& copies,
+                    int64_t launch_start,
+                    const std::deque<TimeInterval>& copies,
                     const std::deque<HostBlock>& host) {
   const int64_t host_end = std::clamp(launch_start, g0, g1);
   std::vector<int64_t> cuts = {g0, g1, host_end};
@@ -65,7 +66,8 @@ PlantedGap PaintGap(int32_t device, int64_t g0, int64_t g1,
   std::sort(cuts.begin(), cuts.end());
   cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
 
-  PlantedGap gap{.device = device, .start_ns = g0, .end_ns = g1, .segments = {}};
+  PlantedGap gap{
+      .device = device, .start_ns = g0, .end_ns = g1, .segments = {}};
   auto block = host.begin();
   for (size_t i = 0; i + 1 < cuts.size(); ++i) {
     const int64_t a = cuts[i];
@@ -105,14 +107,14 @@ TruthWindow& TruthAccumulator::At(int32_t device, int64_t window_start_ns) {
   }
   DeviceWindows& d = devices_[device];
   if (d.windows.empty()) d.first_window_start_ns = window_start_ns;
-  const int64_t index = (window_start_ns - d.first_window_start_ns) / window_ns_;
+  const int64_t index =
+      (window_start_ns - d.first_window_start_ns) / window_ns_;
   // Intervals arrive in time order per device, so index >= 0.
   while (static_cast<int64_t>(d.windows.size()) <= index) {
     TruthWindow w;
     w.device = device;
-    w.window_start_ns =
-        d.first_window_start_ns +
-        static_cast<int64_t>(d.windows.size()) * window_ns_;
+    w.window_start_ns = d.first_window_start_ns +
+                        static_cast<int64_t>(d.windows.size()) * window_ns_;
     d.windows.push_back(w);
   }
   return d.windows[index];

@@ -89,7 +89,8 @@ struct PlantedGap {
 // REQUIRES: g0 < g1; launch_start <= g1; `host` covers [g0, launch_start)
 // when launch_start > g0, sorted and touching.
 PlantedGap PaintGap(int32_t device, int64_t g0, int64_t g1,
-                    int64_t launch_start, const std::deque<TimeInterval>& copies,
+                    int64_t launch_start,
+                    const std::deque<TimeInterval>& copies,
                     const std::deque<HostBlock>& host);
 
 // Per device and window: what the generator planted there.

@@ -47,8 +47,10 @@ absl::Status EmbeddedKafkaCluster::CreateTopic(absl::string_view topic,
                                                int replication_factor) {
   if (partitions < 1 || replication_factor < 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat("topic ", topic, ": need at least one partition and "
-                     "replica, got ", partitions, " and ", replication_factor));
+        absl::StrCat("topic ", topic,
+                     ": need at least one partition and "
+                     "replica, got ",
+                     partitions, " and ", replication_factor));
   }
   const std::string name(topic.data(), topic.size());
   rd_kafka_resp_err_t err = rd_kafka_mock_topic_create(
@@ -65,8 +67,8 @@ absl::Status EmbeddedKafkaCluster::SetBrokerDown(int32_t broker_id) {
       err == RD_KAFKA_RESP_ERR_BROKER_NOT_AVAILABLE) {
     return absl::NotFoundError(absl::StrCat("no embedded broker ", broker_id));
   }
-  return KafkaErrorToStatus(err, absl::StrCat("taking broker ", broker_id,
-                                              " down"));
+  return KafkaErrorToStatus(err,
+                            absl::StrCat("taking broker ", broker_id, " down"));
 }
 
 absl::Status EmbeddedKafkaCluster::SetBrokerUp(int32_t broker_id) {

@@ -79,10 +79,10 @@ absl::Status KafkaConfig::Require(absl::string_view key,
   if (const std::string* existing = Find(key);
       existing != nullptr && *existing != value) {
     const bool secret = IsSecretKafkaProperty(key);
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Kafka property ", key, "=", secret ? "[redacted]" : *existing,
-        " conflicts with the ", secret ? "[redacted]" : value,
-        " this client needs"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Kafka property ", key, "=",
+                     secret ? "[redacted]" : *existing, " conflicts with the ",
+                     secret ? "[redacted]" : value, " this client needs"));
   }
   Set(key, value);
   return absl::OkStatus();
@@ -114,12 +114,10 @@ std::optional<std::string> KafkaConfig::Get(absl::string_view key) const {
 }
 
 std::string KafkaConfig::DebugString() const {
-  return absl::StrJoin(
-      properties_, ", ", [](std::string* out, const auto& kv) {
-        absl::StrAppend(out, kv.first, "=",
-                        IsSecretKafkaProperty(kv.first) ? "[redacted]"
-                                                        : kv.second);
-      });
+  return absl::StrJoin(properties_, ", ", [](std::string* out, const auto& kv) {
+    absl::StrAppend(out, kv.first, "=",
+                    IsSecretKafkaProperty(kv.first) ? "[redacted]" : kv.second);
+  });
 }
 
 absl::StatusOr<RdKafkaConfPtr> KafkaConfig::Build() const {
@@ -145,10 +143,9 @@ absl::StatusOr<RdKafkaPtr> NewKafkaClient(rd_kafka_type_t type,
   // On success rd_kafka_new() owns the configuration; on failure we still do.
   rd_kafka_t* rk = rd_kafka_new(type, conf.get(), errstr, sizeof(errstr));
   if (rk == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot create the Kafka ",
-                     type == RD_KAFKA_PRODUCER ? "producer" : "consumer", ": ",
-                     errstr));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot create the Kafka ",
+        type == RD_KAFKA_PRODUCER ? "producer" : "consumer", ": ", errstr));
   }
   conf.release();
   return RdKafkaPtr(rk);

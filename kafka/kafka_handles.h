@@ -19,7 +19,9 @@ struct RdKafkaDeleter {
   void operator()(rd_kafka_topic_partition_list_t* list) const {
     rd_kafka_topic_partition_list_destroy(list);
   }
-  void operator()(rd_kafka_error_t* error) const { rd_kafka_error_destroy(error); }
+  void operator()(rd_kafka_error_t* error) const {
+    rd_kafka_error_destroy(error);
+  }
   void operator()(const rd_kafka_metadata_t* metadata) const {
     rd_kafka_metadata_destroy(metadata);
   }

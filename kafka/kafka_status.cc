@@ -91,10 +91,9 @@ absl::Status KafkaErrorToStatus(const rd_kafka_error_t* error,
   absl::StatusCode code = KafkaErrorCode(err);
   // A fatal error ends the client whatever its code says.
   if (rd_kafka_error_is_fatal(error)) code = absl::StatusCode::kAborted;
-  return absl::Status(
-      code, absl::StrCat(context, context.empty() ? "" : ": ",
-                         rd_kafka_error_string(error), " (",
-                         rd_kafka_error_name(error), ")"));
+  return absl::Status(code, absl::StrCat(context, context.empty() ? "" : ": ",
+                                         rd_kafka_error_string(error), " (",
+                                         rd_kafka_error_name(error), ")"));
 }
 
 }  // namespace bubblewatch

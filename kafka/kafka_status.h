@@ -19,9 +19,9 @@ namespace bubblewatch {
 //   kPermissionDenied  authorization failures;
 //   kUnauthenticated   SSL/SASL authentication failures;
 //   kInvalidArgument   bad configuration, message too large, invalid record;
-//   kFailedPrecondition wrong state (e.g. a fenced or fatal idempotent producer);
-//   kAborted           the client is being destroyed or a fatal error occurred;
-//   kUnknown           anything else.
+//   kFailedPrecondition wrong state (e.g. a fenced or fatal idempotent
+//   producer); kAborted           the client is being destroyed or a fatal
+//   error occurred; kUnknown           anything else.
 absl::StatusCode KafkaErrorCode(rd_kafka_resp_err_t err);
 
 // Returns OK for RD_KAFKA_RESP_ERR_NO_ERROR, otherwise a status with

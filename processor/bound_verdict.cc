@@ -67,11 +67,12 @@ IdleClassifier::IdleClassifier(const Trace& trace, const LaunchIndex& launches)
   std::vector<Interval> all_loading;
   for (const CpuEvent& e : trace.cpu) {
     HostClass c = ClassifyCpuEvent(trace.Name(e.name), e.category);
-    bool drains = c == HostClass::kSync || c == HostClass::kAllocator ||
-                  (e.correlation != kNoCorrelation &&
-                   pageable.contains(e.correlation));
+    bool drains =
+        c == HostClass::kSync || c == HostClass::kAllocator ||
+        (e.correlation != kNoCorrelation && pageable.contains(e.correlation));
     if (!drains && c != HostClass::kDataLoading) continue;
-    auto [it, inserted] = slot_of_thread_.try_emplace(e.thread, threads_.size());
+    auto [it, inserted] =
+        slot_of_thread_.try_emplace(e.thread, threads_.size());
     if (inserted) {
       threads_.emplace_back();
       loading.emplace_back();
@@ -86,10 +87,12 @@ IdleClassifier::IdleClassifier(const Trace& trace, const LaunchIndex& launches)
   }
   for (size_t i = 0; i < threads_.size(); ++i) {
     std::sort(threads_[i].sync_ends.begin(), threads_[i].sync_ends.end());
-    threads_[i].data_loading = IntervalSet::FromIntervals(std::move(loading[i]));
+    threads_[i].data_loading =
+        IntervalSet::FromIntervals(std::move(loading[i]));
   }
   std::sort(all_threads_.sync_ends.begin(), all_threads_.sync_ends.end());
-  all_threads_.data_loading = IntervalSet::FromIntervals(std::move(all_loading));
+  all_threads_.data_loading =
+      IntervalSet::FromIntervals(std::move(all_loading));
 }
 
 const IdleClassifier::ThreadActivity& IdleClassifier::ActivityOf(
@@ -149,9 +152,9 @@ IdleBreakdown IdleClassifier::Classify(const DeviceTimeline& timeline,
     // next launch began: the queue was empty when the host went on.
     const int64_t sync_bound =
         known ? std::min(g1, trace_.cpu[launch].start_ns) : g1;
-    auto it = std::lower_bound(activity.sync_ends.begin(),
-                               activity.sync_ends.end(),
-                               g0 - kSyncReturnSlackNs);
+    auto it =
+        std::lower_bound(activity.sync_ends.begin(), activity.sync_ends.end(),
+                         g0 - kSyncReturnSlackNs);
     if (it != activity.sync_ends.end() && *it <= sync_bound) {
       out.sync_ns += rest;
       ++out.sync_gaps;
@@ -183,13 +186,13 @@ BoundVerdict DecideVerdict(const VerdictEvidence& evidence, int64_t kernels) {
   if (e.utilization >= kBusyMinUtilization) {
     if (!e.lead_p50_ns || *e.lead_p50_ns >= kCpuAheadMinLeadNs) {
       v.verdict = Verdict::kGpuBound;
-      v.reason = absl::StrCat(
-          "utilization ", Percent(e.utilization),
-          e.lead_p50_ns
-              ? absl::StrCat(" with the CPU ", Duration(*e.lead_p50_ns),
-                             " ahead (launch lead p50)")
-              : std::string(),
-          ": kernels run back to back");
+      v.reason =
+          absl::StrCat("utilization ", Percent(e.utilization),
+                       e.lead_p50_ns ? absl::StrCat(" with the CPU ",
+                                                    Duration(*e.lead_p50_ns),
+                                                    " ahead (launch lead p50)")
+                                     : std::string(),
+                       ": kernels run back to back");
       v.advice = std::string(kGpuAdvice);
     } else {
       v.verdict = Verdict::kBalanced;
@@ -241,22 +244,27 @@ BoundVerdict DecideVerdict(const VerdictEvidence& evidence, int64_t kernels) {
   v.verdict = top.verdict;
   switch (top.verdict) {
     case Verdict::kInputBound:
-      v.reason = absl::StrCat(head, " the launching thread was in the "
-                                    "DataLoader");
+      v.reason = absl::StrCat(head,
+                              " the launching thread was in the "
+                              "DataLoader");
       v.advice = std::string(kInputAdvice);
       break;
     case Verdict::kSyncBound:
       v.reason = absl::StrCat(
-          head, " follows ", idle.sync_gaps,
-          " host syncs that drained the queue: launch lead p50 after a sync ",
-          LeadText(e.post_sync_lead_p50_ns), ", overall ",
-          LeadText(e.lead_p50_ns));
+          head, " follows host syncs that drained the queue (", idle.sync_gaps,
+          idle.sync_gaps == 1 ? " gap)" : " gaps)");
+      if (e.post_sync_lead_p50_ns && e.lead_p50_ns) {
+        absl::StrAppend(&v.reason, "; launch lead p50 after a sync ",
+                        Duration(*e.post_sync_lead_p50_ns), " vs ",
+                        Duration(*e.lead_p50_ns), " overall");
+      }
       v.advice = std::string(kSyncAdvice);
       break;
     case Verdict::kCpuBound: {
       const bool flood = e.tiny_kernel_share >= kTinyKernelFloodShare;
       v.reason = absl::StrCat(
-          head, " the GPU waited for kernel launches: the kernels ending "
+          head,
+          " the GPU waited for kernel launches: the kernels ending "
           "those gaps started ",
           LeadText(e.post_launch_gap_lead_p50_ns),
           " after their launch (p50; all kernels ", LeadText(e.lead_p50_ns),
@@ -274,9 +282,11 @@ BoundVerdict DecideVerdict(const VerdictEvidence& evidence, int64_t kernels) {
         v.reason = absl::StrCat(head, " the GPU was copying memory (",
                                 Percent(static_cast<double>(idle.copy_ns) /
                                         static_cast<double>(total)),
-                                " memcpy/memset) while the CPU was ",
-                                LeadText(e.lead_p50_ns),
-                                " ahead (launch lead p50)");
+                                " memcpy/memset)");
+        if (e.lead_p50_ns) {
+          absl::StrAppend(&v.reason, " while the CPU was ",
+                          Duration(*e.lead_p50_ns), " ahead (launch lead p50)");
+        }
         v.advice = std::string(kCopyAdvice);
       } else {
         v.reason = absl::StrCat(
@@ -288,8 +298,8 @@ BoundVerdict DecideVerdict(const VerdictEvidence& evidence, int64_t kernels) {
       }
       break;
     default:
-      v.reason = absl::StrCat(
-          head, " has no launch call in the trace to explain it");
+      v.reason =
+          absl::StrCat(head, " has no launch call in the trace to explain it");
       break;
   }
   return v;

@@ -1,6 +1,7 @@
 #include "processor/diagnosis.h"
 
 #include <algorithm>
+#include <array>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -9,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "processor/bound_verdict.h"
 #include "processor/device_timeline.h"
-#include "processor/interval_set.h"
 #include "processor/duration_percentiles.h"
+#include "processor/interval_set.h"
 #include "processor/kernel_stats.h"
 #include "processor/launch_index.h"
 #include "processor/launch_lead.h"
@@ -19,8 +20,8 @@ namespace bubblewatch {
 namespace {
 
 constexpr std::array<absl::string_view, 6> kVerdictNames = {
-    "unknown", "gpu_bound", "cpu_bound", "sync_bound", "input_bound",
-    "balanced"};
+    "unknown",    "gpu_bound",   "cpu_bound",
+    "sync_bound", "input_bound", "balanced"};
 
 std::optional<int64_t> Median(std::vector<int64_t>& values) {
   if (values.empty()) return std::nullopt;
@@ -134,8 +135,7 @@ absl::StatusOr<Diagnosis> DiagnoseTrace(const Trace& trace,
                                  options.top_kernels);
     IdleClassifier::GapLeads gap_leads;
     const IdleBreakdown idle = classifier.Classify(
-        timeline, IntervalSet::FromIntervals(std::move(copies[i])),
-        &gap_leads);
+        timeline, IntervalSet::FromIntervals(std::move(copies[i])), &gap_leads);
     AddIdle(idle, job_idle);
     for (auto [from, to] :
          {std::pair(&gap_leads.after_sync, &job_gap_leads.after_sync),
@@ -153,8 +153,8 @@ absl::StatusOr<Diagnosis> DiagnoseTrace(const Trace& trace,
   CombineLaunchFigures(launch_figures, &job.launch, &job.queue);
   std::vector<const std::vector<KernelSlot>*> all;
   for (const DeviceTimeline& t : timelines) all.push_back(&t.kernels());
-  job.kernels =
-      BreakDownKernels(trace, all, analysis.job.compute_ns, options.top_kernels);
+  job.kernels = BreakDownKernels(trace, all, analysis.job.compute_ns,
+                                 options.top_kernels);
   job.verdict =
       DecideVerdict(MakeEvidence(analysis.job, job_idle, job.launch,
                                  job_gap_leads, job.queue, job.kernels),

@@ -126,7 +126,8 @@ struct QueueDepthStats {
   int64_t max = 0;    // Over the whole trace.
   double mean = 0.0;  // Time-weighted over the span.
   // The span cut into equal buckets from `series_start_ns`, each with its
-  // time-weighted mean depth. Empty for the job (devices' spans differ).
+  // time-weighted mean depth. Empty for the job (devices' spans differ) and
+  // when no kernel's launch is known.
   int64_t series_start_ns = 0;
   int64_t bucket_ns = 0;
   std::vector<double> series;
@@ -164,7 +165,7 @@ struct KernelBreakdown {
   std::vector<KernelStat> top_compute;        // By total time, then name.
   std::vector<KernelStat> top_communication;  // By total time, then name.
   CommunicationStats communication;
-  int64_t kernels = 0;  // Non-empty kernels.
+  int64_t kernels = 0;       // Non-empty kernels.
   int64_t tiny_kernels = 0;  // Shorter than kTinyKernelNs.
   int64_t median_kernel_ns = 0;
   double tiny_share() const {
@@ -184,8 +185,7 @@ struct IdleBreakdown {
   int64_t sync_gaps = 0;    // Gaps (rests after copies) classed sync.
   int64_t launch_gaps = 0;  // Gaps (rests after copies) classed launch.
   int64_t total_ns() const {
-    return copy_ns + input_ns + sync_ns + launch_ns + gpu_side_ns +
-           unknown_ns;
+    return copy_ns + input_ns + sync_ns + launch_ns + gpu_side_ns + unknown_ns;
   }
 };
 

@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/match.h"
+#include "absl/strings/strip.h"
 #include "processor/duration_percentiles.h"
 #include "processor/interval_set.h"
 
@@ -27,16 +27,14 @@ KernelStat MakeStat(absl::string_view name, std::vector<int64_t>& durations,
   s.mean_ns = s.count > 0 ? s.total_ns / s.count : 0;
   std::sort(durations.begin(), durations.end());
   s.p90_ns = durations.empty() ? 0 : NearestRank(durations, 0.9);
-  s.busy_share =
-      busy_ns > 0 ? static_cast<double>(s.total_ns) / busy_ns : 0.0;
+  s.busy_share = busy_ns > 0 ? static_cast<double>(s.total_ns) / busy_ns : 0.0;
   return s;
 }
 
 // The `top` stats with the most time, in order.
 std::vector<KernelStat> Top(std::vector<KernelStat> stats, int top) {
   size_t keep = std::min(stats.size(), static_cast<size_t>(std::max(0, top)));
-  std::partial_sort(stats.begin(), stats.begin() + keep, stats.end(),
-                    MoreTime);
+  std::partial_sort(stats.begin(), stats.begin() + keep, stats.end(), MoreTime);
   stats.resize(keep);
   return stats;
 }

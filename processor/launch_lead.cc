@@ -41,7 +41,8 @@ class DepthIntegrator {
     while (a < b && i < sums_.size()) {
       int64_t bucket_end = start_ + static_cast<int64_t>(i + 1) * bucket_ns_;
       int64_t piece_end = std::min(b, bucket_end);
-      sums_[i] += static_cast<double>(depth) * static_cast<double>(piece_end - a);
+      sums_[i] +=
+          static_cast<double>(depth) * static_cast<double>(piece_end - a);
       a = piece_end;
       ++i;
     }
@@ -118,10 +119,11 @@ DeviceLaunchFigures ComputeDeviceLaunchFigures(
     }
   }
   out.queue_integral = integrator.total();
-  out.queue.mean =
-      out.span_ns > 0 ? out.queue_integral / static_cast<double>(out.span_ns)
-                      : 0.0;
-  integrator.FillSeries(&out.queue);
+  out.queue.mean = out.span_ns > 0
+                       ? out.queue_integral / static_cast<double>(out.span_ns)
+                       : 0.0;
+  // Without a single known launch the queue is unknown, not empty.
+  if (!out.leads_ns.empty()) integrator.FillSeries(&out.queue);
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
@@ -23,6 +24,19 @@ namespace {
 constexpr char kErrorHeader[] = "bubblewatch.error";
 constexpr absl::Duration kRetentionInterval = absl::Minutes(1);
 constexpr int kPollTimeoutMs = 100;
+
+// True for a "key=value" whose key only a consumer understands.
+bool IsConsumerOnlyProperty(absl::string_view assignment) {
+  absl::string_view key = assignment.substr(0, assignment.find('='));
+  for (absl::string_view prefix :
+       {"group.", "session.timeout.ms", "heartbeat.interval.ms",
+        "auto.offset.reset", "enable.auto.", "auto.commit.", "fetch.",
+        "max.poll.interval.ms", "partition.assignment.strategy",
+        "isolation.level", "queued.", "check.crcs"}) {
+    if (absl::StartsWith(key, prefix)) return true;
+  }
+  return false;
+}
 
 }  // namespace
 
@@ -82,6 +96,10 @@ class StreamProcessor::Impl {
   absl::flat_hash_map<std::pair<std::string, int64_t>, int64_t> pending_late_;
   bool uncommitted_ = false;
   int64_t undelivered_ = 0;
+  // Wall time of the first message and after the last one handled, for the
+  // throughput figure in the progress line.
+  absl::Time first_message_ = absl::InfinitePast();
+  absl::Time last_handled_ = absl::InfinitePast();
 
   mutable absl::Mutex stats_mu_;
   ProcessorStats stats_ ABSL_GUARDED_BY(stats_mu_);
@@ -107,9 +125,13 @@ absl::Status StreamProcessor::Impl::Init() {
   rd_kafka_poll_set_consumer(consumer_.get());
 
   KafkaConfig producer_config(options_.brokers);
-  RETURN_IF_ERROR(producer_config.SetAssignments(options_.kafka_properties));
-  // -X applies to both clients (SASL/SSL settings are shared); librdkafka
-  // ignores, with a warning, a consumer-only key given to the producer.
+  // -X applies to both clients (SASL/SSL settings are shared); consumer-only
+  // keys are left out of the producer's, where librdkafka would warn.
+  for (const std::string& assignment : options_.kafka_properties) {
+    if (!IsConsumerOnlyProperty(assignment)) {
+      RETURN_IF_ERROR(producer_config.SetAssignment(assignment));
+    }
+  }
   producer_config.SetDefault("enable.idempotence", "true");
   producer_config.SetDefault("acks", "all");
   producer_config.SetDefault("partitioner", "murmur2_random");
@@ -461,11 +483,17 @@ void StreamProcessor::Impl::LogProgress() {
   for (const auto& [reason, n] : stats_.dlq_by_reason) dlq += n;
   int64_t total_lag = 0;
   for (const auto& [tp, n] : lag) total_lag += n;
+  double busy_s = first_message_ == absl::InfinitePast()
+                      ? 0.0
+                      : absl::ToDoubleSeconds(last_handled_ - first_message_);
   spdlog::info(
-      "processed {} messages, {} events; {} windows written; {} open jobs, {} "
-      "buffered events; lag {}; late {}; duplicates {}; DLQ {}",
-      stats_.messages, stats_.events, stats_.windows_written, open, buffered,
-      total_lag, stats_.late_events, stats_.duplicate_batches, dlq);
+      "processed {} messages, {} events ({:.0f} events/s from first to last "
+      "message); {} windows written; {} open jobs, {} buffered events; lag "
+      "{}; late {}; duplicates {}; DLQ {}",
+      stats_.messages, stats_.events,
+      busy_s > 0 ? static_cast<double>(stats_.events) / busy_s : 0.0,
+      stats_.windows_written, open, buffered, total_lag, stats_.late_events,
+      stats_.duplicate_batches, dlq);
 }
 
 absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
@@ -484,7 +512,9 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
     if (message) {
       if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
         last_message = now;
+        if (first_message_ == absl::InfinitePast()) first_message_ = now;
         RETURN_IF_ERROR(HandleMessage(*message, now));
+        last_handled_ = absl::Now();
       } else if (message->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
         absl::Status s = KafkaErrorToStatus(message->err, "consuming");
         if (rd_kafka_fatal_error(consumer_.get(), nullptr, 0) !=

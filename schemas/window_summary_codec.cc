@@ -20,7 +20,8 @@ using flatbuffers::Offset;
 Offset<fb::KernelRef> EncodeKernel(FlatBufferBuilder& b,
                                    const std::optional<KernelRef>& kernel) {
   if (!kernel) return 0;  // Absent field: no kernel.
-  auto name = b.CreateString(kernel->name);
+  // Devices and bubbles often name the same kernels: store each name once.
+  auto name = b.CreateSharedString(kernel->name);
   return fb::CreateKernelRef(b, name, kernel->start_ns, kernel->end_ns,
                              kernel->stream);
 }
@@ -44,7 +45,7 @@ Offset<fb::BubbleReport> EncodeBubble(FlatBufferBuilder& b,
   auto before = EncodeKernel(b, r.before);
   auto after = EncodeKernel(b, r.after);
   auto attribution = EncodeAttribution(b, r.attribution);
-  auto blamed = b.CreateString(r.blamed);
+  auto blamed = b.CreateSharedString(r.blamed);
   return fb::CreateBubbleReport(b, r.device, r.start_ns, r.end_ns, before,
                                 after, attribution,
                                 static_cast<uint8_t>(r.cause), blamed);

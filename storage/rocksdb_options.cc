@@ -72,8 +72,12 @@ RocksDbConfig MakeRocksDbConfig(const WindowStoreOptions& options,
       {kJobsColumnFamily, FamilyOptions(config.block_cache, big, n, 4 << 10)},
       {kProgressColumnFamily,
        FamilyOptions(config.block_cache, small, n, 4 << 10)},
+      // Each job's newest window, rewritten by nearly every commit: a big
+      // memtable keeps most of it in memory.
+      {kLatestColumnFamily,
+       FamilyOptions(config.block_cache, big, n, 16 << 10)},
   };
-  config.memtable_budget = (2 * big + 2 * small) * n;
+  config.memtable_budget = (3 * big + 2 * small) * n;
   return config;
 }
 

@@ -17,10 +17,11 @@ namespace bubblewatch {
 inline constexpr char kWindowsColumnFamily[] = "windows";
 inline constexpr char kJobsColumnFamily[] = "jobs";
 inline constexpr char kProgressColumnFamily[] = "progress";
+inline constexpr char kLatestColumnFamily[] = "latest";
 
 struct RocksDbConfig {
   rocksdb::DBOptions db;
-  // default, windows, jobs, progress: in this order.
+  // default, windows, jobs, progress, latest: in this order.
   std::vector<rocksdb::ColumnFamilyDescriptor> column_families;
   std::shared_ptr<rocksdb::Cache> block_cache;  // Shared by all of them.
   int64_t memtable_budget = 0;                  // Bytes, all families.

@@ -2,8 +2,6 @@
 // rocksdb_window_store_writes.cc.
 #include "storage/rocksdb_window_store.h"
 
-#include <stdlib.h>
-
 #include <cstdint>
 #include <filesystem>
 #include <limits>
@@ -15,9 +13,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "rocksdb/write_batch.h"
 #include "schemas/window_summary_codec.h"
 #include "storage/rocksdb_options.h"
 #include "storage/rocksdb_status.h"
+#include "storage/secondary_dir.h"
 #include "storage/window_key.h"
 
 namespace bubblewatch {
@@ -44,10 +44,12 @@ absl::StatusOr<WindowSummary> DecodeStored(const rocksdb::Slice& key,
   if (!window.ok()) {
     absl::string_view job;
     int64_t start_ns = 0;
-    ParseWindowKey(View(key), &job, &start_ns);
-    return absl::DataLossError(absl::StrCat("window of job ", job, " at ",
-                                            start_ns, ": ",
-                                            window.status().message()));
+    const std::string where =
+        ParseWindowKey(View(key), &job, &start_ns)
+            ? absl::StrCat("window of job ", job, " at ", start_ns)
+            : absl::StrCat("latest window of job ", View(key));
+    return absl::DataLossError(
+        absl::StrCat(where, ": ", window.status().message()));
   }
   return window;
 }
@@ -61,43 +63,35 @@ JobInfo ToJobInfo(absl::string_view job, const JobRecord& r) {
 }
 
 // Checks that an existing database holds only our column families (and, for
-// a secondary, all of them).
-absl::Status CheckColumnFamilies(const std::string& path, bool secondary) {
+// a secondary, the three it cannot work without). Returns whether `latest`
+// is there: stores written before it existed lack it.
+absl::StatusOr<bool> CheckColumnFamilies(const std::string& path,
+                                         bool secondary) {
   std::vector<std::string> families;
   RETURN_IF_ERROR(FromRocksDb(
       rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), path, &families),
       absl::StrCat("listing the column families of ", path)));
-  int ours = 0;
+  int required = 0;
+  bool has_latest = false;
+  bool foreign = false;
   for (const std::string& f : families) {
     if (f == kWindowsColumnFamily || f == kJobsColumnFamily ||
         f == kProgressColumnFamily) {
-      ++ours;
+      ++required;
+    } else if (f == kLatestColumnFamily) {
+      has_latest = true;
     } else if (f != rocksdb::kDefaultColumnFamilyName) {
-      ours = -1;
-      break;
+      foreign = true;
     }
   }
-  if (ours < 0 || (secondary && ours != 3)) {
+  if (foreign || (secondary && required != 3)) {
     return absl::FailedPreconditionError(absl::StrCat(
         path, " holds a RocksDB database with column families [",
         absl::StrJoin(families, ", "),
         "], not a bubblewatch window store (default, windows, jobs, "
-        "progress)"));
+        "progress, latest)"));
   }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::string> MakeSecondaryDir() {
-  std::error_code ec;
-  std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
-  if (ec) tmp = "/tmp";
-  std::string pattern = (tmp / "bubblewatch-secondary-XXXXXX").string();
-  if (mkdtemp(pattern.data()) == nullptr) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot create a secondary instance directory like ",
-                     pattern, ": ", std::generic_category().message(errno)));
-  }
-  return pattern;
+  return has_latest;
 }
 
 }  // namespace
@@ -124,13 +118,18 @@ absl::StatusOr<std::unique_ptr<RocksDbWindowStore>> RocksDbWindowStore::Open(
     return absl::NotFoundError(absl::StrCat(
         "no window store at ", path, " (no RocksDB CURRENT file there)"));
   }
-  if (exists) RETURN_IF_ERROR(CheckColumnFamilies(path, secondary));
+  bool had_latest = false;
+  if (exists) {
+    ASSIGN_OR_RETURN(had_latest, CheckColumnFamilies(path, secondary));
+  }
 
   std::string secondary_dir;
   if (secondary) {
     ASSIGN_OR_RETURN(secondary_dir, MakeSecondaryDir());
   }
   RocksDbConfig config = MakeRocksDbConfig(options, secondary, env);
+  // A secondary cannot create `latest`; it falls back to seeking.
+  if (secondary && !had_latest) config.column_families.pop_back();
   rocksdb::DB* raw = nullptr;
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   const rocksdb::Status s =
@@ -153,7 +152,11 @@ absl::StatusOr<std::unique_ptr<RocksDbWindowStore>> RocksDbWindowStore::Open(
   store->windows_ = store->handles_[1];
   store->jobs_ = store->handles_[2];
   store->progress_ = store->handles_[3];
+  if (store->handles_.size() > 4) store->latest_ = store->handles_[4];
   store->sync_commits_ = options.sync_commits;
+  if (exists && !had_latest && !secondary) {
+    RETURN_IF_ERROR(store->PopulateLatest());
+  }
   return store;
 }
 
@@ -217,39 +220,41 @@ absl::StatusOr<std::optional<WindowSummary>> RocksDbWindowStore::Latest(
 
 absl::StatusOr<std::vector<WindowSummary>>
 RocksDbWindowStore::LatestOfEveryJob() const {
-  std::vector<std::string> keys;
-  std::unique_ptr<rocksdb::Iterator> it(
-      db_->NewIterator(rocksdb::ReadOptions(), jobs_));
-  for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    ASSIGN_OR_RETURN(JobRecord r, DecodeJobRecord(View(it->value()), false));
-    if (r.window_count > 0) {
-      keys.push_back(WindowKey(View(it->key()), r.latest_window_start_ns));
-    }
-  }
-  RETURN_IF_ERROR(FromRocksDb(it->status(), "listing jobs"));
-
+  if (latest_ == nullptr) return LatestBySeeking();
   std::vector<WindowSummary> out;
-  out.reserve(keys.size());
-  std::vector<rocksdb::Slice> slices(keys.begin(), keys.end());
-  std::vector<rocksdb::PinnableSlice> values(keys.size());
-  std::vector<rocksdb::Status> statuses(keys.size());
-  db_->MultiGet(rocksdb::ReadOptions(), windows_, slices.size(), slices.data(),
-                values.data(), statuses.data());
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (statuses[i].IsNotFound()) {
-      // Only if the record and the windows disagree: fall back to a seek.
-      absl::string_view job;
-      int64_t start_ns = 0;
-      ParseWindowKey(keys[i], &job, &start_ns);
-      ASSIGN_OR_RETURN(std::optional<WindowSummary> w, Latest(job));
-      if (w) out.push_back(std::move(*w));
-      continue;
-    }
-    RETURN_IF_ERROR(FromRocksDb(statuses[i], "reading the latest windows"));
-    ASSIGN_OR_RETURN(WindowSummary w, DecodeStored(slices[i], values[i]));
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_->NewIterator(rocksdb::ReadOptions(), latest_));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    ASSIGN_OR_RETURN(WindowSummary w, DecodeStored(it->key(), it->value()));
     out.push_back(std::move(w));
   }
+  RETURN_IF_ERROR(
+      FromRocksDb(it->status(), "reading the latest window of every job"));
   return out;
+}
+
+absl::StatusOr<std::vector<WindowSummary>> RocksDbWindowStore::LatestBySeeking()
+    const {
+  ASSIGN_OR_RETURN(std::vector<JobInfo> jobs, ListJobs());
+  std::vector<WindowSummary> out;
+  for (const JobInfo& job : jobs) {
+    if (job.window_count == 0) continue;
+    ASSIGN_OR_RETURN(std::optional<WindowSummary> w, Latest(job.job));
+    if (w) out.push_back(std::move(*w));
+  }
+  return out;
+}
+
+absl::Status RocksDbWindowStore::PopulateLatest() {
+  ASSIGN_OR_RETURN(std::vector<WindowSummary> latest, LatestBySeeking());
+  rocksdb::WriteBatch wb;
+  for (const WindowSummary& w : latest) {
+    wb.Put(latest_, w.job, EncodeWindowSummary(w));
+  }
+  rocksdb::WriteOptions wo;
+  wo.sync = sync_commits_;
+  return FromRocksDb(db_->Write(wo, &wb),
+                     absl::StrCat("filling the latest windows of ", path_));
 }
 
 absl::StatusOr<std::vector<JobInfo>> RocksDbWindowStore::ListJobs() const {

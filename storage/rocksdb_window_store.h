@@ -3,8 +3,8 @@
 // through it).
 //
 // Column families (storage/README.md): `windows` (job, start → WindowSummary),
-// `jobs` (job → JobRecord), `progress` (topic, partition → ProgressRecord);
-// key layout in window_key.h.
+// `jobs` (job → JobRecord), `progress` (topic, partition → ProgressRecord),
+// `latest` (job → a copy of its newest window); key layout in window_key.h.
 #ifndef BUBBLEWATCH_STORAGE_ROCKSDB_WINDOW_STORE_H_
 #define BUBBLEWATCH_STORAGE_ROCKSDB_WINDOW_STORE_H_
 
@@ -79,6 +79,10 @@ class RocksDbWindowStore final : public WindowStore {
   absl::Status TrimJob(const std::string& job, int64_t retention_ns,
                        RetentionStats& stats);
   absl::Status WritableOrError() const;
+  // Fills `latest` from the windows, for a store written before it existed.
+  absl::Status PopulateLatest();
+  // LatestOfEveryJob without `latest`: one seek per job.
+  absl::StatusOr<std::vector<WindowSummary>> LatestBySeeking() const;
 
   const std::string path_;
   const Mode mode_;
@@ -90,6 +94,8 @@ class RocksDbWindowStore final : public WindowStore {
   rocksdb::ColumnFamilyHandle* windows_ = nullptr;
   rocksdb::ColumnFamilyHandle* jobs_ = nullptr;
   rocksdb::ColumnFamilyHandle* progress_ = nullptr;
+  // Null only in a secondary opened on a store that predates `latest`.
+  rocksdb::ColumnFamilyHandle* latest_ = nullptr;
   bool sync_commits_ = false;
   // Serializes Commit and retention: both read-modify-write job records.
   absl::Mutex write_mu_;

@@ -42,6 +42,18 @@ absl::Status ValidateBatch(const StoreBatch& batch) {
   return absl::OkStatus();
 }
 
+// Windows of `r` starting at or before the returned time are expired; none
+// when the job has no windows or nothing can be that old.
+std::optional<int64_t> RetentionCutoff(const JobRecord& r,
+                                       int64_t retention_ns) {
+  if (r.window_count == 0 ||
+      r.latest_window_start_ns <
+          std::numeric_limits<int64_t>::min() + retention_ns) {
+    return std::nullopt;
+  }
+  return r.latest_window_start_ns - retention_ns;
+}
+
 }  // namespace
 
 absl::Status RocksDbWindowStore::WritableOrError() const {
@@ -94,11 +106,20 @@ absl::Status RocksDbWindowStore::Commit(const StoreBatch& batch) {
         is_new = !exists;
       }
     }
-    if (r->window_count == 0 || start > r->latest_window_start_ns) {
-      r->latest_window_start_ns = start;
+    const bool is_latest =
+        r->window_count == 0 || start >= r->latest_window_start_ns;
+    if (is_latest) r->latest_window_start_ns = start;
+    if (r->window_count == 0) {
+      r->oldest_window_start_ns = start;
+    } else {
+      r->oldest_window_start_ns = std::min(r->oldest_window_start_ns, start);
     }
     if (is_new) ++r->window_count;
-    wb.Put(windows_, key, EncodeWindowSummary(w));
+    const std::string value = EncodeWindowSummary(w);
+    wb.Put(windows_, key, value);
+    // A copy for LatestOfEveryJob; a later Put of the same job in this batch
+    // wins, and it is only made for a start at least as late.
+    if (is_latest) wb.Put(latest_, w.job, value);
   }
   for (const JobUpdate& u : batch.jobs) {
     ASSIGN_OR_RETURN(JobRecord * r, record_of(u.job));
@@ -139,29 +160,28 @@ absl::StatusOr<RetentionStats> RocksDbWindowStore::ApplyRetention(
   if (retention == absl::InfiniteDuration()) return stats;
   const int64_t retention_ns = absl::ToInt64Nanoseconds(retention);
 
-  // The job list is read without the lock: a job added meanwhile has nothing
-  // old enough to delete yet.
-  std::vector<std::string> jobs;
+  // One scan of the (small) job records, without the lock, finds the jobs
+  // with something to delete; only those are locked, re-read and trimmed,
+  // so commits interleave with a pass. A job whose record changes after the
+  // scan is trimmed by the next pass.
+  std::vector<std::string> candidates;
   {
     std::unique_ptr<rocksdb::Iterator> it(
         db_->NewIterator(rocksdb::ReadOptions(), jobs_));
     for (it->SeekToFirst(); it->Valid(); it->Next()) {
-      jobs.push_back(it->key().ToString());
+      ASSIGN_OR_RETURN(JobRecord r,
+                       DecodeJobRecord(absl::string_view(it->value().data(),
+                                                         it->value().size()),
+                                       false));
+      const std::optional<int64_t> cutoff = RetentionCutoff(r, retention_ns);
+      if (cutoff && r.oldest_window_start_ns <= *cutoff) {
+        candidates.push_back(it->key().ToString());
+      }
     }
     RETURN_IF_ERROR(FromRocksDb(it->status(), "listing jobs for retention"));
   }
-  // One job at a time under the lock, so commits interleave with a pass.
-  for (const std::string& job : jobs) {
+  for (const std::string& job : candidates) {
     RETURN_IF_ERROR(TrimJob(job, retention_ns, stats));
-  }
-  if (stats.windows_deleted > 0) {
-    // RocksDB 7.8 re-fragments the range tombstones of the active memtable on
-    // every read; flushing them to a table file (where they are fragmented
-    // once) keeps scans fast after a pass.
-    rocksdb::FlushOptions fo;
-    fo.wait = false;
-    RETURN_IF_ERROR(FromRocksDb(db_->Flush(fo, windows_),
-                                "flushing windows after retention"));
   }
   return stats;
 }
@@ -171,40 +191,51 @@ absl::Status RocksDbWindowStore::TrimJob(const std::string& job,
                                          RetentionStats& stats) {
   absl::MutexLock lock(&write_mu_);
   ASSIGN_OR_RETURN(std::optional<JobRecord> record, ReadJobRecord(job, true));
-  if (!record || record->window_count == 0) return absl::OkStatus();
-  const int64_t newest = record->latest_window_start_ns;
-  if (newest < std::numeric_limits<int64_t>::min() + retention_ns) {
-    return absl::OkStatus();  // Nothing can be that old.
+  if (!record) return absl::OkStatus();
+  const std::optional<int64_t> cutoff = RetentionCutoff(*record, retention_ns);
+  if (!cutoff || record->oldest_window_start_ns > *cutoff) {
+    return absl::OkStatus();
   }
   // Delete starts <= cutoff, i.e. keys in [job '\0', key(cutoff + 1)).
-  const int64_t cutoff = newest - retention_ns;
   const std::string lower = WindowKeyPrefix(job);
-  const std::string upper = WindowKey(job, cutoff + 1);
+  const std::string upper = WindowKey(job, *cutoff + 1);
 
-  // Count what goes, for the job's window count: this reads only the
-  // expiring windows, never the ones kept.
-  const rocksdb::Slice upper_slice(upper);
+  // Count what goes (for the window count) and find the first start kept
+  // (the new oldest): this reads the expiring windows and one more.
+  const std::string limit = WindowKeyLimit(job);
+  const rocksdb::Slice limit_slice(limit);
   rocksdb::ReadOptions ro;
-  ro.iterate_upper_bound = &upper_slice;
+  ro.iterate_upper_bound = &limit_slice;
   ro.fill_cache = false;  // Expiring data is not worth caching.
   int64_t expired = 0;
+  int64_t oldest_kept = record->latest_window_start_ns;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, windows_));
-  for (it->Seek(lower); it->Valid(); it->Next()) ++expired;
+  for (it->Seek(lower); it->Valid(); it->Next()) {
+    if (it->key().compare(upper) >= 0) {
+      absl::string_view unused_job;
+      ParseWindowKey(absl::string_view(it->key().data(), it->key().size()),
+                     &unused_job, &oldest_kept);
+      break;
+    }
+    ++expired;
+  }
   RETURN_IF_ERROR(FromRocksDb(
       it->status(), absl::StrCat("counting expired windows of job ", job)));
-  if (expired == 0) return absl::OkStatus();
 
+  record->oldest_window_start_ns = oldest_kept;
   record->window_count = std::max<int64_t>(0, record->window_count - expired);
   rocksdb::WriteBatch wb;
-  wb.DeleteRange(windows_, lower, upper);
-  wb.Put(jobs_, job, EncodeJobRecord(*record));
+  if (expired > 0) wb.DeleteRange(windows_, lower, upper);
+  wb.Put(jobs_, job, EncodeJobRecord(*record));  // At least the new oldest.
   rocksdb::WriteOptions wo;
   wo.sync = sync_commits_;
   RETURN_IF_ERROR(FromRocksDb(
       db_->Write(wo, &wb),
       absl::StrCat("deleting ", expired, " expired windows of job ", job)));
-  ++stats.jobs_trimmed;
-  stats.windows_deleted += expired;
+  if (expired > 0) {
+    ++stats.jobs_trimmed;
+    stats.windows_deleted += expired;
+  }
   return absl::OkStatus();
 }
 

@@ -3,8 +3,10 @@
 // are FlatBuffers, schemas/window_summary.fbs, because other programs read
 // them; these records only the store does.)
 //
-//   JobRecord:      u8 format=1, i64 last_event_ns, i64 last_seen_wall_ns,
-//                   i64 window_count, i64 latest_window_start_ns, state bytes
+//   JobRecord:      u8 format=2, i64 last_event_ns, i64 last_seen_wall_ns,
+//                   i64 window_count, i64 latest_window_start_ns,
+//                   i64 oldest_window_start_ns, state bytes
+//                   (format 1, still read, lacks oldest_window_start_ns)
 //   ProgressRecord: u8 format=1, i64 resume_offset, i64 committed_position
 #ifndef BUBBLEWATCH_STORAGE_STORE_RECORDS_H_
 #define BUBBLEWATCH_STORAGE_STORE_RECORDS_H_
@@ -22,7 +24,13 @@ struct JobRecord {
   int64_t last_seen_wall_ns = 0;  // Unix ns.
   int64_t window_count = 0;
   int64_t latest_window_start_ns = 0;  // Meaningful when window_count > 0.
-  std::string state;                   // Opaque, the processor's.
+  // No stored window starts earlier; kUnknownOldest when not known (format 1
+  // records), which makes retention look. Lets a retention pass skip a job
+  // with nothing expired without reading its windows.
+  int64_t oldest_window_start_ns = kUnknownOldest;
+  std::string state;  // Opaque, the processor's.
+
+  static constexpr int64_t kUnknownOldest = INT64_MIN;
 };
 
 struct ProgressRecord {

@@ -38,8 +38,9 @@ namespace bubblewatch {
 // Memory and durability settings of the RocksDB-backed store. Memory is
 // bounded by block_cache_bytes (data, index and filter blocks all charged to
 // it) plus the memtables: write_buffer_bytes * max_write_buffers for each of
-// the `windows` and `jobs` column families (`progress` uses at most 4 MiB
-// per memtable).
+// the `windows`, `jobs` and `latest` column families, at most 4 MiB *
+// max_write_buffers for each of `progress` and `default` (208 MiB in all by
+// default).
 struct WindowStoreOptions {
   // One LRU block cache shared by all column families.
   // Default: 64 MiB.
@@ -47,7 +48,7 @@ struct WindowStoreOptions {
   // Size of one memtable (RocksDB write_buffer_size).
   // Default: 32 MiB.
   int64_t write_buffer_bytes = int64_t{32} << 20;
-  // Memtables per column family, the active one included.
+  // Memtables per column family, the active one included; at least 2.
   // Default: 2.
   int max_write_buffers = 2;
   // fsync the write-ahead log on every Commit. The WAL is always on: without
@@ -132,7 +133,8 @@ class WindowStoreReader {
 
   // Returns the latest window of every job that has one, in job order. All
   // stored windows are final, so this is "the latest complete window".
-  // Costs one point read per job.
+  // Reads one small column family holding a copy of each job's newest
+  // window; never touches older windows.
   virtual absl::StatusOr<std::vector<WindowSummary>> LatestOfEveryJob()
       const = 0;
 
@@ -176,8 +178,10 @@ class WindowStore : public WindowStoreReader {
 
   // Deletes, per job, the windows whose start is at least `retention` older
   // than the start of the job's newest window (start <= newest - retention),
-  // with one range delete per job; reads only the jobs' metadata and the
-  // windows it deletes. Jobs are never forgotten. The processor calls this
+  // with one range delete per job. Reads the job records, and windows only
+  // of jobs with something expired (those, plus the first one kept); a pass
+  // with nothing to delete is one scan of the job records. Commits may run
+  // during a pass. Jobs are never forgotten. The processor calls this
   // periodically (--retention, default 6 h).
   // REQUIRES: retention > 0.
   virtual absl::StatusOr<RetentionStats> ApplyRetention(
@@ -185,7 +189,8 @@ class WindowStore : public WindowStoreReader {
 };
 
 // Opens the RocksDB-backed store at `path` for reading and writing, creating
-// it if missing.
+// it if missing. Destroy the store before main() returns: RocksDB's own
+// static state may already be gone during static destruction.
 // Errors: kFailedPrecondition if another process holds it open, or `path`
 // cannot be a directory (its parent is a file, no permission, read-only file
 // system); others as in the class comment.

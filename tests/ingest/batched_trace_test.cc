@@ -16,12 +16,15 @@ Trace Interleaved(int n) {
   const NameId kernel = names.Intern("ampere_sgemm_128x64_tn");
   const NameId launch = names.Intern("cudaLaunchKernel");
   for (int i = n - 1; i >= 0; --i) {
-    t.gpu.push_back(GpuActivity{.start_ns = 10 * i, .end_ns = 10 * i + 8,
+    t.gpu.push_back(GpuActivity{.start_ns = 10 * i,
+                                .end_ns = 10 * i + 8,
                                 .correlation = static_cast<uint64_t>(i + 1),
                                 .name = kernel});
-    t.cpu.push_back(CpuEvent{.start_ns = 10 * i + 5, .end_ns = 10 * i + 6,
+    t.cpu.push_back(CpuEvent{.start_ns = 10 * i + 5,
+                             .end_ns = 10 * i + 6,
                              .correlation = static_cast<uint64_t>(i + 100),
-                             .thread = 1, .name = launch,
+                             .thread = 1,
+                             .name = launch,
                              .category = CpuEventCategory::kCudaRuntime});
   }
   return t;
@@ -65,8 +68,7 @@ TEST(BatchedTrace, EncodedBatchesCarryEveryEventOnceWithSequenceNumbers) {
   BatchedTrace batched(original, Identity(), {.max_events = 7});
   std::set<uint64_t> correlations;
   for (size_t i = 0; i < batched.num_batches(); ++i) {
-    absl::StatusOr<DecodedBatch> decoded =
-        DecodeEventBatch(batched.Encode(i));
+    absl::StatusOr<DecodedBatch> decoded = DecodeEventBatch(batched.Encode(i));
     ASSERT_TRUE(decoded.ok()) << decoded.status();
     EXPECT_EQ(decoded->header.job, "job-a");
     EXPECT_EQ(decoded->header.host, "node-1");

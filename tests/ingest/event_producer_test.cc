@@ -69,9 +69,8 @@ class EventProducerTest : public ::testing::Test {
     options.topic = "events";
     options.delivery_timeout = timeout;
     options.linger = absl::Milliseconds(5);
-    auto producer =
-        EventProducer::Create(KafkaConfig(cluster_->bootstrap_servers()),
-                              options);
+    auto producer = EventProducer::Create(
+        KafkaConfig(cluster_->bootstrap_servers()), options);
     EXPECT_TRUE(producer.ok()) << producer.status();
     return *std::move(producer);
   }
@@ -113,7 +112,8 @@ TEST_F(EventProducerTest, EveryBatchArrivesKeyedByJobWithItsSequence) {
     auto [it, inserted] = partition_of_job.emplace(m.key, m.partition);
     EXPECT_EQ(it->second, m.partition) << "job " << m.key << " split";
     // Within a partition, each producer's batches arrive in sequence.
-    EXPECT_EQ(batch->header.sequence, next_sequence[batch->header.producer_id]++);
+    EXPECT_EQ(batch->header.sequence,
+              next_sequence[batch->header.producer_id]++);
     EXPECT_LE(batch->trace.gpu.size() + batch->trace.cpu.size(), 1000u);
     decoded_events += batch->trace.gpu.size() + batch->trace.cpu.size();
   }
@@ -170,7 +170,8 @@ TEST_F(EventProducerTest, RetriesAcrossABrokerOutageWithoutDuplicates) {
   ASSERT_TRUE(producer->Send("job", message, 1).ok());
   ASSERT_TRUE(producer->Flush(absl::Seconds(10)).ok());
   ASSERT_TRUE(cluster_->SetBrokerDown(1).ok());
-  for (int i = 0; i < 20; ++i) ASSERT_TRUE(producer->Send("job", message, 1).ok());
+  for (int i = 0; i < 20; ++i)
+    ASSERT_TRUE(producer->Send("job", message, 1).ok());
   // Let the producer notice the outage: nothing gets acknowledged.
   producer->Poll(absl::Milliseconds(500));
   EXPECT_EQ(producer->stats().batches_acked, 1);

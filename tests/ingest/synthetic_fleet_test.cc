@@ -97,9 +97,8 @@ TEST(SyntheticFleet, MixCyclesThroughScenariosAndNamesJobs) {
   options.duration = absl::Seconds(1);
   auto jobs = GenerateSyntheticFleet(options);
   ASSERT_TRUE(jobs.ok());
-  const std::vector<std::string> want = {"healthy", "sync",       "launch",
-                                         "alloc",   "dataloader", "memcpy",
-                                         "healthy"};
+  const std::vector<std::string> want = {
+      "healthy", "sync", "launch", "alloc", "dataloader", "memcpy", "healthy"};
   for (size_t j = 0; j < jobs->size(); ++j) {
     EXPECT_EQ(SyntheticScenarioName((*jobs)[j].scenario), want[j]);
   }
@@ -287,8 +286,10 @@ TEST(SyntheticFleet, MergedTraceHoldsEveryRank) {
   SyntheticJob job = GenerateOne(SmallFleet(SyntheticScenario::kAlloc));
   Trace merged = job.MergedTrace();
   EXPECT_EQ(merged.job, job.job);
-  EXPECT_EQ(merged.gpu.size(), job.ranks[0].gpu.size() + job.ranks[1].gpu.size());
-  EXPECT_EQ(merged.cpu.size(), job.ranks[0].cpu.size() + job.ranks[1].cpu.size());
+  EXPECT_EQ(merged.gpu.size(),
+            job.ranks[0].gpu.size() + job.ranks[1].gpu.size());
+  EXPECT_EQ(merged.cpu.size(),
+            job.ranks[0].cpu.size() + job.ranks[1].cpu.size());
 }
 
 TEST(SyntheticFleet, RejectsBadOptions) {

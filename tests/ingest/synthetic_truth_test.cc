@@ -79,8 +79,11 @@ TEST(TruthAccumulator, SplitsAtWindowBoundaries) {
 }
 
 TEST(WriteTruthJsonLines, DeviceLinesThenTheJobSum) {
-  TruthWindow a{.device = 0, .window_start_ns = 0, .compute_ns = 7,
-                .bubble_ns = 3, .cause_ns = {}};
+  TruthWindow a{.device = 0,
+                .window_start_ns = 0,
+                .compute_ns = 7,
+                .bubble_ns = 3,
+                .cause_ns = {}};
   a.cause_ns[0] = 3;
   TruthWindow b = a;
   b.device = 1;

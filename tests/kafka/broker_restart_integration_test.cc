@@ -4,8 +4,16 @@
 // ops/kafka/start on port 39192, restarts that broker process with its data
 // kept (ops/kafka/start always formats fresh storage, which would lose what
 // was acknowledged before the stop), and stops it with ops/kafka/stop.
+//
+// Post-mortem aids: BUBBLEWATCH_TEST_RDKAFKA_DEBUG=eos,msg logs the
+// producer's librdkafka debug contexts; BUBBLEWATCH_TEST_KEEP_BROKER=1 leaves
+// the broker running (stop it with ops/kafka/stop --port 39192 --state-dir
+// DIR) so that the topic can be inspected with kcat.
+#include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -15,11 +23,11 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
 #include "ingest/batched_trace.h"
@@ -27,6 +35,7 @@
 #include "ingest/synthetic_fleet.h"
 #include "ingest/trace_replay.h"
 #include "schemas/event_batch_codec.h"
+#include "spdlog/spdlog.h"
 #include "tests/kafka/topic_reader.h"
 
 namespace bubblewatch {
@@ -61,23 +70,49 @@ bool PollUntil(F done, absl::Duration timeout) {
 class OwnBroker {
  public:
   OwnBroker()
-      : state_dir_(absl::StrCat(::testing::TempDir(), "/bw-kafka-restart-",
-                                getpid())),
+      : state_dir_(
+            absl::StrCat(::testing::TempDir(), "/bw-kafka-restart-", getpid())),
         ops_(absl::StrCat(BUBBLEWATCH_REPO_ROOT, "/ops/kafka/")) {}
-  ~OwnBroker() { Stop(); }
+  ~OwnBroker() {
+    if (std::getenv("BUBBLEWATCH_TEST_KEEP_BROKER") == nullptr) Stop();
+  }
 
+  // ops/kafka/start can misreport a broker that is still being exec'd as
+  // "exited during start-up" (it reads /proc/PID/cmdline right after the
+  // fork); it then cleans up, so trying again is safe.
   bool Start() {
-    return std::system(absl::StrCat(ops_, "start --port ", kPort,
-                                    " --state-dir ", ShellQuote(state_dir_),
-                                    " >/dev/null")
-                           .c_str()) == 0;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      if (std::system(absl::StrCat(ops_, "start --port ", kPort,
+                                   " --state-dir ", ShellQuote(state_dir_),
+                                   " >/dev/null")
+                          .c_str()) == 0) {
+        return true;
+      }
+    }
+    return false;
   }
   void Stop() {
     std::system(absl::StrCat(ops_, "stop --port ", kPort, " --state-dir ",
                              ShellQuote(state_dir_), " >/dev/null 2>&1")
                     .c_str());
+    // Whatever the pid file says, the broker this test started must go.
+    // It is our child: waitpid both tells whether it runs and reaps it.
+    if (relaunched_pid_ > 0) {
+      auto running = [&] {
+        return waitpid(relaunched_pid_, nullptr, WNOHANG) == 0;
+      };
+      if (running()) {
+        kill(relaunched_pid_, SIGTERM);
+        if (!PollUntil([&] { return !running(); }, absl::Seconds(30))) {
+          kill(relaunched_pid_, SIGKILL);
+          PollUntil([&] { return !running(); }, absl::Seconds(10));
+        }
+      }
+      relaunched_pid_ = 0;
+    }
   }
   std::string brokers() const { return absl::StrCat("127.0.0.1:", kPort); }
+  const std::string& state_dir() const { return state_dir_; }
 
   // Stops the broker process (SIGTERM: a clean shutdown) and starts the same
   // command line again on the same data. Returns false with `error` set.
@@ -92,7 +127,7 @@ class OwnBroker {
     std::string cmdline = ReadFile(absl::StrCat("/proc/", pid, "/cmdline"));
     std::vector<std::string> argv;
     for (absl::string_view arg : absl::StrSplit(cmdline, '\0')) {
-      if (!arg.empty()) argv.push_back(ShellQuote(std::string(arg)));
+      if (!arg.empty()) argv.emplace_back(arg);
     }
     if (argv.empty()) {
       *error = "cannot read the broker's command line";
@@ -105,19 +140,30 @@ class OwnBroker {
       PollUntil([&] { return !Alive(pid); }, absl::Seconds(10));
     }
     const size_t started_before = CountStarted();
-    const std::string relaunch = absl::StrCat(
-        "setsid ", absl::StrJoin(argv, " "), " </dev/null >>",
-        ShellQuote(log_file()), " 2>&1 & echo $!");
-    FILE* pipe = popen(relaunch.c_str(), "r");
-    char buffer[64] = {};
-    const bool read = pipe != nullptr && fgets(buffer, sizeof(buffer), pipe);
-    if (pipe != nullptr) pclose(pipe);
-    int new_pid = 0;
-    if (!read || !absl::SimpleAtoi(absl::StripAsciiWhitespace(buffer),
-                                   &new_pid)) {
-      *error = "could not relaunch the broker";
+    // The same command line, in its own session, output appended to the log.
+    std::vector<std::string> args = argv;
+    std::vector<char*> spawn_argv;
+    for (std::string& a : args) spawn_argv.push_back(a.data());
+    spawn_argv.push_back(nullptr);
+    posix_spawn_file_actions_t files;
+    posix_spawn_file_actions_init(&files);
+    posix_spawn_file_actions_addopen(&files, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&files, 1, log_file().c_str(),
+                                     O_WRONLY | O_APPEND | O_CREAT, 0644);
+    posix_spawn_file_actions_adddup2(&files, 1, 2);
+    posix_spawnattr_t attributes;
+    posix_spawnattr_init(&attributes);
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSID);
+    pid_t new_pid = 0;
+    const int spawned = posix_spawnp(&new_pid, spawn_argv[0], &files,
+                                     &attributes, spawn_argv.data(), environ);
+    posix_spawn_file_actions_destroy(&files);
+    posix_spawnattr_destroy(&attributes);
+    if (spawned != 0) {
+      *error = absl::StrCat("could not relaunch the broker: errno ", spawned);
       return false;
     }
+    relaunched_pid_ = new_pid;
     // ops/kafka/stop finds it by this file.
     std::ofstream(pid_file(), std::ios::trunc) << new_pid << "\n";
     if (!PollUntil([&] { return CountStarted() > started_before; },
@@ -144,6 +190,7 @@ class OwnBroker {
 
   std::string state_dir_;
   std::string ops_;
+  pid_t relaunched_pid_ = 0;  // Our child once restarted.
 };
 
 TEST(BrokerRestart, InFlightBatchesAreRetriedNotLostNorDuplicated) {
@@ -185,8 +232,12 @@ TEST(BrokerRestart, InFlightBatchesAreRetriedNotLostNorDuplicated) {
   producer_options.topic = topic;
   producer_options.delivery_timeout = absl::Seconds(180);
   producer_options.linger = absl::Milliseconds(20);
-  auto producer =
-      EventProducer::Create(KafkaConfig(broker.brokers()), producer_options);
+  KafkaConfig producer_config(broker.brokers());
+  if (const char* debug = std::getenv("BUBBLEWATCH_TEST_RDKAFKA_DEBUG")) {
+    producer_config.Set("debug", debug);
+    spdlog::set_level(spdlog::level::debug);
+  }
+  auto producer = EventProducer::Create(producer_config, producer_options);
   ASSERT_TRUE(producer.ok()) << producer.status();
   ASSERT_TRUE((*producer)->WaitUntilReachable(absl::Seconds(60)).ok());
 
@@ -216,12 +267,19 @@ TEST(BrokerRestart, InFlightBatchesAreRetriedNotLostNorDuplicated) {
   EXPECT_LT(acked_before, static_cast<int64_t>(batches)) << "not mid-run";
   EXPECT_EQ(stats.batches_sent, static_cast<int64_t>(batches));
   EXPECT_EQ(stats.batches_acked, static_cast<int64_t>(batches));
-  std::cerr << "broker was down for " << absl::FormatDuration(down_for)
-            << "; " << acked_before << " of " << batches
+  std::cerr << "broker was down for " << absl::FormatDuration(down_for) << "; "
+            << acked_before << " of " << batches
             << " batches were acknowledged before the restart\n";
 
-  auto messages = testing::ReadTopic(broker.brokers(), topic, batches,
-                                     absl::Seconds(60));
+  auto messages =
+      testing::ReadTopic(broker.brokers(), topic, batches, absl::Seconds(60));
+  if (!messages.ok()) {
+    // Read what is there, so that the failures below name the missing batch.
+    ADD_FAILURE() << messages.status() << " (state dir " << broker.state_dir()
+                  << ")";
+    messages =
+        testing::ReadTopic(broker.brokers(), topic, 0, absl::Seconds(20));
+  }
   ASSERT_TRUE(messages.ok()) << messages.status();
   EXPECT_EQ(messages->size(), batches);
   std::map<uint64_t, std::vector<uint64_t>> sequences;
@@ -235,7 +293,9 @@ TEST(BrokerRestart, InFlightBatchesAreRetriedNotLostNorDuplicated) {
   for (auto& [producer_id, seq] : sequences) {
     // Per key, Kafka keeps order: the sequences are already sorted.
     for (size_t i = 0; i < seq.size(); ++i) {
-      ASSERT_EQ(seq[i], i) << "producer " << producer_id;
+      ASSERT_EQ(seq[i], i) << "producer " << producer_id
+                           << ": batch lost (or duplicated) near sequence " << i
+                           << " of " << seq.size();
     }
   }
 }

@@ -30,8 +30,7 @@ TEST(EmbeddedKafkaCluster, ServesProduceAndFetchOnLoopback) {
   }
   ASSERT_EQ(rd_kafka_flush(producer->get(), 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
 
-  auto messages =
-      testing::ReadTopic(bootstrap, "t", 10, absl::Seconds(20));
+  auto messages = testing::ReadTopic(bootstrap, "t", 10, absl::Seconds(20));
   ASSERT_TRUE(messages.ok()) << messages.status();
   ASSERT_EQ(messages->size(), 10u);
   // One key, one partition, in order.

@@ -211,8 +211,8 @@ TEST_F(ProduceIntegrationTest, TraceFilesArriveFieldForField) {
 
 TEST_F(ProduceIntegrationTest, SyntheticFleetIsFullyAcknowledged) {
   const std::string topic = UniqueTopic("synthetic");
-  const std::string truth = absl::StrCat(::testing::TempDir(), "/truth-",
-                                         getpid(), ".jsonl");
+  const std::string truth =
+      absl::StrCat(::testing::TempDir(), "/truth-", getpid(), ".jsonl");
   CommandRun run = RunBubblewatch(absl::StrCat(
       "produce --brokers ", brokers_, " --topic ", topic,
       " --synthetic --jobs 3 --gpus-per-job 2 --duration 10s --rate 20000 "
@@ -223,8 +223,7 @@ TEST_F(ProduceIntegrationTest, SyntheticFleetIsFullyAcknowledged) {
   ASSERT_GT(sent, 0) << run.output;
   EXPECT_EQ(acked, sent);
 
-  auto messages =
-      testing::ReadTopic(brokers_, topic, sent, absl::Seconds(60));
+  auto messages = testing::ReadTopic(brokers_, topic, sent, absl::Seconds(60));
   ASSERT_TRUE(messages.ok()) << messages.status();
   EXPECT_EQ(static_cast<int64_t>(messages->size()), sent);
   std::vector<DecodedBatch> batches = DecodeAll(*messages);

@@ -78,10 +78,9 @@ absl::StatusOr<std::vector<ConsumedMessage>> ReadTopic(
   }
   rd_kafka_consumer_close(consumer.get());
   if (out.size() < min_messages) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("read ", out.size(), " of ", min_messages,
-                     " messages from ", topic, " within ",
-                     absl::FormatDuration(timeout)));
+    return absl::DeadlineExceededError(absl::StrCat(
+        "read ", out.size(), " of ", min_messages, " messages from ", topic,
+        " within ", absl::FormatDuration(timeout)));
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
     return std::tie(a.partition, a.offset) < std::tie(b.partition, b.offset);

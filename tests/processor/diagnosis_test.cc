@@ -4,6 +4,7 @@
 #include "processor/diagnosis.h"
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -134,8 +135,7 @@ Trace SyncEveryStep() {
     }
     b.Cpu("cudaStreamSynchronize", s + 11, s + 210, 1, 0,
           CpuEventCategory::kCudaRuntime);
-    b.Cpu("optimizer.step", s + 210, s + 250, 1, 0,
-          CpuEventCategory::kCpuOp);
+    b.Cpu("optimizer.step", s + 210, s + 250, 1, 0, CpuEventCategory::kCpuOp);
   }
   return b.Build();
 }
@@ -263,8 +263,7 @@ TEST(Diagnosis, NoKernelsIsUnknown) {
   EXPECT_EQ(d.diagnosis.job.verdict.verdict, Verdict::kUnknown);
   EXPECT_EQ(d.diagnosis.job.verdict.reason, "no non-empty kernels");
   ASSERT_EQ(d.diagnosis.devices.size(), 1u);
-  EXPECT_EQ(d.diagnosis.devices[0].figures.verdict.verdict,
-            Verdict::kUnknown);
+  EXPECT_EQ(d.diagnosis.devices[0].figures.verdict.verdict, Verdict::kUnknown);
 }
 
 TEST(Diagnosis, LeadPercentilesAreNearestRank) {
@@ -342,8 +341,7 @@ TEST(Diagnosis, TopKernelsHaveCountTotalMeanP90AndBusyShare) {
 TEST(Diagnosis, NcclKernelsAreReportedApartWithTheirOverlap) {
   TraceBuilder b;
   b.Kernel("gemm", 0, 100, 7);
-  b.Kernel("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*)", 50, 150,
-           20);
+  b.Kernel("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*)", 50, 150, 20);
   b.Kernel("ncclDevKernel_SendRecv", 200, 220, 20);
   Diagnosed d = MustDiagnose(b.Build());
   const KernelBreakdown& k = d.diagnosis.job.kernels;
@@ -424,9 +422,9 @@ TEST(Diagnosis, AnalysisMissingADeviceIsAnError) {
 }
 
 TEST(Diagnosis, VerdictNamesRoundTrip) {
-  for (Verdict v : {Verdict::kUnknown, Verdict::kGpuBound, Verdict::kCpuBound,
-                    Verdict::kSyncBound, Verdict::kInputBound,
-                    Verdict::kBalanced}) {
+  for (Verdict v :
+       {Verdict::kUnknown, Verdict::kGpuBound, Verdict::kCpuBound,
+        Verdict::kSyncBound, Verdict::kInputBound, Verdict::kBalanced}) {
     EXPECT_EQ(ParseVerdict(VerdictName(v)), v);
   }
   EXPECT_EQ(VerdictName(Verdict::kCpuBound), "cpu_bound");
@@ -521,12 +519,26 @@ TEST(DiagnosisRealTraces, MfuPairIsLaunchBoundAndTheCpuFellBehind) {
 }
 
 TEST(DiagnosisRealTraces, EveryRealTraceGetsAVerdictAndLeadTimes) {
-  for (const char* f :
-       {"hta/sampled_rank-0.json.gz", "hta/sampled_rank-1.json.gz",
-        "hta/benchmark_result_2869224_1695835535_trace.json.gz",
-        "nsys/healthy_1pct.sqlite"}) {
-    SCOPED_TRACE(f);
-    Diagnosed d = DiagnoseReal(f);
+  struct Case {
+    const char* file;
+    Verdict verdict;
+  };
+  for (const Case& c : std::vector<Case>{
+           // Launch gaps 51% of bubble time, GPU-side waits 46%.
+           {"hta/sampled_rank-0.json.gz", Verdict::kCpuBound},
+           // The same job's rank 1: 48% / 47%, no class holds half.
+           {"hta/sampled_rank-1.json.gz", Verdict::kBalanced},
+           // Utilization 0.1%: the 43 s span is host-side setup, and every
+           // gap follows a sync.
+           {"hta/benchmark_result_2869224_1695835535_trace.json.gz",
+            Verdict::kSyncBound},
+           // 99% busy, but every kernel starts 3 us after its launch.
+           {"nsys/healthy_1pct.sqlite", Verdict::kBalanced},
+       }) {
+    SCOPED_TRACE(c.file);
+    Diagnosed d = DiagnoseReal(c.file);
+    EXPECT_EQ(d.diagnosis.job.verdict.verdict, c.verdict)
+        << d.diagnosis.job.verdict.reason;
     EXPECT_FALSE(d.diagnosis.job.verdict.reason.empty());
     EXPECT_GT(d.diagnosis.job.launch.lead.count, 0);
     EXPECT_FALSE(d.diagnosis.job.kernels.top_compute.empty());

@@ -1,5 +1,9 @@
 #include "storage/window_store.h"
 
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -294,6 +298,20 @@ TEST(WindowStore, RetentionDeletesOnlyWindowsOlderThanEachJobsNewest) {
   ASSERT_TRUE(info.ok() && info->has_value());
   EXPECT_EQ((*info)->window_count, 4);
 
+  // A replayed window older than everything kept is deleted again.
+  ASSERT_TRUE(store->Commit(WindowsBatch("old", {2 * kWindowNs})).ok());
+  EXPECT_THAT(Starts(*store, "old"),
+              ElementsAre(2 * kWindowNs, 7 * kWindowNs, 8 * kWindowNs,
+                          9 * kWindowNs, 10 * kWindowNs));
+  stats = store->ApplyRetention(absl::Seconds(30));
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->windows_deleted, 2);  // 2 and 7 (newest is now 10).
+  EXPECT_THAT(Starts(*store, "old"),
+              ElementsAre(8 * kWindowNs, 9 * kWindowNs, 10 * kWindowNs));
+  info = store->Job("old");
+  ASSERT_TRUE(info.ok() && info->has_value());
+  EXPECT_EQ((*info)->window_count, 3);
+
   EXPECT_EQ(store->ApplyRetention(absl::ZeroDuration()).status().code(),
             absl::StatusCode::kInvalidArgument);
   stats = store->ApplyRetention(absl::InfiniteDuration());
@@ -332,6 +350,19 @@ TEST(WindowStore, LatestOfEveryJobAndListJobs) {
   EXPECT_EQ((*jobs)[1].latest_window_start_ns, 2 * kWindowNs);
   EXPECT_EQ((*jobs)[2].job, "quiet");
   EXPECT_EQ((*jobs)[2].window_count, 0);
+
+  // Replacing the newest window replaces the copy; an older one does not.
+  StoreBatch replay;
+  replay.windows.push_back(SampleWindow("b", 2 * kWindowNs, /*salt=*/5));
+  replay.windows.push_back(SampleWindow("b", 0, /*salt=*/6));
+  ASSERT_TRUE(store->Commit(replay).ok());
+  latest = store->LatestOfEveryJob();
+  ASSERT_TRUE(latest.ok());
+  ASSERT_EQ(latest->size(), 2u);
+  std::string diff;
+  EXPECT_TRUE(
+      SameWindow((*latest)[1], SampleWindow("b", 2 * kWindowNs, 5), &diff))
+      << diff;
 
   auto none = store->Latest("quiet");
   ASSERT_TRUE(none.ok());
@@ -382,6 +413,36 @@ TEST(WindowStore, ReadOnlyOpenWorksOnACopiedStore) {
   EXPECT_TRUE((*reader)->Refresh().ok());
 }
 
+TEST(WindowStore, ReadersCleanUpTheirDirectoriesAndDeadReaders) {
+  TempDir dir;
+  { auto primary = OpenOrDie(dir.path()); }
+  // A directory left by a reader that was killed: its pid no longer exists.
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  const std::filesystem::path tmp = std::filesystem::temp_directory_path();
+  const std::filesystem::path stale =
+      tmp / ("bubblewatch-secondary-" + std::to_string(child) + "-dead00");
+  std::filesystem::create_directory(stale);
+  auto count_own = [&] {
+    const std::string own =
+        "bubblewatch-secondary-" + std::to_string(getpid()) + "-";
+    int n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(tmp)) {
+      n += e.path().filename().string().rfind(own, 0) == 0;
+    }
+    return n;
+  };
+  {
+    auto reader = OpenRocksDbWindowStoreReadOnly(dir.path());
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    EXPECT_FALSE(std::filesystem::exists(stale));
+    EXPECT_EQ(count_own(), 1);
+  }
+  EXPECT_EQ(count_own(), 0);
+}
+
 TEST(WindowStore, ReadOnlyOpenOfMissingStoreIsNotFound) {
   TempDir dir;
   absl::StatusOr<std::unique_ptr<WindowStoreReader>> reader =
@@ -420,6 +481,26 @@ TEST(WindowStore, OpenUnderARegularFileFailsWithAReason) {
   EXPECT_THAT(store.status().message(), HasSubstr("Not a directory"));
 }
 
+TEST(WindowStore, OpenInAnUnwritableDirectoryFailsWithAReason) {
+  if (geteuid() == 0) {
+    GTEST_SKIP() << "root ignores directory permissions; "
+                    "OpenUnderARegularFileFailsWithAReason and the "
+                    "WindowStoreFaults tests cover write failures";
+  }
+  TempDir dir;
+  std::filesystem::create_directory(dir.Sub("ro"));
+  std::filesystem::permissions(
+      dir.Sub("ro"),
+      std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+  absl::StatusOr<std::unique_ptr<WindowStore>> store =
+      OpenRocksDbWindowStore(dir.Sub("ro") + "/store");
+  std::filesystem::permissions(dir.Sub("ro"),
+                               std::filesystem::perms::owner_all);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(store.status().message(), HasSubstr("Permission denied"));
+}
+
 TEST(WindowStore, SecondWriterIsRefused) {
   TempDir dir;
   auto first = OpenOrDie(dir.path());
@@ -451,6 +532,50 @@ TEST(WindowStore, OpenRefusesAnotherRocksDbDatabase) {
   }
 }
 
+TEST(WindowStore, StoreWithoutLatestFamilyIsUpgradedOnOpen) {
+  TempDir dir;
+  {
+    auto store = OpenOrDie(dir.path());
+    StoreBatch batch = WindowsBatch("a", {0, kWindowNs});
+    batch.windows.push_back(SampleWindow("b", 5 * kWindowNs));
+    ASSERT_TRUE(store->Commit(batch).ok());
+  }
+  {  // Make it look like a store from before `latest` existed.
+    std::vector<rocksdb::ColumnFamilyDescriptor> families;
+    for (const char* name :
+         {"default", "windows", "jobs", "progress", "latest"}) {
+      families.emplace_back(name, rocksdb::ColumnFamilyOptions());
+    }
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), dir.path(), families,
+                                  &handles, &raw)
+                    .ok());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    ASSERT_TRUE(db->DropColumnFamily(handles[4]).ok());
+    for (auto* h : handles) ASSERT_TRUE(db->DestroyColumnFamilyHandle(h).ok());
+  }
+  auto expect_latest = [](const WindowStoreReader& store) {
+    auto latest = store.LatestOfEveryJob();
+    ASSERT_TRUE(latest.ok()) << latest.status();
+    ASSERT_EQ(latest->size(), 2u);
+    EXPECT_EQ((*latest)[0].window.start_ns, kWindowNs);
+    EXPECT_EQ((*latest)[1].window.start_ns, 5 * kWindowNs);
+  };
+  {  // A read-only instance falls back to seeking.
+    auto reader = OpenRocksDbWindowStoreReadOnly(dir.path());
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    expect_latest(**reader);
+  }
+  {  // The primary fills the family once.
+    auto store = OpenOrDie(dir.path());
+    expect_latest(*store);
+  }
+  auto reader = OpenRocksDbWindowStoreReadOnly(dir.path());
+  ASSERT_TRUE(reader.ok());
+  expect_latest(**reader);
+}
+
 TEST(WindowStore, DescribeReportsMemoryBudgets) {
   TempDir dir;
   WindowStoreOptions options;
@@ -461,10 +586,10 @@ TEST(WindowStore, DescribeReportsMemoryBudgets) {
   ASSERT_TRUE(store.ok());
   StoreMemoryUsage m = (*store)->MemoryUsage();
   EXPECT_EQ(m.block_cache_capacity, 8 << 20);
-  // windows and jobs: 2 x 16 MiB each; default and progress: 2 x 4 MiB each.
-  EXPECT_EQ(m.memtable_budget, int64_t{80} << 20);
+  // windows, jobs, latest: 2 x 16 MiB each; default, progress: 2 x 4 MiB.
+  EXPECT_EQ(m.memtable_budget, int64_t{112} << 20);
   EXPECT_THAT((*store)->Describe(), HasSubstr("block cache 8.0 MiB"));
-  EXPECT_THAT((*store)->Describe(), HasSubstr("80.0 MiB budget"));
+  EXPECT_THAT((*store)->Describe(), HasSubstr("112.0 MiB budget"));
 }
 
 }  // namespace

@@ -1,0 +1,220 @@
+// The terminal reports of `bubblewatch query job|fleet|jobs`.
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "cli/analysis_report.h"
+#include "cli/query_report.h"
+
+namespace bubblewatch {
+namespace {
+
+std::string Percent(double ratio) {
+  return absl::StrFormat("%.1f%%", ratio * 100.0);
+}
+
+std::string Bar(double ratio, int width) {
+  const int filled =
+      std::clamp(static_cast<int>(ratio * width + 0.5), 0, width);
+  std::string bar;
+  for (int i = 0; i < filled; ++i) bar += "\u2588";
+  for (int i = filled; i < width; ++i) bar += "\u00b7";
+  return bar;
+}
+
+std::string Bold(bool color, absl::string_view s) {
+  return color ? absl::StrCat("\033[1m", s, "\033[0m") : std::string(s);
+}
+
+// Long kernel names (templated CUDA) are shortened in the middle.
+std::string Shorten(absl::string_view s, size_t max) {
+  if (s.size() <= max) return std::string(s);
+  const size_t head = (max - 3) * 2 / 3;
+  const size_t tail = max - 3 - head;
+  return absl::StrCat(s.substr(0, head), "...", s.substr(s.size() - tail));
+}
+
+std::string KernelName(const std::optional<KernelRef>& k) {
+  return k ? Shorten(k->name, 28) : "-";
+}
+
+// "host_sync 79%": a window's dominant cause and its share of the bubble.
+std::string DominantText(const UtilizationStats& s) {
+  std::optional<BubbleCause> c = DominantCause(s.attribution);
+  if (!c.has_value() || s.bubble_ns <= 0) return "-";
+  return absl::StrFormat(
+      "%s %.0f%%", BubbleCauseName(*c),
+      100.0 * s.attribution[static_cast<int>(*c)] / s.bubble_ns);
+}
+
+void AppendCauses(std::string& out, const PeriodStats& p) {
+  for (BubbleCause c : kAllBubbleCauses) {
+    const int64_t ns = p.attribution[static_cast<int>(c)];
+    if (ns == 0) continue;
+    const double share = p.bubble_ns > 0 ? double(ns) / p.bubble_ns : 0.0;
+    absl::StrAppendFormat(&out, "  %-16s %12s  %6s  %s\n", BubbleCauseName(c),
+                          HumanDuration(ns), Percent(share), Bar(share, 24));
+  }
+}
+
+}  // namespace
+
+std::string RenderJobReportText(const JobReport& r, const JobTextOptions& o) {
+  std::string out;
+  absl::StrAppend(&out, Bold(o.color, "bubblewatch query job"), "  ", r.job,
+                  "\n");
+  int32_t devices = 0;
+  for (const WindowPoint& w : r.windows) devices = std::max(devices, w.devices);
+  absl::StrAppend(&out, "  period  ", EventTimeText(r.from_ns), " .. ",
+                  EventTimeText(r.to_ns), " UTC  (", r.windows.size(),
+                  " windows, ", devices, " device(s))\n");
+  if (r.windows.empty()) {
+    absl::StrAppend(&out, "\n  No windows in this period.\n");
+    return out;
+  }
+
+  absl::StrAppend(
+      &out, "\n", Bold(o.color, "Utilization over time"),
+      " (GPU-time weighted; \u00b7 = no window)\n",
+      RenderUtilizationChart(r.windows, o.chart_width, o.chart_height));
+
+  absl::StrAppend(&out, "\n", Bold(o.color, "Rolling"), " (ending ",
+                  EventTimeText(r.anchor_ns), ")\n");
+  absl::StrAppendFormat(&out, "  %-8s %12s %10s %8s\n", "range", "utilization",
+                        "bubble", "windows");
+  for (const RollingUtilization& roll : r.rolling) {
+    absl::StrAppendFormat(
+        &out, "  %-8s %12s %10s %8d\n", "last " + RangeLabel(roll.range),
+        Percent(roll.stats.utilization()), Percent(roll.stats.bubble_ratio()),
+        roll.stats.windows);
+  }
+
+  const PeriodStats& s = r.summary;
+  absl::StrAppend(&out, "\n", Bold(o.color, "Summary"), "\n");
+  absl::StrAppendFormat(&out, "  %-18s %s (GPU-time weighted)\n",
+                        "mean utilization", Percent(s.utilization()));
+  if (r.worst_utilization.has_value()) {
+    absl::StrAppendFormat(&out, "  %-18s %s in the window at %s\n",
+                          "worst window", Percent(*r.worst_utilization),
+                          EventTimeText(r.worst_window_start_ns));
+  }
+  absl::StrAppendFormat(&out, "  %-18s %s\n", "GPU span",
+                        HumanDuration(s.span_ns));
+  absl::StrAppendFormat(&out, "  %-18s %s\n", "compute",
+                        HumanDuration(s.compute_ns));
+  absl::StrAppendFormat(&out, "  %-18s %s  (%s of span)\n", "bubble",
+                        HumanDuration(s.bubble_ns), Percent(s.bubble_ratio()));
+
+  absl::StrAppend(&out, "\n", Bold(o.color, "Bubble time by cause"), "\n");
+  AppendCauses(out, s);
+
+  if (!r.top_bubbles.empty()) {
+    absl::StrAppend(&out, "\n", Bold(o.color, "Top bubbles"), "\n");
+    absl::StrAppendFormat(&out, "  %12s %4s  %-19s  %-16s %-28s %-28s %s\n",
+                          "duration", "dev", "start (UTC)", "cause",
+                          "kernel before", "kernel after", "blamed");
+    for (const BubbleReport& b : r.top_bubbles) {
+      absl::StrAppendFormat(&out, "  %12s %4d  %-19s  %-16s %-28s %-28s %s\n",
+                            HumanDuration(b.duration_ns()), b.device,
+                            EventTimeText(b.start_ns), BubbleCauseName(b.cause),
+                            KernelName(b.before), KernelName(b.after),
+                            b.blamed.empty() ? "-" : b.blamed);
+    }
+  }
+
+  if (std::optional<BubbleCause> c = DominantCause(s.attribution)) {
+    absl::StrAppend(
+        &out, "\n", Bold(o.color, "Advice"),
+        " (dominant cause: ", BubbleCauseName(*c), ", ",
+        Percent(s.bubble_ns > 0
+                    ? double(s.attribution[static_cast<int>(*c)]) / s.bubble_ns
+                    : 0.0),
+        " of bubble time)\n  ", BubbleCauseAdvice(*c), "\n");
+  }
+
+  const size_t n = r.windows.size();
+  const size_t shown = o.table_windows > 0
+                           ? std::min(n, static_cast<size_t>(o.table_windows))
+                           : n;
+  absl::StrAppend(&out, "\n", Bold(o.color, "Windows"));
+  if (shown < n) {
+    absl::StrAppend(&out, " (latest ", shown, " of ", n,
+                    "; --windows 0 or --json for all)");
+  }
+  absl::StrAppendFormat(&out, "\n  %-19s %7s %12s %-22s %12s  %s\n",
+                        "start (UTC)", "util", "bubble", "dominant cause",
+                        "largest", "culprit before it");
+  for (size_t i = n - shown; i < n; ++i) {
+    const WindowPoint& w = r.windows[i];
+    absl::StrAppendFormat(
+        &out, "  %-19s %7s %12s %-22s %12s  %s%s\n", EventTimeText(w.start_ns),
+        Percent(w.stats.utilization()), HumanDuration(w.stats.bubble_ns),
+        DominantText(w.stats), HumanDuration(w.stats.largest_bubble_ns),
+        KernelName(w.stats.culprit_before_bubble),
+        w.late_events > 0 ? absl::StrCat("  (", w.late_events, " late)") : "");
+  }
+  return out;
+}
+
+std::string RenderFleetText(const FleetReport& r, bool color) {
+  std::string out;
+  absl::StrAppend(&out, Bold(color, "bubblewatch query fleet"), "  by ",
+                  r.by.Name(), "; top ", r.entries.size(), " of ", r.jobs,
+                  " job(s), latest complete window of each\n");
+  if (r.entries.empty()) {
+    absl::StrAppend(&out, "\n  The store holds no windows.\n");
+    return out;
+  }
+  absl::StrAppendFormat(&out, "\n  %4s  %-24s %-19s %7s %7s %12s  %-22s %s\n",
+                        "#", "job", "window (UTC)", "util", "bubble",
+                        "bubble time", "dominant cause", "culprit");
+  int rank = 0;
+  for (const FleetEntry& e : r.entries) {
+    const UtilizationStats& s = e.latest.stats;
+    absl::StrAppendFormat(&out, "  %4d  %-24s %-19s %7s %7s %12s  %-22s %s\n",
+                          ++rank, Shorten(e.job, 24),
+                          EventTimeText(e.latest.start_ns),
+                          Percent(s.utilization()), Percent(s.bubble_ratio()),
+                          HumanDuration(s.bubble_ns), DominantText(s),
+                          KernelName(s.culprit_before_bubble));
+  }
+  absl::StrAppend(&out, "\n", Bold(color, "Fleet"), " (latest windows of ",
+                  r.jobs, " job(s)): utilization ",
+                  Percent(r.all.utilization()), ", bubble ",
+                  HumanDuration(r.all.bubble_ns), " (",
+                  Percent(r.all.bubble_ratio()), " of span)\n");
+  AppendCauses(out, r.all);
+  return out;
+}
+
+std::string RenderJobsText(const std::vector<JobInfo>& jobs, absl::Time now) {
+  if (jobs.empty()) return "The store knows no jobs.\n";
+  std::string out;
+  absl::StrAppendFormat(&out, "%-32s %8s  %-19s  %s\n", "job", "windows",
+                        "latest window (UTC)", "last seen");
+  for (const JobInfo& j : jobs) {
+    std::string seen = "-";
+    if (j.last_seen_wall > absl::UnixEpoch()) {
+      const absl::Duration ago =
+          absl::Trunc(std::max(now - j.last_seen_wall, absl::ZeroDuration()),
+                      absl::Seconds(1));
+      seen = absl::StrCat(
+          absl::FormatTime("%Y-%m-%d %H:%M:%S", j.last_seen_wall,
+                           absl::UTCTimeZone()),
+          ago < absl::Seconds(1)
+              ? " (just now)"
+              : absl::StrCat(" (", absl::FormatDuration(ago), " ago)"));
+    }
+    absl::StrAppendFormat(
+        &out, "%-32s %8d  %-19s  %s\n", j.job, j.window_count,
+        j.window_count > 0 ? EventTimeText(j.latest_window_start_ns) : "-",
+        seen);
+  }
+  return out;
+}
+
+}  // namespace bubblewatch

@@ -1,0 +1,300 @@
+// "Job J's last hour" as `bubblewatch query` and the HTTP API answer it, on a
+// store of realistic size: 360 windows of 10 s through the library
+// (QueryJob: scan, decode, rolling figures, summary, top bubbles), the same
+// rendered as JSON, and through HTTP on loopback (HttpServer + cpp-httplib
+// client, keep-alive, as `bubblewatch serve` runs it); plus the fleet
+// ranking and a /metrics page. Latencies are reported as p50/p99 counters.
+//
+// The store is opened read-only (a RocksDB secondary instance, as `query
+// --store` and `serve` open it). If the directory holds no store, one is
+// built through Commit: N jobs x H hours of 10 s windows, 8 devices and 3 top
+// bubbles per window. A store written by window_store_benchmark works too
+// (same job names; its `bench_params` file gives the job count).
+// Parameters, from the environment:
+//   BUBBLEWATCH_BENCH_STORE  store directory (default
+//                            /var/tmp/bubblewatch-query-bench)
+//   BUBBLEWATCH_BENCH_JOBS   jobs when building (default 1000)
+//   BUBBLEWATCH_BENCH_HOURS  hours per job when building (default 6)
+//
+//   BUBBLEWATCH_BENCH_STORE=/var/tmp/bw-bench-10000
+//   build/ops/bench/query_benchmark
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "benchmark/benchmark.h"
+#include "cli/http_server.h"
+#include "cli/prometheus_metrics.h"
+#include "cli/query_report.h"
+#include "httplib.h"
+#include "storage/window_queries.h"
+#include "storage/window_store.h"
+
+namespace bubblewatch {
+namespace {
+
+constexpr int64_t kWindowNs = 10'000'000'000;
+constexpr int64_t kFirstStartNs = 1'700'000'000'000'000'000;
+
+int64_t EnvInt(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::atoll(v) : fallback;
+}
+
+std::string StoreDir() {
+  const char* dir = std::getenv("BUBBLEWATCH_BENCH_STORE");
+  return dir != nullptr && *dir != '\0' ? dir
+                                        : "/var/tmp/bubblewatch-query-bench";
+}
+
+std::string JobName(int64_t i) { return absl::StrFormat("job-%05d", i); }
+
+[[noreturn]] void Die(const absl::Status& status) {
+  absl::FPrintF(stderr, "query_benchmark: %s\n", status.ToString());
+  std::exit(1);
+}
+
+// A window with the shape the processor writes: 8 devices, 3 top bubbles,
+// numbers that vary like real ones.
+WindowSummary MakeWindow(std::mt19937_64& rng, const std::string& job,
+                         int64_t start) {
+  auto uniform = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  WindowSummary s;
+  s.job = job;
+  s.window.start_ns = start;
+  s.window.end_ns = start + kWindowNs;
+  for (int32_t d = 0; d < 8; ++d) {
+    UtilizationStats u;
+    u.span_ns = kWindowNs - uniform(0, 1'000'000);
+    u.compute_ns = uniform(u.span_ns / 4, u.span_ns);
+    u.bubble_ns = u.span_ns - u.compute_ns;
+    int64_t left = u.bubble_ns;
+    for (int c = 0; c < kNumBubbleCauses - 1; ++c) {
+      u.attribution[c] = uniform(0, left / 2);
+      left -= u.attribution[c];
+    }
+    u.attribution[kNumBubbleCauses - 1] = left;
+    u.largest_bubble_ns = uniform(0, std::min<int64_t>(u.bubble_ns, 1e9));
+    u.largest_bubble_start_ns = start + uniform(0, kWindowNs / 2);
+    u.culprit_before_bubble = KernelRef{"ampere_sgemm_128x64_tn", start,
+                                        u.largest_bubble_start_ns, 7};
+    UtilizationStats& j = s.window.job;
+    j.span_ns += u.span_ns;
+    j.compute_ns += u.compute_ns;
+    j.bubble_ns += u.bubble_ns;
+    for (int c = 0; c < kNumBubbleCauses; ++c) {
+      j.attribution[c] += u.attribution[c];
+    }
+    if (u.largest_bubble_ns > j.largest_bubble_ns) {
+      j.largest_bubble_ns = u.largest_bubble_ns;
+      j.largest_bubble_start_ns = u.largest_bubble_start_ns;
+      j.culprit_before_bubble = u.culprit_before_bubble;
+    }
+    s.window.devices.push_back(
+        DeviceWindow{.device = d, .stats = u, .kernels = uniform(2000, 40000)});
+  }
+  for (int i = 0; i < 3; ++i) {
+    BubbleReport b;
+    b.device = static_cast<int32_t>(uniform(0, 7));
+    b.start_ns = start + uniform(0, kWindowNs / 2);
+    b.end_ns = b.start_ns + uniform(100'000, 50'000'000);
+    b.before = KernelRef{"flash_fwd_kernel", b.start_ns - 5000, b.start_ns, 7};
+    b.after = KernelRef{"layer_norm_fwd", b.end_ns, b.end_ns + 5000, 7};
+    b.cause = static_cast<BubbleCause>(uniform(0, kNumBubbleCauses - 1));
+    b.attribution[static_cast<int>(b.cause)] = b.end_ns - b.start_ns;
+    b.blamed = "cudaStreamSynchronize";
+    s.window.top_bubbles.push_back(b);
+  }
+  s.gpu_events = uniform(10'000, 400'000);
+  s.cpu_events = uniform(10'000, 400'000);
+  return s;
+}
+
+// The number of jobs in the store at `dir`, building it first if needed.
+int64_t EnsureStore(const std::string& dir) {
+  std::ifstream in(dir + "/bench_params");
+  std::string line;
+  std::smatch m;
+  if (std::getline(in, line) &&
+      std::regex_search(line, m, std::regex("jobs=([0-9]+)"))) {
+    return std::stoll(m[1]);
+  }
+  const int64_t jobs = EnvInt("BUBBLEWATCH_BENCH_JOBS", 1000);
+  const int64_t windows = EnvInt("BUBBLEWATCH_BENCH_HOURS", 6) * 360;
+  absl::FPrintF(stderr, "building %d jobs x %d windows in %s\n", jobs, windows,
+                dir);
+  {
+    WindowStoreOptions options;
+    options.write_buffer_bytes = int64_t{128} << 20;
+    auto store = OpenRocksDbWindowStore(dir, options);
+    if (!store.ok()) Die(store.status());
+    std::mt19937_64 rng(7);
+    for (int64_t j = 0; j < jobs; ++j) {
+      StoreBatch batch;
+      for (int64_t i = 0; i < windows; ++i) {
+        batch.windows.push_back(
+            MakeWindow(rng, JobName(j), kFirstStartNs + i * kWindowNs));
+      }
+      batch.jobs.push_back(JobUpdate{.job = JobName(j),
+                                     .last_event_ns = kFirstStartNs,
+                                     .last_seen_wall = absl::Now()});
+      if (absl::Status s = (*store)->Commit(batch); !s.ok()) Die(s);
+      if ((j + 1) % 1000 == 0) {
+        absl::FPrintF(stderr, "  %d jobs written\n", j + 1);
+      }
+    }
+  }
+  std::ofstream(dir + "/bench_params") << absl::StrFormat(
+      "jobs=%d hours=%d devices=8 format=query\n", jobs, windows / 360);
+  return jobs;
+}
+
+struct Fixture {
+  std::unique_ptr<WindowStoreReader> store;
+  int64_t jobs = 0;
+};
+
+Fixture& GetFixture() {
+  static Fixture* f = [] {
+    auto* fx = new Fixture;
+    const std::string dir = StoreDir();
+    fx->jobs = EnsureStore(dir);
+    auto store = OpenRocksDbWindowStoreReadOnly(dir);
+    if (!store.ok()) Die(store.status());
+    fx->store = *std::move(store);
+    absl::FPrintF(stderr, "%d jobs; %s\n", fx->jobs, fx->store->Describe());
+    return fx;
+  }();
+  return *f;
+}
+
+// Nearest-rank percentiles of `ms` as counters PREFIXp50_ms, PREFIXp99_ms.
+void Report(benchmark::State& state, const std::string& prefix,
+            std::vector<double>& ms) {
+  if (ms.empty()) return;
+  std::sort(ms.begin(), ms.end());
+  auto at = [&](double q) {
+    return ms[std::min(ms.size() - 1, static_cast<size_t>(q * ms.size()))];
+  };
+  state.counters[prefix + "p50_ms"] = at(0.50);
+  state.counters[prefix + "p99_ms"] = at(0.99);
+}
+
+// CPU time of the whole process (client and server threads), in ms: on a
+// shared 2-core machine wall time also counts waiting for a core, so both
+// are reported.
+double ProcessCpuMs() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+double MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now() - t0)
+      .count();
+}
+
+// Through the library: what `bubblewatch query job J --store` computes.
+void BM_QueryJobLastHour(benchmark::State& state) {
+  Fixture& fx = GetFixture();
+  const bool render = state.range(0) != 0;
+  std::mt19937_64 rng(42);
+  std::vector<double> ms, cpu_ms;
+  for (auto _ : state) {
+    const std::string job = JobName(static_cast<int64_t>(rng() % fx.jobs));
+    const auto t0 = std::chrono::steady_clock::now();
+    const double cpu0 = ProcessCpuMs();
+    auto r = QueryJob(*fx.store, job, JobPeriod::Last(absl::Hours(1)));
+    if (!r.ok()) Die(r.status());
+    if (r->windows.size() != 360) Die(absl::InternalError("not 360 windows"));
+    if (render) benchmark::DoNotOptimize(RenderJobReportJson(*r, false));
+    ms.push_back(MsSince(t0));
+    cpu_ms.push_back(ProcessCpuMs() - cpu0);
+  }
+  Report(state, "", ms);
+  Report(state, "cpu_", cpu_ms);
+}
+BENCHMARK(BM_QueryJobLastHour)
+    ->ArgName("json")
+    ->Arg(0)
+    ->Arg(1)
+    ->Iterations(2000)
+    ->Unit(benchmark::kMillisecond);
+
+// Through HTTP on loopback, as `bubblewatch serve` answers
+// GET /api/v1/jobs/J/windows?last=1h (one keep-alive connection).
+void BM_HttpJobLastHour(benchmark::State& state) {
+  Fixture& fx = GetFixture();
+  HttpServerOptions options;
+  options.port = 0;
+  auto server = HttpServer::Bind(options, fx.store.get());
+  if (!server.ok()) Die(server.status());
+  std::thread serving([&] { (void)(*server)->Serve(); });
+  httplib::Client client((*server)->url());
+  client.set_keep_alive(true);
+  std::mt19937_64 rng(43);
+  std::vector<double> ms, cpu_ms;
+  int64_t bytes = 0;
+  for (auto _ : state) {
+    const std::string path = "/api/v1/jobs/" +
+                             JobName(static_cast<int64_t>(rng() % fx.jobs)) +
+                             "/windows?last=1h";
+    const auto t0 = std::chrono::steady_clock::now();
+    const double cpu0 = ProcessCpuMs();
+    httplib::Result r = client.Get(path.c_str());
+    if (!r || r->status != 200) Die(absl::InternalError("HTTP failure"));
+    ms.push_back(MsSince(t0));
+    cpu_ms.push_back(ProcessCpuMs() - cpu0);
+    bytes += static_cast<int64_t>(r->body.size());
+  }
+  (*server)->Stop();
+  serving.join();
+  Report(state, "", ms);
+  Report(state, "cpu_", cpu_ms);
+  state.counters["reply_KiB"] =
+      bytes / 1024.0 / std::max<int64_t>(1, ms.size());
+}
+BENCHMARK(BM_HttpJobLastHour)->Iterations(2000)->Unit(benchmark::kMillisecond);
+
+// `query fleet --top 20`: the latest window of every job, ranked.
+void BM_QueryFleetTop20(benchmark::State& state) {
+  Fixture& fx = GetFixture();
+  for (auto _ : state) {
+    auto r = QueryFleet(*fx.store, FleetOrder{}, 20);
+    if (!r.ok()) Die(r.status());
+    benchmark::DoNotOptimize(r);
+  }
+}
+BENCHMARK(BM_QueryFleetTop20)->Iterations(5)->Unit(benchmark::kMillisecond);
+
+// One /metrics page with the default 100 per-job series sets.
+void BM_MetricsPage(benchmark::State& state) {
+  Fixture& fx = GetFixture();
+  for (auto _ : state) {
+    auto page =
+        RenderPrometheusMetrics(*fx.store, kDefaultMetricsTopJobs, nullptr);
+    if (!page.ok()) Die(page.status());
+    state.counters["page_KiB"] = page->size() / 1024.0;
+  }
+}
+BENCHMARK(BM_MetricsPage)->Iterations(3)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace bubblewatch
+
+BENCHMARK_MAIN();

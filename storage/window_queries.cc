@@ -1,0 +1,305 @@
+#include "storage/window_queries.h"
+
+#include <algorithm>
+#include <limits>
+#include <tuple>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "base/status_macros.h"
+
+namespace bubblewatch {
+namespace {
+
+absl::Status NoWindows(absl::string_view job) {
+  return absl::NotFoundError(absl::StrCat("no windows for job ", job));
+}
+
+// The job's latest window start, or kNotFound. The job record carries it, so
+// this is one small point read.
+absl::StatusOr<int64_t> LatestStart(const WindowStoreReader& store,
+                                    absl::string_view job) {
+  ASSIGN_OR_RETURN(std::optional<JobInfo> info, store.Job(job));
+  if (!info.has_value() || info->window_count == 0) return NoWindows(job);
+  return info->latest_window_start_ns;
+}
+
+absl::StatusOr<std::vector<WindowSummary>> ScanNs(
+    const WindowStoreReader& store, absl::string_view job, int64_t begin_ns,
+    int64_t end_ns) {
+  return store.Scan(job, absl::FromUnixNanos(begin_ns),
+                    end_ns == std::numeric_limits<int64_t>::max()
+                        ? absl::InfiniteFuture()
+                        : absl::FromUnixNanos(end_ns));
+}
+
+// `a - b` without overflow: the period arithmetic runs near the ends of the
+// int64 range for times given as epoch ns.
+int64_t SaturatingSub(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_sub_overflow(a, b, &r)) {
+    return b > 0 ? std::numeric_limits<int64_t>::min()
+                 : std::numeric_limits<int64_t>::max();
+  }
+  return r;
+}
+
+// Rolling figures ending at the last of `windows` (start order), over the
+// windows that start at or after its end - range; at least the last one.
+std::vector<RollingUtilization> Rolling(
+    const std::vector<WindowSummary>& windows) {
+  std::vector<RollingUtilization> out;
+  if (windows.empty()) return out;
+  const int64_t anchor = windows.back().window.end_ns;
+  for (absl::Duration range : kRollingRanges) {
+    RollingUtilization r{.range = range, .stats = {}};
+    const int64_t begin =
+        SaturatingSub(anchor, absl::ToInt64Nanoseconds(range));
+    for (auto it = windows.rbegin(); it != windows.rend(); ++it) {
+      if (it != windows.rbegin() && it->window.start_ns < begin) break;
+      r.stats.Add(it->window.job);
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
+// Longest first; ties: earliest, then lower device.
+bool LongerBubble(const BubbleReport& a, const BubbleReport& b) {
+  return std::make_tuple(-a.duration_ns(), a.start_ns, a.device) <
+         std::make_tuple(-b.duration_ns(), b.start_ns, b.device);
+}
+
+}  // namespace
+
+void PeriodStats::Add(const UtilizationStats& window) {
+  ++windows;
+  span_ns += window.span_ns;
+  compute_ns += window.compute_ns;
+  bubble_ns += window.bubble_ns;
+  for (int c = 0; c < kNumBubbleCauses; ++c) {
+    attribution[c] += window.attribution[c];
+  }
+}
+
+void PeriodStats::Add(const PeriodStats& other) {
+  windows += other.windows;
+  span_ns += other.span_ns;
+  compute_ns += other.compute_ns;
+  bubble_ns += other.bubble_ns;
+  for (int c = 0; c < kNumBubbleCauses; ++c) {
+    attribution[c] += other.attribution[c];
+  }
+}
+
+double PeriodStats::utilization() const {
+  return span_ns > 0 ? static_cast<double>(compute_ns) / span_ns : 0.0;
+}
+
+double PeriodStats::bubble_ratio() const {
+  return span_ns > 0 ? static_cast<double>(bubble_ns) / span_ns : 0.0;
+}
+
+double PeriodStats::cause_ratio(BubbleCause cause) const {
+  return span_ns > 0
+             ? static_cast<double>(attribution[static_cast<int>(cause)]) /
+                   span_ns
+             : 0.0;
+}
+
+WindowPoint ToWindowPoint(const WindowSummary& w) {
+  return WindowPoint{.start_ns = w.window.start_ns,
+                     .end_ns = w.window.end_ns,
+                     .stats = w.window.job,
+                     .devices = static_cast<int32_t>(w.window.devices.size()),
+                     .gpu_events = w.gpu_events,
+                     .cpu_events = w.cpu_events,
+                     .late_events = w.late_events,
+                     .closed_by = w.closed_by};
+}
+
+absl::StatusOr<JobReport> QueryJob(const WindowStoreReader& store,
+                                   absl::string_view job,
+                                   const JobPeriod& period, int top_bubbles) {
+  const absl::Duration max = kMaxQueryRange;
+  if (period.last != absl::ZeroDuration()) {
+    if (period.last < absl::ZeroDuration()) {
+      return absl::InvalidArgumentError("the period must be positive");
+    }
+    if (period.last > max) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the period may be at most ", absl::FormatDuration(max),
+                       ", not ", absl::FormatDuration(period.last)));
+    }
+  } else {
+    if (period.from_ns >= period.to_ns) {
+      return absl::InvalidArgumentError("'from' must be before 'to'");
+    }
+    if (absl::FromUnixNanos(period.to_ns) -
+            absl::FromUnixNanos(period.from_ns) >
+        max) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the period may be at most ", absl::FormatDuration(max)));
+    }
+  }
+  ASSIGN_OR_RETURN(int64_t latest_start, LatestStart(store, job));
+
+  JobReport report;
+  report.job = std::string(job);
+  // `context` holds the period's windows plus, before them, whatever else the
+  // 1 h rolling figure needs: at most two scans.
+  std::vector<WindowSummary> context;
+  const int64_t hour_ns = absl::ToInt64Nanoseconds(kRollingRanges.back());
+  size_t first_in_period = 0;
+  if (period.last > absl::ZeroDuration()) {
+    const int64_t last_ns = absl::ToInt64Nanoseconds(period.last);
+    ASSIGN_OR_RETURN(
+        context, ScanNs(store, job,
+                        SaturatingSub(latest_start, std::max(last_ns, hour_ns)),
+                        std::numeric_limits<int64_t>::max()));
+    if (context.empty()) return NoWindows(job);  // Trimmed since Job().
+    report.to_ns = context.back().window.end_ns;
+    report.from_ns = SaturatingSub(report.to_ns, last_ns);
+    while (first_in_period < context.size() &&
+           context[first_in_period].window.start_ns < report.from_ns) {
+      ++first_in_period;
+    }
+  } else {
+    report.from_ns = period.from_ns;
+    report.to_ns = period.to_ns;
+    ASSIGN_OR_RETURN(context, ScanNs(store, job, period.from_ns, period.to_ns));
+    if (!context.empty()) {
+      const int64_t rolling_begin =
+          SaturatingSub(context.back().window.end_ns, hour_ns);
+      if (rolling_begin < period.from_ns) {
+        ASSIGN_OR_RETURN(std::vector<WindowSummary> before,
+                         ScanNs(store, job, rolling_begin, period.from_ns));
+        first_in_period = before.size();
+        before.insert(before.end(), std::make_move_iterator(context.begin()),
+                      std::make_move_iterator(context.end()));
+        context = std::move(before);
+      }
+    }
+  }
+
+  report.rolling = Rolling(context);
+  if (!context.empty()) report.anchor_ns = context.back().window.end_ns;
+  for (size_t i = first_in_period; i < context.size(); ++i) {
+    const WindowSummary& w = context[i];
+    report.windows.push_back(ToWindowPoint(w));
+    report.summary.Add(w.window.job);
+    if (w.window.job.span_ns > 0) {
+      const double u = w.window.job.utilization();
+      if (!report.worst_utilization.has_value() ||
+          u < *report.worst_utilization) {
+        report.worst_utilization = u;
+        report.worst_window_start_ns = w.window.start_ns;
+      }
+    }
+    for (const BubbleReport& b : w.window.top_bubbles) {
+      report.top_bubbles.push_back(b);
+    }
+  }
+  const size_t keep = std::min(report.top_bubbles.size(),
+                               static_cast<size_t>(std::max(0, top_bubbles)));
+  std::partial_sort(report.top_bubbles.begin(),
+                    report.top_bubbles.begin() + keep, report.top_bubbles.end(),
+                    LongerBubble);
+  report.top_bubbles.resize(keep);
+  return report;
+}
+
+absl::StatusOr<std::vector<RollingUtilization>> QueryRolling(
+    const WindowStoreReader& store, absl::string_view job) {
+  ASSIGN_OR_RETURN(int64_t latest_start, LatestStart(store, job));
+  ASSIGN_OR_RETURN(
+      std::vector<WindowSummary> windows,
+      ScanNs(store, job,
+             SaturatingSub(latest_start,
+                           absl::ToInt64Nanoseconds(kRollingRanges.back())),
+             std::numeric_limits<int64_t>::max()));
+  if (windows.empty()) return NoWindows(job);
+  return Rolling(windows);
+}
+
+std::string FleetOrder::Name() const {
+  switch (metric) {
+    case Metric::kBubbleRatio:
+      return "bubble_ratio";
+    case Metric::kBubbleTime:
+      return "bubble_time";
+    case Metric::kCause:
+      return absl::StrCat("cause:", BubbleCauseName(cause));
+  }
+  return "";
+}
+
+double FleetOrder::Score(const UtilizationStats& w) const {
+  switch (metric) {
+    case Metric::kBubbleRatio:
+      return w.bubble_ratio();
+    case Metric::kBubbleTime:
+      return static_cast<double>(w.bubble_ns);
+    case Metric::kCause:
+      return static_cast<double>(w.attribution[static_cast<int>(cause)]);
+  }
+  return 0;
+}
+
+absl::StatusOr<FleetOrder> ParseFleetOrder(absl::string_view text) {
+  if (text == "bubble_ratio") return FleetOrder{};
+  if (text == "bubble_time") {
+    return FleetOrder{.metric = FleetOrder::Metric::kBubbleTime};
+  }
+  if (absl::ConsumePrefix(&text, "cause:")) {
+    if (std::optional<BubbleCause> cause = ParseBubbleCause(text)) {
+      return FleetOrder{.metric = FleetOrder::Metric::kCause, .cause = *cause};
+    }
+    std::vector<std::string> names;
+    for (BubbleCause c : kAllBubbleCauses) {
+      names.emplace_back(BubbleCauseName(c));
+    }
+    return absl::InvalidArgumentError(absl::StrCat("unknown cause '", text,
+                                                   "': want one of ",
+                                                   absl::StrJoin(names, ", ")));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown order '", text,
+                   "': want bubble_ratio, bubble_time or cause:<cause>"));
+}
+
+absl::StatusOr<FleetReport> QueryFleet(const WindowStoreReader& store,
+                                       const FleetOrder& by, int top) {
+  ASSIGN_OR_RETURN(std::vector<WindowSummary> latest, store.LatestOfEveryJob());
+  FleetReport report;
+  report.by = by;
+  report.jobs = static_cast<int64_t>(latest.size());
+  std::vector<FleetEntry> entries;
+  entries.reserve(latest.size());
+  for (const WindowSummary& w : latest) {
+    report.all.Add(w.window.job);
+    entries.push_back(FleetEntry{.job = w.job,
+                                 .latest = ToWindowPoint(w),
+                                 .score = by.Score(w.window.job)});
+  }
+  const size_t keep =
+      std::min(entries.size(), static_cast<size_t>(std::max(0, top)));
+  std::partial_sort(
+      entries.begin(), entries.begin() + keep, entries.end(),
+      [](const FleetEntry& a, const FleetEntry& b) {
+        if (a.score != b.score) return a.score > b.score;
+        if (a.latest.stats.bubble_ns != b.latest.stats.bubble_ns) {
+          return a.latest.stats.bubble_ns > b.latest.stats.bubble_ns;
+        }
+        return a.job < b.job;
+      });
+  entries.resize(keep);
+  report.entries = std::move(entries);
+  return report;
+}
+
+}  // namespace bubblewatch

@@ -1,0 +1,183 @@
+// The questions people ask the window store, answered from stored windows:
+//   - QueryJob: "what happened to job J in the last hour" — the window
+//     series, rolling utilization over the last 1 min / 5 min / 1 h, a
+//     summary and the top bubbles of the period;
+//   - QueryFleet: "which jobs waste the most GPU time right now" — the
+//     latest complete window of every job, ranked;
+//   - the job list is WindowStoreReader::ListJobs as is.
+// `bubblewatch query`, the HTTP API and the metrics endpoint all call these,
+// so the CLI, JSON and Prometheus figures agree.
+//
+// Time: "now" for a job is the end of its latest stored window (event time),
+// not the wall clock: a trace replayed from last week, or a job whose clock
+// is off, still has a "last hour". For a live job the two coincide.
+//
+// Errors: kNotFound ("no windows for job J") for a job the store does not
+// know or that has no window left; kInvalidArgument for an empty period or
+// one longer than kMaxQueryRange; store errors as in window_store.h.
+#ifndef BUBBLEWATCH_STORAGE_WINDOW_QUERIES_H_
+#define BUBBLEWATCH_STORAGE_WINDOW_QUERIES_H_
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "schemas/analysis.h"
+#include "schemas/bubble_cause.h"
+#include "schemas/window_summary.h"
+#include "storage/window_store.h"
+
+namespace bubblewatch {
+
+// The longest period one job query may cover: 8,640 windows of 10 s, a few
+// MB of JSON. Longer periods would let one request pin a core and memory.
+inline constexpr absl::Duration kMaxQueryRange = absl::Hours(24);
+
+// The rolling ranges of a job report and of the per-job metrics.
+inline constexpr std::array<absl::Duration, 3> kRollingRanges = {
+    absl::Minutes(1), absl::Minutes(5), absl::Hours(1)};
+
+// GPU-time totals over a set of windows (sums over windows and devices).
+struct PeriodStats {
+  int64_t windows = 0;
+  int64_t span_ns = 0;
+  int64_t compute_ns = 0;
+  int64_t bubble_ns = 0;
+  Attribution attribution{};
+
+  void Add(const UtilizationStats& window);
+  void Add(const PeriodStats& other);
+  // compute / span; 0 when the span is 0.
+  double utilization() const;
+  // bubble / span; 0 when the span is 0.
+  double bubble_ratio() const;
+  // The time attributed to `cause` / span; 0 when the span is 0. These add
+  // up to bubble_ratio().
+  double cause_ratio(BubbleCause cause) const;
+};
+
+// One point of a job's window series: the job-level figures of one window
+// (devices summed), without its per-device detail.
+struct WindowPoint {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  UtilizationStats stats;  // Job level; attribution adds up to bubble_ns.
+  int32_t devices = 0;
+  int64_t gpu_events = 0;
+  int64_t cpu_events = 0;
+  int64_t late_events = 0;
+  WindowSummary::ClosedBy closed_by = WindowSummary::ClosedBy::kWatermark;
+};
+
+WindowPoint ToWindowPoint(const WindowSummary& window);
+
+// Utilization over the windows that end at `anchor_ns` and start at or after
+// anchor_ns - range; at least the last window, so a range shorter than one
+// window still has a figure (it then covers that whole window).
+struct RollingUtilization {
+  absl::Duration range;
+  PeriodStats stats;
+};
+
+// Which period of a job to report: the last `last` of its windows (ending at
+// its latest window), or the windows starting in [from_ns, to_ns).
+struct JobPeriod {
+  absl::Duration last = absl::ZeroDuration();  // > 0 selects "last".
+  int64_t from_ns = 0;
+  int64_t to_ns = 0;
+
+  static JobPeriod Last(absl::Duration d) { return JobPeriod{.last = d}; }
+  static JobPeriod Between(int64_t from_ns, int64_t to_ns) {
+    return JobPeriod{.from_ns = from_ns, .to_ns = to_ns};
+  }
+};
+
+struct JobReport {
+  std::string job;
+  // The period reported: windows starting in [from_ns, to_ns). For "last D"
+  // it is [anchor - D, anchor].
+  int64_t from_ns = 0;
+  int64_t to_ns = 0;
+  // End of the period's last window; the rolling figures end there. 0 when
+  // the period holds no window.
+  int64_t anchor_ns = 0;
+  std::vector<WindowPoint> windows;  // Start order.
+  // One entry per kRollingRanges, in that order; empty without windows.
+  std::vector<RollingUtilization> rolling;
+  PeriodStats summary;  // Over `windows`; its utilization is the mean.
+  // The lowest utilization of a window with a span, and that window's start;
+  // nullopt when no window has a span.
+  std::optional<double> worst_utilization;
+  int64_t worst_window_start_ns = 0;
+  // The longest bubbles of the period (from each window's top bubbles),
+  // longest first; ties: earliest. The kernels around each and the CPU call
+  // blamed come with it.
+  std::vector<BubbleReport> top_bubbles;
+};
+
+// Reports `job` over `period`, with at most `top_bubbles` bubbles.
+// Errors: kNotFound when the store has no window of `job`;
+// kInvalidArgument when `period` is empty (last <= 0, from >= to) or longer
+// than kMaxQueryRange. A known job with no window in [from, to) is not an
+// error: the report has no windows.
+absl::StatusOr<JobReport> QueryJob(const WindowStoreReader& store,
+                                   absl::string_view job,
+                                   const JobPeriod& period,
+                                   int top_bubbles = 10);
+
+// The rolling utilization of `job` ending at its latest window, one entry
+// per kRollingRanges (what the per-job metrics export). Reads the job's last
+// hour. Errors: as QueryJob.
+absl::StatusOr<std::vector<RollingUtilization>> QueryRolling(
+    const WindowStoreReader& store, absl::string_view job);
+
+// How to rank the fleet; every order puts the most waste first.
+struct FleetOrder {
+  enum class Metric {
+    kBubbleRatio,  // bubble / span of the latest window.
+    kBubbleTime,   // Bubble GPU-time of the latest window.
+    kCause,        // GPU-time attributed to `cause` in the latest window.
+  };
+  Metric metric = Metric::kBubbleRatio;
+  BubbleCause cause = BubbleCause::kHostSync;  // For kCause only.
+
+  // "bubble_ratio", "bubble_time" or "cause:<name>", as ParseFleetOrder
+  // accepts.
+  std::string Name() const;
+  // The value an entry is ranked by: a ratio for kBubbleRatio, ns otherwise.
+  double Score(const UtilizationStats& window) const;
+};
+
+// Parses "bubble_ratio", "bubble_time" or "cause:<cause name>".
+// Errors: kInvalidArgument naming what is accepted.
+absl::StatusOr<FleetOrder> ParseFleetOrder(absl::string_view text);
+
+struct FleetEntry {
+  std::string job;
+  WindowPoint latest;  // The job's latest complete window.
+  double score = 0;    // FleetOrder::Score of it.
+};
+
+struct FleetReport {
+  FleetOrder by;
+  int64_t jobs = 0;  // Jobs with at least one window.
+  // The `top` highest scores, highest first; ties: more bubble time first,
+  // then job name.
+  std::vector<FleetEntry> entries;
+  // Over the latest window of every job (all of them, not only `entries`).
+  PeriodStats all;
+};
+
+// Ranks the latest complete window of every job by `by` and keeps `top`
+// (REQUIRES: top >= 1). Costs one point read per job.
+absl::StatusOr<FleetReport> QueryFleet(const WindowStoreReader& store,
+                                       const FleetOrder& by, int top);
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_STORAGE_WINDOW_QUERIES_H_

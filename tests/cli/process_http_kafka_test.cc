@@ -1,0 +1,93 @@
+// `bubblewatch process --http` against a real Kafka broker (ctest label
+// kafka; ops/test starts the broker and passes BUBBLEWATCH_KAFKA_BROKERS):
+// while the processor runs, its HTTP server answers `bubblewatch query
+// --server`, and /metrics carries the processor's counters next to the
+// per-job gauges, accepted by promtool.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "httplib.h"
+#include "tests/cli/cli_runner.h"
+#include "tests/cli/serve_process.h"
+#include "tests/storage/storage_test_util.h"
+
+namespace bubblewatch {
+namespace {
+
+using ::bubblewatch::testing::RunBubblewatch;
+using ::bubblewatch::testing::ServeProcess;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+TEST(ProcessHttp, ServesQueriesAndProcessorCountersWhileConsuming) {
+  const char* env = std::getenv("BUBBLEWATCH_KAFKA_BROKERS");
+  ASSERT_TRUE(env != nullptr && *env != '\0')
+      << "BUBBLEWATCH_KAFKA_BROKERS is not set: run through ops/test, which "
+         "starts a real Kafka broker";
+  const std::string brokers = env;
+  const std::string topic =
+      "it-process-http-" + std::to_string(getpid()) + "-" +
+      std::to_string(std::chrono::system_clock::now().time_since_epoch() /
+                     std::chrono::milliseconds(1));
+  auto produce = RunBubblewatch(
+      "produce --brokers " + brokers + " --topic " + topic +
+      " --synthetic --jobs 2 --gpus-per-job 2 --duration 30s --rate 2000");
+  ASSERT_EQ(produce.exit_code, 0) << produce.err;
+
+  testing_util::TempDir dir;
+  auto process = ServeProcess::StartCommand(
+      "process --brokers " + brokers + " --topic " + topic + " --group " +
+      topic + " --windows-topic '' --dlq-topic " + topic +
+      ".dlq --idle-timeout 2s --store '" + dir.Sub("store") +
+      "' --http 127.0.0.1:0 --log-level info");
+  ASSERT_NE(process, nullptr);
+  httplib::Client client(process->url());
+
+  // Poll until both jobs have windows and the lag is known (the processor
+  // measures it with each progress line, every 10 s).
+  std::string page;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto r = client.Get("/metrics");
+    if (r && r->status == 200) {
+      page = r->body;
+      if (page.find("\nbubblewatch_jobs 2\n") != std::string::npos &&
+          page.find("bubblewatch_processor_lag_messages{") !=
+              std::string::npos) {
+        break;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_THAT(page, HasSubstr("\nbubblewatch_jobs 2\n")) << process->Log();
+  EXPECT_THAT(page, HasSubstr("bubblewatch_processor_events_total "));
+  EXPECT_THAT(page, Not(HasSubstr("bubblewatch_processor_events_total 0\n")));
+  EXPECT_THAT(page, HasSubstr("bubblewatch_processor_lag_messages{topic=\"" +
+                              topic + "\""));
+  EXPECT_THAT(page, HasSubstr("bubblewatch_job_utilization{job=\""));
+
+  const std::string file = dir.Sub("metrics.prom");
+  std::ofstream(file) << page;
+  EXPECT_EQ(std::system(("promtool check metrics < '" + file + "'").c_str()), 0)
+      << page;
+
+  const std::string remote = " --server " + process->url();
+  auto jobs = RunBubblewatch("query jobs --json" + remote);
+  ASSERT_EQ(jobs.exit_code, 0) << jobs.err;
+  EXPECT_THAT(jobs.out, HasSubstr("\"window_count\":"));
+  auto fleet = RunBubblewatch("query fleet" + remote);
+  ASSERT_EQ(fleet.exit_code, 0) << fleet.err;
+  EXPECT_THAT(fleet.out, HasSubstr("of 2 job(s)"));
+}
+
+}  // namespace
+}  // namespace bubblewatch

@@ -1,0 +1,233 @@
+// End-to-end tests of `bubblewatch query` in both modes (--store, and
+// --server against a `bubblewatch serve` child process) and of `serve`'s
+// token check, on a hand-written store; plus one run on a store the
+// processor wrote (`bubblewatch demo --store`).
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "simdjson.h"
+#include "tests/cli/cli_runner.h"
+#include "tests/cli/serve_process.h"
+#include "tests/storage/query_test_windows.h"
+#include "tests/storage/storage_test_util.h"
+
+namespace bubblewatch {
+namespace {
+
+using ::bubblewatch::testing::RunBubblewatch;
+using ::bubblewatch::testing::ServeProcess;
+using ::bubblewatch::testing::WriteTempFile;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class QueryCommandTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing_util::TempDir();
+    ASSERT_TRUE(query_test::WriteFleetStore(dir_->Sub("store")).ok());
+  }
+  static void TearDownTestSuite() { delete dir_; }
+
+  static std::string Store() { return " --store " + dir_->Sub("store"); }
+
+  static testing_util::TempDir* dir_;
+};
+testing_util::TempDir* QueryCommandTest::dir_ = nullptr;
+
+TEST_F(QueryCommandTest, JobsListsEveryJobWithItsWindowCount) {
+  auto r = RunBubblewatch("query jobs --json" + Store());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  simdjson::dom::parser parser;
+  simdjson::dom::array jobs = parser.parse(r.out)["jobs"];
+  ASSERT_EQ(jobs.size(), 4u);
+  EXPECT_EQ(std::string_view(jobs.at(0)["job"]), "alpha");
+  EXPECT_EQ(int64_t(jobs.at(0)["window_count"]), 400);
+  EXPECT_EQ(int64_t(jobs.at(0)["latest_window_start_ns"]),
+            query_test::kT0 + 399 * query_test::kWindow);
+
+  auto text = RunBubblewatch("query jobs" + Store());
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("alpha"));
+  EXPECT_THAT(text.out, HasSubstr("2025-11-29 11:06:30"));  // Window 399.
+}
+
+TEST_F(QueryCommandTest, JobJsonHasTheSeriesRollingSummaryAndBubbles) {
+  auto r =
+      RunBubblewatch("query job alpha --last 1h --bubbles 2 --json" + Store());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.parse(r.out);
+  EXPECT_EQ(std::string_view(doc["job"]), "alpha");
+  simdjson::dom::array windows = doc["windows"];
+  EXPECT_EQ(windows.size(), 360u);
+  EXPECT_EQ(double(windows.at(0)["utilization"]), 0.1);  // Window 40.
+  EXPECT_EQ(double(windows.at(0)["bubble_us"]), 9e6);
+  EXPECT_EQ(std::string_view(windows.at(0)["culprit_before_bubble"]["name"]),
+            "gemm_40");
+  EXPECT_EQ(simdjson::dom::object(windows.at(0)["attribution_us"]).size(), 8u);
+  simdjson::dom::array rolling = doc["rolling"];
+  ASSERT_EQ(rolling.size(), 3u);
+  EXPECT_EQ(std::string_view(rolling.at(0)["range"]), "1m");
+  EXPECT_EQ(double(rolling.at(0)["utilization"]), 0.75);
+  EXPECT_EQ(std::string_view(rolling.at(2)["range"]), "1h");
+  EXPECT_EQ(double(rolling.at(2)["utilization"]), 0.55);
+  simdjson::dom::element summary = doc["summary"];
+  EXPECT_EQ(double(summary["worst_utilization"]), 0.1);
+  EXPECT_EQ(std::string_view(summary["dominant_cause"]), "host_sync");
+  EXPECT_THAT(std::string(std::string_view(summary["advice"])),
+              HasSubstr("item"));
+  EXPECT_EQ(double(summary["attribution_us"]["launch_overhead"]), 324e3);
+  simdjson::dom::array bubbles = doc["top_bubbles"];
+  ASSERT_EQ(bubbles.size(), 2u);
+  EXPECT_EQ(double(bubbles.at(0)["duration_us"]), 9e6);
+  EXPECT_EQ(std::string_view(bubbles.at(0)["blamed"]), "cudaStreamSynchronize");
+  EXPECT_EQ(std::string_view(bubbles.at(0)["after"]["name"]), "relu");
+}
+
+TEST_F(QueryCommandTest, JobTextHasChartRollingSummaryAndAdvice) {
+  auto r = RunBubblewatch("query job alpha --windows 5" + Store());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("Utilization over time"));
+  EXPECT_THAT(r.out, HasSubstr("\u2588"));  // A full block: a 100 % column.
+  EXPECT_THAT(r.out, HasSubstr("100% \u2524"));
+  EXPECT_THAT(r.out, HasSubstr("last 1m"));
+  EXPECT_THAT(r.out, HasSubstr("75.0%"));
+  EXPECT_THAT(r.out, HasSubstr("mean utilization   55.0%"));
+  EXPECT_THAT(r.out, HasSubstr("Top bubbles"));
+  EXPECT_THAT(r.out, HasSubstr("Advice (dominant cause: host_sync"));
+  EXPECT_THAT(r.out, HasSubstr("latest 5 of 360"));
+  EXPECT_THAT(r.out, Not(HasSubstr("\033[")));
+}
+
+TEST_F(QueryCommandTest, FleetRanksByEachOrder) {
+  auto r =
+      RunBubblewatch("query fleet --json --by bubble_time --top 2" + Store());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.parse(r.out);
+  EXPECT_EQ(std::string_view(doc["by"]), "bubble_time");
+  EXPECT_EQ(int64_t(doc["jobs"]), 4);
+  simdjson::dom::array top = doc["top"];
+  ASSERT_EQ(top.size(), 2u);
+  EXPECT_EQ(std::string_view(top.at(0)["job"]), "beta");
+  EXPECT_EQ(double(top.at(0)["score"]), 8e6);  // µs.
+  EXPECT_EQ(std::string_view(top.at(1)["job"]), "gamma");
+
+  auto alloc = RunBubblewatch("query fleet --by cause:allocator" + Store());
+  ASSERT_EQ(alloc.exit_code, 0) << alloc.err;
+  EXPECT_THAT(alloc.out, HasSubstr("by cause:allocator"));
+  // odd/job ranks first: its line comes before beta's.
+  EXPECT_LT(alloc.out.find("odd/job"), alloc.out.find("beta"));
+}
+
+TEST_F(QueryCommandTest, UnknownJobExitsOneWithTheReason) {
+  auto r = RunBubblewatch("query job nope" + Store());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("no windows for job nope"));
+  EXPECT_EQ(r.out, "");
+}
+
+TEST_F(QueryCommandTest, BadArgumentsExitTwo) {
+  for (const std::string args :
+       {"query job alpha --last 2d", "query job alpha --last soon",
+        "query job alpha --from 1764410400", "query job alpha --from x --to y",
+        "query job alpha --from 1764414000 --to 1764410400",
+        "query fleet --by cause:nope", "query fleet --top 0",
+        "query fleet --last 1h", "query jobs --top 3", "query job",
+        "query everything", "query jobs --server http://127.0.0.1:1"}) {
+    auto r = RunBubblewatch(args + Store());
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr("bubblewatch query: ")) << args;
+  }
+  auto none = RunBubblewatch("query jobs");
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_THAT(none.err, HasSubstr("--store DIR or --server URL"));
+}
+
+TEST_F(QueryCommandTest, MissingStoreExitsOne) {
+  auto r = RunBubblewatch("query jobs --store " + dir_->Sub("missing"));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+}
+
+TEST_F(QueryCommandTest, ServerModeGivesTheSameBytesAsStoreMode) {
+  auto server = ServeProcess::Start(dir_->Sub("store"));
+  ASSERT_NE(server, nullptr);
+  const std::string remote = " --server " + server->url();
+  for (const std::string q :
+       {"query jobs --json", "query fleet --json --by cause:host_sync",
+        "query fleet --json --pretty --top 3",
+        "query job alpha --json --last 10m --bubbles 3",
+        "query job alpha --json --from 2025-11-29T10:10:00Z --to 1764411600",
+        "query job odd/job\\ \\\"x\\\" --json"}) {
+    auto local = RunBubblewatch(q + Store());
+    auto over_http = RunBubblewatch(q + remote);
+    ASSERT_EQ(local.exit_code, 0) << q << ": " << local.err;
+    ASSERT_EQ(over_http.exit_code, 0) << q << ": " << over_http.err;
+    EXPECT_EQ(local.out, over_http.out) << q;
+  }
+  // Text reports too (they render what the JSON carries).
+  for (const std::string q : {"query fleet", "query job alpha --windows 0"}) {
+    EXPECT_EQ(RunBubblewatch(q + Store()).out, RunBubblewatch(q + remote).out)
+        << q;
+  }
+  auto missing = RunBubblewatch("query job nope" + remote);
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("no windows for job nope"));
+}
+
+TEST_F(QueryCommandTest, ServerWithATokenRefusesQueriesWithoutIt) {
+  const std::string pid = std::to_string(getpid());
+  const std::string token =
+      WriteTempFile("query_token_" + pid, "s3cret-token\n");
+  const std::string wrong =
+      WriteTempFile("query_wrong_" + pid, "s3cret-tokeN\n");
+  auto server =
+      ServeProcess::Start(dir_->Sub("store"), "--token-file " + token);
+  ASSERT_NE(server, nullptr);
+  const std::string remote = " --server " + server->url();
+  auto none = RunBubblewatch("query jobs" + remote);
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_THAT(none.err, HasSubstr("bearer token"));
+  auto bad = RunBubblewatch("query jobs --token-file " + wrong + remote);
+  EXPECT_EQ(bad.exit_code, 1);
+  auto good = RunBubblewatch("query jobs --token-file " + token + remote);
+  EXPECT_EQ(good.exit_code, 0) << good.err;
+  EXPECT_THAT(good.out, HasSubstr("alpha"));
+}
+
+TEST_F(QueryCommandTest, UnreachableServerExitsOne) {
+  // Port 1 on loopback: nothing listens there.
+  auto r = RunBubblewatch("query jobs --server http://127.0.0.1:1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("no reply from http://127.0.0.1:1"));
+}
+
+TEST(QueryOnProcessorStore, AnswersOnTheStoreTheDemoWrote) {
+  testing_util::TempDir dir;
+  const std::string store = dir.Sub("store");
+  auto demo = RunBubblewatch("demo --jobs 2 --duration 25s --store " + store);
+  ASSERT_EQ(demo.exit_code, 0) << demo.err;
+  auto jobs = RunBubblewatch("query jobs --json --store " + store);
+  ASSERT_EQ(jobs.exit_code, 0) << jobs.err;
+  simdjson::dom::parser parser;
+  simdjson::dom::array list = parser.parse(jobs.out)["jobs"];
+  ASSERT_EQ(list.size(), 2u);
+  const std::string job(std::string_view(list.at(0)["job"]));
+  EXPECT_GE(int64_t(list.at(0)["window_count"]), 2);
+
+  auto report = RunBubblewatch("query job " + job + " --store " + store);
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_THAT(report.out, HasSubstr("Bubble time by cause"));
+  auto fleet = RunBubblewatch("query fleet --json --store " + store);
+  ASSERT_EQ(fleet.exit_code, 0) << fleet.err;
+  simdjson::dom::array top = parser.parse(fleet.out)["top"];
+  EXPECT_EQ(top.size(), 2u);
+}
+
+}  // namespace
+}  // namespace bubblewatch

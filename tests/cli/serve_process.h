@@ -1,0 +1,105 @@
+// Runs `bubblewatch serve` (or `process --http`) as a child process on a free
+// loopback port for end-to-end tests (CLI --server mode, the dashboard in a
+// browser, the processor's HTTP API), and stops it when the test ends.
+#ifndef BUBBLEWATCH_TESTS_CLI_SERVE_PROCESS_H_
+#define BUBBLEWATCH_TESTS_CLI_SERVE_PROCESS_H_
+
+#include <signal.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "gtest/gtest.h"
+
+namespace bubblewatch::testing {
+
+class ServeProcess {
+ public:
+  // Starts `bubblewatch serve --store STORE --listen 127.0.0.1:0 EXTRA`;
+  // see StartCommand.
+  static std::unique_ptr<ServeProcess> Start(const std::string& store,
+                                             const std::string& extra = "") {
+    return StartCommand("serve --store '" + store + "' --listen 127.0.0.1:0 " +
+                        extra);
+  }
+
+  // Starts `bubblewatch ARGS` (stderr to a log file) and waits, polling for
+  // up to 60 s, for the log line naming its URL ("listening on URL ..." from
+  // serve, "serving HTTP on URL" from process). Returns nullptr (after a test
+  // failure) if it exits or does not come up.
+  static std::unique_ptr<ServeProcess> StartCommand(const std::string& args) {
+    static int counter = 0;
+    const std::string log = ::testing::TempDir() + "/serve_" +
+                            std::to_string(getpid()) + "_" +
+                            std::to_string(counter++) + ".log";
+    const std::string cmd = std::string("exec ") + BUBBLEWATCH_BINARY + " " +
+                            args + " 2>'" + log + "'";
+    pid_t pid = fork();
+    if (pid == 0) {
+      execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    auto p = std::unique_ptr<ServeProcess>(new ServeProcess(pid, log));
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (std::chrono::steady_clock::now() < deadline) {
+      const std::string text = p->Log();
+      for (const std::string marker : {"listening on ", "serving HTTP on "}) {
+        const size_t at = text.find(marker);
+        if (at == std::string::npos) continue;
+        const size_t begin = at + marker.size();
+        const size_t end = text.find_first_of(" \n", begin);
+        if (end == std::string::npos) continue;
+        p->url_ = text.substr(begin, end - begin);
+        return p;
+      }
+      int status = 0;
+      if (waitpid(pid, &status, WNOHANG) == pid) {
+        p->pid_ = -1;
+        ADD_FAILURE() << "bubblewatch " << args << " exited: " << text;
+        return nullptr;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ADD_FAILURE() << "bubblewatch " << args << " did not come up: " << p->Log();
+    return nullptr;
+  }
+
+  // Stops the process (SIGTERM) and expects a clean exit.
+  ~ServeProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      int status = 0;
+      waitpid(pid_, &status, 0);
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+          << "did not stop cleanly: " << Log();
+    }
+    std::remove(log_.c_str());
+  }
+
+  // "http://127.0.0.1:PORT".
+  const std::string& url() const { return url_; }
+  // What it wrote on stderr so far.
+  std::string Log() const {
+    std::ifstream in(log_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+ private:
+  ServeProcess(pid_t pid, std::string log) : pid_(pid), log_(std::move(log)) {}
+  pid_t pid_;
+  std::string log_;
+  std::string url_;
+};
+
+}  // namespace bubblewatch::testing
+
+#endif  // BUBBLEWATCH_TESTS_CLI_SERVE_PROCESS_H_

@@ -56,6 +56,7 @@ class StreamProcessor::Impl {
   struct PartitionState {
     int64_t committed_position = 0;  // From the store at assignment.
     int64_t next_offset = -1;        // After the last message seen.
+    bool at_end = false;  // Reached the partition's end since the last one.
   };
   struct JobEntry {
     std::unique_ptr<JobWindower> windower;  // Null once closed for idleness.
@@ -79,6 +80,11 @@ class StreamProcessor::Impl {
   absl::StatusOr<JobEntry*> GetOrLoadJob(const std::string& job,
                                          int32_t partition);
   void CloseIdleJobs(absl::Time now);
+  // True when every assigned partition has been read to its end.
+  bool CaughtUp() const;
+  // How long a host may be silent before it stops holding its job's
+  // watermark back: the idle timeout when caught up, else forever.
+  absl::Duration HostIdle() const;
   absl::Status Commit(absl::Time now);
   absl::Status AddLateUpdates(StoreBatch& batch);
   void LogProgress();
@@ -112,6 +118,9 @@ absl::Status StreamProcessor::Impl::Init() {
   RETURN_IF_ERROR(consumer_config.Require("enable.auto.commit", "false"));
   consumer_config.SetDefault("enable.auto.offset.store", "false");
   consumer_config.SetDefault("auto.offset.reset", "earliest");
+  // End-of-partition events tell when the consumer has caught up: idle
+  // timeouts only apply then.
+  RETURN_IF_ERROR(consumer_config.Require("enable.partition.eof", "true"));
   consumer_config.SetDefault("partition.assignment.strategy",
                              "cooperative-sticky");
   // Work between polls is bounded (one message, one commit), so the default
@@ -271,6 +280,7 @@ StreamProcessor::Impl::GetOrLoadJob(const std::string& job, int32_t partition) {
 absl::Status StreamProcessor::Impl::HandleMessage(
     const rd_kafka_message_t& message, absl::Time now) {
   PartitionState& part = partitions_[message.partition];
+  part.at_end = false;
   const bool replay = message.offset < part.committed_position;
   part.next_offset = std::max(part.next_offset, message.offset + 1);
   uncommitted_ = true;
@@ -322,7 +332,7 @@ absl::Status StreamProcessor::Impl::HandleMessage(
   }
   job->dirty = true;
   std::vector<WindowSummary> done =
-      job->windower->FinalizeReady(now, options_.idle_timeout);
+      job->windower->FinalizeReady(now, HostIdle());
   job->state.finalized_through_ns = job->windower->finalized_through_ns();
   {
     absl::MutexLock lock(&stats_mu_);
@@ -334,7 +344,22 @@ absl::Status StreamProcessor::Impl::HandleMessage(
   return absl::OkStatus();
 }
 
+bool StreamProcessor::Impl::CaughtUp() const {
+  if (partitions_.empty()) return false;
+  for (const auto& [p, part] : partitions_) {
+    if (!part.at_end) return false;
+  }
+  return true;
+}
+
+absl::Duration StreamProcessor::Impl::HostIdle() const {
+  // Silence only means something once the consumer has read everything:
+  // while it lags, a host's next batch may simply not be read yet.
+  return CaughtUp() ? options_.idle_timeout : absl::InfiniteDuration();
+}
+
 void StreamProcessor::Impl::CloseIdleJobs(absl::Time now) {
+  if (!CaughtUp()) return;
   for (auto& [name, job] : jobs_) {
     if (!job.windower ||
         now - job.windower->last_activity() < options_.idle_timeout) {
@@ -515,7 +540,9 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
         if (first_message_ == absl::InfinitePast()) first_message_ = now;
         RETURN_IF_ERROR(HandleMessage(*message, now));
         last_handled_ = absl::Now();
-      } else if (message->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+      } else if (message->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+        partitions_[message->partition].at_end = true;
+      } else {
         absl::Status s = KafkaErrorToStatus(message->err, "consuming");
         if (rd_kafka_fatal_error(consumer_.get(), nullptr, 0) !=
             RD_KAFKA_RESP_ERR_NO_ERROR) {

@@ -111,10 +111,10 @@ double PeriodStats::cause_ratio(BubbleCause cause) const {
              : 0.0;
 }
 
-WindowPoint ToWindowPoint(const WindowSummary& w) {
+WindowPoint ToWindowPoint(const WindowSummary& w, bool with_stats) {
   return WindowPoint{.start_ns = w.window.start_ns,
                      .end_ns = w.window.end_ns,
-                     .stats = w.window.job,
+                     .stats = with_stats ? w.window.job : UtilizationStats{},
                      .devices = static_cast<int32_t>(w.window.devices.size()),
                      .gpu_events = w.gpu_events,
                      .cpu_events = w.cpu_events,
@@ -188,9 +188,12 @@ absl::StatusOr<JobReport> QueryJob(const WindowStoreReader& store,
 
   report.rolling = Rolling(context);
   if (!context.empty()) report.anchor_ns = context.back().window.end_ns;
+  report.windows.reserve(context.size() - first_in_period);
+  // Candidates by pointer; only the kept ones are copied (each carries three
+  // strings).
+  std::vector<const BubbleReport*> bubbles;
   for (size_t i = first_in_period; i < context.size(); ++i) {
-    const WindowSummary& w = context[i];
-    report.windows.push_back(ToWindowPoint(w));
+    WindowSummary& w = context[i];
     report.summary.Add(w.window.job);
     if (w.window.job.span_ns > 0) {
       const double u = w.window.job.utilization();
@@ -200,16 +203,21 @@ absl::StatusOr<JobReport> QueryJob(const WindowStoreReader& store,
         report.worst_window_start_ns = w.window.start_ns;
       }
     }
-    for (const BubbleReport& b : w.window.top_bubbles) {
-      report.top_bubbles.push_back(b);
-    }
+    for (const BubbleReport& b : w.window.top_bubbles) bubbles.push_back(&b);
+    // Last use of the job-level stats: moved, not copied (the culprit's name
+    // is a heap string).
+    WindowPoint point = ToWindowPoint(w, /*with_stats=*/false);
+    point.stats = std::move(w.window.job);
+    report.windows.push_back(std::move(point));
   }
-  const size_t keep = std::min(report.top_bubbles.size(),
-                               static_cast<size_t>(std::max(0, top_bubbles)));
-  std::partial_sort(report.top_bubbles.begin(),
-                    report.top_bubbles.begin() + keep, report.top_bubbles.end(),
-                    LongerBubble);
-  report.top_bubbles.resize(keep);
+  const size_t keep =
+      std::min(bubbles.size(), static_cast<size_t>(std::max(0, top_bubbles)));
+  std::partial_sort(bubbles.begin(), bubbles.begin() + keep, bubbles.end(),
+                    [](const BubbleReport* a, const BubbleReport* b) {
+                      return LongerBubble(*a, *b);
+                    });
+  report.top_bubbles.reserve(keep);
+  for (size_t i = 0; i < keep; ++i) report.top_bubbles.push_back(*bubbles[i]);
   return report;
 }
 

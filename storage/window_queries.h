@@ -74,7 +74,9 @@ struct WindowPoint {
   WindowSummary::ClosedBy closed_by = WindowSummary::ClosedBy::kWatermark;
 };
 
-WindowPoint ToWindowPoint(const WindowSummary& window);
+// The point of `window`; without its stats (left default) unless
+// `with_stats`, for callers that move them in.
+WindowPoint ToWindowPoint(const WindowSummary& window, bool with_stats = true);
 
 // Utilization over the windows that end at `anchor_ns` and start at or after
 // anchor_ns - range; at least the last window, so a range shorter than one

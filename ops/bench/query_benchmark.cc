@@ -236,6 +236,35 @@ BENCHMARK(BM_QueryJobLastHour)
     ->Iterations(2000)
     ->Unit(benchmark::kMillisecond);
 
+// For comparison: the store's part alone (the job's record and a Scan of
+// its last 360 windows, decoded), without the report QueryJob builds.
+void BM_StoreScanLastHour(benchmark::State& state) {
+  Fixture& fx = GetFixture();
+  std::mt19937_64 rng(42);
+  std::vector<double> ms, cpu_ms;
+  for (auto _ : state) {
+    const std::string job = JobName(static_cast<int64_t>(rng() % fx.jobs));
+    const auto t0 = std::chrono::steady_clock::now();
+    const double cpu0 = ProcessCpuMs();
+    auto info = fx.store->Job(job);
+    if (!info.ok() || !info->has_value()) Die(info.status());
+    auto windows = fx.store->Scan(
+        job,
+        absl::FromUnixNanos((*info)->latest_window_start_ns + kWindowNs) -
+            absl::Hours(1),
+        absl::InfiniteFuture());
+    if (!windows.ok()) Die(windows.status());
+    benchmark::DoNotOptimize(windows);
+    ms.push_back(MsSince(t0));
+    cpu_ms.push_back(ProcessCpuMs() - cpu0);
+  }
+  Report(state, "", ms);
+  Report(state, "cpu_", cpu_ms);
+}
+BENCHMARK(BM_StoreScanLastHour)
+    ->Iterations(2000)
+    ->Unit(benchmark::kMillisecond);
+
 // Through HTTP on loopback, as `bubblewatch serve` answers
 // GET /api/v1/jobs/J/windows?last=1h (one keep-alive connection).
 void BM_HttpJobLastHour(benchmark::State& state) {

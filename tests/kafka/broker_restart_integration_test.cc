@@ -18,6 +18,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -74,7 +75,13 @@ class OwnBroker {
             absl::StrCat(::testing::TempDir(), "/bw-kafka-restart-", getpid())),
         ops_(absl::StrCat(BUBBLEWATCH_REPO_ROOT, "/ops/kafka/")) {}
   ~OwnBroker() {
-    if (std::getenv("BUBBLEWATCH_TEST_KEEP_BROKER") == nullptr) Stop();
+    if (std::getenv("BUBBLEWATCH_TEST_KEEP_BROKER") != nullptr) return;
+    Stop();
+    // The broker's log stays only when it can explain a failure.
+    if (!::testing::Test::HasFailure()) {
+      std::error_code ignored;
+      std::filesystem::remove_all(state_dir_, ignored);
+    }
   }
 
   // ops/kafka/start can misreport a broker that is still being exec'd as

@@ -17,17 +17,17 @@ constexpr int64_t kInsideMarginNs = 2 * kUs;
 constexpr int64_t kMinKernelNs = 1 * kUs;
 
 // The class an open range lends to the time inside it (BRIEF.md, step 3).
-HostClass ContextClass(NameId name) {
+PlantedHostClass ContextClass(NameId name) {
   switch (name) {
     case kNameAtenItem:
     case kNameAtenLocalScalarDense:
-      return HostClass::kSync;
+      return PlantedHostClass::kSync;
     case kNameEmptyCache:
-      return HostClass::kAllocator;
+      return PlantedHostClass::kAllocator;
     case kNameDataLoaderNext:
-      return HostClass::kDataLoading;
+      return PlantedHostClass::kDataLoading;
     default:
-      return HostClass::kUncovered;
+      return PlantedHostClass::kUncovered;
   }
 }
 
@@ -48,9 +48,9 @@ RankSimulator::RankSimulator(int32_t device, uint64_t thread,
       gaps_(gaps),
       now_(start_ns) {}
 
-void RankSimulator::Host(int64_t ns, HostClass host_class) {
+void RankSimulator::Host(int64_t ns, PlantedHostClass host_class) {
   if (ns <= 0) return;
-  for (HostClass c : open_class_) host_class = std::min(host_class, c);
+  for (PlantedHostClass c : open_class_) host_class = std::min(host_class, c);
   if (!blocks_.empty() && blocks_.back().host_class == host_class &&
       blocks_.back().end_ns == now_) {
     blocks_.back().end_ns += ns;
@@ -84,7 +84,7 @@ void RankSimulator::Close() {
 }
 
 CorrelationId RankSimulator::Call(NameId name, int64_t ns,
-                                  HostClass host_class) {
+                                  PlantedHostClass host_class) {
   const CorrelationId correlation = next_correlation_++;
   Emit(name, CpuEventCategory::kCudaRuntime, now_, now_ + ns, correlation);
   Host(ns, host_class);
@@ -163,7 +163,7 @@ void RankSimulator::LaunchKernel(NameId name, int64_t duration_ns,
                                  int32_t stream) {
   const int64_t launch_start = now_;
   const CorrelationId correlation =
-      Call(kNameCudaLaunchKernel, LaunchCallNs(), HostClass::kLaunch);
+      Call(kNameCudaLaunchKernel, LaunchCallNs(), PlantedHostClass::kLaunch);
   PlaceKernel(name, duration_ns, stream, correlation, launch_start);
 }
 
@@ -171,7 +171,7 @@ void RankSimulator::LaunchSideKernel(NameId name, int64_t duration_ns,
                                      int32_t stream) {
   const int64_t launch_start = now_;
   const CorrelationId correlation =
-      Call(kNameCudaLaunchKernel, LaunchCallNs(), HostClass::kLaunch);
+      Call(kNameCudaLaunchKernel, LaunchCallNs(), PlantedHostClass::kLaunch);
   const int64_t start = std::max({launch_start + LaunchLatencyNs(), nccl_free_,
                                   last_kernel_start_ + kInsideMarginNs});
   const int64_t room = last_kernel_end_ - kInsideMarginNs - start;
@@ -194,8 +194,9 @@ void RankSimulator::LaunchSideKernel(NameId name, int64_t duration_ns,
 
 void RankSimulator::CopyToDevice(int64_t bytes, bool on_compute_stream) {
   const int64_t launch_start = now_;
-  const CorrelationId correlation = Call(
-      kNameCudaMemcpyAsync, rng_.Uniform(4 * kUs, 8 * kUs), HostClass::kLaunch);
+  const CorrelationId correlation =
+      Call(kNameCudaMemcpyAsync, rng_.Uniform(4 * kUs, 8 * kUs),
+           PlantedHostClass::kLaunch);
   int64_t& stream_free = on_compute_stream ? compute_free_ : copy_free_;
   const int64_t start = std::max(stream_free, launch_start + LaunchLatencyNs());
   const int64_t end = start + std::max<int64_t>(kUs, bytes / kPinnedBytesPerNs);
@@ -215,9 +216,9 @@ void RankSimulator::CopyToDevice(int64_t bytes, bool on_compute_stream) {
 
 void RankSimulator::Item() {
   Open(kNameAtenItem, CpuEventCategory::kCpuOp);
-  Host(rng_.Uniform(1 * kUs, 3 * kUs), HostClass::kUncovered);
+  Host(rng_.Uniform(1 * kUs, 3 * kUs), PlantedHostClass::kUncovered);
   Open(kNameAtenLocalScalarDense, CpuEventCategory::kCpuOp);
-  Host(rng_.Uniform(1 * kUs, 2 * kUs), HostClass::kUncovered);
+  Host(rng_.Uniform(1 * kUs, 2 * kUs), PlantedHostClass::kUncovered);
   // A 4-byte copy into pageable memory: the call returns only when the copy,
   // queued behind every kernel, is done.
   const int64_t launch_start = now_;
@@ -240,17 +241,17 @@ void RankSimulator::Item() {
   const int64_t call_end = end + rng_.Uniform(2 * kUs, 4 * kUs);
   Emit(kNameCudaMemcpyAsync, CpuEventCategory::kCudaRuntime, launch_start,
        call_end, correlation);
-  Host(call_end - now_, HostClass::kSync);
+  Host(call_end - now_, PlantedHostClass::kSync);
   Call(kNameCudaStreamSynchronize, rng_.Uniform(2 * kUs, 4 * kUs),
-       HostClass::kSync);
-  Host(rng_.Uniform(1 * kUs, 2 * kUs), HostClass::kUncovered);
+       PlantedHostClass::kSync);
+  Host(rng_.Uniform(1 * kUs, 2 * kUs), PlantedHostClass::kUncovered);
   Close();
-  Host(rng_.Uniform(1 * kUs, 2 * kUs), HostClass::kUncovered);
+  Host(rng_.Uniform(1 * kUs, 2 * kUs), PlantedHostClass::kUncovered);
   Close();
 }
 
 void RankSimulator::WaitForDevice(NameId name, int64_t extra_ns,
-                                  HostClass host_class) {
+                                  PlantedHostClass host_class) {
   const int64_t end = std::max(now_, device_idle_) + extra_ns;
   Call(name, end - now_, host_class);
 }
@@ -275,7 +276,7 @@ void RankSimulator::Run(const StepPlan& plan) {
   for (const StepOp& op : plan.ops) {
     switch (op.kind) {
       case StepOpKind::kPython:
-        Host(op.ns + fraction_ns(op), HostClass::kUncovered);
+        Host(op.ns + fraction_ns(op), PlantedHostClass::kUncovered);
         break;
       case StepOpKind::kOpen:
         Open(op.name, op.category);
@@ -299,20 +300,20 @@ void RankSimulator::Run(const StepPlan& plan) {
         break;
       case StepOpKind::kDeviceSync:
         WaitForDevice(op.name, rng_.Uniform(3 * kUs, 8 * kUs),
-                      HostClass::kSync);
+                      PlantedHostClass::kSync);
         break;
       case StepOpKind::kDataLoader: {
         const int64_t ns = op.ns + fraction_ns(op);
         Emit(op.name, CpuEventCategory::kUserAnnotation, now_, now_ + ns);
-        Host(ns, HostClass::kDataLoading);
+        Host(ns, PlantedHostClass::kDataLoading);
         break;
       }
       case StepOpKind::kFree:
         // cudaFree synchronizes the device before releasing memory.
-        WaitForDevice(op.name, op.ns, HostClass::kAllocator);
+        WaitForDevice(op.name, op.ns, PlantedHostClass::kAllocator);
         break;
       case StepOpKind::kMalloc:
-        Call(op.name, op.ns, HostClass::kAllocator);
+        Call(op.name, op.ns, PlantedHostClass::kAllocator);
         break;
     }
   }

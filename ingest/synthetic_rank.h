@@ -59,13 +59,13 @@ class RankSimulator {
 
  private:
   // Host side.
-  void Host(int64_t ns, HostClass host_class);
+  void Host(int64_t ns, PlantedHostClass host_class);
   CpuEvent& Emit(NameId name, CpuEventCategory category, int64_t start_ns,
                  int64_t end_ns, CorrelationId correlation = kNoCorrelation);
   void Open(NameId name, CpuEventCategory category);
   void Close();
   // A CUDA runtime call from now lasting `ns`, of class `host_class`.
-  CorrelationId Call(NameId name, int64_t ns, HostClass host_class);
+  CorrelationId Call(NameId name, int64_t ns, PlantedHostClass host_class);
   int64_t LaunchCallNs();
   int64_t LaunchLatencyNs() { return rng_.Uniform(3000, 5000); }
 
@@ -76,7 +76,8 @@ class RankSimulator {
                    CorrelationId correlation, int64_t launch_start_ns);
   void CopyToDevice(int64_t bytes, bool on_compute_stream);
   void Item();
-  void WaitForDevice(NameId name, int64_t extra_ns, HostClass host_class);
+  void WaitForDevice(NameId name, int64_t extra_ns,
+                     PlantedHostClass host_class);
 
   // Truth. A gap is painted once the host clock has passed its end: only
   // then can no later copy still land in it (the copy stream runs copies as
@@ -101,7 +102,7 @@ class RankSimulator {
   int64_t now_;
   std::deque<HostBlock> blocks_;  // From the last kernel end on.
   std::vector<size_t> open_;      // Indices into trace_->cpu.
-  std::vector<HostClass> open_class_;
+  std::vector<PlantedHostClass> open_class_;
 
   bool has_kernel_ = false;
   int64_t last_kernel_start_ = 0;  // The latest compute-order kernel.

@@ -8,22 +8,17 @@
 namespace bubblewatch {
 namespace {
 
-constexpr std::array<absl::string_view, kNumPlantedCauses> kCauseNames = {
-    "host_sync",    "launch_overhead", "allocator",      "memcpy",
-    "data_loading", "host_compute",    "gpu_dependency", "unattributed",
-};
-
-PlantedCause HostCause(HostClass host_class, bool sync_overlaps) {
+PlantedCause HostCause(PlantedHostClass host_class, bool sync_overlaps) {
   switch (host_class) {
-    case HostClass::kSync:
+    case PlantedHostClass::kSync:
       return PlantedCause::kHostSync;
-    case HostClass::kAllocator:
+    case PlantedHostClass::kAllocator:
       return PlantedCause::kAllocator;
-    case HostClass::kDataLoading:
+    case PlantedHostClass::kDataLoading:
       return PlantedCause::kDataLoading;
-    case HostClass::kLaunch:
+    case PlantedHostClass::kLaunch:
       return PlantedCause::kLaunchOverhead;
-    case HostClass::kUncovered:
+    case PlantedHostClass::kUncovered:
       break;
   }
   // The host waited for the GPU to drain, then had nothing queued.
@@ -37,10 +32,6 @@ int64_t FloorTo(int64_t t, int64_t step) {
 }
 
 }  // namespace
-
-absl::string_view PlantedCauseName(PlantedCause cause) {
-  return kCauseNames[static_cast<int>(cause)];
-}
 
 PlantedGap PaintGap(int32_t device, int64_t g0, int64_t g1,
                     int64_t launch_start,
@@ -61,7 +52,7 @@ PlantedGap PaintGap(int32_t device, int64_t g0, int64_t g1,
     if (b.end_ns <= g0) continue;
     cuts.push_back(std::max(b.start_ns, g0));
     cuts.push_back(std::min(b.end_ns, host_end));
-    if (b.host_class == HostClass::kSync) sync_overlaps = true;
+    if (b.host_class == PlantedHostClass::kSync) sync_overlaps = true;
   }
   std::sort(cuts.begin(), cuts.end());
   cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
@@ -86,9 +77,9 @@ PlantedGap PaintGap(int32_t device, int64_t g0, int64_t g1,
       while (block != host.end() && block->end_ns <= a) ++block;
       // By construction the host timeline covers [g0, launch_start); a hole
       // would be a generator bug, and Python time is the honest fallback.
-      const HostClass c = (block != host.end() && block->start_ns <= a)
-                              ? block->host_class
-                              : HostClass::kUncovered;
+      const PlantedHostClass c = (block != host.end() && block->start_ns <= a)
+                                     ? block->host_class
+                                     : PlantedHostClass::kUncovered;
       cause = HostCause(c, sync_overlaps);
     }
     if (!gap.segments.empty() && gap.segments.back().cause == cause &&
@@ -172,7 +163,7 @@ void WriteLine(absl::string_view job, absl::string_view scenario,
   j.Key("bubble_ns").Int(w.bubble_ns);
   j.Key("causes").BeginObject();
   for (int c = 0; c < kNumPlantedCauses; ++c) {
-    j.Key(kCauseNames[c]).Int(w.cause_ns[c]);
+    j.Key(BubbleCauseName(static_cast<BubbleCause>(c))).Int(w.cause_ns[c]);
   }
   j.EndObject();
   j.EndObject();

@@ -19,30 +19,23 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "schemas/bubble_cause.h"
 
 namespace bubblewatch {
 
-// The causes of BRIEF.md, in its order (and processor/bubble_cause.h's;
-// ingest may not depend on processor, so the list is repeated here).
-enum class PlantedCause : uint8_t {
-  kHostSync = 0,
-  kLaunchOverhead = 1,
-  kAllocator = 2,
-  kMemcpy = 3,
-  kDataLoading = 4,
-  kHostCompute = 5,
-  kGpuDependency = 6,
-  kUnattributed = 7,
-};
-inline constexpr int kNumPlantedCauses = 8;
+// The causes of BRIEF.md, shared with the analyzer (schemas/bubble_cause.h).
+using PlantedCause = BubbleCause;
+inline constexpr int kNumPlantedCauses = kNumBubbleCauses;
 using CauseNs = std::array<int64_t, kNumPlantedCauses>;
 
 // "host_sync", "launch_overhead", ... as in reports.
-absl::string_view PlantedCauseName(PlantedCause cause);
+inline absl::string_view PlantedCauseName(PlantedCause cause) {
+  return BubbleCauseName(cause);
+}
 
 // What the generator knows a stretch of the launching thread's time holds.
 // kUncovered is time no explaining CPU event covers (Python, framework ops).
-enum class HostClass : uint8_t {
+enum class PlantedHostClass : uint8_t {
   kSync,
   kAllocator,
   kDataLoading,
@@ -59,7 +52,7 @@ struct TimeInterval {
 struct HostBlock {
   int64_t start_ns = 0;
   int64_t end_ns = 0;
-  HostClass host_class = HostClass::kUncovered;
+  PlantedHostClass host_class = PlantedHostClass::kUncovered;
 };
 
 // One part of a gap with a single cause.

@@ -77,6 +77,17 @@ function cell(row, text, cls) {
   row.appendChild(td);
 }
 
+// A kernel's name, shortened in the middle (templated CUDA names run to
+// hundreds of characters); the full name is the cell's tooltip.
+function kernelCell(row, kernel) {
+  const name = kernel ? kernel.name : '-';
+  const max = 40;
+  const short = name.length <= max ? name
+    : name.slice(0, 25) + '…' + name.slice(name.length - (max - 26));
+  cell(row, short);
+  row.lastChild.title = name;
+}
+
 function card(label, value) {
   const d = document.createElement('div');
   d.className = 'card';
@@ -112,7 +123,7 @@ async function showFleet() {
     cell(tr, pct(w.bubble_ratio), 'num');
     cell(tr, duration(w.bubble_us), 'num');
     cell(tr, dom ? dom + ' ' + pct(w.attribution_us[dom] / w.bubble_us) : '-');
-    cell(tr, w.culprit_before_bubble ? w.culprit_before_bubble.name : '-');
+    kernelCell(tr, w.culprit_before_bubble);
     body.appendChild(tr);
   }
   $('fleet-summary').textContent = `${fleet.jobs} job(s); fleet utilization ` +
@@ -198,8 +209,8 @@ async function showJob(job) {
     cell(tr, String(b.device), 'num');
     cell(tr, utc(b.start_ns));
     cell(tr, b.cause);
-    cell(tr, b.before ? b.before.name : '-');
-    cell(tr, b.after ? b.after.name : '-');
+    kernelCell(tr, b.before);
+    kernelCell(tr, b.after);
     cell(tr, b.blamed || '-');
     body.appendChild(tr);
   }

@@ -21,25 +21,25 @@ Segments Of(const PlantedGap& gap) {
 }
 
 TEST(PaintGap, QueuedLaunchMakesGpuDependency) {
-  std::deque<HostBlock> host = {{0, 100, HostClass::kLaunch}};
+  std::deque<HostBlock> host = {{0, 100, PlantedHostClass::kLaunch}};
   PlantedGap g = PaintGap(0, 50, 60, /*launch_start=*/10, {}, host);
   EXPECT_EQ(Of(g), (Segments{{50, 60, PlantedCause::kGpuDependency}}));
 }
 
 TEST(PaintGap, SyncThenPythonIsHostSyncThenLaunchOverhead) {
   // The seed's shape: the host waits in a sync, does Python, then launches.
-  std::deque<HostBlock> host = {{0, 108, HostClass::kSync},
-                                {108, 120, HostClass::kUncovered},
-                                {120, 125, HostClass::kLaunch}};
+  std::deque<HostBlock> host = {{0, 108, PlantedHostClass::kSync},
+                                {108, 120, PlantedHostClass::kUncovered},
+                                {120, 125, PlantedHostClass::kLaunch}};
   PlantedGap g = PaintGap(0, 100, 124, /*launch_start=*/120, {}, host);
   EXPECT_EQ(Of(g), (Segments{{100, 120, PlantedCause::kHostSync},
                              {120, 124, PlantedCause::kLaunchOverhead}}));
 }
 
 TEST(PaintGap, UncoveredWithoutSyncIsHostCompute) {
-  std::deque<HostBlock> host = {{0, 105, HostClass::kLaunch},
-                                {105, 120, HostClass::kUncovered},
-                                {120, 125, HostClass::kLaunch}};
+  std::deque<HostBlock> host = {{0, 105, PlantedHostClass::kLaunch},
+                                {105, 120, PlantedHostClass::kUncovered},
+                                {120, 125, PlantedHostClass::kLaunch}};
   PlantedGap g = PaintGap(0, 100, 124, 120, {}, host);
   EXPECT_EQ(Of(g), (Segments{{100, 105, PlantedCause::kLaunchOverhead},
                              {105, 120, PlantedCause::kHostCompute},
@@ -47,9 +47,9 @@ TEST(PaintGap, UncoveredWithoutSyncIsHostCompute) {
 }
 
 TEST(PaintGap, CopiesComeFirstThenHostClasses) {
-  std::deque<HostBlock> host = {{0, 130, HostClass::kAllocator},
-                                {130, 150, HostClass::kDataLoading},
-                                {150, 160, HostClass::kLaunch}};
+  std::deque<HostBlock> host = {{0, 130, PlantedHostClass::kAllocator},
+                                {130, 150, PlantedHostClass::kDataLoading},
+                                {150, 160, PlantedHostClass::kLaunch}};
   std::deque<TimeInterval> copies = {{110, 120}, {140, 158}};
   PlantedGap g = PaintGap(3, 100, 158, 150, copies, host);
   EXPECT_EQ(g.device, 3);

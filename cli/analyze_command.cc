@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,14 +60,8 @@ int RunAnalyzeCommand(int argc, char** argv) {
   cl.AddBool("no-color", &no_color, "no ANSI colors in the text report");
 
   std::vector<std::string> files;
-  if (absl::Status s = cl.Parse(argc, argv, &files); !s.ok()) {
-    std::cerr << "bubblewatch analyze: " << s.message()
-              << "\nTry 'bubblewatch analyze --help'.\n";
-    return kExitUsage;
-  }
-  if (cl.help_requested()) {
-    std::cout << cl.Help();
-    return kExitOk;
+  if (std::optional<int> exit = cl.ParseOrExit(argc, argv, &files)) {
+    return *exit;
   }
   if (files.size() != 1) {
     std::cerr << "bubblewatch analyze: expected exactly one FILE, got "

@@ -1,12 +1,14 @@
 #include "cli/command_line.h"
 
 #include <algorithm>
+#include <iostream>
 #include <optional>
 
 #include "absl/flags/marshalling.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "cli/exit_codes.h"
 
 namespace bubblewatch {
 namespace {
@@ -145,6 +147,23 @@ absl::Status CommandLine::Parse(int argc, char** argv,
     if (absl::Status s = option->set(*value); !s.ok()) return s;
   }
   return absl::OkStatus();
+}
+
+std::optional<int> CommandLine::ParseOrExit(
+    int argc, char** argv, std::vector<std::string>* positional) {
+  // The usage line starts with "bubblewatch NAME".
+  std::string command =
+      usage_.substr(0, usage_.find(' ', usage_.find(' ') + 1));
+  if (absl::Status s = Parse(argc, argv, positional); !s.ok()) {
+    std::cerr << command << ": " << s.message() << "\nTry '" << command
+              << " --help'.\n";
+    return kExitUsage;
+  }
+  if (help_requested_) {
+    std::cout << Help();
+    return kExitOk;
+  }
+  return std::nullopt;
 }
 
 std::string CommandLine::Help() const {

@@ -10,6 +10,7 @@
 #define BUBBLEWATCH_CLI_COMMAND_LINE_H_
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,13 @@ class CommandLine {
   // Sets help_requested() for -h/--help instead of failing.
   absl::Status Parse(int argc, char** argv,
                      std::vector<std::string>* positional);
+
+  // Parse() plus the handling every subcommand shares: a usage error is
+  // printed to stderr as "bubblewatch NAME: reason" with a --help hint and
+  // gives kExitUsage; -h/--help prints Help() to stdout and gives kExitOk.
+  // Returns nullopt when the command should go on.
+  std::optional<int> ParseOrExit(int argc, char** argv,
+                                 std::vector<std::string>* positional);
 
   bool help_requested() const { return help_requested_; }
   std::string Help() const;

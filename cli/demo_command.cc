@@ -58,8 +58,7 @@ int RunDemoCommand(int argc, char** argv) {
       "RocksDB store, and prints the jobs that waste the most GPU time.");
   cl.AddInt("jobs", &fleet.jobs, "N", "synthetic jobs");
   cl.AddInt("gpus-per-job", &fleet.gpus_per_job, "G", "GPUs per job");
-  cl.AddDuration("duration", &fleet.duration, "DURATION",
-                 "event time per job");
+  cl.AddDuration("duration", &fleet.duration, "DURATION", "event time per job");
   cl.AddString("store", &store_path, "DIR",
                "keep the store here (default: a temporary directory, removed "
                "after)");
@@ -76,7 +75,8 @@ int RunDemoCommand(int argc, char** argv) {
     std::cout << cl.Help();
     return kExitOk;
   }
-  if (absl::Status s = InitLogging(log_level); !s.ok()) return Fail(s.message());
+  if (absl::Status s = InitLogging(log_level); !s.ok())
+    return Fail(s.message());
   bool temporary = store_path.empty();
   if (temporary) {
     store_path = absl::StrCat(std::filesystem::temp_directory_path().string(),
@@ -99,9 +99,8 @@ int RunDemoCommand(int argc, char** argv) {
                            .host = rank.host,
                            .rank = rank.rank,
                            .world_size = rank.world_size};
-      streams.push_back(std::make_unique<BatchedTrace>(std::move(rank),
-                                                       identity,
-                                                       BatchingOptions{}));
+      streams.push_back(std::make_unique<BatchedTrace>(
+          std::move(rank), identity, BatchingOptions{}));
     }
   }
 
@@ -152,8 +151,8 @@ int RunDemoCommand(int argc, char** argv) {
     if (!processor.ok()) return Fail(processor.status().message());
     if (absl::Status s = (*processor)->Run(); !s.ok()) return Fail(s.message());
     ProcessorStats stats = (*processor)->stats();
-    std::cout << "   " << stats.events << " events -> "
-              << stats.windows_written << " windows of 10 s\n";
+    std::cout << "   " << stats.events << " events -> " << stats.windows_written
+              << " windows of 10 s\n";
   }
 
   absl::StatusOr<std::unique_ptr<WindowStoreReader>> reader =
@@ -163,8 +162,8 @@ int RunDemoCommand(int argc, char** argv) {
   if (!known.ok()) return Fail(known.status().message());
   std::vector<JobTotals> totals;
   for (const JobInfo& info : *known) {
-    absl::StatusOr<std::vector<WindowSummary>> windows = (*reader)->Scan(
-        info.job, absl::InfinitePast(), absl::InfiniteFuture());
+    absl::StatusOr<std::vector<WindowSummary>> windows =
+        (*reader)->Scan(info.job, absl::InfinitePast(), absl::InfiniteFuture());
     if (!windows.ok()) return Fail(windows.status().message());
     JobTotals t{.job = info.job, .planted = planted[info.job]};
     for (const WindowSummary& w : *windows) {
@@ -187,16 +186,14 @@ int RunDemoCommand(int argc, char** argv) {
                                "dominant cause", "share");
   for (const JobTotals& t : totals) {
     std::optional<BubbleCause> dominant = DominantCause(t.stats.attribution);
-    double share =
-        dominant && t.stats.bubble_ns > 0
-            ? static_cast<double>(
-                  t.stats.attribution[static_cast<int>(*dominant)]) /
-                  t.stats.bubble_ns
-            : 0.0;
+    double share = dominant && t.stats.bubble_ns > 0
+                       ? static_cast<double>(
+                             t.stats.attribution[static_cast<int>(*dominant)]) /
+                             t.stats.bubble_ns
+                       : 0.0;
     std::cout << absl::StrFormat(
-        "   %-20s %-11s %8d %7.1f%% %6.1f%%  %-16s %5.1f%%\n", t.job,
-        t.planted, t.windows, 100 * t.stats.utilization(),
-        100 * t.stats.bubble_ratio(),
+        "   %-20s %-11s %8d %7.1f%% %6.1f%%  %-16s %5.1f%%\n", t.job, t.planted,
+        t.windows, 100 * t.stats.utilization(), 100 * t.stats.bubble_ratio(),
         dominant ? BubbleCauseName(*dominant) : "-", 100 * share);
   }
   if (!totals.empty()) {

@@ -1,5 +1,6 @@
 #include <csignal>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -78,14 +79,8 @@ int RunProcessCommand(int argc, char** argv) {
   cl.AddInt("metrics-top-jobs", &http.metrics_top_jobs, "K",
             "--http: jobs with their own series on /metrics");
   std::vector<std::string> positional;
-  if (absl::Status s = cl.Parse(argc, argv, &positional); !s.ok()) {
-    std::cerr << "bubblewatch process: " << s.message()
-              << "\nTry 'bubblewatch process --help'.\n";
-    return kExitUsage;
-  }
-  if (cl.help_requested()) {
-    std::cout << cl.Help();
-    return kExitOk;
+  if (std::optional<int> exit = cl.ParseOrExit(argc, argv, &positional)) {
+    return *exit;
   }
   std::string usage_error;
   if (!positional.empty()) usage_error = "unexpected argument " + positional[0];

@@ -5,6 +5,7 @@
 
 #include <csignal>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,14 +49,8 @@ int RunServeCommand(int argc, char** argv) {
   cl.AddString("log-level", &log_level, "LEVEL",
                "trace, debug, info, warn, error or off");
   std::vector<std::string> positional;
-  if (absl::Status s = cl.Parse(argc, argv, &positional); !s.ok()) {
-    std::cerr << "bubblewatch serve: " << s.message()
-              << "\nTry 'bubblewatch serve --help'.\n";
-    return kExitUsage;
-  }
-  if (cl.help_requested()) {
-    std::cout << cl.Help();
-    return kExitOk;
+  if (std::optional<int> exit = cl.ParseOrExit(argc, argv, &positional)) {
+    return *exit;
   }
   std::string usage_error;
   if (!positional.empty()) usage_error = "unexpected argument " + positional[0];

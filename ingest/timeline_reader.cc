@@ -21,8 +21,8 @@ class EntryReader {
 
   absl::Status ReadGpu(od::object entry, const std::string& where) {
     GpuActivity a;
-    bool has_name = false, has_start = false, has_end = false,
-         has_stream = false;
+    Span span;
+    bool has_stream = false;
     for (auto field : entry) {
       std::string_view raw_key;
       if (auto err = field.unescaped_key().get(raw_key)) {
@@ -30,16 +30,9 @@ class EntryReader {
       }
       absl::string_view key = AbslView(raw_key);
       od::value value = field.value();
-      if (key == "name") {
-        ASSIGN_OR_RETURN(absl::string_view name, String(value, where, key));
-        a.name = names_->Intern(name);
-        has_name = true;
-      } else if (key == "start_us") {
-        ASSIGN_OR_RETURN(a.start_ns, Micros(value, where, key));
-        has_start = true;
-      } else if (key == "end_us") {
-        ASSIGN_OR_RETURN(a.end_ns, Micros(value, where, key));
-        has_end = true;
+      ASSIGN_OR_RETURN(bool common, ReadSpanField(key, value, where, span));
+      if (common) {
+        continue;
       } else if (key == "stream") {
         ASSIGN_OR_RETURN(int64_t stream, Integer(value, where, key));
         a.stream = static_cast<int32_t>(stream);
@@ -75,18 +68,18 @@ class EntryReader {
         ++trace_->skipped[absl::StrCat("unknown gpu_kernels key '", key, "'")];
       }
     }
-    if (!has_name) return Missing(where, "name");
-    if (!has_start) return Missing(where, "start_us");
-    if (!has_end) return Missing(where, "end_us");
+    RETURN_IF_ERROR(CheckSpan(span, where));
     if (!has_stream) return Missing(where, "stream");
-    RETURN_IF_ERROR(CheckOrder(a.start_ns, a.end_ns, where));
+    a.name = span.name;
+    a.start_ns = span.start_ns;
+    a.end_ns = span.end_ns;
     trace_->gpu.push_back(a);
     return absl::OkStatus();
   }
 
   absl::Status ReadCpu(od::object entry, const std::string& where) {
     CpuEvent e;
-    bool has_name = false, has_start = false, has_end = false;
+    Span span;
     for (auto field : entry) {
       std::string_view raw_key;
       if (auto err = field.unescaped_key().get(raw_key)) {
@@ -94,16 +87,9 @@ class EntryReader {
       }
       absl::string_view key = AbslView(raw_key);
       od::value value = field.value();
-      if (key == "name") {
-        ASSIGN_OR_RETURN(absl::string_view name, String(value, where, key));
-        e.name = names_->Intern(name);
-        has_name = true;
-      } else if (key == "start_us") {
-        ASSIGN_OR_RETURN(e.start_ns, Micros(value, where, key));
-        has_start = true;
-      } else if (key == "end_us") {
-        ASSIGN_OR_RETURN(e.end_ns, Micros(value, where, key));
-        has_end = true;
+      ASSIGN_OR_RETURN(bool common, ReadSpanField(key, value, where, span));
+      if (common) {
+        continue;
       } else if (key == "tid") {
         ASSIGN_OR_RETURN(int64_t tid, Integer(value, where, key));
         e.thread = static_cast<uint64_t>(tid);
@@ -114,15 +100,51 @@ class EntryReader {
         ++trace_->skipped[absl::StrCat("unknown cpu_events key '", key, "'")];
       }
     }
-    if (!has_name) return Missing(where, "name");
-    if (!has_start) return Missing(where, "start_us");
-    if (!has_end) return Missing(where, "end_us");
-    RETURN_IF_ERROR(CheckOrder(e.start_ns, e.end_ns, where));
+    RETURN_IF_ERROR(CheckSpan(span, where));
+    e.name = span.name;
+    e.start_ns = span.start_ns;
+    e.end_ns = span.end_ns;
     trace_->cpu.push_back(e);
     return absl::OkStatus();
   }
 
  private:
+  // The fields both kinds of entry have: "name", "start_us", "end_us".
+  struct Span {
+    NameId name = 0;
+    int64_t start_ns = 0;
+    int64_t end_ns = 0;
+    bool has_name = false, has_start = false, has_end = false;
+  };
+
+  // Reads `key` into `span` if it is one of the shared fields; returns
+  // whether it was.
+  absl::StatusOr<bool> ReadSpanField(absl::string_view key, od::value value,
+                                     const std::string& where, Span& span) {
+    if (key == "name") {
+      ASSIGN_OR_RETURN(absl::string_view name, String(value, where, key));
+      span.name = names_->Intern(name);
+      span.has_name = true;
+    } else if (key == "start_us") {
+      ASSIGN_OR_RETURN(span.start_ns, Micros(value, where, key));
+      span.has_start = true;
+    } else if (key == "end_us") {
+      ASSIGN_OR_RETURN(span.end_ns, Micros(value, where, key));
+      span.has_end = true;
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  // Every shared field is present and the end is not before the start.
+  static absl::Status CheckSpan(const Span& span, const std::string& where) {
+    if (!span.has_name) return Missing(where, "name");
+    if (!span.has_start) return Missing(where, "start_us");
+    if (!span.has_end) return Missing(where, "end_us");
+    return CheckOrder(span.start_ns, span.end_ns, where);
+  }
+
   static absl::Status Bad(const std::string& where, absl::string_view what) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": ", what));
   }

@@ -18,6 +18,7 @@
 #include "cli/command_line.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/produce_watch.h"
 #include "ingest/batched_trace.h"
 #include "ingest/event_producer.h"
 #include "ingest/synthetic_fleet.h"
@@ -121,6 +122,7 @@ int RunProduceCommand(int argc, char** argv) {
   std::string truth_path;
   std::string start_time = "2026-01-01T00:00:00Z";
   std::string rate_text = "20000";
+  ProduceWatchFlags watch;
 
   CommandLine cl(
       absl::StrCat(kCommand,
@@ -128,12 +130,16 @@ int RunProduceCommand(int argc, char** argv) {
                    "FILE...\n       ",
                    kCommand,
                    " --brokers HOST:PORT[,...]|embedded --synthetic "
-                   "[fleet options]"),
+                   "[fleet options]\n       ",
+                   kCommand,
+                   " --brokers HOST:PORT[,...] --watch DIR [watch options]"),
       "Sends trace files (any file 'analyze' reads), or a synthetic fleet with "
       "planted bubbles of\nknown cause, to Kafka as FlatBuffers EventBatch "
       "messages keyed by job id: idempotent,\nacks=all, lz4, "
       "partitioner=murmur2_random. '--brokers embedded' runs librdkafka's "
-      "mock\ncluster in this process (a demo: its data is gone on exit).\n\n"
+      "mock\ncluster in this process (a demo: its data is gone on exit).\n"
+      "--watch follows DIR and sends each finished trace file once, also "
+      "across restarts\n(a service: runs until SIGTERM).\n\n"
       "Exit codes: 0 every batch acknowledged, 1 delivery failed or no broker, "
       "2 usage error,\n3 unreadable or malformed input.");
   cl.AddString("brokers", &brokers, "HOST:PORT[,...]|embedded",
@@ -179,6 +185,32 @@ int RunProduceCommand(int argc, char** argv) {
                "10 s window and cause (JSON lines)");
   cl.AddString("start-time", &start_time, "RFC3339|EPOCH_SECONDS|now",
                "synthetic: event time of the first event");
+  cl.AddString("watch", &watch.dir, "DIR",
+               "follow DIR for *.json, *.json.gz and *.sqlite trace files and "
+               "send each complete one once");
+  cl.AddString("job-from-name", &watch.job_from_name, "REGEX",
+               "watch: job and rank from the file name, groups (?<job>...) "
+               "and (?<rank>...) (default without --job: "
+               "'<job>.rank<rank>.'); else the trace's metadata");
+  cl.AddString("after-send", &watch.after_send, "keep|move:DIR|delete",
+               "watch: what to do with a file once every batch is "
+               "acknowledged");
+  cl.AddString("reject-dir", &watch.reject_dir, "DIR",
+               "watch: where bad files and files without a job go (default "
+               "DIR/.bubblewatch-rejected)");
+  cl.AddString("state-dir", &watch.state_dir, "DIR",
+               "watch: where the record of acknowledged files lives (default "
+               "DIR/.bubblewatch-state)");
+  cl.AddDuration("settle", &watch.settle, "DURATION",
+                 "watch: how long a file must stay unchanged before it is "
+                 "read (unless inotify saw it closed)");
+  cl.AddDuration("incomplete-timeout", &watch.incomplete_timeout, "DURATION",
+                 "watch: how long an unchanged but unfinished file (no gzip "
+                 "trailer, no closing '}') is waited for before rejected");
+  cl.AddDuration("poll-interval", &watch.poll_interval, "DURATION",
+                 "watch: rescan period (the only trigger with --no-inotify)");
+  cl.AddBool("no-inotify", &watch.no_inotify,
+             "watch: poll instead of using inotify (e.g. on NFS)");
 
   std::vector<std::string> files;
   if (absl::Status st = cl.Parse(argc, argv, &files); !st.ok()) {
@@ -215,6 +247,9 @@ int RunProduceCommand(int argc, char** argv) {
     if (!files.empty()) {
       return UsageError("--synthetic takes no FILE arguments");
     }
+    if (!watch.dir.empty()) {
+      return UsageError("--synthetic and --watch exclude each other");
+    }
     std::optional<SyntheticScenario> parsed = ParseSyntheticScenario(scenario);
     if (!parsed) {
       return UsageError(absl::StrCat(
@@ -241,6 +276,26 @@ int RunProduceCommand(int argc, char** argv) {
       return UsageError(
           "--jobs, --gpus-per-job and --duration must be positive");
     }
+  } else if (!watch.dir.empty()) {
+    if (!files.empty()) return UsageError("--watch takes no FILE arguments");
+    if (brokers == "embedded") {
+      return UsageError("--watch needs a real broker, not 'embedded'");
+    }
+    if (!truth_path.empty()) return UsageError("--truth needs --synthetic");
+    watch.job = job;
+    watch.rank = rank;
+    watch.host = host;
+    watch.batching.max_events = batch_events;
+    watch.timeout = timeout;
+    KafkaConfig config(brokers);
+    if (absl::Status st = config.SetAssignments(properties); !st.ok()) {
+      return UsageError(st.message());
+    }
+    EventProducerOptions producer_options;
+    producer_options.topic = topic;
+    producer_options.delivery_timeout = timeout;
+    producer_options.linger = linger;
+    return RunProduceWatch(watch, std::move(config), producer_options);
   } else {
     if (files.empty()) return UsageError("no FILE to send (or --synthetic)");
     if (job.empty()) return UsageError("--job is required with FILEs");

@@ -120,6 +120,13 @@ absl::StatusOr<Trace> ChromeTraceReader::Read() {
       RETURN_IF_ERROR(ReadDistributedInfo(value));
     } else if (key == "baseTimeNanoseconds") {
       RETURN_IF_ERROR(ReadBaseTime(value));
+    } else if (key == "bubblewatch_job") {
+      // Written by bubblewatch_torch (torch.profiler's add_metadata), so the
+      // watcher can tell the job without relying on the file name.
+      std::string_view job;
+      if (value.get_string().get(job) == simdjson::SUCCESS) {
+        trace_.job = std::string(job);
+      }
     } else if (key == "host_name") {
       std::string_view host;
       if (value.get_string().get(host) == simdjson::SUCCESS) {

@@ -35,6 +35,8 @@
 // Top level, in any order relative to "traceEvents":
 //   "distributedInfo": {"rank", "world_size"} -> Trace::rank / world_size.
 //   "host_name" (a string) -> Trace::host.
+//   "bubblewatch_job" (a string) -> Trace::job: the metadata bubblewatch_torch
+//     adds with torch.profiler's add_metadata.
 //   "baseTimeNanoseconds": newer Kineto writes "ts" relative to it. When it is
 //     present and every kept event starts before it (i.e. the ts values are
 //     relative, not already epoch microseconds), it is added to every start

@@ -1,0 +1,459 @@
+#include "ingest/trace_watcher.h"
+
+#include <poll.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "base/logging.h"
+#include "base/status_macros.h"
+#include "ingest/trace_file.h"
+#include "ingest/trace_reader.h"
+
+namespace bubblewatch {
+namespace {
+
+namespace fs = std::filesystem;
+
+absl::StatusOr<std::string> ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot open: ", std::strerror(errno)));
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return std::move(ss).str();
+}
+
+// Moves `from` into directory `to_dir`, keeping the base name; appends ".1",
+// ".2", ... if the name is taken. Falls back to copy + remove across file
+// systems.
+absl::Status MoveInto(const fs::path& from, const fs::path& to_dir) {
+  std::error_code ec;
+  fs::create_directories(to_dir, ec);
+  if (ec) {
+    return absl::UnavailableError(
+        absl::StrCat("creating ", to_dir.string(), ": ", ec.message()));
+  }
+  fs::path target = to_dir / from.filename();
+  for (int i = 1; fs::exists(target); ++i) {
+    target = to_dir / absl::StrCat(from.filename().string(), ".", i);
+  }
+  fs::rename(from, target, ec);
+  if (ec == std::errc::cross_device_link) {
+    ec.clear();
+    fs::copy_file(from, target, ec);
+    if (!ec) fs::remove(from, ec);
+  }
+  if (ec) {
+    return absl::UnavailableError(absl::StrCat(
+        "moving ", from.string(), " to ", target.string(), ": ", ec.message()));
+  }
+  return absl::OkStatus();
+}
+
+// Errors that mean "the writer has not finished yet" rather than "broken".
+bool LooksTruncated(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kDataLoss ||
+         absl::StrContains(status.message(), "does not end with") ||
+         absl::StrContains(status.message(), "truncated");
+}
+
+}  // namespace
+
+absl::StatusOr<AfterSend> ParseAfterSend(absl::string_view text) {
+  AfterSend out;
+  if (text == "keep") return out;
+  if (text == "delete") {
+    out.action = AfterSend::Action::kDelete;
+    return out;
+  }
+  if (absl::ConsumePrefix(&text, "move:") && !text.empty()) {
+    out.action = AfterSend::Action::kMove;
+    out.move_dir = std::string(text);
+    return out;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("'", text, "' is not keep, delete or move:DIR"));
+}
+
+bool IsWatchedTraceName(absl::string_view name) {
+  if (name.empty() || name[0] == '.') return false;
+  return absl::EndsWith(name, ".json") || absl::EndsWith(name, ".json.gz") ||
+         absl::EndsWith(name, ".sqlite");
+}
+
+Completeness CheckCompleteness(absl::string_view path, absl::string_view bytes,
+                               std::string* why) {
+  if (HasSqliteMagic(bytes) || absl::EndsWith(path, ".sqlite")) {
+    for (const char* suffix : {"-journal", "-wal"}) {
+      if (fs::exists(absl::StrCat(path, suffix))) {
+        *why = absl::StrCat("SQLite ", suffix, " file present: still written");
+        return Completeness::kIncomplete;
+      }
+    }
+    if (!HasSqliteMagic(bytes)) {
+      *why = "no SQLite header yet";
+      return Completeness::kIncomplete;
+    }
+    return Completeness::kComplete;
+  }
+  std::string json_tail;
+  if (HasGzipMagic(bytes)) {
+    absl::StatusOr<simdjson::padded_string> plain = Gunzip(bytes);
+    if (!plain.ok()) {
+      *why = absl::StrCat("gzip stream not whole (", plain.status().message(),
+                          ")");
+      return Completeness::kIncomplete;
+    }
+    absl::string_view v(plain->data(), plain->size());
+    json_tail =
+        std::string(v.substr(v.size() - std::min<size_t>(v.size(), 64)));
+  } else if (absl::EndsWith(path, ".gz")) {
+    *why = "no gzip header yet";
+    return Completeness::kIncomplete;
+  } else {
+    json_tail = std::string(
+        bytes.substr(bytes.size() - std::min<size_t>(bytes.size(), 64)));
+  }
+  absl::string_view tail = absl::StripTrailingAsciiWhitespace(json_tail);
+  if (tail.empty() || tail.back() != '}') {
+    *why = "JSON does not end with '}' yet";
+    return Completeness::kIncomplete;
+  }
+  return Completeness::kComplete;
+}
+
+uint64_t WatchedFileProducerId(uint64_t content_hash, absl::string_view job,
+                               int32_t rank, const BatchingOptions& batching) {
+  const std::string key =
+      absl::StrCat(absl::StrFormat("%016x", content_hash), "\n", job, "\n",
+                   rank, "\n", batching.max_events, "\n", batching.max_span_ns);
+  const uint64_t id = ContentHash(key);
+  return id == 0 ? 1 : id;
+}
+
+absl::StatusOr<std::unique_ptr<TraceWatcher>> TraceWatcher::Create(
+    TraceWatcherOptions options, EventProducer* producer) {
+  std::error_code ec;
+  if (options.dir.empty() || !fs::is_directory(options.dir, ec)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--watch ", options.dir, ": not a directory"));
+  }
+  if (options.reject_dir.empty()) {
+    options.reject_dir =
+        (fs::path(options.dir) / ".bubblewatch-rejected").string();
+  }
+  if (options.state_dir.empty()) {
+    options.state_dir = (fs::path(options.dir) / ".bubblewatch-state").string();
+  }
+  ASSIGN_OR_RETURN(WatchState state, WatchState::Open(options.state_dir));
+  std::unique_ptr<TraceWatcher> w(
+      new TraceWatcher(std::move(options), producer, std::move(state)));
+  if (w->options_.use_inotify) {
+    w->inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (w->inotify_fd_ >= 0 &&
+        inotify_add_watch(w->inotify_fd_, w->options_.dir.c_str(),
+                          IN_CLOSE_WRITE | IN_MODIFY | IN_CREATE | IN_MOVED_TO |
+                              IN_MOVED_FROM | IN_DELETE) < 0) {
+      ::close(w->inotify_fd_);
+      w->inotify_fd_ = -1;
+    }
+    if (w->inotify_fd_ < 0) {
+      spdlog::warn("inotify unavailable for {} ({}): polling every {}",
+                   w->options_.dir, std::strerror(errno),
+                   absl::FormatDuration(w->options_.poll_interval));
+    }
+  }
+  return w;
+}
+
+TraceWatcher::TraceWatcher(TraceWatcherOptions options, EventProducer* producer,
+                           WatchState state)
+    : options_(std::move(options)),
+      producer_(producer),
+      state_(std::move(state)) {}
+
+TraceWatcher::~TraceWatcher() {
+  if (inotify_fd_ >= 0) ::close(inotify_fd_);
+}
+
+WatcherStats TraceWatcher::stats() const {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  return stats_;
+}
+
+absl::Status TraceWatcher::PollOnce(absl::Time now) {
+  const absl::flat_hash_set<std::string> closed = DrainInotify();
+  absl::flat_hash_set<std::string> present;
+  std::error_code ec;
+  for (fs::directory_iterator it(options_.dir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!IsWatchedTraceName(name)) continue;
+    struct stat st;
+    if (::stat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    present.insert(name);
+    FileEntry& entry = files_[name];
+    const int64_t mtime_ns =
+        int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
+    if (entry.size != st.st_size || entry.mtime_ns != mtime_ns) {
+      entry = FileEntry();
+      entry.size = st.st_size;
+      entry.mtime_ns = mtime_ns;
+      entry.stable_since = now;
+    }
+    // Closed after its last write: no need to wait out the settle time.
+    if (closed.contains(name)) entry.closed = true;
+  }
+  if (ec) {
+    return absl::UnavailableError(
+        absl::StrCat("listing ", options_.dir, ": ", ec.message()));
+  }
+  for (auto it = files_.begin(); it != files_.end();) {
+    if (present.contains(it->first)) {
+      ++it;
+    } else {
+      files_.erase(it++);
+    }
+  }
+  for (auto& [name, entry] : files_) {
+    if (stop_.load()) break;
+    if (entry.done) continue;
+    if (!entry.closed && now - entry.stable_since < options_.settle) continue;
+    RETURN_IF_ERROR(HandleFile(name, entry, now));
+  }
+  // Entries of files moved away or deleted are no longer needed.
+  absl::flat_hash_set<std::string> remaining;
+  for (const auto& [name, entry] : files_) {
+    if (fs::exists(fs::path(options_.dir) / name)) remaining.insert(name);
+  }
+  return state_.Retain(remaining);
+}
+
+absl::Status TraceWatcher::HandleFile(const std::string& name, FileEntry& entry,
+                                      absl::Time now) {
+  const std::string path = (fs::path(options_.dir) / name).string();
+  absl::StatusOr<std::string> bytes = ReadBytes(path);
+  if (!bytes.ok()) {
+    Reject(name, entry, "unreadable", bytes.status().message());
+    return absl::OkStatus();
+  }
+  if (static_cast<int64_t>(bytes->size()) != entry.size) {
+    return absl::OkStatus();  // Changed since the scan: the next one sees it.
+  }
+  const uint64_t hash = ContentHash(*bytes);
+  if (state_.Contains(hash)) {
+    spdlog::info("{}: already sent before a restart", name);
+    {
+      std::lock_guard<std::mutex> lock(stats_mu_);
+      ++stats_.files_already_sent;
+    }
+    entry.done = true;
+    return AfterSent(name);
+  }
+  std::string why;
+  absl::Status bad;
+  Completeness complete = CheckCompleteness(path, *bytes, &why);
+  bytes->clear();
+  bytes->shrink_to_fit();
+  absl::StatusOr<Trace> trace =
+      complete == Completeness::kComplete
+          ? ReadTraceFile(path)
+          : absl::StatusOr<Trace>(absl::DataLossError(why));
+  if (!trace.ok()) {
+    if (LooksTruncated(trace.status()) &&
+        now - entry.stable_since < options_.incomplete_timeout) {
+      if (entry.last_incomplete.empty()) {
+        spdlog::debug("{}: not complete yet: {}", name,
+                      std::string(trace.status().message()));
+      }
+      entry.last_incomplete = std::string(trace.status().message());
+      entry.closed = false;  // Wait for the next change or the settle time.
+      return absl::OkStatus();
+    }
+    const bool truncated = LooksTruncated(trace.status());
+    Reject(name, entry,
+           truncated ? "truncated"
+           : trace.status().code() == absl::StatusCode::kInvalidArgument
+               ? "not a trace"
+               : "unreadable",
+           truncated
+               ? absl::StrCat(trace.status().message(), " for ",
+                              absl::FormatDuration(now - entry.stable_since))
+               : trace.status().message());
+    return absl::OkStatus();
+  }
+
+  // Identity: flags first, then the name, then the trace's own metadata.
+  std::optional<JobAndRank> from_name;
+  if (options_.job_pattern) from_name = options_.job_pattern->Match(name);
+  std::string job = options_.job;
+  if (job.empty() && from_name) job = from_name->job;
+  if (job.empty()) job = trace->job;
+  if (job.empty()) {
+    Reject(name, entry, "no job",
+           options_.job_pattern
+               ? absl::StrCat("the name does not match --job-from-name '",
+                              options_.job_pattern->pattern(),
+                              "' with a job and the trace names no job")
+               : "no --job and the trace names no job");
+    return absl::OkStatus();
+  }
+  int32_t rank = options_.rank;
+  if (rank < 0 && from_name) rank = from_name->rank;
+  if (rank < 0) rank = trace->rank;
+  trace->job = job;
+  trace->rank = rank;
+  RETURN_IF_ERROR(Ship(name, *std::move(trace), hash));
+  entry.done = true;
+  return AfterSent(name);
+}
+
+absl::Status TraceWatcher::Ship(const std::string& name, Trace trace,
+                                uint64_t hash) {
+  BatchHeader identity;
+  identity.job = trace.job;
+  identity.host = options_.host;
+  identity.rank = trace.rank;
+  identity.world_size = trace.world_size;
+  identity.producer_id =
+      WatchedFileProducerId(hash, trace.job, trace.rank, options_.batching);
+  BatchedTrace stream(std::move(trace), identity, options_.batching);
+  spdlog::info(
+      "{}: sending {} events in {} batches as job {} rank {} "
+      "(producer id {:016x})",
+      name, stream.num_events(), stream.num_batches(), identity.job,
+      identity.rank, identity.producer_id);
+  for (size_t i = 0; i < stream.num_batches(); ++i) {
+    const int64_t events = stream.batch(i).events();
+    RETURN_IF_ERROR(producer_->Send(identity.job, stream.Encode(i), events));
+    producer_->Poll();
+  }
+  absl::Status flushed = producer_->Flush(options_.flush_timeout);
+  if (!flushed.ok()) {
+    return absl::Status(
+        flushed.code(),
+        absl::StrCat(name, ": not every batch was acknowledged (",
+                     flushed.message(),
+                     "); a restart resends it with the same producer id"));
+  }
+  RETURN_IF_ERROR(state_.Add(hash, name));
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  ++stats_.files_sent;
+  stats_.batches_sent += static_cast<int64_t>(stream.num_batches());
+  stats_.events_sent += stream.num_events();
+  spdlog::info("{}: acknowledged", name);
+  return absl::OkStatus();
+}
+
+absl::Status TraceWatcher::AfterSent(const std::string& name) {
+  const fs::path path = fs::path(options_.dir) / name;
+  switch (options_.after_send.action) {
+    case AfterSend::Action::kKeep:
+      return absl::OkStatus();
+    case AfterSend::Action::kMove: {
+      // A file that cannot be moved stays; it is recorded as sent, so it is
+      // not sent again, and the error is logged rather than fatal.
+      absl::Status moved = MoveInto(path, options_.after_send.move_dir);
+      if (!moved.ok()) spdlog::error("{}", std::string(moved.message()));
+      return absl::OkStatus();
+    }
+    case AfterSend::Action::kDelete: {
+      std::error_code ec;
+      fs::remove(path, ec);
+      if (ec) spdlog::error("deleting {}: {}", path.string(), ec.message());
+      return absl::OkStatus();
+    }
+  }
+  return absl::OkStatus();
+}
+
+void TraceWatcher::Reject(const std::string& name, FileEntry& entry,
+                          absl::string_view reason, absl::string_view detail) {
+  entry.done = true;
+  absl::Status moved =
+      MoveInto(fs::path(options_.dir) / name, options_.reject_dir);
+  spdlog::error("{}: rejected ({}): {}; {}", name, std::string(reason),
+                std::string(detail),
+                moved.ok() ? absl::StrCat("moved to ", options_.reject_dir)
+                           : absl::StrCat("left in place: ", moved.message()));
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  ++stats_.files_rejected;
+  ++stats_.rejected_by_reason[std::string(reason)];
+}
+
+absl::Duration TraceWatcher::NextWake(absl::Time now) const {
+  absl::Duration wake = options_.poll_interval;
+  for (const auto& [name, entry] : files_) {
+    if (entry.done) continue;
+    wake = std::min(wake, entry.stable_since + options_.settle - now);
+  }
+  return std::max(wake, absl::Milliseconds(10));
+}
+
+absl::flat_hash_set<std::string> TraceWatcher::DrainInotify() {
+  absl::flat_hash_set<std::string> closed;
+  if (inotify_fd_ < 0) return closed;
+  alignas(inotify_event) char buffer[16384];
+  while (true) {
+    ssize_t n = ::read(inotify_fd_, buffer, sizeof(buffer));
+    if (n <= 0) return closed;
+    for (char* p = buffer; p < buffer + n;) {
+      auto* event = reinterpret_cast<inotify_event*>(p);
+      p += sizeof(inotify_event) + event->len;
+      if (event->len > 0 && (event->mask & IN_CLOSE_WRITE)) {
+        closed.insert(event->name);
+      }
+    }
+  }
+}
+
+void TraceWatcher::WaitForChange(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!stop_.load()) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) return;
+    // Short slices, so that RequestStop() is seen promptly.
+    const absl::Duration slice = std::min(left, absl::Milliseconds(200));
+    if (inotify_fd_ >= 0) {
+      pollfd pfd{.fd = inotify_fd_, .events = POLLIN, .revents = 0};
+      if (::poll(&pfd, 1,
+                 static_cast<int>(absl::ToInt64Milliseconds(slice)) + 1) > 0) {
+        return;
+      }
+    } else {
+      std::this_thread::sleep_for(absl::ToChronoMilliseconds(slice));
+    }
+  }
+}
+
+absl::Status TraceWatcher::Run() {
+  spdlog::info("watching {} ({}), state in {}", options_.dir,
+               inotify_fd_ >= 0 ? "inotify" : "polling", state_.path());
+  while (!stop_.load()) {
+    RETURN_IF_ERROR(PollOnce(absl::Now()));
+    WaitForChange(NextWake(absl::Now()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace bubblewatch

@@ -1,0 +1,412 @@
+// TraceWatcher and its parts: file-name patterns with named groups, the
+// completeness check, the state file, and the watcher itself against the
+// embedded (mock) Kafka cluster with a fake clock (PollOnce(now)), so that
+// no test sleeps. The kill-and-restart test against a real broker is in
+// tests/cli/produce_watch_kafka_test.cc.
+#include "ingest/trace_watcher.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ingest/job_name_pattern.h"
+#include "ingest/watch_state.h"
+#include "kafka/embedded_kafka_cluster.h"
+#include "schemas/event_batch_codec.h"
+#include "tests/kafka/topic_reader.h"
+#include "tests/storage/storage_test_util.h"
+
+namespace bubblewatch {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::Pair;
+using ::testing::UnorderedElementsAre;
+
+const std::string kRealDir = std::string(BUBBLEWATCH_TESTDATA_DIR) + "/real";
+// A small real Kineto trace (rank 0 in distributedInfo, no job) and a small
+// real Nsight Systems export.
+const std::string kSmallChrome =
+    kRealDir + "/hta/benchmark_result_2869224_1695835535_trace.json.gz";
+const std::string kSmallNsys = kRealDir + "/nsys/healthy_1pct.sqlite";
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void WriteAll(const std::string& path, absl::string_view bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// --- JobNamePattern -------------------------------------------------------
+
+TEST(TranslateNamedGroups, BothSyntaxesBecomeNumberedGroups) {
+  auto t = TranslateNamedGroups(R"((?<job>[^.]+)\.rank(?P<rank>\d+))");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->ecmascript, R"(([^.]+)\.rank(\d+))");
+  EXPECT_THAT(t->groups, UnorderedElementsAre(Pair("job", 1), Pair("rank", 2)));
+}
+
+TEST(TranslateNamedGroups, EscapesClassesAndNonCapturingGroupsKeepNumbers) {
+  // Plain group 1; "\(" and "[(]" are literal; "(?:" and "(?=" do not
+  // capture; so job is group 2 and rank group 3.
+  auto t =
+      TranslateNamedGroups(R"((a)\((?:b)[(\]](?=c)(?<job>x)(?:(?P<rank>\d)))");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->ecmascript, R"((a)\((?:b)[(\]](?=c)(x)(?:(\d)))");
+  EXPECT_THAT(t->groups, UnorderedElementsAre(Pair("job", 2), Pair("rank", 3)));
+}
+
+TEST(TranslateNamedGroups, RejectsBadNames) {
+  EXPECT_FALSE(TranslateNamedGroups("(?<job").ok());
+  EXPECT_FALSE(TranslateNamedGroups("(?<>x)").ok());
+  EXPECT_FALSE(TranslateNamedGroups("(?<job>a)(?<job>b)").ok());
+  EXPECT_FALSE(TranslateNamedGroups("[abc").ok());
+}
+
+TEST(JobNamePattern, DefaultPatternFindsJobAndRankInTorchNames) {
+  auto p = JobNamePattern::Create(kDefaultJobNamePattern);
+  ASSERT_TRUE(p.ok()) << p.status();
+  auto m = p->Match("llama-7b.rank3.1732943012345.pt.trace.json.gz");
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->job, "llama-7b");
+  EXPECT_EQ(m->rank, 3);
+  EXPECT_FALSE(p->Match("rank0.json.gz").has_value());
+  EXPECT_FALSE(p->Match("worker0.1732943012.pt.trace.json").has_value());
+}
+
+TEST(JobNamePattern, UserPatternWithOnlyAJob) {
+  auto p = JobNamePattern::Create(R"(^(?P<job>[a-z]+)_)");
+  ASSERT_TRUE(p.ok()) << p.status();
+  auto m = p->Match("sampled_rank-1.json.gz");
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->job, "sampled");
+  EXPECT_EQ(m->rank, -1);
+}
+
+TEST(JobNamePattern, RejectsPatternsWithoutGroupsOrBadSyntax) {
+  EXPECT_THAT(JobNamePattern::Create("rank\\d+").status().message(),
+              HasSubstr("neither"));
+  EXPECT_THAT(JobNamePattern::Create("(?<job>[a-").status().message(),
+              HasSubstr("unterminated"));
+  EXPECT_THAT(JobNamePattern::Create("(?<job>a{2,1})").status().message(),
+              HasSubstr("regular expression"));
+}
+
+// --- Completeness, after-send parsing ---------------------------------------
+
+TEST(CheckCompleteness, GzipWithoutItsTrailerIsIncomplete) {
+  const std::string whole = ReadAll(kSmallChrome);
+  std::string why;
+  EXPECT_EQ(CheckCompleteness("a.json.gz", whole, &why),
+            Completeness::kComplete);
+  // The gzip trailer is the last 8 bytes (CRC32, size).
+  EXPECT_EQ(CheckCompleteness(
+                "a.json.gz",
+                absl::string_view(whole).substr(0, whole.size() - 8), &why),
+            Completeness::kIncomplete);
+  EXPECT_THAT(why, HasSubstr("gzip"));
+  EXPECT_EQ(
+      CheckCompleteness("a.json.gz", whole.substr(0, whole.size() / 2), &why),
+      Completeness::kIncomplete);
+  EXPECT_EQ(CheckCompleteness("a.json.gz", "", &why),
+            Completeness::kIncomplete);
+}
+
+TEST(CheckCompleteness, JsonMustEndWithItsClosingBrace) {
+  std::string why;
+  EXPECT_EQ(CheckCompleteness("a.json", "{\"traceEvents\": [] }\n", &why),
+            Completeness::kComplete);
+  EXPECT_EQ(CheckCompleteness("a.json", "{\"traceEvents\": [{\"ph\":", &why),
+            Completeness::kIncomplete);
+  EXPECT_THAT(why, HasSubstr("'}'"));
+}
+
+TEST(CheckCompleteness, SqliteWithAJournalBesideItIsIncomplete) {
+  testing_util::TempDir dir;
+  const std::string db = dir.Sub("x.sqlite");
+  fs::copy_file(kSmallNsys, db);
+  const std::string bytes = ReadAll(db);
+  std::string why;
+  EXPECT_EQ(CheckCompleteness(db, bytes, &why), Completeness::kComplete);
+  WriteAll(db + "-journal", "j");
+  EXPECT_EQ(CheckCompleteness(db, bytes, &why), Completeness::kIncomplete);
+  EXPECT_THAT(why, HasSubstr("-journal"));
+}
+
+TEST(ParseAfterSend, KeepMoveDelete) {
+  EXPECT_EQ(ParseAfterSend("keep")->action, AfterSend::Action::kKeep);
+  EXPECT_EQ(ParseAfterSend("delete")->action, AfterSend::Action::kDelete);
+  auto move = ParseAfterSend("move:/var/spool/sent");
+  ASSERT_TRUE(move.ok());
+  EXPECT_EQ(move->action, AfterSend::Action::kMove);
+  EXPECT_EQ(move->move_dir, "/var/spool/sent");
+  EXPECT_FALSE(ParseAfterSend("move:").ok());
+  EXPECT_FALSE(ParseAfterSend("archive").ok());
+}
+
+TEST(WatchedTraceName, PicksTracesAndSkipsHiddenAndOtherFiles) {
+  EXPECT_TRUE(IsWatchedTraceName("w.1.pt.trace.json"));
+  EXPECT_TRUE(IsWatchedTraceName("w.1.pt.trace.json.gz"));
+  EXPECT_TRUE(IsWatchedTraceName("report.sqlite"));
+  EXPECT_FALSE(IsWatchedTraceName(".w.1.pt.trace.json.gz"));
+  EXPECT_FALSE(IsWatchedTraceName("report.nsys-rep"));
+  EXPECT_FALSE(IsWatchedTraceName("x.json.gz.tmp"));
+}
+
+// --- WatchState
+// ---------------------------------------------------------------
+
+TEST(WatchState, SurvivesReopeningAndForgetsFilesThatAreGone) {
+  testing_util::TempDir dir;
+  const std::string state_dir = dir.Sub("state");
+  {
+    auto state = WatchState::Open(state_dir);
+    ASSERT_TRUE(state.ok()) << state.status();
+    EXPECT_EQ(state->size(), 0u);
+    ASSERT_TRUE(state->Add(0x1234, "a.json.gz").ok());
+    ASSERT_TRUE(state->Add(0xfedcba9876543210, "b with space.json").ok());
+  }
+  auto state = WatchState::Open(state_dir);
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_TRUE(state->Contains(0x1234));
+  EXPECT_TRUE(state->Contains(0xfedcba9876543210));
+  EXPECT_FALSE(state->Contains(0x1235));
+  EXPECT_FALSE(fs::exists(state->path() + ".tmp"));
+  ASSERT_TRUE(state->Retain({"b with space.json"}).ok());
+  auto again = WatchState::Open(state_dir);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->Contains(0x1234));
+  EXPECT_TRUE(again->Contains(0xfedcba9876543210));
+}
+
+TEST(WatchState, ACorruptFileIsDataLossNamingTheFile) {
+  testing_util::TempDir dir;
+  fs::create_directories(dir.Sub("state"));
+  WriteAll(dir.Sub("state/watch-state"), "something else\n");
+  auto state = WatchState::Open(dir.Sub("state"));
+  EXPECT_EQ(state.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(state.status().message(), HasSubstr("watch-state"));
+}
+
+TEST(ContentHash, IsStableAcrossRuns) {
+  // FNV-1a 64 of "a": a fixed value, not a per-process seed.
+  EXPECT_EQ(ContentHash("a"), 0xaf63dc4c8601ec8cull);
+  EXPECT_NE(ContentHash("ab"), ContentHash("ba"));
+}
+
+// --- TraceWatcher against the mock cluster --------------------------------
+
+class TraceWatcherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto cluster = EmbeddedKafkaCluster::Create();
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = *std::move(cluster);
+    ASSERT_TRUE(cluster_->CreateTopic("events", /*partitions=*/2).ok());
+    EventProducerOptions options;
+    options.topic = "events";
+    options.delivery_timeout = absl::Seconds(20);
+    options.linger = absl::Milliseconds(5);
+    auto producer = EventProducer::Create(
+        KafkaConfig(cluster_->bootstrap_servers()), options);
+    ASSERT_TRUE(producer.ok()) << producer.status();
+    producer_ = *std::move(producer);
+    ASSERT_TRUE(producer_->WaitUntilReachable(absl::Seconds(10)).ok());
+    watched_ = dir_.Sub("watched");
+    fs::create_directories(watched_);
+  }
+
+  TraceWatcherOptions Options() {
+    TraceWatcherOptions o;
+    o.dir = watched_;
+    o.host = "test-host";
+    o.use_inotify = false;
+    o.settle = absl::Seconds(2);
+    o.incomplete_timeout = absl::Seconds(30);
+    o.batching.max_events = 500;
+    o.flush_timeout = absl::Seconds(20);
+    return o;
+  }
+
+  std::unique_ptr<TraceWatcher> Watcher(TraceWatcherOptions o) {
+    auto w = TraceWatcher::Create(std::move(o), producer_.get());
+    EXPECT_TRUE(w.ok()) << w.status();
+    return w.ok() ? *std::move(w) : nullptr;
+  }
+
+  std::vector<DecodedBatch> Batches(size_t expected) {
+    std::vector<DecodedBatch> out;
+    auto messages = testing::ReadTopic(cluster_->bootstrap_servers(), "events",
+                                       expected, absl::Seconds(20));
+    EXPECT_TRUE(messages.ok()) << messages.status();
+    if (!messages.ok()) return out;
+    for (const auto& m : *messages) {
+      auto b = DecodeEventBatch(std::span<const uint8_t>(
+          reinterpret_cast<const uint8_t*>(m.value.data()), m.value.size()));
+      EXPECT_TRUE(b.ok());
+      if (b.ok()) out.push_back(*std::move(b));
+    }
+    return out;
+  }
+
+  testing_util::TempDir dir_;
+  std::string watched_;
+  std::unique_ptr<EmbeddedKafkaCluster> cluster_;
+  std::unique_ptr<EventProducer> producer_;
+  const absl::Time t0_ = absl::FromUnixSeconds(1'800'000'000);
+};
+
+TEST_F(TraceWatcherTest, PartialGzipWaitsUntilCompletedThenSendsOnce) {
+  const std::string bytes = ReadAll(kSmallChrome);
+  const std::string path = watched_ + "/jobA.rank2.100.pt.trace.json.gz";
+  WriteAll(path, absl::string_view(bytes).substr(0, bytes.size() / 2));
+  TraceWatcherOptions o = Options();
+  o.job_pattern = *JobNamePattern::Create(kDefaultJobNamePattern);
+  auto w = Watcher(o);
+  ASSERT_NE(w, nullptr);
+
+  ASSERT_TRUE(w->PollOnce(t0_).ok());  // Just seen: not settled.
+  ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(3)).ok());  // Settled, partial.
+  EXPECT_EQ(w->stats().files_sent, 0);
+  EXPECT_EQ(w->stats().files_rejected, 0);
+  EXPECT_EQ(producer_->stats().batches_sent, 0);
+
+  WriteAll(path, bytes);  // The writer finishes.
+  ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(4)).ok());  // Changed: settle.
+  EXPECT_EQ(w->stats().files_sent, 0);
+  ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(7)).ok());
+  ASSERT_EQ(w->stats().files_sent, 1);
+  ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(20)).ok());  // Kept, not resent.
+  EXPECT_EQ(w->stats().files_sent, 1);
+  EXPECT_TRUE(fs::exists(path));
+
+  const int64_t batches = w->stats().batches_sent;
+  ASSERT_GT(batches, 1);
+  std::vector<DecodedBatch> got = Batches(batches);
+  ASSERT_EQ(static_cast<int64_t>(got.size()), batches);
+  const uint64_t id =
+      WatchedFileProducerId(ContentHash(bytes), "jobA", 2, o.batching);
+  std::set<uint64_t> sequences;
+  int64_t events = 0;
+  for (const DecodedBatch& b : got) {
+    EXPECT_EQ(b.header.job, "jobA");
+    EXPECT_EQ(b.header.rank, 2);  // The name wins over distributedInfo's 0.
+    EXPECT_EQ(b.header.host, "test-host");
+    EXPECT_EQ(b.header.producer_id, id);
+    sequences.insert(b.header.sequence);
+    events += static_cast<int64_t>(b.trace.gpu.size() + b.trace.cpu.size());
+  }
+  EXPECT_EQ(sequences.size(), got.size());
+  EXPECT_EQ(*sequences.rbegin(), got.size() - 1);
+  EXPECT_EQ(events, w->stats().events_sent);
+
+  // A restarted watcher finds the file in its state and sends nothing.
+  w.reset();
+  auto again = Watcher(o);
+  ASSERT_TRUE(again->PollOnce(t0_ + absl::Seconds(30)).ok());
+  ASSERT_TRUE(again->PollOnce(t0_ + absl::Seconds(33)).ok());
+  EXPECT_EQ(again->stats().files_already_sent, 1);
+  EXPECT_EQ(again->stats().files_sent, 0);
+  EXPECT_EQ(producer_->stats().batches_sent, batches);
+}
+
+TEST_F(TraceWatcherTest, AStableButTruncatedFileIsRejectedAfterTheTimeout) {
+  const std::string bytes = ReadAll(kSmallChrome);
+  WriteAll(watched_ + "/cut.json.gz",
+           absl::string_view(bytes).substr(0, bytes.size() - 8));
+  TraceWatcherOptions o = Options();
+  o.job = "fixed";
+  auto w = Watcher(o);
+  ASSERT_TRUE(w->PollOnce(t0_).ok());
+  ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(10)).ok());
+  EXPECT_EQ(w->stats().files_rejected, 0);  // Maybe still being written.
+  ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(31)).ok());
+  EXPECT_EQ(w->stats().files_rejected, 1);
+  EXPECT_EQ(w->stats().rejected_by_reason.at("truncated"), 1);
+  EXPECT_TRUE(fs::exists(watched_ + "/.bubblewatch-rejected/cut.json.gz"));
+  EXPECT_FALSE(fs::exists(watched_ + "/cut.json.gz"));
+}
+
+TEST_F(TraceWatcherTest, BadFilesAndFilesWithoutAJobAreSetAsideAndCounted) {
+  WriteAll(watched_ + "/notatrace.json", "{\"hello\": 1}\n");
+  fs::copy_file(kSmallChrome, watched_ + "/nojob.json.gz");
+  fs::copy_file(kSmallNsys, watched_ + "/good.rank0.x.sqlite");
+  // Only the nsys file matches; "good" job, rank 0.
+  TraceWatcherOptions o = Options();
+  o.job_pattern = *JobNamePattern::Create(R"((?<job>good)\.rank(?<rank>\d+))");
+  o.reject_dir = dir_.Sub("rejected");
+  auto w = Watcher(o);
+  ASSERT_TRUE(w->PollOnce(t0_).ok());
+  ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(3)).ok());
+  WatcherStats s = w->stats();
+  EXPECT_EQ(s.files_sent, 1);
+  EXPECT_EQ(s.files_rejected, 2);
+  EXPECT_EQ(s.rejected_by_reason.at("no job"), 1);
+  EXPECT_EQ(s.rejected_by_reason.at("not a trace"), 1);
+  EXPECT_TRUE(fs::exists(dir_.Sub("rejected/nojob.json.gz")));
+  EXPECT_TRUE(fs::exists(dir_.Sub("rejected/notatrace.json")));
+  std::vector<DecodedBatch> got = Batches(s.batches_sent);
+  ASSERT_FALSE(got.empty());
+  EXPECT_EQ(got[0].header.job, "good");
+}
+
+TEST_F(TraceWatcherTest, AfterSendMoveAndDelete) {
+  fs::copy_file(kSmallChrome, watched_ + "/a.rank0.1.json.gz");
+  TraceWatcherOptions o = Options();
+  o.job = "j";
+  o.after_send = *ParseAfterSend("move:" + dir_.Sub("sent"));
+  {
+    auto w = Watcher(o);
+    ASSERT_TRUE(w->PollOnce(t0_).ok());
+    ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(3)).ok());
+    EXPECT_EQ(w->stats().files_sent, 1);
+  }
+  EXPECT_FALSE(fs::exists(watched_ + "/a.rank0.1.json.gz"));
+  EXPECT_TRUE(fs::exists(dir_.Sub("sent/a.rank0.1.json.gz")));
+
+  // Delete: gone once acknowledged.
+  fs::copy_file(kSmallNsys, watched_ + "/b.sqlite");
+  o.after_send = *ParseAfterSend("delete");
+  auto w = Watcher(o);
+  ASSERT_TRUE(w->PollOnce(t0_).ok());
+  ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(3)).ok());
+  EXPECT_EQ(w->stats().files_sent, 1);
+  EXPECT_FALSE(fs::exists(watched_ + "/b.sqlite"));
+  // The state forgets files that are gone, so it stays small.
+  auto state = WatchState::Open(watched_ + "/.bubblewatch-state");
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(state->size(), 0u);
+}
+
+TEST_F(TraceWatcherTest, JobFromTraceMetadataWhenTheNameSaysNothing) {
+  const std::string json =
+      R"({"bubblewatch_job": "meta-job", "distributedInfo": {"rank": 4},
+          "traceEvents": [
+            {"ph": "X", "cat": "kernel", "name": "k", "ts": 10, "dur": 5,
+             "pid": 0, "tid": 7, "args": {"device": 0, "stream": 7,
+             "correlation": 1}}]})";
+  WriteAll(watched_ + "/worker0.123.pt.trace.json", json);
+  TraceWatcherOptions o = Options();
+  o.job_pattern = *JobNamePattern::Create(kDefaultJobNamePattern);
+  auto w = Watcher(o);
+  ASSERT_TRUE(w->PollOnce(t0_).ok());
+  ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(3)).ok());
+  ASSERT_EQ(w->stats().files_sent, 1) << w->stats().files_rejected;
+  std::vector<DecodedBatch> got = Batches(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].header.job, "meta-job");
+  EXPECT_EQ(got[0].header.rank, 4);
+}
+
+}  // namespace
+}  // namespace bubblewatch

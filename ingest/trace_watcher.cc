@@ -110,9 +110,29 @@ Completeness CheckCompleteness(absl::string_view path, absl::string_view bytes,
         return Completeness::kIncomplete;
       }
     }
-    if (!HasSqliteMagic(bytes)) {
+    if (!HasSqliteMagic(bytes) || bytes.size() < 100) {
       *why = "no SQLite header yet";
       return Completeness::kIncomplete;
+    }
+    // The header's page size and page count (valid when the "version valid
+    // for" number equals the change counter) give the file's full size.
+    auto be32 = [&](size_t at) {
+      return (uint32_t{static_cast<unsigned char>(bytes[at])} << 24) |
+             (uint32_t{static_cast<unsigned char>(bytes[at + 1])} << 16) |
+             (uint32_t{static_cast<unsigned char>(bytes[at + 2])} << 8) |
+             uint32_t{static_cast<unsigned char>(bytes[at + 3])};
+    };
+    uint64_t page_size =
+        (uint32_t{static_cast<unsigned char>(bytes[16])} << 8) |
+        static_cast<unsigned char>(bytes[17]);
+    if (page_size == 1) page_size = 65536;
+    if (be32(92) == be32(24)) {
+      const uint64_t expected = page_size * be32(28);
+      if (bytes.size() < expected) {
+        *why = absl::StrCat("SQLite file has ", bytes.size(), " of ", expected,
+                            " bytes");
+        return Completeness::kIncomplete;
+      }
     }
     return Completeness::kComplete;
   }

@@ -1,0 +1,380 @@
+// `bubblewatch produce --watch` against a real Kafka broker (ctest label
+// kafka; ops/test starts the broker and passes BUBBLEWATCH_KAFKA_BROKERS):
+//   - a directory filled with real trace files one by one, some written
+//     partially first, ends up exactly once as windows in the processor's
+//     store: the same windows as sending each file once with plain
+//     `produce FILE`;
+//   - a watcher killed with SIGKILL in the middle of a file and restarted
+//     resends that file (same producer id and sequences), and the stored
+//     windows still equal the reference.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "schemas/event_batch_codec.h"
+#include "schemas/window_summary.h"
+#include "storage/window_store.h"
+#include "tests/kafka/topic_reader.h"
+#include "tests/storage/storage_test_util.h"
+
+extern char** environ;
+
+namespace bubblewatch {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+const std::string kReal = std::string(BUBBLEWATCH_TESTDATA_DIR) + "/real";
+constexpr char kBatchEvents[] = "200";
+
+struct TraceFile {
+  std::string source;  // Under tests/testdata/real.
+  std::string name;    // Its name in the watched directory.
+  std::string job;
+  int rank;
+};
+
+// Real traces, named the way bubblewatch_torch names them. The two
+// "sampled" ranks share a job, so their relative order matters and is the
+// same in every run.
+const std::vector<TraceFile>& Files() {
+  static const auto* files = new std::vector<TraceFile>{
+      {"hta/sampled_rank-0.json.gz", "sampled.rank0.1.pt.trace.json.gz",
+       "sampled", 0},
+      {"hta/sampled_rank-1.json.gz", "sampled.rank1.1.pt.trace.json.gz",
+       "sampled", 1},
+      {"hta/benchmark_result_2869224_1695835535_trace.json.gz",
+       "bench.rank0.1.pt.trace.json.gz", "bench", 0},
+      {"nsys/healthy_1pct.sqlite", "nsys-healthy.rank0.1.sqlite",
+       "nsys-healthy", 0},
+      {"hta/nccl_data.json.gz", "nccl.rank0.1.pt.trace.json", "nccl", 0},
+  };
+  return *files;
+}
+// The file the kill lands in: 67k events, 340 batches of 200.
+const TraceFile kBig{"hta/rank0.json.gz", "big.rank0.1.pt.trace.json.gz", "big",
+                     0};
+
+std::string Brokers() {
+  const char* brokers = std::getenv("BUBBLEWATCH_KAFKA_BROKERS");
+  if (brokers == nullptr || *brokers == '\0') {
+    ADD_FAILURE() << "BUBBLEWATCH_KAFKA_BROKERS is not set: run through "
+                     "ops/test, which starts a real broker";
+    return "127.0.0.1:1";
+  }
+  return brokers;
+}
+
+std::string Unique(const std::string& base) {
+  return base + "-" + std::to_string(getpid()) + "-" +
+         std::to_string(Clock::now().time_since_epoch().count());
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void WriteAll(const std::string& path, absl::string_view bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// Starts `bubblewatch ARGS...` with stderr to `log`; returns its pid.
+pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<std::string> storage = {BUBBLEWATCH_BINARY};
+  storage.insert(storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 2, log.c_str(),
+                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
+  pid_t pid = 0;
+  EXPECT_EQ(posix_spawn(&pid, BUBBLEWATCH_BINARY, &actions, nullptr,
+                        argv.data(), environ),
+            0);
+  posix_spawn_file_actions_destroy(&actions);
+  return pid;
+}
+
+int Wait(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Polls `done` every 50 ms until it holds or `seconds` pass.
+template <typename F>
+bool PollUntil(F done, int seconds) {
+  const auto deadline = Clock::now() + std::chrono::seconds(seconds);
+  while (Clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return done();
+}
+
+std::vector<std::string> WatchArgs(const std::string& topic,
+                                   const std::string& dir,
+                                   const std::string& sent,
+                                   std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {
+      "produce",      "--brokers",   Brokers(), "--topic",
+      topic,          "--watch",     dir,       "--after-send",
+      "move:" + sent, "--settle",    "1s",      "--batch-events",
+      kBatchEvents,   "--log-level", "info"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+int Process(const std::string& topic, const std::string& store,
+            const std::string& log) {
+  return Wait(Spawn({"process",
+                     "--brokers",
+                     Brokers(),
+                     "--topic",
+                     topic,
+                     "--group",
+                     topic + "-group",
+                     "--store",
+                     store,
+                     "--lateness",
+                     "5s",
+                     "--idle-timeout",
+                     "3s",
+                     "--exit-when-idle",
+                     "4s",
+                     "--windows-topic",
+                     "",
+                     "--dlq-topic",
+                     topic + ".dlq",
+                     "--log-level",
+                     "warn"},
+                    log));
+}
+
+std::vector<WindowSummary> StoredWindows(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<WindowStoreReader>> store =
+      OpenRocksDbWindowStoreReadOnly(path);
+  EXPECT_TRUE(store.ok()) << store.status();
+  std::vector<WindowSummary> out;
+  if (!store.ok()) return out;
+  std::set<std::string> jobs = {kBig.job};
+  for (const TraceFile& f : Files()) jobs.insert(f.job);
+  for (const std::string& job : jobs) {
+    auto windows =
+        (*store)->Scan(job, absl::InfinitePast(), absl::InfiniteFuture());
+    EXPECT_TRUE(windows.ok()) << windows.status();
+    EXPECT_FALSE(windows->empty()) << "no windows of job " << job;
+    for (WindowSummary& w : *windows) out.push_back(std::move(w));
+  }
+  return out;
+}
+
+void ExpectSameWindows(const std::vector<WindowSummary>& got,
+                       const std::vector<WindowSummary>& want) {
+  ASSERT_FALSE(want.empty());
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    std::string diff;
+    EXPECT_TRUE(SameWindow(got[i], want[i], &diff))
+        << got[i].job << " window " << got[i].window.start_ns << ": " << diff;
+  }
+}
+
+class ProduceWatchKafka : public ::testing::Test {
+ protected:
+  // The reference: every file sent once by plain `produce FILE`, per job in
+  // the same order as the watcher sends them, then processed.
+  static void SetUpTestSuite() {
+    reference_dir_ = new testing_util::TempDir();
+    const std::string topic = Unique("bw-watch-ref");
+    std::vector<TraceFile> all = Files();
+    all.push_back(kBig);
+    for (const TraceFile& f : all) {
+      ASSERT_EQ(
+          Wait(Spawn({"produce", "--brokers", Brokers(), "--topic", topic,
+                      "--job", f.job, "--rank", std::to_string(f.rank),
+                      "--batch-events", kBatchEvents, kReal + "/" + f.source},
+                     reference_dir_->Sub("produce.log"))),
+          0)
+          << ReadAll(reference_dir_->Sub("produce.log"));
+    }
+    ASSERT_EQ(Process(topic, reference_dir_->Sub("store"),
+                      reference_dir_->Sub("process.log")),
+              0)
+        << ReadAll(reference_dir_->Sub("process.log"));
+    reference_ = new std::vector<WindowSummary>(
+        StoredWindows(reference_dir_->Sub("store")));
+  }
+  static void TearDownTestSuite() {
+    delete reference_;
+    delete reference_dir_;
+  }
+
+  void SetUp() override {
+    ASSERT_NE(reference_, nullptr);
+    ASSERT_FALSE(reference_->empty());
+    watched_ = dir_.Sub("watched");
+    sent_ = dir_.Sub("sent");
+    fs::create_directories(watched_);
+  }
+
+  bool Sent(const TraceFile& f) const {
+    return fs::exists(sent_ + "/" + f.name);
+  }
+
+  // Copies `f` in through a hidden temporary name and a rename (as a careful
+  // writer does), then waits until the watcher moved it to sent/.
+  void CopyInAndWait(const TraceFile& f) {
+    const std::string tmp = watched_ + "/." + f.name + ".tmp";
+    if (f.name.ends_with(".json") && !f.source.ends_with(".json")) {
+      // Stored gzipped, watched as plain JSON.
+      ASSERT_EQ(std::system(("gzip -dc '" + kReal + "/" + f.source + "' > '" +
+                             tmp + "'")
+                                .c_str()),
+                0);
+    } else {
+      fs::copy_file(kReal + "/" + f.source, tmp);
+    }
+    fs::rename(tmp, watched_ + "/" + f.name);
+    ASSERT_TRUE(PollUntil([&] { return Sent(f); }, 60)) << f.name;
+  }
+
+  std::string Log() const { return ReadAll(dir_.Sub("watch.log")); }
+
+  static testing_util::TempDir* reference_dir_;
+  static std::vector<WindowSummary>* reference_;
+  testing_util::TempDir dir_;
+  std::string watched_;
+  std::string sent_;
+};
+
+testing_util::TempDir* ProduceWatchKafka::reference_dir_ = nullptr;
+std::vector<WindowSummary>* ProduceWatchKafka::reference_ = nullptr;
+
+TEST_F(ProduceWatchKafka, FilesCopiedInOneByOneEndUpExactlyOnce) {
+  const std::string topic = Unique("bw-watch-fill");
+  const pid_t watcher =
+      Spawn(WatchArgs(topic, watched_, sent_), dir_.Sub("watch.log"));
+  std::vector<TraceFile> all = Files();
+  all.push_back(kBig);
+  for (size_t i = 0; i < all.size(); ++i) {
+    const TraceFile& f = all[i];
+    if (i % 2 == 1) {
+      // Written in two parts straight under its final name, with a pause
+      // longer than --settle in between: the watcher must wait for the rest
+      // (no gzip trailer yet / no closing '}').
+      const std::string bytes = ReadAll(kReal + "/" + f.source);
+      const std::string path = watched_ + "/" + f.name;
+      WriteAll(path, absl::string_view(bytes).substr(0, bytes.size() * 2 / 3));
+      std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+      EXPECT_TRUE(fs::exists(path)) << f.name << " taken while partial";
+      EXPECT_FALSE(Sent(f));
+      WriteAll(path, bytes);
+      ASSERT_TRUE(PollUntil([&] { return Sent(f); }, 60)) << f.name << Log();
+    } else {
+      CopyInAndWait(f);
+    }
+  }
+  // A broken file is set aside and the watcher goes on.
+  WriteAll(watched_ + "/junk.rank0.1.pt.trace.json", "{\"not\": \"a trace\"}");
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        return fs::exists(watched_ +
+                          "/.bubblewatch-rejected/junk.rank0.1.pt.trace.json");
+      },
+      30))
+      << Log();
+  ::kill(watcher, SIGTERM);
+  EXPECT_EQ(Wait(watcher), 0) << Log();
+  EXPECT_THAT(Log(), ::testing::HasSubstr("6 files sent"));
+  EXPECT_THAT(Log(), ::testing::HasSubstr("not a trace: 1"));
+
+  ASSERT_EQ(Process(topic, dir_.Sub("store"), dir_.Sub("process.log")), 0)
+      << ReadAll(dir_.Sub("process.log"));
+  ExpectSameWindows(StoredWindows(dir_.Sub("store")), *reference_);
+}
+
+TEST_F(ProduceWatchKafka, KilledMidFileAndRestartedGivesTheSameWindows) {
+  const std::string topic = Unique("bw-watch-kill");
+  // One batch per request and one request in flight, so that the big file
+  // takes seconds to deliver and the kill lands inside it.
+  const std::vector<std::string> slow = {
+      "--linger", "10ms",
+      "-X",       "batch.num.messages=1",
+      "-X",       "max.in.flight.requests.per.connection=1"};
+  const pid_t first =
+      Spawn(WatchArgs(topic, watched_, sent_, slow), dir_.Sub("watch.log"));
+  fs::copy_file(kReal + "/" + kBig.source, watched_ + "/" + kBig.name);
+  // Kill once the broker holds some of its batches.
+  size_t stored_before_kill = 0;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        auto m = testing::ReadTopic(Brokers(), topic, 1, absl::Seconds(1));
+        stored_before_kill = m.ok() ? m->size() : 0;
+        return stored_before_kill > 0;
+      },
+      60))
+      << Log();
+  ::kill(first, SIGKILL);
+  EXPECT_EQ(Wait(first), 128 + SIGKILL);
+  ASSERT_FALSE(Sent(kBig)) << "the kill landed after the file was sent";
+  ASSERT_THAT(ReadAll(watched_ + "/.bubblewatch-state/watch-state"),
+              ::testing::Not(::testing::HasSubstr(kBig.name)));
+
+  // Restart: it resends the big file, then takes the others.
+  const pid_t second =
+      Spawn(WatchArgs(topic, watched_, sent_), dir_.Sub("watch.log"));
+  ASSERT_TRUE(PollUntil([&] { return Sent(kBig); }, 120)) << Log();
+  for (const TraceFile& f : Files()) CopyInAndWait(f);
+  ::kill(second, SIGTERM);
+  EXPECT_EQ(Wait(second), 0) << Log();
+
+  // The topic holds the big file's first batches twice, with the same
+  // producer id and sequence numbers.
+  auto messages = testing::ReadTopic(Brokers(), topic, 1, absl::Seconds(30));
+  ASSERT_TRUE(messages.ok()) << messages.status();
+  std::map<std::pair<uint64_t, uint64_t>, int> copies;
+  std::set<uint64_t> big_producers;
+  for (const auto& m : *messages) {
+    auto b = DecodeEventBatch(std::span<const uint8_t>(
+        reinterpret_cast<const uint8_t*>(m.value.data()), m.value.size()));
+    ASSERT_TRUE(b.ok());
+    ++copies[{b->header.producer_id, b->header.sequence}];
+    if (b->header.job == kBig.job) big_producers.insert(b->header.producer_id);
+  }
+  EXPECT_EQ(big_producers.size(), 1u) << "the resend changed the producer id";
+  int resent = 0;
+  for (const auto& [key, n] : copies) resent += n - 1;
+  EXPECT_GT(resent, 0) << "nothing was resent: the kill did not land mid-file";
+
+  ASSERT_EQ(Process(topic, dir_.Sub("store"), dir_.Sub("process.log")), 0)
+      << ReadAll(dir_.Sub("process.log"));
+  ExpectSameWindows(StoredWindows(dir_.Sub("store")), *reference_);
+}
+
+}  // namespace
+}  // namespace bubblewatch

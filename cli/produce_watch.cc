@@ -82,10 +82,17 @@ int RunProduceWatch(const ProduceWatchFlags& flags, KafkaConfig config,
     options.job_pattern = *std::move(p);
   }
 
-  // The guarantees of the idempotent producer, plus: a gap in a file's
-  // batches (one lost, a later one stored) must stop the producer, because
-  // the processor keeps only the highest sequence it counted.
+  // What the broker stores of a file's batches must be a prefix of them:
+  // the processor keeps only the highest sequence it counted per producer,
+  // so after a gap (batch k lost, k+1 stored) the resend would skip k.
+  // The idempotent producer's sequence checks rule out gaps except after an
+  // error that resets its sequences: gapless.guarantee makes those fatal
+  // instead, and messages never time out inside librdkafka (a timeout is the
+  // one such error gapless does not cover). The wait is bounded by Flush's
+  // --timeout instead, after which the watcher exits and its restart resends
+  // the whole file.
   config.Set("enable.gapless.guarantee", "true");
+  config.Set("message.timeout.ms", "0");
   absl::StatusOr<std::unique_ptr<EventProducer>> producer =
       EventProducer::Create(std::move(config), producer_options);
   if (!producer.ok()) return Fail(kExitUsage, producer.status().message());

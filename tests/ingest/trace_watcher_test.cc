@@ -93,6 +93,23 @@ TEST(JobNamePattern, UserPatternWithOnlyAJob) {
   EXPECT_EQ(m->rank, -1);
 }
 
+TEST(JobNamePattern, ReadmePatternForTorchAndDynologNames) {
+  // README "Deploying on a fleet machine": one pattern for both
+  // bubblewatch_torch names and Dynolog's "<log-file stem>_<pid>.json".
+  auto p = JobNamePattern::Create(
+      R"(^(?<job>[A-Za-z0-9_-]+?)(?:\.rank(?<rank>\d+)\..*|_\d+\.json)$)");
+  ASSERT_TRUE(p.ok()) << p.status();
+  auto torch = p->Match("run_42.rank7.1732943012345.pt.trace.json.gz");
+  ASSERT_TRUE(torch.has_value());
+  EXPECT_EQ(torch->job, "run_42");
+  EXPECT_EQ(torch->rank, 7);
+  auto dyno = p->Match("run_42_151419.json");
+  ASSERT_TRUE(dyno.has_value());
+  EXPECT_EQ(dyno->job, "run_42");
+  EXPECT_EQ(dyno->rank, -1);  // Then from the trace's distributedInfo.
+  EXPECT_FALSE(p->Match("notes.txt.json.gz").has_value());
+}
+
 TEST(JobNamePattern, RejectsPatternsWithoutGroupsOrBadSyntax) {
   EXPECT_THAT(JobNamePattern::Create("rank\\d+").status().message(),
               HasSubstr("neither"));

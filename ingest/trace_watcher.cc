@@ -26,11 +26,19 @@
 #include "base/status_macros.h"
 #include "ingest/trace_file.h"
 #include "ingest/trace_reader.h"
+#include "ingest/trace_replay.h"
 
 namespace bubblewatch {
 namespace {
 
 namespace fs = std::filesystem;
+
+// How many settle times ready files wait for others still being written.
+constexpr int kGatherSettles = 10;
+// How many settle times an unchanged, unfinished file waits between looks.
+constexpr int kIncompleteRetrySettles = 5;
+// The most events prepared for one send; more waits for the next round.
+constexpr int64_t kMaxGroupEvents = 20'000'000;
 
 absl::StatusOr<std::string> ReadBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -255,11 +263,38 @@ absl::Status TraceWatcher::PollOnce(absl::Time now) {
       files_.erase(it++);
     }
   }
-  for (auto& [name, entry] : files_) {
-    if (stop_.load()) break;
-    if (entry.done) continue;
-    if (!entry.closed && now - entry.stable_since < options_.settle) continue;
-    RETURN_IF_ERROR(HandleFile(name, entry, now));
+  // Files that finish together (the ranks of one job exporting the same
+  // steps) are sent together, merged by event time: sent one after another,
+  // a later rank's events could fall behind the job's watermark and count
+  // as late. So while another file is still being written, ready files wait
+  // for it, up to kGatherSettles settle times.
+  bool writing = false;
+  absl::Time oldest_ready = absl::InfiniteFuture();
+  for (const auto& [name, entry] : files_) {
+    if (entry.done || !entry.last_incomplete.empty()) continue;
+    if (Ready(entry, now)) {
+      oldest_ready = std::min(oldest_ready, entry.stable_since);
+    } else {
+      writing = true;
+    }
+  }
+  if (!writing || now - oldest_ready >= kGatherSettles * options_.settle) {
+    std::vector<PreparedFile> group;
+    int64_t group_events = 0;
+    for (auto& [name, entry] : files_) {
+      if (stop_.load()) break;
+      if (entry.done || !Ready(entry, now)) continue;
+      if (!entry.last_incomplete.empty() && now < entry.next_retry) continue;
+      // Bounds memory after a backlog (e.g. a restart): the rest goes in
+      // the next round.
+      if (group_events >= kMaxGroupEvents) break;
+      std::optional<PreparedFile> prepared;
+      RETURN_IF_ERROR(HandleFile(name, entry, now, &prepared));
+      if (!prepared) continue;
+      group_events += prepared->stream->num_events();
+      group.push_back(*std::move(prepared));
+    }
+    if (!group.empty()) RETURN_IF_ERROR(Ship(group));
   }
   // Entries of files moved away or deleted are no longer needed.
   absl::flat_hash_set<std::string> remaining;
@@ -269,8 +304,13 @@ absl::Status TraceWatcher::PollOnce(absl::Time now) {
   return state_.Retain(remaining);
 }
 
+bool TraceWatcher::Ready(const FileEntry& entry, absl::Time now) const {
+  return entry.closed || now - entry.stable_since >= options_.settle;
+}
+
 absl::Status TraceWatcher::HandleFile(const std::string& name, FileEntry& entry,
-                                      absl::Time now) {
+                                      absl::Time now,
+                                      std::optional<PreparedFile>* prepared) {
   const std::string path = (fs::path(options_.dir) / name).string();
   absl::StatusOr<std::string> bytes = ReadBytes(path);
   if (!bytes.ok()) {
@@ -307,7 +347,12 @@ absl::Status TraceWatcher::HandleFile(const std::string& name, FileEntry& entry,
                       std::string(trace.status().message()));
       }
       entry.last_incomplete = std::string(trace.status().message());
-      entry.closed = false;  // Wait for the next change or the settle time.
+      entry.closed = false;
+      // Unchanged, it is looked at again now and then (a change resets the
+      // entry at once), and a last time when it times out.
+      entry.next_retry =
+          std::min(now + kIncompleteRetrySettles * options_.settle,
+                   entry.stable_since + options_.incomplete_timeout);
       return absl::OkStatus();
     }
     const bool truncated = LooksTruncated(trace.status());
@@ -341,47 +386,56 @@ absl::Status TraceWatcher::HandleFile(const std::string& name, FileEntry& entry,
   int32_t rank = options_.rank;
   if (rank < 0 && from_name) rank = from_name->rank;
   if (rank < 0) rank = trace->rank;
+  BatchHeader identity;
+  identity.job = job;
+  identity.host = options_.host;
+  identity.rank = rank;
+  identity.world_size = trace->world_size;
+  identity.producer_id =
+      WatchedFileProducerId(hash, job, rank, options_.batching);
   trace->job = job;
   trace->rank = rank;
-  RETURN_IF_ERROR(Ship(name, *std::move(trace), hash));
   entry.done = true;
-  return AfterSent(name);
+  prepared->emplace();
+  (*prepared)->name = name;
+  (*prepared)->content_hash = hash;
+  (*prepared)->stream = std::make_unique<BatchedTrace>(
+      *std::move(trace), identity, options_.batching);
+  return absl::OkStatus();
 }
 
-absl::Status TraceWatcher::Ship(const std::string& name, Trace trace,
-                                uint64_t hash) {
-  BatchHeader identity;
-  identity.job = trace.job;
-  identity.host = options_.host;
-  identity.rank = trace.rank;
-  identity.world_size = trace.world_size;
-  identity.producer_id =
-      WatchedFileProducerId(hash, trace.job, trace.rank, options_.batching);
-  BatchedTrace stream(std::move(trace), identity, options_.batching);
-  spdlog::info(
-      "{}: sending {} events in {} batches as job {} rank {} "
-      "(producer id {:016x})",
-      name, stream.num_events(), stream.num_batches(), identity.job,
-      identity.rank, identity.producer_id);
-  for (size_t i = 0; i < stream.num_batches(); ++i) {
-    const int64_t events = stream.batch(i).events();
-    RETURN_IF_ERROR(producer_->Send(identity.job, stream.Encode(i), events));
-    producer_->Poll();
+absl::Status TraceWatcher::Ship(std::vector<PreparedFile>& group) {
+  std::vector<BatchedTrace*> streams;
+  for (PreparedFile& f : group) {
+    const BatchHeader& h = f.stream->header();
+    spdlog::info(
+        "{}: sending {} events in {} batches as job {} rank {} (producer id "
+        "{:016x})",
+        f.name, f.stream->num_events(), f.stream->num_batches(), h.job, h.rank,
+        h.producer_id);
+    streams.push_back(f.stream.get());
   }
+  RETURN_IF_ERROR(ReplayTraces(streams, producer_, ReplayOptions{}));
   absl::Status flushed = producer_->Flush(options_.flush_timeout);
   if (!flushed.ok()) {
     return absl::Status(
         flushed.code(),
-        absl::StrCat(name, ": not every batch was acknowledged (",
-                     flushed.message(),
-                     "); a restart resends it with the same producer id"));
+        absl::StrCat(group.size() == 1 ? group[0].name
+                                       : absl::StrCat(group.size(), " files"),
+                     ": not every batch was acknowledged (", flushed.message(),
+                     "); a restart resends with the same producer ids"));
   }
-  RETURN_IF_ERROR(state_.Add(hash, name));
-  std::lock_guard<std::mutex> lock(stats_mu_);
-  ++stats_.files_sent;
-  stats_.batches_sent += static_cast<int64_t>(stream.num_batches());
-  stats_.events_sent += stream.num_events();
-  spdlog::info("{}: acknowledged", name);
+  for (PreparedFile& f : group) {
+    RETURN_IF_ERROR(state_.Add(f.content_hash, f.name));
+    {
+      std::lock_guard<std::mutex> lock(stats_mu_);
+      ++stats_.files_sent;
+      stats_.batches_sent += static_cast<int64_t>(f.stream->num_batches());
+      stats_.events_sent += f.stream->num_events();
+    }
+    spdlog::info("{}: acknowledged", f.name);
+    RETURN_IF_ERROR(AfterSent(f.name));
+  }
   return absl::OkStatus();
 }
 
@@ -422,12 +476,20 @@ void TraceWatcher::Reject(const std::string& name, FileEntry& entry,
 }
 
 absl::Duration TraceWatcher::NextWake(absl::Time now) const {
-  absl::Duration wake = options_.poll_interval;
+  absl::Time wake = now + options_.poll_interval;
   for (const auto& [name, entry] : files_) {
     if (entry.done) continue;
-    wake = std::min(wake, entry.stable_since + options_.settle - now);
+    if (!Ready(entry, now)) {
+      wake = std::min(wake, entry.stable_since + options_.settle);
+    } else if (!entry.last_incomplete.empty()) {
+      wake = std::min(wake, entry.next_retry);
+    } else {
+      // Ready, waiting for a file still being written.
+      wake = std::min(
+          wake, entry.stable_since + (kGatherSettles + 1) * options_.settle);
+    }
   }
-  return std::max(wake, absl::Milliseconds(10));
+  return std::max(wake - now, absl::Milliseconds(10));
 }
 
 absl::flat_hash_set<std::string> TraceWatcher::DrainInotify() {

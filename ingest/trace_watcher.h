@@ -30,6 +30,12 @@
 // recorded in the WatchState and then kept, moved or deleted; a restart
 // therefore resends at most the file it was in the middle of.
 //
+// Files that become complete together (the ranks of a job exporting the
+// same steps) are sent together, merged by event time, so that one rank's
+// events do not arrive after another rank moved the job's watermark past
+// them; while another file is still being written, complete files wait for
+// it (at most 10 settle times).
+//
 // Bad files (unreadable, not a trace, truncated) are counted by reason and
 // moved to `reject_dir`; the watcher keeps going. A failed delivery or a
 // state that cannot be written is fatal (PollOnce returns the error): the
@@ -47,6 +53,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -162,13 +169,27 @@ class TraceWatcher {
     bool closed = false;          // inotify saw IN_CLOSE_WRITE since then.
     bool done = false;            // Sent (or set aside); skip while unchanged.
     std::string last_incomplete;  // Why it was not whole at the last look.
+    absl::Time next_retry;        // When to look again if still unchanged.
+  };
+
+  // A complete file, read and cut into batches, waiting to be sent.
+  struct PreparedFile {
+    std::string name;
+    uint64_t content_hash = 0;
+    std::unique_ptr<BatchedTrace> stream;
   };
 
   TraceWatcher(TraceWatcherOptions options, EventProducer* producer,
                WatchState state);
+  bool Ready(const FileEntry& entry, absl::Time now) const;
+  // Reads a ready file. Sets `prepared` if it is to be sent; otherwise it
+  // was already sent, rejected, or is not complete yet.
   absl::Status HandleFile(const std::string& name, FileEntry& entry,
-                          absl::Time now);
-  absl::Status Ship(const std::string& name, Trace trace, uint64_t hash);
+                          absl::Time now,
+                          std::optional<PreparedFile>* prepared);
+  // Sends the group merged by event time, waits for every acknowledgement,
+  // then records each file and applies --after-send.
+  absl::Status Ship(std::vector<PreparedFile>& group);
   void Reject(const std::string& name, FileEntry& entry,
               absl::string_view reason, absl::string_view detail);
   absl::Status AfterSent(const std::string& name);

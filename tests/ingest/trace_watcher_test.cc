@@ -410,6 +410,79 @@ TEST_F(TraceWatcherTest, AfterSendMoveAndDelete) {
   EXPECT_EQ(state->size(), 0u);
 }
 
+// The earliest event start of a batch.
+int64_t FirstStart(const DecodedBatch& b) {
+  int64_t first = INT64_MAX;
+  for (const GpuActivity& a : b.trace.gpu) first = std::min(first, a.start_ns);
+  for (const CpuEvent& e : b.trace.cpu) first = std::min(first, e.start_ns);
+  return first;
+}
+
+TEST_F(TraceWatcherTest, FilesReadyTogetherAreSentMergedByEventTime) {
+  // Two ranks of one job covering the same second.
+  fs::copy_file(kRealDir + "/hta/sampled_rank-0.json.gz",
+                watched_ + "/sampled.rank0.1.json.gz");
+  fs::copy_file(kRealDir + "/hta/sampled_rank-1.json.gz",
+                watched_ + "/sampled.rank1.1.json.gz");
+  TraceWatcherOptions o = Options();
+  o.job_pattern = *JobNamePattern::Create(kDefaultJobNamePattern);
+  auto w = Watcher(o);
+  ASSERT_TRUE(w->PollOnce(t0_).ok());
+  ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(3)).ok());
+  ASSERT_EQ(w->stats().files_sent, 2);
+  std::vector<DecodedBatch> got = Batches(w->stats().batches_sent);
+  ASSERT_EQ(static_cast<int64_t>(got.size()), w->stats().batches_sent);
+  // One job, one partition: the topic holds the two ranks interleaved in
+  // event time, not one file after the other.
+  std::set<int32_t> ranks_in_first_half;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (i > 0) {
+      EXPECT_LE(FirstStart(got[i - 1]), FirstStart(got[i])) << i;
+    }
+    if (i < got.size() / 2) ranks_in_first_half.insert(got[i].header.rank);
+  }
+  EXPECT_EQ(ranks_in_first_half, (std::set<int32_t>{0, 1}));
+}
+
+TEST_F(TraceWatcherTest, AReadyFileWaitsForAnotherStillBeingWritten) {
+  const std::string b_bytes = ReadAll(kRealDir + "/hta/sampled_rank-1.json.gz");
+  fs::copy_file(kRealDir + "/hta/sampled_rank-0.json.gz",
+                watched_ + "/s.rank0.1.json.gz");
+  const std::string b = watched_ + "/s.rank1.1.json.gz";
+  TraceWatcherOptions o = Options();  // settle 2 s: gathering up to 20 s.
+  o.job_pattern = *JobNamePattern::Create(kDefaultJobNamePattern);
+  auto w = Watcher(o);
+  // B grows by a chunk before every look, while A is long complete.
+  size_t written = 0;
+  for (int second = 0; second <= 14; second += 2) {
+    written += b_bytes.size() / 10;
+    WriteAll(b, absl::string_view(b_bytes).substr(0, written));
+    ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(second)).ok());
+    EXPECT_EQ(w->stats().files_sent, 0)
+        << "A sent while B was written, at " << second << " s";
+  }
+  WriteAll(b, b_bytes);  // B done: both go together once B settles.
+  ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(15)).ok());
+  EXPECT_EQ(w->stats().files_sent, 0);
+  ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(17)).ok());
+  EXPECT_EQ(w->stats().files_sent, 2);
+}
+
+TEST_F(TraceWatcherTest, AReadyFileWaitsAtMostTenSettleTimes) {
+  const std::string b_bytes = ReadAll(kRealDir + "/hta/sampled_rank-1.json.gz");
+  fs::copy_file(kRealDir + "/hta/sampled_rank-0.json.gz",
+                watched_ + "/s.rank0.1.json.gz");
+  const std::string b = watched_ + "/s.rank1.1.json.gz";
+  TraceWatcherOptions o = Options();
+  o.job_pattern = *JobNamePattern::Create(kDefaultJobNamePattern);
+  auto w = Watcher(o);
+  for (int second = 0; second <= 22; ++second) {
+    WriteAll(b, absl::string_view(b_bytes).substr(0, 1000 + 100 * second));
+    ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(second)).ok());
+    EXPECT_EQ(w->stats().files_sent, second >= 20 ? 1 : 0) << second << " s";
+  }
+}
+
 TEST_F(TraceWatcherTest, JobFromTraceMetadataWhenTheNameSaysNothing) {
   const std::string json =
       R"({"bubblewatch_job": "meta-job", "distributedInfo": {"rank": 4},

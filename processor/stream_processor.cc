@@ -64,6 +64,8 @@ class StreamProcessor::Impl {
     int32_t partition = 0;
     int64_t last_event_ns = 0;
     bool dirty = false;
+    // While replaying: producer id -> highest sequence replayed so far.
+    absl::flat_hash_map<uint64_t, uint64_t> replayed_sequences;
   };
 
   static void RebalanceCallback(rd_kafka_t* rk, rd_kafka_resp_err_t err,
@@ -75,6 +77,9 @@ class StreamProcessor::Impl {
   void OnRevoke(rd_kafka_topic_partition_list_t* partitions);
 
   absl::Status HandleMessage(const rd_kafka_message_t& message, absl::Time now);
+  // True if `header`'s batch was already counted (see the definition).
+  static bool IsDuplicateBatch(JobEntry& job, const BatchHeader& header,
+                               bool replay);
   void SendToDeadLetters(const rd_kafka_message_t& message,
                          absl::string_view reason, absl::string_view detail);
   absl::StatusOr<JobEntry*> GetOrLoadJob(const std::string& job,
@@ -307,18 +312,12 @@ absl::Status StreamProcessor::Impl::HandleMessage(
   }
   ASSIGN_OR_RETURN(JobEntry * job,
                    GetOrLoadJob(batch->header.job, message.partition));
-  // A batch resent by its producer (same id and sequence) counts once. The
-  // stored sequence covers replays too: they were counted before the crash.
-  const uint64_t producer = batch->header.producer_id;
-  if (producer != 0 && !replay) {
-    auto seq = job->state.producer_sequences.find(producer);
-    if (seq != job->state.producer_sequences.end() &&
-        batch->header.sequence <= seq->second) {
+  if (IsDuplicateBatch(*job, batch->header, replay)) {
+    if (!replay) {  // A replayed duplicate was counted the first time.
       absl::MutexLock lock(&stats_mu_);
       ++stats_.duplicate_batches;
-      return absl::OkStatus();
     }
-    job->state.producer_sequences[producer] = batch->header.sequence;
+    return absl::OkStatus();
   }
   int64_t late = job->windower->Add(*batch, message.offset, replay, now);
   for (const auto& [window, count] : job->windower->TakeLateCounts()) {
@@ -342,6 +341,27 @@ absl::Status StreamProcessor::Impl::HandleMessage(
   }
   for (WindowSummary& w : done) pending_windows_.push_back(std::move(w));
   return absl::OkStatus();
+}
+
+// A batch resent by its producer (same id and sequence, e.g. a watcher that
+// resent a file after a crash) counts once. Live, it is checked against the
+// highest sequence counted, stored with the job's state. On replay that
+// stored sequence covers the whole replayed range (those batches were
+// counted before the restart), so a replayed batch is checked against the
+// batches replayed before it instead: a resent copy follows its original in
+// the partition and was dropped the first time too. (A copy whose original
+// lies before the resume offset only holds events of finalized windows,
+// which the windower drops on replay.)
+bool StreamProcessor::Impl::IsDuplicateBatch(JobEntry& job,
+                                             const BatchHeader& header,
+                                             bool replay) {
+  if (header.producer_id == 0) return false;
+  absl::flat_hash_map<uint64_t, uint64_t>& seen =
+      replay ? job.replayed_sequences : job.state.producer_sequences;
+  auto it = seen.find(header.producer_id);
+  if (it != seen.end() && header.sequence <= it->second) return true;
+  seen[header.producer_id] = header.sequence;
+  return false;
 }
 
 bool StreamProcessor::Impl::CaughtUp() const {

@@ -376,5 +376,59 @@ TEST_F(ProduceWatchKafka, KilledMidFileAndRestartedGivesTheSameWindows) {
   ExpectSameWindows(StoredWindows(dir_.Sub("store")), *reference_);
 }
 
+// The processor's side of a resend: a topic holding every file twice (a
+// producer that resent after a crash, same producer ids and sequences),
+// consumed by a processor killed again and again, stores the same windows
+// as a single send: the duplicates must not count on replay either.
+TEST_F(ProduceWatchKafka, ResentFilesCountOnceThroughProcessorKills) {
+  const std::string topic = Unique("bw-watch-dup");
+  std::vector<TraceFile> all = Files();
+  all.push_back(kBig);
+  for (const TraceFile& f : all) {
+    for (int copy = 0; copy < 2; ++copy) {
+      ASSERT_EQ(
+          Wait(Spawn({"produce", "--brokers", Brokers(), "--topic", topic,
+                      "--job", f.job, "--rank", std::to_string(f.rank),
+                      "--batch-events", kBatchEvents, kReal + "/" + f.source},
+                     dir_.Sub("produce.log"))),
+          0)
+          << ReadAll(dir_.Sub("produce.log"));
+    }
+  }
+  const std::string store = dir_.Sub("store");
+  for (int kill = 0; kill < 4; ++kill) {
+    const pid_t pid = Spawn({"process",
+                             "--brokers",
+                             Brokers(),
+                             "--topic",
+                             topic,
+                             "--group",
+                             topic + "-group",
+                             "--store",
+                             store,
+                             "--lateness",
+                             "5s",
+                             "--idle-timeout",
+                             "3s",
+                             "--windows-topic",
+                             "",
+                             "--dlq-topic",
+                             topic + ".dlq",
+                             "--log-level",
+                             "warn",
+                             "-X",
+                             "session.timeout.ms=6000",
+                             "-X",
+                             "heartbeat.interval.ms=1000"},
+                            dir_.Sub("process.log"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500 + 400 * kill));
+    ::kill(pid, SIGKILL);
+    EXPECT_EQ(Wait(pid), 128 + SIGKILL);
+  }
+  ASSERT_EQ(Process(topic, store, dir_.Sub("process.log")), 0)
+      << ReadAll(dir_.Sub("process.log"));
+  ExpectSameWindows(StoredWindows(store), *reference_);
+}
+
 }  // namespace
 }  // namespace bubblewatch

@@ -60,6 +60,9 @@ void AlertEvaluator::Fill(const AlertRule& rule, absl::string_view job,
   e.severity = rule.severity;
   e.job = std::string(job);
   e.summary = rule.summary;
+  if (rule.kind == RuleKind::kCauseShareAbove) {
+    e.cause = std::string(BubbleCauseName(rule.cause));
+  }
   if (!options_.dashboard_url.empty()) {
     e.dashboard_url = job.empty()
                           ? absl::StrCat(options_.dashboard_url, "/")
@@ -74,6 +77,9 @@ void AlertEvaluator::Emit(RuleState& s, AlertStatus status, absl::Time now,
   if (status == AlertStatus::kFiring) {
     s.last.starts_at = now;
     s.last.ends_at = absl::InfiniteFuture();
+    if (s.last.cause.empty() && s.last.dominant_cause) {
+      s.last.cause = std::string(BubbleCauseName(*s.last.dominant_cause));
+    }
   }
   if (status == AlertStatus::kResolved) s.last.ends_at = now;
   s.last_sent = now;
@@ -138,9 +144,11 @@ std::vector<AlertEvent> AlertEvaluator::OnWindow(const WindowSummary& window,
     // resolving, the one that cleared it).
     if (holds || st.firing) {
       const absl::Time starts_at = st.last.starts_at;
+      std::string cause = std::move(st.last.cause);
       st.last = AlertEvent{};
       Fill(rule, window.job, st.last);
       st.last.starts_at = starts_at;
+      if (st.firing) st.last.cause = std::move(cause);
       st.last.measure = measure;
       st.last.value = value;
       st.last.threshold = rule.kind == RuleKind::kBubbleLongerThan
@@ -177,7 +185,14 @@ std::vector<AlertEvent> AlertEvaluator::OnJobActivity(absl::string_view job_id,
   std::vector<AlertEvent> out;
   JobAlerts& job = jobs_[job_id];
   job.last_activity = now;
-  dirty_.insert(JobAlertStateKey(job_id));
+  // Only silence rules need the activity time to survive a restart; other
+  // jobs' state is not rewritten on every commit for it.
+  for (const AlertRule& rule : rules_.rules) {
+    if (rule.kind == RuleKind::kJobSilent && rule.jobs.Matches(job_id)) {
+      dirty_.insert(JobAlertStateKey(job_id));
+      break;
+    }
+  }
   for (auto& [name, st] : job.rules) {
     const AlertRule* rule = FindRule(name);
     if (rule == nullptr || rule->kind != RuleKind::kJobSilent || !st.firing) {

@@ -13,7 +13,7 @@ namespace {
 constexpr char kSchema[] = "bubblewatch.alert/v1";
 
 std::string FormatWall(absl::Time t) {
-  return absl::FormatTime(absl::RFC3339_full, t, absl::UTCTimeZone());
+  return absl::FormatTime("%Y-%m-%d%ET%H:%M:%E*SZ", t, absl::UTCTimeZone());
 }
 
 void WriteKernel(JsonWriter& w, const std::optional<KernelRef>& k) {
@@ -135,6 +135,7 @@ std::string AlertEventToJson(const AlertEvent& e) {
   w.Key("severity").String(e.severity);
   w.Key("summary").String(e.summary);
   w.Key("job").String(e.job);
+  w.Key("cause").String(e.cause);
   w.Key("jobs").BeginArray();
   for (const std::string& j : e.jobs) w.String(j);
   w.EndArray();
@@ -215,6 +216,7 @@ absl::StatusOr<AlertEvent> ParseAlertEventJson(absl::string_view json) {
   e.severity = f.Str("severity");
   e.summary = f.Str("summary");
   e.job = f.Str("job");
+  e.cause = f.Str("cause");
   simdjson::dom::array jobs;
   if (status.ok() && f.Get("jobs").get_array().get(jobs) == simdjson::SUCCESS) {
     for (simdjson::dom::element j : jobs) {

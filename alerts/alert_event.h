@@ -31,6 +31,10 @@ struct AlertEvent {
   std::string summary;            // The rule's, or a generated one.
   std::string job;                // Empty for a fleet alert.
   std::vector<std::string> jobs;  // Fleet alerts: the jobs firing `rule`.
+  // The alert's cause, fixed for its lifetime (Alertmanager's `cause`
+  // label): the rule's cause for cause_share_above, else the dominant cause
+  // of the window that fired it; empty when none.
+  std::string cause;
   absl::Time starts_at = absl::UnixEpoch();  // When it first fired (wall).
   // When it resolved; InfiniteFuture while firing.
   absl::Time ends_at = absl::InfiniteFuture();

@@ -16,16 +16,7 @@ namespace bubblewatch {
 namespace {
 
 std::string Rfc3339(absl::Time t) {
-  return absl::FormatTime(absl::RFC3339_full, t, absl::UTCTimeZone());
-}
-
-std::string CauseLabel(const AlertEvent& e) {
-  if (e.kind == RuleKind::kCauseShareAbove) {
-    absl::string_view m = e.measure;
-    if (absl::ConsumeSuffix(&m, "_share")) return std::string(m);
-  }
-  return e.dominant_cause ? std::string(BubbleCauseName(*e.dominant_cause))
-                          : "";
+  return absl::FormatTime("%Y-%m-%d%ET%H:%M:%E*SZ", t, absl::UTCTimeZone());
 }
 
 std::string Description(const AlertEvent& e) {
@@ -64,9 +55,7 @@ std::string AlertmanagerClient::ToAlertmanagerJson(
     w.Key("alertname").String(e.rule);
     if (!e.job.empty()) w.Key("job").String(e.job);
     w.Key("severity").String(e.severity);
-    if (std::string cause = CauseLabel(e); !cause.empty()) {
-      w.Key("cause").String(cause);
-    }
+    if (!e.cause.empty()) w.Key("cause").String(e.cause);
     w.Key("rule_kind").String(RuleKindName(e.kind));
     w.Key("source").String("bubblewatch");
     w.EndObject();

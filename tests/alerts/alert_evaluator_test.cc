@@ -236,3 +236,42 @@ TEST(AlertEvaluator, ReloadResolvesAlertsOfRemovedRules) {
 
 }  // namespace
 }  // namespace bubblewatch
+
+namespace bubblewatch {
+namespace {
+
+TEST(AlertEvaluator, CauseIsFixedWhileTheAlertLives) {
+  AlertEvaluator ev(Rules(R"(rules:
+  - {name: low, kind: utilization_below, threshold: 90%, for: 1}
+)"),
+                    {});
+  std::vector<AlertEvent> fired = ev.OnWindow(Window("j", 0, 0.5), kT0);
+  ASSERT_EQ(fired.size(), 1u);
+  EXPECT_EQ(fired[0].cause, "host_sync");
+  // The next window's bubbles are all memcpy: the payload says so, the
+  // cause (Alertmanager's label) stays.
+  WindowSummary w = Window("j", 1, 0.5);
+  w.window.job.attribution = {};
+  w.window.job.attribution[static_cast<int>(BubbleCause::kMemcpy)] =
+      w.window.job.bubble_ns;
+  ASSERT_TRUE(ev.OnWindow(w, kT0).empty());
+  std::vector<AlertEvent> repeat = ev.OnTick(kT0 + absl::Hours(2));
+  ASSERT_EQ(repeat.size(), 1u);
+  EXPECT_EQ(repeat[0].dominant_cause, BubbleCause::kMemcpy);
+  EXPECT_EQ(repeat[0].cause, "host_sync");
+}
+
+TEST(AlertEvaluator, ActivityOfJobsWithoutSilenceRulesIsNotRewritten) {
+  AlertEvaluator ev(Rules(R"(rules:
+  - {name: silent, kind: job_silent, duration: 1m, jobs: {prefix: "watched-"}}
+)"),
+                    {});
+  ev.OnJobActivity("watched-1", kT0);
+  ev.OnJobActivity("other-1", kT0);
+  std::vector<AlertStateUpdate> updates = ev.TakeStateUpdates();
+  ASSERT_EQ(updates.size(), 1u);
+  EXPECT_EQ(updates[0].key, "j/watched-1");
+}
+
+}  // namespace
+}  // namespace bubblewatch

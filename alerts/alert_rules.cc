@@ -252,8 +252,9 @@ void ParseRule(const YAML::Node& node, absl::Duration default_repeat,
   if (const YAML::Node j = node["jobs"]) {
     ok &= ParseSelector(j, &rule.jobs, problems);
   }
-  if (const YAML::Node s = node["summary"]) {
-    ok &= Scalar(s, &rule.summary);
+  if (const YAML::Node s = node["summary"]; s && !Scalar(s, &rule.summary)) {
+    problems.Add(s, "summary must be a string");
+    ok = false;
   }
   if (const YAML::Node r = node["repeat_interval"]) {
     ok &= ParsePositiveDuration(r, "repeat_interval", &rule.repeat_interval,
@@ -314,8 +315,9 @@ void ParseRule(const YAML::Node& node, absl::Duration default_repeat,
       }
       break;
     case RuleKind::kFleet:
-      if (YAML::Node r = required("rule")) {
-        ok &= Scalar(r, &rule.fleet_rule);
+      if (YAML::Node r = required("rule"); r && !Scalar(r, &rule.fleet_rule)) {
+        problems.Add(r, "rule must name a per-job rule of this file");
+        ok = false;
       }
       if (YAML::Node n = required("jobs_firing_more_than")) {
         ok &= ParseCount(n, "jobs_firing_more_than", 1, &rule.fleet_max_jobs,

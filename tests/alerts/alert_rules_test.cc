@@ -178,3 +178,19 @@ TEST(AlertRules, ExampleFileInOpsIsValid) {
 
 }  // namespace
 }  // namespace bubblewatch
+
+namespace bubblewatch {
+namespace {
+
+TEST(AlertRules, NonScalarFieldsAreNamedNotDropped) {
+  EXPECT_THAT(ErrorOf("rules:\n  - {name: x, kind: job_silent, duration: 1m, "
+                      "summary: [a, b]}\n"),
+              HasSubstr("summary must be a string"));
+  EXPECT_THAT(ErrorOf("rules:\n  - {name: y, kind: job_silent, duration: 1m}\n"
+                      "  - {name: x, kind: fleet, rule: {a: b}, "
+                      "jobs_firing_more_than: 2}\n"),
+              HasSubstr("rule must name a per-job rule"));
+}
+
+}  // namespace
+}  // namespace bubblewatch

@@ -138,3 +138,52 @@ TEST(AlertHook, BadReloadKeepsOldRulesGoodReloadAppliesNewOnes) {
 
 }  // namespace
 }  // namespace bubblewatch
+
+namespace bubblewatch {
+namespace {
+
+TEST(AlertHook, SilenceFollowsTheJobsLatestEventTimeNotReplays) {
+  Fixture f;
+  WriteFile(f.rules,
+            "rules:\n  - {name: quiet, kind: job_silent, duration: 30s}\n");
+  std::unique_ptr<AlertHook> hook = f.Hook();
+  StoreBatch batch;
+  batch.jobs.push_back(JobUpdate{.job = "job-a", .last_event_ns = 100});
+  ASSERT_TRUE(hook->BeforeCommit(kT0, batch).ok());
+  ASSERT_TRUE(f.store->Commit(batch).ok());
+  hook->AfterCommit(kT0);
+  // A job update that does not move the event time (an idle close) is not
+  // activity.
+  for (int s : {10, 20}) {
+    StoreBatch same;
+    same.jobs.push_back(JobUpdate{.job = "job-a", .last_event_ns = 100});
+    ASSERT_TRUE(hook->BeforeCommit(kT0 + absl::Seconds(s), same).ok());
+    ASSERT_TRUE(f.store->Commit(same).ok());
+    hook->AfterCommit(kT0 + absl::Seconds(s));
+  }
+  EXPECT_FALSE(hook->WantsCommit(kT0 + absl::Seconds(30)));
+  ASSERT_TRUE(hook->WantsCommit(kT0 + absl::Seconds(31)));
+  f.Commit(*hook, {}, kT0 + absl::Seconds(31));
+  ASSERT_EQ(f.seen.size(), 1u);
+  EXPECT_EQ(f.seen[0].status, AlertStatus::kFiring);
+  EXPECT_EQ(f.seen[0].measure, "silent_s");
+
+  // After a restart, a replay that re-reports the stored event time does not
+  // resolve it; a newer event does.
+  hook = f.Hook();
+  ASSERT_EQ(hook->Active().size(), 1u);
+  StoreBatch replay;
+  replay.jobs.push_back(JobUpdate{.job = "job-a", .last_event_ns = 100});
+  ASSERT_TRUE(hook->BeforeCommit(kT0 + absl::Seconds(40), replay).ok());
+  hook->AfterCommit(kT0 + absl::Seconds(40));
+  EXPECT_EQ(f.seen.size(), 1u);
+  StoreBatch fresh;
+  fresh.jobs.push_back(JobUpdate{.job = "job-a", .last_event_ns = 200});
+  ASSERT_TRUE(hook->BeforeCommit(kT0 + absl::Seconds(41), fresh).ok());
+  hook->AfterCommit(kT0 + absl::Seconds(41));
+  ASSERT_EQ(f.seen.size(), 2u);
+  EXPECT_EQ(f.seen[1].status, AlertStatus::kResolved);
+}
+
+}  // namespace
+}  // namespace bubblewatch

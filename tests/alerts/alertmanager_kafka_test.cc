@@ -9,7 +9,10 @@
 //   - survive an Alertmanager restart AND a kill -9 of the processor (the
 //     restored alert state re-posts it; it does not fire again);
 //   - resolve once after the stall ends, and the resolution reach an
-//     Alertmanager that was unreachable (SIGSTOP) when it happened.
+//     Alertmanager that was unreachable (SIGSTOP) when it happened;
+// and SIGHUP reloads the rules file: a bad one is refused and logged, a good
+// one applies to the next windows.
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -19,11 +22,13 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "alerts/alert_evaluator.h"
 #include "alerts/alert_event.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -31,6 +36,7 @@
 #include "kafka/kafka_config.h"
 #include "kafka/kafka_handles.h"
 #include "simdjson.h"
+#include "storage/window_store.h"
 
 extern char** environ;
 
@@ -68,6 +74,34 @@ pid_t Spawn(const std::string& binary, const std::vector<std::string>& args) {
       posix_spawn(&pid, binary.c_str(), nullptr, nullptr, argv.data(), environ),
       0);
   return pid;
+}
+
+// Starts `binary ARGS...` with stderr appended to `log`; returns its pid.
+pid_t SpawnLogged(const std::string& binary,
+                  const std::vector<std::string>& args,
+                  const std::string& log) {
+  std::vector<std::string> storage = {binary};
+  storage.insert(storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 2, log.c_str(),
+                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
+  pid_t pid = 0;
+  EXPECT_EQ(posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv.data(),
+                        environ),
+            0);
+  posix_spawn_file_actions_destroy(&actions);
+  return pid;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 int Wait(pid_t pid) {
@@ -343,6 +377,85 @@ TEST_F(AlertmanagerKafka, SyncStallFiresOnceSurvivesRestartsAndResolves) {
   }
   EXPECT_EQ(firing, 1);
   EXPECT_EQ(resolved, 1);
+}
+
+TEST_F(AlertmanagerKafka, SighupReloadsRulesAndRefusesABadFile) {
+  const std::string brokers = Env("BUBBLEWATCH_KAFKA_BROKERS");
+  ASSERT_FALSE(brokers.empty());
+  const std::string topic = Unique("bw-reload");
+  const std::string job_prefix = Unique("reload");
+  const std::string job = job_prefix + "-000";
+  const std::string store = ::testing::TempDir() + "/" + topic;
+  const std::string rules = ::testing::TempDir() + "/" + topic + ".yaml";
+  const std::string log = ::testing::TempDir() + "/" + topic + ".log";
+  auto write_rules =
+      [&](const std::string& threshold) {
+        std::ofstream(rules)
+            << "rules:\n  - {name: stall, kind: cause_share_above, "
+               "cause: host_sync, threshold: "
+            << threshold << "}\n";
+      };
+  auto produce = [&](const char* start) {
+    return RunToEnd(
+        BUBBLEWATCH_BINARY,
+        {"produce",        "--brokers",  brokers,      "--topic",      topic,
+         "--synthetic",    "--job",      job_prefix,   "--jobs",       "1",
+         "--gpus-per-job", "2",          "--duration", "30s",          "--rate",
+         "3000",           "--scenario", "sync",       "--start-time", start,
+         "--log-level",    "error"});
+  };
+  auto log_has = [&](const std::string& text) {
+    return PollUntil(
+        [&] { return ReadFile(log).find(text) != std::string::npos; },
+        absl::Seconds(30));
+  };
+  // 90 %: the ~15 % host-sync stall does not fire.
+  write_rules("90%");
+  processor_ =
+      SpawnLogged(BUBBLEWATCH_BINARY,
+                  {"process", "--brokers", brokers, "--topic", topic, "--group",
+                   topic + "-g", "--store", store, "--idle-timeout", "3s",
+                   "--rules", rules, "--alerts-topic", topic + ".alerts",
+                   "--windows-topic", "", "--log-level", "info"},
+                  log);
+  TopicReader reader(topic + ".alerts");
+  ASSERT_EQ(produce("2026-01-01T00:00:00Z"), 0);
+  // The stall's windows are stored, and with them the alert state (one
+  // commit): it holds no active alert, and the topic no event.
+  std::vector<std::pair<std::string, std::string>> states;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        auto r = OpenRocksDbWindowStoreReadOnly(store);
+        if (!r.ok()) return false;
+        auto w = (*r)->Scan(job, absl::InfinitePast(), absl::InfiniteFuture());
+        auto s = (*r)->AlertStates();
+        if (!w.ok() || w->size() < 3 || !s.ok()) return false;
+        states = *s;
+        return true;
+      },
+      absl::Seconds(60)));
+  ASSERT_EQ(states.size(), 1u);
+  EXPECT_EQ(states[0].first, "j/" + job);
+  AlertEvaluator restored(*ParseAlertRules(ReadFile(rules), "rules"), {});
+  ASSERT_TRUE(restored.Restore(states).ok());
+  EXPECT_TRUE(restored.Active().empty());
+  EXPECT_TRUE(reader.Poll().empty());
+
+  std::ofstream(rules) << "rules:\n  - {name: stall, kind: cause_shar}\n";
+  ASSERT_EQ(kill(processor_, SIGHUP), 0);
+  ASSERT_TRUE(log_has("keeping the 1 old rules")) << ReadFile(log);
+  EXPECT_TRUE(log_has(rules + ":2:25: unknown kind \"cause_shar\""))
+      << ReadFile(log);
+
+  write_rules("8%");
+  ASSERT_EQ(kill(processor_, SIGHUP), 0);
+  ASSERT_TRUE(log_has("reloaded 1 rules from " + rules)) << ReadFile(log);
+  ASSERT_EQ(produce("2026-01-01T00:00:30Z"), 0);
+  ASSERT_TRUE(PollUntil([&] { return reader.Count(AlertStatus::kFiring) == 1; },
+                        absl::Seconds(60)));
+  EXPECT_GE(reader.Poll().front().window_start_ns,
+            kStallStartNs + 3 * kWindowNs);
+  EXPECT_EQ(reader.Poll().front().job, job);
 }
 
 }  // namespace

@@ -42,6 +42,10 @@ absl::StatusOr<std::unique_ptr<AlertHook>> AlertHook::Create(
     // start from scratch (and may fire again).
     spdlog::error("{}", s.ToString());
   }
+  // Alerts of rules the file no longer has resolve now (at the first commit)
+  // instead of being re-posted forever.
+  AlertRuleSet current = hook->evaluator_.rules();
+  hook->pending_ = hook->evaluator_.SetRules(std::move(current), absl::Now());
   ASSIGN_OR_RETURN(std::vector<JobInfo> jobs, store->ListJobs());
   for (const JobInfo& j : jobs) hook->last_event_ns_[j.job] = j.last_event_ns;
   const std::vector<AlertEvent> active = hook->evaluator_.Active();

@@ -187,3 +187,27 @@ TEST(AlertHook, SilenceFollowsTheJobsLatestEventTimeNotReplays) {
 
 }  // namespace
 }  // namespace bubblewatch
+
+namespace bubblewatch {
+namespace {
+
+TEST(AlertHook, RestartWithoutTheRuleResolvesItsAlert) {
+  Fixture f;
+  {
+    std::unique_ptr<AlertHook> hook = f.Hook();
+    f.Commit(*hook, {StallWindow(0, 0.5)}, kT0);
+    ASSERT_EQ(hook->Active().size(), 1u);
+  }
+  WriteFile(f.rules,
+            "rules:\n  - {name: other, kind: job_silent, duration: 1h}\n");
+  std::unique_ptr<AlertHook> hook = f.Hook();
+  EXPECT_TRUE(hook->Active().empty());
+  ASSERT_TRUE(hook->WantsCommit(kT0 + absl::Seconds(1)));
+  f.Commit(*hook, {}, kT0 + absl::Seconds(1));
+  ASSERT_EQ(f.seen.size(), 2u);
+  EXPECT_EQ(f.seen[1].status, AlertStatus::kResolved);
+  EXPECT_EQ(f.seen[1].rule, "stall");
+}
+
+}  // namespace
+}  // namespace bubblewatch

@@ -30,6 +30,9 @@ int RunQueryCommand(int argc, char** argv);
 // `bubblewatch serve --store DIR`: the HTTP API, /metrics and the dashboard.
 int RunServeCommand(int argc, char** argv);
 
+// `bubblewatch alerts check RULES...`: validates on-call rules files.
+int RunAlertsCommand(int argc, char** argv);
+
 }  // namespace bubblewatch
 
 #endif  // BUBBLEWATCH_CLI_COMMANDS_H_

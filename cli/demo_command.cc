@@ -1,7 +1,9 @@
 // `bubblewatch demo`: the whole pipeline in one process, on librdkafka's
 // embedded mock cluster: a synthetic fleet with planted bubbles is produced,
 // the windowed processor consumes it into a temporary RocksDB store, and the
-// worst jobs are printed with their dominant cause and advice.
+// worst jobs are printed with their dominant cause and advice. On-call rules
+// (kDemoRules) run inside the processor; a job whose host-sync stall ends
+// half-way shows an alert firing and then resolving.
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,7 +15,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "alerts/alert_hook.h"
 #include "base/logging.h"
+#include "base/status_macros.h"
 #include "cli/command_line.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
@@ -33,6 +37,39 @@ int Fail(absl::string_view message) {
   return kExitFailure;
 }
 
+// The demo's on-call rules (the syntax of ops/alerts/rules.example.yaml).
+constexpr char kDemoRules[] = R"(rules:
+  - name: host-sync-stall
+    kind: cause_share_above
+    cause: host_sync
+    threshold: 10%
+    for: 1
+    clear_for: 2
+    severity: critical
+)";
+
+// A job that stalls on host syncs for `stall` and then trains cleanly for
+// `healthy`: its alert fires and resolves.
+absl::StatusOr<std::vector<SyntheticJob>> StallThenRecover(
+    const SyntheticFleetOptions& base, absl::Duration stall,
+    absl::Duration healthy) {
+  SyntheticFleetOptions o = base;
+  o.jobs = 1;
+  // A third of the fleet's rate: the mock cluster keeps a bounded log.
+  o.events_per_second_per_gpu = base.events_per_second_per_gpu / 3;
+  o.job_prefix = "stall-then-ok";
+  o.scenario = SyntheticScenario::kSync;
+  o.duration = stall;
+  ASSIGN_OR_RETURN(std::vector<SyntheticJob> jobs, GenerateSyntheticFleet(o));
+  o.scenario = SyntheticScenario::kHealthy;
+  o.duration = healthy;
+  o.start_time_ns += absl::ToInt64Nanoseconds(stall);
+  o.seed += 1;
+  ASSIGN_OR_RETURN(std::vector<SyntheticJob> after, GenerateSyntheticFleet(o));
+  jobs.push_back(std::move(after.front()));
+  return jobs;
+}
+
 struct JobTotals {
   std::string job;
   std::string planted;
@@ -44,7 +81,7 @@ struct JobTotals {
 
 int RunDemoCommand(int argc, char** argv) {
   SyntheticFleetOptions fleet;
-  fleet.jobs = 6;
+  fleet.jobs = 7;  // The six scenarios of kMix and one that recovers.
   fleet.gpus_per_job = 2;
   fleet.duration = absl::Seconds(40);
   fleet.events_per_second_per_gpu = 1500;
@@ -83,6 +120,10 @@ int RunDemoCommand(int argc, char** argv) {
                               "/bubblewatch-demo-", getpid());
   }
 
+  // With two jobs or more, the last one stalls on host syncs and recovers,
+  // so that the demo's alert fires and resolves.
+  const bool with_recovering_job = fleet.jobs >= 2;
+  if (with_recovering_job) --fleet.jobs;
   std::cout << "1. generating " << fleet.jobs << " synthetic jobs x "
             << fleet.gpus_per_job << " GPUs x "
             << absl::FormatDuration(fleet.duration)
@@ -90,10 +131,20 @@ int RunDemoCommand(int argc, char** argv) {
   absl::StatusOr<std::vector<SyntheticJob>> jobs =
       GenerateSyntheticFleet(fleet);
   if (!jobs.ok()) return Fail(jobs.status().message());
+  if (with_recovering_job) {
+    absl::StatusOr<std::vector<SyntheticJob>> recovering =
+        StallThenRecover(fleet, absl::Seconds(20), absl::Seconds(40));
+    if (!recovering.ok()) return Fail(recovering.status().message());
+    std::cout << "   and job stall-then-ok-000: host syncs for 20 s, then "
+                 "40 s of clean steps\n";
+    for (SyntheticJob& j : *recovering) jobs->push_back(std::move(j));
+  }
   absl::flat_hash_map<std::string, std::string> planted;
   std::vector<std::unique_ptr<BatchedTrace>> streams;
   for (SyntheticJob& j : *jobs) {
-    planted[j.job] = std::string(SyntheticScenarioName(j.scenario));
+    planted[j.job] = planted.contains(j.job)
+                         ? "sync->ok"
+                         : std::string(SyntheticScenarioName(j.scenario));
     for (Trace& rank : j.ranks) {
       BatchHeader identity{.job = rank.job,
                            .host = rank.host,
@@ -132,7 +183,10 @@ int RunDemoCommand(int argc, char** argv) {
               << stats.batches_acked << " batches acknowledged\n";
   }
 
-  std::cout << "3. processing into the window store " << store_path << "\n";
+  std::cout << "3. processing into the window store " << store_path
+            << ", with on-call rules:\n"
+            << kDemoRules;
+  std::vector<AlertEvent> alerts;
   {
     absl::StatusOr<std::unique_ptr<WindowStore>> store =
         OpenRocksDbWindowStore(store_path);
@@ -146,6 +200,18 @@ int RunDemoCommand(int argc, char** argv) {
     options.exit_when_idle = absl::Seconds(8);
     options.kafka_properties = {"fetch.wait.max.ms=10",
                                 "fetch.message.max.bytes=4194304"};
+    absl::StatusOr<AlertRuleSet> rules =
+        ParseAlertRules(kDemoRules, "demo rules");
+    if (!rules.ok()) return Fail(rules.status().message());
+    AlertHookOptions alert_options;
+    alert_options.brokers = options.brokers;
+    alert_options.on_event = [&alerts](const AlertEvent& e) {
+      alerts.push_back(e);
+    };
+    absl::StatusOr<std::unique_ptr<AlertHook>> hook = AlertHook::Create(
+        std::move(alert_options), *std::move(rules), store->get(), nullptr);
+    if (!hook.ok()) return Fail(hook.status().message());
+    options.observer = hook->get();
     absl::StatusOr<std::unique_ptr<StreamProcessor>> processor =
         StreamProcessor::Create(options, store->get());
     if (!processor.ok()) return Fail(processor.status().message());
@@ -201,6 +267,15 @@ int RunDemoCommand(int argc, char** argv) {
       std::cout << "\n   " << totals.front().job << ": "
                 << BubbleCauseAdvice(*dominant) << "\n";
     }
+  }
+  std::cout << "\n5. alerts (published to bubblewatch.alerts; with "
+               "--alertmanager they page), in order\n";
+  for (const AlertEvent& e : alerts) {
+    std::cout << absl::StrFormat(
+        "   window %s  %s\n",
+        absl::FormatTime("%H:%M:%S", absl::FromUnixNanos(e.window_start_ns),
+                         absl::UTCTimeZone()),
+        DescribeAlertEvent(e));
   }
   reader->reset();
   if (temporary) std::filesystem::remove_all(store_path);

@@ -36,6 +36,8 @@ constexpr Command kCommands[] = {
      bubblewatch::RunQueryCommand},
     {"serve", "HTTP API, Prometheus metrics and a dashboard over a store",
      bubblewatch::RunServeCommand},
+    {"alerts", "check on-call alert rules files (like promtool check rules)",
+     bubblewatch::RunAlertsCommand},
 };
 
 std::string Usage() {

@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "cli/http_server.h"
+#include "cli/process_alerts.h"
 #include "processor/stream_processor.h"
 #include "storage/window_store.h"
 
@@ -35,6 +36,7 @@ int RunProcessCommand(int argc, char** argv) {
   std::string http_listen;
   std::string http_token_file;
   HttpServerOptions http;
+  ProcessAlertFlags alert_flags;
   CommandLine cl(
       "bubblewatch process --brokers HOST:PORT[,..]|embedded --store DIR "
       "[options]",
@@ -78,6 +80,7 @@ int RunProcessCommand(int argc, char** argv) {
                "bearer token for --http's /api/ and /metrics");
   cl.AddInt("metrics-top-jobs", &http.metrics_top_jobs, "K",
             "--http: jobs with their own series on /metrics");
+  AddProcessAlertFlags(cl, alert_flags);
   std::vector<std::string> positional;
   if (std::optional<int> exit = cl.ParseOrExit(argc, argv, &positional)) {
     return *exit;
@@ -103,6 +106,9 @@ int RunProcessCommand(int argc, char** argv) {
       usage_error = std::string(token.status().message());
     }
   }
+  if (alert_flags.rules_path.empty() && !alert_flags.alertmanager_url.empty()) {
+    usage_error = "--alertmanager needs --rules";
+  }
   if (!usage_error.empty()) {
     std::cerr << "bubblewatch process: " << usage_error
               << "\nTry 'bubblewatch process --help'.\n";
@@ -121,6 +127,13 @@ int RunProcessCommand(int argc, char** argv) {
     std::cerr << "bubblewatch process: " << store.status().message() << "\n";
     return kExitFailure;
   }
+  absl::StatusOr<ProcessAlerts> alerts = SetUpProcessAlerts(
+      alert_flags, options.brokers, options.kafka_properties, store->get());
+  if (!alerts.ok()) {
+    std::cerr << "bubblewatch process: " << alerts.status().message() << "\n";
+    return kExitFailure;
+  }
+  options.observer = alerts->hook.get();
   absl::StatusOr<std::unique_ptr<StreamProcessor>> processor =
       StreamProcessor::Create(options, store->get());
   if (!processor.ok()) {
@@ -151,7 +164,9 @@ int RunProcessCommand(int argc, char** argv) {
   g_processor = processor->get();
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
+  ReloadRulesOnSighup(alerts->hook.get());
   absl::Status run = (*processor)->Run();
+  ReloadRulesOnSighup(nullptr);
   g_processor = nullptr;
   if (server != nullptr) {
     server->Stop();

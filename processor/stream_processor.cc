@@ -422,7 +422,11 @@ absl::Status StreamProcessor::Impl::AddLateUpdates(StoreBatch& batch) {
 }
 
 absl::Status StreamProcessor::Impl::Commit(absl::Time now) {
-  if (!uncommitted_ && pending_windows_.empty()) return absl::OkStatus();
+  const bool observer_wants =
+      options_.observer != nullptr && options_.observer->WantsCommit(now);
+  if (!uncommitted_ && pending_windows_.empty() && !observer_wants) {
+    return absl::OkStatus();
+  }
   // Dead letters and published windows must be durable before the offsets
   // that produced them move on.
   rd_kafka_flush(producer_.get(), 30'000);
@@ -469,6 +473,9 @@ absl::Status StreamProcessor::Impl::Commit(absl::Time now) {
         ->offset = progress.resume_offset;
     batch.progress.push_back(std::move(progress));
   }
+  if (options_.observer != nullptr) {
+    RETURN_IF_ERROR(options_.observer->BeforeCommit(now, batch));
+  }
   absl::Status written = store_->Commit(batch);
   if (!written.ok()) {
     return absl::Status(written.code(),
@@ -477,6 +484,7 @@ absl::Status StreamProcessor::Impl::Commit(absl::Time now) {
                                      written.message()));
   }
   uncommitted_ = false;
+  if (options_.observer != nullptr) options_.observer->AfterCommit(now);
   if (offsets->cnt > 0) {
     // Best effort: another instance taking a partition over resumes here.
     rd_kafka_commit(consumer_.get(), offsets.get(), /*async=*/1);

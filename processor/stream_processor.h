@@ -37,6 +37,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "processor/batch_validator.h"
+#include "processor/commit_observer.h"
 #include "processor/job_windower.h"
 #include "storage/window_store.h"
 
@@ -63,6 +64,9 @@ struct StreamProcessorOptions {
   // If > 0: Run returns once no message arrived for this long and every job
   // has been closed (for tests, batch jobs and the demo).
   absl::Duration exit_when_idle = absl::ZeroDuration();
+  // Optional; must outlive the processor. Sees every batch before it is
+  // committed and may add to it (alerts: processor/commit_observer.h).
+  CommitObserver* observer = nullptr;
 };
 
 // Counters for logs and the metrics endpoint.

@@ -297,6 +297,21 @@ absl::StatusOr<std::optional<std::string>> RocksDbWindowStore::JobState(
   return std::move(r->state);
 }
 
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>>
+RocksDbWindowStore::AlertStates() const {
+  std::vector<std::pair<std::string, std::string>> states;
+  const std::string prefix = AlertStateKey("");
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_->NewIterator(rocksdb::ReadOptions(), db_->DefaultColumnFamily()));
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
+       it->Next()) {
+    states.emplace_back(it->key().ToString().substr(prefix.size()),
+                        it->value().ToString());
+  }
+  RETURN_IF_ERROR(FromRocksDb(it->status(), "reading alert states"));
+  return states;
+}
+
 absl::StatusOr<std::optional<PartitionProgress>> RocksDbWindowStore::Progress(
     absl::string_view topic, int32_t partition) const {
   const std::string key = ProgressKey(topic, partition);

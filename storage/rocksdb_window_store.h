@@ -53,6 +53,8 @@ class RocksDbWindowStore final : public WindowStore {
       absl::string_view job) const override;
   absl::StatusOr<std::optional<std::string>> JobState(
       absl::string_view job) const override;
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> AlertStates()
+      const override;
   absl::StatusOr<std::optional<PartitionProgress>> Progress(
       absl::string_view topic, int32_t partition) const override;
   absl::Status Refresh() override;

@@ -39,6 +39,11 @@ absl::Status ValidateBatch(const StoreBatch& batch) {
           ": the topic must be non-empty and the partition >= 0"));
     }
   }
+  for (const AlertStateUpdate& a : batch.alert_states) {
+    if (a.key.empty()) {
+      return absl::InvalidArgumentError("alert state with an empty key");
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -138,15 +143,24 @@ absl::Status RocksDbWindowStore::Commit(const StoreBatch& batch) {
                               .committed_position = p.committed_position}));
   }
 
+  for (const AlertStateUpdate& a : batch.alert_states) {
+    const std::string key = AlertStateKey(a.key);
+    if (a.state) {
+      wb.Put(key, *a.state);  // The default family: nothing else lives there.
+    } else {
+      wb.Delete(key);
+    }
+  }
+
   rocksdb::WriteOptions wo;
   wo.sync = sync_commits_;
   wo.disableWAL = false;  // Never: offsets stored with state need the WAL.
   return FromRocksDb(
       db_->Write(wo, &wb),
-      absl::StrFormat("committing %d windows, %d job updates and %d progress "
-                      "records to the window store at %s",
+      absl::StrFormat("committing %d windows, %d job updates, %d progress "
+                      "records and %d alert states to the window store at %s",
                       batch.windows.size(), batch.jobs.size(),
-                      batch.progress.size(), path_));
+                      batch.progress.size(), batch.alert_states.size(), path_));
 }
 
 absl::StatusOr<RetentionStats> RocksDbWindowStore::ApplyRetention(

@@ -66,4 +66,11 @@ std::string ProgressKey(absl::string_view topic, int32_t partition) {
   return key;
 }
 
+std::string AlertStateKey(absl::string_view key) {
+  std::string out("alert_state");
+  out.push_back('\0');
+  out.append(key.data(), key.size());
+  return out;
+}
+
 }  // namespace bubblewatch

@@ -4,6 +4,7 @@
 //   windows:  job '\0' BE64(start_ns XOR 2^63)   → WindowSummary FlatBuffer
 //   jobs:     job                                → JobRecord
 //   progress: topic '\0' BE32(partition)         → ProgressRecord
+//   default:  "alert_state\0" key                 → alert-state blob (alerts/)
 //
 // Flipping the sign bit and writing big-endian makes bytewise key order equal
 // numeric order of signed start times, so one job's windows between two
@@ -39,6 +40,9 @@ bool ParseWindowKey(absl::string_view key, absl::string_view* job,
 
 // topic '\0' + big-endian partition.
 std::string ProgressKey(absl::string_view topic, int32_t partition);
+
+// "alert_state" '\0' + key: alert-state blobs live in the default family.
+std::string AlertStateKey(absl::string_view key);
 
 }  // namespace bubblewatch
 

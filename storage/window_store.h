@@ -25,6 +25,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -89,14 +90,24 @@ struct PartitionProgress {
   int64_t committed_position = 0;
 };
 
+// One opaque alert-state blob (alerts/), committed with the windows it was
+// derived from so that a restart neither re-fires nor loses an alert.
+struct AlertStateUpdate {
+  std::string key;  // Non-empty; e.g. a job id, or a fleet-level name.
+  // Replaces the stored blob when set; deletes it when nullopt.
+  std::optional<std::string> state;
+};
+
 // Everything one Commit writes, atomically.
 struct StoreBatch {
   std::vector<WindowSummary> windows;  // Upserted by (job, window start).
   std::vector<JobUpdate> jobs;
   std::vector<PartitionProgress> progress;  // Replaces per (topic, partition).
+  std::vector<AlertStateUpdate> alert_states;
 
   bool empty() const {
-    return windows.empty() && jobs.empty() && progress.empty();
+    return windows.empty() && jobs.empty() && progress.empty() &&
+           alert_states.empty();
   }
 };
 
@@ -149,6 +160,10 @@ class WindowStoreReader {
   // none was.
   virtual absl::StatusOr<std::optional<std::string>> JobState(
       absl::string_view job) const = 0;
+
+  // Returns every alert-state blob committed and not deleted, by key.
+  virtual absl::StatusOr<std::vector<std::pair<std::string, std::string>>>
+  AlertStates() const = 0;
 
   // Returns the progress last committed for a partition, or nullopt.
   virtual absl::StatusOr<std::optional<PartitionProgress>> Progress(

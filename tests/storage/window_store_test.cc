@@ -594,3 +594,50 @@ TEST(WindowStore, DescribeReportsMemoryBudgets) {
 
 }  // namespace
 }  // namespace bubblewatch
+
+namespace bubblewatch {
+namespace {
+
+TEST(WindowStore, AlertStatesCommitWithWindowsAndSurviveReopen) {
+  testing_util::TempDir dir;
+  {
+    std::unique_ptr<WindowStore> store = OpenOrDie(dir.path());
+    ASSERT_NE(store, nullptr);
+    StoreBatch batch;
+    batch.windows.push_back(testing_util::SampleWindow("job-a", 0));
+    batch.alert_states.push_back({.key = "job-a", .state = "firing"});
+    batch.alert_states.push_back({.key = "fleet", .state = "quiet"});
+    ASSERT_TRUE(store->Commit(batch).ok());
+    StoreBatch remove;
+    remove.alert_states.push_back({.key = "fleet", .state = std::nullopt});
+    ASSERT_TRUE(store->Commit(remove).ok());
+  }
+  std::unique_ptr<WindowStore> store = OpenOrDie(dir.path());
+  ASSERT_NE(store, nullptr);
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> states =
+      store->AlertStates();
+  ASSERT_TRUE(states.ok()) << states.status();
+  ASSERT_EQ(states->size(), 1u);
+  EXPECT_EQ((*states)[0].first, "job-a");
+  EXPECT_EQ((*states)[0].second, "firing");
+  // Alert states are not jobs: they never show up as windows or job records.
+  absl::StatusOr<std::vector<JobInfo>> jobs = store->ListJobs();
+  ASSERT_TRUE(jobs.ok());
+  EXPECT_EQ(jobs->size(), 1u);
+}
+
+TEST(WindowStore, AlertStateWithEmptyKeyRejectsTheWholeBatch) {
+  testing_util::TempDir dir;
+  std::unique_ptr<WindowStore> store = OpenOrDie(dir.path());
+  ASSERT_NE(store, nullptr);
+  StoreBatch batch;
+  batch.windows.push_back(testing_util::SampleWindow("job-a", 0));
+  batch.alert_states.push_back({.key = "", .state = "x"});
+  EXPECT_EQ(store->Commit(batch).code(), absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<std::optional<WindowSummary>> latest = store->Latest("job-a");
+  ASSERT_TRUE(latest.ok());
+  EXPECT_FALSE(latest->has_value());
+}
+
+}  // namespace
+}  // namespace bubblewatch

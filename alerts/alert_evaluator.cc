@@ -1,0 +1,453 @@
+#include "alerts/alert_evaluator.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace bubblewatch {
+namespace {
+
+constexpr absl::string_view kStateVersion = "v1";
+
+// The window's largest bubble: the longest of its top bubbles or, without
+// them, the job's largest gap and its culprit.
+std::optional<BubbleReport> LargestBubble(const WindowAnalysis& w) {
+  const BubbleReport* best = nullptr;
+  for (const BubbleReport& b : w.top_bubbles) {
+    if (best == nullptr || b.duration_ns() > best->duration_ns()) best = &b;
+  }
+  if (best != nullptr) return *best;
+  if (w.job.largest_bubble_ns <= 0) return std::nullopt;
+  BubbleReport r;
+  r.start_ns = w.job.largest_bubble_start_ns;
+  r.end_ns = r.start_ns + w.job.largest_bubble_ns;
+  r.before = w.job.culprit_before_bubble;
+  r.cause =
+      DominantCause(w.job.attribution).value_or(BubbleCause::kUnattributed);
+  return r;
+}
+
+}  // namespace
+
+std::string JobAlertStateKey(absl::string_view job) {
+  return absl::StrCat("j/", job);
+}
+std::string FleetAlertStateKey(absl::string_view rule) {
+  return absl::StrCat("f/", rule);
+}
+
+AlertEvaluator::AlertEvaluator(AlertRuleSet rules,
+                               AlertEvaluatorOptions options)
+    : rules_(std::move(rules)), options_(std::move(options)) {}
+
+const AlertRule* AlertEvaluator::FindRule(absl::string_view name) const {
+  for (const AlertRule& r : rules_.rules) {
+    if (r.name == name) return &r;
+  }
+  return nullptr;
+}
+
+void AlertEvaluator::Fill(const AlertRule& rule, absl::string_view job,
+                          AlertEvent& e) const {
+  e.rule = rule.name;
+  e.kind = rule.kind;
+  e.severity = rule.severity;
+  e.job = std::string(job);
+  e.summary = rule.summary;
+  if (rule.kind == RuleKind::kCauseShareAbove) {
+    e.cause = std::string(BubbleCauseName(rule.cause));
+  }
+  if (!options_.dashboard_url.empty()) {
+    e.dashboard_url = job.empty()
+                          ? absl::StrCat(options_.dashboard_url, "/")
+                          : absl::StrCat(options_.dashboard_url, "/?job=", job);
+  }
+}
+
+void AlertEvaluator::Emit(RuleState& s, AlertStatus status, absl::Time now,
+                          std::vector<AlertEvent>& out) {
+  s.last.status = status;
+  s.last.sent_at = now;
+  if (status == AlertStatus::kFiring) {
+    s.last.starts_at = now;
+    s.last.ends_at = absl::InfiniteFuture();
+    if (s.last.cause.empty() && s.last.dominant_cause) {
+      s.last.cause = std::string(BubbleCauseName(*s.last.dominant_cause));
+    }
+  }
+  if (status == AlertStatus::kResolved) s.last.ends_at = now;
+  s.last_sent = now;
+  if (s.last.summary.empty()) {
+    s.last.summary =
+        absl::StrFormat("%s of %s: %s %.3g vs threshold %.3g", s.last.rule,
+                        s.last.job.empty() ? "the fleet" : s.last.job,
+                        s.last.measure, s.last.value, s.last.threshold);
+  }
+  out.push_back(s.last);
+}
+
+std::vector<AlertEvent> AlertEvaluator::OnWindow(const WindowSummary& window,
+                                                 absl::Time now) {
+  std::vector<AlertEvent> out;
+  JobAlerts& job = jobs_[window.job];
+  const WindowAnalysis& w = window.window;
+  if (w.start_ns <= job.last_window_start_ns) return out;  // A replay.
+  job.last_window_start_ns = w.start_ns;
+  dirty_.insert(JobAlertStateKey(window.job));
+  const UtilizationStats& s = w.job;
+  for (const AlertRule& rule : rules_.rules) {
+    if (rule.kind == RuleKind::kJobSilent || rule.kind == RuleKind::kFleet ||
+        !rule.jobs.Matches(window.job)) {
+      continue;
+    }
+    bool holds = false;
+    double value = 0;
+    std::string measure;
+    switch (rule.kind) {
+      case RuleKind::kUtilizationBelow:
+        if (s.span_ns == 0) continue;
+        value = s.utilization();
+        holds = value < rule.threshold;
+        measure = "utilization";
+        break;
+      case RuleKind::kCauseShareAbove:
+        if (s.span_ns == 0) continue;
+        value =
+            static_cast<double>(s.attribution[static_cast<int>(rule.cause)]) /
+            static_cast<double>(s.span_ns);
+        holds = value > rule.threshold;
+        measure = absl::StrCat(BubbleCauseName(rule.cause), "_share");
+        break;
+      case RuleKind::kBubbleLongerThan:
+        value = static_cast<double>(s.largest_bubble_ns) / 1e9;
+        holds = s.largest_bubble_ns > absl::ToInt64Nanoseconds(rule.duration);
+        measure = "largest_bubble_s";
+        break;
+      default:
+        continue;
+    }
+    RuleState& st = job.rules[rule.name];
+    if (holds) {
+      ++st.hold;
+      st.clear = 0;
+    } else {
+      ++st.clear;
+      st.hold = 0;
+    }
+    // The details always follow the latest window that held (or, once
+    // resolving, the one that cleared it).
+    if (holds || st.firing) {
+      const absl::Time starts_at = st.last.starts_at;
+      std::string cause = std::move(st.last.cause);
+      st.last = AlertEvent{};
+      Fill(rule, window.job, st.last);
+      st.last.starts_at = starts_at;
+      if (st.firing) st.last.cause = std::move(cause);
+      st.last.measure = measure;
+      st.last.value = value;
+      st.last.threshold = rule.kind == RuleKind::kBubbleLongerThan
+                              ? absl::ToDoubleSeconds(rule.duration)
+                              : rule.threshold;
+      st.last.window_start_ns = w.start_ns;
+      st.last.window_end_ns = w.end_ns;
+      st.last.utilization = s.utilization();
+      st.last.dominant_cause = DominantCause(s.attribution);
+      if (st.last.dominant_cause && s.bubble_ns > 0) {
+        st.last.dominant_share =
+            static_cast<double>(
+                s.attribution[static_cast<int>(*st.last.dominant_cause)]) /
+            static_cast<double>(s.bubble_ns);
+      }
+      st.last.largest_bubble = LargestBubble(w);
+    }
+    if (!st.firing && st.hold >= rule.for_windows) {
+      st.firing = true;
+      Emit(st, AlertStatus::kFiring, now, out);
+    } else if (st.firing && st.clear >= rule.clear_windows) {
+      st.firing = false;
+      Emit(st, AlertStatus::kResolved, now, out);
+      st.hold = 0;
+    }
+  }
+  EvaluateFleet(now, out);
+  Repeats(now, out);
+  return out;
+}
+
+std::vector<AlertEvent> AlertEvaluator::OnJobActivity(absl::string_view job_id,
+                                                      absl::Time now) {
+  std::vector<AlertEvent> out;
+  JobAlerts& job = jobs_[job_id];
+  job.last_activity = now;
+  // Only silence rules need the activity time to survive a restart; other
+  // jobs' state is not rewritten on every commit for it.
+  for (const AlertRule& rule : rules_.rules) {
+    if (rule.kind == RuleKind::kJobSilent && rule.jobs.Matches(job_id)) {
+      dirty_.insert(JobAlertStateKey(job_id));
+      break;
+    }
+  }
+  for (auto& [name, st] : job.rules) {
+    const AlertRule* rule = FindRule(name);
+    if (rule == nullptr || rule->kind != RuleKind::kJobSilent || !st.firing) {
+      continue;
+    }
+    st.firing = false;
+    st.last.value = 0;
+    Emit(st, AlertStatus::kResolved, now, out);
+  }
+  EvaluateFleet(now, out);
+  return out;
+}
+
+std::vector<AlertEvent> AlertEvaluator::OnTick(absl::Time now) {
+  std::vector<AlertEvent> out;
+  for (const AlertRule& rule : rules_.rules) {
+    if (rule.kind != RuleKind::kJobSilent) continue;
+    for (auto& [job_id, job] : jobs_) {
+      if (job.last_activity == absl::InfinitePast() ||
+          !rule.jobs.Matches(job_id)) {
+        continue;
+      }
+      const absl::Duration silent = now - job.last_activity;
+      RuleState& st = job.rules[rule.name];
+      if (st.firing || silent <= rule.duration) continue;
+      st.last = AlertEvent{};
+      Fill(rule, job_id, st.last);
+      st.last.measure = "silent_s";
+      st.last.value = absl::ToDoubleSeconds(silent);
+      st.last.threshold = absl::ToDoubleSeconds(rule.duration);
+      st.firing = true;
+      dirty_.insert(JobAlertStateKey(job_id));
+      Emit(st, AlertStatus::kFiring, now, out);
+    }
+  }
+  EvaluateFleet(now, out);
+  Repeats(now, out);
+  return out;
+}
+
+void AlertEvaluator::EvaluateFleet(absl::Time now,
+                                   std::vector<AlertEvent>& out) {
+  for (const AlertRule& rule : rules_.rules) {
+    if (rule.kind != RuleKind::kFleet) continue;
+    std::vector<std::string> firing;
+    for (const auto& [job_id, job] : jobs_) {
+      auto it = job.rules.find(rule.fleet_rule);
+      if (it != job.rules.end() && it->second.firing &&
+          rule.jobs.Matches(job_id)) {
+        firing.push_back(job_id);
+      }
+    }
+    std::sort(firing.begin(), firing.end());
+    RuleState& st = fleet_[rule.name];
+    const bool holds =
+        static_cast<int64_t>(firing.size()) > rule.fleet_max_jobs;
+    if (!holds && !st.firing) continue;
+    if (st.firing && st.last.jobs == firing) continue;
+    const absl::Time starts_at = st.last.starts_at;
+    st.last = AlertEvent{};
+    Fill(rule, "", st.last);
+    st.last.starts_at = starts_at;
+    st.last.jobs = firing;
+    st.last.measure = "jobs_firing";
+    st.last.value = static_cast<double>(firing.size());
+    st.last.threshold = static_cast<double>(rule.fleet_max_jobs);
+    dirty_.insert(FleetAlertStateKey(rule.name));
+    if (holds && !st.firing) {
+      st.firing = true;
+      Emit(st, AlertStatus::kFiring, now, out);
+    } else if (!holds && st.firing) {
+      st.firing = false;
+      Emit(st, AlertStatus::kResolved, now, out);
+    } else {
+      st.last.status = AlertStatus::kRepeat;  // Details changed; sent later.
+    }
+  }
+}
+
+void AlertEvaluator::Repeats(absl::Time now, std::vector<AlertEvent>& out) {
+  for (auto& [job_id, job] : jobs_) {
+    for (auto& [name, st] : job.rules) {
+      const AlertRule* rule = FindRule(name);
+      if (rule == nullptr || !st.firing ||
+          now - st.last_sent < rule->repeat_interval) {
+        continue;
+      }
+      dirty_.insert(JobAlertStateKey(job_id));
+      Emit(st, AlertStatus::kRepeat, now, out);
+    }
+  }
+  for (auto& [name, st] : fleet_) {
+    const AlertRule* rule = FindRule(name);
+    if (rule == nullptr || !st.firing ||
+        now - st.last_sent < rule->repeat_interval) {
+      continue;
+    }
+    dirty_.insert(FleetAlertStateKey(name));
+    Emit(st, AlertStatus::kRepeat, now, out);
+  }
+}
+
+std::vector<AlertEvent> AlertEvaluator::SetRules(AlertRuleSet rules,
+                                                 absl::Time now) {
+  rules_ = std::move(rules);
+  std::vector<AlertEvent> out;
+  for (auto& [job_id, job] : jobs_) {
+    for (auto it = job.rules.begin(); it != job.rules.end();) {
+      const AlertRule* rule = FindRule(it->first);
+      if (rule != nullptr && rule->jobs.Matches(job_id) &&
+          rule->kind != RuleKind::kFleet) {
+        ++it;
+        continue;
+      }
+      if (it->second.firing) Emit(it->second, AlertStatus::kResolved, now, out);
+      job.rules.erase(it++);
+      dirty_.insert(JobAlertStateKey(job_id));
+    }
+  }
+  for (auto it = fleet_.begin(); it != fleet_.end();) {
+    const AlertRule* rule = FindRule(it->first);
+    if (rule != nullptr && rule->kind == RuleKind::kFleet) {
+      ++it;
+      continue;
+    }
+    if (it->second.firing) Emit(it->second, AlertStatus::kResolved, now, out);
+    dirty_.insert(FleetAlertStateKey(it->first));
+    fleet_.erase(it++);
+  }
+  EvaluateFleet(now, out);
+  return out;
+}
+
+std::vector<AlertEvent> AlertEvaluator::Active() const {
+  std::vector<AlertEvent> out;
+  for (const auto& [job_id, job] : jobs_) {
+    for (const auto& [name, st] : job.rules) {
+      if (st.firing) out.push_back(st.last);
+    }
+  }
+  for (const auto& [name, st] : fleet_) {
+    if (st.firing) out.push_back(st.last);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const AlertEvent& a, const AlertEvent& b) {
+              return a.key() < b.key();
+            });
+  return out;
+}
+
+// State blob: a header line "v1 TAB last_activity_ns TAB last_window_start",
+// then per rule "name TAB firing TAB hold TAB clear TAB last_sent_ns TAB
+// details JSON". Rule names hold no tabs; JSON escapes control characters.
+namespace {
+int64_t TimeToNs(absl::Time t) {
+  return t == absl::InfinitePast() ? INT64_MIN : absl::ToUnixNanos(t);
+}
+absl::Time NsToTime(int64_t ns) {
+  return ns == INT64_MIN ? absl::InfinitePast() : absl::FromUnixNanos(ns);
+}
+}  // namespace
+
+std::string AlertEvaluator::SerializeJob(const JobAlerts& j) const {
+  std::string out = absl::StrCat(kStateVersion, "\t", TimeToNs(j.last_activity),
+                                 "\t", j.last_window_start_ns, "\n");
+  for (const auto& [name, st] : j.rules) {
+    absl::StrAppend(&out, name, "\t", st.firing ? 1 : 0, "\t", st.hold, "\t",
+                    st.clear, "\t", TimeToNs(st.last_sent), "\t",
+                    st.last.rule.empty() ? "-" : AlertEventToJson(st.last),
+                    "\n");
+  }
+  return out;
+}
+
+std::string AlertEvaluator::SerializeFleet(const RuleState& st) const {
+  JobAlerts j;
+  j.rules.emplace("fleet", st);
+  return SerializeJob(j);
+}
+
+std::vector<AlertStateUpdate> AlertEvaluator::TakeStateUpdates() {
+  std::vector<AlertStateUpdate> out;
+  for (const std::string& key : dirty_) {
+    absl::string_view rest = key;
+    if (absl::ConsumePrefix(&rest, "j/")) {
+      auto it = jobs_.find(rest);
+      if (it == jobs_.end()) {
+        out.push_back({.key = key, .state = std::nullopt});
+      } else {
+        out.push_back({.key = key, .state = SerializeJob(it->second)});
+      }
+    } else if (absl::ConsumePrefix(&rest, "f/")) {
+      auto it = fleet_.find(rest);
+      if (it == fleet_.end()) {
+        out.push_back({.key = key, .state = std::nullopt});
+      } else {
+        out.push_back({.key = key, .state = SerializeFleet(it->second)});
+      }
+    }
+  }
+  dirty_.clear();
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.key < b.key; });
+  return out;
+}
+
+absl::Status AlertEvaluator::Restore(
+    const std::vector<std::pair<std::string, std::string>>& states) {
+  std::vector<std::string> bad;
+  for (const auto& [key, blob] : states) {
+    JobAlerts j;
+    bool ok = true;
+    std::vector<absl::string_view> lines =
+        absl::StrSplit(blob, '\n', absl::SkipEmpty());
+    for (size_t i = 0; i < lines.size() && ok; ++i) {
+      std::vector<absl::string_view> f = absl::StrSplit(lines[i], '\t');
+      if (i == 0) {
+        int64_t activity = 0;
+        ok = f.size() == 3 && f[0] == kStateVersion &&
+             absl::SimpleAtoi(f[1], &activity) &&
+             absl::SimpleAtoi(f[2], &j.last_window_start_ns);
+        j.last_activity = NsToTime(activity);
+        continue;
+      }
+      RuleState st;
+      int64_t sent = 0;
+      ok = f.size() == 6 && absl::SimpleAtoi(f[2], &st.hold) &&
+           absl::SimpleAtoi(f[3], &st.clear) && absl::SimpleAtoi(f[4], &sent);
+      if (!ok) break;
+      st.firing = f[1] == "1";
+      st.last_sent = NsToTime(sent);
+      if (f[5] != "-") {
+        absl::StatusOr<AlertEvent> e = ParseAlertEventJson(f[5]);
+        ok = e.ok();
+        if (ok) st.last = *std::move(e);
+      }
+      j.rules.emplace(std::string(f[0]), std::move(st));
+    }
+    absl::string_view rest = key;
+    if (!ok || lines.empty()) {
+      bad.push_back(key);
+    } else if (absl::ConsumePrefix(&rest, "j/")) {
+      jobs_[rest] = std::move(j);
+    } else if (absl::ConsumePrefix(&rest, "f/") && j.rules.contains("fleet")) {
+      fleet_[rest] = std::move(j.rules["fleet"]);
+    } else {
+      bad.push_back(key);
+    }
+  }
+  if (!bad.empty()) {
+    return absl::DataLossError(
+        absl::StrCat("alert states that do not parse (ignored): ",
+                     absl::StrJoin(bad, ", ")));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace bubblewatch

@@ -1,0 +1,113 @@
+// AlertEvaluator: the on-call rules applied to a job's finalized windows, as a
+// pure state machine (no I/O, no clock of its own: callers pass wall time).
+//
+// Per (job, rule) it counts consecutive windows in which the condition holds
+// and in which it is clear. Hysteresis:
+//   - fires ONCE when the condition held for `for` consecutive windows;
+//   - while firing, emits a repeat only when `repeat_interval` passed since
+//     the last event of that alert;
+//   - resolves ONCE after the condition was clear for `clear_for`
+//     consecutive windows (job_silent: as soon as the job sends again; fleet:
+//     as soon as at most N jobs fire the counted rule).
+// A window whose span is 0 (no GPU data) leaves utilization and cause-share
+// counters as they were: it says nothing either way.
+// Windows of a job must come in start order; one not after the last seen is
+// ignored (a replay), so feeding a window twice never fires twice.
+//
+// The state is serialized per job (and per fleet rule) by TakeStateUpdates
+// for the caller to commit with the windows that produced it; Restore loads
+// it back, so a restart neither re-fires nor forgets an active alert.
+// Thread safety: none; one thread drives it.
+#ifndef BUBBLEWATCH_ALERTS_ALERT_EVALUATOR_H_
+#define BUBBLEWATCH_ALERTS_ALERT_EVALUATOR_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "alerts/alert_event.h"
+#include "alerts/alert_rules.h"
+#include "schemas/window_summary.h"
+#include "storage/window_store.h"
+
+namespace bubblewatch {
+
+struct AlertEvaluatorOptions {
+  // Base URL of `bubblewatch serve`'s dashboard; alerts link to
+  // BASE/?job=JOB. Empty: no link.
+  std::string dashboard_url;
+};
+
+class AlertEvaluator {
+ public:
+  AlertEvaluator(AlertRuleSet rules, AlertEvaluatorOptions options);
+
+  // Replaces the rules (a SIGHUP reload). Alerts of rules that are gone
+  // resolve now; rules kept by name keep their state.
+  std::vector<AlertEvent> SetRules(AlertRuleSet rules, absl::Time now);
+
+  // One finalized window of `window.job`.
+  std::vector<AlertEvent> OnWindow(const WindowSummary& window, absl::Time now);
+
+  // The job's latest event time advanced at wall time `now`.
+  std::vector<AlertEvent> OnJobActivity(absl::string_view job, absl::Time now);
+
+  // Wall-clock tick: silences, repeats due, fleet counts.
+  std::vector<AlertEvent> OnTick(absl::Time now);
+
+  // Every alert firing now, as its latest event (status kFiring or kRepeat).
+  std::vector<AlertEvent> Active() const;
+
+  // The serialized state of every job or fleet rule changed since the last
+  // call (a nullopt state deletes a key no longer needed).
+  std::vector<AlertStateUpdate> TakeStateUpdates();
+
+  // Loads states written by TakeStateUpdates. Errors: kDataLoss naming the
+  // key that does not parse (the others are loaded).
+  absl::Status Restore(
+      const std::vector<std::pair<std::string, std::string>>& states);
+
+  const AlertRuleSet& rules() const { return rules_; }
+
+ private:
+  struct RuleState {
+    bool firing = false;
+    int hold = 0;   // Consecutive windows the condition held.
+    int clear = 0;  // Consecutive windows it was clear.
+    absl::Time last_sent = absl::InfinitePast();
+    AlertEvent last;  // The latest details (the event sent, once firing).
+  };
+  struct JobAlerts {
+    absl::flat_hash_map<std::string, RuleState> rules;  // By rule name.
+    absl::Time last_activity = absl::InfinitePast();
+    int64_t last_window_start_ns = INT64_MIN;
+  };
+
+  const AlertRule* FindRule(absl::string_view name) const;
+  void Fill(const AlertRule& rule, absl::string_view job, AlertEvent& e) const;
+  void Emit(RuleState& s, AlertStatus status, absl::Time now,
+            std::vector<AlertEvent>& out);
+  void EvaluateFleet(absl::Time now, std::vector<AlertEvent>& out);
+  void Repeats(absl::Time now, std::vector<AlertEvent>& out);
+  std::string SerializeJob(const JobAlerts& j) const;
+  std::string SerializeFleet(const RuleState& s) const;
+
+  AlertRuleSet rules_;
+  AlertEvaluatorOptions options_;
+  absl::flat_hash_map<std::string, JobAlerts> jobs_;
+  absl::flat_hash_map<std::string, RuleState> fleet_;  // By fleet rule name.
+  absl::flat_hash_set<std::string> dirty_;             // State keys to write.
+};
+
+// The state keys: "j/" + job and "f/" + fleet rule.
+std::string JobAlertStateKey(absl::string_view job);
+std::string FleetAlertStateKey(absl::string_view rule);
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_ALERTS_ALERT_EVALUATOR_H_

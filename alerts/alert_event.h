@@ -1,0 +1,78 @@
+// AlertEvent: one firing, repeat or resolution of an on-call rule, what the
+// evaluator emits and what goes to the `bubblewatch.alerts` topic (as the
+// JSON of AlertEventToJson, schema in README.md) and to Alertmanager.
+#ifndef BUBBLEWATCH_ALERTS_ALERT_EVENT_H_
+#define BUBBLEWATCH_ALERTS_ALERT_EVENT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "alerts/alert_rules.h"
+#include "schemas/analysis.h"
+#include "schemas/bubble_cause.h"
+
+namespace bubblewatch {
+
+enum class AlertStatus : uint8_t { kFiring = 0, kRepeat = 1, kResolved = 2 };
+
+// "firing", "repeat", "resolved".
+absl::string_view AlertStatusName(AlertStatus status);
+
+struct AlertEvent {
+  AlertStatus status = AlertStatus::kFiring;
+  std::string rule;
+  RuleKind kind = RuleKind::kUtilizationBelow;
+  std::string severity;
+  std::string summary;            // The rule's, or a generated one.
+  std::string job;                // Empty for a fleet alert.
+  std::vector<std::string> jobs;  // Fleet alerts: the jobs firing `rule`.
+  // The alert's cause, fixed for its lifetime (Alertmanager's `cause`
+  // label): the rule's cause for cause_share_above, else the dominant cause
+  // of the window that fired it; empty when none.
+  std::string cause;
+  absl::Time starts_at = absl::UnixEpoch();  // When it first fired (wall).
+  // When it resolved; InfiniteFuture while firing.
+  absl::Time ends_at = absl::InfiniteFuture();
+  absl::Time sent_at = absl::UnixEpoch();  // When this event was emitted.
+
+  // What was measured: `measure` names the value ("utilization",
+  // "host_sync_share", "largest_bubble_s", "silent_s", "jobs_firing").
+  std::string measure;
+  double value = 0.0;
+  double threshold = 0.0;
+  // The window the value comes from (0, 0 when none: silence, fleet).
+  int64_t window_start_ns = 0;
+  int64_t window_end_ns = 0;
+  double utilization = 0.0;  // Of that window.
+
+  // The cause holding most of the window's bubble time, its share of it and
+  // the advice for it (schemas/bubble_cause.h).
+  std::optional<BubbleCause> dominant_cause;
+  double dominant_share = 0.0;
+  // The window's largest bubble: the kernels around it and what was blamed.
+  std::optional<BubbleReport> largest_bubble;
+  std::string dashboard_url;
+
+  // rule + "/" + job: one alert's identity across its events.
+  std::string key() const { return rule + "/" + job; }
+};
+
+// The topic's JSON value (README.md, "Alert events").
+std::string AlertEventToJson(const AlertEvent& event);
+
+// Parses what AlertEventToJson wrote. Errors: kInvalidArgument naming the
+// missing or malformed field.
+absl::StatusOr<AlertEvent> ParseAlertEventJson(absl::string_view json);
+
+// One line for logs and the demo: "FIRING host-sync-stall job-a: host_sync
+// 41% > 30% (...)".
+std::string DescribeAlertEvent(const AlertEvent& event);
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_ALERTS_ALERT_EVENT_H_

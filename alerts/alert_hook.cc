@@ -1,0 +1,176 @@
+#include "alerts/alert_hook.h"
+
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "base/status_macros.h"
+#include "kafka/kafka_config.h"
+#include "kafka/kafka_status.h"
+#include "spdlog/spdlog.h"
+
+namespace bubblewatch {
+
+void AlertHookDeliveryReport(rd_kafka_t*, const rd_kafka_message_t* message,
+                             void* opaque) {
+  auto* self = static_cast<AlertHook*>(opaque);
+  --self->undelivered_;
+  if (message->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    self->delivery_error_ = rd_kafka_err2str(message->err);
+  }
+}
+
+AlertHook::AlertHook(AlertHookOptions options, AlertRuleSet rules,
+                     AlertmanagerClient* alertmanager)
+    : options_(std::move(options)),
+      evaluator_(std::move(rules), options_.evaluator),
+      alertmanager_(alertmanager) {}
+
+AlertHook::~AlertHook() {
+  if (producer_) rd_kafka_flush(producer_.get(), 5'000);
+}
+
+absl::StatusOr<std::unique_ptr<AlertHook>> AlertHook::Create(
+    AlertHookOptions options, AlertRuleSet rules,
+    const WindowStoreReader* store, AlertmanagerClient* alertmanager) {
+  std::unique_ptr<AlertHook> hook(
+      new AlertHook(std::move(options), std::move(rules), alertmanager));
+  ASSIGN_OR_RETURN(auto states, store->AlertStates());
+  if (absl::Status s = hook->evaluator_.Restore(states); !s.ok()) {
+    // Losing one job's alert state must not stop the processor: its alerts
+    // start from scratch (and may fire again).
+    spdlog::error("{}", s.ToString());
+  }
+  // Alerts of rules the file no longer has resolve now (at the first commit)
+  // instead of being re-posted forever.
+  AlertRuleSet current = hook->evaluator_.rules();
+  hook->pending_ = hook->evaluator_.SetRules(std::move(current), absl::Now());
+  ASSIGN_OR_RETURN(std::vector<JobInfo> jobs, store->ListJobs());
+  for (const JobInfo& j : jobs) hook->last_event_ns_[j.job] = j.last_event_ns;
+  const std::vector<AlertEvent> active = hook->evaluator_.Active();
+  spdlog::info("alerts: {} rules from {}; {} alerts active after restore",
+               hook->evaluator_.rules().rules.size(),
+               hook->evaluator_.rules().source, active.size());
+  if (alertmanager != nullptr) alertmanager->Send(active);
+  if (!hook->options_.brokers.empty()) {
+    KafkaConfig config(hook->options_.brokers);
+    for (const std::string& p : hook->options_.kafka_properties) {
+      // Consumer-only properties are the processor's business.
+      const std::string key = std::string(p.substr(0, p.find('=')));
+      if (absl::StartsWith(key, "group.") || key == "auto.offset.reset" ||
+          absl::StartsWith(key, "enable.auto.") ||
+          key == "partition.assignment.strategy" ||
+          key == "max.poll.interval.ms" || key == "isolation.level" ||
+          absl::StartsWith(key, "fetch.") || key == "session.timeout.ms" ||
+          key == "heartbeat.interval.ms") {
+        continue;
+      }
+      RETURN_IF_ERROR(config.SetAssignment(p));
+    }
+    config.SetDefault("enable.idempotence", "true");
+    config.SetDefault("linger.ms", "5");
+    ASSIGN_OR_RETURN(RdKafkaConfPtr conf, config.Build());
+    rd_kafka_conf_set_dr_msg_cb(conf.get(), AlertHookDeliveryReport);
+    rd_kafka_conf_set_opaque(conf.get(), hook.get());
+    ASSIGN_OR_RETURN(hook->producer_,
+                     NewKafkaClient(RD_KAFKA_PRODUCER, std::move(conf)));
+  }
+  return hook;
+}
+
+void AlertHook::Reload(absl::Time now) {
+  absl::StatusOr<AlertRuleSet> rules = LoadAlertRulesFile(options_.rules_path);
+  if (!rules.ok()) {
+    spdlog::error("alerts: reloading {} failed; keeping the {} old rules:",
+                  options_.rules_path, evaluator_.rules().rules.size());
+    for (absl::string_view line :
+         absl::StrSplit(rules.status().message(), '\n')) {
+      spdlog::error("  {}", std::string(line));
+    }
+    return;
+  }
+  spdlog::info("alerts: reloaded {} rules from {}", rules->rules.size(),
+               options_.rules_path);
+  for (AlertEvent& e : evaluator_.SetRules(*std::move(rules), now)) {
+    pending_.push_back(std::move(e));
+  }
+}
+
+bool AlertHook::WantsCommit(absl::Time now) {
+  if (reload_.exchange(false) && !options_.rules_path.empty()) Reload(now);
+  if (now - last_tick_ >= options_.tick_interval) {
+    last_tick_ = now;
+    for (AlertEvent& e : evaluator_.OnTick(now))
+      pending_.push_back(std::move(e));
+  }
+  return !pending_.empty();
+}
+
+absl::Status AlertHook::BeforeCommit(absl::Time now, StoreBatch& batch) {
+  for (const JobUpdate& u : batch.jobs) {
+    int64_t& known = last_event_ns_[u.job];
+    if (u.last_event_ns <= known) continue;
+    known = u.last_event_ns;
+    for (AlertEvent& e : evaluator_.OnJobActivity(u.job, now)) {
+      pending_.push_back(std::move(e));
+    }
+  }
+  for (const WindowSummary& w : batch.windows) {
+    for (AlertEvent& e : evaluator_.OnWindow(w, now)) {
+      pending_.push_back(std::move(e));
+    }
+  }
+  for (AlertStateUpdate& u : evaluator_.TakeStateUpdates()) {
+    batch.alert_states.push_back(std::move(u));
+  }
+  RETURN_IF_ERROR(Publish(pending_));
+  committing_ = std::move(pending_);
+  pending_.clear();
+  return absl::OkStatus();
+}
+
+absl::Status AlertHook::Publish(const std::vector<AlertEvent>& events) {
+  if (!producer_ || events.empty()) return absl::OkStatus();
+  for (const AlertEvent& e : events) {
+    const std::string key = e.job.empty() ? "fleet" : e.job;
+    const std::string value = AlertEventToJson(e);
+    ++undelivered_;
+    rd_kafka_resp_err_t err = rd_kafka_producev(
+        producer_.get(), RD_KAFKA_V_TOPIC(options_.topic.c_str()),
+        RD_KAFKA_V_KEY(key.data(), key.size()),
+        RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
+        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      --undelivered_;
+      return KafkaErrorToStatus(err,
+                                absl::StrCat("producing to ", options_.topic));
+    }
+  }
+  rd_kafka_flush(producer_.get(), 30'000);
+  if (undelivered_ > 0 || !delivery_error_.empty()) {
+    std::string why = delivery_error_.empty()
+                          ? absl::StrCat(undelivered_,
+                                         " not acknowledged "
+                                         "within 30 s")
+                          : delivery_error_;
+    undelivered_ = 0;
+    delivery_error_.clear();
+    return absl::UnavailableError(absl::StrCat("alert events to ",
+                                               options_.topic, ": ", why,
+                                               "; not committing past them"));
+  }
+  return absl::OkStatus();
+}
+
+void AlertHook::AfterCommit(absl::Time now) {
+  if (committing_.empty()) return;
+  for (const AlertEvent& e : committing_) {
+    spdlog::info("alert {}", DescribeAlertEvent(e));
+    if (options_.on_event) options_.on_event(e);
+  }
+  if (alertmanager_ != nullptr) alertmanager_->Send(committing_);
+  committing_.clear();
+}
+
+}  // namespace bubblewatch

@@ -1,0 +1,92 @@
+// AlertHook: on-call alerting inside `bubblewatch process`. It plugs into the
+// StreamProcessor's commit path (processor/commit_observer.h) and:
+//   - feeds every finalized window, and every advance of a job's latest
+//     event time, to an AlertEvaluator; ticks it for silences and repeats;
+//   - adds the evaluator's changed state to the batch being committed, so
+//     alert state and windows are durable together (a restart neither
+//     re-fires nor loses an active alert);
+//   - publishes each event to the alerts topic (key = job, or "fleet" for a
+//     fleet alert; JSON value of AlertEventToJson) and waits for the
+//     broker's acknowledgement BEFORE the commit: an event is never lost; a
+//     crash between the two re-derives and re-publishes it (at least once);
+//   - after the commit, hands the events to the AlertmanagerClient (whose
+//     own thread delivers them) and to an optional callback.
+// Rules are reloaded on the processor thread after RequestReload (SIGHUP);
+// a file that does not validate keeps the old rules and logs every error.
+#ifndef BUBBLEWATCH_ALERTS_ALERT_HOOK_H_
+#define BUBBLEWATCH_ALERTS_ALERT_HOOK_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "alerts/alert_evaluator.h"
+#include "alerts/alertmanager_client.h"
+#include "kafka/kafka_handles.h"
+#include "processor/commit_observer.h"
+#include "storage/window_store.h"
+
+namespace bubblewatch {
+
+struct AlertHookOptions {
+  std::string rules_path;  // Re-read on reload.
+  AlertEvaluatorOptions evaluator;
+  // Kafka for the alerts topic; empty brokers = don't publish.
+  std::string brokers;
+  std::vector<std::string> kafka_properties;
+  std::string topic = "bubblewatch.alerts";
+  // How often silences and repeats are checked (wall time).
+  absl::Duration tick_interval = absl::Seconds(1);
+  // Called on the processor thread with each event once it is committed.
+  std::function<void(const AlertEvent&)> on_event;
+};
+
+class AlertHook final : public CommitObserver {
+ public:
+  // Restores the alert state from `store` and re-sends active alerts to
+  // `alertmanager` (may be null). `store` and `alertmanager` must outlive
+  // the hook. Errors: the store's; Kafka configuration errors.
+  static absl::StatusOr<std::unique_ptr<AlertHook>> Create(
+      AlertHookOptions options, AlertRuleSet rules,
+      const WindowStoreReader* store, AlertmanagerClient* alertmanager);
+  ~AlertHook() override;
+
+  // Async-signal-safe: the next WantsCommit reloads the rules file.
+  void RequestReload() { reload_.store(true); }
+
+  bool WantsCommit(absl::Time now) override;
+  absl::Status BeforeCommit(absl::Time now, StoreBatch& batch) override;
+  void AfterCommit(absl::Time now) override;
+
+  // Every alert firing now.
+  std::vector<AlertEvent> Active() const { return evaluator_.Active(); }
+
+ private:
+  AlertHook(AlertHookOptions options, AlertRuleSet rules,
+            AlertmanagerClient* alertmanager);
+  void Reload(absl::Time now);
+  absl::Status Publish(const std::vector<AlertEvent>& events);
+
+  AlertHookOptions options_;
+  AlertEvaluator evaluator_;
+  AlertmanagerClient* alertmanager_;
+  RdKafkaPtr producer_;  // Null when not publishing.
+  std::atomic<bool> reload_{false};
+  absl::Time last_tick_ = absl::InfinitePast();
+  absl::flat_hash_map<std::string, int64_t> last_event_ns_;  // By job.
+  std::vector<AlertEvent> pending_;     // Not yet in a committed batch.
+  std::vector<AlertEvent> committing_;  // In the batch being committed.
+  // Delivery reports (callback on the hook's own rd_kafka_poll/flush).
+  int64_t undelivered_ = 0;
+  std::string delivery_error_;
+  friend void AlertHookDeliveryReport(rd_kafka_t*, const rd_kafka_message_t*,
+                                      void*);
+};
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_ALERTS_ALERT_HOOK_H_

@@ -1,0 +1,277 @@
+#include "alerts/alert_evaluator.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace bubblewatch {
+namespace {
+
+constexpr int64_t kWindowNs = 10'000'000'000;
+const absl::Time kT0 = absl::FromUnixSeconds(1'700'000'000);
+
+AlertRuleSet Rules(const std::string& yaml) {
+  absl::StatusOr<AlertRuleSet> set = ParseAlertRules(yaml, "test.yaml");
+  EXPECT_TRUE(set.ok()) << set.status();
+  return set.ok() ? *set : AlertRuleSet{};
+}
+
+// Window `i` of `job`: 10 s of GPU time, `sync_share` of it host_sync bubble,
+// the rest busy; the largest bubble follows kernel "conv" and is blamed on
+// cudaStreamSynchronize.
+WindowSummary Window(const std::string& job, int i, double sync_share) {
+  WindowSummary w;
+  w.job = job;
+  w.window.start_ns = i * kWindowNs;
+  w.window.end_ns = (i + 1) * kWindowNs;
+  UtilizationStats& s = w.window.job;
+  s.span_ns = kWindowNs;
+  s.bubble_ns = static_cast<int64_t>(sync_share * kWindowNs);
+  s.compute_ns = s.span_ns - s.bubble_ns;
+  s.attribution[static_cast<int>(BubbleCause::kHostSync)] = s.bubble_ns;
+  s.largest_bubble_ns = s.bubble_ns;
+  s.largest_bubble_start_ns = w.window.start_ns + 1000;
+  if (s.bubble_ns > 0) {
+    BubbleReport b;
+    b.start_ns = s.largest_bubble_start_ns;
+    b.end_ns = b.start_ns + s.bubble_ns;
+    b.before = KernelRef{.name = "conv", .start_ns = 0, .end_ns = b.start_ns};
+    b.after =
+        KernelRef{.name = "gemm", .start_ns = b.end_ns, .end_ns = b.end_ns + 5};
+    b.cause = BubbleCause::kHostSync;
+    b.blamed = "cudaStreamSynchronize";
+    b.attribution[0] = s.bubble_ns;
+    w.window.top_bubbles.push_back(b);
+  }
+  return w;
+}
+
+constexpr char kSyncRule[] = R"(rules:
+  - name: sync-stall
+    kind: cause_share_above
+    cause: host_sync
+    threshold: 30%
+    for: 2
+    clear_for: 2
+    repeat_interval: 1m
+    severity: critical
+)";
+
+std::vector<AlertStatus> Statuses(const std::vector<AlertEvent>& events) {
+  std::vector<AlertStatus> out;
+  for (const AlertEvent& e : events) out.push_back(e.status);
+  return out;
+}
+
+TEST(AlertEvaluator, FiresOnceAfterKWindowsAndResolvesOnceAfterKClear) {
+  AlertEvaluator ev(Rules(kSyncRule), {.dashboard_url = "http://dash:8080"});
+  const std::vector<double> shares = {0.1, 0.5, 0.6, 0.7, 0.2,
+                                      0.6, 0.1, 0.1, 0.1};
+  std::vector<std::pair<int, AlertStatus>> seen;
+  for (int i = 0; i < static_cast<int>(shares.size()); ++i) {
+    // Windows every 10 s: never a repeat inside the 1 m interval.
+    for (const AlertEvent& e :
+         ev.OnWindow(Window("j", i, shares[i]), kT0 + absl::Seconds(10 * i))) {
+      seen.emplace_back(i, e.status);
+    }
+  }
+  // Fires at the second holding window (i=2); one clear window (i=4) does not
+  // resolve; two (i=6,7) do.
+  EXPECT_THAT(
+      seen, ::testing::ElementsAre(std::make_pair(2, AlertStatus::kFiring),
+                                   std::make_pair(7, AlertStatus::kResolved)));
+}
+
+TEST(AlertEvaluator, PayloadCarriesMeasuredValuesCauseBubbleAndLink) {
+  AlertEvaluator ev(Rules(kSyncRule), {.dashboard_url = "http://dash:8080"});
+  ASSERT_TRUE(ev.OnWindow(Window("train/a", 0, 0.5), kT0).empty());
+  std::vector<AlertEvent> e = ev.OnWindow(Window("train/a", 1, 0.42), kT0);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].job, "train/a");
+  EXPECT_EQ(e[0].rule, "sync-stall");
+  EXPECT_EQ(e[0].severity, "critical");
+  EXPECT_EQ(e[0].measure, "host_sync_share");
+  EXPECT_DOUBLE_EQ(e[0].value, 0.42);
+  EXPECT_DOUBLE_EQ(e[0].threshold, 0.3);
+  EXPECT_EQ(e[0].window_start_ns, kWindowNs);
+  EXPECT_EQ(e[0].dominant_cause, BubbleCause::kHostSync);
+  EXPECT_DOUBLE_EQ(e[0].dominant_share, 1.0);
+  ASSERT_TRUE(e[0].largest_bubble.has_value());
+  EXPECT_EQ(e[0].largest_bubble->blamed, "cudaStreamSynchronize");
+  EXPECT_EQ(e[0].largest_bubble->before->name, "conv");
+  EXPECT_EQ(e[0].largest_bubble->after->name, "gemm");
+  EXPECT_EQ(e[0].dashboard_url, "http://dash:8080/?job=train/a");
+  EXPECT_EQ(e[0].starts_at, kT0);
+}
+
+TEST(AlertEvaluator, RepeatsOnlyAtTheIntervalWhileFiring) {
+  AlertEvaluator ev(Rules(kSyncRule), {});
+  ev.OnWindow(Window("j", 0, 0.5), kT0);
+  ASSERT_EQ(ev.OnWindow(Window("j", 1, 0.5), kT0).size(), 1u);
+  EXPECT_TRUE(ev.OnTick(kT0 + absl::Seconds(59)).empty());
+  EXPECT_THAT(Statuses(ev.OnTick(kT0 + absl::Seconds(60))),
+              ::testing::ElementsAre(AlertStatus::kRepeat));
+  EXPECT_TRUE(ev.OnTick(kT0 + absl::Seconds(100)).empty());
+  EXPECT_THAT(Statuses(ev.OnTick(kT0 + absl::Seconds(121))),
+              ::testing::ElementsAre(AlertStatus::kRepeat));
+}
+
+TEST(AlertEvaluator, ReplayedWindowIsIgnored) {
+  AlertEvaluator ev(Rules(kSyncRule), {});
+  ev.OnWindow(Window("j", 0, 0.5), kT0);
+  EXPECT_TRUE(ev.OnWindow(Window("j", 0, 0.5), kT0).empty());
+  EXPECT_EQ(ev.OnWindow(Window("j", 1, 0.5), kT0).size(), 1u);
+  EXPECT_TRUE(ev.OnWindow(Window("j", 1, 0.5), kT0).empty());
+}
+
+TEST(AlertEvaluator, RestoredStateNeitherRefiresNorForgets) {
+  AlertEvaluator first(Rules(kSyncRule), {});
+  first.OnWindow(Window("j", 0, 0.5), kT0);
+  first.OnWindow(Window("j", 1, 0.5), kT0);
+  std::vector<std::pair<std::string, std::string>> stored;
+  for (const AlertStateUpdate& u : first.TakeStateUpdates()) {
+    ASSERT_TRUE(u.state.has_value());
+    stored.emplace_back(u.key, *u.state);
+  }
+  AlertEvaluator second(Rules(kSyncRule), {});
+  ASSERT_TRUE(second.Restore(stored).ok());
+  ASSERT_EQ(second.Active().size(), 1u);
+  EXPECT_EQ(second.Active()[0].starts_at, kT0);
+  EXPECT_EQ(second.Active()[0].largest_bubble->blamed, "cudaStreamSynchronize");
+  // Still holding: no second firing. Then two clear windows resolve it.
+  EXPECT_TRUE(second.OnWindow(Window("j", 2, 0.5), kT0).empty());
+  EXPECT_TRUE(second.OnWindow(Window("j", 3, 0.0), kT0).empty());
+  std::vector<AlertEvent> resolved = second.OnWindow(Window("j", 4, 0.0), kT0);
+  ASSERT_EQ(resolved.size(), 1u);
+  EXPECT_EQ(resolved[0].status, AlertStatus::kResolved);
+  EXPECT_EQ(resolved[0].starts_at, kT0);
+}
+
+TEST(AlertEvaluator, CorruptStateIsReportedNotFatal) {
+  AlertEvaluator ev(Rules(kSyncRule), {});
+  absl::Status s = ev.Restore({{"j/x", "garbage"}});
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("j/x"));
+}
+
+TEST(AlertEvaluator, UtilizationBelowAndBubbleLongerThan) {
+  AlertEvaluator ev(Rules(R"(rules:
+  - {name: low, kind: utilization_below, threshold: 60%, for: 1}
+  - {name: long, kind: bubble_longer_than, duration: 3s}
+)"),
+                    {});
+  // Utilization 50 % < 60 % and a 5 s bubble > 3 s: both fire.
+  std::vector<AlertEvent> e = ev.OnWindow(Window("j", 0, 0.5), kT0);
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_EQ(e[0].rule, "low");
+  EXPECT_DOUBLE_EQ(e[0].value, 0.5);
+  EXPECT_EQ(e[1].rule, "long");
+  EXPECT_DOUBLE_EQ(e[1].value, 5.0);
+  // 80 % utilization, 2 s bubble: neither holds, both resolve.
+  std::vector<AlertEvent> r = ev.OnWindow(Window("j", 1, 0.2), kT0);
+  EXPECT_THAT(Statuses(r), ::testing::ElementsAre(AlertStatus::kResolved,
+                                                  AlertStatus::kResolved));
+}
+
+TEST(AlertEvaluator, SilenceFiresAfterTAndResolvesOnActivity) {
+  AlertEvaluator ev(Rules(R"(rules:
+  - {name: silent, kind: job_silent, duration: 30s}
+)"),
+                    {});
+  ev.OnJobActivity("j", kT0);
+  EXPECT_TRUE(ev.OnTick(kT0 + absl::Seconds(30)).empty());
+  std::vector<AlertEvent> fired = ev.OnTick(kT0 + absl::Seconds(31));
+  ASSERT_EQ(fired.size(), 1u);
+  EXPECT_EQ(fired[0].measure, "silent_s");
+  EXPECT_DOUBLE_EQ(fired[0].value, 31.0);
+  EXPECT_TRUE(ev.OnTick(kT0 + absl::Seconds(40)).empty());
+  EXPECT_THAT(Statuses(ev.OnJobActivity("j", kT0 + absl::Seconds(45))),
+              ::testing::ElementsAre(AlertStatus::kResolved));
+}
+
+TEST(AlertEvaluator, FleetRuleFiresOneGroupedAlert) {
+  AlertEvaluator ev(Rules(R"(rules:
+  - {name: stall, kind: cause_share_above, cause: host_sync, threshold: 30%}
+  - {name: many, kind: fleet, rule: stall, jobs_firing_more_than: 2}
+)"),
+                    {});
+  int fleet_firings = 0;
+  for (int j = 0; j < 5; ++j) {
+    for (const AlertEvent& e :
+         ev.OnWindow(Window("job" + std::to_string(j), 0, 0.5), kT0)) {
+      if (e.rule == "many") {
+        ++fleet_firings;
+        EXPECT_EQ(e.status, AlertStatus::kFiring);
+        EXPECT_EQ(e.jobs.size(), 3u);
+        EXPECT_EQ(e.job, "");
+      }
+    }
+  }
+  EXPECT_EQ(fleet_firings, 1);
+  // Jobs recover one by one; the fleet alert resolves once, at <= 2.
+  std::vector<AlertStatus> fleet;
+  for (int j = 0; j < 5; ++j) {
+    for (const AlertEvent& e :
+         ev.OnWindow(Window("job" + std::to_string(j), 1, 0.0), kT0)) {
+      if (e.rule == "many") fleet.push_back(e.status);
+    }
+  }
+  EXPECT_THAT(fleet, ::testing::ElementsAre(AlertStatus::kResolved));
+}
+
+TEST(AlertEvaluator, ReloadResolvesAlertsOfRemovedRules) {
+  AlertEvaluator ev(Rules(kSyncRule), {});
+  ev.OnWindow(Window("j", 0, 0.5), kT0);
+  ev.OnWindow(Window("j", 1, 0.5), kT0);
+  ASSERT_EQ(ev.Active().size(), 1u);
+  std::vector<AlertEvent> e = ev.SetRules(
+      Rules("rules:\n  - {name: other, kind: job_silent, duration: 1m}\n"),
+      kT0);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].status, AlertStatus::kResolved);
+  EXPECT_TRUE(ev.Active().empty());
+}
+
+}  // namespace
+}  // namespace bubblewatch
+
+namespace bubblewatch {
+namespace {
+
+TEST(AlertEvaluator, CauseIsFixedWhileTheAlertLives) {
+  AlertEvaluator ev(Rules(R"(rules:
+  - {name: low, kind: utilization_below, threshold: 90%, for: 1}
+)"),
+                    {});
+  std::vector<AlertEvent> fired = ev.OnWindow(Window("j", 0, 0.5), kT0);
+  ASSERT_EQ(fired.size(), 1u);
+  EXPECT_EQ(fired[0].cause, "host_sync");
+  // The next window's bubbles are all memcpy: the payload says so, the
+  // cause (Alertmanager's label) stays.
+  WindowSummary w = Window("j", 1, 0.5);
+  w.window.job.attribution = {};
+  w.window.job.attribution[static_cast<int>(BubbleCause::kMemcpy)] =
+      w.window.job.bubble_ns;
+  ASSERT_TRUE(ev.OnWindow(w, kT0).empty());
+  std::vector<AlertEvent> repeat = ev.OnTick(kT0 + absl::Hours(2));
+  ASSERT_EQ(repeat.size(), 1u);
+  EXPECT_EQ(repeat[0].dominant_cause, BubbleCause::kMemcpy);
+  EXPECT_EQ(repeat[0].cause, "host_sync");
+}
+
+TEST(AlertEvaluator, ActivityOfJobsWithoutSilenceRulesIsNotRewritten) {
+  AlertEvaluator ev(Rules(R"(rules:
+  - {name: silent, kind: job_silent, duration: 1m, jobs: {prefix: "watched-"}}
+)"),
+                    {});
+  ev.OnJobActivity("watched-1", kT0);
+  ev.OnJobActivity("other-1", kT0);
+  std::vector<AlertStateUpdate> updates = ev.TakeStateUpdates();
+  ASSERT_EQ(updates.size(), 1u);
+  EXPECT_EQ(updates[0].key, "j/watched-1");
+}
+
+}  // namespace
+}  // namespace bubblewatch

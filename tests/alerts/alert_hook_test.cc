@@ -1,0 +1,213 @@
+#include "alerts/alert_hook.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace bubblewatch {
+namespace {
+
+constexpr int64_t kWindowNs = 10'000'000'000;
+const absl::Time kT0 = absl::FromUnixSeconds(1'700'000'000);
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "bw-alert-hook-XXXXXX")
+            .string();
+    EXPECT_NE(mkdtemp(pattern.data()), nullptr);
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+WindowSummary StallWindow(int i, double share) {
+  WindowSummary w;
+  w.job = "job-a";
+  w.window.start_ns = i * kWindowNs;
+  w.window.end_ns = (i + 1) * kWindowNs;
+  w.window.job.span_ns = kWindowNs;
+  w.window.job.bubble_ns = static_cast<int64_t>(share * kWindowNs);
+  w.window.job.compute_ns = kWindowNs - w.window.job.bubble_ns;
+  w.window.job.attribution[0] = w.window.job.bubble_ns;
+  return w;
+}
+
+constexpr char kRules[] = R"(rules:
+  - {name: stall, kind: cause_share_above, cause: host_sync, threshold: 30%}
+)";
+
+struct Fixture {
+  TempDir dir;
+  std::string rules = dir.path() + "/rules.yaml";
+  std::unique_ptr<WindowStore> store;
+  std::vector<AlertEvent> seen;
+
+  Fixture() {
+    WriteFile(rules, kRules);
+    store = *OpenRocksDbWindowStore(dir.path() + "/store");
+  }
+  std::unique_ptr<AlertHook> Hook() {
+    AlertHookOptions options;
+    options.rules_path = rules;
+    options.on_event = [this](const AlertEvent& e) { seen.push_back(e); };
+    absl::StatusOr<AlertRuleSet> set = LoadAlertRulesFile(rules);
+    EXPECT_TRUE(set.ok()) << set.status();
+    absl::StatusOr<std::unique_ptr<AlertHook>> hook =
+        AlertHook::Create(options, *set, store.get(), nullptr);
+    EXPECT_TRUE(hook.ok()) << hook.status();
+    return hook.ok() ? *std::move(hook) : nullptr;
+  }
+  // What the processor does on a commit.
+  void Commit(AlertHook& hook, std::vector<WindowSummary> windows,
+              absl::Time now) {
+    StoreBatch batch;
+    batch.windows = std::move(windows);
+    ASSERT_TRUE(hook.BeforeCommit(now, batch).ok());
+    ASSERT_TRUE(store->Commit(batch).ok());
+    hook.AfterCommit(now);
+  }
+};
+
+TEST(AlertHook, StateIsCommittedWithTheWindowsAndRestored) {
+  Fixture f;
+  {
+    std::unique_ptr<AlertHook> hook = f.Hook();
+    StoreBatch batch;
+    batch.windows = {StallWindow(0, 0.5)};
+    ASSERT_TRUE(hook->BeforeCommit(kT0, batch).ok());
+    ASSERT_EQ(batch.alert_states.size(), 1u);
+    EXPECT_EQ(batch.alert_states[0].key, "j/job-a");
+    EXPECT_TRUE(f.seen.empty()) << "events wait for the commit";
+    ASSERT_TRUE(f.store->Commit(batch).ok());
+    hook->AfterCommit(kT0);
+    ASSERT_EQ(f.seen.size(), 1u);
+    EXPECT_EQ(f.seen[0].status, AlertStatus::kFiring);
+  }
+  // A restarted processor: the alert is active, and the same stall does not
+  // fire it again.
+  std::unique_ptr<AlertHook> hook = f.Hook();
+  ASSERT_EQ(hook->Active().size(), 1u);
+  f.Commit(*hook, {StallWindow(1, 0.5)}, kT0 + absl::Seconds(10));
+  EXPECT_EQ(f.seen.size(), 1u);
+  f.Commit(*hook, {StallWindow(2, 0.0)}, kT0 + absl::Seconds(20));
+  ASSERT_EQ(f.seen.size(), 2u);
+  EXPECT_EQ(f.seen[1].status, AlertStatus::kResolved);
+}
+
+TEST(AlertHook, BadReloadKeepsOldRulesGoodReloadAppliesNewOnes) {
+  Fixture f;
+  std::unique_ptr<AlertHook> hook = f.Hook();
+  f.Commit(*hook, {StallWindow(0, 0.5)}, kT0);
+  ASSERT_EQ(hook->Active().size(), 1u);
+
+  WriteFile(f.rules, "rules:\n  - {name: stall, kind: nope}\n");
+  hook->RequestReload();
+  EXPECT_FALSE(hook->WantsCommit(kT0 + absl::Seconds(1)));
+  EXPECT_EQ(hook->Active().size(), 1u) << "the old rules still hold";
+
+  // The rule is gone from a valid file: its alert resolves, and the hook
+  // asks for a commit to publish that.
+  WriteFile(f.rules,
+            "rules:\n  - {name: other, kind: job_silent, duration: 1h}\n");
+  hook->RequestReload();
+  EXPECT_TRUE(hook->WantsCommit(kT0 + absl::Seconds(2)));
+  f.Commit(*hook, {}, kT0 + absl::Seconds(2));
+  ASSERT_EQ(f.seen.size(), 2u);
+  EXPECT_EQ(f.seen[1].status, AlertStatus::kResolved);
+  EXPECT_TRUE(hook->Active().empty());
+}
+
+}  // namespace
+}  // namespace bubblewatch
+
+namespace bubblewatch {
+namespace {
+
+TEST(AlertHook, SilenceFollowsTheJobsLatestEventTimeNotReplays) {
+  Fixture f;
+  WriteFile(f.rules,
+            "rules:\n  - {name: quiet, kind: job_silent, duration: 30s}\n");
+  std::unique_ptr<AlertHook> hook = f.Hook();
+  StoreBatch batch;
+  batch.jobs.push_back(JobUpdate{.job = "job-a", .last_event_ns = 100});
+  ASSERT_TRUE(hook->BeforeCommit(kT0, batch).ok());
+  ASSERT_TRUE(f.store->Commit(batch).ok());
+  hook->AfterCommit(kT0);
+  // A job update that does not move the event time (an idle close) is not
+  // activity.
+  for (int s : {10, 20}) {
+    StoreBatch same;
+    same.jobs.push_back(JobUpdate{.job = "job-a", .last_event_ns = 100});
+    ASSERT_TRUE(hook->BeforeCommit(kT0 + absl::Seconds(s), same).ok());
+    ASSERT_TRUE(f.store->Commit(same).ok());
+    hook->AfterCommit(kT0 + absl::Seconds(s));
+  }
+  EXPECT_FALSE(hook->WantsCommit(kT0 + absl::Seconds(30)));
+  ASSERT_TRUE(hook->WantsCommit(kT0 + absl::Seconds(31)));
+  f.Commit(*hook, {}, kT0 + absl::Seconds(31));
+  ASSERT_EQ(f.seen.size(), 1u);
+  EXPECT_EQ(f.seen[0].status, AlertStatus::kFiring);
+  EXPECT_EQ(f.seen[0].measure, "silent_s");
+
+  // After a restart, a replay that re-reports the stored event time does not
+  // resolve it; a newer event does.
+  hook = f.Hook();
+  ASSERT_EQ(hook->Active().size(), 1u);
+  StoreBatch replay;
+  replay.jobs.push_back(JobUpdate{.job = "job-a", .last_event_ns = 100});
+  ASSERT_TRUE(hook->BeforeCommit(kT0 + absl::Seconds(40), replay).ok());
+  hook->AfterCommit(kT0 + absl::Seconds(40));
+  EXPECT_EQ(f.seen.size(), 1u);
+  StoreBatch fresh;
+  fresh.jobs.push_back(JobUpdate{.job = "job-a", .last_event_ns = 200});
+  ASSERT_TRUE(hook->BeforeCommit(kT0 + absl::Seconds(41), fresh).ok());
+  hook->AfterCommit(kT0 + absl::Seconds(41));
+  ASSERT_EQ(f.seen.size(), 2u);
+  EXPECT_EQ(f.seen[1].status, AlertStatus::kResolved);
+}
+
+}  // namespace
+}  // namespace bubblewatch
+
+namespace bubblewatch {
+namespace {
+
+TEST(AlertHook, RestartWithoutTheRuleResolvesItsAlert) {
+  Fixture f;
+  {
+    std::unique_ptr<AlertHook> hook = f.Hook();
+    f.Commit(*hook, {StallWindow(0, 0.5)}, kT0);
+    ASSERT_EQ(hook->Active().size(), 1u);
+  }
+  WriteFile(f.rules,
+            "rules:\n  - {name: other, kind: job_silent, duration: 1h}\n");
+  std::unique_ptr<AlertHook> hook = f.Hook();
+  EXPECT_TRUE(hook->Active().empty());
+  ASSERT_TRUE(hook->WantsCommit(kT0 + absl::Seconds(1)));
+  f.Commit(*hook, {}, kT0 + absl::Seconds(1));
+  ASSERT_EQ(f.seen.size(), 2u);
+  EXPECT_EQ(f.seen[1].status, AlertStatus::kResolved);
+  EXPECT_EQ(f.seen[1].rule, "stall");
+}
+
+}  // namespace
+}  // namespace bubblewatch

@@ -1,0 +1,462 @@
+// On-call alerts end to end against REAL servers (ctest label `kafka`;
+// ops/test starts the Kafka broker and an Alertmanager and passes
+// BUBBLEWATCH_KAFKA_BROKERS, BUBBLEWATCH_ALERTMANAGER_URL and
+// BUBBLEWATCH_ALERTMANAGER_DIR, the state dir of ops/alertmanager/start):
+// a synthetic job with a planted host-sync stall, processed by
+// `bubblewatch process --rules ... --alertmanager ...`, must
+//   - fire exactly one alert, listed by Alertmanager's GET /api/v2/alerts
+//     with the right cause, from a window at most two windows into the stall;
+//   - survive an Alertmanager restart AND a kill -9 of the processor (the
+//     restored alert state re-posts it; it does not fire again);
+//   - resolve once after the stall ends, and the resolution reach an
+//     Alertmanager that was unreachable (SIGSTOP) when it happened;
+// and SIGHUP reloads the rules file: a bad one is refused and logged, a good
+// one applies to the next windows.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "alerts/alert_evaluator.h"
+#include "alerts/alert_event.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "httplib.h"
+#include "kafka/kafka_config.h"
+#include "kafka/kafka_handles.h"
+#include "simdjson.h"
+#include "storage/window_store.h"
+
+extern char** environ;
+
+namespace bubblewatch {
+namespace {
+
+constexpr int64_t kWindowNs = 10'000'000'000;
+constexpr int64_t kStallStartNs = 1767225600LL * 1000000000;  // Default start.
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') {
+    ADD_FAILURE() << name << " is not set: run through ops/test, which "
+                  << "starts a real broker and Alertmanager";
+    return "";
+  }
+  return v;
+}
+
+std::string Unique(const std::string& base) {
+  return base + "-" + std::to_string(getpid()) + "-" +
+         std::to_string(
+             std::chrono::steady_clock::now().time_since_epoch().count() %
+             1'000'000'000);
+}
+
+pid_t Spawn(const std::string& binary, const std::vector<std::string>& args) {
+  std::vector<std::string> storage = {binary};
+  storage.insert(storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  EXPECT_EQ(
+      posix_spawn(&pid, binary.c_str(), nullptr, nullptr, argv.data(), environ),
+      0);
+  return pid;
+}
+
+// Starts `binary ARGS...` with stderr appended to `log`; returns its pid.
+pid_t SpawnLogged(const std::string& binary,
+                  const std::vector<std::string>& args,
+                  const std::string& log) {
+  std::vector<std::string> storage = {binary};
+  storage.insert(storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 2, log.c_str(),
+                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
+  pid_t pid = 0;
+  EXPECT_EQ(posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv.data(),
+                        environ),
+            0);
+  posix_spawn_file_actions_destroy(&actions);
+  return pid;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+int Wait(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int RunToEnd(const std::string& binary, const std::vector<std::string>& args) {
+  return Wait(Spawn(binary, args));
+}
+
+std::string OpsScript(const std::string& name) {
+  return std::string(BUBBLEWATCH_TESTDATA_DIR) + "/../../ops/alertmanager/" +
+         name;
+}
+
+// Polls `done` every 200 ms until it holds or `timeout` passes.
+bool PollUntil(const std::function<bool()>& done, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (done()) return true;
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  return done();
+}
+
+struct ListedAlert {
+  std::string alertname, job, severity, cause, state;
+};
+
+// GET /api/v2/alerts (active, silenced, inhibited: Alertmanager's default
+// filter lists unresolved alerts only), those named `alertname`.
+std::vector<ListedAlert> ListAlerts(const std::string& url,
+                                    const std::string& alertname) {
+  std::vector<ListedAlert> out;
+  httplib::Client client(url);
+  client.set_connection_timeout(2, 0);
+  client.set_read_timeout(2, 0);
+  httplib::Result res = client.Get("/api/v2/alerts");
+  if (!res || res->status != 200) return out;
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  if (parser.parse(res->body).get(root) != simdjson::SUCCESS) return out;
+  simdjson::dom::array alerts;
+  if (root.get_array().get(alerts) != simdjson::SUCCESS) return out;
+  for (simdjson::dom::element a : alerts) {
+    auto label = [&](const char* key) {
+      std::string_view v;
+      return a["labels"][key].get_string().get(v) == simdjson::SUCCESS
+                 ? std::string(v)
+                 : std::string();
+    };
+    if (label("alertname") != alertname) continue;
+    std::string_view state;
+    if (a["status"]["state"].get_string().get(state) != simdjson::SUCCESS) {
+      state = "?";
+    }
+    out.push_back({label("alertname"), label("job"), label("severity"),
+                   label("cause"), std::string(state)});
+  }
+  return out;
+}
+
+// Follows the alerts topic from its beginning.
+class TopicReader {
+ public:
+  explicit TopicReader(const std::string& topic) {
+    KafkaConfig config(Env("BUBBLEWATCH_KAFKA_BROKERS"));
+    config.Set("group.id", topic + "-reader");
+    config.Set("enable.auto.commit", "false");
+    absl::StatusOr<RdKafkaPtr> consumer =
+        NewKafkaClient(RD_KAFKA_CONSUMER, config);
+    EXPECT_TRUE(consumer.ok()) << consumer.status();
+    if (!consumer.ok()) return;
+    consumer_ = *std::move(consumer);
+    RdKafkaPartitionListPtr parts(rd_kafka_topic_partition_list_new(1));
+    rd_kafka_topic_partition_list_add(parts.get(), topic.c_str(), 0)->offset =
+        RD_KAFKA_OFFSET_BEGINNING;
+    rd_kafka_assign(consumer_.get(), parts.get());
+  }
+  ~TopicReader() {
+    if (consumer_) rd_kafka_consumer_close(consumer_.get());
+  }
+  // Reads what arrived; returns every event so far.
+  const std::vector<AlertEvent>& Poll() {
+    if (!consumer_) return events_;
+    while (true) {
+      RdKafkaMessagePtr m(rd_kafka_consumer_poll(consumer_.get(), 100));
+      if (!m) break;
+      if (m->err) continue;
+      absl::StatusOr<AlertEvent> e = ParseAlertEventJson(
+          absl::string_view(static_cast<const char*>(m->payload), m->len));
+      EXPECT_TRUE(e.ok()) << e.status();
+      if (e.ok()) events_.push_back(*std::move(e));
+    }
+    return events_;
+  }
+  int Count(AlertStatus status) {
+    int n = 0;
+    for (const AlertEvent& e : Poll()) n += e.status == status;
+    return n;
+  }
+
+ private:
+  RdKafkaPtr consumer_;
+  std::vector<AlertEvent> events_;
+};
+
+class AlertmanagerKafka : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    // Whatever happened, leave Alertmanager running and unfrozen.
+    if (frozen_pid_ > 0) kill(frozen_pid_, SIGCONT);
+    if (processor_ > 0) {
+      kill(processor_, SIGTERM);
+      Wait(processor_);
+    }
+  }
+  pid_t AlertmanagerPid() {
+    std::ifstream in(Env("BUBBLEWATCH_ALERTMANAGER_DIR") + "/alertmanager.pid");
+    pid_t pid = 0;
+    in >> pid;
+    return pid;
+  }
+  std::string AmPort() {
+    const std::string url = Env("BUBBLEWATCH_ALERTMANAGER_URL");
+    return url.substr(url.rfind(':') + 1);
+  }
+  pid_t processor_ = 0;
+  pid_t frozen_pid_ = 0;
+};
+
+TEST_F(AlertmanagerKafka, SyncStallFiresOnceSurvivesRestartsAndResolves) {
+  const std::string brokers = Env("BUBBLEWATCH_KAFKA_BROKERS");
+  const std::string am = Env("BUBBLEWATCH_ALERTMANAGER_URL");
+  const std::string am_dir = Env("BUBBLEWATCH_ALERTMANAGER_DIR");
+  ASSERT_FALSE(brokers.empty() || am.empty() || am_dir.empty());
+  const std::string topic = Unique("bw-alerts");
+  const std::string rule = Unique("sync-stall");
+  const std::string job_prefix = Unique("stall");
+  const std::string job = job_prefix + "-000";
+  const std::string store = ::testing::TempDir() + "/" + topic;
+  const std::string rules = ::testing::TempDir() + "/" + topic + ".yaml";
+  {
+    // The synthetic sync scenario spends ~15 % of GPU time in host syncs;
+    // its healthy loop well under 1 %.
+    std::ofstream out(rules);
+    out << "rules:\n"
+        << "  - name: " << rule << "\n"
+        << "    kind: cause_share_above\n"
+        << "    cause: host_sync\n"
+        << "    threshold: 8%\n"
+        << "    for: 1\n"
+        << "    clear_for: 2\n"
+        << "    severity: critical\n";
+  }
+  const std::vector<std::string> process_args = {"process",
+                                                 "--brokers",
+                                                 brokers,
+                                                 "--topic",
+                                                 topic,
+                                                 "--group",
+                                                 topic + "-g",
+                                                 "--store",
+                                                 store,
+                                                 "--idle-timeout",
+                                                 "3s",
+                                                 "--rules",
+                                                 rules,
+                                                 "--alertmanager",
+                                                 am,
+                                                 "--alertmanager-resend",
+                                                 "1s",
+                                                 "--alerts-topic",
+                                                 topic + ".alerts",
+                                                 "--dashboard-url",
+                                                 "http://dash.example:8080",
+                                                 "--windows-topic",
+                                                 "",
+                                                 "--log-level",
+                                                 "info",
+                                                 "-X",
+                                                 "session.timeout.ms=6000",
+                                                 "-X",
+                                                 "heartbeat.interval.ms=1000"};
+  auto produce = [&](const char* scenario, const char* start,
+                     const char* seed) {
+    return RunToEnd(BUBBLEWATCH_BINARY,
+                    {"produce",    "--brokers",   brokers,          "--topic",
+                     topic,        "--synthetic", "--job",          job_prefix,
+                     "--jobs",     "1",           "--gpus-per-job", "2",
+                     "--duration", "30s",         "--rate",         "3000",
+                     "--scenario", scenario,      "--start-time",   start,
+                     "--seed",     seed,          "--log-level",    "error"});
+  };
+
+  // 1. The stall: 30 s of event time with planted host syncs.
+  ASSERT_EQ(produce("sync", "2026-01-01T00:00:00Z", "1"), 0);
+  processor_ = Spawn(BUBBLEWATCH_BINARY, process_args);
+  TopicReader reader(topic + ".alerts");
+  ASSERT_TRUE(PollUntil([&] { return ListAlerts(am, rule).size() == 1; },
+                        absl::Seconds(60)))
+      << "Alertmanager never listed the alert";
+  std::vector<ListedAlert> listed = ListAlerts(am, rule);
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].job, job);
+  EXPECT_EQ(listed[0].cause, "host_sync");
+  EXPECT_EQ(listed[0].severity, "critical");
+  EXPECT_EQ(listed[0].state, "active");
+  ASSERT_TRUE(PollUntil([&] { return reader.Count(AlertStatus::kFiring) >= 1; },
+                        absl::Seconds(10)));
+  const AlertEvent fired = reader.Poll().front();
+  EXPECT_EQ(fired.status, AlertStatus::kFiring);
+  EXPECT_EQ(fired.job, job);
+  // Within two windows of the stall's start.
+  EXPECT_LT(fired.window_start_ns, kStallStartNs + 2 * kWindowNs);
+  EXPECT_EQ(fired.dominant_cause, BubbleCause::kHostSync);
+  ASSERT_TRUE(fired.largest_bubble.has_value());
+  EXPECT_FALSE(fired.largest_bubble->blamed.empty());
+  EXPECT_EQ(fired.dashboard_url, "http://dash.example:8080/?job=" + job);
+
+  // 2. Alertmanager restarts (it keeps alerts in memory only) while the
+  // processor is killed with SIGKILL: after the processor restarts, no new
+  // window arrives, so only the alert state restored from RocksDB can bring
+  // the alert back, and it must not fire again.
+  kill(processor_, SIGKILL);
+  Wait(processor_);
+  processor_ = 0;
+  ASSERT_EQ(RunToEnd("/bin/bash", {OpsScript("stop"), "--port", AmPort(),
+                                   "--state-dir", am_dir}),
+            0);
+  ASSERT_EQ(RunToEnd("/bin/bash", {OpsScript("start"), "--port", AmPort(),
+                                   "--state-dir", am_dir}),
+            0);
+  EXPECT_TRUE(ListAlerts(am, rule).empty()) << "a fresh Alertmanager";
+  processor_ = Spawn(BUBBLEWATCH_BINARY, process_args);
+  ASSERT_TRUE(PollUntil([&] { return ListAlerts(am, rule).size() == 1; },
+                        absl::Seconds(30)))
+      << "the restored alert was not re-posted";
+
+  // 3. Alertmanager becomes unreachable (frozen); the stall ends: 30 s of
+  // healthy steps resolve the alert after two clear windows. Unfrozen,
+  // Alertmanager must get the resolution (else it would list the alert as
+  // active for its 5 m resolve_timeout).
+  frozen_pid_ = AlertmanagerPid();
+  ASSERT_GT(frozen_pid_, 0);
+  ASSERT_EQ(kill(frozen_pid_, SIGSTOP), 0);
+  ASSERT_EQ(produce("healthy", "2026-01-01T00:00:30Z", "2"), 0);
+  ASSERT_TRUE(
+      PollUntil([&] { return reader.Count(AlertStatus::kResolved) >= 1; },
+                absl::Seconds(60)))
+      << "no resolution on the alerts topic";
+  ASSERT_EQ(kill(frozen_pid_, SIGCONT), 0);
+  frozen_pid_ = 0;
+  EXPECT_TRUE(PollUntil([&] { return ListAlerts(am, rule).empty(); },
+                        absl::Seconds(40)))
+      << "Alertmanager still lists the alert as active";
+
+  // Exactly one firing and one resolution, whatever restarted in between.
+  kill(processor_, SIGTERM);
+  EXPECT_EQ(Wait(processor_), 0);
+  processor_ = 0;
+  int firing = 0, resolved = 0;
+  for (const AlertEvent& e : reader.Poll()) {
+    EXPECT_EQ(e.rule, rule);
+    firing += e.status == AlertStatus::kFiring;
+    resolved += e.status == AlertStatus::kResolved;
+    if (e.status == AlertStatus::kResolved) {
+      EXPECT_EQ(e.starts_at, fired.starts_at);
+      EXPECT_GE(e.window_start_ns, kStallStartNs + 3 * kWindowNs);
+    }
+  }
+  EXPECT_EQ(firing, 1);
+  EXPECT_EQ(resolved, 1);
+}
+
+TEST_F(AlertmanagerKafka, SighupReloadsRulesAndRefusesABadFile) {
+  const std::string brokers = Env("BUBBLEWATCH_KAFKA_BROKERS");
+  ASSERT_FALSE(brokers.empty());
+  const std::string topic = Unique("bw-reload");
+  const std::string job_prefix = Unique("reload");
+  const std::string job = job_prefix + "-000";
+  const std::string store = ::testing::TempDir() + "/" + topic;
+  const std::string rules = ::testing::TempDir() + "/" + topic + ".yaml";
+  const std::string log = ::testing::TempDir() + "/" + topic + ".log";
+  auto write_rules =
+      [&](const std::string& threshold) {
+        std::ofstream(rules)
+            << "rules:\n  - {name: stall, kind: cause_share_above, "
+               "cause: host_sync, threshold: "
+            << threshold << "}\n";
+      };
+  auto produce = [&](const char* start) {
+    return RunToEnd(
+        BUBBLEWATCH_BINARY,
+        {"produce",        "--brokers",  brokers,      "--topic",      topic,
+         "--synthetic",    "--job",      job_prefix,   "--jobs",       "1",
+         "--gpus-per-job", "2",          "--duration", "30s",          "--rate",
+         "3000",           "--scenario", "sync",       "--start-time", start,
+         "--log-level",    "error"});
+  };
+  auto log_has = [&](const std::string& text) {
+    return PollUntil(
+        [&] { return ReadFile(log).find(text) != std::string::npos; },
+        absl::Seconds(30));
+  };
+  // 90 %: the ~15 % host-sync stall does not fire.
+  write_rules("90%");
+  processor_ =
+      SpawnLogged(BUBBLEWATCH_BINARY,
+                  {"process", "--brokers", brokers, "--topic", topic, "--group",
+                   topic + "-g", "--store", store, "--idle-timeout", "3s",
+                   "--rules", rules, "--alerts-topic", topic + ".alerts",
+                   "--windows-topic", "", "--log-level", "info"},
+                  log);
+  TopicReader reader(topic + ".alerts");
+  ASSERT_EQ(produce("2026-01-01T00:00:00Z"), 0);
+  // The stall's windows are stored, and with them the alert state (one
+  // commit): it holds no active alert, and the topic no event.
+  std::vector<std::pair<std::string, std::string>> states;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        auto r = OpenRocksDbWindowStoreReadOnly(store);
+        if (!r.ok()) return false;
+        auto w = (*r)->Scan(job, absl::InfinitePast(), absl::InfiniteFuture());
+        auto s = (*r)->AlertStates();
+        if (!w.ok() || w->size() < 3 || !s.ok()) return false;
+        states = *s;
+        return true;
+      },
+      absl::Seconds(60)));
+  ASSERT_EQ(states.size(), 1u);
+  EXPECT_EQ(states[0].first, "j/" + job);
+  AlertEvaluator restored(*ParseAlertRules(ReadFile(rules), "rules"), {});
+  ASSERT_TRUE(restored.Restore(states).ok());
+  EXPECT_TRUE(restored.Active().empty());
+  EXPECT_TRUE(reader.Poll().empty());
+
+  std::ofstream(rules) << "rules:\n  - {name: stall, kind: cause_shar}\n";
+  ASSERT_EQ(kill(processor_, SIGHUP), 0);
+  ASSERT_TRUE(log_has("keeping the 1 old rules")) << ReadFile(log);
+  EXPECT_TRUE(log_has(rules + ":2:25: unknown kind \"cause_shar\""))
+      << ReadFile(log);
+
+  write_rules("8%");
+  ASSERT_EQ(kill(processor_, SIGHUP), 0);
+  ASSERT_TRUE(log_has("reloaded 1 rules from " + rules)) << ReadFile(log);
+  ASSERT_EQ(produce("2026-01-01T00:00:30Z"), 0);
+  ASSERT_TRUE(PollUntil([&] { return reader.Count(AlertStatus::kFiring) == 1; },
+                        absl::Seconds(60)));
+  EXPECT_GE(reader.Poll().front().window_start_ns,
+            kStallStartNs + 3 * kWindowNs);
+  EXPECT_EQ(reader.Poll().front().job, job);
+}
+
+}  // namespace
+}  // namespace bubblewatch

@@ -1,13 +1,14 @@
 // The producer across a real broker restart (ctest label kafka): batches in
 // flight when the broker stops are retried once it is back, and idempotence
 // keeps them from being stored twice. This test runs its own broker with
-// ops/kafka/start on port 39192, restarts that broker process with its data
-// kept (ops/kafka/start always formats fresh storage, which would lose what
-// was acknowledged before the stop), and stops it with ops/kafka/stop.
+// ops/kafka/start on the shared test broker's port + 50 (39142 by default),
+// restarts that broker process with its data kept (ops/kafka/start always
+// formats fresh storage, which would lose what was acknowledged before the
+// stop), and stops it with ops/kafka/stop.
 //
 // Post-mortem aids: BUBBLEWATCH_TEST_RDKAFKA_DEBUG=eos,msg logs the
 // producer's librdkafka debug contexts; BUBBLEWATCH_TEST_KEEP_BROKER=1 leaves
-// the broker running (stop it with ops/kafka/stop --port 39192 --state-dir
+// the broker running (stop it with ops/kafka/stop --port PORT --state-dir
 // DIR) so that the topic can be inspected with kcat.
 #include <fcntl.h>
 #include <signal.h>
@@ -29,6 +30,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
 #include "ingest/batched_trace.h"
@@ -42,7 +44,23 @@
 namespace bubblewatch {
 namespace {
 
-constexpr int kPort = 39192;
+// The shared test broker's port + 50, so that several checkouts testing at
+// once (each with its own BUBBLEWATCH_KAFKA_BROKERS) do not collide.
+int OwnPort() {
+  int shared = 39092;
+  if (const char* brokers = std::getenv("BUBBLEWATCH_KAFKA_BROKERS")) {
+    absl::string_view text(brokers);
+    const size_t colon = text.rfind(':');
+    int parsed = 0;
+    if (colon != absl::string_view::npos &&
+        absl::SimpleAtoi(text.substr(colon + 1), &parsed) && parsed > 0 &&
+        parsed < 65000) {
+      shared = parsed;
+    }
+  }
+  return shared + 50;
+}
+const int kPort = OwnPort();
 
 std::string ShellQuote(const std::string& s) {
   return absl::StrCat("'", absl::StrReplaceAll(s, {{"'", "'\\''"}}), "'");

@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -10,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "base/status_macros.h"
 
 namespace bubblewatch {
 namespace {
@@ -100,6 +102,133 @@ absl::StatusOr<simdjson::padded_string> LoadTraceFile(absl::string_view path) {
   absl::string_view bytes(raw.data(), raw.size());
   if (HasGzipMagic(bytes)) return Gunzip(bytes);
   return raw;
+}
+
+struct TraceByteSource::Gzip {
+  z_stream zs{};
+  bool initialized = false;
+  // The current member ended; the next byte, if any, starts another one.
+  bool member_ended = false;
+  std::unique_ptr<char[]> in;
+  static constexpr size_t kInSize = 256 << 10;
+  ~Gzip() {
+    if (initialized) inflateEnd(&zs);
+  }
+};
+
+TraceByteSource::~TraceByteSource() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+absl::StatusOr<std::unique_ptr<TraceByteSource>> TraceByteSource::Open(
+    absl::string_view path) {
+  std::unique_ptr<TraceByteSource> source(new TraceByteSource());
+  source->path_ = std::string(path);
+  source->file_ = std::fopen(source->path_.c_str(), "rb");
+  if (source->file_ == nullptr) return ErrnoStatus("open", path);
+  FILE* f = source->file_;
+  if (std::fseek(f, 0, SEEK_END) != 0) return ErrnoStatus("seek", path);
+  long size = std::ftell(f);
+  if (size < 0) return ErrnoStatus("size", path);
+  std::rewind(f);
+  source->file_size_ = static_cast<uint64_t>(size);
+  auto gzip = std::make_unique<Gzip>();
+  gzip->in = std::make_unique<char[]>(Gzip::kInSize);
+  size_t n = std::fread(gzip->in.get(), 1, Gzip::kInSize, f);
+  if (n < Gzip::kInSize && std::ferror(f)) return ErrnoStatus("read", path);
+  source->file_read_ = n;
+  if (!HasGzipMagic(absl::string_view(gzip->in.get(), n))) {
+    // Plain: hand out what was read first, then read straight from the file.
+    std::rewind(f);
+    source->file_read_ = 0;
+    return source;
+  }
+  // 16 + MAX_WBITS: expect a gzip header and trailer.
+  if (inflateInit2(&gzip->zs, 16 + MAX_WBITS) != Z_OK) {
+    return absl::InternalError("zlib inflateInit2 failed");
+  }
+  gzip->initialized = true;
+  gzip->zs.next_in = reinterpret_cast<Bytef*>(gzip->in.get());
+  gzip->zs.avail_in = static_cast<uInt>(n);
+  source->gzip_ = std::move(gzip);
+  return source;
+}
+
+uint64_t TraceByteSource::file_bytes_consumed() const {
+  if (gzip_ == nullptr) return file_read_;
+  return file_read_ - gzip_->zs.avail_in;
+}
+
+absl::StatusOr<size_t> TraceByteSource::Read(char* out, size_t size) {
+  size = std::min(size, max_read_);
+  if (gzip_ != nullptr) return ReadGzip(out, size);
+  size_t n = std::fread(out, 1, size, file_);
+  if (n < size && std::ferror(file_)) return ErrnoStatus("read", path_);
+  file_read_ += n;
+  produced_ += n;
+  return n;
+}
+
+absl::StatusOr<size_t> TraceByteSource::ReadGzip(char* out, size_t size) {
+  z_stream& zs = gzip_->zs;
+  zs.next_out = reinterpret_cast<Bytef*>(out);
+  zs.avail_out = static_cast<uInt>(std::min<size_t>(size, 1u << 30));
+  size_t wanted = zs.avail_out;
+  while (zs.avail_out == wanted) {  // Until something was produced.
+    if (zs.avail_in == 0) {
+      size_t n = std::fread(gzip_->in.get(), 1, Gzip::kInSize, file_);
+      if (n < Gzip::kInSize && std::ferror(file_)) {
+        return ErrnoStatus("read", path_);
+      }
+      file_read_ += n;
+      zs.next_in = reinterpret_cast<Bytef*>(gzip_->in.get());
+      zs.avail_in = static_cast<uInt>(n);
+      if (n == 0) {
+        if (gzip_->member_ended) return 0;  // The end, after a trailer.
+        return absl::DataLossError(
+            absl::StrCat("truncated gzip stream: it ends after ", file_read_,
+                         " compressed bytes (", produced_,
+                         " decompressed) without its trailer"));
+      }
+    }
+    if (gzip_->member_ended) {
+      // Concatenated gzip members are legal; continue with the next one.
+      if (inflateReset(&zs) != Z_OK) {
+        return absl::InternalError("zlib inflateReset failed");
+      }
+      gzip_->member_ended = false;
+    }
+    int rc = inflate(&zs, Z_NO_FLUSH);
+    if (rc == Z_STREAM_END) {
+      gzip_->member_ended = true;
+    } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+      return absl::DataLossError(absl::StrCat(
+          "corrupt gzip stream: ", zs.msg ? zs.msg : "corrupt data"));
+    }
+    if (gzip_->member_ended && zs.avail_out != wanted) break;
+  }
+  size_t n = wanted - zs.avail_out;
+  produced_ += n;
+  return n;
+}
+
+absl::StatusOr<simdjson::padded_string> ReadRest(TraceByteSource& source,
+                                                 absl::string_view head) {
+  std::string out(head);
+  // Plain files know their size; a gzip trailer holds the size mod 2^32,
+  // so start from a guess and grow.
+  size_t guess =
+      source.compressed() ? source.file_size() * 8 : source.file_size();
+  out.resize(std::max(out.size() + 4096, static_cast<size_t>(guess) + 4096));
+  size_t used = head.size();
+  while (true) {
+    if (used == out.size()) out.resize(out.size() * 2);
+    ASSIGN_OR_RETURN(size_t n,
+                     source.Read(out.data() + used, out.size() - used));
+    if (n == 0) break;
+    used += n;
+  }
+  return simdjson::padded_string(out.data(), used);
 }
 
 }  // namespace bubblewatch

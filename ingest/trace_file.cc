@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -127,6 +128,9 @@ struct TraceByteSource::Gzip {
   std::mutex mu;
   std::condition_variable changed;
   std::deque<std::string> ready;
+  // Chunks the reader is done with, reused so that each MiB is not a fresh
+  // mmap to zero and fault in.
+  std::vector<std::string> spare;
   absl::Status status;  // How the stream ended, once done.
   bool done = false;
   bool stop = false;
@@ -196,7 +200,15 @@ uint64_t TraceByteSource::file_bytes_consumed() const {
 void TraceByteSource::InflateAhead() {
   Gzip& g = *gzip_;
   while (true) {
-    std::string chunk(Gzip::kChunkSize, '\0');
+    std::string chunk;
+    {
+      std::lock_guard<std::mutex> lock(g.mu);
+      if (!g.spare.empty()) {
+        chunk = std::move(g.spare.back());
+        g.spare.pop_back();
+      }
+    }
+    chunk.resize(Gzip::kChunkSize);
     absl::StatusOr<size_t> n = Inflate(chunk.data(), chunk.size());
     std::unique_lock<std::mutex> lock(g.mu);
     if (!n.ok() || *n == 0) {
@@ -222,6 +234,9 @@ absl::StatusOr<size_t> TraceByteSource::ReadGzip(char* out, size_t size) {
     if (g.ready.empty()) {
       if (!g.status.ok()) return g.status;
       return 0;
+    }
+    if (g.current.capacity() >= Gzip::kChunkSize) {
+      g.spare.push_back(std::move(g.current));
     }
     g.current = std::move(g.ready.front());
     g.ready.pop_front();

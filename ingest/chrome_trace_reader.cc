@@ -63,7 +63,7 @@ class ChromeTraceReader {
   absl::StatusOr<Trace> Read();
 
  private:
-  static constexpr size_t kChunkBytes = 1 << 20;
+  static constexpr size_t kChunkBytes = 256 << 10;
 
   absl::Status ReadEvents();
   absl::Status ReadEvent(size_t begin, size_t size, size_t index);

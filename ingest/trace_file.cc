@@ -118,12 +118,12 @@ struct TraceByteSource::Gzip {
   // The current member ended; the next byte, if any, starts another one.
   bool member_ended = false;
   std::unique_ptr<char[]> in;
-  static constexpr size_t kInSize = 256 << 10;
+  static constexpr size_t kInSize = 128 << 10;
   uint64_t inflated = 0;              // Bytes inflate produced.
   std::atomic<uint64_t> consumed{0};  // Compressed bytes inflate consumed.
 
   // Chunks decompressed ahead, and the reader's position in the first one.
-  static constexpr size_t kChunkSize = 1 << 20;
+  static constexpr size_t kChunkSize = 256 << 10;
   static constexpr size_t kChunksAhead = 4;
   std::mutex mu;
   std::condition_variable changed;

@@ -2,6 +2,10 @@
 
 #include <zlib.h>
 
+#if BUBBLEWATCH_HAVE_ISAL
+#include <isa-l/igzip_lib.h>
+#endif
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -114,6 +118,11 @@ absl::StatusOr<simdjson::padded_string> LoadTraceFile(absl::string_view path) {
 // that decompressing and parsing overlap on two cores.
 struct TraceByteSource::Gzip {
   z_stream zs{};
+#if BUBBLEWATCH_HAVE_ISAL
+  // ISA-L's inflate (2-3x zlib's speed) when built with it; zlib otherwise.
+  inflate_state isal;
+  bool input_ended = false;
+#endif
   bool initialized = false;
   // The current member ended; the next byte, if any, starts another one.
   bool member_ended = false;
@@ -179,6 +188,12 @@ absl::StatusOr<std::unique_ptr<TraceByteSource>> TraceByteSource::Open(
     source->file_read_ = 0;
     return source;
   }
+#if BUBBLEWATCH_HAVE_ISAL
+  isal_inflate_init(&gzip->isal);
+  gzip->isal.crc_flag = ISAL_GZIP;  // Header, trailer and CRC checked.
+  gzip->isal.next_in = reinterpret_cast<uint8_t*>(gzip->in.get());
+  gzip->isal.avail_in = static_cast<uint32_t>(n);
+#endif
   // 16 + MAX_WBITS: expect a gzip header and trailer.
   if (inflateInit2(&gzip->zs, 16 + MAX_WBITS) != Z_OK) {
     return absl::InternalError("zlib inflateInit2 failed");
@@ -260,6 +275,75 @@ absl::StatusOr<size_t> TraceByteSource::Read(char* out, size_t size) {
   return n;
 }
 
+#if BUBBLEWATCH_HAVE_ISAL
+namespace {
+const char* IsalError(int rc) {
+  switch (rc) {
+    case ISAL_INVALID_BLOCK:
+      return "invalid deflate block";
+    case ISAL_INVALID_SYMBOL:
+      return "invalid deflate symbol";
+    case ISAL_INVALID_LOOKBACK:
+      return "invalid distance too far back";
+    case ISAL_INVALID_WRAPPER:
+      return "incorrect header check";
+    case ISAL_UNSUPPORTED_METHOD:
+      return "unknown compression method";
+    case ISAL_INCORRECT_CHECKSUM:
+      return "incorrect data check";
+    default:
+      return "corrupt data";
+  }
+}
+}  // namespace
+
+absl::StatusOr<size_t> TraceByteSource::Inflate(char* out, size_t size) {
+  Gzip& g = *gzip_;
+  inflate_state& st = g.isal;
+  st.next_out = reinterpret_cast<uint8_t*>(out);
+  st.avail_out = static_cast<uint32_t>(std::min<size_t>(size, 1u << 30));
+  const uint32_t wanted = st.avail_out;
+  while (true) {
+    if (st.avail_in == 0 && !g.input_ended) {
+      size_t n = std::fread(g.in.get(), 1, Gzip::kInSize, file_);
+      if (n < Gzip::kInSize && std::ferror(file_)) {
+        return ErrnoStatus("read", path_);
+      }
+      file_read_ += n;
+      st.next_in = reinterpret_cast<uint8_t*>(g.in.get());
+      st.avail_in = static_cast<uint32_t>(n);
+      g.input_ended = n == 0;
+    }
+    if (g.member_ended) {
+      if (st.avail_in == 0) break;  // The end, after a trailer.
+      // Concatenated gzip members are legal; continue with the next one.
+      isal_inflate_reset(&st);
+      st.crc_flag = ISAL_GZIP;
+      g.member_ended = false;
+    }
+    const uint32_t before = st.avail_out;
+    const uint32_t in_before = st.avail_in;
+    int rc = isal_inflate(&st);
+    g.consumed.store(file_read_ - st.avail_in, std::memory_order_relaxed);
+    if (rc < 0) {
+      return absl::DataLossError(
+          absl::StrCat("corrupt gzip stream: ", IsalError(rc)));
+    }
+    if (st.block_state == ISAL_BLOCK_FINISH) g.member_ended = true;
+    if (st.avail_out != wanted) break;  // Something for the caller.
+    if (g.input_ended && !g.member_ended && st.avail_out == before &&
+        st.avail_in == in_before) {
+      return absl::DataLossError(
+          absl::StrCat("truncated gzip stream: it ends after ", file_read_,
+                       " compressed bytes (", g.inflated,
+                       " decompressed) without its trailer"));
+    }
+  }
+  size_t n = wanted - st.avail_out;
+  g.inflated += n;
+  return n;
+}
+#else
 absl::StatusOr<size_t> TraceByteSource::Inflate(char* out, size_t size) {
   z_stream& zs = gzip_->zs;
   zs.next_out = reinterpret_cast<Bytef*>(out);
@@ -302,6 +386,7 @@ absl::StatusOr<size_t> TraceByteSource::Inflate(char* out, size_t size) {
   gzip_->inflated += n;
   return n;
 }
+#endif  // BUBBLEWATCH_HAVE_ISAL
 
 absl::StatusOr<simdjson::padded_string> ReadRest(TraceByteSource& source,
                                                  absl::string_view head) {

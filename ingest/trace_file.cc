@@ -133,7 +133,7 @@ struct TraceByteSource::Gzip {
 
   // Chunks decompressed ahead, and the reader's position in the first one.
   static constexpr size_t kChunkSize = 256 << 10;
-  static constexpr size_t kChunksAhead = 4;
+  static constexpr size_t kChunksAhead = 2;
   std::mutex mu;
   std::condition_variable changed;
   std::deque<std::string> ready;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <fstream>
+#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -228,6 +229,39 @@ TEST(ChromeTraceStream, EveryTruncationIsAnErrorNotACrash) {
   ASSERT_FALSE(half.ok());
   EXPECT_EQ(half.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(half.status().message(), HasSubstr("truncated gzip"));
+}
+
+// Mutated traces (bytes replaced by JSON's structural characters, quotes and
+// escapes) read the same streamed in small chunks as in memory: the same
+// trace, or the same error.
+TEST(ChromeTraceStream, MutatedTracesReadTheSameStreamedAsInMemory) {
+  const std::string base = TrickyTrace();
+  const std::string alphabet = "{}[]\",:\\ a1-.eEtn";
+  std::mt19937 rng(20261130);
+  int ok = 0;
+  for (int round = 0; round < 300; ++round) {
+    std::string json = base;
+    int edits = 1 + static_cast<int>(rng() % 3);
+    for (int e = 0; e < edits; ++e) {
+      json[rng() % json.size()] = alphabet[rng() % alphabet.size()];
+    }
+    SCOPED_TRACE(json);
+    absl::StatusOr<Trace> whole =
+        ReadChromeTrace(simdjson::padded_string(json));
+    absl::StatusOr<Trace> streamed =
+        ReadStreamed(WriteTemp("mutated.json", json), 1 + rng() % 64);
+    ASSERT_EQ(streamed.ok(), whole.ok())
+        << streamed.status() << " vs " << whole.status();
+    if (whole.ok()) {
+      ++ok;
+      EXPECT_EQ(Describe(*streamed), Describe(*whole));
+    } else {
+      EXPECT_EQ(streamed.status(), whole.status());
+    }
+  }
+  // Both outcomes were exercised.
+  EXPECT_GT(ok, 10);
+  EXPECT_LT(ok, 290);
 }
 
 }  // namespace

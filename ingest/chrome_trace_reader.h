@@ -50,7 +50,7 @@
 // elements; each object element is parsed on its own with simdjson On-Demand
 // (names interned without a copy per event, numbers read from their token
 // text). From a file (ReadChromeTrace(TraceByteSource&, ...)) the bytes are
-// gunzipped and read in chunks of 1 MiB into a buffer that only holds the
+// gunzipped and read in chunks of 256 KiB into a buffer that only holds the
 // current event, so peak memory is that of the events kept, not of the file.
 #ifndef BUBBLEWATCH_INGEST_CHROME_TRACE_READER_H_
 #define BUBBLEWATCH_INGEST_CHROME_TRACE_READER_H_

@@ -1,8 +1,12 @@
 #include "ingest/chrome_trace_reader.h"
 
 #include <algorithm>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,38 +36,92 @@ struct EventFields {
   uint64_t bytes = 0;
 };
 
+// Where the reader gets its bytes: a padded buffer it borrows whole, or a
+// source it reads in chunks into a buffer of its own. buf_[0, len_) are the
+// bytes at file offsets [base_, base_ + len_); SIMDJSON_PADDING readable bytes
+// follow len_. Scanning stands at pos_; More() drops the bytes before mark_
+// (what the caller still needs starts there) and appends the next chunk.
 class ChromeTraceReader {
  public:
   ChromeTraceReader(const simdjson::padded_string& json,
                     const ReadProgressFn& progress)
-      : json_(json), progress_(progress), names_(&trace_) {}
+      : progress_(progress),
+        names_(&trace_),
+        buf_(json.data()),
+        len_(json.size()),
+        readable_(json.size() + simdjson::SIMDJSON_PADDING),
+        eof_(true) {}
+
+  ChromeTraceReader(TraceByteSource& source, absl::string_view head,
+                    const ReadProgressFn& progress)
+      : progress_(progress), names_(&trace_), source_(&source) {
+    Reserve(std::max(kChunkBytes * 2, head.size()));
+    std::memcpy(storage_.get(), head.data(), head.size());
+    len_ = head.size();
+  }
 
   absl::StatusOr<Trace> Read();
 
  private:
-  absl::Status ReadEvents(od::value& value);
-  absl::Status ReadEvent(od::value& element, size_t index);
+  static constexpr size_t kChunkBytes = 256 << 10;
+
+  absl::Status ReadEvents();
+  absl::Status ReadEvent(size_t begin, size_t size, size_t index);
   absl::Status ReadArgs(od::value& value, EventFields* f);
   absl::Status KeepEvent(const EventFields& f, const KinetoCategory& category,
                          size_t index);
+  absl::Status ReadTopLevelValue(std::string_view key);
   absl::Status ReadDistributedInfo(od::value& value);
-  absl::Status ReadBaseTime(od::value& value);
+  absl::Status ReadBaseTime(std::string_view token);
   absl::Status ApplyBaseTime();
+
+  // The buffer.
+  void Reserve(size_t capacity);
+  // Appends the next chunk after dropping the bytes before mark_ (positions
+  // shift down by mark_, which becomes 0); false at the end of the input.
+  absl::StatusOr<bool> More();
+  // Moves pos_ to the next non-space byte; false at the end of the input.
+  absl::StatusOr<bool> SkipSpace();
+  // Like SkipSpace, but the end of the input is an error: truncated.
+  absl::Status SkipSpaceExpectMore(std::string_view inside);
+  // Moves pos_ past the JSON value starting at pos_ (a container or string by
+  // its brackets and quotes, escapes honoured; a scalar up to the next
+  // delimiter). With `keep`, its text is buf_[mark_, pos_) afterwards.
+  absl::Status ScanValue(bool keep);
+  uint64_t Offset(size_t i) const { return base_ + i; }
+  absl::Status SyntaxAt(uint64_t offset, std::string_view what) const {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad JSON at offset ", offset, ": ", AbslView(what)));
+  }
+  absl::Status Truncated(std::string_view inside) const {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bad JSON at offset ", Offset(len_), ": the input ends inside ",
+        AbslView(inside), " (the input ends early: truncated?)"));
+  }
 
   // Counts a skipped event under the reason made of `parts`, each cut to 64
   // bytes; allocates only the first time a reason is seen.
   void CountSkip(std::initializer_list<std::string_view> parts);
-  // A JSON syntax error; one that ran into the end of input says the file
-  // may be truncated.
+  // A JSON syntax error inside the document simdjson is on (one event, or a
+  // top-level value), which starts at file offset `doc_offset`.
   absl::Status Syntax(simdjson::error_code error) {
-    absl::Status status = JsonSyntaxError(doc_, json_, error);
+    uint64_t offset = doc_offset_ + doc_size_;
     const char* location = nullptr;
-    if (doc_.current_location().get(location) != simdjson::SUCCESS ||
-        location >= json_.data() + json_.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          status.message(), " (the input ends early: truncated?)"));
+    if (doc_.current_location().get(location) == simdjson::SUCCESS &&
+        location != nullptr && location >= doc_begin_) {
+      offset = doc_offset_ + static_cast<uint64_t>(location - doc_begin_);
     }
-    return status;
+    return SyntaxAt(offset, simdjson::error_message(error));
+  }
+  absl::Status Iterate(const char* begin, size_t size, size_t readable,
+                       uint64_t offset) {
+    doc_begin_ = begin;
+    doc_size_ = size;
+    doc_offset_ = offset;
+    if (auto err = parser_.iterate(begin, size, readable).get(doc_)) {
+      return SyntaxAt(offset, simdjson::error_message(err));
+    }
+    return absl::OkStatus();
   }
   static absl::Status EventError(size_t index, std::string_view what) {
     return absl::InvalidArgumentError(
@@ -72,13 +130,15 @@ class ChromeTraceReader {
   absl::StatusOr<int64_t> Micros(std::string_view token, std::string_view field,
                                  size_t index);
   uint32_t IdKey(std::string_view token);
-  void ReportProgress(const char* position);
+  void ReportProgress(bool last);
 
-  const simdjson::padded_string& json_;
   const ReadProgressFn& progress_;
   uint64_t next_progress_ = kChromeProgressStepBytes;
   od::parser parser_;
   od::document doc_;
+  const char* doc_begin_ = nullptr;
+  size_t doc_size_ = 0;
+  uint64_t doc_offset_ = 0;
   Trace trace_;
   NameInterner names_;
   DuplicateEventFilter duplicates_;
@@ -87,95 +147,316 @@ class ChromeTraceReader {
   std::optional<int64_t> base_time_ns_;
   int64_t max_start_ns_ = std::numeric_limits<int64_t>::min();
   bool has_events_ = false;
+
+  TraceByteSource* source_ = nullptr;
+  std::unique_ptr<char[]> storage_;
+  size_t capacity_ = 0;  // storage_ holds capacity_ + SIMDJSON_PADDING.
+  const char* buf_ = nullptr;
+  size_t len_ = 0;
+  size_t readable_ = 0;  // Bytes readable from buf_, padding included.
+  size_t pos_ = 0;
+  size_t mark_ = 0;
+  uint64_t base_ = 0;
+  bool eof_ = false;
 };
 
+void ChromeTraceReader::Reserve(size_t capacity) {
+  auto storage =
+      std::make_unique<char[]>(capacity + simdjson::SIMDJSON_PADDING);
+  if (len_ > 0) std::memcpy(storage.get(), buf_, len_);
+  std::memset(storage.get() + len_, ' ',
+              capacity + simdjson::SIMDJSON_PADDING - len_);
+  storage_ = std::move(storage);
+  capacity_ = capacity;
+  buf_ = storage_.get();
+  readable_ = capacity_ + simdjson::SIMDJSON_PADDING;
+}
+
+absl::StatusOr<bool> ChromeTraceReader::More() {
+  if (eof_) return false;
+  if (mark_ > 0) {
+    std::memmove(storage_.get(), storage_.get() + mark_, len_ - mark_);
+    base_ += mark_;
+    len_ -= mark_;
+    pos_ -= mark_;
+    mark_ = 0;
+  }
+  if (capacity_ - len_ < kChunkBytes / 2) Reserve(capacity_ * 2);
+  ASSIGN_OR_RETURN(size_t n,
+                   source_->Read(storage_.get() + len_,
+                                 std::min(kChunkBytes, capacity_ - len_)));
+  if (n == 0) {
+    eof_ = true;
+    return false;
+  }
+  len_ += n;
+  return true;
+}
+
+absl::StatusOr<bool> ChromeTraceReader::SkipSpace() {
+  while (true) {
+    while (pos_ < len_ && (buf_[pos_] == ' ' || buf_[pos_] == '\n' ||
+                           buf_[pos_] == '\r' || buf_[pos_] == '\t')) {
+      ++pos_;
+    }
+    if (pos_ < len_) return true;
+    mark_ = pos_;
+    ASSIGN_OR_RETURN(bool more, More());
+    if (!more) return false;
+  }
+}
+
+absl::Status ChromeTraceReader::SkipSpaceExpectMore(std::string_view inside) {
+  ASSIGN_OR_RETURN(bool more, SkipSpace());
+  if (!more) return Truncated(inside);
+  return absl::OkStatus();
+}
+
+// Where a scan of a container or string stands between two stretches of
+// input.
+struct ScanState {
+  int depth = 0;
+  bool in_string = false;
+  bool escape_pending = false;  // The next byte is escaped by a '\\'.
+};
+
+// Moves `s` through one byte that matters (a quote, backslash, bracket or
+// brace); true when the value closed with it.
+inline bool Step(char c, ScanState& s) {
+  if (s.in_string) {
+    if (c == '\\') {
+      s.escape_pending = true;
+    } else if (c == '"') {
+      s.in_string = false;
+      return s.depth == 0;
+    }
+    return false;
+  }
+  if (c == '"') {
+    s.in_string = true;
+  } else if (c == '{' || c == '[') {
+    ++s.depth;
+  } else if (c == '}' || c == ']') {
+    return --s.depth == 0;
+  }
+  return false;
+}
+
+// Scans [p, end) for the end of the value `s` is in; returns the byte after
+// it, or nullptr when the stretch ended first. REQUIRES: 32 bytes readable
+// from every p < end (the buffers' padding).
+const char* ScanStretch(const char* p, const char* const end, ScanState& s) {
+#if defined(__AVX2__)
+  const __m256i quote = _mm256_set1_epi8('"');
+  const __m256i backslash = _mm256_set1_epi8('\\');
+  const __m256i case_bit = _mm256_set1_epi8(0x20);
+  // '[' | 0x20 == '{', ']' | 0x20 == '}'; no other byte maps onto them.
+  const __m256i open = _mm256_set1_epi8('{');
+  const __m256i close = _mm256_set1_epi8('}');
+  while (p < end) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const __m256i folded = _mm256_or_si256(v, case_bit);
+    const __m256i hits =
+        _mm256_or_si256(_mm256_or_si256(_mm256_cmpeq_epi8(v, quote),
+                                        _mm256_cmpeq_epi8(v, backslash)),
+                        _mm256_or_si256(_mm256_cmpeq_epi8(folded, open),
+                                        _mm256_cmpeq_epi8(folded, close)));
+    uint64_t mask = static_cast<uint32_t>(_mm256_movemask_epi8(hits));
+    const size_t avail = static_cast<size_t>(end - p);
+    const size_t width = avail < 32 ? avail : 32;
+    mask &= (uint64_t{1} << width) - 1;
+    if (s.escape_pending) {
+      mask &= ~uint64_t{1};
+      s.escape_pending = false;
+    }
+    while (mask != 0) {
+      const int i = __builtin_ctzll(mask);
+      mask &= mask - 1;
+      if (Step(p[i], s)) return p + i + 1;
+      if (s.escape_pending) {
+        if (static_cast<size_t>(i) + 1 < width) {
+          mask &= ~(uint64_t{1} << (i + 1));
+          s.escape_pending = false;
+        }  // Else the escaped byte starts the next stretch.
+      }
+    }
+    p += width;
+  }
+  return nullptr;
+#else
+  for (; p < end; ++p) {
+    if (s.escape_pending) {
+      s.escape_pending = false;
+      continue;
+    }
+    if (Step(*p, s)) return p + 1;
+  }
+  return nullptr;
+#endif
+}
+
+absl::Status ChromeTraceReader::ScanValue(bool keep) {
+  mark_ = pos_;
+  const char first = buf_[pos_];
+  const bool scalar = first != '{' && first != '[' && first != '"';
+  ScanState state;
+  while (true) {
+    const char* p = buf_ + pos_;
+    const char* const end = buf_ + len_;
+    if (scalar) {
+      while (p < end && *p != ',' && *p != ']' && *p != '}' && *p != ' ' &&
+             *p != '\n' && *p != '\r' && *p != '\t') {
+        ++p;
+      }
+      if (p < end) {
+        pos_ = static_cast<size_t>(p - buf_);
+        return absl::OkStatus();
+      }
+    } else {
+      const char* after = ScanStretch(p, end, state);
+      if (after != nullptr) {
+        pos_ = static_cast<size_t>(after - buf_);
+        return absl::OkStatus();
+      }
+      p = end;
+    }
+    pos_ = static_cast<size_t>(p - buf_);
+    if (!keep) mark_ = pos_;
+    ASSIGN_OR_RETURN(bool more, More());
+    if (!more) {
+      if (scalar) return absl::OkStatus();  // The caller finds what is missing.
+      return Truncated(state.in_string ? "a string" : "an object or array");
+    }
+  }
+}
+
 absl::StatusOr<Trace> ChromeTraceReader::Read() {
-  if (auto err = parser_.iterate(json_).get(doc_)) {
+  ASSIGN_OR_RETURN(bool any, SkipSpace());
+  if (!any) {
+    return absl::InvalidArgumentError("bad JSON: the input is empty");
+  }
+  if (buf_[pos_] != '{') {
     return absl::InvalidArgumentError(
-        absl::StrCat("bad JSON: ", simdjson::error_message(err),
-                     err == simdjson::UNCLOSED_STRING ? " (truncated?)" : ""));
+        "the top level must be an object with \"traceEvents\"");
   }
-  od::object root;
-  if (auto err = doc_.get_object().get(root)) {
-    if (err == simdjson::INCORRECT_TYPE) {
-      return absl::InvalidArgumentError(
-          "the top level must be an object with \"traceEvents\"");
+  ++pos_;
+  RETURN_IF_ERROR(SkipSpaceExpectMore("the top-level object"));
+  bool first = true;
+  while (true) {
+    if (first && buf_[pos_] == '}') break;
+    first = false;
+    if (buf_[pos_] != '"') {
+      return SyntaxAt(Offset(pos_), "expected a key in the top-level object");
     }
-    if (err == simdjson::INCOMPLETE_ARRAY_OR_OBJECT) {
-      // simdjson checks up front that the last token closes the top level.
-      return absl::InvalidArgumentError(
-          "bad JSON: the input does not end with the top-level object's '}' "
-          "(truncated, or something after it)");
+    RETURN_IF_ERROR(ScanValue(/*keep=*/true));
+    std::string key(buf_ + mark_ + 1, pos_ - mark_ - 2);
+    RETURN_IF_ERROR(SkipSpaceExpectMore("the top-level object"));
+    if (buf_[pos_] != ':') {
+      return SyntaxAt(Offset(pos_), "expected ':' after a key");
     }
-    return Syntax(err);
+    ++pos_;
+    RETURN_IF_ERROR(SkipSpaceExpectMore("the top-level object"));
+    RETURN_IF_ERROR(ReadTopLevelValue(key));
+    RETURN_IF_ERROR(SkipSpaceExpectMore("the top-level object"));
+    if (buf_[pos_] == '}') break;
+    if (buf_[pos_] != ',') {
+      return SyntaxAt(Offset(pos_),
+                      "expected ',' or '}' after a top-level value");
+    }
+    ++pos_;
+    RETURN_IF_ERROR(SkipSpaceExpectMore("the top-level object"));
   }
-  for (auto field_result : root) {
-    od::field field;
-    if (auto err = std::move(field_result).get(field)) return Syntax(err);
-    od::raw_json_string key = field.key();
-    od::value& value = field.value();
-    if (key == "traceEvents") {
-      RETURN_IF_ERROR(ReadEvents(value));
-    } else if (key == "distributedInfo") {
-      RETURN_IF_ERROR(ReadDistributedInfo(value));
-    } else if (key == "baseTimeNanoseconds") {
-      RETURN_IF_ERROR(ReadBaseTime(value));
-    } else if (key == "bubblewatch_job") {
-      // Written by bubblewatch_torch (torch.profiler's add_metadata), so the
-      // watcher can tell the job without relying on the file name.
-      std::string_view job;
-      if (value.get_string().get(job) == simdjson::SUCCESS) {
-        trace_.job = std::string(job);
-      }
-    } else if (key == "host_name") {
-      std::string_view host;
-      if (value.get_string().get(host) == simdjson::SUCCESS) {
-        trace_.host = std::string(host);
-      }
-    }
-  }
-  // Anything but the end of input after the top-level object is an error.
-  const char* trailing = nullptr;
-  if (doc_.current_location().get(trailing) == simdjson::SUCCESS) {
-    return Syntax(simdjson::TRAILING_CONTENT);
+  ++pos_;
+  // Anything but white space after the top-level object is an error.
+  ASSIGN_OR_RETURN(bool trailing, SkipSpace());
+  if (trailing) {
+    return SyntaxAt(Offset(pos_),
+                    simdjson::error_message(simdjson::TRAILING_CONTENT));
   }
   if (!has_events_) {
     return absl::InvalidArgumentError(
         "not a Chrome trace: no \"traceEvents\" array");
   }
   RETURN_IF_ERROR(ApplyBaseTime());
-  if (progress_) progress_(json_.size(), json_.size());
+  ReportProgress(/*last=*/true);
   return std::move(trace_);
 }
 
-absl::Status ChromeTraceReader::ReadEvents(od::value& value) {
-  od::array events;
-  if (auto err = value.get_array().get(events)) {
-    if (err == simdjson::INCORRECT_TYPE) {
+absl::Status ChromeTraceReader::ReadTopLevelValue(std::string_view key) {
+  if (key == "traceEvents") {
+    if (buf_[pos_] != '[') {
       return absl::InvalidArgumentError("\"traceEvents\" must be an array");
     }
-    return Syntax(err);
+    return ReadEvents();
   }
-  has_events_ = true;
-  size_t index = 0;
-  for (auto element_result : events) {
-    od::value element;
-    if (auto err = std::move(element_result).get(element)) return Syntax(err);
-    RETURN_IF_ERROR(ReadEvent(element, index));
-    ++index;
+  bool wanted = key == "distributedInfo" || key == "baseTimeNanoseconds" ||
+                key == "host_name" || key == "bubblewatch_job";
+  RETURN_IF_ERROR(ScanValue(/*keep=*/wanted));
+  if (!wanted) return absl::OkStatus();
+  std::string_view text(buf_ + mark_, pos_ - mark_);
+  if (key == "baseTimeNanoseconds") return ReadBaseTime(text);
+  // Small values: parsed from a padded copy of their own.
+  simdjson::padded_string copy(text);
+  RETURN_IF_ERROR(Iterate(copy.data(), copy.size(),
+                          copy.size() + simdjson::SIMDJSON_PADDING,
+                          Offset(mark_)));
+  if (key == "distributedInfo") {
+    if (text.front() != '{')
+      return absl::OkStatus();  // Not an object: no info.
+    od::value value;
+    if (auto err = doc_.get_value().get(value)) return Syntax(err);
+    return ReadDistributedInfo(value);
+  }
+  std::string_view text_value;
+  if (doc_.get_string().get(text_value) == simdjson::SUCCESS) {
+    // "bubblewatch_job" is written by bubblewatch_torch (torch.profiler's
+    // add_metadata), so the watcher can tell the job without the file name.
+    (key == "host_name" ? trace_.host : trace_.job) = std::string(text_value);
   }
   return absl::OkStatus();
 }
 
-absl::Status ChromeTraceReader::ReadEvent(od::value& element, size_t index) {
-  const char* begin = element.raw_json_token().data();
-  if ((index & 1023) == 0) ReportProgress(begin);
-  od::object object;
-  if (auto err = element.get_object().get(object)) {
-    if (err != simdjson::INCORRECT_TYPE) return Syntax(err);
-    CountSkip({"non-object event"});
+absl::Status ChromeTraceReader::ReadEvents() {
+  ++pos_;  // The '['.
+  has_events_ = true;
+  RETURN_IF_ERROR(SkipSpaceExpectMore("\"traceEvents\""));
+  if (buf_[pos_] == ']') {
+    ++pos_;
     return absl::OkStatus();
   }
+  for (size_t index = 0;; ++index) {
+    if ((index & 1023) == 0) ReportProgress(/*last=*/false);
+    char c = buf_[pos_];
+    if (c == '{') {
+      RETURN_IF_ERROR(ScanValue(/*keep=*/true));
+      RETURN_IF_ERROR(ReadEvent(mark_, pos_ - mark_, index));
+    } else if (c == ',' || c == ']' || c == '}' || c == ':') {
+      return SyntaxAt(Offset(pos_), "expected a value in \"traceEvents\"");
+    } else {
+      RETURN_IF_ERROR(ScanValue(/*keep=*/false));
+      CountSkip({"non-object event"});
+    }
+    RETURN_IF_ERROR(SkipSpaceExpectMore("\"traceEvents\""));
+    if (buf_[pos_] == ']') {
+      ++pos_;
+      return absl::OkStatus();
+    }
+    if (buf_[pos_] != ',') {
+      return SyntaxAt(
+          Offset(pos_),
+          absl::StrCat("expected ',' or ']' after traceEvents[", index, "]"));
+    }
+    ++pos_;
+    RETURN_IF_ERROR(SkipSpaceExpectMore("\"traceEvents\""));
+  }
+}
+
+absl::Status ChromeTraceReader::ReadEvent(size_t begin, size_t size,
+                                          size_t index) {
+  const char* text_begin = buf_ + begin;
+  RETURN_IF_ERROR(Iterate(text_begin, size, readable_ - begin, Offset(begin)));
+  od::object object;
+  if (auto err = doc_.get_object().get(object)) return Syntax(err);
   EventFields f;
   for (auto field_result : object) {
     od::field field;
@@ -229,26 +510,13 @@ absl::Status ChromeTraceReader::ReadEvent(od::value& element, size_t index) {
     CountSkip({"phase '", ph, "' in category '", cat, "'"});
     return absl::OkStatus();
   }
-  // The object's whole text identifies it: the document now stands on the
-  // ',' or ']' after its closing brace.
-  const char* end = nullptr;
-  if (doc_.current_location().get(end) != simdjson::SUCCESS) {
-    end = json_.data() + json_.size();
-  }
-  std::string_view text = TrimJsonSpace(std::string_view(begin, end - begin));
-  RETURN_IF_ERROR(KeepEvent(f, *category, index));
-  bool repeat = category->gpu
-                    ? duplicates_.IsRepeat(AbslView(text), trace_.gpu.back())
-                    : duplicates_.IsRepeat(AbslView(text), trace_.cpu.back());
-  if (repeat) {
-    if (category->gpu) {
-      trace_.gpu.pop_back();
-    } else {
-      trace_.cpu.pop_back();
-    }
+  // The object's whole text identifies it. A repeat reads as the same event
+  // as its first copy, which was kept (or failed the read): skip it.
+  if (duplicates_.IsRepeat(absl::string_view(text_begin, size))) {
     CountSkip({"duplicate event"});
+    return absl::OkStatus();
   }
-  return absl::OkStatus();
+  return KeepEvent(f, *category, index);
 }
 
 absl::Status ChromeTraceReader::ReadArgs(od::value& value, EventFields* f) {
@@ -389,8 +657,7 @@ absl::Status ChromeTraceReader::ReadDistributedInfo(od::value& value) {
   return absl::OkStatus();
 }
 
-absl::Status ChromeTraceReader::ReadBaseTime(od::value& value) {
-  std::string_view token = TokenText(value);
+absl::Status ChromeTraceReader::ReadBaseTime(std::string_view token) {
   base_time_ns_ = TokenInteger(token);
   if (!base_time_ns_) {
     return absl::InvalidArgumentError(
@@ -443,12 +710,28 @@ void ChromeTraceReader::CountSkip(
   }
 }
 
-void ChromeTraceReader::ReportProgress(const char* position) {
+void ChromeTraceReader::ReportProgress(bool last) {
   if (!progress_) return;
-  uint64_t done = static_cast<uint64_t>(position - json_.data());
+  uint64_t done = Offset(pos_);
+  if (last) {
+    progress_(done, done);
+    return;
+  }
   if (done < next_progress_) return;
   next_progress_ = done + kChromeProgressStepBytes;
-  progress_(done, json_.size());
+  uint64_t total = done;
+  if (source_ == nullptr) {
+    total = len_;
+  } else if (!source_->compressed()) {
+    total = source_->file_size();
+  } else if (source_->file_bytes_consumed() > 0) {
+    // Uncompressed size unknown until the end: scale by the compressed part.
+    total = static_cast<uint64_t>(
+        static_cast<double>(source_->bytes_produced()) *
+        static_cast<double>(source_->file_size()) /
+        static_cast<double>(source_->file_bytes_consumed()));
+  }
+  progress_(done, std::max(done, total));
 }
 
 }  // namespace
@@ -456,6 +739,13 @@ void ChromeTraceReader::ReportProgress(const char* position) {
 absl::StatusOr<Trace> ReadChromeTrace(const simdjson::padded_string& json,
                                       const ReadProgressFn& progress) {
   ChromeTraceReader reader(json, progress);
+  return reader.Read();
+}
+
+absl::StatusOr<Trace> ReadChromeTrace(TraceByteSource& source,
+                                      absl::string_view head,
+                                      const ReadProgressFn& progress) {
+  ChromeTraceReader reader(source, head, progress);
   return reader.Read();
 }
 

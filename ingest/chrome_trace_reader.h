@@ -47,8 +47,13 @@
 //   Other keys ("deviceProperties", "schemaVersion", ...) are metadata, not
 //   events: ignored and not counted.
 //
-// Speed: one simdjson On-Demand pass; names are interned without a copy per
-// event, numbers are read from their token text.
+// Speed and memory: the input is never parsed as one document. A small
+// string-aware scanner walks the top level and cuts "traceEvents" into its
+// elements; each object element is parsed on its own with simdjson On-Demand
+// (names interned without a copy per event, numbers read from their token
+// text). From a file (ReadChromeTrace(TraceByteSource&, ...)) the bytes are
+// gunzipped and read in chunks of 256 KiB into a buffer that only holds the
+// current event, so peak memory is that of the events kept, not of the file.
 #ifndef BUBBLEWATCH_INGEST_CHROME_TRACE_READER_H_
 #define BUBBLEWATCH_INGEST_CHROME_TRACE_READER_H_
 
@@ -56,6 +61,8 @@
 #include <functional>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "ingest/trace_file.h"
 #include "schemas/trace.h"
 #include "simdjson.h"
 
@@ -63,6 +70,8 @@ namespace bubblewatch {
 
 // Called now and then while reading with how many bytes of the JSON have been
 // read so far and how many there are in all; the last call has done == total.
+// Streaming a gzip file, `total` is an estimate until that last call (the
+// bytes done scaled by the file's size over the compressed bytes consumed).
 using ReadProgressFn =
     std::function<void(uint64_t done_bytes, uint64_t total_bytes)>;
 
@@ -78,6 +87,14 @@ inline constexpr uint64_t kChromeProgressStepBytes = 4 << 20;
 // fit in int64 nanoseconds (also after adding baseTimeNanoseconds); args.device
 // or args.stream present but not an integer on a GPU activity.
 absl::StatusOr<Trace> ReadChromeTrace(const simdjson::padded_string& json,
+                                      const ReadProgressFn& progress = nullptr);
+
+// The same, streaming the bytes of `source`, which starts with `head` (bytes
+// already taken from it, e.g. to sniff the format). Errors also include the
+// source's (kDataLoss for a truncated gzip). Byte offsets in messages count
+// uncompressed JSON bytes from the start of the file.
+absl::StatusOr<Trace> ReadChromeTrace(TraceByteSource& source,
+                                      absl::string_view head,
                                       const ReadProgressFn& progress = nullptr);
 
 }  // namespace bubblewatch

@@ -1,20 +1,13 @@
 #include "ingest/duplicate_event_filter.h"
 
-#include "absl/hash/hash.h"
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 namespace bubblewatch {
 
-bool DuplicateEventFilter::IsRepeat(absl::string_view text,
-                                    const GpuActivity& a) {
-  return Insert(
-      text, absl::HashOf(a.start_ns, a.end_ns, a.correlation, a.bytes, a.name,
-                         a.device, a.stream, static_cast<int>(a.kind)));
-}
-
-bool DuplicateEventFilter::IsRepeat(absl::string_view text, const CpuEvent& e) {
-  return Insert(
-      text, absl::HashOf(e.start_ns, e.end_ns, e.correlation, e.thread, e.name,
-                         static_cast<int>(e.category)));
+bool DuplicateEventFilter::IsRepeat(absl::string_view text) {
+  XXH128_hash_t h = XXH3_128bits(text.data(), text.size());
+  return !seen_.insert(Key{h.low64, h.high64}).second;
 }
 
 }  // namespace bubblewatch

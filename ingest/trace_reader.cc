@@ -1,6 +1,7 @@
 #include "ingest/trace_reader.h"
 
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -16,8 +17,10 @@ namespace {
 
 // Decides between the two JSON shapes by looking for their top-level keys
 // near the start; falls back to a full scan only when neither shows up early.
+constexpr size_t kSniffBytes = 1 << 16;
+
 std::optional<TraceFormat> SniffJsonFormat(absl::string_view json) {
-  absl::string_view head = json.substr(0, 1 << 16);
+  absl::string_view head = json.substr(0, kSniffBytes);
   size_t trace_events = head.find("\"traceEvents\"");
   size_t gpu_kernels = head.find("\"gpu_kernels\"");
   if (trace_events == absl::string_view::npos &&
@@ -35,7 +38,7 @@ std::optional<TraceFormat> SniffJsonFormat(absl::string_view json) {
 
 // True if the file starts with the SQLite header. Reads 16 bytes, so that an
 // Nsight Systems export is not loaded whole; a file that cannot be opened
-// reports false and fails in LoadTraceFile with the proper error.
+// reports false and fails in TraceByteSource::Open with the proper error.
 bool FileHasSqliteMagic(absl::string_view path) {
   std::string p(path);
   FILE* f = std::fopen(p.c_str(), "rb");
@@ -81,14 +84,38 @@ absl::StatusOr<Trace> ReadTraceFile(absl::string_view path,
     }
     return trace;
   }
-  ASSIGN_OR_RETURN(simdjson::padded_string bytes, LoadTraceFile(path));
-  absl::string_view view(bytes.data(), bytes.size());
+  // The first 64 KiB (uncompressed) decide the format; a Chrome trace then
+  // streams through the reader, everything else is read whole.
+  ASSIGN_OR_RETURN(std::unique_ptr<TraceByteSource> source,
+                   TraceByteSource::Open(path));
+  std::string head(kSniffBytes, '\0');
+  size_t head_size = 0;
+  while (head_size < head.size()) {
+    ASSIGN_OR_RETURN(size_t n, source->Read(head.data() + head_size,
+                                            head.size() - head_size));
+    if (n == 0) break;
+    head_size += n;
+  }
+  head.resize(head_size);
   if (format == TraceFormat::kAuto) {
     // A gzip-compressed SQLite file: not something nsys writes.
-    if (HasSqliteMagic(view)) {
+    if (HasSqliteMagic(head)) {
       return absl::InvalidArgumentError(
           "a compressed SQLite file: gunzip the Nsight Systems export first");
     }
+    std::optional<TraceFormat> sniffed = SniffJsonFormat(head);
+    if (sniffed == TraceFormat::kChrome) format = *sniffed;
+  }
+  if (format == TraceFormat::kChrome) {
+    absl::StatusOr<Trace> trace =
+        ReadChromeTrace(*source, head, options.progress);
+    if (trace.ok()) trace->source_format = std::string(TraceFormatName(format));
+    return trace;
+  }
+  ASSIGN_OR_RETURN(simdjson::padded_string bytes, ReadRest(*source, head));
+  source.reset();
+  absl::string_view view(bytes.data(), bytes.size());
+  if (format == TraceFormat::kAuto) {
     std::optional<TraceFormat> sniffed = SniffJsonFormat(view);
     if (!sniffed) {
       return absl::InvalidArgumentError(

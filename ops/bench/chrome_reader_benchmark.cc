@@ -8,9 +8,15 @@
 //
 //   build/ops/bench/chrome_reader_benchmark --benchmark_filter=ReadChrome
 //
-// Peak memory of the whole file read (load + gunzip, then conversion; the
-// peak RSS is reset between the two to tell them apart), against the budget
-// of 2 x uncompressed size + 64 MB:
+// And the whole file read as `bubblewatch analyze` does it (ReadTraceFile:
+// streaming, gunzip on a second thread), on rank0.json.gz and on the same
+// JSON uncompressed (written to $TMPDIR once):
+//
+//   build/ops/bench/chrome_reader_benchmark --benchmark_filter=ReadTraceFile
+//
+// Peak memory of the whole file read through ReadTraceFile (streaming: the
+// file is never held whole), against the budget of 64 MiB + 160 bytes per
+// kept event:
 //
 //   build/ops/bench/chrome_reader_benchmark
 //   --peak_rss=tests/testdata/real/hta/mtia_rank_0.json.gz
@@ -32,6 +38,7 @@
 #include "benchmark/benchmark.h"
 #include "ingest/chrome_trace_reader.h"
 #include "ingest/trace_file.h"
+#include "ingest/trace_reader.h"
 
 namespace bubblewatch {
 namespace {
@@ -175,6 +182,55 @@ void BM_ReadChromeTrace_Synthetic100MB(benchmark::State& state) {
 }
 BENCHMARK(BM_ReadChromeTrace_Synthetic100MB)->Unit(benchmark::kMillisecond);
 
+void RunFile(benchmark::State& state, const std::string& path) {
+  size_t events = 0;
+  uint64_t json_bytes = 0;
+  TraceReadOptions options;
+  options.progress = [&](uint64_t done, uint64_t) { json_bytes = done; };
+  for (auto _ : state) {
+    absl::StatusOr<Trace> trace = ReadTraceFile(path, options);
+    if (!trace.ok()) {
+      state.SkipWithError(trace.status().ToString().c_str());
+      return;
+    }
+    events = trace->gpu.size() + trace->cpu.size();
+    benchmark::DoNotOptimize(trace->gpu.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(json_bytes));
+  state.counters["json_MB"] = static_cast<double>(json_bytes) / 1e6;
+  state.counters["kept_events"] = static_cast<double>(events);
+}
+
+void BM_ReadTraceFile_Rank0Gz(benchmark::State& state) {
+  RunFile(state,
+          absl::StrCat(BUBBLEWATCH_TESTDATA_DIR, "/real/hta/rank0.json.gz"));
+}
+BENCHMARK(BM_ReadTraceFile_Rank0Gz)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime();  // Gunzip runs on a second thread.
+
+void BM_ReadTraceFile_Rank0Plain(benchmark::State& state) {
+  static const std::string* path = [] {
+    const char* tmp = std::getenv("TMPDIR");
+    auto* p = new std::string(
+        absl::StrCat(tmp ? tmp : "/tmp", "/bubblewatch_bench_rank0.json"));
+    const simdjson::padded_string& json = Rank0Json();
+    FILE* f = std::fopen(p->c_str(), "wb");
+    if (f == nullptr ||
+        std::fwrite(json.data(), 1, json.size(), f) != json.size()) {
+      std::fprintf(stderr, "cannot write %s\n", p->c_str());
+      std::exit(1);
+    }
+    std::fclose(f);
+    return p;
+  }();
+  RunFile(state, *path);
+}
+BENCHMARK(BM_ReadTraceFile_Rank0Plain)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime();
+
 // A line of /proc/self/status ("VmHWM", "VmRSS") in MiB; -1 if unknown.
 double ProcStatusMiB(const char* field) {
   FILE* f = std::fopen("/proc/self/status", "r");
@@ -199,37 +255,31 @@ void ResetPeakRss() {
   }
 }
 
-// Reads `path` once (load + gunzip, then convert) and prints the peak RSS of
-// each phase against the budget. Returns the exit status.
+// Reads `path` once as `bubblewatch analyze` does and prints the peak RSS
+// against the budget. Returns the exit status.
 int MeasurePeakRss(const char* path) {
-  absl::StatusOr<simdjson::padded_string> json = LoadTraceFile(path);
-  if (!json.ok()) {
-    std::fprintf(stderr, "%s\n", json.status().ToString().c_str());
-    return 1;
-  }
-  double load_peak = ProcStatusMiB("VmHWM");
-  double loaded_rss = ProcStatusMiB("VmRSS");
-  ResetPeakRss();
-  size_t size = json->size();
-  absl::StatusOr<Trace> trace = ReadChromeTrace(*json);
+  double before = ProcStatusMiB("VmRSS");
+  uint64_t json_bytes = 0;
+  TraceReadOptions options;
+  options.progress = [&](uint64_t done, uint64_t) { json_bytes = done; };
+  absl::StatusOr<Trace> trace = ReadTraceFile(path, options);
   if (!trace.ok()) {
     std::fprintf(stderr, "%s\n", trace.status().ToString().c_str());
     return 1;
   }
-  double convert_peak = ProcStatusMiB("VmHWM");
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  double peak = std::max(
-      {static_cast<double>(usage.ru_maxrss) / 1024.0, load_peak, convert_peak});
-  double size_mb = static_cast<double>(size) / (1 << 20);
-  double budget = 2 * size_mb + 64;
+  double peak = std::max(static_cast<double>(usage.ru_maxrss) / 1024.0,
+                         ProcStatusMiB("VmHWM"));
+  size_t events = trace->gpu.size() + trace->cpu.size();
+  double size_mb = static_cast<double>(json_bytes) / (1 << 20);
+  double budget = 64 + static_cast<double>(events) * 160 / (1 << 20);
   std::printf(
       "%s: %.1f MiB of JSON; %zu GPU + %zu CPU events kept\n"
-      "  load+gunzip peak RSS %.1f MiB (%.1f MiB resident after it)\n"
-      "  conversion peak RSS  %.1f MiB (JSON included)\n"
-      "  whole-run peak RSS   %.1f MiB; budget 2 x %.1f + 64 = %.1f MiB\n",
-      path, size_mb, trace->gpu.size(), trace->cpu.size(), load_peak,
-      loaded_rss, convert_peak, peak, size_mb, budget);
+      "  peak RSS %.1f MiB (%.1f MiB before reading); budget 64 + 160 B x "
+      "%zu events = %.1f MiB\n",
+      path, size_mb, trace->gpu.size(), trace->cpu.size(), peak, before, events,
+      budget);
   return peak <= budget ? 0 : 2;
 }
 

@@ -55,6 +55,10 @@ int RunProcessCommand(int argc, char** argv) {
                "where finalized windows are published (\"\" = nowhere)");
   cl.AddString("dlq-topic", &options.dlq_topic, "TOPIC",
                "dead-letter topic for malformed messages");
+  cl.AddString("state-topic", &options.state_topic, "TOPIC",
+               "compacted changelog of per-partition job state, so another "
+               "instance of the group\ntakes a partition over with its state "
+               "(\"\" = none)");
   cl.AddDuration("window", &window, "DURATION", "window length");
   cl.AddDuration("lateness", &lateness, "DURATION",
                  "allowed lateness behind a host's newest event");

@@ -36,7 +36,7 @@ absl::StatusOr<int> TopicPartitionCount(rd_kafka_t* client,
   return absl::NotFoundError(absl::StrCat("topic ", topic, " does not exist"));
 }
 
-absl::Status CreateTopicIfMissing(
+absl::StatusOr<bool> CreateTopicIfMissing(
     rd_kafka_t* client, absl::string_view topic, int partitions,
     const std::vector<std::pair<std::string, std::string>>& configs,
     absl::Duration timeout) {
@@ -84,19 +84,21 @@ absl::Status CreateTopicIfMissing(
   size_t count = 0;
   const rd_kafka_topic_result_t** topics =
       rd_kafka_CreateTopics_result_topics(result, &count);
+  bool created = false;
   for (size_t i = 0; i < count; ++i) {
     rd_kafka_resp_err_t err = rd_kafka_topic_result_error(topics[i]);
-    if (err == RD_KAFKA_RESP_ERR_NO_ERROR ||
-        err == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      created = true;
       continue;
     }
+    if (err == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) continue;
     const char* message = rd_kafka_topic_result_error_string(topics[i]);
     return KafkaErrorToStatus(
         err, absl::StrCat("creating topic ", name,
                           message != nullptr ? absl::StrCat(": ", message)
                                              : std::string()));
   }
-  return absl::OkStatus();
+  return created;
 }
 
 }  // namespace bubblewatch

@@ -27,8 +27,9 @@ absl::StatusOr<int> TopicPartitionCount(rd_kafka_t* client,
 
 // Creates `topic` with `partitions` partitions, the broker's default
 // replication factor and the given topic configs (e.g. cleanup.policy =
-// compact). An existing topic is left as it is and is not an error.
-absl::Status CreateTopicIfMissing(
+// compact). An existing topic is left as it is and is not an error. Returns
+// true when this call created the topic.
+absl::StatusOr<bool> CreateTopicIfMissing(
     rd_kafka_t* client, absl::string_view topic, int partitions,
     const std::vector<std::pair<std::string, std::string>>& configs,
     absl::Duration timeout);

@@ -127,15 +127,17 @@ absl::StatusOr<std::unique_ptr<StateChangelog>> StateChangelog::Create(
       new StateChangelog(std::move(topic), producer, std::move(reader)));
 }
 
-absl::Status StateChangelog::Prepare(int input_partitions) {
-  RETURN_IF_ERROR(CreateTopicIfMissing(
-      reader_.get(), topic_, input_partitions,
-      {{"cleanup.policy", "compact"},
-       // Compaction only touches closed segments: roll them often so the
-       // topic stays about one record per partition.
-       {"segment.ms", "600000"},
-       {"min.cleanable.dirty.ratio", "0.1"}},
-      kTimeout));
+absl::StatusOr<bool> StateChangelog::Prepare(int input_partitions) {
+  ASSIGN_OR_RETURN(
+      bool created,
+      CreateTopicIfMissing(
+          reader_.get(), topic_, input_partitions,
+          {{"cleanup.policy", "compact"},
+           // Compaction only touches closed segments: roll them often so the
+           // topic stays about one record per partition.
+           {"segment.ms", "600000"},
+           {"min.cleanable.dirty.ratio", "0.1"}},
+          kTimeout));
   ASSIGN_OR_RETURN(int partitions,
                    TopicPartitionCount(reader_.get(), topic_, kTimeout));
   if (partitions < input_partitions) {
@@ -145,7 +147,7 @@ absl::Status StateChangelog::Prepare(int input_partitions) {
         "; add partitions to it (kafka-topics --alter --partitions ",
         input_partitions, ")"));
   }
-  return absl::OkStatus();
+  return created;
 }
 
 absl::Status StateChangelog::Write(const PartitionSnapshot& snapshot) {

@@ -86,8 +86,10 @@ class StateChangelog {
   // Creates the changelog topic (compacted) with `input_partitions`
   // partitions when it is missing. kFailedPrecondition when it exists with
   // fewer partitions than the input topic (a snapshot of input partition P
-  // lives in changelog partition P).
-  absl::Status Prepare(int input_partitions);
+  // lives in changelog partition P). Returns true when it created the topic:
+  // then it holds no snapshot yet, and reading it can be skipped (a new
+  // topic's partitions take a moment to get leaders).
+  absl::StatusOr<bool> Prepare(int input_partitions);
 
   // Queues `snapshot` on the producer, to changelog partition
   // snapshot.partition. Errors are librdkafka's enqueue errors.

@@ -109,6 +109,8 @@ class StreamProcessor::Impl {
   RdKafkaPtr producer_;
   std::unique_ptr<StateChangelog> changelog_;  // Null without --state-topic.
   bool changelog_prepared_ = false;
+  // The changelog was created by this assignment round: nothing to read.
+  bool changelog_created_now_ = false;
   // Offsets of the last store commit, committed to the group once that
   // commit's snapshots are acknowledged (the next flush).
   RdKafkaPartitionListPtr pending_group_offsets_;
@@ -171,7 +173,13 @@ absl::Status StreamProcessor::Impl::Init() {
                    NewKafkaClient(RD_KAFKA_PRODUCER, std::move(pconf)));
   if (!options_.state_topic.empty()) {
     KafkaConfig reader_config(options_.brokers);
-    RETURN_IF_ERROR(reader_config.SetAssignments(options_.kafka_properties));
+    // The restore consumer joins no group: group settings (static
+    // membership among them) are the main consumer's only.
+    for (const std::string& assignment : options_.kafka_properties) {
+      if (!absl::StartsWith(assignment, "group.")) {
+        RETURN_IF_ERROR(reader_config.SetAssignment(assignment));
+      }
+    }
     ASSIGN_OR_RETURN(changelog_,
                      StateChangelog::Create(reader_config, options_.state_topic,
                                             producer_.get()));
@@ -220,6 +228,7 @@ void StreamProcessor::Impl::OnAssign(
     }
     partitions_[tp.partition] = std::move(state);
   }
+  changelog_created_now_ = false;
 }
 
 absl::Status StreamProcessor::Impl::RestorePartition(
@@ -232,10 +241,12 @@ absl::Status StreamProcessor::Impl::RestorePartition(
       ASSIGN_OR_RETURN(int partitions,
                        TopicPartitionCount(consumer_.get(), options_.topic,
                                            absl::Seconds(15)));
-      RETURN_IF_ERROR(changelog_->Prepare(partitions));
+      ASSIGN_OR_RETURN(changelog_created_now_, changelog_->Prepare(partitions));
       changelog_prepared_ = true;
     }
-    ASSIGN_OR_RETURN(remote, changelog_->ReadLatest(tp.topic, tp.partition));
+    if (!changelog_created_now_) {
+      ASSIGN_OR_RETURN(remote, changelog_->ReadLatest(tp.topic, tp.partition));
+    }
   }
   // Both are consistent snapshots (progress + job states of one commit);
   // the newer one is the one that processed more. On a tie the local one is
@@ -553,6 +564,9 @@ absl::Status StreamProcessor::Impl::Commit(absl::Time now) {
     }
     if (job.windower) {
       if (std::optional<int64_t> r = job.windower->ResumeOffset()) {
+        spdlog::debug("job {} partition {}: resume {} finalized through {}",
+                      name, job.partition, *r,
+                      job.windower->finalized_through_ns());
         auto [it, inserted] = resume.try_emplace(job.partition, *r);
         if (!inserted) it->second = std::min(it->second, *r);
       }

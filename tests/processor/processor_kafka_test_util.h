@@ -114,8 +114,8 @@ inline std::vector<std::string> ProcessArgs(const std::string& topic,
   return {"process", "--brokers", Brokers(), "--topic", topic, "--group",
           topic + "-group", "--store", store, "--lateness", "5s",
           "--idle-timeout", "3s", "--exit-when-idle", "4s", "--windows-topic",
-          topic + ".windows", "--dlq-topic", topic + ".dlq", "--log-level",
-          "warn",
+          topic + ".windows", "--dlq-topic", topic + ".dlq", "--state-topic",
+          topic + ".state", "--log-level", "warn",
           // A killed member leaves the group only when its session expires.
           "-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=1000"};
 }
@@ -227,9 +227,10 @@ inline void CreateTopic(const std::string& topic, int partitions) {
   KafkaConfig config(Brokers());
   absl::StatusOr<RdKafkaPtr> client = NewKafkaClient(RD_KAFKA_PRODUCER, config);
   ASSERT_TRUE(client.ok()) << client.status();
-  absl::Status s = CreateTopicIfMissing(client->get(), topic, partitions, {},
-                                        absl::Seconds(30));
-  ASSERT_TRUE(s.ok()) << s;
+  absl::StatusOr<bool> created = CreateTopicIfMissing(
+      client->get(), topic, partitions, {}, absl::Seconds(30));
+  ASSERT_TRUE(created.ok()) << created.status();
+  ASSERT_TRUE(*created);
   absl::StatusOr<int> count =
       TopicPartitionCount(client->get(), topic, absl::Seconds(30));
   ASSERT_TRUE(count.ok()) << count.status();

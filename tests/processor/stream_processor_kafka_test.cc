@@ -115,6 +115,73 @@ TEST(StreamProcessorKafka, KilledAgainAndAgainGivesTheSameWindows) {
   std::filesystem::remove_all(store);
 }
 
+// Event time, per the brief: an event behind its host's newest one by less
+// than the lateness still lands in its window, which is not final yet; an
+// event for a window that is already final is counted as late in that
+// window (stored and published again with the count), never dropped
+// silently and never added to the finished analysis.
+TEST(StreamProcessorKafka, LateEventsUpdateOpenWindowsAndAreCountedOnceFinal) {
+  std::string topic = Unique("bw-late");
+  std::string store = ::testing::TempDir() + "/" + topic;
+  constexpr int64_t kBase = int64_t{1'767'225'600} * 1'000'000'000;
+  constexpr int64_t kSec = 1'000'000'000;
+  constexpr int64_t kKernel = 100'000'000;  // 100 ms each.
+  Trace t;
+  NameInterner names(&t);
+  NameId k = names.Intern("gemm");
+  // Send order, one batch each: on time for [0, 10 s); 11 s holds the
+  // watermark at 9 s (lateness 2 s); 9.5 s arrives out of order but within
+  // the lateness; 13 s moves the watermark to 11 s and closes [0, 10 s);
+  // 5 s is then behind a final window: late; 25 s closes [10 s, 20 s).
+  std::vector<int64_t> starts_s10 = {10, 20,  30, 40,  50, 60, 70,
+                                     80, 110, 95, 130, 50, 250};
+  for (int64_t s10 : starts_s10) {
+    const int64_t start = kBase + s10 * kSec / 10;
+    t.gpu.push_back(
+        GpuActivity{.start_ns = start, .end_ns = start + kKernel, .name = k});
+  }
+  KafkaConfig config(Brokers());
+  EventProducerOptions options;
+  options.topic = topic;
+  absl::StatusOr<std::unique_ptr<EventProducer>> producer =
+      EventProducer::Create(config, options);
+  ASSERT_TRUE(producer.ok()) << producer.status();
+  ASSERT_TRUE((*producer)->WaitUntilReachable(absl::Seconds(30)).ok());
+  EventBatchEncoder encoder(&t);
+  BatchHeader header{.job = "job-late", .host = "h", .producer_id = 9};
+  for (size_t i = 0; i < t.gpu.size(); ++i) {
+    std::span<const uint8_t> bytes = encoder.Encode(header, i, i + 1, 0, 0);
+    std::vector<uint8_t> copy(bytes.begin(), bytes.end());
+    ASSERT_TRUE((*producer)->Send("job-late", copy, 1).ok());
+    ++header.sequence;
+  }
+  ASSERT_TRUE((*producer)->Flush(absl::Seconds(30)).ok());
+
+  std::vector<std::string> args = ProcessArgs(topic, store);
+  args.insert(args.end(), {"--lateness", "2s"});
+  ASSERT_EQ(RunToEnd(args), 0);
+  std::vector<WindowSummary> windows = StoredWindows(store, {"job-late"});
+  ASSERT_EQ(windows.size(), 3u);  // [0, 10), [10, 20), [20, 30) s.
+  // [0, 10 s): the eight on-time kernels and the one within the lateness;
+  // the late one is counted, not analyzed.
+  EXPECT_EQ(windows[0].window.start_ns, kBase);
+  EXPECT_EQ(windows[0].window.job.compute_ns, 9 * kKernel);
+  EXPECT_EQ(windows[0].gpu_events, 9);
+  EXPECT_EQ(windows[0].late_events, 1);
+  EXPECT_EQ(windows[1].window.job.compute_ns, 2 * kKernel);
+  EXPECT_EQ(windows[1].late_events, 0);
+  EXPECT_EQ(windows[2].window.job.compute_ns, 1 * kKernel);
+  EXPECT_EQ(windows[2].late_events, 0);
+  // The windows topic carries the update too: the newest version of the
+  // first window has the late count.
+  int64_t published_late = -1;
+  for (const WindowSummary& w : ReadWindowsTopic(topic + ".windows")) {
+    if (w.window.start_ns == kBase) published_late = w.late_events;
+  }
+  EXPECT_EQ(published_late, 1);
+  std::filesystem::remove_all(store);
+}
+
 TEST(StreamProcessorKafka, MalformedMessagesGoToTheDeadLetterTopicWithReasons) {
   std::string topic = Unique("bw-dlq");
   std::string store = ::testing::TempDir() + "/" + topic;

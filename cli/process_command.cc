@@ -66,6 +66,9 @@ int RunProcessCommand(int argc, char** argv) {
                  "close a job's windows after this much wall time of silence");
   cl.AddDuration("retention", &options.retention, "DURATION",
                  "keep windows this long (event time, per job)");
+  cl.AddDuration("progress-interval", &options.log_interval, "DURATION",
+                 "how often the progress line (events/s, lag, late, DLQ) is "
+                 "logged");
   cl.AddDuration("exit-when-idle", &options.exit_when_idle, "DURATION",
                  "exit once nothing arrived for this long and every job is "
                  "closed (0 = run forever)");
@@ -92,6 +95,9 @@ int RunProcessCommand(int argc, char** argv) {
   if (store_path.empty()) usage_error = "--store is required";
   if (window <= absl::ZeroDuration()) usage_error = "--window must be > 0";
   if (lateness < absl::ZeroDuration()) usage_error = "--lateness must be >= 0";
+  if (options.log_interval <= absl::ZeroDuration()) {
+    usage_error = "--progress-interval must be > 0";
+  }
   if (!http_listen.empty()) {
     if (absl::Status s =
             ParseListenAddress(http_listen, &http.host, &http.port);

@@ -108,7 +108,14 @@ int RunDemoCommand(int argc, char** argv) {
       EmbeddedKafkaCluster::Create();
   if (!cluster.ok()) return Fail(cluster.status().message());
   const std::string topic = "bubblewatch.events";
+  // The mock cluster has no CreateTopics API: the processor's state
+  // changelog is created here, as an operator would.
   if (absl::Status s = (*cluster)->CreateTopic(topic, 4); !s.ok()) {
+    return Fail(s.message());
+  }
+  if (absl::Status s =
+          (*cluster)->CreateTopic(StreamProcessorOptions().state_topic, 4);
+      !s.ok()) {
     return Fail(s.message());
   }
   std::cout << "2. producing to the embedded Kafka cluster at "

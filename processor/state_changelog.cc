@@ -128,6 +128,21 @@ absl::StatusOr<std::unique_ptr<StateChangelog>> StateChangelog::Create(
 }
 
 absl::StatusOr<bool> StateChangelog::Prepare(int input_partitions) {
+  // Look first: an operator may have created it (and this client may not
+  // be allowed to create topics, or, on librdkafka's mock cluster, can't).
+  absl::StatusOr<int> existing =
+      TopicPartitionCount(reader_.get(), topic_, kTimeout);
+  if (existing.ok()) {
+    if (*existing < input_partitions) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "state changelog topic ", topic_, " has ", *existing,
+          " partitions but the input topic has ", input_partitions,
+          "; add partitions to it (kafka-topics --alter --partitions ",
+          input_partitions, ")"));
+    }
+    return false;
+  }
+  if (!absl::IsNotFound(existing.status())) return existing.status();
   ASSIGN_OR_RETURN(
       bool created,
       CreateTopicIfMissing(

@@ -46,6 +46,14 @@ class StreamProcessor::Impl {
  public:
   Impl(const StreamProcessorOptions& options, WindowStore* store)
       : options_(options), store_(store) {}
+  // Closes the consumer while the producer and the changelog still exist:
+  // closing revokes the partitions, and OnRevoke uses them (a Run that
+  // ended with an error has not closed it).
+  ~Impl() {
+    if (consumer_ && !consumer_closed_) {
+      rd_kafka_consumer_close(consumer_.get());
+    }
+  }
 
   absl::Status Init();
   absl::Status Run(const std::atomic<bool>& stop);
@@ -106,6 +114,7 @@ class StreamProcessor::Impl {
   StreamProcessorOptions options_;
   WindowStore* store_;
   RdKafkaPtr consumer_;
+  bool consumer_closed_ = false;
   RdKafkaPtr producer_;
   std::unique_ptr<StateChangelog> changelog_;  // Null without --state-topic.
   bool changelog_prepared_ = false;
@@ -733,6 +742,7 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
   LogProgress();
   spdlog::info("{}", store_->Describe());
   rd_kafka_consumer_close(consumer_.get());
+  consumer_closed_ = true;
   rd_kafka_flush(producer_.get(), 10'000);
   return absl::OkStatus();
 }

@@ -164,7 +164,14 @@ int RunDemoCommand(int argc, char** argv) {
       EmbeddedKafkaCluster::Create();
   if (!cluster.ok()) return Fail(cluster.status().message());
   const std::string topic = "bubblewatch.events";
+  // The mock cluster has no CreateTopics API: the processor's state
+  // changelog is created here, as an operator would.
   if (absl::Status s = (*cluster)->CreateTopic(topic, kDemoPartitions);
+      !s.ok()) {
+    return Fail(s.message());
+  }
+  if (absl::Status s = (*cluster)->CreateTopic(
+          StreamProcessorOptions().state_topic, kDemoPartitions);
       !s.ok()) {
     return Fail(s.message());
   }

@@ -57,6 +57,10 @@ int RunProcessCommand(int argc, char** argv) {
                "where finalized windows are published (\"\" = nowhere)");
   cl.AddString("dlq-topic", &options.dlq_topic, "TOPIC",
                "dead-letter topic for malformed messages");
+  cl.AddString("state-topic", &options.state_topic, "TOPIC",
+               "compacted changelog of per-partition job state, so another "
+               "instance of the group\ntakes a partition over with its state "
+               "(\"\" = none)");
   cl.AddDuration("window", &window, "DURATION", "window length");
   cl.AddDuration("lateness", &lateness, "DURATION",
                  "allowed lateness behind a host's newest event");
@@ -64,6 +68,9 @@ int RunProcessCommand(int argc, char** argv) {
                  "close a job's windows after this much wall time of silence");
   cl.AddDuration("retention", &options.retention, "DURATION",
                  "keep windows this long (event time, per job)");
+  cl.AddDuration("progress-interval", &options.log_interval, "DURATION",
+                 "how often the progress line (events/s, lag, late, DLQ) is "
+                 "logged");
   cl.AddDuration("exit-when-idle", &options.exit_when_idle, "DURATION",
                  "exit once nothing arrived for this long and every job is "
                  "closed (0 = run forever)");
@@ -91,6 +98,9 @@ int RunProcessCommand(int argc, char** argv) {
   if (store_path.empty()) usage_error = "--store is required";
   if (window <= absl::ZeroDuration()) usage_error = "--window must be > 0";
   if (lateness < absl::ZeroDuration()) usage_error = "--lateness must be >= 0";
+  if (options.log_interval <= absl::ZeroDuration()) {
+    usage_error = "--progress-interval must be > 0";
+  }
   if (!http_listen.empty()) {
     if (absl::Status s =
             ParseListenAddress(http_listen, &http.host, &http.port);

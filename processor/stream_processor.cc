@@ -10,10 +10,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "kafka/kafka_admin.h"
 #include "kafka/kafka_config.h"
 #include "kafka/kafka_handles.h"
 #include "kafka/kafka_status.h"
 #include "processor/job_state.h"
+#include "processor/state_changelog.h"
 #include "schemas/event_batch_codec.h"
 #include "schemas/window_summary_codec.h"
 #include "spdlog/spdlog.h"
@@ -44,6 +46,14 @@ class StreamProcessor::Impl {
  public:
   Impl(const StreamProcessorOptions& options, WindowStore* store)
       : options_(options), store_(store) {}
+  // Closes the consumer while the producer and the changelog still exist:
+  // closing revokes the partitions, and OnRevoke uses them (a Run that
+  // ended with an error has not closed it).
+  ~Impl() {
+    if (consumer_ && !consumer_closed_) {
+      rd_kafka_consumer_close(consumer_.get());
+    }
+  }
 
   absl::Status Init();
   absl::Status Run(const std::atomic<bool>& stop);
@@ -57,6 +67,10 @@ class StreamProcessor::Impl {
     int64_t committed_position = 0;  // From the store at assignment.
     int64_t next_offset = -1;        // After the last message seen.
     bool at_end = false;  // Reached the partition's end since the last one.
+    // The state of every job of this partition as of the last commit (and
+    // of the snapshot it was restored from): what the snapshots hold.
+    JobStates jobs;
+    bool changed = false;  // Since the last snapshot written.
   };
   struct JobEntry {
     std::unique_ptr<JobWindower> windower;  // Null once closed for idleness.
@@ -75,6 +89,14 @@ class StreamProcessor::Impl {
                                const rd_kafka_message_t* message, void* opaque);
   void OnAssign(rd_kafka_topic_partition_list_t* partitions);
   void OnRevoke(rd_kafka_topic_partition_list_t* partitions);
+  // Picks the newer of the local and the changelog snapshot of `tp`, sets
+  // tp.offset to its resume offset and fills `state`.
+  absl::Status RestorePartition(rd_kafka_topic_partition_t& tp,
+                                PartitionState& state);
+  // Waits until everything produced (windows, dead letters, snapshots) is
+  // acknowledged, then commits the group offsets of the last Commit.
+  // `sync`: wait for the broker's answer (revocation, shutdown).
+  absl::Status FlushAndCommitOffsets(bool sync = false);
 
   absl::Status HandleMessage(const rd_kafka_message_t& message, absl::Time now);
   // True if `header`'s batch was already counted (see the definition).
@@ -97,7 +119,15 @@ class StreamProcessor::Impl {
   StreamProcessorOptions options_;
   WindowStore* store_;
   RdKafkaPtr consumer_;
+  bool consumer_closed_ = false;
   RdKafkaPtr producer_;
+  std::unique_ptr<StateChangelog> changelog_;  // Null without --state-topic.
+  bool changelog_prepared_ = false;
+  // The changelog was created by this assignment round: nothing to read.
+  bool changelog_created_now_ = false;
+  // Offsets of the last store commit, committed to the group once that
+  // commit's snapshots are acknowledged (the next flush).
+  RdKafkaPartitionListPtr pending_group_offsets_;
   absl::Status fatal_;  // Set by callbacks; Run returns it.
 
   absl::flat_hash_map<int32_t, PartitionState> partitions_;
@@ -131,6 +161,10 @@ absl::Status StreamProcessor::Impl::Init() {
   // Work between polls is bounded (one message, one commit), so the default
   // poll interval is ample; keep it explicit for operators.
   consumer_config.SetDefault("max.poll.interval.ms", "300000");
+  // librdkafka prefetches up to 64 MiB per partition by default, which a
+  // long backlog fills: memory that grows with lag, not with open windows.
+  // 16 MiB is still a third of a second at 1 M events/s.
+  consumer_config.SetDefault("queued.max.messages.kbytes", "16384");
   ASSIGN_OR_RETURN(RdKafkaConfPtr conf, consumer_config.Build());
   rd_kafka_conf_set_rebalance_cb(conf.get(), &Impl::RebalanceCallback);
   rd_kafka_conf_set_opaque(conf.get(), this);
@@ -155,6 +189,19 @@ absl::Status StreamProcessor::Impl::Init() {
   rd_kafka_conf_set_opaque(pconf.get(), this);
   ASSIGN_OR_RETURN(producer_,
                    NewKafkaClient(RD_KAFKA_PRODUCER, std::move(pconf)));
+  if (!options_.state_topic.empty()) {
+    KafkaConfig reader_config(options_.brokers);
+    // The restore consumer joins no group: group settings (static
+    // membership among them) are the main consumer's only.
+    for (const std::string& assignment : options_.kafka_properties) {
+      if (!absl::StartsWith(assignment, "group.")) {
+        RETURN_IF_ERROR(reader_config.SetAssignment(assignment));
+      }
+    }
+    ASSIGN_OR_RETURN(changelog_,
+                     StateChangelog::Create(reader_config, options_.state_topic,
+                                            producer_.get()));
+  }
 
   RdKafkaPartitionListPtr topics(rd_kafka_topic_partition_list_new(1));
   rd_kafka_topic_partition_list_add(topics.get(), options_.topic.c_str(),
@@ -193,22 +240,59 @@ void StreamProcessor::Impl::OnAssign(
   for (int i = 0; i < partitions->cnt; ++i) {
     rd_kafka_topic_partition_t& tp = partitions->elems[i];
     PartitionState state;
-    absl::StatusOr<std::optional<PartitionProgress>> progress =
-        store_->Progress(tp.topic, tp.partition);
-    if (!progress.ok()) {
-      fatal_ = progress.status();
+    if (absl::Status s = RestorePartition(tp, state); !s.ok()) {
+      fatal_ = s;
       continue;
     }
-    if (progress->has_value()) {
-      // Resume where an open window still needs data; what lies below the
-      // committed position is replay.
-      tp.offset = (*progress)->resume_offset;
-      state.committed_position = (*progress)->committed_position;
-    }
-    spdlog::info("assigned {}/{}: resume at {}, replay below {}", tp.topic,
-                 tp.partition, tp.offset, state.committed_position);
-    partitions_[tp.partition] = state;
+    partitions_[tp.partition] = std::move(state);
   }
+  changelog_created_now_ = false;
+}
+
+absl::Status StreamProcessor::Impl::RestorePartition(
+    rd_kafka_topic_partition_t& tp, PartitionState& state) {
+  ASSIGN_OR_RETURN(std::optional<PartitionProgress> local,
+                   store_->Progress(tp.topic, tp.partition));
+  std::optional<PartitionSnapshot> remote;
+  if (changelog_) {
+    if (!changelog_prepared_) {
+      ASSIGN_OR_RETURN(int partitions,
+                       TopicPartitionCount(consumer_.get(), options_.topic,
+                                           absl::Seconds(15)));
+      ASSIGN_OR_RETURN(changelog_created_now_, changelog_->Prepare(partitions));
+      changelog_prepared_ = true;
+    }
+    if (!changelog_created_now_) {
+      ASSIGN_OR_RETURN(remote, changelog_->ReadLatest(tp.topic, tp.partition));
+    }
+  }
+  // Both are consistent snapshots (progress + job states of one commit);
+  // the newer one is the one that processed more. On a tie the local one is
+  // as good and saves nothing but a decode.
+  const char* source = "none (group offset)";
+  if (remote &&
+      (!local || remote->committed_position > local->committed_position)) {
+    tp.offset = remote->resume_offset;
+    state.committed_position = remote->committed_position;
+    state.jobs = std::move(remote->jobs);
+    source = "changelog";
+    absl::MutexLock lock(&stats_mu_);
+    ++stats_.state_restores;
+  } else if (local) {
+    // Resume where an open window still needs data; what lies below the
+    // committed position is replay.
+    tp.offset = local->resume_offset;
+    state.committed_position = local->committed_position;
+    if (!local->state.empty()) {
+      ASSIGN_OR_RETURN(state.jobs, DecodeJobStates(local->state));
+    }
+    source = "local store";
+  }
+  spdlog::info(
+      "assigned {}/{}: state from {} ({} jobs), resume at {}, replay below {}",
+      tp.topic, tp.partition, source, state.jobs.size(), tp.offset,
+      state.committed_position);
+  return absl::OkStatus();
 }
 
 void StreamProcessor::Impl::OnRevoke(
@@ -216,6 +300,8 @@ void StreamProcessor::Impl::OnRevoke(
   // Everything final is already in the store with its progress; open
   // windows are rebuilt by the next owner from the stored resume offset.
   absl::Status s = Commit(absl::Now());
+  // The next owner reads the changelog: it must hold this last snapshot.
+  if (s.ok()) s = FlushAndCommitOffsets(/*sync=*/true);
   if (!s.ok()) fatal_ = s;
   for (int i = 0; i < partitions->cnt; ++i) {
     int32_t p = partitions->elems[i].partition;
@@ -267,7 +353,20 @@ StreamProcessor::Impl::GetOrLoadJob(const std::string& job, int32_t partition) {
   if (it == jobs_.end()) {
     JobEntry entry;
     entry.partition = partition;
-    ASSIGN_OR_RETURN(std::optional<std::string> stored, store_->JobState(job));
+    // The partition's snapshot is the truth (it may come from another
+    // instance, and this store may hold an older state of the job from a
+    // past ownership); the store's own job record is for jobs no snapshot
+    // has seen (stores written before snapshots existed).
+    std::optional<std::string> stored;
+    if (auto part = partitions_.find(partition); part != partitions_.end()) {
+      if (auto it = part->second.jobs.find(job);
+          it != part->second.jobs.end()) {
+        stored = it->second;
+      }
+    }
+    if (!stored) {
+      ASSIGN_OR_RETURN(stored, store_->JobState(job));
+    }
     if (stored) {
       ASSIGN_OR_RETURN(entry.state, JobState::Parse(*stored));
     }
@@ -286,6 +385,7 @@ absl::Status StreamProcessor::Impl::HandleMessage(
     const rd_kafka_message_t& message, absl::Time now) {
   PartitionState& part = partitions_[message.partition];
   part.at_end = false;
+  part.changed = true;
   const bool replay = message.offset < part.committed_position;
   part.next_offset = std::max(part.next_offset, message.offset + 1);
   uncommitted_ = true;
@@ -421,37 +521,89 @@ absl::Status StreamProcessor::Impl::AddLateUpdates(StoreBatch& batch) {
   return absl::OkStatus();
 }
 
+absl::Status StreamProcessor::Impl::FlushAndCommitOffsets(bool sync) {
+  rd_kafka_flush(producer_.get(), 30'000);
+  if (undelivered_ > 0) {
+    return absl::UnavailableError(absl::StrCat(
+        undelivered_,
+        " dead-letter/window/state messages not acknowledged within 30 s; "
+        "not committing past them"));
+  }
+  RETURN_IF_ERROR(fatal_);
+  if (pending_group_offsets_ && pending_group_offsets_->cnt > 0) {
+    // Best effort: with a changelog, a new owner resumes from the snapshot;
+    // the group offset only matters to one that finds no snapshot, and it
+    // never runs ahead of the acknowledged snapshots.
+    rd_kafka_resp_err_t err = rd_kafka_commit(
+        consumer_.get(), pending_group_offsets_.get(), /*async=*/sync ? 0 : 1);
+    if (sync && err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      spdlog::warn("committing group offsets: {}", rd_kafka_err2str(err));
+    }
+  }
+  pending_group_offsets_.reset();
+  return absl::OkStatus();
+}
+
 absl::Status StreamProcessor::Impl::Commit(absl::Time now) {
   const bool observer_wants =
       options_.observer != nullptr && options_.observer->WantsCommit(now);
   if (!uncommitted_ && pending_windows_.empty() && !observer_wants) {
     return absl::OkStatus();
   }
-  // Dead letters and published windows must be durable before the offsets
-  // that produced them move on.
-  rd_kafka_flush(producer_.get(), 30'000);
-  if (undelivered_ > 0) {
-    return absl::UnavailableError(
-        absl::StrCat(undelivered_,
-                     " dead-letter/window messages not acknowledged within "
-                     "30 s; not committing past them"));
-  }
   RETURN_IF_ERROR(fatal_);
   StoreBatch batch;
   batch.windows = std::move(pending_windows_);
   pending_windows_.clear();
   RETURN_IF_ERROR(AddLateUpdates(batch));
+  // The order below makes a crash between any two steps harmless:
+  //   1. publish this commit's windows;
+  //   2. flush: windows, dead letters and the previous commit's snapshots
+  //      are acknowledged (a crash before here stores nothing: the windows
+  //      are recomputed and published again, identical);
+  //   3. commit the previous commit's group offsets (their snapshots are
+  //      durable now);
+  //   4. store commit: windows + job states + per-partition snapshots, one
+  //      RocksDB batch (a crash after it: this instance resumes from it;
+  //      another resumes from the older changelog snapshot and replays);
+  //   5. write this commit's snapshots to the changelog; their offsets wait
+  //      for the next flush.
+  if (!options_.windows_topic.empty()) {
+    for (const WindowSummary& w : batch.windows) {
+      std::string value = EncodeWindowSummary(w);
+      ++undelivered_;
+      rd_kafka_resp_err_t err = rd_kafka_producev(
+          producer_.get(), RD_KAFKA_V_TOPIC(options_.windows_topic.c_str()),
+          RD_KAFKA_V_KEY(w.job.data(), w.job.size()),
+          RD_KAFKA_V_VALUE(value.data(), value.size()),
+          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+      if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        --undelivered_;
+        spdlog::warn("cannot publish window of {}: {}", w.job,
+                     rd_kafka_err2str(err));
+      }
+    }
+  }
+  RETURN_IF_ERROR(FlushAndCommitOffsets());
   absl::flat_hash_map<int32_t, int64_t> resume;
   for (auto& [name, job] : jobs_) {
     if (job.dirty) {
+      std::string state = job.state.Serialize();
+      if (auto part = partitions_.find(job.partition);
+          part != partitions_.end()) {
+        part->second.jobs[name] = state;
+        part->second.changed = true;
+      }
       batch.jobs.push_back(JobUpdate{.job = name,
                                      .last_event_ns = job.last_event_ns,
                                      .last_seen_wall = now,
-                                     .state = job.state.Serialize()});
+                                     .state = std::move(state)});
       job.dirty = false;
     }
     if (job.windower) {
       if (std::optional<int64_t> r = job.windower->ResumeOffset()) {
+        spdlog::debug("job {} partition {}: resume {} finalized through {}",
+                      name, job.partition, *r,
+                      job.windower->finalized_through_ns());
         auto [it, inserted] = resume.try_emplace(job.partition, *r);
         if (!inserted) it->second = std::min(it->second, *r);
       }
@@ -468,6 +620,7 @@ absl::Status StreamProcessor::Impl::Commit(absl::Time now) {
     progress.resume_offset = it != resume.end() ? it->second : part.next_offset;
     progress.committed_position =
         std::max(part.committed_position, part.next_offset);
+    progress.state = EncodeJobStates(part.jobs);
     part.committed_position = progress.committed_position;
     rd_kafka_topic_partition_list_add(offsets.get(), options_.topic.c_str(), p)
         ->offset = progress.resume_offset;
@@ -485,28 +638,30 @@ absl::Status StreamProcessor::Impl::Commit(absl::Time now) {
   }
   uncommitted_ = false;
   if (options_.observer != nullptr) options_.observer->AfterCommit(now);
-  if (offsets->cnt > 0) {
-    // Best effort: another instance taking a partition over resumes here.
-    rd_kafka_commit(consumer_.get(), offsets.get(), /*async=*/1);
-  }
-  if (!options_.windows_topic.empty()) {
-    for (const WindowSummary& w : batch.windows) {
-      std::string value = EncodeWindowSummary(w);
+  int64_t snapshots = 0;
+  if (changelog_) {
+    for (const PartitionProgress& progress : batch.progress) {
+      PartitionState& part = partitions_[progress.partition];
+      if (!part.changed) continue;
       ++undelivered_;
-      rd_kafka_resp_err_t err = rd_kafka_producev(
-          producer_.get(), RD_KAFKA_V_TOPIC(options_.windows_topic.c_str()),
-          RD_KAFKA_V_KEY(w.job.data(), w.job.size()),
-          RD_KAFKA_V_VALUE(value.data(), value.size()),
-          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
-      if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      absl::Status s = changelog_->Write(
+          PartitionSnapshot{.topic = progress.topic,
+                            .partition = progress.partition,
+                            .resume_offset = progress.resume_offset,
+                            .committed_position = progress.committed_position,
+                            .jobs = part.jobs});
+      if (!s.ok()) {
         --undelivered_;
-        spdlog::warn("cannot publish window of {}: {}", w.job,
-                     rd_kafka_err2str(err));
+        return s;
       }
+      part.changed = false;
+      ++snapshots;
     }
   }
+  if (offsets->cnt > 0) pending_group_offsets_ = std::move(offsets);
   absl::MutexLock lock(&stats_mu_);
   stats_.windows_written += static_cast<int64_t>(batch.windows.size());
+  stats_.state_snapshots_written += snapshots;
   return absl::OkStatus();
 }
 
@@ -611,8 +766,11 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
     }
   }
   RETURN_IF_ERROR(Commit(absl::Now()));
+  RETURN_IF_ERROR(FlushAndCommitOffsets(/*sync=*/true));
   LogProgress();
+  spdlog::info("{}", store_->Describe());
   rd_kafka_consumer_close(consumer_.get());
+  consumer_closed_ = true;
   rd_kafka_flush(producer_.get(), 10'000);
   return absl::OkStatus();
 }

@@ -12,9 +12,17 @@
 //     stored resume_offset; messages below committed_position are replays
 //     that rebuild open windows without being counted again.
 // So a crash at any moment yields the windows of an uninterrupted run; the
-// replay is at most one window plus the lateness. The same resume offset is
-// committed to the consumer group, so another instance taking the partition
-// over (with its own store) resumes from there too.
+// replay is at most one window plus the lateness.
+//
+// Several instances in one consumer group (each with its own store) split the
+// partitions. Progress and job state of a partition are one snapshot, stored
+// locally with the windows and mirrored, after each store commit, to a
+// compacted changelog topic (processor/state_changelog.h); the group offsets
+// are committed only once that mirror is acknowledged. On assignment a
+// partition resumes from the newer of its local snapshot and the changelog's,
+// so an instance taking a partition over (rebalance, graceful stop, SIGKILL)
+// continues with the previous owner's finalized edges and batch sequences and
+// stores the same windows the previous owner would have.
 //
 // Bad input never stops it: a message that fails decoding or validation goes
 // to the dead-letter topic with the reason in header `bubblewatch.error`, and
@@ -49,6 +57,10 @@ struct StreamProcessorOptions {
   std::string group = "bubblewatch";
   std::string windows_topic = "bubblewatch.windows";  // "" = don't publish.
   std::string dlq_topic = "bubblewatch.events.dlq";
+  // Compacted changelog of per-partition state ("" = none: a partition then
+  // moves to another instance with its offset only, as in a single-instance
+  // deployment).
+  std::string state_topic = "bubblewatch.processor.state";
   // librdkafka properties (-X key=value), for both consumer and producer.
   std::vector<std::string> kafka_properties;
   WindowerOptions windower;
@@ -77,6 +89,10 @@ struct ProcessorStats {
   int64_t duplicate_batches = 0;
   int64_t late_events = 0;
   int64_t windows_written = 0;
+  // Partitions assigned whose state came from the changelog (newer than the
+  // local store's), and snapshots written to it.
+  int64_t state_restores = 0;
+  int64_t state_snapshots_written = 0;
   int64_t open_jobs = 0;
   int64_t buffered_events = 0;
   absl::flat_hash_map<std::string, int64_t> dlq_by_reason;

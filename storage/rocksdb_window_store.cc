@@ -325,7 +325,8 @@ absl::StatusOr<std::optional<PartitionProgress>> RocksDbWindowStore::Progress(
   return PartitionProgress{.topic = std::string(topic),
                            .partition = partition,
                            .resume_offset = r.resume_offset,
-                           .committed_position = r.committed_position};
+                           .committed_position = r.committed_position,
+                           .state = std::move(r.state)};
 }
 
 absl::Status RocksDbWindowStore::Refresh() {

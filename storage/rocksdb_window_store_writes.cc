@@ -140,7 +140,8 @@ absl::Status RocksDbWindowStore::Commit(const StoreBatch& batch) {
     wb.Put(progress_, ProgressKey(p.topic, p.partition),
            EncodeProgressRecord(
                ProgressRecord{.resume_offset = p.resume_offset,
-                              .committed_position = p.committed_position}));
+                              .committed_position = p.committed_position,
+                              .state = p.state}));
   }
 
   for (const AlertStateUpdate& a : batch.alert_states) {

@@ -8,7 +8,8 @@ namespace {
 
 constexpr uint8_t kJobFormat = 2;
 constexpr uint8_t kJobFormatWithoutOldest = 1;
-constexpr uint8_t kProgressFormat = 1;
+constexpr uint8_t kProgressFormat = 2;
+constexpr uint8_t kProgressFormatWithoutState = 1;
 constexpr size_t kJobHeaderBytes = 1 + 5 * 8;
 constexpr size_t kJobHeaderBytesWithoutOldest = 1 + 4 * 8;
 constexpr size_t kProgressBytes = 1 + 2 * 8;
@@ -78,25 +79,29 @@ absl::StatusOr<JobRecord> DecodeJobRecord(absl::string_view bytes,
 
 std::string EncodeProgressRecord(const ProgressRecord& record) {
   std::string out;
-  out.reserve(kProgressBytes);
+  out.reserve(kProgressBytes + record.state.size());
   out.push_back(static_cast<char>(kProgressFormat));
   PutInt64(record.resume_offset, out);
   PutInt64(record.committed_position, out);
+  out.append(record.state);
   return out;
 }
 
 absl::StatusOr<ProgressRecord> DecodeProgressRecord(absl::string_view bytes) {
   if (bytes.empty()) return TooShort(bytes, kProgressBytes, "progress record");
-  if (static_cast<uint8_t>(bytes[0]) != kProgressFormat) {
+  const auto format = static_cast<uint8_t>(bytes[0]);
+  if (format != kProgressFormat && format != kProgressFormatWithoutState) {
     return UnknownFormat(bytes, "progress record");
   }
-  if (bytes.size() != kProgressBytes) {
-    return absl::DataLossError(
-        absl::StrCat("corrupt progress record: ", bytes.size(),
-                     " bytes, expected ", kProgressBytes));
+  if (bytes.size() < kProgressBytes || (format == kProgressFormatWithoutState &&
+                                        bytes.size() != kProgressBytes)) {
+    return absl::DataLossError(absl::StrCat(
+        "corrupt progress record: ", bytes.size(), " bytes, expected ",
+        kProgressBytes, format == kProgressFormat ? " or more" : ""));
   }
   return ProgressRecord{.resume_offset = GetInt64(bytes.data() + 1),
-                        .committed_position = GetInt64(bytes.data() + 9)};
+                        .committed_position = GetInt64(bytes.data() + 9),
+                        .state = std::string(bytes.substr(kProgressBytes))};
 }
 
 }  // namespace bubblewatch

@@ -7,7 +7,8 @@
 //                   i64 window_count, i64 latest_window_start_ns,
 //                   i64 oldest_window_start_ns, state bytes
 //                   (format 1, still read, lacks oldest_window_start_ns)
-//   ProgressRecord: u8 format=1, i64 resume_offset, i64 committed_position
+//   ProgressRecord: u8 format=2, i64 resume_offset, i64 committed_position,
+//                   state bytes (format 1, still read, has no state)
 #ifndef BUBBLEWATCH_STORAGE_STORE_RECORDS_H_
 #define BUBBLEWATCH_STORAGE_STORE_RECORDS_H_
 
@@ -36,6 +37,7 @@ struct JobRecord {
 struct ProgressRecord {
   int64_t resume_offset = 0;
   int64_t committed_position = 0;
+  std::string state;  // Opaque, the processor's.
 };
 
 std::string EncodeJobRecord(const JobRecord& record);

@@ -88,6 +88,10 @@ struct PartitionProgress {
   int64_t resume_offset = 0;
   // Next offset after the last processed message.
   int64_t committed_position = 0;
+  // Opaque, the processor's: the state of the partition's jobs as of this
+  // progress (so progress and job state are one consistent snapshot). Empty
+  // in stores written before it existed.
+  std::string state;
 };
 
 // One opaque alert-state blob (alerts/), committed with the windows it was

@@ -9,6 +9,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ingest/synthetic_fleet.h"
 #include "processor/bubble_analyzer.h"
 
 namespace bubblewatch {
@@ -332,6 +333,65 @@ TEST(JobWindower, ResumeOffsetIsTheOldestBatchStillBuffered) {
   ASSERT_TRUE(windower.ResumeOffset().has_value());
   EXPECT_GT(*windower.ResumeOffset(), 1000);
   EXPECT_LT(*windower.ResumeOffset(), offset);
+}
+
+}  // namespace
+}  // namespace bubblewatch
+
+namespace bubblewatch {
+namespace {
+
+// Recovery replays at most about a window plus the lateness (or the launch
+// lead): on every scenario of the synthetic fleet, the lowest offset a job
+// still needs (ResumeOffset) keeps moving forward with the stream.
+TEST(JobWindower, ResumeOffsetFollowsTheStreamOnTheSyntheticFleet) {
+  SyntheticFleetOptions fleet_options;
+  fleet_options.jobs = 6;
+  fleet_options.gpus_per_job = 2;
+  fleet_options.duration = absl::Seconds(60);
+  fleet_options.events_per_second_per_gpu = 2000;
+  fleet_options.scenario = SyntheticScenario::kMix;
+  fleet_options.seed = 11;
+  absl::StatusOr<std::vector<SyntheticJob>> fleet =
+      GenerateSyntheticFleet(fleet_options);
+  ASSERT_TRUE(fleet.ok()) << fleet.status();
+  WindowerOptions options;
+  options.window_ns = 10'000'000'000;
+  options.lateness_ns = 2'000'000'000;
+  for (const SyntheticJob& job : *fleet) {
+    std::mt19937 rng(5);
+    std::vector<std::pair<int64_t, DecodedBatch>> arrivals;  // By first start.
+    for (size_t r = 0; r < job.ranks.size(); ++r) {
+      for (DecodedBatch& b :
+           MakeBatches(job.ranks[r], static_cast<int>(r), rng)) {
+        int64_t first = INT64_MAX;
+        for (const GpuActivity& a : b.trace.gpu)
+          first = std::min(first, a.start_ns);
+        for (const CpuEvent& e : b.trace.cpu)
+          first = std::min(first, e.start_ns);
+        arrivals.emplace_back(first, std::move(b));
+      }
+    }
+    std::stable_sort(
+        arrivals.begin(), arrivals.end(),
+        [](const auto& a, const auto& b) { return a.first < b.first; });
+    JobWindower windower(job.job, options);
+    absl::Time now = absl::UnixEpoch();
+    for (size_t offset = 0; offset < arrivals.size(); ++offset) {
+      windower.Add(arrivals[offset].second, static_cast<int64_t>(offset), false,
+                   now);
+      windower.FinalizeReady(now, absl::InfiniteDuration());
+    }
+    std::optional<int64_t> resume = windower.ResumeOffset();
+    ASSERT_TRUE(resume.has_value());
+    const int64_t newest = arrivals.back().first;
+    const int64_t needed_from = arrivals[*resume].first;
+    EXPECT_LE(newest - needed_from, options.window_ns + options.lateness_ns +
+                                        options.max_launch_lead_ns)
+        << job.job << " (" << SyntheticScenarioName(job.scenario)
+        << ") still needs the batch at offset " << *resume << " of "
+        << arrivals.size();
+  }
 }
 
 }  // namespace

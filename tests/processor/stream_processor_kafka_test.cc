@@ -27,162 +27,10 @@
 #include "processor/bubble_analyzer.h"
 #include "schemas/event_batch_codec.h"
 #include "storage/window_store.h"
-
-extern char** environ;
+#include "tests/processor/processor_kafka_test_util.h"
 
 namespace bubblewatch {
 namespace {
-
-constexpr int64_t kWindowNs = 10'000'000'000;
-
-std::string Brokers() {
-  const char* brokers = std::getenv("BUBBLEWATCH_KAFKA_BROKERS");
-  if (brokers == nullptr || *brokers == '\0') {
-    ADD_FAILURE() << "BUBBLEWATCH_KAFKA_BROKERS is not set: run through "
-                     "ops/test, which starts a real broker";
-    return "127.0.0.1:1";
-  }
-  return brokers;
-}
-
-std::string Unique(const std::string& base) {
-  return base + "-" + std::to_string(getpid()) + "-" +
-         std::to_string(
-             std::chrono::steady_clock::now().time_since_epoch().count());
-}
-
-// Starts `bubblewatch ARGS...`; returns its pid.
-pid_t Spawn(const std::vector<std::string>& args) {
-  std::vector<std::string> argv_storage = {BUBBLEWATCH_BINARY};
-  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& a : argv_storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  int rc = posix_spawn(&pid, BUBBLEWATCH_BINARY, nullptr, nullptr, argv.data(),
-                       environ);
-  EXPECT_EQ(rc, 0);
-  return pid;
-}
-
-int Wait(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-int RunToEnd(const std::vector<std::string>& args) { return Wait(Spawn(args)); }
-
-SyntheticFleetOptions Fleet() {
-  SyntheticFleetOptions o;
-  // Six jobs: with kMix each gets its own scenario, so every planted cause
-  // (and the healthy loop) is checked against the truth.
-  o.jobs = 6;
-  o.gpus_per_job = 2;
-  o.duration = absl::Seconds(35);
-  o.events_per_second_per_gpu = 5000;
-  o.scenario = SyntheticScenario::kMix;
-  o.seed = 11;
-  return o;
-}
-
-std::vector<std::string> ProduceArgs(const std::string& topic) {
-  SyntheticFleetOptions o = Fleet();
-  return {"produce",
-          "--brokers",
-          Brokers(),
-          "--topic",
-          topic,
-          "--synthetic",
-          "--jobs",
-          std::to_string(o.jobs),
-          "--gpus-per-job",
-          std::to_string(o.gpus_per_job),
-          "--duration",
-          absl::FormatDuration(o.duration),
-          "--rate",
-          std::to_string(static_cast<int>(o.events_per_second_per_gpu)),
-          "--scenario",
-          "mix",
-          "--seed",
-          "11",
-          "--log-level",
-          "error"};
-}
-
-std::vector<std::string> ProcessArgs(const std::string& topic,
-                                     const std::string& store) {
-  return {"process", "--brokers", Brokers(), "--topic", topic, "--group",
-          topic + "-group", "--store", store, "--lateness", "5s",
-          "--idle-timeout", "3s", "--exit-when-idle", "4s", "--windows-topic",
-          topic + ".windows", "--dlq-topic", topic + ".dlq", "--log-level",
-          "warn",
-          // A killed member leaves the group only when its session expires.
-          "-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=1000"};
-}
-
-// The oracle: each job's whole trace through the offline analyzer.
-std::vector<WindowSummary> OracleWindows() {
-  absl::StatusOr<std::vector<SyntheticJob>> fleet =
-      GenerateSyntheticFleet(Fleet());
-  EXPECT_TRUE(fleet.ok()) << fleet.status();
-  std::vector<WindowSummary> out;
-  for (const SyntheticJob& job : *fleet) {
-    AnalyzerOptions options;
-    options.window_ns = kWindowNs;
-    options.top_bubbles = 0;
-    options.top_bubbles_per_window = 3;
-    absl::StatusOr<Analysis> a = AnalyzeTrace(job.MergedTrace(), options);
-    EXPECT_TRUE(a.ok()) << a.status();
-    for (WindowAnalysis& w : a->windows) {
-      WindowSummary s;
-      s.job = job.job;
-      s.window = std::move(w);
-      out.push_back(std::move(s));
-    }
-  }
-  return out;
-}
-
-std::vector<WindowSummary> StoredWindows(const std::string& path,
-                                         const std::vector<std::string>& jobs) {
-  absl::StatusOr<std::unique_ptr<WindowStoreReader>> store =
-      OpenRocksDbWindowStoreReadOnly(path);
-  EXPECT_TRUE(store.ok()) << store.status();
-  std::vector<WindowSummary> out;
-  if (!store.ok()) return out;
-  for (const std::string& job : jobs) {
-    absl::StatusOr<std::vector<WindowSummary>> windows =
-        (*store)->Scan(job, absl::InfinitePast(), absl::InfiniteFuture());
-    EXPECT_TRUE(windows.ok()) << windows.status();
-    for (WindowSummary& w : *windows) out.push_back(std::move(w));
-  }
-  return out;
-}
-
-std::vector<std::string> JobsOf(const std::vector<WindowSummary>& windows) {
-  std::vector<std::string> jobs;
-  for (const WindowSummary& w : windows) {
-    if (jobs.empty() || jobs.back() != w.job) jobs.push_back(w.job);
-  }
-  return jobs;
-}
-
-// Compares the analysis part (the counters and closed_by are the stream's).
-void ExpectSameAnalysis(const std::vector<WindowSummary>& got,
-                        const std::vector<WindowSummary>& want) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    WindowSummary expected = want[i];
-    expected.gpu_events = got[i].gpu_events;
-    expected.cpu_events = got[i].cpu_events;
-    expected.late_events = got[i].late_events;
-    expected.closed_by = got[i].closed_by;
-    std::string diff;
-    EXPECT_TRUE(SameWindow(got[i], expected, &diff))
-        << got[i].job << " window " << got[i].window.start_ns << ": " << diff;
-  }
-}
 
 TEST(StreamProcessorKafka, StoredWindowsEqualTheOracleAndThePlantedTruth) {
   std::string topic = Unique("bw-oracle");
@@ -241,7 +89,11 @@ TEST(StreamProcessorKafka, KilledAgainAndAgainGivesTheSameWindows) {
   std::uniform_int_distribution<int> delay_ms(800, 2500);
   bool killed_mid_stream = false;
   for (int kill = 0; kill < 5; ++kill) {
-    pid_t pid = Spawn(ProcessArgs(topic, store));
+    // Static membership: a restarted member takes its predecessor's place
+    // at once instead of waiting for the killed one's session to expire.
+    std::vector<std::string> args = ProcessArgs(topic, store);
+    args.insert(args.end(), {"-X", "group.instance.id=crash-member"});
+    pid_t pid = Spawn(args);
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
     ::kill(pid, SIGKILL);
     EXPECT_EQ(Wait(pid), 128 + SIGKILL);
@@ -252,7 +104,9 @@ TEST(StreamProcessorKafka, KilledAgainAndAgainGivesTheSameWindows) {
   }
   EXPECT_TRUE(killed_mid_stream)
       << "no kill landed between the first and the last window";
-  ASSERT_EQ(RunToEnd(ProcessArgs(topic, store)), 0);
+  std::vector<std::string> args = ProcessArgs(topic, store);
+  args.insert(args.end(), {"-X", "group.instance.id=crash-member"});
+  ASSERT_EQ(RunToEnd(args), 0);
   std::vector<WindowSummary> got = StoredWindows(store, JobsOf(want));
   ExpectSameAnalysis(got, want);
   for (const WindowSummary& w : got) {
@@ -261,41 +115,71 @@ TEST(StreamProcessorKafka, KilledAgainAndAgainGivesTheSameWindows) {
   std::filesystem::remove_all(store);
 }
 
-// Reads every message of partition 0 of `topic` (a poll loop with a
-// deadline), returning each value's header `bubblewatch.error`.
-std::vector<std::string> ReadErrorHeaders(const std::string& topic,
-                                          size_t expected) {
-  KafkaConfig config(Brokers());
-  config.Set("group.id", topic + "-reader");
-  config.Set("enable.auto.commit", "false");
-  absl::StatusOr<RdKafkaPtr> consumer =
-      NewKafkaClient(RD_KAFKA_CONSUMER, config);
-  EXPECT_TRUE(consumer.ok()) << consumer.status();
-  std::vector<std::string> reasons;
-  if (!consumer.ok()) return reasons;
-  RdKafkaPartitionListPtr parts(rd_kafka_topic_partition_list_new(1));
-  rd_kafka_topic_partition_list_add(parts.get(), topic.c_str(), 0)->offset =
-      RD_KAFKA_OFFSET_BEGINNING;
-  rd_kafka_assign(consumer->get(), parts.get());
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (reasons.size() < expected &&
-         std::chrono::steady_clock::now() < deadline) {
-    RdKafkaMessagePtr m(rd_kafka_consumer_poll(consumer->get(), 200));
-    if (!m || m->err) continue;
-    rd_kafka_headers_t* headers = nullptr;
-    const void* value = nullptr;
-    size_t size = 0;
-    std::string reason;
-    if (rd_kafka_message_headers(m.get(), &headers) ==
-            RD_KAFKA_RESP_ERR_NO_ERROR &&
-        rd_kafka_header_get_last(headers, "bubblewatch.error", &value, &size) ==
-            RD_KAFKA_RESP_ERR_NO_ERROR) {
-      reason.assign(static_cast<const char*>(value), size);
-    }
-    reasons.push_back(reason);
+// Event time, per the brief: an event behind its host's newest one by less
+// than the lateness still lands in its window, which is not final yet; an
+// event for a window that is already final is counted as late in that
+// window (stored and published again with the count), never dropped
+// silently and never added to the finished analysis.
+TEST(StreamProcessorKafka, LateEventsUpdateOpenWindowsAndAreCountedOnceFinal) {
+  std::string topic = Unique("bw-late");
+  std::string store = ::testing::TempDir() + "/" + topic;
+  constexpr int64_t kBase = int64_t{1'767'225'600} * 1'000'000'000;
+  constexpr int64_t kSec = 1'000'000'000;
+  constexpr int64_t kKernel = 100'000'000;  // 100 ms each.
+  Trace t;
+  NameInterner names(&t);
+  NameId k = names.Intern("gemm");
+  // Send order, one batch each: on time for [0, 10 s); 11 s holds the
+  // watermark at 9 s (lateness 2 s); 9.5 s arrives out of order but within
+  // the lateness; 13 s moves the watermark to 11 s and closes [0, 10 s);
+  // 5 s is then behind a final window: late; 25 s closes [10 s, 20 s).
+  std::vector<int64_t> starts_s10 = {10, 20,  30, 40,  50, 60, 70,
+                                     80, 110, 95, 130, 50, 250};
+  for (int64_t s10 : starts_s10) {
+    const int64_t start = kBase + s10 * kSec / 10;
+    t.gpu.push_back(
+        GpuActivity{.start_ns = start, .end_ns = start + kKernel, .name = k});
   }
-  rd_kafka_consumer_close(consumer->get());
-  return reasons;
+  KafkaConfig config(Brokers());
+  EventProducerOptions options;
+  options.topic = topic;
+  absl::StatusOr<std::unique_ptr<EventProducer>> producer =
+      EventProducer::Create(config, options);
+  ASSERT_TRUE(producer.ok()) << producer.status();
+  ASSERT_TRUE((*producer)->WaitUntilReachable(absl::Seconds(30)).ok());
+  EventBatchEncoder encoder(&t);
+  BatchHeader header{.job = "job-late", .host = "h", .producer_id = 9};
+  for (size_t i = 0; i < t.gpu.size(); ++i) {
+    std::span<const uint8_t> bytes = encoder.Encode(header, i, i + 1, 0, 0);
+    std::vector<uint8_t> copy(bytes.begin(), bytes.end());
+    ASSERT_TRUE((*producer)->Send("job-late", copy, 1).ok());
+    ++header.sequence;
+  }
+  ASSERT_TRUE((*producer)->Flush(absl::Seconds(30)).ok());
+
+  std::vector<std::string> args = ProcessArgs(topic, store);
+  args.insert(args.end(), {"--lateness", "2s"});
+  ASSERT_EQ(RunToEnd(args), 0);
+  std::vector<WindowSummary> windows = StoredWindows(store, {"job-late"});
+  ASSERT_EQ(windows.size(), 3u);  // [0, 10), [10, 20), [20, 30) s.
+  // [0, 10 s): the eight on-time kernels and the one within the lateness;
+  // the late one is counted, not analyzed.
+  EXPECT_EQ(windows[0].window.start_ns, kBase);
+  EXPECT_EQ(windows[0].window.job.compute_ns, 9 * kKernel);
+  EXPECT_EQ(windows[0].gpu_events, 9);
+  EXPECT_EQ(windows[0].late_events, 1);
+  EXPECT_EQ(windows[1].window.job.compute_ns, 2 * kKernel);
+  EXPECT_EQ(windows[1].late_events, 0);
+  EXPECT_EQ(windows[2].window.job.compute_ns, 1 * kKernel);
+  EXPECT_EQ(windows[2].late_events, 0);
+  // The windows topic carries the update too: the newest version of the
+  // first window has the late count.
+  int64_t published_late = -1;
+  for (const WindowSummary& w : ReadWindowsTopic(topic + ".windows")) {
+    if (w.window.start_ns == kBase) published_late = w.late_events;
+  }
+  EXPECT_EQ(published_late, 1);
+  std::filesystem::remove_all(store);
 }
 
 TEST(StreamProcessorKafka, MalformedMessagesGoToTheDeadLetterTopicWithReasons) {

@@ -53,8 +53,23 @@ TEST(StoreRecords, MalformedRecordsAreDataLoss) {
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->resume_offset, 3);
   EXPECT_EQ(p->committed_position, 9);
-  EXPECT_EQ(DecodeProgressRecord(progress + "x").status().code(),
+  EXPECT_EQ(p->state, "");
+  // Format 1 (no state) is exactly 17 bytes; trailing bytes are corruption.
+  std::string old = progress;
+  old[0] = '\1';
+  ASSERT_TRUE(DecodeProgressRecord(old).ok());
+  EXPECT_EQ(DecodeProgressRecord(old + "x").status().code(),
             absl::StatusCode::kDataLoss);
+  EXPECT_EQ(DecodeProgressRecord(progress.substr(0, 10)).status().code(),
+            absl::StatusCode::kDataLoss);
+  // Format 2 carries the processor's state blob, byte for byte.
+  std::string with_state = EncodeProgressRecord(
+      {.resume_offset = 4, .committed_position = 8, .state = {"a\0b", 3}});
+  absl::StatusOr<ProgressRecord> q = DecodeProgressRecord(with_state);
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(q->resume_offset, 4);
+  EXPECT_EQ(q->committed_position, 8);
+  EXPECT_EQ(q->state, std::string("a\0b", 3));
 }
 
 }  // namespace

@@ -162,7 +162,8 @@ TEST(WindowStore, CommittedBatchIsWhollyVisibleAfterReopen) {
   batch.progress.push_back(PartitionProgress{.topic = "bubblewatch.events",
                                              .partition = 3,
                                              .resume_offset = 100,
-                                             .committed_position = 250});
+                                             .committed_position = 250,
+                                             .state = "jobs-of-3"});
   {
     auto store = OpenOrDie(dir.path());
     ASSERT_TRUE(store->Commit(batch).ok());
@@ -180,6 +181,7 @@ TEST(WindowStore, CommittedBatchIsWhollyVisibleAfterReopen) {
   EXPECT_EQ((*progress)->committed_position, 250);
   EXPECT_EQ((*progress)->topic, "bubblewatch.events");
   EXPECT_EQ((*progress)->partition, 3);
+  EXPECT_EQ((*progress)->state, "jobs-of-3");
 }
 
 TEST(WindowStore, ProgressAndStateAreReplacedAndPersist) {

@@ -1,0 +1,307 @@
+// Helpers shared by the processor's tests against a real Kafka broker: the
+// synthetic fleet they all stream, spawning `bubblewatch produce|process` as
+// child processes, the offline oracle (analyze --window on the same fleet),
+// and reading windows back from stores and topics for comparison.
+#ifndef BUBBLEWATCH_TESTS_PROCESSOR_PROCESSOR_KAFKA_TEST_UTIL_H_
+#define BUBBLEWATCH_TESTS_PROCESSOR_PROCESSOR_KAFKA_TEST_UTIL_H_
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/container/btree_map.h"
+#include "gtest/gtest.h"
+#include "ingest/synthetic_fleet.h"
+#include "kafka/kafka_admin.h"
+#include "kafka/kafka_config.h"
+#include "kafka/kafka_handles.h"
+#include "processor/bubble_analyzer.h"
+#include "schemas/window_summary.h"
+#include "schemas/window_summary_codec.h"
+#include "storage/window_store.h"
+
+extern char** environ;
+
+namespace bubblewatch {
+
+inline constexpr int64_t kWindowNs = 10'000'000'000;
+
+inline std::string Brokers() {
+  const char* brokers = std::getenv("BUBBLEWATCH_KAFKA_BROKERS");
+  if (brokers == nullptr || *brokers == '\0') {
+    ADD_FAILURE() << "BUBBLEWATCH_KAFKA_BROKERS is not set: run through "
+                     "ops/test, which starts a real broker";
+    return "127.0.0.1:1";
+  }
+  return brokers;
+}
+
+inline std::string Unique(const std::string& base) {
+  return base + "-" + std::to_string(getpid()) + "-" +
+         std::to_string(
+             std::chrono::steady_clock::now().time_since_epoch().count());
+}
+
+// Starts `bubblewatch ARGS...`; returns its pid.
+inline pid_t Spawn(const std::vector<std::string>& args) {
+  std::vector<std::string> argv_storage = {BUBBLEWATCH_BINARY};
+  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, BUBBLEWATCH_BINARY, nullptr, nullptr, argv.data(),
+                       environ);
+  EXPECT_EQ(rc, 0);
+  return pid;
+}
+
+inline int Wait(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+inline int RunToEnd(const std::vector<std::string>& args) {
+  return Wait(Spawn(args));
+}
+
+inline SyntheticFleetOptions Fleet() {
+  SyntheticFleetOptions o;
+  // Six jobs: with kMix each gets its own scenario, so every planted cause
+  // (and the healthy loop) is checked against the truth.
+  o.jobs = 6;
+  o.gpus_per_job = 2;
+  o.duration = absl::Seconds(35);
+  o.events_per_second_per_gpu = 5000;
+  o.scenario = SyntheticScenario::kMix;
+  o.seed = 11;
+  return o;
+}
+
+inline std::vector<std::string> ProduceArgs(const std::string& topic) {
+  SyntheticFleetOptions o = Fleet();
+  return {"produce",
+          "--brokers",
+          Brokers(),
+          "--topic",
+          topic,
+          "--synthetic",
+          "--jobs",
+          std::to_string(o.jobs),
+          "--gpus-per-job",
+          std::to_string(o.gpus_per_job),
+          "--duration",
+          absl::FormatDuration(o.duration),
+          "--rate",
+          std::to_string(static_cast<int>(o.events_per_second_per_gpu)),
+          "--scenario",
+          "mix",
+          "--seed",
+          "11",
+          "--log-level",
+          "error"};
+}
+
+inline std::vector<std::string> ProcessArgs(const std::string& topic,
+                                            const std::string& store) {
+  return {"process", "--brokers", Brokers(), "--topic", topic, "--group",
+          topic + "-group", "--store", store, "--lateness", "5s",
+          "--idle-timeout", "3s", "--exit-when-idle", "4s", "--windows-topic",
+          topic + ".windows", "--dlq-topic", topic + ".dlq", "--state-topic",
+          topic + ".state", "--log-level", "warn",
+          // A killed member leaves the group only when its session expires.
+          "-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=1000"};
+}
+
+// The oracle: each job's whole trace through the offline analyzer.
+inline std::vector<WindowSummary> OracleWindows() {
+  absl::StatusOr<std::vector<SyntheticJob>> fleet =
+      GenerateSyntheticFleet(Fleet());
+  EXPECT_TRUE(fleet.ok()) << fleet.status();
+  std::vector<WindowSummary> out;
+  for (const SyntheticJob& job : *fleet) {
+    AnalyzerOptions options;
+    options.window_ns = kWindowNs;
+    options.top_bubbles = 0;
+    options.top_bubbles_per_window = 3;
+    absl::StatusOr<Analysis> a = AnalyzeTrace(job.MergedTrace(), options);
+    EXPECT_TRUE(a.ok()) << a.status();
+    for (WindowAnalysis& w : a->windows) {
+      WindowSummary s;
+      s.job = job.job;
+      s.window = std::move(w);
+      out.push_back(std::move(s));
+    }
+  }
+  return out;
+}
+
+inline std::vector<WindowSummary> StoredWindows(
+    const std::string& path, const std::vector<std::string>& jobs) {
+  absl::StatusOr<std::unique_ptr<WindowStoreReader>> store =
+      OpenRocksDbWindowStoreReadOnly(path);
+  EXPECT_TRUE(store.ok()) << store.status();
+  std::vector<WindowSummary> out;
+  if (!store.ok()) return out;
+  for (const std::string& job : jobs) {
+    absl::StatusOr<std::vector<WindowSummary>> windows =
+        (*store)->Scan(job, absl::InfinitePast(), absl::InfiniteFuture());
+    EXPECT_TRUE(windows.ok()) << windows.status();
+    for (WindowSummary& w : *windows) out.push_back(std::move(w));
+  }
+  return out;
+}
+
+inline std::vector<std::string> JobsOf(
+    const std::vector<WindowSummary>& windows) {
+  std::vector<std::string> jobs;
+  for (const WindowSummary& w : windows) {
+    if (jobs.empty() || jobs.back() != w.job) jobs.push_back(w.job);
+  }
+  return jobs;
+}
+
+// Compares the analysis part (the counters and closed_by are the stream's).
+inline void ExpectSameAnalysis(const std::vector<WindowSummary>& got,
+                               const std::vector<WindowSummary>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    WindowSummary expected = want[i];
+    expected.gpu_events = got[i].gpu_events;
+    expected.cpu_events = got[i].cpu_events;
+    expected.late_events = got[i].late_events;
+    expected.closed_by = got[i].closed_by;
+    std::string diff;
+    EXPECT_TRUE(SameWindow(got[i], expected, &diff))
+        << got[i].job << " window " << got[i].window.start_ns << ": " << diff;
+  }
+}
+
+// Reads every message of partition 0 of `topic` (a poll loop with a
+// deadline), returning each value's header `bubblewatch.error`.
+inline std::vector<std::string> ReadErrorHeaders(const std::string& topic,
+                                                 size_t expected) {
+  KafkaConfig config(Brokers());
+  config.Set("group.id", topic + "-reader");
+  config.Set("enable.auto.commit", "false");
+  absl::StatusOr<RdKafkaPtr> consumer =
+      NewKafkaClient(RD_KAFKA_CONSUMER, config);
+  EXPECT_TRUE(consumer.ok()) << consumer.status();
+  std::vector<std::string> reasons;
+  if (!consumer.ok()) return reasons;
+  RdKafkaPartitionListPtr parts(rd_kafka_topic_partition_list_new(1));
+  rd_kafka_topic_partition_list_add(parts.get(), topic.c_str(), 0)->offset =
+      RD_KAFKA_OFFSET_BEGINNING;
+  rd_kafka_assign(consumer->get(), parts.get());
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (reasons.size() < expected &&
+         std::chrono::steady_clock::now() < deadline) {
+    RdKafkaMessagePtr m(rd_kafka_consumer_poll(consumer->get(), 200));
+    if (!m || m->err) continue;
+    rd_kafka_headers_t* headers = nullptr;
+    const void* value = nullptr;
+    size_t size = 0;
+    std::string reason;
+    if (rd_kafka_message_headers(m.get(), &headers) ==
+            RD_KAFKA_RESP_ERR_NO_ERROR &&
+        rd_kafka_header_get_last(headers, "bubblewatch.error", &value, &size) ==
+            RD_KAFKA_RESP_ERR_NO_ERROR) {
+      reason.assign(static_cast<const char*>(value), size);
+    }
+    reasons.push_back(reason);
+  }
+  rd_kafka_consumer_close(consumer->get());
+  return reasons;
+}
+
+// Creates `topic` with `partitions` partitions on the test broker (whose
+// auto-created topics have one).
+inline void CreateTopic(const std::string& topic, int partitions) {
+  KafkaConfig config(Brokers());
+  absl::StatusOr<RdKafkaPtr> client = NewKafkaClient(RD_KAFKA_PRODUCER, config);
+  ASSERT_TRUE(client.ok()) << client.status();
+  absl::StatusOr<bool> created = CreateTopicIfMissing(
+      client->get(), topic, partitions, {}, absl::Seconds(30));
+  ASSERT_TRUE(created.ok()) << created.status();
+  ASSERT_TRUE(*created);
+  absl::StatusOr<int> count =
+      TopicPartitionCount(client->get(), topic, absl::Seconds(30));
+  ASSERT_TRUE(count.ok()) << count.status();
+  ASSERT_EQ(*count, partitions);
+}
+
+// Every window published to `topic` (all partitions, from the beginning to
+// the end as of now), in the order read.
+inline std::vector<WindowSummary> ReadWindowsTopic(const std::string& topic) {
+  std::vector<WindowSummary> out;
+  KafkaConfig config(Brokers());
+  config.Set("group.id", topic + "-reader");  // assign() wants one.
+  config.Set("enable.auto.commit", "false");
+  config.Set("enable.partition.eof", "true");
+  absl::StatusOr<RdKafkaPtr> consumer =
+      NewKafkaClient(RD_KAFKA_CONSUMER, config);
+  EXPECT_TRUE(consumer.ok()) << consumer.status();
+  if (!consumer.ok()) return out;
+  absl::StatusOr<int> partitions =
+      TopicPartitionCount(consumer->get(), topic, absl::Seconds(30));
+  EXPECT_TRUE(partitions.ok()) << partitions.status();
+  if (!partitions.ok()) return out;
+  RdKafkaPartitionListPtr parts(rd_kafka_topic_partition_list_new(*partitions));
+  for (int p = 0; p < *partitions; ++p) {
+    rd_kafka_topic_partition_list_add(parts.get(), topic.c_str(), p)->offset =
+        RD_KAFKA_OFFSET_BEGINNING;
+  }
+  rd_kafka_assign(consumer->get(), parts.get());
+  int at_end = 0;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (at_end < *partitions && std::chrono::steady_clock::now() < deadline) {
+    RdKafkaMessagePtr m(rd_kafka_consumer_poll(consumer->get(), 200));
+    if (!m) continue;
+    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+      ++at_end;
+      continue;
+    }
+    if (m->err) continue;
+    absl::StatusOr<WindowSummary> w =
+        DecodeWindowSummary({static_cast<const char*>(m->payload), m->len});
+    EXPECT_TRUE(w.ok()) << w.status();
+    if (w.ok()) out.push_back(*std::move(w));
+  }
+  EXPECT_EQ(at_end, *partitions) << "did not reach the end of " << topic;
+  rd_kafka_consumer_close(consumer->get());
+  return out;
+}
+
+// The union of several sets of windows keyed by (job, window start), in key
+// order. A key seen twice with different values (a conflicting duplicate:
+// two instances, or a replay, disagreeing about a window) is a test failure;
+// identical duplicates are fine (idempotent upserts, at-least-once output).
+inline std::vector<WindowSummary> UnionWithoutConflicts(
+    const std::vector<std::vector<WindowSummary>>& sets,
+    const std::string& what) {
+  absl::btree_map<std::pair<std::string, int64_t>, WindowSummary> merged;
+  for (const std::vector<WindowSummary>& set : sets) {
+    for (const WindowSummary& w : set) {
+      auto [it, inserted] = merged.try_emplace({w.job, w.window.start_ns}, w);
+      std::string diff;
+      if (!inserted && !SameWindow(it->second, w, &diff)) {
+        ADD_FAILURE() << what << ": conflicting duplicates of " << w.job
+                      << " window " << w.window.start_ns << ": " << diff;
+      }
+    }
+  }
+  std::vector<WindowSummary> out;
+  for (auto& [key, w] : merged) out.push_back(std::move(w));
+  return out;
+}
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_TESTS_PROCESSOR_PROCESSOR_KAFKA_TEST_UTIL_H_

@@ -329,15 +329,20 @@ TEST_F(ProduceWatchKafka, KilledMidFileAndRestartedGivesTheSameWindows) {
   const pid_t first =
       Spawn(WatchArgs(topic, watched_, sent_, slow), dir_.Sub("watch.log"));
   fs::copy_file(kReal + "/" + kBig.source, watched_ + "/" + kBig.name);
-  // Kill once the broker holds some of its batches.
+  // Kill once the broker holds some of its batches. The watcher runs in
+  // 100 ms slices and is frozen (SIGSTOP) while the topic is read, so the
+  // kill lands inside the file however fast this machine delivers it.
   size_t stored_before_kill = 0;
   ASSERT_TRUE(PollUntil(
       [&] {
+        ::kill(first, SIGCONT);
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        ::kill(first, SIGSTOP);
         auto m = testing::ReadTopic(Brokers(), topic, 1, absl::Seconds(1));
         stored_before_kill = m.ok() ? m->size() : 0;
         return stored_before_kill > 0;
       },
-      60))
+      120))
       << Log();
   ::kill(first, SIGKILL);
   EXPECT_EQ(Wait(first), 128 + SIGKILL);

@@ -290,11 +290,18 @@ void AlertEvaluator::MarkDelivered(const AlertEvent& e) {
     return;
   }
   st->undelivered.reset();
+  const AlertRule* rule = FindRule(e.rule);
   if (job == nullptr) {
     dirty_.insert(FleetAlertStateKey(e.rule));
+    // The resolution of a removed rule was all that was kept of it.
+    if (rule == nullptr || rule->kind != RuleKind::kFleet) fleet_.erase(e.rule);
     return;
   }
   dirty_.insert(JobAlertStateKey(e.job));
+  if (rule == nullptr || rule->kind == RuleKind::kFleet ||
+      !rule->jobs.Matches(e.job)) {
+    job->rules.erase(e.rule);
+  }
   if (!job->forgotten) return;
   // A finished job is dropped once its last resolutions are delivered.
   for (auto it = job->rules.begin(); it != job->rules.end();) {
@@ -400,9 +407,20 @@ std::vector<AlertEvent> AlertEvaluator::SetRules(AlertRuleSet rules,
         ++it;
         continue;
       }
-      if (it->second.firing) Emit(it->second, AlertStatus::kResolved, now, out);
-      job.rules.erase(it++);
-      dirty_.insert(JobAlertStateKey(job_id));
+      // The rule no longer applies: its alert resolves; the state stays
+      // (with nothing but that resolution) until the resolution is delivered.
+      RuleState& st = it->second;
+      if (st.firing) {
+        st.firing = false;
+        Emit(st, AlertStatus::kResolved, now, out);
+        dirty_.insert(JobAlertStateKey(job_id));
+      }
+      if (st.undelivered.has_value()) {
+        ++it;
+      } else {
+        job.rules.erase(it++);
+        dirty_.insert(JobAlertStateKey(job_id));
+      }
     }
   }
   for (auto it = fleet_.begin(); it != fleet_.end();) {
@@ -411,9 +429,18 @@ std::vector<AlertEvent> AlertEvaluator::SetRules(AlertRuleSet rules,
       ++it;
       continue;
     }
-    if (it->second.firing) Emit(it->second, AlertStatus::kResolved, now, out);
-    dirty_.insert(FleetAlertStateKey(it->first));
-    fleet_.erase(it++);
+    RuleState& st = it->second;
+    if (st.firing) {
+      st.firing = false;
+      Emit(st, AlertStatus::kResolved, now, out);
+      dirty_.insert(FleetAlertStateKey(it->first));
+    }
+    if (st.undelivered.has_value()) {
+      ++it;
+    } else {
+      dirty_.insert(FleetAlertStateKey(it->first));
+      fleet_.erase(it++);
+    }
   }
   EvaluateFleet(now, out);
   return out;

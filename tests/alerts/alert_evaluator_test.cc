@@ -413,5 +413,39 @@ TEST(AlertEvaluator, JobWithoutAlertsIsDroppedAtOnceAndOthersAreKept) {
   EXPECT_FALSE(updates[0].state.has_value());
 }
 
+TEST(AlertEvaluator, ResolutionOfARemovedRuleIsKeptUntilDelivered) {
+  AlertEvaluator ev(Rules(kSyncRule), {});
+  ev.OnWindow(Window("j", 0, 0.5), kT0);
+  ASSERT_EQ(ev.OnWindow(Window("j", 1, 0.5), kT0).size(), 1u);
+  for (const AlertEvent& e : ev.ToDeliver()) ev.MarkDelivered(e);
+  ev.TakeStateUpdates();
+  const std::string other =
+      "rules:\n  - {name: other, kind: job_silent, duration: 1m}\n";
+  std::vector<AlertEvent> resolved =
+      ev.SetRules(Rules(other), kT0 + absl::Seconds(5));
+  ASSERT_EQ(resolved.size(), 1u);
+  EXPECT_EQ(resolved[0].status, AlertStatus::kResolved);
+
+  // A restart (with the new rules) before delivery still has it to deliver.
+  AlertEvaluator restarted(Rules(other), {});
+  ASSERT_TRUE(restarted.Restore(Stored(ev)).ok());
+  EXPECT_TRUE(restarted.SetRules(Rules(other), kT0 + absl::Seconds(6)).empty());
+  ASSERT_EQ(restarted.ToDeliver().size(), 1u);
+  EXPECT_EQ(restarted.ToDeliver()[0].rule, "sync-stall");
+  // Nothing of the old rule fires or repeats meanwhile.
+  EXPECT_TRUE(
+      restarted.OnWindow(Window("j", 2, 0.9), kT0 + absl::Hours(2)).empty());
+  EXPECT_TRUE(restarted.OnTick(kT0 + absl::Hours(3)).empty());
+
+  // Delivered: the old rule's state is gone from the stored blob.
+  restarted.TakeStateUpdates();
+  restarted.MarkDelivered(resolved[0]);
+  EXPECT_TRUE(restarted.ToDeliver().empty());
+  std::vector<std::pair<std::string, std::string>> stored = Stored(restarted);
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_THAT(stored[0].second,
+              ::testing::Not(::testing::HasSubstr("sync-stall")));
+}
+
 }  // namespace
 }  // namespace bubblewatch

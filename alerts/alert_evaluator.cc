@@ -89,6 +89,7 @@ void AlertEvaluator::Emit(RuleState& s, AlertStatus status, absl::Time now,
                         s.last.job.empty() ? "the fleet" : s.last.job,
                         s.last.measure, s.last.value, s.last.threshold);
   }
+  s.undelivered = s.last;
   out.push_back(s.last);
 }
 
@@ -96,6 +97,7 @@ std::vector<AlertEvent> AlertEvaluator::OnWindow(const WindowSummary& window,
                                                  absl::Time now) {
   std::vector<AlertEvent> out;
   JobAlerts& job = jobs_[window.job];
+  job.forgotten = false;
   const WindowAnalysis& w = window.window;
   if (w.start_ns <= job.last_window_start_ns) return out;  // A replay.
   job.last_window_start_ns = w.start_ns;
@@ -185,6 +187,7 @@ std::vector<AlertEvent> AlertEvaluator::OnJobActivity(absl::string_view job_id,
   std::vector<AlertEvent> out;
   JobAlerts& job = jobs_[job_id];
   job.last_activity = now;
+  job.forgotten = false;
   // Only silence rules need the activity time to survive a restart; other
   // jobs' state is not rewritten on every commit for it.
   for (const AlertRule& rule : rules_.rules) {
@@ -208,10 +211,25 @@ std::vector<AlertEvent> AlertEvaluator::OnJobActivity(absl::string_view job_id,
 
 std::vector<AlertEvent> AlertEvaluator::OnTick(absl::Time now) {
   std::vector<AlertEvent> out;
+  // Finished jobs first: a job past forget_after does not fire silence.
+  std::vector<std::string> gone;
+  for (auto& [job_id, job] : jobs_) {
+    if (job.forgotten || job.last_activity == absl::InfinitePast()) continue;
+    for (const AlertRule& rule : rules_.rules) {
+      if (rule.kind == RuleKind::kJobSilent &&
+          rule.forget_after != absl::InfiniteDuration() &&
+          now - job.last_activity > rule.forget_after &&
+          rule.jobs.Matches(job_id)) {
+        if (Forget(job_id, job, now, out)) gone.push_back(job_id);
+        break;
+      }
+    }
+  }
+  for (const std::string& job_id : gone) jobs_.erase(job_id);
   for (const AlertRule& rule : rules_.rules) {
     if (rule.kind != RuleKind::kJobSilent) continue;
     for (auto& [job_id, job] : jobs_) {
-      if (job.last_activity == absl::InfinitePast() ||
+      if (job.forgotten || job.last_activity == absl::InfinitePast() ||
           !rule.jobs.Matches(job_id)) {
         continue;
       }
@@ -230,6 +248,88 @@ std::vector<AlertEvent> AlertEvaluator::OnTick(absl::Time now) {
   }
   EvaluateFleet(now, out);
   Repeats(now, out);
+  return out;
+}
+
+bool AlertEvaluator::Forget(absl::string_view job_id, JobAlerts& job,
+                            absl::Time now, std::vector<AlertEvent>& out) {
+  job.forgotten = true;
+  dirty_.insert(JobAlertStateKey(job_id));
+  for (auto it = job.rules.begin(); it != job.rules.end();) {
+    RuleState& st = it->second;
+    if (st.firing) {
+      st.firing = false;
+      if (st.last.kind == RuleKind::kJobSilent) {
+        st.last.value = absl::ToDoubleSeconds(now - job.last_activity);
+      }
+      Emit(st, AlertStatus::kResolved, now, out);
+    }
+    if (st.undelivered.has_value()) {
+      ++it;
+    } else {
+      job.rules.erase(it++);
+    }
+  }
+  return job.rules.empty();
+}
+
+void AlertEvaluator::MarkDelivered(const AlertEvent& e) {
+  RuleState* st = nullptr;
+  JobAlerts* job = nullptr;
+  if (e.job.empty()) {
+    auto it = fleet_.find(e.rule);
+    if (it != fleet_.end()) st = &it->second;
+  } else if (auto j = jobs_.find(e.job); j != jobs_.end()) {
+    job = &j->second;
+    auto it = job->rules.find(e.rule);
+    if (it != job->rules.end()) st = &it->second;
+  }
+  if (st == nullptr || !st->undelivered.has_value() ||
+      st->undelivered->sent_at != e.sent_at ||
+      st->undelivered->status != e.status) {
+    return;
+  }
+  st->undelivered.reset();
+  const AlertRule* rule = FindRule(e.rule);
+  if (job == nullptr) {
+    dirty_.insert(FleetAlertStateKey(e.rule));
+    // The resolution of a removed rule was all that was kept of it.
+    if (rule == nullptr || rule->kind != RuleKind::kFleet) fleet_.erase(e.rule);
+    return;
+  }
+  dirty_.insert(JobAlertStateKey(e.job));
+  if (rule == nullptr || rule->kind == RuleKind::kFleet ||
+      !rule->jobs.Matches(e.job)) {
+    job->rules.erase(e.rule);
+  }
+  if (!job->forgotten) return;
+  // A finished job is dropped once its last resolutions are delivered.
+  for (auto it = job->rules.begin(); it != job->rules.end();) {
+    if (it->second.undelivered.has_value()) {
+      ++it;
+    } else {
+      job->rules.erase(it++);
+    }
+  }
+  if (job->rules.empty()) jobs_.erase(e.job);
+}
+
+std::vector<AlertEvent> AlertEvaluator::ToDeliver() const {
+  std::vector<AlertEvent> out = Active();
+  auto add = [&out](const RuleState& st) {
+    if (!st.firing && st.undelivered.has_value() &&
+        st.undelivered->status == AlertStatus::kResolved) {
+      out.push_back(*st.undelivered);
+    }
+  };
+  for (const auto& [job_id, job] : jobs_) {
+    for (const auto& [name, st] : job.rules) add(st);
+  }
+  for (const auto& [name, st] : fleet_) add(st);
+  std::sort(out.begin(), out.end(),
+            [](const AlertEvent& a, const AlertEvent& b) {
+              return a.key() < b.key();
+            });
   return out;
 }
 
@@ -307,9 +407,20 @@ std::vector<AlertEvent> AlertEvaluator::SetRules(AlertRuleSet rules,
         ++it;
         continue;
       }
-      if (it->second.firing) Emit(it->second, AlertStatus::kResolved, now, out);
-      job.rules.erase(it++);
-      dirty_.insert(JobAlertStateKey(job_id));
+      // The rule no longer applies: its alert resolves; the state stays
+      // (with nothing but that resolution) until the resolution is delivered.
+      RuleState& st = it->second;
+      if (st.firing) {
+        st.firing = false;
+        Emit(st, AlertStatus::kResolved, now, out);
+        dirty_.insert(JobAlertStateKey(job_id));
+      }
+      if (st.undelivered.has_value()) {
+        ++it;
+      } else {
+        job.rules.erase(it++);
+        dirty_.insert(JobAlertStateKey(job_id));
+      }
     }
   }
   for (auto it = fleet_.begin(); it != fleet_.end();) {
@@ -318,9 +429,18 @@ std::vector<AlertEvent> AlertEvaluator::SetRules(AlertRuleSet rules,
       ++it;
       continue;
     }
-    if (it->second.firing) Emit(it->second, AlertStatus::kResolved, now, out);
-    dirty_.insert(FleetAlertStateKey(it->first));
-    fleet_.erase(it++);
+    RuleState& st = it->second;
+    if (st.firing) {
+      st.firing = false;
+      Emit(st, AlertStatus::kResolved, now, out);
+      dirty_.insert(FleetAlertStateKey(it->first));
+    }
+    if (st.undelivered.has_value()) {
+      ++it;
+    } else {
+      dirty_.insert(FleetAlertStateKey(it->first));
+      fleet_.erase(it++);
+    }
   }
   EvaluateFleet(now, out);
   return out;
@@ -343,9 +463,11 @@ std::vector<AlertEvent> AlertEvaluator::Active() const {
   return out;
 }
 
-// State blob: a header line "v1 TAB last_activity_ns TAB last_window_start",
-// then per rule "name TAB firing TAB hold TAB clear TAB last_sent_ns TAB
-// details JSON". Rule names hold no tabs; JSON escapes control characters.
+// State blob: a header line "v1 TAB last_activity_ns TAB last_window_start
+// [TAB forgotten]", then per rule "name TAB firing TAB hold TAB clear TAB
+// last_sent_ns TAB details JSON [TAB undelivered event JSON or -]". Rule
+// names hold no tabs; JSON escapes control characters. The bracketed fields
+// came later: states without them read as not forgotten, all delivered.
 namespace {
 int64_t TimeToNs(absl::Time t) {
   return t == absl::InfinitePast() ? INT64_MIN : absl::ToUnixNanos(t);
@@ -356,13 +478,15 @@ absl::Time NsToTime(int64_t ns) {
 }  // namespace
 
 std::string AlertEvaluator::SerializeJob(const JobAlerts& j) const {
-  std::string out = absl::StrCat(kStateVersion, "\t", TimeToNs(j.last_activity),
-                                 "\t", j.last_window_start_ns, "\n");
+  std::string out =
+      absl::StrCat(kStateVersion, "\t", TimeToNs(j.last_activity), "\t",
+                   j.last_window_start_ns, "\t", j.forgotten ? 1 : 0, "\n");
   for (const auto& [name, st] : j.rules) {
-    absl::StrAppend(&out, name, "\t", st.firing ? 1 : 0, "\t", st.hold, "\t",
-                    st.clear, "\t", TimeToNs(st.last_sent), "\t",
-                    st.last.rule.empty() ? "-" : AlertEventToJson(st.last),
-                    "\n");
+    absl::StrAppend(
+        &out, name, "\t", st.firing ? 1 : 0, "\t", st.hold, "\t", st.clear,
+        "\t", TimeToNs(st.last_sent), "\t",
+        st.last.rule.empty() ? "-" : AlertEventToJson(st.last), "\t",
+        st.undelivered ? AlertEventToJson(*st.undelivered) : "-", "\n");
   }
   return out;
 }
@@ -411,15 +535,17 @@ absl::Status AlertEvaluator::Restore(
       std::vector<absl::string_view> f = absl::StrSplit(lines[i], '\t');
       if (i == 0) {
         int64_t activity = 0;
-        ok = f.size() == 3 && f[0] == kStateVersion &&
+        ok = (f.size() == 3 || f.size() == 4) && f[0] == kStateVersion &&
              absl::SimpleAtoi(f[1], &activity) &&
              absl::SimpleAtoi(f[2], &j.last_window_start_ns);
         j.last_activity = NsToTime(activity);
+        j.forgotten = f.size() == 4 && f[3] == "1";
         continue;
       }
       RuleState st;
       int64_t sent = 0;
-      ok = f.size() == 6 && absl::SimpleAtoi(f[2], &st.hold) &&
+      ok = (f.size() == 6 || f.size() == 7) &&
+           absl::SimpleAtoi(f[2], &st.hold) &&
            absl::SimpleAtoi(f[3], &st.clear) && absl::SimpleAtoi(f[4], &sent);
       if (!ok) break;
       st.firing = f[1] == "1";
@@ -428,6 +554,11 @@ absl::Status AlertEvaluator::Restore(
         absl::StatusOr<AlertEvent> e = ParseAlertEventJson(f[5]);
         ok = e.ok();
         if (ok) st.last = *std::move(e);
+      }
+      if (ok && f.size() == 7 && f[6] != "-") {
+        absl::StatusOr<AlertEvent> e = ParseAlertEventJson(f[6]);
+        ok = e.ok();
+        if (ok) st.undelivered = *std::move(e);
       }
       j.rules.emplace(std::string(f[0]), std::move(st));
     }

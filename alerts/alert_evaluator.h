@@ -14,13 +14,23 @@
 // Windows of a job must come in start order; one not after the last seen is
 // ignored (a replay), so feeding a window twice never fires twice.
 //
+// job_silent rules with `forget_after`: a job silent that long has finished;
+// all its alerts resolve and its state is dropped (deleted from the store)
+// once those resolutions are delivered. It comes back as a new job if it
+// sends again.
+//
 // The state is serialized per job (and per fleet rule) by TakeStateUpdates
 // for the caller to commit with the windows that produced it; Restore loads
 // it back, so a restart neither re-fires nor forgets an active alert.
+// Each emitted event stays in the state as "undelivered" until the caller
+// reports it delivered (MarkDelivered, e.g. once Alertmanager accepted it):
+// ToDeliver lists what a restarted processor must (re-)send, so a resolution
+// that could not reach Alertmanager before a crash is not lost.
 // Thread safety: none; one thread drives it.
 #ifndef BUBBLEWATCH_ALERTS_ALERT_EVALUATOR_H_
 #define BUBBLEWATCH_ALERTS_ALERT_EVALUATOR_H_
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -63,6 +73,18 @@ class AlertEvaluator {
   // Every alert firing now, as its latest event (status kFiring or kRepeat).
   std::vector<AlertEvent> Active() const;
 
+  // What a delivery target that knows nothing must get: Active() plus every
+  // resolution not yet marked delivered.
+  std::vector<AlertEvent> ToDeliver() const;
+
+  // `e` (an event this evaluator emitted, matched by rule, job and sent_at)
+  // reached its target: it is no longer undelivered (a state change to
+  // commit). A later event of the same alert is not affected.
+  void MarkDelivered(const AlertEvent& e);
+
+  // True when TakeStateUpdates has something to return.
+  bool HasStateUpdates() const { return !dirty_.empty(); }
+
   // The serialized state of every job or fleet rule changed since the last
   // call (a nullopt state deletes a key no longer needed).
   std::vector<AlertStateUpdate> TakeStateUpdates();
@@ -81,11 +103,15 @@ class AlertEvaluator {
     int clear = 0;  // Consecutive windows it was clear.
     absl::Time last_sent = absl::InfinitePast();
     AlertEvent last;  // The latest details (the event sent, once firing).
+    // The latest emitted event until MarkDelivered confirms it.
+    std::optional<AlertEvent> undelivered;
   };
   struct JobAlerts {
     absl::flat_hash_map<std::string, RuleState> rules;  // By rule name.
     absl::Time last_activity = absl::InfinitePast();
     int64_t last_window_start_ns = INT64_MIN;
+    // Silent past a forget_after: kept only while it has undelivered events.
+    bool forgotten = false;
   };
 
   const AlertRule* FindRule(absl::string_view name) const;
@@ -94,6 +120,10 @@ class AlertEvaluator {
             std::vector<AlertEvent>& out);
   void EvaluateFleet(absl::Time now, std::vector<AlertEvent>& out);
   void Repeats(absl::Time now, std::vector<AlertEvent>& out);
+  // Resolves every alert of the job and drops what has nothing undelivered;
+  // returns true when nothing is left (the caller erases the job).
+  bool Forget(absl::string_view job_id, JobAlerts& job, absl::Time now,
+              std::vector<AlertEvent>& out);
   std::string SerializeJob(const JobAlerts& j) const;
   std::string SerializeFleet(const RuleState& s) const;
 

@@ -48,11 +48,14 @@ absl::StatusOr<std::unique_ptr<AlertHook>> AlertHook::Create(
   hook->pending_ = hook->evaluator_.SetRules(std::move(current), absl::Now());
   ASSIGN_OR_RETURN(std::vector<JobInfo> jobs, store->ListJobs());
   for (const JobInfo& j : jobs) hook->last_event_ns_[j.job] = j.last_event_ns;
-  const std::vector<AlertEvent> active = hook->evaluator_.Active();
-  spdlog::info("alerts: {} rules from {}; {} alerts active after restore",
-               hook->evaluator_.rules().rules.size(),
-               hook->evaluator_.rules().source, active.size());
-  if (alertmanager != nullptr) alertmanager->Send(active);
+  const std::vector<AlertEvent> to_deliver = hook->evaluator_.ToDeliver();
+  spdlog::info(
+      "alerts: {} rules from {}; {} alerts active after restore, {} "
+      "resolutions not yet delivered",
+      hook->evaluator_.rules().rules.size(), hook->evaluator_.rules().source,
+      hook->evaluator_.Active().size(),
+      to_deliver.size() - hook->evaluator_.Active().size());
+  if (alertmanager != nullptr) alertmanager->Send(to_deliver);
   if (!hook->options_.brokers.empty()) {
     KafkaConfig config(hook->options_.brokers);
     for (const std::string& p : hook->options_.kafka_properties) {
@@ -104,7 +107,12 @@ bool AlertHook::WantsCommit(absl::Time now) {
     for (AlertEvent& e : evaluator_.OnTick(now))
       pending_.push_back(std::move(e));
   }
-  return !pending_.empty();
+  if (alertmanager_ != nullptr) {
+    for (const AlertEvent& e : alertmanager_->TakeDelivered()) {
+      evaluator_.MarkDelivered(e);
+    }
+  }
+  return !pending_.empty() || evaluator_.HasStateUpdates();
 }
 
 absl::Status AlertHook::BeforeCommit(absl::Time now, StoreBatch& batch) {
@@ -121,10 +129,14 @@ absl::Status AlertHook::BeforeCommit(absl::Time now, StoreBatch& batch) {
       pending_.push_back(std::move(e));
     }
   }
+  RETURN_IF_ERROR(Publish(pending_));
+  // Without Alertmanager the acknowledged topic is the only target.
+  if (alertmanager_ == nullptr) {
+    for (const AlertEvent& e : pending_) evaluator_.MarkDelivered(e);
+  }
   for (AlertStateUpdate& u : evaluator_.TakeStateUpdates()) {
     batch.alert_states.push_back(std::move(u));
   }
-  RETURN_IF_ERROR(Publish(pending_));
   committing_ = std::move(pending_);
   pending_.clear();
   return absl::OkStatus();

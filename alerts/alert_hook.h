@@ -10,7 +10,12 @@
 //     broker's acknowledgement BEFORE the commit: an event is never lost; a
 //     crash between the two re-derives and re-publishes it (at least once);
 //   - after the commit, hands the events to the AlertmanagerClient (whose
-//     own thread delivers them) and to an optional callback.
+//     own thread delivers them) and to an optional callback;
+//   - records what Alertmanager accepted as delivered in the alert state
+//     (committed with the next batch); on start it re-sends the active
+//     alerts AND the resolutions not yet delivered, so a resolution held
+//     back by an unreachable Alertmanager survives a processor restart.
+//     Without an Alertmanager, an event is delivered once Kafka acked it.
 // Rules are reloaded on the processor thread after RequestReload (SIGHUP);
 // a file that does not validate keeps the old rules and logs every error.
 #ifndef BUBBLEWATCH_ALERTS_ALERT_HOOK_H_

@@ -191,7 +191,7 @@ std::vector<std::string> KeysOf(RuleKind kind) {
       keys.insert(keys.end(), {"duration", "for", "clear_for"});
       break;
     case RuleKind::kJobSilent:
-      keys.insert(keys.end(), {"duration"});
+      keys.insert(keys.end(), {"duration", "forget_after"});
       break;
     case RuleKind::kFleet:
       keys.insert(keys.end(), {"rule", "jobs_firing_more_than"});
@@ -312,6 +312,17 @@ void ParseRule(const YAML::Node& node, absl::Duration default_repeat,
     case RuleKind::kJobSilent:
       if (YAML::Node d = required("duration")) {
         ok &= ParsePositiveDuration(d, "duration", &rule.duration, problems);
+      }
+      if (const YAML::Node f = node["forget_after"];
+          f && rule.kind == RuleKind::kJobSilent) {
+        bool parsed = ParsePositiveDuration(f, "forget_after",
+                                            &rule.forget_after, problems);
+        // Forgetting before the silence alert could fire would never page.
+        if (parsed && rule.forget_after <= rule.duration) {
+          problems.Add(f, "forget_after must be longer than duration");
+          parsed = false;
+        }
+        ok &= parsed;
       }
       break;
     case RuleKind::kFleet:

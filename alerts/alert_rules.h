@@ -74,6 +74,10 @@ struct AlertRule {
   BubbleCause cause = BubbleCause::kHostSync;  // cause_share_above only.
   // bubble_longer_than and job_silent.
   absl::Duration duration = absl::ZeroDuration();
+  // job_silent only: a job silent for longer than this has finished: the
+  // silence alert (and every other alert of the job) resolves and the job's
+  // alert state is dropped. Infinite (the default): never forgotten.
+  absl::Duration forget_after = absl::InfiniteDuration();
   // Consecutive windows the condition must hold to fire (`for`), and be
   // clear to resolve (`clear_for`, default: the same K). Both >= 1.
   int for_windows = 1;

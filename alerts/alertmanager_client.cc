@@ -144,6 +144,15 @@ AlertmanagerStats AlertmanagerClient::stats() const {
   return s;
 }
 
+std::vector<AlertEvent> AlertmanagerClient::TakeDelivered() {
+  absl::MutexLock lock(&mu_);
+  std::vector<AlertEvent> out;
+  out.reserve(delivered_.size());
+  for (auto& [key, e] : delivered_) out.push_back(std::move(e));
+  delivered_.clear();
+  return out;
+}
+
 bool AlertmanagerClient::Post(const std::string& body, std::string* error) {
   httplib::Client client(host_);
   const int64_t timeout_ms =
@@ -198,6 +207,7 @@ void AlertmanagerClient::Loop() {
                      snapshot.size());
       failing = false;
       backoff = options_.initial_backoff;
+      for (const AlertEvent& e : snapshot) delivered_[e.key()] = e;
       // Delivered resolutions are done, unless the alert changed meanwhile.
       for (const AlertEvent& e : snapshot) {
         if (e.status != AlertStatus::kResolved) continue;

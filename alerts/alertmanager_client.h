@@ -16,6 +16,10 @@
 // description (measured values), advice, largest_bubble, dashboard.
 // startsAt is when it first fired; endsAt is set on resolution.
 //
+// Every event a successful POST carried is reported once by TakeDelivered,
+// so the caller can record it as delivered durably (AlertHook commits that
+// mark with its alert state).
+//
 // Thread safety: Send and the accessors may be called from any thread.
 #ifndef BUBBLEWATCH_ALERTS_ALERTMANAGER_CLIENT_H_
 #define BUBBLEWATCH_ALERTS_ALERTMANAGER_CLIENT_H_
@@ -66,6 +70,10 @@ class AlertmanagerClient {
 
   AlertmanagerStats stats() const;
 
+  // The events carried by successful POSTs since the last call (the latest
+  // per alert).
+  std::vector<AlertEvent> TakeDelivered();
+
   // The JSON array POSTed for `events` (exposed for tests).
   static std::string ToAlertmanagerJson(const std::vector<AlertEvent>& events);
 
@@ -82,6 +90,8 @@ class AlertmanagerClient {
   mutable absl::Mutex mu_;
   // By AlertEvent::key(); resolved ones until delivered.
   absl::btree_map<std::string, AlertEvent> alerts_ ABSL_GUARDED_BY(mu_);
+  // Delivered since the last TakeDelivered, by AlertEvent::key().
+  absl::btree_map<std::string, AlertEvent> delivered_ ABSL_GUARDED_BY(mu_);
   bool changed_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   AlertmanagerStats stats_ ABSL_GUARDED_BY(mu_);

@@ -3,6 +3,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -271,6 +274,177 @@ TEST(AlertEvaluator, ActivityOfJobsWithoutSilenceRulesIsNotRewritten) {
   std::vector<AlertStateUpdate> updates = ev.TakeStateUpdates();
   ASSERT_EQ(updates.size(), 1u);
   EXPECT_EQ(updates[0].key, "j/watched-1");
+}
+
+std::vector<std::pair<std::string, std::string>> Stored(AlertEvaluator& ev) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const AlertStateUpdate& u : ev.TakeStateUpdates()) {
+    EXPECT_TRUE(u.state.has_value()) << u.key;
+    if (u.state) out.emplace_back(u.key, *u.state);
+  }
+  return out;
+}
+
+TEST(AlertEvaluator, UndeliveredResolutionSurvivesRestartUntilDelivered) {
+  AlertEvaluator first(Rules(kSyncRule), {});
+  first.OnWindow(Window("j", 0, 0.5), kT0);
+  std::vector<AlertEvent> fired = first.OnWindow(Window("j", 1, 0.5), kT0);
+  ASSERT_EQ(fired.size(), 1u);
+  first.MarkDelivered(fired[0]);
+  first.OnWindow(Window("j", 2, 0.0), kT0 + absl::Seconds(10));
+  std::vector<AlertEvent> resolved =
+      first.OnWindow(Window("j", 3, 0.0), kT0 + absl::Seconds(20));
+  ASSERT_EQ(resolved.size(), 1u);
+  ASSERT_EQ(resolved[0].status, AlertStatus::kResolved);
+  // Marking the older firing again does not count for the resolution.
+  first.MarkDelivered(fired[0]);
+  ASSERT_EQ(first.ToDeliver().size(), 1u);
+
+  // A restart before the resolution was delivered: it is still to deliver.
+  AlertEvaluator second(Rules(kSyncRule), {});
+  ASSERT_TRUE(second.Restore(Stored(first)).ok());
+  EXPECT_TRUE(second.Active().empty());
+  std::vector<AlertEvent> to_deliver = second.ToDeliver();
+  ASSERT_EQ(to_deliver.size(), 1u);
+  EXPECT_EQ(to_deliver[0].status, AlertStatus::kResolved);
+  EXPECT_EQ(to_deliver[0].ends_at, kT0 + absl::Seconds(20));
+  EXPECT_EQ(to_deliver[0].starts_at, kT0);
+  // A condition holding again for one window (for: 2) does not lose it.
+  second.OnWindow(Window("j", 4, 0.5), kT0 + absl::Seconds(30));
+  ASSERT_EQ(second.ToDeliver().size(), 1u);
+  EXPECT_EQ(second.ToDeliver()[0].status, AlertStatus::kResolved);
+
+  // Delivered: the mark is a state change, and a third start has nothing.
+  second.TakeStateUpdates();
+  second.MarkDelivered(to_deliver[0]);
+  EXPECT_TRUE(second.ToDeliver().empty());
+  ASSERT_TRUE(second.HasStateUpdates());
+  AlertEvaluator third(Rules(kSyncRule), {});
+  ASSERT_TRUE(third.Restore(Stored(second)).ok());
+  EXPECT_TRUE(third.ToDeliver().empty());
+}
+
+TEST(AlertEvaluator, StateWithoutDeliveryMarksStillLoads) {
+  // A state blob written before delivery marks existed (6 fields per rule,
+  // 3 in the header): everything in it counts as delivered.
+  AlertEvaluator first(Rules(kSyncRule), {});
+  first.OnWindow(Window("j", 0, 0.5), kT0);
+  first.OnWindow(Window("j", 1, 0.5), kT0);
+  std::vector<std::pair<std::string, std::string>> stored = Stored(first);
+  ASSERT_EQ(stored.size(), 1u);
+  std::string old;
+  for (absl::string_view line : absl::StrSplit(stored[0].second, '\n')) {
+    if (line.empty()) continue;
+    std::vector<absl::string_view> f = absl::StrSplit(line, '\t');
+    f.pop_back();
+    absl::StrAppend(&old, absl::StrJoin(f, "\t"), "\n");
+  }
+  AlertEvaluator second(Rules(kSyncRule), {});
+  ASSERT_TRUE(second.Restore({{stored[0].first, old}}).ok()) << old;
+  EXPECT_EQ(second.Active().size(), 1u);
+  EXPECT_EQ(second.ToDeliver().size(), 1u);
+}
+
+constexpr char kForgetRules[] = R"(rules:
+  - {name: silent, kind: job_silent, duration: 30s, forget_after: 2m}
+  - {name: sync-stall, kind: cause_share_above, cause: host_sync,
+     threshold: 30%}
+)";
+
+TEST(AlertEvaluator, FinishedJobResolvesAfterForgetAfterAndIsDropped) {
+  AlertEvaluator ev(Rules(kForgetRules), {});
+  ev.OnJobActivity("done", kT0);
+  ASSERT_EQ(ev.OnWindow(Window("done", 0, 0.5), kT0).size(), 1u);
+  ASSERT_EQ(ev.OnTick(kT0 + absl::Seconds(31)).size(), 1u);
+  ASSERT_EQ(ev.Active().size(), 2u);
+  for (const AlertEvent& e : ev.ToDeliver()) ev.MarkDelivered(e);
+  ev.TakeStateUpdates();
+  EXPECT_TRUE(ev.OnTick(kT0 + absl::Seconds(120)).empty());
+
+  // Past forget_after: both alerts of the job resolve, once.
+  std::vector<AlertEvent> gone = ev.OnTick(kT0 + absl::Seconds(121));
+  EXPECT_THAT(Statuses(gone), ::testing::ElementsAre(AlertStatus::kResolved,
+                                                     AlertStatus::kResolved));
+  EXPECT_TRUE(ev.Active().empty());
+  EXPECT_TRUE(ev.OnTick(kT0 + absl::Hours(5)).empty()) << "no re-firing";
+  // Until the resolutions are delivered, the job's state (with them) stays.
+  std::vector<AlertStateUpdate> updates = ev.TakeStateUpdates();
+  ASSERT_EQ(updates.size(), 1u);
+  ASSERT_TRUE(updates[0].state.has_value());
+  AlertEvaluator restarted(Rules(kForgetRules), {});
+  ASSERT_TRUE(restarted.Restore({{updates[0].key, *updates[0].state}}).ok());
+  EXPECT_EQ(restarted.ToDeliver().size(), 2u);
+  EXPECT_TRUE(restarted.OnTick(kT0 + absl::Hours(6)).empty());
+
+  // Delivered: the job is dropped and its key deleted.
+  for (const AlertEvent& e : gone) ev.MarkDelivered(e);
+  updates = ev.TakeStateUpdates();
+  ASSERT_EQ(updates.size(), 1u);
+  EXPECT_EQ(updates[0].key, "j/done");
+  EXPECT_FALSE(updates[0].state.has_value());
+  EXPECT_TRUE(ev.ToDeliver().empty());
+
+  // Sending again makes it a new job: silence fires again later.
+  ev.OnJobActivity("done", kT0 + absl::Hours(7));
+  EXPECT_EQ(ev.OnTick(kT0 + absl::Hours(7) + absl::Seconds(31)).size(), 1u);
+}
+
+TEST(AlertEvaluator, JobWithoutAlertsIsDroppedAtOnceAndOthersAreKept) {
+  AlertEvaluator ev(Rules(R"(rules:
+  - {name: silent, kind: job_silent, duration: 30s, forget_after: 1m,
+     jobs: {prefix: "batch-"}}
+)"),
+                    {});
+  ev.OnJobActivity("batch-1", kT0);
+  ev.OnJobActivity("serve-1", kT0);
+  ev.OnTick(kT0 + absl::Seconds(31));  // Only batch-1 matches.
+  ASSERT_EQ(ev.Active().size(), 1u);
+  for (const AlertEvent& e : ev.ToDeliver()) ev.MarkDelivered(e);
+  ev.TakeStateUpdates();
+  std::vector<AlertEvent> gone = ev.OnTick(kT0 + absl::Seconds(61));
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_EQ(gone[0].job, "batch-1");
+  EXPECT_EQ(gone[0].status, AlertStatus::kResolved);
+  EXPECT_DOUBLE_EQ(gone[0].value, 61.0);
+  ev.MarkDelivered(gone[0]);
+  std::vector<AlertStateUpdate> updates = ev.TakeStateUpdates();
+  ASSERT_EQ(updates.size(), 1u);
+  EXPECT_EQ(updates[0].key, "j/batch-1");
+  EXPECT_FALSE(updates[0].state.has_value());
+}
+
+TEST(AlertEvaluator, ResolutionOfARemovedRuleIsKeptUntilDelivered) {
+  AlertEvaluator ev(Rules(kSyncRule), {});
+  ev.OnWindow(Window("j", 0, 0.5), kT0);
+  ASSERT_EQ(ev.OnWindow(Window("j", 1, 0.5), kT0).size(), 1u);
+  for (const AlertEvent& e : ev.ToDeliver()) ev.MarkDelivered(e);
+  ev.TakeStateUpdates();
+  const std::string other =
+      "rules:\n  - {name: other, kind: job_silent, duration: 1m}\n";
+  std::vector<AlertEvent> resolved =
+      ev.SetRules(Rules(other), kT0 + absl::Seconds(5));
+  ASSERT_EQ(resolved.size(), 1u);
+  EXPECT_EQ(resolved[0].status, AlertStatus::kResolved);
+
+  // A restart (with the new rules) before delivery still has it to deliver.
+  AlertEvaluator restarted(Rules(other), {});
+  ASSERT_TRUE(restarted.Restore(Stored(ev)).ok());
+  EXPECT_TRUE(restarted.SetRules(Rules(other), kT0 + absl::Seconds(6)).empty());
+  ASSERT_EQ(restarted.ToDeliver().size(), 1u);
+  EXPECT_EQ(restarted.ToDeliver()[0].rule, "sync-stall");
+  // Nothing of the old rule fires or repeats meanwhile.
+  EXPECT_TRUE(
+      restarted.OnWindow(Window("j", 2, 0.9), kT0 + absl::Hours(2)).empty());
+  EXPECT_TRUE(restarted.OnTick(kT0 + absl::Hours(3)).empty());
+
+  // Delivered: the old rule's state is gone from the stored blob.
+  restarted.TakeStateUpdates();
+  restarted.MarkDelivered(resolved[0]);
+  EXPECT_TRUE(restarted.ToDeliver().empty());
+  std::vector<std::pair<std::string, std::string>> stored = Stored(restarted);
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_THAT(stored[0].second,
+              ::testing::Not(::testing::HasSubstr("sync-stall")));
 }
 
 }  // namespace

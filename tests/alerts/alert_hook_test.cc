@@ -209,5 +209,36 @@ TEST(AlertHook, RestartWithoutTheRuleResolvesItsAlert) {
   EXPECT_EQ(f.seen[1].rule, "stall");
 }
 
+TEST(AlertHook, FinishedJobsStateLeavesTheStore) {
+  Fixture f;
+  WriteFile(f.rules,
+            "rules:\n  - {name: quiet, kind: job_silent, duration: 30s, "
+            "forget_after: 5m}\n");
+  std::unique_ptr<AlertHook> hook = f.Hook();
+  StoreBatch batch;
+  batch.jobs.push_back(JobUpdate{.job = "job-a", .last_event_ns = 100});
+  ASSERT_TRUE(hook->BeforeCommit(kT0, batch).ok());
+  ASSERT_TRUE(f.store->Commit(batch).ok());
+  hook->AfterCommit(kT0);
+  ASSERT_TRUE(hook->WantsCommit(kT0 + absl::Seconds(31)));
+  f.Commit(*hook, {}, kT0 + absl::Seconds(31));
+  ASSERT_EQ(f.store->AlertStates()->size(), 1u);
+  ASSERT_EQ(f.seen.size(), 1u);
+  // Without Alertmanager, the committed resolution is delivered: the job's
+  // state is deleted in the same commit.
+  ASSERT_TRUE(hook->WantsCommit(kT0 + absl::Minutes(6)));
+  f.Commit(*hook, {}, kT0 + absl::Minutes(6));
+  ASSERT_EQ(f.seen.size(), 2u);
+  EXPECT_EQ(f.seen[1].status, AlertStatus::kResolved);
+  EXPECT_EQ(f.seen[1].job, "job-a");
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> states =
+      f.store->AlertStates();
+  ASSERT_TRUE(states.ok());
+  EXPECT_TRUE(states->empty());
+  EXPECT_FALSE(hook->WantsCommit(kT0 + absl::Hours(2)));
+  hook = f.Hook();
+  EXPECT_TRUE(hook->Active().empty());
+}
+
 }  // namespace
 }  // namespace bubblewatch

@@ -192,5 +192,27 @@ TEST(AlertRules, NonScalarFieldsAreNamedNotDropped) {
               HasSubstr("rule must name a per-job rule"));
 }
 
+TEST(AlertRules, ForgetAfterBelongsToSilenceRulesAndOutlastsDuration) {
+  absl::StatusOr<AlertRuleSet> ok = ParseAlertRules(
+      "rules:\n  - {name: x, kind: job_silent, duration: 5m, "
+      "forget_after: 24h}\n",
+      "r.yaml");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->rules[0].forget_after, absl::Hours(24));
+  absl::StatusOr<AlertRuleSet> never = ParseAlertRules(
+      "rules:\n  - {name: x, kind: job_silent, duration: 5m}\n", "r.yaml");
+  ASSERT_TRUE(never.ok());
+  EXPECT_EQ(never->rules[0].forget_after, absl::InfiniteDuration());
+  EXPECT_THAT(ErrorOf("rules:\n  - {name: x, kind: job_silent, duration: 5m, "
+                      "forget_after: 5m}\n"),
+              HasSubstr("forget_after must be longer than duration"));
+  EXPECT_THAT(ErrorOf("rules:\n  - {name: x, kind: job_silent, duration: 5m, "
+                      "forget_after: soon}\n"),
+              HasSubstr("forget_after"));
+  EXPECT_THAT(ErrorOf("rules:\n  - {name: x, kind: bubble_longer_than, "
+                      "duration: 5s, forget_after: 1h}\n"),
+              HasSubstr("unknown key \"forget_after\""));
+}
+
 }  // namespace
 }  // namespace bubblewatch

@@ -161,5 +161,29 @@ TEST(AlertmanagerClient, ReSendsActiveAlertsEveryInterval) {
   EXPECT_EQ((*client)->stats().active, 1);
 }
 
+TEST(AlertmanagerClient, ReportsWhatASuccessfulPostCarriedOnce) {
+  FlakyServer server(/*failures=*/2);
+  absl::StatusOr<std::unique_ptr<AlertmanagerClient>> client =
+      AlertmanagerClient::Create({.url = server.url(),
+                                  .resend_interval = absl::Hours(1),
+                                  .initial_backoff = absl::Milliseconds(10),
+                                  .max_backoff = absl::Milliseconds(20)});
+  ASSERT_TRUE(client.ok()) << client.status();
+  (*client)->Send({Event(AlertStatus::kResolved)});
+  std::vector<AlertEvent> delivered;
+  ASSERT_TRUE(PollUntil([&] {
+    for (AlertEvent& e : (*client)->TakeDelivered()) {
+      delivered.push_back(std::move(e));
+    }
+    return !delivered.empty();
+  }));
+  // Only after the failing attempts; the event as sent (same sent_at).
+  EXPECT_EQ(server.attempts(), 3);
+  ASSERT_EQ(delivered.size(), 1u);
+  EXPECT_EQ(delivered[0].status, AlertStatus::kResolved);
+  EXPECT_EQ(delivered[0].sent_at, Event(AlertStatus::kResolved).sent_at);
+  EXPECT_TRUE((*client)->TakeDelivered().empty());
+}
+
 }  // namespace
 }  // namespace bubblewatch

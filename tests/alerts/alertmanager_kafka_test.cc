@@ -11,7 +11,11 @@
 //   - resolve once after the stall ends, and the resolution reach an
 //     Alertmanager that was unreachable (SIGSTOP) when it happened;
 // and SIGHUP reloads the rules file: a bad one is refused and logged, a good
-// one applies to the next windows.
+// one applies to the next windows;
+// and a resolution that could not reach Alertmanager (unreachable through a
+// proxy that is shut) survives a kill -9 of the processor: the restarted
+// processor delivers it, long before Alertmanager's resolve_timeout (1 h in
+// ops/alertmanager/start) would end the alert by itself.
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -22,6 +26,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -30,6 +36,7 @@
 #include "absl/strings/str_cat.h"
 #include "alerts/alert_evaluator.h"
 #include "alerts/alert_event.h"
+#include "alerts/alert_rules.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
@@ -165,6 +172,55 @@ std::vector<ListedAlert> ListAlerts(const std::string& url,
   }
   return out;
 }
+
+// An HTTP proxy in front of Alertmanager's POST /api/v2/alerts that can be
+// shut (connection refused: Alertmanager unreachable, yet it keeps the
+// alerts it holds in memory) and opened again on the same port. Unlike a
+// SIGSTOPped Alertmanager, a shut proxy buffers nothing that a killed
+// processor sent.
+class AlertmanagerProxy {
+ public:
+  explicit AlertmanagerProxy(std::string target) : target_(std::move(target)) {}
+  ~AlertmanagerProxy() { Shut(); }
+  // Opens on `port_` (any free port the first time).
+  bool Open() {
+    server_ = std::make_unique<httplib::Server>();
+    server_->Post("/api/v2/alerts",
+                  [this](const httplib::Request& req, httplib::Response& res) {
+                    httplib::Client am(target_);
+                    am.set_connection_timeout(2, 0);
+                    am.set_read_timeout(2, 0);
+                    httplib::Result r =
+                        am.Post("/api/v2/alerts", req.body, "application/json");
+                    res.status = r ? r->status : 502;
+                    if (r) res.set_content(r->body, "application/json");
+                  });
+    if (port_ == 0) {
+      port_ = server_->bind_to_any_port("127.0.0.1");
+    } else if (!server_->bind_to_port("127.0.0.1", port_)) {
+      return false;
+    }
+    if (port_ <= 0) return false;
+    thread_ = std::thread([this] { server_->listen_after_bind(); });
+    while (!server_->is_running()) std::this_thread::yield();
+    return true;
+  }
+  void Shut() {
+    if (!server_) return;
+    server_->stop();
+    thread_.join();
+    server_.reset();
+  }
+  std::string url() const {
+    return "http://127.0.0.1:" + std::to_string(port_);
+  }
+
+ private:
+  const std::string target_;
+  int port_ = 0;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+};
 
 // Follows the alerts topic from its beginning.
 class TopicReader {
@@ -456,6 +512,127 @@ TEST_F(AlertmanagerKafka, SighupReloadsRulesAndRefusesABadFile) {
   EXPECT_GE(reader.Poll().front().window_start_ns,
             kStallStartNs + 3 * kWindowNs);
   EXPECT_EQ(reader.Poll().front().job, job);
+}
+
+// The processor's durable alert state in `store` (opened read-only beside
+// the running processor), as an evaluator with `rules_path`'s rules.
+std::optional<AlertEvaluator> StoredAlerts(const std::string& store,
+                                           const std::string& rules_path) {
+  auto reader = OpenRocksDbWindowStoreReadOnly(store);
+  if (!reader.ok()) return std::nullopt;
+  auto states = (*reader)->AlertStates();
+  auto rules = ParseAlertRules(ReadFile(rules_path), "rules");
+  if (!states.ok() || !rules.ok()) return std::nullopt;
+  AlertEvaluator ev(*std::move(rules), {});
+  if (!ev.Restore(*states).ok()) return std::nullopt;
+  return ev;
+}
+
+TEST_F(AlertmanagerKafka, UndeliveredResolutionSurvivesAProcessorKill) {
+  const std::string brokers = Env("BUBBLEWATCH_KAFKA_BROKERS");
+  const std::string am = Env("BUBBLEWATCH_ALERTMANAGER_URL");
+  ASSERT_FALSE(brokers.empty() || am.empty());
+  const std::string topic = Unique("bw-undelivered");
+  const std::string rule = Unique("sync-held");
+  const std::string job_prefix = Unique("held");
+  const std::string store = ::testing::TempDir() + "/" + topic;
+  const std::string rules = ::testing::TempDir() + "/" + topic + ".yaml";
+  std::ofstream(rules) << "rules:\n  - {name: " << rule
+                       << ", kind: cause_share_above, cause: host_sync, "
+                          "threshold: 8%, for: 1, clear_for: 2}\n";
+  AlertmanagerProxy proxy(am);
+  ASSERT_TRUE(proxy.Open());
+  const std::vector<std::string> process_args = {"process",
+                                                 "--brokers",
+                                                 brokers,
+                                                 "--topic",
+                                                 topic,
+                                                 "--group",
+                                                 topic + "-g",
+                                                 "--store",
+                                                 store,
+                                                 "--idle-timeout",
+                                                 "3s",
+                                                 "--rules",
+                                                 rules,
+                                                 "--alertmanager",
+                                                 proxy.url(),
+                                                 "--alertmanager-resend",
+                                                 "1s",
+                                                 "--alerts-topic",
+                                                 topic + ".alerts",
+                                                 "--windows-topic",
+                                                 "",
+                                                 "--log-level",
+                                                 "info",
+                                                 "-X",
+                                                 "session.timeout.ms=6000",
+                                                 "-X",
+                                                 "heartbeat.interval.ms=1000"};
+  auto produce = [&](const char* scenario, const char* start) {
+    return RunToEnd(
+        BUBBLEWATCH_BINARY,
+        {"produce",        "--brokers",  brokers,      "--topic",      topic,
+         "--synthetic",    "--job",      job_prefix,   "--jobs",       "1",
+         "--gpus-per-job", "2",          "--duration", "30s",          "--rate",
+         "3000",           "--scenario", scenario,     "--start-time", start,
+         "--log-level",    "error"});
+  };
+
+  // Fires, and Alertmanager lists it.
+  ASSERT_EQ(produce("sync", "2026-01-01T00:00:00Z"), 0);
+  processor_ = Spawn(BUBBLEWATCH_BINARY, process_args);
+  TopicReader reader(topic + ".alerts");
+  ASSERT_TRUE(PollUntil([&] { return ListAlerts(am, rule).size() == 1; },
+                        absl::Seconds(60)))
+      << "Alertmanager never listed the alert";
+
+  // Alertmanager becomes unreachable; the stall ends and the alert resolves.
+  // The resolution is committed as undelivered.
+  proxy.Shut();
+  ASSERT_EQ(produce("healthy", "2026-01-01T00:00:30Z"), 0);
+  ASSERT_TRUE(
+      PollUntil([&] { return reader.Count(AlertStatus::kResolved) >= 1; },
+                absl::Seconds(60)))
+      << "no resolution on the alerts topic";
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        std::optional<AlertEvaluator> ev = StoredAlerts(store, rules);
+        if (!ev) return false;
+        std::vector<AlertEvent> due = ev->ToDeliver();
+        return due.size() == 1 && due[0].status == AlertStatus::kResolved;
+      },
+      absl::Seconds(30)))
+      << "the undelivered resolution is not in the stored alert state";
+
+  // The processor dies before Alertmanager is back: Alertmanager still
+  // lists the alert as active (its resolve_timeout is an hour away).
+  kill(processor_, SIGKILL);
+  Wait(processor_);
+  processor_ = 0;
+  ASSERT_EQ(ListAlerts(am, rule).size(), 1u);
+
+  // Alertmanager reachable again, the processor restarted with no new
+  // input: only the stored resolution can resolve the alert.
+  ASSERT_TRUE(proxy.Open());
+  processor_ = Spawn(BUBBLEWATCH_BINARY, process_args);
+  EXPECT_TRUE(PollUntil([&] { return ListAlerts(am, rule).empty(); },
+                        absl::Seconds(30)))
+      << "Alertmanager still lists the alert: the resolution was lost";
+  // The delivery is committed: nothing left to deliver after another start.
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        std::optional<AlertEvaluator> ev = StoredAlerts(store, rules);
+        return ev && ev->ToDeliver().empty();
+      },
+      absl::Seconds(30)))
+      << "the delivery mark was not committed";
+  kill(processor_, SIGTERM);
+  EXPECT_EQ(Wait(processor_), 0);
+  processor_ = 0;
+  // Once fired, once resolved, whatever restarted in between.
+  EXPECT_EQ(reader.Count(AlertStatus::kFiring), 1);
+  EXPECT_EQ(reader.Count(AlertStatus::kResolved), 1);
 }
 
 }  // namespace

@@ -66,6 +66,9 @@ int RunProcessCommand(int argc, char** argv) {
                  "allowed lateness behind a host's newest event");
   cl.AddDuration("idle-timeout", &options.idle_timeout, "DURATION",
                  "close a job's windows after this much wall time of silence");
+  cl.AddDuration("producer-expiry", &options.producer_expiry, "DURATION",
+                 "forget a producer id whose newest event is this far behind "
+                 "its job's finalized windows (event time)");
   cl.AddDuration("retention", &options.retention, "DURATION",
                  "keep windows this long (event time, per job)");
   cl.AddDuration("progress-interval", &options.log_interval, "DURATION",
@@ -98,6 +101,9 @@ int RunProcessCommand(int argc, char** argv) {
   if (store_path.empty()) usage_error = "--store is required";
   if (window <= absl::ZeroDuration()) usage_error = "--window must be > 0";
   if (lateness < absl::ZeroDuration()) usage_error = "--lateness must be >= 0";
+  if (options.producer_expiry <= absl::ZeroDuration()) {
+    usage_error = "--producer-expiry must be > 0";
+  }
   if (options.log_interval <= absl::ZeroDuration()) {
     usage_error = "--progress-interval must be > 0";
   }

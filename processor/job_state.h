@@ -2,6 +2,12 @@
 // stored in the window store atomically with the job's windows and its
 // partition's progress: the finalized edge and, per producer, the highest
 // batch sequence counted (so a resent batch never counts twice).
+//
+// Producers come and go (the watcher gives every trace file a producer id of
+// its own), so a producer is forgotten once its newest event lies more than
+// an expiry behind the finalized edge (ForgetProducersBefore). A batch it
+// resends after that holds only events of finalized windows: the windower
+// counts them as late, they never enter a window twice.
 #ifndef BUBBLEWATCH_PROCESSOR_JOB_STATE_H_
 #define BUBBLEWATCH_PROCESSOR_JOB_STATE_H_
 
@@ -18,10 +24,23 @@ struct JobState {
   int64_t finalized_through_ns = INT64_MIN;
   // producer id -> highest sequence number processed.
   absl::flat_hash_map<uint64_t, uint64_t> producer_sequences;
+  // producer id -> end of the newest event it sent (ns). Every producer in
+  // producer_sequences has an entry once a batch of it was counted.
+  absl::flat_hash_map<uint64_t, int64_t> producer_newest_ns;
 
-  // A compact text form: "v1 <finalized> <producer>:<seq> ...".
+  // Records that a batch of `producer` ending at `newest_ns` was counted.
+  void NoteProducerEvents(uint64_t producer, int64_t newest_ns);
+
+  // Forgets the producers whose newest event ends before `cutoff_ns`;
+  // returns how many.
+  int ForgetProducersBefore(int64_t cutoff_ns);
+
+  // A compact text form: "v2 <finalized> <producer>:<seq>:<newest> ...".
   std::string Serialize() const;
-  // Parses Serialize()'s output; kDataLoss for anything else.
+  // Parses Serialize()'s output, and the older "v1 <finalized>
+  // <producer>:<seq> ..." (a producer's newest event is then taken to be the
+  // finalized edge, so it is kept for a full expiry); kDataLoss for anything
+  // else.
   static absl::StatusOr<JobState> Parse(absl::string_view text);
 };
 

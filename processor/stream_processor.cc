@@ -102,6 +102,9 @@ class StreamProcessor::Impl {
   // True if `header`'s batch was already counted (see the definition).
   static bool IsDuplicateBatch(JobEntry& job, const BatchHeader& header,
                                bool replay);
+  // Forgets the producers of `state` whose newest event lies more than
+  // options_.producer_expiry behind its finalized edge.
+  void ForgetOldProducers(JobState& state);
   void SendToDeadLetters(const rd_kafka_message_t& message,
                          absl::string_view reason, absl::string_view detail);
   absl::StatusOr<JobEntry*> GetOrLoadJob(const std::string& job,
@@ -423,16 +426,22 @@ absl::Status StreamProcessor::Impl::HandleMessage(
   for (const auto& [window, count] : job->windower->TakeLateCounts()) {
     pending_late_[{batch->header.job, window}] += count;
   }
+  int64_t batch_newest_ns = INT64_MIN;
   for (const GpuActivity& a : batch->trace.gpu) {
-    job->last_event_ns = std::max(job->last_event_ns, a.end_ns);
+    batch_newest_ns = std::max(batch_newest_ns, a.end_ns);
   }
   for (const CpuEvent& e : batch->trace.cpu) {
-    job->last_event_ns = std::max(job->last_event_ns, e.end_ns);
+    batch_newest_ns = std::max(batch_newest_ns, e.end_ns);
+  }
+  job->last_event_ns = std::max(job->last_event_ns, batch_newest_ns);
+  if (batch->header.producer_id != 0) {
+    job->state.NoteProducerEvents(batch->header.producer_id, batch_newest_ns);
   }
   job->dirty = true;
   std::vector<WindowSummary> done =
       job->windower->FinalizeReady(now, HostIdle());
   job->state.finalized_through_ns = job->windower->finalized_through_ns();
+  if (!done.empty()) ForgetOldProducers(job->state);
   {
     absl::MutexLock lock(&stats_mu_);
     stats_.events +=
@@ -462,6 +471,17 @@ bool StreamProcessor::Impl::IsDuplicateBatch(JobEntry& job,
   if (it != seen.end() && header.sequence <= it->second) return true;
   seen[header.producer_id] = header.sequence;
   return false;
+}
+
+// Only when the finalized edge moves, and only by event time, so a replay
+// forgets exactly what the first pass forgot.
+void StreamProcessor::Impl::ForgetOldProducers(JobState& state) {
+  const int64_t expiry = absl::ToInt64Nanoseconds(options_.producer_expiry);
+  if (state.finalized_through_ns == INT64_MIN ||
+      state.finalized_through_ns < INT64_MIN + expiry) {
+    return;
+  }
+  state.ForgetProducersBefore(state.finalized_through_ns - expiry);
 }
 
 bool StreamProcessor::Impl::CaughtUp() const {

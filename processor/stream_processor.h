@@ -67,6 +67,11 @@ struct StreamProcessorOptions {
   BatchLimits limits;
   // A job (and a host within it) silent this long, in wall time, is closed.
   absl::Duration idle_timeout = absl::Seconds(30);
+  // A producer (id) whose newest event lies this far behind its job's
+  // finalized edge (event time) is forgotten; a batch it resends later only
+  // counts as late events. Bounds the job state when producers come and go
+  // (the watcher uses one producer id per trace file).
+  absl::Duration producer_expiry = absl::Hours(1);
   // Windows older than this (event time, per job) are deleted.
   absl::Duration retention = absl::Hours(6);
   // How often progress is committed when no window closes.

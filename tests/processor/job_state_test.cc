@@ -1,0 +1,59 @@
+#include "processor/job_state.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace bubblewatch {
+namespace {
+
+TEST(JobState, RoundTripsEveryField) {
+  JobState state;
+  state.finalized_through_ns = 40'000'000'000;
+  state.producer_sequences = {{7, 12}, {3, 99}};
+  state.NoteProducerEvents(7, 39'000'000'000);
+  state.NoteProducerEvents(3, 12'000'000'000);
+  state.NoteProducerEvents(3, 11'000'000'000);  // Older: kept the newer.
+  const std::string text = state.Serialize();
+  EXPECT_EQ(text, "v2 40000000000 3:99:12000000000 7:12:39000000000");
+  absl::StatusOr<JobState> parsed = JobState::Parse(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->finalized_through_ns, state.finalized_through_ns);
+  EXPECT_EQ(parsed->producer_sequences, state.producer_sequences);
+  EXPECT_EQ(parsed->producer_newest_ns, state.producer_newest_ns);
+  EXPECT_EQ(parsed->Serialize(), text);
+}
+
+TEST(JobState, ReadsTheFormerFormatKeepingItsProducersForAFullExpiry) {
+  absl::StatusOr<JobState> parsed = JobState::Parse("v1 5000 3:9 8:1");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->producer_sequences.at(3), 9u);
+  EXPECT_EQ(parsed->producer_newest_ns.at(3), 5000);
+  EXPECT_EQ(parsed->ForgetProducersBefore(5000), 0);
+  EXPECT_EQ(parsed->ForgetProducersBefore(5001), 2);
+  EXPECT_TRUE(parsed->producer_sequences.empty());
+}
+
+TEST(JobState, ForgetsOnlyProducersWhoseNewestEventIsOlderThanTheCutoff) {
+  JobState state;
+  state.producer_sequences = {{1, 5}, {2, 5}, {3, 5}};
+  state.NoteProducerEvents(1, 100);
+  state.NoteProducerEvents(2, 200);
+  state.NoteProducerEvents(3, 300);
+  EXPECT_EQ(state.ForgetProducersBefore(200), 1);
+  EXPECT_THAT(state.producer_sequences,
+              ::testing::UnorderedElementsAre(::testing::Pair(2, 5u),
+                                              ::testing::Pair(3, 5u)));
+  EXPECT_EQ(state.producer_newest_ns.count(1), 0u);
+  EXPECT_EQ(state.ForgetProducersBefore(INT64_MIN), 0);
+}
+
+TEST(JobState, RejectsWhatItDidNotWrite) {
+  for (const char* bad : {"", "v3 1", "v2 x", "v2 1 3:4", "v1 1 3:4:5",
+                          "v2 1 a:4:5", "v2 1 3:4:z", "v1 1 3"}) {
+    EXPECT_EQ(JobState::Parse(bad).status().code(), absl::StatusCode::kDataLoss)
+        << bad;
+  }
+}
+
+}  // namespace
+}  // namespace bubblewatch

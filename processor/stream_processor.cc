@@ -44,6 +44,16 @@ class StreamProcessor::Impl {
  public:
   Impl(const StreamProcessorOptions& options, WindowStore* store)
       : options_(options), store_(store) {}
+  // Closes the consumer while every member is still alive: closing runs the
+  // rebalance callback (OnRevoke), which uses jobs_ and partitions_. Left to
+  // the members' destructors, consumer_ (declared first) would close after
+  // those maps were destroyed: a double free whenever Run returned an error.
+  ~Impl() {
+    if (consumer_ != nullptr && !consumer_closed_) {
+      rd_kafka_consumer_close(consumer_.get());
+      consumer_closed_ = true;
+    }
+  }
 
   absl::Status Init();
   absl::Status Run(const std::atomic<bool>& stop);
@@ -94,6 +104,9 @@ class StreamProcessor::Impl {
   RdKafkaPtr consumer_;
   RdKafkaPtr producer_;
   absl::Status fatal_;  // Set by callbacks; Run returns it.
+  // The first failed store write; once set, Commit writes nothing more.
+  absl::Status store_failed_;
+  bool consumer_closed_ = false;
 
   absl::flat_hash_map<int32_t, PartitionState> partitions_;
   absl::flat_hash_map<std::string, JobEntry> jobs_;
@@ -402,6 +415,11 @@ absl::Status StreamProcessor::Impl::AddLateUpdates(StoreBatch& batch) {
 }
 
 absl::Status StreamProcessor::Impl::Commit(absl::Time now) {
+  // After a failed store write nothing more may be written: the failed batch
+  // is gone from memory (its windows, its advanced positions), so a later
+  // commit, e.g. the one a revocation makes while the consumer closes, would
+  // store progress past windows that were never written.
+  if (!store_failed_.ok()) return store_failed_;
   if (!uncommitted_ && pending_windows_.empty()) return absl::OkStatus();
   // Dead letters and published windows must be durable before the offsets
   // that produced them move on.
@@ -451,10 +469,11 @@ absl::Status StreamProcessor::Impl::Commit(absl::Time now) {
   }
   absl::Status written = store_->Commit(batch);
   if (!written.ok()) {
-    return absl::Status(written.code(),
-                        absl::StrCat("cannot write windows to the store, "
+    store_failed_ = absl::Status(
+        written.code(), absl::StrCat("cannot write windows to the store, "
                                      "stopping before offsets move: ",
                                      written.message()));
+    return store_failed_;
   }
   uncommitted_ = false;
   if (offsets->cnt > 0) {
@@ -585,6 +604,7 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
   RETURN_IF_ERROR(Commit(absl::Now()));
   LogProgress();
   rd_kafka_consumer_close(consumer_.get());
+  consumer_closed_ = true;
   rd_kafka_flush(producer_.get(), 10'000);
   return absl::OkStatus();
 }

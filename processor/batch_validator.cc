@@ -12,17 +12,22 @@ std::optional<BatchRejection> CheckInterval(const Trace& t,
                                             size_t index, NameId name,
                                             int64_t start, int64_t end,
                                             const BatchLimits& limits) {
+  // Differences in unsigned arithmetic: those of hostile times may not fit
+  // in int64.
   if (end < start) {
     return BatchRejection{
         "end_before_start",
         absl::StrCat(what, " #", index, " '", t.names[name], "' ends ",
-                     start - end, " ns before it starts")};
+                     static_cast<uint64_t>(start) - static_cast<uint64_t>(end),
+                     " ns before it starts")};
   }
-  if (end - start > limits.max_event_duration_ns) {
+  const uint64_t duration =
+      static_cast<uint64_t>(end) - static_cast<uint64_t>(start);
+  if (duration > static_cast<uint64_t>(limits.max_event_duration_ns)) {
     return BatchRejection{
         "duration_over_limit",
         absl::StrCat(what, " #", index, " '", t.names[name], "' lasts ",
-                     (end - start) / 1'000'000'000, " s")};
+                     duration / 1'000'000'000, " s")};
   }
   return std::nullopt;
 }

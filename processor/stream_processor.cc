@@ -85,8 +85,10 @@ class StreamProcessor::Impl {
   void OnRevoke(rd_kafka_topic_partition_list_t* partitions);
 
   absl::Status HandleMessage(const rd_kafka_message_t& message, absl::Time now);
+  // `source`: the batch's header when it decoded, for per-source counts.
   void SendToDeadLetters(const rd_kafka_message_t& message,
-                         absl::string_view reason, absl::string_view detail);
+                         absl::string_view reason, absl::string_view detail,
+                         const BatchHeader* source = nullptr);
   absl::StatusOr<JobEntry*> GetOrLoadJob(const std::string& job,
                                          int32_t partition);
   void CloseIdleJobs(absl::Time now);
@@ -248,7 +250,8 @@ void StreamProcessor::Impl::DeliveryCallback(rd_kafka_t*,
 
 void StreamProcessor::Impl::SendToDeadLetters(const rd_kafka_message_t& message,
                                               absl::string_view reason,
-                                              absl::string_view detail) {
+                                              absl::string_view detail,
+                                              const BatchHeader* source) {
   std::string header = absl::StrCat(reason, ": ", detail);
   ++undelivered_;
   rd_kafka_resp_err_t err = rd_kafka_producev(
@@ -267,6 +270,14 @@ void StreamProcessor::Impl::SendToDeadLetters(const rd_kafka_message_t& message,
                message.offset, options_.dlq_topic, header);
   absl::MutexLock lock(&stats_mu_);
   ++stats_.dlq_by_reason[std::string(reason)];
+  if (source != nullptr) {
+    std::pair<std::string, uint64_t> key(source->job, source->producer_id);
+    if (stats_.dlq_by_source.size() >= kMaxDlqSources &&
+        !stats_.dlq_by_source.contains(key)) {
+      key = {"", 0};
+    }
+    ++stats_.dlq_by_source[key];
+  }
 }
 
 absl::StatusOr<StreamProcessor::Impl::JobEntry*>
@@ -302,6 +313,14 @@ absl::Status StreamProcessor::Impl::HandleMessage(
     ++stats_.messages;
     if (replay) ++stats_.replayed_messages;
   }
+  // Checked before decoding: a huge message is not decoded at all.
+  if (std::optional<BatchRejection> too_large =
+          CheckBatchBytes(message.len, options_.limits)) {
+    if (!replay) {
+      SendToDeadLetters(message, too_large->reason, too_large->detail);
+    }
+    return absl::OkStatus();
+  }
   absl::StatusOr<DecodedBatch> batch = DecodeEventBatch(
       {static_cast<const uint8_t*>(message.payload), message.len});
   if (!batch.ok()) {
@@ -314,7 +333,8 @@ absl::Status StreamProcessor::Impl::HandleMessage(
   if (std::optional<BatchRejection> rejection =
           ValidateBatch(*batch, options_.limits)) {
     if (!replay) {
-      SendToDeadLetters(message, rejection->reason, rejection->detail);
+      SendToDeadLetters(message, rejection->reason, rejection->detail,
+                        &batch->header);
     }
     return absl::OkStatus();
   }

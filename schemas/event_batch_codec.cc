@@ -97,9 +97,11 @@ absl::StatusOr<DecodedBatch> DecodeEventBatch(std::span<const uint8_t> bytes) {
   auto misaligned = [](const void* p, size_t align) {
     return reinterpret_cast<uintptr_t>(p) % align != 0;
   };
-  if ((batch->gpu() != nullptr &&
+  // (An empty vector has nothing to read; the builder leaves those
+  // unaligned.)
+  if ((batch->gpu() != nullptr && batch->gpu()->size() > 0 &&
        misaligned(batch->gpu()->Data(), alignof(fb::GpuActivity))) ||
-      (batch->cpu() != nullptr &&
+      (batch->cpu() != nullptr && batch->cpu()->size() > 0 &&
        misaligned(batch->cpu()->Data(), alignof(fb::CpuEvent)))) {
     return absl::InvalidArgumentError(
         "not a valid EventBatch (an event vector is misaligned)");

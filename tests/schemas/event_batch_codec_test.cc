@@ -196,6 +196,27 @@ TEST(EventBatchCodec, DecodesFromAnyAddress) {
   }
 }
 
+// Regression, found by the event_batch fuzzer's round trip: the builder
+// leaves an empty struct vector unaligned, and the alignment check rejected
+// batches with no GPU activities or no CPU events.
+TEST(EventBatchCodec, BatchesWithAnEmptyEventVectorDecode) {
+  Trace t = SampleTrace();
+  EventBatchEncoder encoder(&t);
+  for (auto [gpu_end, cpu_end] :
+       {std::pair{0, 0}, std::pair{0, 2}, std::pair{2, 0}}) {
+    std::span<const uint8_t> bytes =
+        encoder.Encode(Header(), 0, gpu_end, 0, cpu_end);
+    std::vector<uint64_t> aligned((bytes.size() + 7) / 8);
+    std::memcpy(aligned.data(), bytes.data(), bytes.size());
+    absl::StatusOr<DecodedBatch> batch = DecodeEventBatch(
+        {reinterpret_cast<const uint8_t*>(aligned.data()), bytes.size()});
+    ASSERT_TRUE(batch.ok())
+        << gpu_end << "/" << cpu_end << ": " << batch.status();
+    EXPECT_EQ(batch->trace.gpu.size(), static_cast<size_t>(gpu_end));
+    EXPECT_EQ(batch->trace.cpu.size(), static_cast<size_t>(cpu_end));
+  }
+}
+
 TEST(EventBatchCodec, StructsHaveTheDocumentedFixedSizes) {
   EXPECT_EQ(sizeof(fb::GpuActivity), 48u);
   EXPECT_EQ(sizeof(fb::CpuEvent), 40u);

@@ -77,6 +77,14 @@ int RunProcessCommand(int argc, char** argv) {
   cl.AddDuration("exit-when-idle", &options.exit_when_idle, "DURATION",
                  "exit once nothing arrived for this long and every job is "
                  "closed (0 = run forever)");
+  cl.AddInt64("max-batch-bytes", &options.limits.max_batch_bytes, "N",
+              "reject (to the DLQ) a message larger than this");
+  cl.AddInt64("max-batch-events", &options.limits.max_events, "N",
+              "reject a batch with more events than this");
+  cl.AddInt64("max-name-bytes", &options.limits.max_name_bytes, "N",
+              "reject a batch whose job, host or any event name is longer");
+  cl.AddInt64("max-batch-names", &options.limits.max_names, "N",
+              "reject a batch whose string table has more names");
   cl.AddList("property", &options.kafka_properties, "KEY=VALUE",
              "librdkafka property for the consumer and producer "
              "(repeatable; SASL/SSL settings go here)");
@@ -106,6 +114,12 @@ int RunProcessCommand(int argc, char** argv) {
   }
   if (options.log_interval <= absl::ZeroDuration()) {
     usage_error = "--progress-interval must be > 0";
+  }
+  if (options.limits.max_batch_bytes < 1 || options.limits.max_events < 1 ||
+      options.limits.max_name_bytes < 1 || options.limits.max_names < 1) {
+    usage_error =
+        "--max-batch-bytes, --max-batch-events, --max-name-bytes "
+        "and --max-batch-names must be >= 1";
   }
   if (!http_listen.empty()) {
     if (absl::Status s =

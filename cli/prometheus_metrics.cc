@@ -94,6 +94,19 @@ void WriteProcessor(Page& page, const ProcessorStats& p) {
     page.Sample("bubblewatch_processor_dlq_messages_total",
                 Label("reason", reason), n);
   }
+  page.Family("bubblewatch_processor_dlq_batches_by_source_total", "counter",
+              "Batches that decoded but broke a rule or limit, sent to the "
+              "dead-letter topic, by job and producer id (job \"\" counts "
+              "sources past the first 1000).");
+  std::vector<std::pair<std::pair<std::string, uint64_t>, int64_t>> sources(
+      p.dlq_by_source.begin(), p.dlq_by_source.end());
+  std::sort(sources.begin(), sources.end());
+  for (const auto& [source, n] : sources) {
+    page.Sample("bubblewatch_processor_dlq_batches_by_source_total",
+                absl::StrCat(Label("job", source.first), ",",
+                             Label("producer", absl::StrCat(source.second))),
+                n);
+  }
   page.Family("bubblewatch_processor_open_jobs", "gauge",
               "Jobs with at least one open window.");
   page.Sample("bubblewatch_processor_open_jobs", "", p.open_jobs);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 
 namespace bubblewatch {
@@ -12,29 +13,78 @@ std::optional<BatchRejection> CheckInterval(const Trace& t,
                                             size_t index, NameId name,
                                             int64_t start, int64_t end,
                                             const BatchLimits& limits) {
+  // Differences in unsigned arithmetic: those of hostile times may not fit
+  // in int64.
   if (end < start) {
     return BatchRejection{
         "end_before_start",
         absl::StrCat(what, " #", index, " '", t.names[name], "' ends ",
-                     start - end, " ns before it starts")};
+                     static_cast<uint64_t>(start) - static_cast<uint64_t>(end),
+                     " ns before it starts")};
   }
-  if (end - start > limits.max_event_duration_ns) {
+  const uint64_t duration =
+      static_cast<uint64_t>(end) - static_cast<uint64_t>(start);
+  if (duration > static_cast<uint64_t>(limits.max_event_duration_ns)) {
     return BatchRejection{
         "duration_over_limit",
         absl::StrCat(what, " #", index, " '", t.names[name], "' lasts ",
-                     (end - start) / 1'000'000'000, " s")};
+                     duration / 1'000'000'000, " s")};
   }
   return std::nullopt;
 }
 
+// "name_too_long" for `value` over the limit; the detail shows its start.
+std::optional<BatchRejection> CheckName(absl::string_view what,
+                                        absl::string_view value,
+                                        const BatchLimits& limits) {
+  if (static_cast<int64_t>(value.size()) <= limits.max_name_bytes) {
+    return std::nullopt;
+  }
+  return BatchRejection{
+      "name_too_long",
+      absl::StrCat(what, " '", absl::CHexEscape(value.substr(0, 40)),
+                   "...' is ", value.size(), " bytes, more than the ",
+                   limits.max_name_bytes, " allowed")};
+}
+
 }  // namespace
+
+std::optional<BatchRejection> CheckBatchBytes(size_t bytes,
+                                              const BatchLimits& limits) {
+  if (bytes <= static_cast<uint64_t>(limits.max_batch_bytes)) {
+    return std::nullopt;
+  }
+  return BatchRejection{"batch_too_large",
+                        absl::StrCat(bytes, " bytes, more than the ",
+                                     limits.max_batch_bytes, " allowed")};
+}
 
 std::optional<BatchRejection> ValidateBatch(const DecodedBatch& batch,
                                             const BatchLimits& limits) {
   if (batch.header.job.empty()) {
     return BatchRejection{"empty_job", "the batch names no job"};
   }
+  if (auto r = CheckName("job", batch.header.job, limits)) return r;
+  if (auto r = CheckName("host", batch.header.host, limits)) return r;
   const Trace& t = batch.trace;
+  if (static_cast<int64_t>(t.names.size()) > limits.max_names) {
+    return BatchRejection{"string_table_too_large",
+                          absl::StrCat(t.names.size(), " names, more than the ",
+                                       limits.max_names, " a batch may hold")};
+  }
+  int64_t table_bytes = 0;
+  for (size_t i = 0; i < t.names.size(); ++i) {
+    if (auto r = CheckName(absl::StrCat("name #", i), t.names[i], limits)) {
+      return r;
+    }
+    table_bytes += static_cast<int64_t>(t.names[i].size());
+  }
+  if (table_bytes > limits.max_string_table_bytes) {
+    return BatchRejection{
+        "string_table_too_large",
+        absl::StrCat(table_bytes, " bytes of names, more than the ",
+                     limits.max_string_table_bytes, " a batch may hold")};
+  }
   if (static_cast<int64_t>(t.gpu.size() + t.cpu.size()) > limits.max_events) {
     return BatchRejection{
         "too_many_events",

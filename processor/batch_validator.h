@@ -22,15 +22,34 @@ struct BatchRejection {
 
 // Limits on a sane batch. Defaults: an event lasts at most a day; a batch's
 // events lie within a day of each other; no event time is negative beyond
-// the clock's start or later than year 2200.
+// the clock's start or later than year 2200. The size limits keep one bad
+// producer from exhausting the processor's memory: a batch over one is
+// rejected whole before its events are buffered. The defaults are far above
+// what `bubblewatch produce` sends (4096 events, a few hundred KB).
 struct BatchLimits {
   int64_t max_event_duration_ns = int64_t{24} * 3600 * 1'000'000'000;
   int64_t max_batch_time_spread_ns = int64_t{24} * 3600 * 1'000'000'000;
   int64_t max_events = 1'000'000;
+  // The encoded message, before decoding.
+  int64_t max_batch_bytes = int64_t{64} << 20;
+  // Any one string: an event name, the job or the host.
+  int64_t max_name_bytes = 4096;
+  // Entries in the batch's string table, and their bytes together.
+  int64_t max_names = 100'000;
+  int64_t max_string_table_bytes = int64_t{16} << 20;
 };
+
+// Returns "batch_too_large" when an encoded message of `bytes` is over
+// limits.max_batch_bytes (checked before decoding), else nullopt.
+std::optional<BatchRejection> CheckBatchBytes(size_t bytes,
+                                              const BatchLimits& limits = {});
 
 // Returns the first reason `batch` cannot be processed, or nullopt:
 //   "empty_job"            the batch names no job;
+//   "name_too_long"        the job, the host or a name in the string table
+//                          is longer than limits.max_name_bytes;
+//   "string_table_too_large"  more names than limits.max_names, or more
+//                          bytes than limits.max_string_table_bytes;
 //   "too_many_events"      more than limits.max_events;
 //   "end_before_start"     an event ends before it starts;
 //   "duration_over_limit"  an event lasts longer than the limit;

@@ -46,12 +46,14 @@ class StreamProcessor::Impl {
  public:
   Impl(const StreamProcessorOptions& options, WindowStore* store)
       : options_(options), store_(store) {}
-  // Closes the consumer while the producer and the changelog still exist:
-  // closing revokes the partitions, and OnRevoke uses them (a Run that
-  // ended with an error has not closed it).
+  // Closes the consumer while every member is still alive: closing runs the
+  // rebalance callback (OnRevoke), which uses jobs_ and partitions_. Left to
+  // the members' destructors, consumer_ (declared first) would close after
+  // those maps were destroyed: a double free whenever Run returned an error.
   ~Impl() {
-    if (consumer_ && !consumer_closed_) {
+    if (consumer_ != nullptr && !consumer_closed_) {
       rd_kafka_consumer_close(consumer_.get());
+      consumer_closed_ = true;
     }
   }
 
@@ -105,8 +107,10 @@ class StreamProcessor::Impl {
   // Forgets the producers of `state` whose newest event lies more than
   // options_.producer_expiry behind its finalized edge.
   void ForgetOldProducers(JobState& state);
+  // `source`: the batch's header when it decoded, for per-source counts.
   void SendToDeadLetters(const rd_kafka_message_t& message,
-                         absl::string_view reason, absl::string_view detail);
+                         absl::string_view reason, absl::string_view detail,
+                         const BatchHeader* source = nullptr);
   absl::StatusOr<JobEntry*> GetOrLoadJob(const std::string& job,
                                          int32_t partition);
   void CloseIdleJobs(absl::Time now);
@@ -132,6 +136,8 @@ class StreamProcessor::Impl {
   // commit's snapshots are acknowledged (the next flush).
   RdKafkaPartitionListPtr pending_group_offsets_;
   absl::Status fatal_;  // Set by callbacks; Run returns it.
+  // The first failed store write; once set, Commit writes nothing more.
+  absl::Status store_failed_;
 
   absl::flat_hash_map<int32_t, PartitionState> partitions_;
   absl::flat_hash_map<std::string, JobEntry> jobs_;
@@ -329,7 +335,8 @@ void StreamProcessor::Impl::DeliveryCallback(rd_kafka_t*,
 
 void StreamProcessor::Impl::SendToDeadLetters(const rd_kafka_message_t& message,
                                               absl::string_view reason,
-                                              absl::string_view detail) {
+                                              absl::string_view detail,
+                                              const BatchHeader* source) {
   std::string header = absl::StrCat(reason, ": ", detail);
   ++undelivered_;
   rd_kafka_resp_err_t err = rd_kafka_producev(
@@ -348,6 +355,14 @@ void StreamProcessor::Impl::SendToDeadLetters(const rd_kafka_message_t& message,
                message.offset, options_.dlq_topic, header);
   absl::MutexLock lock(&stats_mu_);
   ++stats_.dlq_by_reason[std::string(reason)];
+  if (source != nullptr) {
+    std::pair<std::string, uint64_t> key(source->job, source->producer_id);
+    if (stats_.dlq_by_source.size() >= kMaxDlqSources &&
+        !stats_.dlq_by_source.contains(key)) {
+      key = {"", 0};
+    }
+    ++stats_.dlq_by_source[key];
+  }
 }
 
 absl::StatusOr<StreamProcessor::Impl::JobEntry*>
@@ -397,6 +412,14 @@ absl::Status StreamProcessor::Impl::HandleMessage(
     ++stats_.messages;
     if (replay) ++stats_.replayed_messages;
   }
+  // Checked before decoding: a huge message is not decoded at all.
+  if (std::optional<BatchRejection> too_large =
+          CheckBatchBytes(message.len, options_.limits)) {
+    if (!replay) {
+      SendToDeadLetters(message, too_large->reason, too_large->detail);
+    }
+    return absl::OkStatus();
+  }
   absl::StatusOr<DecodedBatch> batch = DecodeEventBatch(
       {static_cast<const uint8_t*>(message.payload), message.len});
   if (!batch.ok()) {
@@ -409,7 +432,8 @@ absl::Status StreamProcessor::Impl::HandleMessage(
   if (std::optional<BatchRejection> rejection =
           ValidateBatch(*batch, options_.limits)) {
     if (!replay) {
-      SendToDeadLetters(message, rejection->reason, rejection->detail);
+      SendToDeadLetters(message, rejection->reason, rejection->detail,
+                        &batch->header);
     }
     return absl::OkStatus();
   }
@@ -565,6 +589,11 @@ absl::Status StreamProcessor::Impl::FlushAndCommitOffsets(bool sync) {
 }
 
 absl::Status StreamProcessor::Impl::Commit(absl::Time now) {
+  // After a failed store write nothing more may be written: the failed batch
+  // is gone from memory (its windows, its advanced positions), so a later
+  // commit, e.g. the one a revocation makes while the consumer closes, would
+  // store progress past windows that were never written.
+  if (!store_failed_.ok()) return store_failed_;
   const bool observer_wants =
       options_.observer != nullptr && options_.observer->WantsCommit(now);
   if (!uncommitted_ && pending_windows_.empty() && !observer_wants) {
@@ -651,10 +680,11 @@ absl::Status StreamProcessor::Impl::Commit(absl::Time now) {
   }
   absl::Status written = store_->Commit(batch);
   if (!written.ok()) {
-    return absl::Status(written.code(),
-                        absl::StrCat("cannot write windows to the store, "
+    store_failed_ = absl::Status(
+        written.code(), absl::StrCat("cannot write windows to the store, "
                                      "stopping before offsets move: ",
                                      written.message()));
+    return store_failed_;
   }
   uncommitted_ = false;
   if (options_.observer != nullptr) options_.observer->AfterCommit(now);

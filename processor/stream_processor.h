@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -86,6 +87,9 @@ struct StreamProcessorOptions {
   CommitObserver* observer = nullptr;
 };
 
+// The most (job, producer) pairs ProcessorStats::dlq_by_source tracks.
+inline constexpr size_t kMaxDlqSources = 1000;
+
 // Counters for logs and the metrics endpoint.
 struct ProcessorStats {
   int64_t messages = 0;
@@ -101,6 +105,11 @@ struct ProcessorStats {
   int64_t open_jobs = 0;
   int64_t buffered_events = 0;
   absl::flat_hash_map<std::string, int64_t> dlq_by_reason;
+  // Rejected batches that decoded, by (job, producer id): which producer of
+  // which job sends bad batches. At most kMaxDlqSources entries; the rest
+  // are counted under job "" (a hostile stream of made-up job names must
+  // not grow this without bound).
+  absl::flat_hash_map<std::pair<std::string, uint64_t>, int64_t> dlq_by_source;
   // Per "topic/partition": high watermark - position.
   absl::flat_hash_map<std::string, int64_t> lag;
 };

@@ -1,5 +1,9 @@
 #include "schemas/event_batch_codec.h"
 
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "schemas/event_batch_generated.h"
 
@@ -71,6 +75,15 @@ std::span<const uint8_t> EventBatchEncoder::Encode(const BatchHeader& header,
 }
 
 absl::StatusOr<DecodedBatch> DecodeEventBatch(std::span<const uint8_t> bytes) {
+  // FlatBuffers structs (8-byte fields) are read in place, and Kafka hands
+  // over payloads at any address: decode from an 8-byte aligned copy when
+  // the bytes are not aligned.
+  std::vector<uint64_t> aligned;
+  if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(uint64_t) != 0) {
+    aligned.resize((bytes.size() + 7) / 8);
+    std::memcpy(aligned.data(), bytes.data(), bytes.size());
+    bytes = {reinterpret_cast<const uint8_t*>(aligned.data()), bytes.size()};
+  }
   flatbuffers::Verifier verifier(bytes.data(), bytes.size());
   if (!fb::VerifyEventBatchBuffer(verifier)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -78,6 +91,21 @@ absl::StatusOr<DecodedBatch> DecodeEventBatch(std::span<const uint8_t> bytes) {
         " bytes fail the FlatBuffers verifier or lack identifier BWEB)"));
   }
   const fb::EventBatch* batch = fb::GetEventBatch(bytes.data());
+  // The Verifier checks the alignment of a vector's length, not of its
+  // elements: a hostile offset can leave the 8-byte structs misaligned,
+  // and reading them would be undefined behaviour.
+  auto misaligned = [](const void* p, size_t align) {
+    return reinterpret_cast<uintptr_t>(p) % align != 0;
+  };
+  // (An empty vector has nothing to read; the builder leaves those
+  // unaligned.)
+  if ((batch->gpu() != nullptr && batch->gpu()->size() > 0 &&
+       misaligned(batch->gpu()->Data(), alignof(fb::GpuActivity))) ||
+      (batch->cpu() != nullptr && batch->cpu()->size() > 0 &&
+       misaligned(batch->cpu()->Data(), alignof(fb::CpuEvent)))) {
+    return absl::InvalidArgumentError(
+        "not a valid EventBatch (an event vector is misaligned)");
+  }
   if (batch->schema_version() != kEventBatchSchemaVersion) {
     return absl::InvalidArgumentError(absl::StrCat(
         "unsupported EventBatch schema_version ", batch->schema_version(),

@@ -1,5 +1,7 @@
 #include "schemas/window_summary_codec.h"
 
+#include <cstdint>
+#include <cstring>
 #include <optional>
 #include <vector>
 
@@ -142,6 +144,15 @@ std::string EncodeWindowSummary(const WindowSummary& summary) {
 
 absl::StatusOr<WindowSummary> DecodeWindowSummary(absl::string_view bytes) {
   const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  // FlatBuffers reads scalars and vectors in place, and RocksDB hands values
+  // over at any address (UBSan: misaligned loads): decode from an 8-byte
+  // aligned copy when the bytes are not aligned.
+  std::vector<uint64_t> aligned;
+  if (reinterpret_cast<uintptr_t>(data) % alignof(uint64_t) != 0) {
+    aligned.resize((bytes.size() + 7) / 8);
+    std::memcpy(aligned.data(), bytes.data(), bytes.size());
+    data = reinterpret_cast<const uint8_t*>(aligned.data());
+  }
   flatbuffers::Verifier verifier(data, bytes.size());
   if (!fb::VerifyWindowSummaryBuffer(verifier)) {
     return DataLoss(absl::StrCat(

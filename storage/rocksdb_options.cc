@@ -4,6 +4,7 @@
 
 #include "rocksdb/filter_policy.h"
 #include "rocksdb/table.h"
+#include "storage/rocksdb_logger.h"
 
 namespace bubblewatch {
 namespace {
@@ -55,8 +56,9 @@ RocksDbConfig MakeRocksDbConfig(const WindowStoreOptions& options,
   db.create_missing_column_families = !secondary;
   db.max_background_jobs = 2;
   db.bytes_per_sync = 1 << 20;
-  db.keep_log_file_num = 3;
-  db.max_log_file_size = 16 << 20;
+  // RocksDB's info log goes to spdlog, not a LOG file on the store's disk
+  // (storage/rocksdb_logger.h: a full disk must not abort the process).
+  db.info_log = NewSpdlogRocksDbLogger();
   db.max_open_files = -1;  // Required by secondaries; fine for primaries.
 
   const int64_t big = std::max<int64_t>(options.write_buffer_bytes, 1 << 20);

@@ -127,6 +127,12 @@ absl::StatusOr<std::unique_ptr<RocksDbWindowStore>> RocksDbWindowStore::Open(
   if (secondary) {
     ASSIGN_OR_RETURN(secondary_dir, MakeSecondaryDir());
   }
+  if (!secondary && !exists) {
+    // RocksDB lists the directory (for its info log) before creating it;
+    // create it first so that a new store opens without an error line. A
+    // failure here is reported by DB::Open below.
+    fs->CreateDirIfMissing(path).PermitUncheckedError();
+  }
   RocksDbConfig config = MakeRocksDbConfig(options, secondary, env);
   // A secondary cannot create `latest`; it falls back to seeking.
   if (secondary && !had_latest) config.column_families.pop_back();

@@ -247,6 +247,8 @@ TEST(HttpServer, MetricsPassPromtoolAndBoundTheJobs) {
     p.events = 12345678901;
     p.dlq_by_reason["bad_flatbuffer"] = 2;
     p.dlq_by_reason["device \"x\""] = 1;
+    p.dlq_by_source[{"rogue", 77}] = 4;
+    p.dlq_by_source[{"", 0}] = 9;
     p.lag["bubblewatch.events/0"] = 5;
     p.lag["bubblewatch.events/11"] = 0;
     p.open_jobs = 3;
@@ -289,6 +291,14 @@ TEST(HttpServer, MetricsPassPromtoolAndBoundTheJobs) {
       page,
       HasSubstr(
           R"(bubblewatch_processor_lag_messages{topic="bubblewatch.events",partition="11"} 0)"));
+  EXPECT_THAT(
+      page,
+      HasSubstr(
+          R"(bubblewatch_processor_dlq_batches_by_source_total{job="rogue",producer="77"} 4)"));
+  EXPECT_THAT(
+      page,
+      HasSubstr(
+          R"(bubblewatch_processor_dlq_batches_by_source_total{job="",producer="0"} 9)"));
 }
 
 TEST(HttpServer, MetricsEscapeJobNamesInLabels) {

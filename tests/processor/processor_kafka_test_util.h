@@ -5,6 +5,7 @@
 #ifndef BUBBLEWATCH_TESTS_PROCESSOR_PROCESSOR_KAFKA_TEST_UTIL_H_
 #define BUBBLEWATCH_TESTS_PROCESSOR_PROCESSOR_KAFKA_TEST_UTIL_H_
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -49,15 +50,25 @@ inline std::string Unique(const std::string& base) {
 }
 
 // Starts `bubblewatch ARGS...`; returns its pid.
-inline pid_t Spawn(const std::vector<std::string>& args) {
+// With `stderr_path`, the child's standard error goes to that file.
+inline pid_t Spawn(const std::vector<std::string>& args,
+                   const std::string& stderr_path = "") {
   std::vector<std::string> argv_storage = {BUBBLEWATCH_BINARY};
   argv_storage.insert(argv_storage.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (std::string& a : argv_storage) argv.push_back(a.data());
   argv.push_back(nullptr);
   pid_t pid = 0;
-  int rc = posix_spawn(&pid, BUBBLEWATCH_BINARY, nullptr, nullptr, argv.data(),
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (!stderr_path.empty()) {
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO,
+                                     stderr_path.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  }
+  int rc = posix_spawn(&pid, BUBBLEWATCH_BINARY, &actions, nullptr, argv.data(),
                        environ);
+  posix_spawn_file_actions_destroy(&actions);
   EXPECT_EQ(rc, 0);
   return pid;
 }

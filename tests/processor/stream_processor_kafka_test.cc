@@ -4,16 +4,27 @@
 //     synthetic fleet;
 //   - killing the processor with SIGKILL again and again mid-stream and
 //     restarting it yields exactly the same windows;
-//   - malformed messages go to the dead-letter topic with their reason.
+//   - malformed messages go to the dead-letter topic with their reason;
+//   - a full disk under the store stops the processor with a clear error,
+//     neither the stored progress nor the group's offsets move past what was
+//     written, and a rerun once there is space gives the oracle's windows.
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mount.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iostream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -239,6 +250,133 @@ TEST(StreamProcessorKafka, MalformedMessagesGoToTheDeadLetterTopicWithReasons) {
   ASSERT_EQ(windows.size(), 1u);
   EXPECT_EQ(windows[0].window.job.compute_ns, 100'000);
   std::filesystem::remove_all(store);
+}
+
+// A tmpfs of its own for a store, unmounted on destruction. Tests run as root
+// in CI, where chmod cannot make a directory unwritable; a small file system
+// that a filler file fills up can fail writes for real.
+class SmallFileSystem {
+ public:
+  explicit SmallFileSystem(const std::string& path, const std::string& size)
+      : path_(path) {
+    std::filesystem::create_directories(path_);
+    const std::string options = "size=" + size;
+    if (mount("tmpfs", path_.c_str(), "tmpfs", 0, options.c_str()) == 0) {
+      mounted_ = true;
+    } else {
+      error_ = std::strerror(errno);
+    }
+  }
+  ~SmallFileSystem() {
+    if (mounted_) umount2(path_.c_str(), MNT_DETACH);
+    std::filesystem::remove_all(path_);
+  }
+  bool mounted() const { return mounted_; }
+  const std::string& error() const { return error_; }
+
+  // Writes a filler file so that `leave_bytes` stay free.
+  void Fill(uint64_t leave_bytes) {
+    struct statvfs st;
+    ASSERT_EQ(statvfs(path_.c_str(), &st), 0);
+    const uint64_t free = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+    ASSERT_GT(free, leave_bytes);
+    std::ofstream filler(path_ + "/filler", std::ios::binary);
+    std::string chunk(free - leave_bytes, 'x');
+    ASSERT_TRUE(filler.write(chunk.data(), chunk.size()));
+  }
+  void Unfill() { std::filesystem::remove(path_ + "/filler"); }
+
+ private:
+  std::string path_;
+  bool mounted_ = false;
+  std::string error_;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The consumer group's committed offset for each partition of `topic` that
+// has one.
+std::vector<std::pair<int32_t, int64_t>> GroupOffsets(
+    const std::string& topic, const std::string& group) {
+  KafkaConfig config(Brokers());
+  config.Set("group.id", group);
+  absl::StatusOr<RdKafkaPtr> consumer =
+      NewKafkaClient(RD_KAFKA_CONSUMER, config);
+  EXPECT_TRUE(consumer.ok()) << consumer.status();
+  std::vector<std::pair<int32_t, int64_t>> out;
+  if (!consumer.ok()) return out;
+  RdKafkaPartitionListPtr parts(rd_kafka_topic_partition_list_new(16));
+  for (int32_t p = 0; p < 16; ++p) {
+    rd_kafka_topic_partition_list_add(parts.get(), topic.c_str(), p);
+  }
+  EXPECT_EQ(rd_kafka_committed(consumer->get(), parts.get(), 10'000),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+  for (int i = 0; i < parts->cnt; ++i) {
+    if (parts->elems[i].err == RD_KAFKA_RESP_ERR_NO_ERROR &&
+        parts->elems[i].offset >= 0) {
+      out.emplace_back(parts->elems[i].partition, parts->elems[i].offset);
+    }
+  }
+  rd_kafka_consumer_close(consumer->get());
+  return out;
+}
+
+TEST(StreamProcessorKafka, FullDiskStopsProcessingAndARerunCatchesUp) {
+  std::string topic = Unique("bw-full");
+  SmallFileSystem fs(::testing::TempDir() + "/" + topic + "-fs", "8m");
+  if (!fs.mounted()) {
+    GTEST_SKIP() << "cannot mount a tmpfs to fill (needs root and "
+                    "CAP_SYS_ADMIN): "
+                 << fs.error();
+  }
+  const std::string store = ::testing::TempDir() + "/" + topic + "-fs/store";
+  const std::string log = ::testing::TempDir() + "/" + topic + ".stderr";
+  ASSERT_EQ(RunToEnd(ProduceArgs(topic)), 0);
+  std::vector<WindowSummary> want = OracleWindows();
+
+  // Leave room for the store's files (two 24 KB OPTIONS files) and a few
+  // commits, not for all of them: the write-ahead log of the whole topic is
+  // about 92 KB. (Filling the disk while the processor runs does not fail
+  // writes: RocksDB preallocates the WAL, so only the next file would fail.)
+  fs.Fill(/*leave_bytes=*/128 << 10);
+  pid_t pid = Spawn(ProcessArgs(topic, store), log);
+  EXPECT_EQ(Wait(pid), 1) << ReadFile(log);
+  const std::string err = ReadFile(log);
+  EXPECT_THAT(err, ::testing::HasSubstr("cannot write windows to the store, "
+                                        "stopping before offsets move"));
+  EXPECT_THAT(err, ::testing::HasSubstr("space"));
+
+  fs.Unfill();
+  // Nothing moved past what the store holds: the group's offsets are at or
+  // below the stored resume offsets, and the store holds fewer windows than
+  // a finished run.
+  size_t stored_before = StoredWindows(store, JobsOf(want)).size();
+  EXPECT_LT(stored_before, want.size()) << "the disk filled too late";
+  std::cout << "windows stored before the disk filled: " << stored_before
+            << " of " << want.size() << "\n";
+  {
+    absl::StatusOr<std::unique_ptr<WindowStoreReader>> reader =
+        OpenRocksDbWindowStoreReadOnly(store);
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    for (auto [partition, offset] : GroupOffsets(topic, topic + "-group")) {
+      absl::StatusOr<std::optional<PartitionProgress>> progress =
+          (*reader)->Progress(topic, partition);
+      ASSERT_TRUE(progress.ok()) << progress.status();
+      ASSERT_TRUE(progress->has_value()) << "partition " << partition;
+      EXPECT_LE(offset, (*progress)->resume_offset)
+          << "partition " << partition;
+    }
+  }
+
+  // Space again: the rerun resumes and ends with a clean run's windows.
+  ASSERT_EQ(RunToEnd(ProcessArgs(topic, store)), 0);
+  ExpectSameAnalysis(StoredWindows(store, JobsOf(want)), want);
+  std::filesystem::remove(log);
 }
 
 }  // namespace

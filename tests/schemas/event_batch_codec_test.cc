@@ -1,7 +1,11 @@
 #include "schemas/event_batch_codec.h"
 
+#include <cstdint>
+#include <cstring>
+#include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "schemas/event_batch_generated.h"
@@ -152,6 +156,65 @@ TEST(EventBatchCodec, NameIndexOutsideTheTableIsRejected) {
       DecodeEventBatch({b.GetBufferPointer(), b.GetSize()});
   ASSERT_FALSE(batch.ok());
   EXPECT_THAT(batch.status().message(), HasSubstr("outside the string table"));
+}
+
+// Regression, found by the event_batch fuzzer (UBSan): a hostile vector
+// offset that passes the Verifier but leaves the 8-byte CpuEvent structs
+// 4-byte aligned (tests/fuzz/regressions/event_batch/misaligned_struct_vector).
+TEST(EventBatchCodec, MisalignedEventVectorIsRejected) {
+  std::string bytes;
+  ASSERT_TRUE(absl::Base64Unescape(
+      "IAAAAEJXRUIYABgAAAAEAAgAAAAAAAAAAAAMABAAFAAYAAAAaAAAAFwAAABIAAAADAAAAAQ"
+      "AAAABAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA/P8AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+      "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAQAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+      "EAAABrAAAAAQAAAGgAAAAFAAAAam9iLWIAAAA=",
+      &bytes));
+  // 8-byte aligned, as the fuzzer had it.
+  std::vector<uint64_t> aligned((bytes.size() + 7) / 8);
+  std::memcpy(aligned.data(), bytes.data(), bytes.size());
+  absl::StatusOr<DecodedBatch> batch = DecodeEventBatch(
+      {reinterpret_cast<const uint8_t*>(aligned.data()), bytes.size()});
+  ASSERT_FALSE(batch.ok());
+  EXPECT_EQ(batch.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(batch.status().message(), HasSubstr("misaligned"));
+}
+
+// Kafka hands payloads over at any address; a valid batch decodes from all.
+TEST(EventBatchCodec, DecodesFromAnyAddress) {
+  Trace t = SampleTrace();
+  EventBatchEncoder encoder(&t);
+  std::span<const uint8_t> bytes = encoder.Encode(Header(), 0, 2, 0, 2);
+  std::vector<uint8_t> storage(bytes.size() + 8);
+  for (size_t shift = 0; shift < 8; ++shift) {
+    std::memcpy(storage.data() + shift, bytes.data(), bytes.size());
+    absl::StatusOr<DecodedBatch> batch =
+        DecodeEventBatch({storage.data() + shift, bytes.size()});
+    ASSERT_TRUE(batch.ok()) << "shift " << shift << ": " << batch.status();
+    ASSERT_EQ(batch->trace.gpu.size(), 2u);
+    EXPECT_EQ(batch->trace.gpu[0].start_ns, t.gpu[0].start_ns);
+    EXPECT_EQ(batch->trace.cpu[1].end_ns, t.cpu[1].end_ns);
+  }
+}
+
+// Regression, found by the event_batch fuzzer's round trip: the builder
+// leaves an empty struct vector unaligned, and the alignment check rejected
+// batches with no GPU activities or no CPU events.
+TEST(EventBatchCodec, BatchesWithAnEmptyEventVectorDecode) {
+  Trace t = SampleTrace();
+  EventBatchEncoder encoder(&t);
+  for (auto [gpu_end, cpu_end] :
+       {std::pair{0, 0}, std::pair{0, 2}, std::pair{2, 0}}) {
+    std::span<const uint8_t> bytes =
+        encoder.Encode(Header(), 0, gpu_end, 0, cpu_end);
+    std::vector<uint64_t> aligned((bytes.size() + 7) / 8);
+    std::memcpy(aligned.data(), bytes.data(), bytes.size());
+    absl::StatusOr<DecodedBatch> batch = DecodeEventBatch(
+        {reinterpret_cast<const uint8_t*>(aligned.data()), bytes.size()});
+    ASSERT_TRUE(batch.ok())
+        << gpu_end << "/" << cpu_end << ": " << batch.status();
+    EXPECT_EQ(batch->trace.gpu.size(), static_cast<size_t>(gpu_end));
+    EXPECT_EQ(batch->trace.cpu.size(), static_cast<size_t>(cpu_end));
+  }
 }
 
 TEST(EventBatchCodec, StructsHaveTheDocumentedFixedSizes) {

@@ -1,0 +1,132 @@
+// ValidateBatch and CheckBatchBytes: every limit rejects with its own reason
+// just past its value and accepts at it, and hostile times (whose differences
+// overflow int64) are rejected, not undefined behaviour.
+#include "processor/batch_validator.h"
+
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace bubblewatch {
+namespace {
+
+using ::testing::HasSubstr;
+
+DecodedBatch Batch(int events, const std::string& name = "gemm") {
+  DecodedBatch b;
+  b.header.job = "job-a";
+  b.header.host = "host-1";
+  NameInterner names(&b.trace);
+  const NameId id = names.Intern(name);
+  for (int i = 0; i < events; ++i) {
+    b.trace.gpu.push_back(GpuActivity{
+        .start_ns = 1000 + i * 10, .end_ns = 1005 + i * 10, .name = id});
+  }
+  return b;
+}
+
+std::string Reason(const std::optional<BatchRejection>& r) {
+  return r ? r->reason : "accepted";
+}
+
+TEST(BatchValidator, AcceptsASaneBatch) {
+  EXPECT_EQ(Reason(ValidateBatch(Batch(3))), "accepted");
+}
+
+TEST(BatchValidator, BatchBytesLimitIsCheckedBeforeDecoding) {
+  BatchLimits limits;
+  limits.max_batch_bytes = 1000;
+  EXPECT_EQ(Reason(CheckBatchBytes(1000, limits)), "accepted");
+  std::optional<BatchRejection> r = CheckBatchBytes(1001, limits);
+  EXPECT_EQ(Reason(r), "batch_too_large");
+  EXPECT_THAT(r->detail, HasSubstr("1001 bytes"));
+  EXPECT_EQ(Reason(CheckBatchBytes(int64_t{64} << 20)), "accepted");
+  EXPECT_EQ(Reason(CheckBatchBytes((int64_t{64} << 20) + 1)),
+            "batch_too_large");
+}
+
+TEST(BatchValidator, EventsPerBatch) {
+  BatchLimits limits;
+  limits.max_events = 4;
+  EXPECT_EQ(Reason(ValidateBatch(Batch(4), limits)), "accepted");
+  DecodedBatch b = Batch(4);
+  b.trace.cpu.push_back(CpuEvent{.start_ns = 1, .end_ns = 2});
+  EXPECT_EQ(Reason(ValidateBatch(b, limits)), "too_many_events");
+}
+
+TEST(BatchValidator, NameLengthCoversEventNamesJobAndHost) {
+  BatchLimits limits;
+  limits.max_name_bytes = 8;
+  EXPECT_EQ(Reason(ValidateBatch(Batch(1, "12345678"), limits)), "accepted");
+  std::optional<BatchRejection> r =
+      ValidateBatch(Batch(1, "123456789"), limits);
+  EXPECT_EQ(Reason(r), "name_too_long");
+  EXPECT_THAT(r->detail, HasSubstr("9 bytes"));
+  DecodedBatch job = Batch(1);
+  job.header.job = std::string(9, 'j');
+  EXPECT_EQ(Reason(ValidateBatch(job, limits)), "name_too_long");
+  DecodedBatch host = Batch(1);
+  host.header.host = std::string(9, 'h');
+  EXPECT_EQ(Reason(ValidateBatch(host, limits)), "name_too_long");
+  // The detail quotes only the start of the name, escaped.
+  DecodedBatch binary = Batch(1, std::string(5000, '\x01'));
+  r = ValidateBatch(binary);
+  EXPECT_EQ(Reason(r), "name_too_long");
+  EXPECT_LT(r->detail.size(), 300u);
+}
+
+TEST(BatchValidator, StringTableEntriesAndBytes) {
+  BatchLimits limits;
+  limits.max_names = 3;
+  DecodedBatch b = Batch(1);
+  b.trace.names.push_back("unused-1");
+  b.trace.names.push_back("unused-2");
+  EXPECT_EQ(Reason(ValidateBatch(b, limits)), "accepted");
+  b.trace.names.push_back("unused-3");
+  EXPECT_EQ(Reason(ValidateBatch(b, limits)), "string_table_too_large");
+
+  BatchLimits bytes;
+  bytes.max_string_table_bytes = 10;
+  DecodedBatch c = Batch(1, "12345");  // 5 bytes
+  c.trace.names.push_back("abcde");    // 10 in all
+  EXPECT_EQ(Reason(ValidateBatch(c, bytes)), "accepted");
+  c.trace.names.push_back("x");
+  std::optional<BatchRejection> r = ValidateBatch(c, bytes);
+  EXPECT_EQ(Reason(r), "string_table_too_large");
+  EXPECT_THAT(r->detail, HasSubstr("11 bytes of names"));
+}
+
+// Regression: an event from INT64_MIN to INT64_MAX has a duration that
+// overflows int64 (was signed overflow, UB, in CheckInterval).
+TEST(BatchValidator, DurationOfExtremeTimesDoesNotOverflow) {
+  DecodedBatch b = Batch(0);
+  b.trace.gpu.push_back(
+      GpuActivity{.start_ns = std::numeric_limits<int64_t>::min(),
+                  .end_ns = std::numeric_limits<int64_t>::max(),
+                  .name = 0});
+  EXPECT_EQ(Reason(ValidateBatch(b)), "duration_over_limit");
+}
+
+// Regression, found by the event_batch fuzzer (UBSan): the detail of an
+// event ending ~9e18 ns before it starts computed start - end in int64.
+TEST(BatchValidator, EndFarBeforeStartDoesNotOverflow) {
+  DecodedBatch b = Batch(0);
+  b.trace.gpu.push_back(GpuActivity{.start_ns = 1'700'000'000'000'000'000,
+                                    .end_ns = -7'559'400'833'873'739'676,
+                                    .name = 0});
+  std::optional<BatchRejection> r = ValidateBatch(b);
+  EXPECT_EQ(Reason(r), "end_before_start");
+  EXPECT_THAT(r->detail, HasSubstr("ends 9259400833873739676 ns before"));
+}
+
+TEST(BatchValidator, EmptyJob) {
+  DecodedBatch b = Batch(1);
+  b.header.job.clear();
+  EXPECT_EQ(Reason(ValidateBatch(b)), "empty_job");
+}
+
+}  // namespace
+}  // namespace bubblewatch

@@ -51,6 +51,13 @@ int RunProcessCommand(int argc, char** argv) {
   cl.AddString("brokers", &options.brokers, "HOST:PORT[,..]",
                "Kafka bootstrap servers");
   cl.AddString("store", &store_path, "DIR", "the RocksDB window store");
+  int store_cache_mb = 64;
+  int store_memtable_mb = 8;
+  cl.AddInt("store-cache-mb", &store_cache_mb, "MiB",
+            "the store's block cache (all reads, index and filter blocks)");
+  cl.AddInt("store-memtable-mb", &store_memtable_mb, "MiB",
+            "one memtable of the store; memtables take at most 6x this "
+            "+ 16 MiB");
   cl.AddString("topic", &options.topic, "TOPIC", "events topic");
   cl.AddString("group", &options.group, "GROUP", "consumer group");
   cl.AddString("windows-topic", &options.windows_topic, "TOPIC",
@@ -107,6 +114,9 @@ int RunProcessCommand(int argc, char** argv) {
   if (!positional.empty()) usage_error = "unexpected argument " + positional[0];
   if (options.brokers.empty()) usage_error = "--brokers is required";
   if (store_path.empty()) usage_error = "--store is required";
+  if (store_cache_mb < 1 || store_memtable_mb < 1) {
+    usage_error = "--store-cache-mb and --store-memtable-mb must be >= 1";
+  }
   if (window <= absl::ZeroDuration()) usage_error = "--window must be > 0";
   if (lateness < absl::ZeroDuration()) usage_error = "--lateness must be >= 0";
   if (options.producer_expiry <= absl::ZeroDuration()) {
@@ -151,8 +161,11 @@ int RunProcessCommand(int argc, char** argv) {
   options.windower.window_ns = absl::ToInt64Nanoseconds(window);
   options.windower.lateness_ns = absl::ToInt64Nanoseconds(lateness);
 
+  WindowStoreOptions store_options;
+  store_options.block_cache_bytes = int64_t{store_cache_mb} << 20;
+  store_options.write_buffer_bytes = int64_t{store_memtable_mb} << 20;
   absl::StatusOr<std::unique_ptr<WindowStore>> store =
-      OpenRocksDbWindowStore(store_path);
+      OpenRocksDbWindowStore(store_path, store_options);
   if (!store.ok()) {
     std::cerr << "bubblewatch process: " << store.status().message() << "\n";
     return kExitFailure;

@@ -40,15 +40,17 @@ namespace bubblewatch {
 // bounded by block_cache_bytes (data, index and filter blocks all charged to
 // it) plus the memtables: write_buffer_bytes * max_write_buffers for each of
 // the `windows`, `jobs` and `latest` column families, at most 4 MiB *
-// max_write_buffers for each of `progress` and `default` (208 MiB in all by
+// max_write_buffers for each of `progress` and `default` (64 MiB in all by
 // default).
 struct WindowStoreOptions {
   // One LRU block cache shared by all column families.
   // Default: 64 MiB.
   int64_t block_cache_bytes = int64_t{64} << 20;
-  // Size of one memtable (RocksDB write_buffer_size).
-  // Default: 32 MiB.
-  int64_t write_buffer_bytes = int64_t{32} << 20;
+  // Size of one memtable (RocksDB write_buffer_size). Small on purpose: the
+  // processor writes a few KiB per window, so 8 MiB still batches minutes of
+  // windows into one flush, and memory stays flat however long it runs.
+  // Default: 8 MiB.
+  int64_t write_buffer_bytes = int64_t{8} << 20;
   // Memtables per column family, the active one included; at least 2.
   // Default: 2.
   int max_write_buffers = 2;

@@ -44,6 +44,7 @@
 #include "kafka/kafka_handles.h"
 #include "simdjson.h"
 #include "storage/window_store.h"
+#include "tests/kafka/child_process.h"
 
 extern char** environ;
 
@@ -71,37 +72,14 @@ std::string Unique(const std::string& base) {
 }
 
 pid_t Spawn(const std::string& binary, const std::vector<std::string>& args) {
-  std::vector<std::string> storage = {binary};
-  storage.insert(storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& a : storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  EXPECT_EQ(
-      posix_spawn(&pid, binary.c_str(), nullptr, nullptr, argv.data(), environ),
-      0);
-  return pid;
+  return testing::SpawnChild(binary, args);
 }
 
 // Starts `binary ARGS...` with stderr appended to `log`; returns its pid.
 pid_t SpawnLogged(const std::string& binary,
                   const std::vector<std::string>& args,
                   const std::string& log) {
-  std::vector<std::string> storage = {binary};
-  storage.insert(storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& a : storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 2, log.c_str(),
-                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
-  pid_t pid = 0;
-  EXPECT_EQ(posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv.data(),
-                        environ),
-            0);
-  posix_spawn_file_actions_destroy(&actions);
-  return pid;
+  return testing::SpawnChild(binary, args, log, testing::StderrMode::kAppend);
 }
 
 std::string ReadFile(const std::string& path) {
@@ -111,11 +89,7 @@ std::string ReadFile(const std::string& path) {
   return text.str();
 }
 
-int Wait(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
+int Wait(pid_t pid) { return testing::WaitChild(pid); }
 
 int RunToEnd(const std::string& binary, const std::vector<std::string>& args) {
   return Wait(Spawn(binary, args));

@@ -31,6 +31,7 @@
 #include "schemas/event_batch_codec.h"
 #include "schemas/window_summary.h"
 #include "storage/window_store.h"
+#include "tests/kafka/child_process.h"
 #include "tests/kafka/topic_reader.h"
 #include "tests/storage/storage_test_util.h"
 
@@ -100,30 +101,13 @@ void WriteAll(const std::string& path, absl::string_view bytes) {
       .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
-// Starts `bubblewatch ARGS...` with stderr to `log`; returns its pid.
+// Starts `bubblewatch ARGS...` with stderr appended to `log`.
 pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
-  std::vector<std::string> storage = {BUBBLEWATCH_BINARY};
-  storage.insert(storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& a : storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 2, log.c_str(),
-                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
-  pid_t pid = 0;
-  EXPECT_EQ(posix_spawn(&pid, BUBBLEWATCH_BINARY, &actions, nullptr,
-                        argv.data(), environ),
-            0);
-  posix_spawn_file_actions_destroy(&actions);
-  return pid;
+  return testing::SpawnChild(BUBBLEWATCH_BINARY, args, log,
+                             testing::StderrMode::kAppend);
 }
 
-int Wait(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
+int Wait(pid_t pid) { return testing::WaitChild(pid); }
 
 // Polls `done` every 50 ms until it holds or `seconds` pass.
 template <typename F>

@@ -26,6 +26,7 @@
 #include "schemas/window_summary.h"
 #include "schemas/window_summary_codec.h"
 #include "storage/window_store.h"
+#include "tests/kafka/child_process.h"
 
 extern char** environ;
 
@@ -50,34 +51,14 @@ inline std::string Unique(const std::string& base) {
 }
 
 // Starts `bubblewatch ARGS...`; returns its pid.
-// With `stderr_path`, the child's standard error goes to that file.
+// Starts `bubblewatch ARGS...`; with `stderr_path`, the child's standard
+// error goes to that file.
 inline pid_t Spawn(const std::vector<std::string>& args,
                    const std::string& stderr_path = "") {
-  std::vector<std::string> argv_storage = {BUBBLEWATCH_BINARY};
-  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& a : argv_storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  if (!stderr_path.empty()) {
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO,
-                                     stderr_path.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  }
-  int rc = posix_spawn(&pid, BUBBLEWATCH_BINARY, &actions, nullptr, argv.data(),
-                       environ);
-  posix_spawn_file_actions_destroy(&actions);
-  EXPECT_EQ(rc, 0);
-  return pid;
+  return testing::SpawnChild(BUBBLEWATCH_BINARY, args, stderr_path);
 }
 
-inline int Wait(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
+inline int Wait(pid_t pid) { return testing::WaitChild(pid); }
 
 inline int RunToEnd(const std::vector<std::string>& args) {
   return Wait(Spawn(args));

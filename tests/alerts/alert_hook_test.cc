@@ -9,6 +9,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/storage/storage_test_util.h"
 
 namespace bubblewatch {
 namespace {
@@ -16,24 +17,7 @@ namespace {
 constexpr int64_t kWindowNs = 10'000'000'000;
 const absl::Time kT0 = absl::FromUnixSeconds(1'700'000'000);
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "bw-alert-hook-XXXXXX")
-            .string();
-    EXPECT_NE(mkdtemp(pattern.data()), nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testing_util::TempDir;
 
 void WriteFile(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;

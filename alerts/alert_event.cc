@@ -5,6 +5,7 @@
 #include "absl/strings/str_format.h"
 #include "base/json_writer.h"
 #include "base/status_macros.h"
+#include "schemas/analysis_json.h"
 #include "simdjson.h"
 
 namespace bubblewatch {
@@ -14,19 +15,6 @@ constexpr char kSchema[] = "bubblewatch.alert/v1";
 
 std::string FormatWall(absl::Time t) {
   return absl::FormatTime("%Y-%m-%d%ET%H:%M:%E*SZ", t, absl::UTCTimeZone());
-}
-
-void WriteKernel(JsonWriter& w, const std::optional<KernelRef>& k) {
-  if (!k) {
-    w.Null();
-    return;
-  }
-  w.BeginObject();
-  w.Key("name").String(k->name);
-  w.Key("start_ns").Int(k->start_ns);
-  w.Key("end_ns").Int(k->end_ns);
-  w.Key("stream").Int(k->stream);
-  w.EndObject();
 }
 
 // Reads fields of one object, remembering the first failure.
@@ -173,9 +161,9 @@ std::string AlertEventToJson(const AlertEvent& e) {
     w.Key("cause").String(BubbleCauseName(b.cause));
     w.Key("blamed").String(b.blamed);
     w.Key("before");
-    WriteKernel(w, b.before);
+    WriteKernelRefJson(w, b.before);
     w.Key("after");
-    WriteKernel(w, b.after);
+    WriteKernelRefJson(w, b.after);
     w.EndObject();
   } else {
     w.Null();

@@ -8,6 +8,7 @@
 #include "absl/time/time.h"
 #include "base/json_writer.h"
 #include "cli/query_report.h"
+#include "schemas/analysis_json.h"
 
 namespace bubblewatch {
 namespace {
@@ -19,19 +20,6 @@ void WriteAttribution(JsonWriter& w, const Attribution& a) {
   for (BubbleCause c : kAllBubbleCauses) {
     w.Key(BubbleCauseName(c)).Double(Us(a[static_cast<int>(c)]));
   }
-  w.EndObject();
-}
-
-void WriteKernel(JsonWriter& w, const std::optional<KernelRef>& k) {
-  if (!k.has_value()) {
-    w.Null();
-    return;
-  }
-  w.BeginObject();
-  w.Key("name").String(k->name);
-  w.Key("start_ns").Int(k->start_ns);
-  w.Key("end_ns").Int(k->end_ns);
-  w.Key("stream").Int(k->stream);
   w.EndObject();
 }
 
@@ -58,7 +46,7 @@ void WriteWindow(JsonWriter& w, const WindowPoint& p) {
   w.Key("largest_bubble_us").Double(Us(s.largest_bubble_ns));
   w.Key("largest_bubble_start_ns").Int(s.largest_bubble_start_ns);
   w.Key("culprit_before_bubble");
-  WriteKernel(w, s.culprit_before_bubble);
+  WriteKernelRefJson(w, s.culprit_before_bubble);
   WriteAttribution(w, s.attribution);
   w.Key("devices").Int(p.devices);
   w.Key("gpu_events").Int(p.gpu_events);
@@ -77,9 +65,9 @@ void WriteBubble(JsonWriter& w, const BubbleReport& b) {
   w.Key("cause").String(BubbleCauseName(b.cause));
   w.Key("blamed").String(b.blamed);
   w.Key("before");
-  WriteKernel(w, b.before);
+  WriteKernelRefJson(w, b.before);
   w.Key("after");
-  WriteKernel(w, b.after);
+  WriteKernelRefJson(w, b.after);
   WriteAttribution(w, b.attribution);
   w.EndObject();
 }

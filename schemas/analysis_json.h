@@ -1,0 +1,21 @@
+// JSON renderings of the analysis types (schemas/analysis.h) that more than
+// one output shares, so that a kernel reads the same in `query --json`, the
+// HTTP API and the alert events on `bubblewatch.alerts`. Each output's own
+// parser reads these keys back; change them together.
+#ifndef BUBBLEWATCH_SCHEMAS_ANALYSIS_JSON_H_
+#define BUBBLEWATCH_SCHEMAS_ANALYSIS_JSON_H_
+
+#include <optional>
+
+#include "base/json_writer.h"
+#include "schemas/analysis.h"
+
+namespace bubblewatch {
+
+// Writes one value: {"name", "start_ns", "end_ns", "stream"}, or null when
+// there is no kernel (a bubble at the edge of a window).
+void WriteKernelRefJson(JsonWriter& w, const std::optional<KernelRef>& kernel);
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_SCHEMAS_ANALYSIS_JSON_H_

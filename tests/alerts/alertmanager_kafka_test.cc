@@ -152,6 +152,61 @@ std::vector<ListedAlert> ListAlerts(const std::string& url,
 // alerts it holds in memory) and opened again on the same port. Unlike a
 // SIGSTOPped Alertmanager, a shut proxy buffers nothing that a killed
 // processor sent.
+// `process` of TOPIC into STORE with RULES, alerts sent to ALERTMANAGER (when
+// not empty) and to TOPIC.alerts; short session timeouts so that a restarted
+// processor gets its partitions back quickly.
+std::vector<std::string> ProcessArgs(const std::string& brokers,
+                                     const std::string& topic,
+                                     const std::string& store,
+                                     const std::string& rules,
+                                     const std::string& alertmanager,
+                                     std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"process",
+                                   "--brokers",
+                                   brokers,
+                                   "--topic",
+                                   topic,
+                                   "--group",
+                                   topic + "-g",
+                                   "--store",
+                                   store,
+                                   "--idle-timeout",
+                                   "3s",
+                                   "--rules",
+                                   rules,
+                                   "--alerts-topic",
+                                   topic + ".alerts",
+                                   "--windows-topic",
+                                   "",
+                                   "--log-level",
+                                   "info",
+                                   "-X",
+                                   "session.timeout.ms=6000",
+                                   "-X",
+                                   "heartbeat.interval.ms=1000"};
+  if (!alertmanager.empty()) {
+    args.insert(args.end(), {"--alertmanager", alertmanager,
+                             "--alertmanager-resend", "1s"});
+  }
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// 30 s of one synthetic job JOB_PREFIX-000 (2 GPUs) in SCENARIO from START.
+int ProduceSynthetic(const std::string& brokers, const std::string& topic,
+                     const std::string& job_prefix, const std::string& scenario,
+                     const std::string& start,
+                     std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {
+      "produce",        "--brokers",  brokers,      "--topic",      topic,
+      "--synthetic",    "--job",      job_prefix,   "--jobs",       "1",
+      "--gpus-per-job", "2",          "--duration", "30s",          "--rate",
+      "3000",           "--scenario", scenario,     "--start-time", start,
+      "--log-level",    "error"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return RunToEnd(BUBBLEWATCH_BINARY, args);
+}
+
 class AlertmanagerProxy {
  public:
   explicit AlertmanagerProxy(std::string target) : target_(std::move(target)) {}
@@ -289,44 +344,13 @@ TEST_F(AlertmanagerKafka, SyncStallFiresOnceSurvivesRestartsAndResolves) {
         << "    clear_for: 2\n"
         << "    severity: critical\n";
   }
-  const std::vector<std::string> process_args = {"process",
-                                                 "--brokers",
-                                                 brokers,
-                                                 "--topic",
-                                                 topic,
-                                                 "--group",
-                                                 topic + "-g",
-                                                 "--store",
-                                                 store,
-                                                 "--idle-timeout",
-                                                 "3s",
-                                                 "--rules",
-                                                 rules,
-                                                 "--alertmanager",
-                                                 am,
-                                                 "--alertmanager-resend",
-                                                 "1s",
-                                                 "--alerts-topic",
-                                                 topic + ".alerts",
-                                                 "--dashboard-url",
-                                                 "http://dash.example:8080",
-                                                 "--windows-topic",
-                                                 "",
-                                                 "--log-level",
-                                                 "info",
-                                                 "-X",
-                                                 "session.timeout.ms=6000",
-                                                 "-X",
-                                                 "heartbeat.interval.ms=1000"};
+  const std::vector<std::string> process_args =
+      ProcessArgs(brokers, topic, store, rules, am,
+                  {"--dashboard-url", "http://dash.example:8080"});
   auto produce = [&](const char* scenario, const char* start,
                      const char* seed) {
-    return RunToEnd(BUBBLEWATCH_BINARY,
-                    {"produce",    "--brokers",   brokers,          "--topic",
-                     topic,        "--synthetic", "--job",          job_prefix,
-                     "--jobs",     "1",           "--gpus-per-job", "2",
-                     "--duration", "30s",         "--rate",         "3000",
-                     "--scenario", scenario,      "--start-time",   start,
-                     "--seed",     seed,          "--log-level",    "error"});
+    return ProduceSynthetic(brokers, topic, job_prefix, scenario, start,
+                            {"--seed", seed});
   };
 
   // 1. The stall: 30 s of event time with planted host syncs.
@@ -426,13 +450,7 @@ TEST_F(AlertmanagerKafka, SighupReloadsRulesAndRefusesABadFile) {
             << threshold << "}\n";
       };
   auto produce = [&](const char* start) {
-    return RunToEnd(
-        BUBBLEWATCH_BINARY,
-        {"produce",        "--brokers",  brokers,      "--topic",      topic,
-         "--synthetic",    "--job",      job_prefix,   "--jobs",       "1",
-         "--gpus-per-job", "2",          "--duration", "30s",          "--rate",
-         "3000",           "--scenario", "sync",       "--start-time", start,
-         "--log-level",    "error"});
+    return ProduceSynthetic(brokers, topic, job_prefix, "sync", start);
   };
   auto log_has = [&](const std::string& text) {
     return PollUntil(
@@ -441,13 +459,8 @@ TEST_F(AlertmanagerKafka, SighupReloadsRulesAndRefusesABadFile) {
   };
   // 90 %: the ~15 % host-sync stall does not fire.
   write_rules("90%");
-  processor_ =
-      SpawnLogged(BUBBLEWATCH_BINARY,
-                  {"process", "--brokers", brokers, "--topic", topic, "--group",
-                   topic + "-g", "--store", store, "--idle-timeout", "3s",
-                   "--rules", rules, "--alerts-topic", topic + ".alerts",
-                   "--windows-topic", "", "--log-level", "info"},
-                  log);
+  processor_ = SpawnLogged(BUBBLEWATCH_BINARY,
+                           ProcessArgs(brokers, topic, store, rules, ""), log);
   TopicReader reader(topic + ".alerts");
   ASSERT_EQ(produce("2026-01-01T00:00:00Z"), 0);
   // The stall's windows are stored, and with them the alert state (one
@@ -516,41 +529,10 @@ TEST_F(AlertmanagerKafka, UndeliveredResolutionSurvivesAProcessorKill) {
                           "threshold: 8%, for: 1, clear_for: 2}\n";
   AlertmanagerProxy proxy(am);
   ASSERT_TRUE(proxy.Open());
-  const std::vector<std::string> process_args = {"process",
-                                                 "--brokers",
-                                                 brokers,
-                                                 "--topic",
-                                                 topic,
-                                                 "--group",
-                                                 topic + "-g",
-                                                 "--store",
-                                                 store,
-                                                 "--idle-timeout",
-                                                 "3s",
-                                                 "--rules",
-                                                 rules,
-                                                 "--alertmanager",
-                                                 proxy.url(),
-                                                 "--alertmanager-resend",
-                                                 "1s",
-                                                 "--alerts-topic",
-                                                 topic + ".alerts",
-                                                 "--windows-topic",
-                                                 "",
-                                                 "--log-level",
-                                                 "info",
-                                                 "-X",
-                                                 "session.timeout.ms=6000",
-                                                 "-X",
-                                                 "heartbeat.interval.ms=1000"};
+  const std::vector<std::string> process_args =
+      ProcessArgs(brokers, topic, store, rules, proxy.url());
   auto produce = [&](const char* scenario, const char* start) {
-    return RunToEnd(
-        BUBBLEWATCH_BINARY,
-        {"produce",        "--brokers",  brokers,      "--topic",      topic,
-         "--synthetic",    "--job",      job_prefix,   "--jobs",       "1",
-         "--gpus-per-job", "2",          "--duration", "30s",          "--rate",
-         "3000",           "--scenario", scenario,     "--start-time", start,
-         "--log-level",    "error"});
+    return ProduceSynthetic(brokers, topic, job_prefix, scenario, start);
   };
 
   // Fires, and Alertmanager lists it.

@@ -133,30 +133,38 @@ std::vector<std::string> WatchArgs(const std::string& topic,
   return args;
 }
 
+// `process` of TOPIC into STORE, without a windows topic; EXTRA appended.
+std::vector<std::string> ProcessArgs(const std::string& topic,
+                                     const std::string& store,
+                                     std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"process",
+                                   "--brokers",
+                                   Brokers(),
+                                   "--topic",
+                                   topic,
+                                   "--group",
+                                   topic + "-group",
+                                   "--store",
+                                   store,
+                                   "--lateness",
+                                   "5s",
+                                   "--idle-timeout",
+                                   "3s",
+                                   "--windows-topic",
+                                   "",
+                                   "--dlq-topic",
+                                   topic + ".dlq",
+                                   "--log-level",
+                                   "warn"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// Processes TOPIC into STORE until it has been idle for 4 s.
 int Process(const std::string& topic, const std::string& store,
             const std::string& log) {
-  return Wait(Spawn({"process",
-                     "--brokers",
-                     Brokers(),
-                     "--topic",
-                     topic,
-                     "--group",
-                     topic + "-group",
-                     "--store",
-                     store,
-                     "--lateness",
-                     "5s",
-                     "--idle-timeout",
-                     "3s",
-                     "--exit-when-idle",
-                     "4s",
-                     "--windows-topic",
-                     "",
-                     "--dlq-topic",
-                     topic + ".dlq",
-                     "--log-level",
-                     "warn"},
-                    log));
+  return Wait(
+      Spawn(ProcessArgs(topic, store, {"--exit-when-idle", "4s"}), log));
 }
 
 std::vector<WindowSummary> StoredWindows(const std::string& path) {
@@ -386,29 +394,9 @@ TEST_F(ProduceWatchKafka, ResentFilesCountOnceThroughProcessorKills) {
   }
   const std::string store = dir_.Sub("store");
   for (int kill = 0; kill < 4; ++kill) {
-    const pid_t pid = Spawn({"process",
-                             "--brokers",
-                             Brokers(),
-                             "--topic",
-                             topic,
-                             "--group",
-                             topic + "-group",
-                             "--store",
-                             store,
-                             "--lateness",
-                             "5s",
-                             "--idle-timeout",
-                             "3s",
-                             "--windows-topic",
-                             "",
-                             "--dlq-topic",
-                             topic + ".dlq",
-                             "--log-level",
-                             "warn",
-                             "-X",
-                             "session.timeout.ms=6000",
-                             "-X",
-                             "heartbeat.interval.ms=1000"},
+    const pid_t pid = Spawn(ProcessArgs(topic, store,
+                                        {"-X", "session.timeout.ms=6000", "-X",
+                                         "heartbeat.interval.ms=1000"}),
                             dir_.Sub("process.log"));
     std::this_thread::sleep_for(std::chrono::milliseconds(1500 + 400 * kill));
     ::kill(pid, SIGKILL);

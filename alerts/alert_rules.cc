@@ -24,19 +24,40 @@ constexpr absl::string_view kKindNames[] = {
     "utilization_below", "cause_share_above", "bubble_longer_than",
     "job_silent", "fleet"};
 
+// `text` with its control characters escaped (\n, \t, \xNN): messages quote
+// keys and values from the file, and a multi-line YAML scalar must not break
+// the one-line-per-problem promise.
+std::string OneLine(absl::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (u < 0x20 || u == 0x7f) {
+      absl::StrAppend(&out, "\\x", absl::Hex(u, absl::kZeroPad2));
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
 // Collects "SOURCE:LINE:COL: message" lines.
 class Problems {
  public:
-  explicit Problems(absl::string_view source) : source_(source) {}
+  explicit Problems(absl::string_view source) : source_(OneLine(source)) {}
   void Add(const YAML::Mark& mark, absl::string_view message) {
     lines_.push_back(absl::StrCat(source_, ":", mark.line + 1, ":",
-                                  mark.column + 1, ": ", message));
+                                  mark.column + 1, ": ", OneLine(message)));
   }
   void Add(const YAML::Node& node, absl::string_view message) {
     Add(node.Mark(), message);
   }
   void AddLine(int line, absl::string_view message) {
-    lines_.push_back(absl::StrCat(source_, ":", line, ": ", message));
+    lines_.push_back(absl::StrCat(source_, ":", line, ": ", OneLine(message)));
   }
   bool empty() const { return lines_.empty(); }
   std::string Joined() const { return absl::StrJoin(lines_, "\n"); }

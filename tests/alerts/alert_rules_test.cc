@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -190,6 +192,19 @@ TEST(AlertRules, NonScalarFieldsAreNamedNotDropped) {
                       "  - {name: x, kind: fleet, rule: {a: b}, "
                       "jobs_firing_more_than: 2}\n"),
               HasSubstr("rule must name a per-job rule"));
+}
+
+// Found by the alert_rules fuzzer: a multi-line key was quoted into its
+// message as is, so one problem spanned several lines.
+TEST(AlertRules, EveryProblemStaysOnOneLineWhateverTheFileQuotes) {
+  const std::string e = ErrorOf(
+      "rules:\n  - name: x\n    kind: job_silent\n    duration: 1m\n"
+      "    \"a\\nb\\tc\\x01\": 1\n\"top\\nkey\": 2\n");
+  EXPECT_THAT(e, HasSubstr("unknown key \"a\\nb\\tc\\x01\""));
+  EXPECT_THAT(e, HasSubstr("unknown top-level key \"top\\nkey\""));
+  for (absl::string_view line : absl::StrSplit(e, '\n')) {
+    EXPECT_TRUE(absl::StartsWith(line, "rules.yaml:")) << line;
+  }
 }
 
 TEST(AlertRules, ForgetAfterBelongsToSilenceRulesAndOutlastsDuration) {

@@ -94,18 +94,17 @@ int RunProcessCommand(int argc, char** argv) {
               "reject a batch whose string table has more names");
   cl.AddInt64("max-open-windows", &options.state_limits.max_open_windows, "N",
               "reject a batch that would leave its job with more open "
-              "windows (far-future or\nfar-past timestamps)");
+              "windows (far-off timestamps)");
   cl.AddInt64("max-jobs-per-partition",
               &options.state_limits.max_jobs_per_partition, "N",
-              "reject a batch of a new job when its input partition already "
-              "tracks this many\n(a processor tracks at most partitions "
-              "owned x N)");
+              "reject a batch of a new job when its input partition tracks "
+              "this many jobs");
   cl.AddDuration("job-expiry", &options.job_expiry, "DURATION",
-                 "forget a job with no open window whose newest event is this "
-                 "far behind its\npartition's newest (event time)");
+                 "forget a job without open windows this far (event time) "
+                 "behind its partition");
   cl.AddDuration("skew-warning", &options.skew_warning, "DURATION",
-                 "warn (log, /metrics) when a job's hosts' newest events are "
-                 "this far apart\n(clock skew or delivery delay; 0 = never)");
+                 "warn (log, /metrics) when a job's hosts are this far apart "
+                 "(0 = never)");
   cl.AddList("property", &options.kafka_properties, "KEY=VALUE",
              "librdkafka property for the consumer and producer "
              "(repeatable; SASL/SSL settings go here)");

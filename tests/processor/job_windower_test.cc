@@ -335,7 +335,6 @@ TEST(JobWindower, ResumeOffsetIsTheOldestBatchStillBuffered) {
   EXPECT_LT(*windower.ResumeOffset(), offset);
 }
 
-
 namespace bubblewatch {
 namespace {
 

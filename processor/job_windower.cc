@@ -47,8 +47,7 @@ int64_t JobWindower::Add(const DecodedBatch& batch, int64_t offset, bool replay,
   for (const GpuActivity& a : in.gpu) {
     clock.max_start_ns = std::max(clock.max_start_ns, a.start_ns);
     if (is_late(a.start_ns, a.end_ns)) continue;
-    min_start_ns_ = std::min(min_start_ns_, a.start_ns);
-    max_end_ns_ = std::max(max_end_ns_, a.end_ns);
+    NoteOpen(a.start_ns, a.end_ns);
     GpuActivity copy = a;
     copy.name = remap[a.name];
     trace_.gpu.push_back(copy);
@@ -60,9 +59,7 @@ int64_t JobWindower::Add(const DecodedBatch& batch, int64_t offset, bool replay,
     if (e.correlation == kNoCorrelation && is_late(e.start_ns, e.end_ns)) {
       continue;
     }
-    // (A launch kept from before the finalized edge is clipped there.)
-    min_start_ns_ = std::min(min_start_ns_, e.start_ns);
-    max_end_ns_ = std::max(max_end_ns_, e.end_ns);
+    NoteOpen(e.start_ns, e.end_ns);
     CpuEvent copy = e;
     copy.name = remap[e.name];
     trace_.cpu.push_back(copy);
@@ -83,9 +80,17 @@ int64_t JobWindower::WatermarkNs(absl::Time now,
   return watermark == INT64_MAX ? INT64_MIN : watermark;
 }
 
+void JobWindower::NoteOpen(int64_t start_ns, int64_t end_ns) {
+  if (finalized_through_ns_ != INT64_MIN && end_ns <= finalized_through_ns_) {
+    return;
+  }
+  open_min_start_ns_ = std::min(open_min_start_ns_, start_ns);
+  open_max_end_ns_ = std::max(open_max_end_ns_, end_ns);
+}
+
 int64_t JobWindower::OpenWindowsWith(const DecodedBatch& batch) const {
   const int64_t edge = finalized_through_ns_;
-  int64_t lo = min_start_ns_, hi = max_end_ns_;
+  int64_t lo = open_min_start_ns_, hi = open_max_end_ns_;
   auto note = [&](int64_t start_ns, int64_t end_ns) {
     if (edge != INT64_MIN && end_ns <= edge) return;  // Late: not kept.
     lo = std::min(lo, start_ns);
@@ -190,6 +195,9 @@ std::vector<WindowSummary> JobWindower::Finalize(
 
 void JobWindower::Evict() {
   if (finalized_through_ns_ == INT64_MIN) return;
+  // The open range is recomputed over what ends after the new edge.
+  open_min_start_ns_ = INT64_MAX;
+  open_max_end_ns_ = INT64_MIN;
   const int64_t cutoff = finalized_through_ns_ - options_.lateness_ns;
   const int64_t launch_cutoff =
       finalized_through_ns_ - options_.max_launch_lead_ns;
@@ -210,6 +218,7 @@ void JobWindower::Evict() {
       keep = last_end_of_device[a.device] == a.end_ns;
     }
     if (!keep) continue;
+    NoteOpen(a.start_ns, a.end_ns);
     if (a.correlation != kNoCorrelation) kept_kernels.insert(a.correlation);
     trace_.gpu[out] = a;
     gpu_offset_[out] = gpu_offset_[i];
@@ -227,6 +236,7 @@ void JobWindower::Evict() {
           kept_kernels.contains(e.correlation) || e.start_ns >= launch_cutoff;
     }
     if (!keep) continue;
+    NoteOpen(e.start_ns, e.end_ns);
     trace_.cpu[out] = e;
     cpu_offset_[out] = cpu_offset_[i];
     ++out;

@@ -94,12 +94,12 @@ class JobWindower {
   int64_t WatermarkNs(absl::Time now, absl::Duration host_idle) const;
 
   // How many windows would be open if `batch` were added: from the window of
-  // the oldest event kept since the windower was created (never before the
-  // finalized edge) to the window of the newest event end, both over the
-  // buffered events and the batch's events that are not late. 0 when nothing
-  // would be open. The analyzer materializes every window of that range (a
-  // gap covering a window is a 0 % window), so this is what one far-future
-  // timestamp would cost; StreamProcessor rejects a batch over its limit.
+  // the oldest event that ends after the finalized edge (never before the
+  // edge) to the window of the newest event end, over the buffered events
+  // and the batch's events that are not late. 0 when nothing would be open. The
+  // analyzer materializes every window of that range (a gap covering a window
+  // is a 0 % window), so this is what one far-future timestamp would cost;
+  // StreamProcessor rejects a batch over its limit.
   int64_t OpenWindowsWith(const DecodedBatch& batch) const;
 
   // Clock skew estimate: the spread between the newest event starts of the
@@ -144,11 +144,13 @@ class JobWindower {
   absl::flat_hash_map<std::string, HostClock> hosts_;
   absl::flat_hash_map<int64_t, int64_t> late_;
   int64_t finalized_through_ns_ = INT64_MIN;
-  // Oldest start and newest end over the events kept since creation (for
-  // OpenWindowsWith; not lowered by eviction, which only drops events
-  // before the finalized edge, where the range is clipped anyway).
-  int64_t min_start_ns_ = INT64_MAX;
-  int64_t max_end_ns_ = INT64_MIN;
+  // Oldest start and newest end of the buffered events that end after the
+  // finalized edge (for OpenWindowsWith). Only those: they are exactly what
+  // a processor restored from a snapshot buffers again by replaying from
+  // ResumeOffset(), so its limit decisions go on as before the restart.
+  void NoteOpen(int64_t start_ns, int64_t end_ns);
+  int64_t open_min_start_ns_ = INT64_MAX;
+  int64_t open_max_end_ns_ = INT64_MIN;
   // HostSkewNs when windows last closed by the watermark; windows closed for
   // idleness (when every host is silent) report it too.
   int64_t last_skew_ns_ = 0;

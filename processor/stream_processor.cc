@@ -80,6 +80,9 @@ class StreamProcessor::Impl {
     // Offsets rejected by a limit at or after the resume offset, and the
     // partition's event-time clock (partition_limits.h).
     LimitLedger ledger;
+    int64_t resume_offset = 0;  // Of the last commit.
+    // When a new job at the limit last looked for expired jobs.
+    absl::Time last_expiry_pass = absl::InfinitePast();
     bool changed = false;  // Since the last snapshot written.
   };
   struct JobEntry {
@@ -326,6 +329,7 @@ absl::Status StreamProcessor::Impl::RestorePartition(
     }
     source = "local store";
   }
+  state.resume_offset = tp.offset;
   if (auto it = state.jobs.find(kLimitLedgerKey); it != state.jobs.end()) {
     ASSIGN_OR_RETURN(state.ledger, LimitLedger::Parse(it->second));
   }
@@ -480,6 +484,13 @@ absl::Status StreamProcessor::Impl::HandleMessage(
   if (replay) {
     if (part.ledger.WasRejected(message.offset)) return absl::OkStatus();
   } else if (!part.jobs.contains(job_name)) {
+    // At the limit, expired jobs make room first (looked for at most once a
+    // second: a stream of made-up names must not cost a scan each).
+    if (TrackedJobs(part) >= options_.state_limits.max_jobs_per_partition &&
+        now - part.last_expiry_pass >= absl::Seconds(1)) {
+      part.last_expiry_pass = now;
+      ForgetExpiredJobs(part, part.resume_offset);
+    }
     if (std::optional<BatchRejection> rejection =
             CheckNewJob(TrackedJobs(part), options_.state_limits)) {
       RejectForLimit(message, part, *rejection, batch->header);
@@ -827,6 +838,7 @@ absl::Status StreamProcessor::Impl::Commit(absl::Time now) {
     progress.resume_offset = it != resume.end() ? it->second : part.next_offset;
     progress.committed_position =
         std::max(part.committed_position, part.next_offset);
+    part.resume_offset = progress.resume_offset;
     if (expire_jobs) ForgetExpiredJobs(part, progress.resume_offset);
     // No replay starts below the resume offset: older decisions are done.
     part.ledger.ForgetBefore(progress.resume_offset);

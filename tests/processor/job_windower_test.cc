@@ -494,5 +494,47 @@ TEST(JobWindower, HostSkewIsTheSpreadOfTheHostsNewestStarts) {
   }
 }
 
+// A processor restored from a snapshot (finalized edge) that replays from
+// ResumeOffset() must make the same open-window decisions as one that never
+// stopped: at every cut of a two-host stream, the restored windower counts
+// the same open windows for the next batch (and for a far-future one).
+TEST(JobWindower, OpenWindowsAreTheSameAfterARestoreAndReplay) {
+  Stream s = MakeStream(17, 8);
+  std::mt19937 rng(17);
+  std::vector<DecodedBatch> h0 = MakeBatches(s.per_host[0], 0, rng);
+  std::vector<DecodedBatch> h1 = MakeBatches(s.per_host[1], 1, rng);
+  std::vector<const DecodedBatch*> order;
+  for (size_t i = 0; i < std::max(h0.size(), h1.size()); ++i) {
+    if (i < h0.size()) order.push_back(&h0[i]);
+    if (i < h1.size()) order.push_back(&h1[i]);
+  }
+  WindowerOptions options = SmallWindows();
+  const absl::Time t0 = absl::UnixEpoch();
+  JobWindower live("job", options);
+  DecodedBatch far =
+      KernelsAt("host0", {1'700'000'000'000'000'000 + 500 * kWindow});
+  int compared = 0;
+  for (size_t cut = 0; cut + 1 < order.size(); ++cut) {
+    live.Add(*order[cut], static_cast<int64_t>(cut), false, t0);
+    live.FinalizeReady(t0, absl::Hours(1));
+    if (cut % 7 != 0 || !live.ResumeOffset()) continue;
+    JobWindower restored("job", options);
+    restored.RestoreFinalizedThrough(live.finalized_through_ns());
+    for (size_t i = static_cast<size_t>(*live.ResumeOffset()); i <= cut; ++i) {
+      restored.Add(*order[i], static_cast<int64_t>(i), /*replay=*/true, t0);
+      restored.FinalizeReady(t0, absl::Hours(1));
+    }
+    ASSERT_EQ(restored.finalized_through_ns(), live.finalized_through_ns());
+    EXPECT_EQ(restored.OpenWindowsWith(*order[cut + 1]),
+              live.OpenWindowsWith(*order[cut + 1]))
+        << "cut " << cut;
+    EXPECT_EQ(restored.OpenWindowsWith(far), live.OpenWindowsWith(far))
+        << "cut " << cut;
+    EXPECT_GT(live.OpenWindowsWith(far), 400);
+    ++compared;
+  }
+  EXPECT_GT(compared, 10);
+}
+
 }  // namespace
 }  // namespace bubblewatch

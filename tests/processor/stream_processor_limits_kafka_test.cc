@@ -384,6 +384,61 @@ TEST(StreamProcessorLimitsKafka,
   std::filesystem::remove(log2);
 }
 
+// The job table does not fill up with a fleet's turnover: a job without
+// events for --job-expiry (event time) and without open windows is
+// forgotten when a new job needs its place.
+TEST(StreamProcessorLimitsKafka, ExpiredJobsMakeRoomForNewOnes) {
+  const std::string topic = Unique("bw-expiry");
+  const std::string store = ::testing::TempDir() + "/" + topic;
+  const std::string log = store + ".log";
+  constexpr int64_t kHour = 3600 * kSec;
+  JobStream old_job{.job = "old", .host = "h1", .producer_id = 1};
+  JobStream next{.job = "next", .host = "h2", .producer_id = 2};
+  JobStream newest{.job = "newest", .host = "h3", .producer_id = 3};
+  JobStream extra{.job = "extra", .host = "h4", .producer_id = 4};
+  AddKernels(old_job.trace, kBase, kBase + 4 * kSec, 100, 50, 0);
+  AddKernels(next.trace, kBase + 2 * kHour, kBase + 2 * kHour + 4 * kSec, 100,
+             50, 0);
+  AddKernels(newest.trace, kBase + 2 * kHour, kBase + 2 * kHour + 4 * kSec, 100,
+             60, 0);
+  AddKernels(extra.trace, kBase + 2 * kHour, kBase + 2 * kHour + 4 * kSec, 100,
+             70, 0);
+  Sender sender(topic);
+  sender.Send(old_job, INT64_MIN, INT64_MAX);
+  sender.Send(next, INT64_MIN, INT64_MAX);
+  sender.Flush();
+
+  std::vector<std::string> args = ProcessArgs(topic, store);
+  args.insert(args.end(), {"--lateness", "2s", "--max-jobs-per-partition", "2",
+                           "--job-expiry", "1h", "--idle-timeout", "2s",
+                           "--exit-when-idle", "10s", "--log-level", "info"});
+  pid_t pid = Spawn(args, log);
+  // Both jobs closed for idleness (their windows stored): "old" is 2 h
+  // behind its partition and holds nothing open.
+  EXPECT_TRUE(PollUntil(60, [&] {
+    const std::string text = ReadText(log);
+    return text.find("job next idle for 2s") != std::string::npos &&
+           text.find("job old idle for 2s") != std::string::npos;
+  })) << ReadText(log);
+  sender.Send(newest, INT64_MIN, INT64_MAX);  // Takes old's place.
+  sender.Send(extra, INT64_MIN, INT64_MAX);   // The table is full again.
+  sender.Flush();
+  ASSERT_EQ(Wait(pid), 0) << ReadText(log);
+  const std::string text = ReadText(log);
+  EXPECT_THAT(text, HasSubstr("job old forgotten"));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("job next forgotten")));
+  EXPECT_EQ(StoredWindows(store, {"newest"}).size(), 1u);
+  EXPECT_TRUE(StoredWindows(store, {"extra"}).empty());
+  std::vector<DeadLetter> dlq = ReadDeadLetters(topic + ".dlq");
+  ASSERT_EQ(dlq.size(), 1u);
+  EXPECT_EQ(dlq[0].key, "extra");
+  EXPECT_THAT(dlq[0].reason, ::testing::StartsWith("too_many_jobs: "));
+  // The forgotten job's windows stay in the store (retention decides).
+  EXPECT_EQ(StoredWindows(store, {"old"}).size(), 1u);
+  std::filesystem::remove_all(store);
+  std::filesystem::remove(log);
+}
+
 TEST(StreamProcessorLimitsKafka,
      ClockSkewOfMinutesClosesEveryWindowAndIsReported) {
   const std::string topic = Unique("bw-skew");

@@ -24,10 +24,13 @@
 // continues with the previous owner's finalized edges and batch sequences and
 // stores the same windows the previous owner would have.
 //
-// Bad input never stops it: a message that fails decoding or validation goes
-// to the dead-letter topic with the reason in header `bubblewatch.error`, and
-// is counted. A store write failure does stop it (Run returns the error):
-// offsets must not move past unwritten windows.
+// Bad input never stops it: a message that fails decoding or validation, or
+// a batch over a limit that needs state (open windows per job, jobs per
+// partition: partition_limits.h), goes to the dead-letter topic with the
+// reason in header `bubblewatch.error`, and is counted. Limit decisions are
+// remembered per partition in its snapshot, so a replay repeats them. A store
+// write failure does stop it (Run returns the error): offsets must not move
+// past unwritten windows.
 //
 // Thread safety: Run on one thread; RequestStop and stats from any.
 #ifndef BUBBLEWATCH_PROCESSOR_STREAM_PROCESSOR_H_

@@ -580,8 +580,11 @@ void StreamProcessor::Impl::ForgetExpiredJobs(PartitionState& part,
     auto live = jobs_.find(it->first);
     // Open windows, or a batch a replay from the resume offset would read:
     // the job's state is still needed.
-    if (live != jobs_.end() && (live->second.windower != nullptr ||
-                                live->second.last_offset >= resume_offset)) {
+    // (A dirty one was closed since the last commit: its newest state is
+    // not in the table yet.)
+    if (live != jobs_.end() &&
+        (live->second.windower != nullptr || live->second.dirty ||
+         live->second.last_offset >= resume_offset)) {
       ++it;
       continue;
     }

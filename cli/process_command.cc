@@ -92,6 +92,19 @@ int RunProcessCommand(int argc, char** argv) {
               "reject a batch whose job, host or any event name is longer");
   cl.AddInt64("max-batch-names", &options.limits.max_names, "N",
               "reject a batch whose string table has more names");
+  cl.AddInt64("max-open-windows", &options.state_limits.max_open_windows, "N",
+              "reject a batch that would leave its job with more open "
+              "windows (far-off timestamps)");
+  cl.AddInt64("max-jobs-per-partition",
+              &options.state_limits.max_jobs_per_partition, "N",
+              "reject a batch of a new job when its input partition tracks "
+              "this many jobs");
+  cl.AddDuration("job-expiry", &options.job_expiry, "DURATION",
+                 "forget a job without open windows this far (event time) "
+                 "behind its partition");
+  cl.AddDuration("skew-warning", &options.skew_warning, "DURATION",
+                 "warn (log, /metrics) when a job's hosts are this far apart "
+                 "(0 = never)");
   cl.AddList("property", &options.kafka_properties, "KEY=VALUE",
              "librdkafka property for the consumer and producer "
              "(repeatable; SASL/SSL settings go here)");
@@ -130,6 +143,17 @@ int RunProcessCommand(int argc, char** argv) {
     usage_error =
         "--max-batch-bytes, --max-batch-events, --max-name-bytes "
         "and --max-batch-names must be >= 1";
+  }
+  if (options.state_limits.max_open_windows < 1 ||
+      options.state_limits.max_jobs_per_partition < 1) {
+    usage_error =
+        "--max-open-windows and --max-jobs-per-partition must be >= 1";
+  }
+  if (options.job_expiry <= absl::ZeroDuration()) {
+    usage_error = "--job-expiry must be > 0";
+  }
+  if (options.skew_warning < absl::ZeroDuration()) {
+    usage_error = "--skew-warning must be >= 0";
   }
   if (!http_listen.empty()) {
     if (absl::Status s =

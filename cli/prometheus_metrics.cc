@@ -107,6 +107,29 @@ void WriteProcessor(Page& page, const ProcessorStats& p) {
                              Label("producer", absl::StrCat(source.second))),
                 n);
   }
+  page.Family("bubblewatch_processor_tracked_jobs", "gauge",
+              "Jobs whose state the owned partitions track (limited per "
+              "partition by --max-jobs-per-partition).");
+  page.Sample("bubblewatch_processor_tracked_jobs", "", p.tracked_jobs);
+  page.Family("bubblewatch_processor_jobs_forgotten_total", "counter",
+              "Jobs forgotten after --job-expiry without events.");
+  page.Sample("bubblewatch_processor_jobs_forgotten_total", "",
+              p.jobs_forgotten);
+  page.Family("bubblewatch_processor_job_host_skew_seconds", "gauge",
+              "Spread between the newest event times of a job's hosts (clock "
+              "skew plus delivery delay) when its windows last closed; only "
+              "jobs at or above --skew-warning, labelled with the host ahead "
+              "and the host behind.");
+  std::vector<std::pair<std::string, ProcessorStats::HostSkew>> skews(
+      p.host_skew.begin(), p.host_skew.end());
+  std::sort(skews.begin(), skews.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [job, skew] : skews) {
+    page.Sample("bubblewatch_processor_job_host_skew_seconds",
+                absl::StrCat(Label("job", job), ",", Label("ahead", skew.ahead),
+                             ",", Label("behind", skew.behind)),
+                static_cast<double>(skew.skew_ns) / 1e9);
+  }
   page.Family("bubblewatch_processor_open_jobs", "gauge",
               "Jobs with at least one open window.");
   page.Sample("bubblewatch_processor_open_jobs", "", p.open_jobs);

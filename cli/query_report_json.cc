@@ -53,6 +53,7 @@ void WriteWindow(JsonWriter& w, const WindowPoint& p) {
   w.Key("cpu_events").Int(p.cpu_events);
   w.Key("late_events").Int(p.late_events);
   w.Key("closed_by").String(ClosedByName(p.closed_by));
+  w.Key("host_skew_us").Double(Us(p.host_skew_ns));
   w.EndObject();
 }
 

@@ -33,6 +33,10 @@ class Fields {
     }
     return e;
   }
+  bool Has(const char* key) {
+    element e;
+    return status_->ok() && obj_[key].get(e) == simdjson::SUCCESS;
+  }
   bool IsNull(const char* key) {
     element e = Get(key);
     return status_->ok() && e.is_null();
@@ -155,6 +159,8 @@ WindowPoint ReadWindow(Fields& f) {
   p.closed_by = f.String("closed_by") == "idle_timeout"
                     ? WindowSummary::ClosedBy::kIdleTimeout
                     : WindowSummary::ClosedBy::kWatermark;
+  // Absent in reports of servers older than the field.
+  p.host_skew_ns = f.Has("host_skew_us") ? f.Ns("host_skew_us") : 0;
   return p;
 }
 

@@ -16,6 +16,14 @@ void JobState::NoteProducerEvents(uint64_t producer, int64_t newest_ns) {
   if (!inserted) it->second = std::max(it->second, newest_ns);
 }
 
+int64_t JobState::NewestEventNs() const {
+  int64_t newest = finalized_through_ns;
+  for (const auto& [producer, ns] : producer_newest_ns) {
+    newest = std::max(newest, ns);
+  }
+  return newest;
+}
+
 int JobState::ForgetProducersBefore(int64_t cutoff_ns) {
   int forgotten = 0;
   for (auto it = producer_newest_ns.begin(); it != producer_newest_ns.end();) {

@@ -31,6 +31,10 @@ struct JobState {
   // Records that a batch of `producer` ending at `newest_ns` was counted.
   void NoteProducerEvents(uint64_t producer, int64_t newest_ns);
 
+  // The newest event end the state knows of: the latest of the finalized
+  // edge and the producers' newest events (INT64_MIN for none).
+  int64_t NewestEventNs() const;
+
   // Forgets the producers whose newest event ends before `cutoff_ns`;
   // returns how many.
   int ForgetProducersBefore(int64_t cutoff_ns);

@@ -27,6 +27,7 @@ int64_t JobWindower::Add(const DecodedBatch& batch, int64_t offset, bool replay,
   }
   HostClock& clock =
       hosts_[absl::StrCat(batch.header.host, "/", batch.header.rank)];
+  if (clock.host.empty()) clock.host = batch.header.host;
   clock.last_seen = now;
   last_activity_ = now;
   if (trace_.rank < 0) trace_.rank = batch.header.rank;
@@ -46,6 +47,7 @@ int64_t JobWindower::Add(const DecodedBatch& batch, int64_t offset, bool replay,
   for (const GpuActivity& a : in.gpu) {
     clock.max_start_ns = std::max(clock.max_start_ns, a.start_ns);
     if (is_late(a.start_ns, a.end_ns)) continue;
+    NoteOpen(a.start_ns, a.end_ns);
     GpuActivity copy = a;
     copy.name = remap[a.name];
     trace_.gpu.push_back(copy);
@@ -57,6 +59,7 @@ int64_t JobWindower::Add(const DecodedBatch& batch, int64_t offset, bool replay,
     if (e.correlation == kNoCorrelation && is_late(e.start_ns, e.end_ns)) {
       continue;
     }
+    NoteOpen(e.start_ns, e.end_ns);
     CpuEvent copy = e;
     copy.name = remap[e.name];
     trace_.cpu.push_back(copy);
@@ -77,6 +80,56 @@ int64_t JobWindower::WatermarkNs(absl::Time now,
   return watermark == INT64_MAX ? INT64_MIN : watermark;
 }
 
+void JobWindower::NoteOpen(int64_t start_ns, int64_t end_ns) {
+  if (finalized_through_ns_ != INT64_MIN && end_ns <= finalized_through_ns_) {
+    return;
+  }
+  open_min_start_ns_ = std::min(open_min_start_ns_, start_ns);
+  open_max_end_ns_ = std::max(open_max_end_ns_, end_ns);
+}
+
+int64_t JobWindower::OpenWindowsWith(const DecodedBatch& batch) const {
+  const int64_t edge = finalized_through_ns_;
+  int64_t lo = open_min_start_ns_, hi = open_max_end_ns_;
+  auto note = [&](int64_t start_ns, int64_t end_ns) {
+    if (edge != INT64_MIN && end_ns <= edge) return;  // Late: not kept.
+    lo = std::min(lo, start_ns);
+    hi = std::max(hi, end_ns);
+  };
+  for (const GpuActivity& a : batch.trace.gpu) note(a.start_ns, a.end_ns);
+  for (const CpuEvent& e : batch.trace.cpu) note(e.start_ns, e.end_ns);
+  if (edge != INT64_MIN) lo = std::max(lo, edge);
+  if (hi == INT64_MIN || lo == INT64_MAX || hi <= lo) return 0;
+  const int64_t w = options_.window_ns;
+  // Window indexes in int128: hostile times near the int64 limits must not
+  // overflow (the batch validator bounds them, this does not rely on it).
+  const __int128 first = WindowStartOf(lo, w) / w;
+  const __int128 last = WindowStartOf(hi - 1, w) / w;
+  const __int128 n = last - first + 1;
+  return n > INT64_MAX ? INT64_MAX : static_cast<int64_t>(n);
+}
+
+int64_t JobWindower::HostSkewNs(absl::Time now, absl::Duration host_idle,
+                                std::string* ahead, std::string* behind) const {
+  // Newest start per host name (ranks of one host share its clock).
+  absl::flat_hash_map<absl::string_view, int64_t> newest;
+  for (const auto& [key, clock] : hosts_) {
+    if (clock.max_start_ns == INT64_MIN) continue;
+    if (now - clock.last_seen > host_idle) continue;
+    auto [it, inserted] = newest.try_emplace(clock.host, clock.max_start_ns);
+    if (!inserted) it->second = std::max(it->second, clock.max_start_ns);
+  }
+  if (newest.size() < 2) return 0;
+  auto [lo, hi] = std::minmax_element(
+      newest.begin(), newest.end(), [](const auto& a, const auto& b) {
+        // Ties by name, so the hosts named do not depend on hash order.
+        return std::pair(a.second, a.first) < std::pair(b.second, b.first);
+      });
+  if (ahead != nullptr) *ahead = std::string(hi->first);
+  if (behind != nullptr) *behind = std::string(lo->first);
+  return hi->second - lo->second;
+}
+
 std::vector<WindowSummary> JobWindower::FinalizeReady(
     absl::Time now, absl::Duration host_idle) {
   int64_t watermark = WatermarkNs(now, host_idle);
@@ -84,6 +137,7 @@ std::vector<WindowSummary> JobWindower::FinalizeReady(
   int64_t target_end = WindowStartOf(watermark, options_.window_ns);
   if (finalized_through_ns_ != INT64_MIN && target_end <= finalized_through_ns_)
     return {};
+  last_skew_ns_ = HostSkewNs(now, host_idle);
   return Finalize(target_end, /*open_until_ns=*/target_end,
                   WindowSummary::ClosedBy::kWatermark);
 }
@@ -121,6 +175,7 @@ std::vector<WindowSummary> JobWindower::Finalize(
       WindowSummary summary;
       summary.job = job_;
       summary.closed_by = closed_by;
+      summary.host_skew_ns = last_skew_ns_;
       for (const GpuActivity& a : trace_.gpu) {
         if (a.start_ns >= w.start_ns && a.start_ns < w.end_ns)
           ++summary.gpu_events;
@@ -140,6 +195,9 @@ std::vector<WindowSummary> JobWindower::Finalize(
 
 void JobWindower::Evict() {
   if (finalized_through_ns_ == INT64_MIN) return;
+  // The open range is recomputed over what ends after the new edge.
+  open_min_start_ns_ = INT64_MAX;
+  open_max_end_ns_ = INT64_MIN;
   const int64_t cutoff = finalized_through_ns_ - options_.lateness_ns;
   const int64_t launch_cutoff =
       finalized_through_ns_ - options_.max_launch_lead_ns;
@@ -160,6 +218,7 @@ void JobWindower::Evict() {
       keep = last_end_of_device[a.device] == a.end_ns;
     }
     if (!keep) continue;
+    NoteOpen(a.start_ns, a.end_ns);
     if (a.correlation != kNoCorrelation) kept_kernels.insert(a.correlation);
     trace_.gpu[out] = a;
     gpu_offset_[out] = gpu_offset_[i];
@@ -177,6 +236,7 @@ void JobWindower::Evict() {
           kept_kernels.contains(e.correlation) || e.start_ns >= launch_cutoff;
     }
     if (!keep) continue;
+    NoteOpen(e.start_ns, e.end_ns);
     trace_.cpu[out] = e;
     cpu_offset_[out] = cpu_offset_[i];
     ++out;

@@ -92,14 +92,38 @@ class JobWindower {
   int64_t finalized_through_ns() const { return finalized_through_ns_; }
   // The job's current watermark (INT64_MIN until events arrive).
   int64_t WatermarkNs(absl::Time now, absl::Duration host_idle) const;
+
+  // How many windows would be open if `batch` were added: from the window of
+  // the oldest event that ends after the finalized edge (never before the
+  // edge) to the window of the newest event end, over the buffered events
+  // and the batch's events that are not late. 0 when nothing would be open. The
+  // analyzer materializes every window of that range (a gap covering a window
+  // is a 0 % window), so this is what one far-future timestamp would cost;
+  // StreamProcessor rejects a batch over its limit.
+  int64_t OpenWindowsWith(const DecodedBatch& batch) const;
+
+  // Clock skew estimate: the spread between the newest event starts of the
+  // job's hosts (host names, all ranks of a host together) that sent
+  // something within `host_idle` before `now`; 0 with fewer than two hosts.
+  // It is clock skew plus differences in how late hosts deliver their
+  // events, i.e. how far the job's fastest host runs ahead of the slowest
+  // one that holds the watermark back. `ahead` / `behind` (optional) get the
+  // two hosts' names.
+  int64_t HostSkewNs(absl::Time now, absl::Duration host_idle,
+                     std::string* ahead = nullptr,
+                     std::string* behind = nullptr) const;
   size_t buffered_events() const {
     return trace_.gpu.size() + trace_.cpu.size();
   }
   absl::Time last_activity() const { return last_activity_; }
+  // HostSkewNs as of the last windows closed by the watermark (what those
+  // windows store as host_skew_ns).
+  int64_t last_host_skew_ns() const { return last_skew_ns_; }
   const std::string& job() const { return job_; }
 
  private:
   struct HostClock {
+    std::string host;  // The host name, without the rank.
     int64_t max_start_ns = INT64_MIN;
     absl::Time last_seen;
   };
@@ -120,6 +144,16 @@ class JobWindower {
   absl::flat_hash_map<std::string, HostClock> hosts_;
   absl::flat_hash_map<int64_t, int64_t> late_;
   int64_t finalized_through_ns_ = INT64_MIN;
+  // Oldest start and newest end of the buffered events that end after the
+  // finalized edge (for OpenWindowsWith). Only those: they are exactly what
+  // a processor restored from a snapshot buffers again by replaying from
+  // ResumeOffset(), so its limit decisions go on as before the restart.
+  void NoteOpen(int64_t start_ns, int64_t end_ns);
+  int64_t open_min_start_ns_ = INT64_MAX;
+  int64_t open_max_end_ns_ = INT64_MIN;
+  // HostSkewNs when windows last closed by the watermark; windows closed for
+  // idleness (when every host is silent) report it too.
+  int64_t last_skew_ns_ = 0;
   absl::Time last_activity_ = absl::InfinitePast();
 };
 

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "base/status_macros.h"
 #include "kafka/kafka_admin.h"
 #include "kafka/kafka_status.h"
@@ -153,8 +154,16 @@ absl::StatusOr<bool> StateChangelog::Prepare(int input_partitions) {
            {"segment.ms", "600000"},
            {"min.cleanable.dirty.ratio", "0.1"}},
           kTimeout));
-  ASSIGN_OR_RETURN(int partitions,
-                   TopicPartitionCount(reader_.get(), topic_, kTimeout));
+  // A topic just created (by this call or a racing group member) takes a
+  // moment to appear in the metadata: "does not exist" until then.
+  absl::StatusOr<int> count =
+      TopicPartitionCount(reader_.get(), topic_, kTimeout);
+  for (const absl::Time deadline = absl::Now() + kTimeout;
+       absl::IsNotFound(count.status()) && absl::Now() < deadline;) {
+    absl::SleepFor(absl::Milliseconds(100));
+    count = TopicPartitionCount(reader_.get(), topic_, kTimeout);
+  }
+  ASSIGN_OR_RETURN(int partitions, count);
   if (partitions < input_partitions) {
     return absl::FailedPreconditionError(absl::StrCat(
         "state changelog topic ", topic_, " has ", partitions,

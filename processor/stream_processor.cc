@@ -26,6 +26,10 @@ namespace {
 constexpr char kErrorHeader[] = "bubblewatch.error";
 constexpr absl::Duration kRetentionInterval = absl::Minutes(1);
 constexpr int kPollTimeoutMs = 100;
+// How often jobs past job_expiry are looked for, and how often a job whose
+// hosts stay skewed is warned about again.
+constexpr absl::Duration kJobExpiryInterval = absl::Minutes(1);
+constexpr absl::Duration kSkewWarningInterval = absl::Minutes(10);
 
 // True for a "key=value" whose key only a consumer understands.
 bool IsConsumerOnlyProperty(absl::string_view assignment) {
@@ -71,7 +75,14 @@ class StreamProcessor::Impl {
     bool at_end = false;  // Reached the partition's end since the last one.
     // The state of every job of this partition as of the last commit (and
     // of the snapshot it was restored from): what the snapshots hold.
+    // Also holds the ledger under kLimitLedgerKey, written at each commit.
     JobStates jobs;
+    // Offsets rejected by a limit at or after the resume offset, and the
+    // partition's event-time clock (partition_limits.h).
+    LimitLedger ledger;
+    int64_t resume_offset = 0;  // Of the last commit.
+    // When a new job at the limit last looked for expired jobs.
+    absl::Time last_expiry_pass = absl::InfinitePast();
     bool changed = false;  // Since the last snapshot written.
   };
   struct JobEntry {
@@ -79,7 +90,11 @@ class StreamProcessor::Impl {
     JobState state;
     int32_t partition = 0;
     int64_t last_event_ns = 0;
+    int64_t last_offset = -1;  // Of the last batch added.
     bool dirty = false;
+    // A skew warning was logged (at that time) and has not cleared yet.
+    bool skew_warned = false;
+    absl::Time skew_warned_at = absl::InfinitePast();
     // While replaying: producer id -> highest sequence replayed so far.
     absl::flat_hash_map<uint64_t, uint64_t> replayed_sequences;
   };
@@ -101,6 +116,22 @@ class StreamProcessor::Impl {
   absl::Status FlushAndCommitOffsets(bool sync = false);
 
   absl::Status HandleMessage(const rd_kafka_message_t& message, absl::Time now);
+  // Sends a batch over a limit to the DLQ and records the decision in its
+  // partition's ledger, so that a replay decides the same.
+  void RejectForLimit(const rd_kafka_message_t& message, PartitionState& part,
+                      const BatchRejection& rejection,
+                      const BatchHeader& header);
+  // Jobs `part` tracks (its snapshot's jobs, the ledger entry aside).
+  static int64_t TrackedJobs(const PartitionState& part) {
+    return static_cast<int64_t>(part.jobs.size() -
+                                part.jobs.count(kLimitLedgerKey));
+  }
+  // Forgets the jobs of `part` past options_.job_expiry that have no open
+  // window and no batch at or after `resume_offset`.
+  void ForgetExpiredJobs(PartitionState& part, int64_t resume_offset);
+  // Measures the host skew of `job` (its windows just closed), logs a
+  // warning when it is over options_.skew_warning and updates the stats.
+  void NoteHostSkew(const std::string& name, JobEntry& job, absl::Time now);
   // True if `header`'s batch was already counted (see the definition).
   static bool IsDuplicateBatch(JobEntry& job, const BatchHeader& header,
                                bool replay);
@@ -150,6 +181,7 @@ class StreamProcessor::Impl {
   // throughput figure in the progress line.
   absl::Time first_message_ = absl::InfinitePast();
   absl::Time last_handled_ = absl::InfinitePast();
+  absl::Time last_job_expiry_ = absl::Now();
 
   mutable absl::Mutex stats_mu_;
   ProcessorStats stats_ ABSL_GUARDED_BY(stats_mu_);
@@ -297,10 +329,15 @@ absl::Status StreamProcessor::Impl::RestorePartition(
     }
     source = "local store";
   }
+  state.resume_offset = tp.offset;
+  if (auto it = state.jobs.find(kLimitLedgerKey); it != state.jobs.end()) {
+    ASSIGN_OR_RETURN(state.ledger, LimitLedger::Parse(it->second));
+  }
   spdlog::info(
-      "assigned {}/{}: state from {} ({} jobs), resume at {}, replay below {}",
-      tp.topic, tp.partition, source, state.jobs.size(), tp.offset,
-      state.committed_position);
+      "assigned {}/{}: state from {} ({} jobs, {} limit rejections to "
+      "replay), resume at {}, replay below {}",
+      tp.topic, tp.partition, source, TrackedJobs(state),
+      state.ledger.rejections(), tp.offset, state.committed_position);
   return absl::OkStatus();
 }
 
@@ -316,8 +353,12 @@ void StreamProcessor::Impl::OnRevoke(
     int32_t p = partitions->elems[i].partition;
     spdlog::info("revoked {}/{}", partitions->elems[i].topic, p);
     partitions_.erase(p);
-    absl::erase_if(jobs_,
-                   [&](const auto& kv) { return kv.second.partition == p; });
+    absl::erase_if(jobs_, [&](const auto& kv) {
+      if (kv.second.partition != p) return false;
+      absl::MutexLock lock(&stats_mu_);
+      stats_.host_skew.erase(kv.first);
+      return true;
+    });
   }
 }
 
@@ -437,8 +478,37 @@ absl::Status StreamProcessor::Impl::HandleMessage(
     }
     return absl::OkStatus();
   }
-  ASSIGN_OR_RETURN(JobEntry * job,
-                   GetOrLoadJob(batch->header.job, message.partition));
+  const std::string& job_name = batch->header.job;
+  // The stateful limits. A replayed batch is decided as it was the first
+  // time (its partition's ledger); its dead letter was sent then.
+  if (replay) {
+    if (part.ledger.WasRejected(message.offset)) return absl::OkStatus();
+  } else if (!part.jobs.contains(job_name)) {
+    // At the limit, expired jobs make room first (looked for at most once a
+    // second: a stream of made-up names must not cost a scan each).
+    if (TrackedJobs(part) >= options_.state_limits.max_jobs_per_partition &&
+        now - part.last_expiry_pass >= absl::Seconds(1)) {
+      part.last_expiry_pass = now;
+      ForgetExpiredJobs(part, part.resume_offset);
+    }
+    if (std::optional<BatchRejection> rejection =
+            CheckNewJob(TrackedJobs(part), options_.state_limits)) {
+      RejectForLimit(message, part, *rejection, batch->header);
+      return absl::OkStatus();
+    }
+  }
+  ASSIGN_OR_RETURN(JobEntry * job, GetOrLoadJob(job_name, message.partition));
+  if (!replay) {
+    if (std::optional<BatchRejection> rejection = CheckOpenWindows(
+            job->windower->OpenWindowsWith(*batch), options_.windower.window_ns,
+            options_.state_limits)) {
+      RejectForLimit(message, part, *rejection, batch->header);
+      // A job whose first batch this was is not tracked: a stream of
+      // made-up job names must not grow the job table either.
+      if (!part.jobs.contains(job_name)) jobs_.erase(job_name);
+      return absl::OkStatus();
+    }
+  }
   if (IsDuplicateBatch(*job, batch->header, replay)) {
     if (!replay) {  // A replayed duplicate was counted the first time.
       absl::MutexLock lock(&stats_mu_);
@@ -458,14 +528,23 @@ absl::Status StreamProcessor::Impl::HandleMessage(
     batch_newest_ns = std::max(batch_newest_ns, e.end_ns);
   }
   job->last_event_ns = std::max(job->last_event_ns, batch_newest_ns);
+  job->last_offset = message.offset;
   if (batch->header.producer_id != 0) {
     job->state.NoteProducerEvents(batch->header.producer_id, batch_newest_ns);
   }
   job->dirty = true;
+  part.ledger.NoteEvent(batch_newest_ns);
   std::vector<WindowSummary> done =
       job->windower->FinalizeReady(now, HostIdle());
   job->state.finalized_through_ns = job->windower->finalized_through_ns();
-  if (!done.empty()) ForgetOldProducers(job->state);
+  if (!done.empty()) {
+    ForgetOldProducers(job->state);
+    NoteHostSkew(job_name, *job, now);
+  }
+  // Tracked from its first accepted batch (the commit writes its state).
+  if (!part.jobs.contains(job_name)) {
+    part.jobs.emplace(job_name, job->state.Serialize());
+  }
   {
     absl::MutexLock lock(&stats_mu_);
     stats_.events +=
@@ -474,6 +553,94 @@ absl::Status StreamProcessor::Impl::HandleMessage(
   }
   for (WindowSummary& w : done) pending_windows_.push_back(std::move(w));
   return absl::OkStatus();
+}
+
+void StreamProcessor::Impl::RejectForLimit(const rd_kafka_message_t& message,
+                                           PartitionState& part,
+                                           const BatchRejection& rejection,
+                                           const BatchHeader& header) {
+  part.ledger.RecordRejection(message.offset);
+  SendToDeadLetters(message, rejection.reason, rejection.detail, &header);
+}
+
+void StreamProcessor::Impl::ForgetExpiredJobs(PartitionState& part,
+                                              int64_t resume_offset) {
+  // While replaying, jobs with batches ahead are not loaded yet.
+  if (part.next_offset < part.committed_position) return;
+  const int64_t clock = part.ledger.newest_event_ns();
+  const int64_t expiry = absl::ToInt64Nanoseconds(options_.job_expiry);
+  if (clock == INT64_MIN || clock < INT64_MIN + expiry) return;
+  const int64_t cutoff = clock - expiry;
+  int64_t forgotten = 0;
+  for (auto it = part.jobs.begin(); it != part.jobs.end();) {
+    if (it->first == kLimitLedgerKey) {
+      ++it;
+      continue;
+    }
+    auto live = jobs_.find(it->first);
+    // Open windows, or a batch a replay from the resume offset would read:
+    // the job's state is still needed.
+    // (A dirty one was closed since the last commit: its newest state is
+    // not in the table yet.)
+    if (live != jobs_.end() &&
+        (live->second.windower != nullptr || live->second.dirty ||
+         live->second.last_offset >= resume_offset)) {
+      ++it;
+      continue;
+    }
+    absl::StatusOr<JobState> state = JobState::Parse(it->second);
+    if (!state.ok() || state->NewestEventNs() >= cutoff) {
+      ++it;
+      continue;
+    }
+    spdlog::info(
+        "job {} forgotten: its newest event is more than {} behind "
+        "its partition's",
+        it->first, absl::FormatDuration(options_.job_expiry));
+    if (live != jobs_.end()) jobs_.erase(live);
+    it = part.jobs.erase(it);
+    ++forgotten;
+  }
+  if (forgotten > 0) {
+    part.changed = true;
+    absl::MutexLock lock(&stats_mu_);
+    stats_.jobs_forgotten += forgotten;
+  }
+}
+
+void StreamProcessor::Impl::NoteHostSkew(const std::string& name, JobEntry& job,
+                                         absl::Time now) {
+  const int64_t threshold = absl::ToInt64Nanoseconds(options_.skew_warning);
+  if (threshold <= 0) return;
+  std::string ahead, behind;
+  const int64_t skew =
+      job.windower->HostSkewNs(now, HostIdle(), &ahead, &behind);
+  const bool above = skew >= threshold;
+  if (above &&
+      (!job.skew_warned || now - job.skew_warned_at >= kSkewWarningInterval)) {
+    const std::string by = absl::FormatDuration(absl::Nanoseconds(skew));
+    spdlog::warn(
+        "job {}: host {} is {} ahead of host {} in event time (clock skew or "
+        "delivery delay); its windows close that much later and hold that "
+        "much more of {}'s events (ops/RUNBOOK.md, \"Clock skew\")",
+        name, ahead, by, behind, ahead);
+    job.skew_warned = true;
+    job.skew_warned_at = now;
+  } else if (!above && job.skew_warned && skew < threshold / 2) {
+    spdlog::info("job {}: host skew back to {}", name,
+                 absl::FormatDuration(absl::Nanoseconds(skew)));
+    job.skew_warned = false;
+  }
+  absl::MutexLock lock(&stats_mu_);
+  if (!above) {
+    stats_.host_skew.erase(name);
+  } else if (stats_.host_skew.size() < kMaxDlqSources ||
+             stats_.host_skew.contains(name)) {
+    stats_.host_skew[name] =
+        ProcessorStats::HostSkew{.skew_ns = skew,
+                                 .ahead = std::move(ahead),
+                                 .behind = std::move(behind)};
+  }
 }
 
 // A batch resent by its producer (same id and sequence, e.g. a watcher that
@@ -538,7 +705,10 @@ void StreamProcessor::Impl::CloseIdleJobs(absl::Time now) {
                  job.state.finalized_through_ns);
     job.windower.reset();
     job.dirty = true;
+    job.skew_warned = false;
     uncommitted_ = true;
+    absl::MutexLock lock(&stats_mu_);
+    stats_.host_skew.erase(name);
   }
 }
 
@@ -658,6 +828,8 @@ absl::Status StreamProcessor::Impl::Commit(absl::Time now) {
       }
     }
   }
+  const bool expire_jobs = now - last_job_expiry_ >= kJobExpiryInterval;
+  if (expire_jobs) last_job_expiry_ = now;
   RdKafkaPartitionListPtr offsets(
       rd_kafka_topic_partition_list_new(static_cast<int>(partitions_.size())));
   for (auto& [p, part] : partitions_) {
@@ -669,6 +841,15 @@ absl::Status StreamProcessor::Impl::Commit(absl::Time now) {
     progress.resume_offset = it != resume.end() ? it->second : part.next_offset;
     progress.committed_position =
         std::max(part.committed_position, part.next_offset);
+    part.resume_offset = progress.resume_offset;
+    if (expire_jobs) ForgetExpiredJobs(part, progress.resume_offset);
+    // No replay starts below the resume offset: older decisions are done.
+    part.ledger.ForgetBefore(progress.resume_offset);
+    if (part.ledger.empty()) {
+      part.jobs.erase(kLimitLedgerKey);
+    } else {
+      part.jobs[kLimitLedgerKey] = part.ledger.Serialize();
+    }
     progress.state = EncodeJobStates(part.jobs);
     part.committed_position = progress.committed_position;
     rd_kafka_topic_partition_list_add(offsets.get(), options_.topic.c_str(), p)
@@ -733,9 +914,12 @@ void StreamProcessor::Impl::LogProgress() {
           std::max<int64_t>(0, high - part.next_offset);
     }
   }
+  int64_t tracked = 0;
+  for (const auto& [p, part] : partitions_) tracked += TrackedJobs(part);
   absl::MutexLock lock(&stats_mu_);
   stats_.open_jobs = open;
   stats_.buffered_events = buffered;
+  stats_.tracked_jobs = tracked;
   stats_.lag = lag;
   int64_t dlq = 0;
   for (const auto& [reason, n] : stats_.dlq_by_reason) dlq += n;

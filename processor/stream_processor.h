@@ -24,10 +24,13 @@
 // continues with the previous owner's finalized edges and batch sequences and
 // stores the same windows the previous owner would have.
 //
-// Bad input never stops it: a message that fails decoding or validation goes
-// to the dead-letter topic with the reason in header `bubblewatch.error`, and
-// is counted. A store write failure does stop it (Run returns the error):
-// offsets must not move past unwritten windows.
+// Bad input never stops it: a message that fails decoding or validation, or
+// a batch over a limit that needs state (open windows per job, jobs per
+// partition: partition_limits.h), goes to the dead-letter topic with the
+// reason in header `bubblewatch.error`, and is counted. Limit decisions are
+// remembered per partition in its snapshot, so a replay repeats them. A store
+// write failure does stop it (Run returns the error): offsets must not move
+// past unwritten windows.
 //
 // Thread safety: Run on one thread; RequestStop and stats from any.
 #ifndef BUBBLEWATCH_PROCESSOR_STREAM_PROCESSOR_H_
@@ -48,6 +51,7 @@
 #include "processor/batch_validator.h"
 #include "processor/commit_observer.h"
 #include "processor/job_windower.h"
+#include "processor/partition_limits.h"
 #include "storage/window_store.h"
 
 namespace bubblewatch {
@@ -66,6 +70,18 @@ struct StreamProcessorOptions {
   std::vector<std::string> kafka_properties;
   WindowerOptions windower;
   BatchLimits limits;
+  // Open windows per job, jobs per input partition (partition_limits.h).
+  ProcessorLimits state_limits;
+  // A job whose newest event lies this far (event time) behind the newest
+  // event of its partition, and that has no open window, is forgotten: it
+  // no longer counts towards state_limits.max_jobs_per_partition. A batch
+  // it sends later starts it afresh (with the local store's record of its
+  // finalized edge, when there is one).
+  absl::Duration job_expiry = absl::Hours(6);
+  // A job whose hosts' newest events lie this far apart (clock skew or
+  // delivery delay; JobWindower::HostSkewNs) is logged with a warning and
+  // gets a series on /metrics. 0 = never.
+  absl::Duration skew_warning = absl::Seconds(30);
   // A job (and a host within it) silent this long, in wall time, is closed.
   absl::Duration idle_timeout = absl::Seconds(30);
   // A producer (id) whose newest event lies this far behind its job's
@@ -104,6 +120,18 @@ struct ProcessorStats {
   int64_t state_snapshots_written = 0;
   int64_t open_jobs = 0;
   int64_t buffered_events = 0;
+  // Jobs tracked over the partitions owned (what max_jobs_per_partition
+  // limits, per partition), and jobs forgotten after job_expiry.
+  int64_t tracked_jobs = 0;
+  int64_t jobs_forgotten = 0;
+  // Jobs whose host skew is at or above skew_warning, as measured when
+  // their windows last closed (at most kMaxDlqSources).
+  struct HostSkew {
+    int64_t skew_ns = 0;
+    std::string ahead;   // The host with the newest events.
+    std::string behind;  // The host holding the watermark back.
+  };
+  absl::flat_hash_map<std::string, HostSkew> host_skew;
   absl::flat_hash_map<std::string, int64_t> dlq_by_reason;
   // Rejected batches that decoded, by (job, producer id): which producer of
   // which job sends bad batches. At most kMaxDlqSources entries; the rest

@@ -122,6 +122,7 @@ bool SameWindow(const WindowSummary& a, const WindowSummary& b,
   d.Field("gpu_events", a.gpu_events, b.gpu_events);
   d.Field("cpu_events", a.cpu_events, b.cpu_events);
   d.Field("late_events", a.late_events, b.late_events);
+  d.Field("host_skew_ns", a.host_skew_ns, b.host_skew_ns);
   if (!d.found() && a.closed_by != b.closed_by) {
     d.Field("closed_by", std::string(ClosedByName(a.closed_by)),
             std::string(ClosedByName(b.closed_by)));

@@ -31,6 +31,10 @@ struct WindowSummary {
   int64_t cpu_events = 0;   // CPU events starting in the window.
   int64_t late_events = 0;  // Arrived after the window was final.
   ClosedBy closed_by = ClosedBy::kWatermark;
+  // Spread between the newest event starts of the job's hosts when the
+  // window closed: clock skew between them plus differences in how late they
+  // deliver (0 with one host; windows stored before this field read 0).
+  int64_t host_skew_ns = 0;
 };
 
 // Compares two summaries field by field (every field of WindowAnalysis, the

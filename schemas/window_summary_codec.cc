@@ -137,6 +137,7 @@ std::string EncodeWindowSummary(const WindowSummary& summary) {
   out.add_cpu_events(summary.cpu_events);
   out.add_late_events(summary.late_events);
   out.add_closed_by(static_cast<fb::ClosedBy>(summary.closed_by));
+  out.add_host_skew_ns(summary.host_skew_ns);
   fb::FinishWindowSummaryBuffer(b, out.Finish());
   return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()),
                      b.GetSize());
@@ -194,6 +195,7 @@ absl::StatusOr<WindowSummary> DecodeWindowSummary(absl::string_view bytes) {
   out.cpu_events = in->cpu_events();
   out.late_events = in->late_events();
   out.closed_by = static_cast<WindowSummary::ClosedBy>(in->closed_by());
+  out.host_skew_ns = in->host_skew_ns();
   return out;
 }
 

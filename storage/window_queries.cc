@@ -119,7 +119,8 @@ WindowPoint ToWindowPoint(const WindowSummary& w, bool with_stats) {
                      .gpu_events = w.gpu_events,
                      .cpu_events = w.cpu_events,
                      .late_events = w.late_events,
-                     .closed_by = w.closed_by};
+                     .closed_by = w.closed_by,
+                     .host_skew_ns = w.host_skew_ns};
 }
 
 absl::StatusOr<JobReport> QueryJob(const WindowStoreReader& store,

@@ -72,6 +72,7 @@ struct WindowPoint {
   int64_t cpu_events = 0;
   int64_t late_events = 0;
   WindowSummary::ClosedBy closed_by = WindowSummary::ClosedBy::kWatermark;
+  int64_t host_skew_ns = 0;  // WindowSummary::host_skew_ns.
 };
 
 // The point of `window`; without its stats (left default) unless

@@ -252,6 +252,10 @@ TEST(HttpServer, MetricsPassPromtoolAndBoundTheJobs) {
     p.lag["bubblewatch.events/0"] = 5;
     p.lag["bubblewatch.events/11"] = 0;
     p.open_jobs = 3;
+    p.tracked_jobs = 7;
+    p.jobs_forgotten = 2;
+    p.host_skew["skewed"] = {
+        .skew_ns = 178'000'000'000, .ahead = "h-a", .behind = "h-b"};
     return p;
   };
   Served s(options);
@@ -295,6 +299,13 @@ TEST(HttpServer, MetricsPassPromtoolAndBoundTheJobs) {
       page,
       HasSubstr(
           R"(bubblewatch_processor_dlq_batches_by_source_total{job="rogue",producer="77"} 4)"));
+  EXPECT_THAT(page, HasSubstr("bubblewatch_processor_tracked_jobs 7\n"));
+  EXPECT_THAT(page,
+              HasSubstr("bubblewatch_processor_jobs_forgotten_total 2\n"));
+  EXPECT_THAT(
+      page,
+      HasSubstr(
+          R"(bubblewatch_processor_job_host_skew_seconds{job="skewed",ahead="h-a",behind="h-b"} 178)"));
   EXPECT_THAT(
       page,
       HasSubstr(

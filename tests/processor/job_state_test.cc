@@ -55,5 +55,16 @@ TEST(JobState, RejectsWhatItDidNotWrite) {
   }
 }
 
+// What job expiry compares with its partition's clock.
+TEST(JobState, NewestEventIsTheLatestOfTheEdgeAndTheProducers) {
+  JobState state;
+  EXPECT_EQ(state.NewestEventNs(), INT64_MIN);
+  state.finalized_through_ns = 40;
+  EXPECT_EQ(state.NewestEventNs(), 40);
+  state.NoteProducerEvents(1, 55);
+  state.NoteProducerEvents(2, 30);
+  EXPECT_EQ(state.NewestEventNs(), 55);
+}
+
 }  // namespace
 }  // namespace bubblewatch

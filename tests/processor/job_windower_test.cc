@@ -335,9 +335,6 @@ TEST(JobWindower, ResumeOffsetIsTheOldestBatchStillBuffered) {
   EXPECT_LT(*windower.ResumeOffset(), offset);
 }
 
-}  // namespace
-}  // namespace bubblewatch
-
 namespace bubblewatch {
 namespace {
 
@@ -392,6 +389,151 @@ TEST(JobWindower, ResumeOffsetFollowsTheStreamOnTheSyntheticFleet) {
         << ") still needs the batch at offset " << *resume << " of "
         << arrivals.size();
   }
+}
+
+}  // namespace
+}  // namespace bubblewatch
+
+// A batch of `host` with one kernel per start (each 100 us long).
+DecodedBatch KernelsAt(const std::string& host,
+                       const std::vector<int64_t>& starts) {
+  DecodedBatch b;
+  b.header.job = "job";
+  b.header.host = host;
+  NameInterner names(&b.trace);
+  for (int64_t s : starts) {
+    b.trace.gpu.push_back(GpuActivity{
+        .start_ns = s, .end_ns = s + 100 * kUs, .name = names.Intern("k")});
+  }
+  return b;
+}
+
+WindowerOptions SmallWindows() {
+  WindowerOptions options;
+  options.window_ns = kWindow;
+  options.lateness_ns = kLateness;
+  return options;
+}
+
+TEST(JobWindower, OpenWindowsCountFromTheOldestKeptEventToTheNewest) {
+  JobWindower windower("job", SmallWindows());
+  EXPECT_EQ(windower.OpenWindowsWith(DecodedBatch{}), 0);
+  // One kernel: one window.
+  EXPECT_EQ(windower.OpenWindowsWith(KernelsAt("h", {0})), 1);
+  windower.Add(KernelsAt("h", {0}), 0, false, absl::UnixEpoch());
+  EXPECT_EQ(windower.OpenWindowsWith(DecodedBatch{}), 1);
+  // A kernel in window 4 (ending inside it) makes windows 0..4 open; one
+  // ending exactly at a window's end does not open the next.
+  EXPECT_EQ(windower.OpenWindowsWith(KernelsAt("h", {4 * kWindow})), 5);
+  EXPECT_EQ(windower.OpenWindowsWith(KernelsAt("h", {5 * kWindow - 100 * kUs})),
+            5);
+  // Far future: the count a limit would see, no overflow.
+  EXPECT_EQ(windower.OpenWindowsWith(KernelsAt("h", {1'000'000 * kWindow})),
+            1'000'001);
+  // A far past event of a job with nothing final counts too.
+  EXPECT_EQ(windower.OpenWindowsWith(KernelsAt("h", {-10 * kWindow})), 11);
+  // The range is not moved by a batch it does not keep (the count stays).
+  windower.Add(KernelsAt("h", {2 * kWindow}), 1, false, absl::UnixEpoch());
+  EXPECT_EQ(windower.OpenWindowsWith(DecodedBatch{}), 3);
+}
+
+TEST(JobWindower, OpenWindowsStartAtTheFinalizedEdge) {
+  JobWindower windower("job", SmallWindows());
+  windower.Add(KernelsAt("h", {0, kWindow / 2, kWindow, 2 * kWindow,
+                               3 * kWindow + kLateness}),
+               0, false, absl::UnixEpoch());
+  // Watermark 3 windows: [0, 3) close.
+  ASSERT_EQ(windower.FinalizeReady(absl::UnixEpoch(), absl::Hours(1)).size(),
+            3u);
+  EXPECT_EQ(windower.finalized_through_ns(), 3 * kWindow);
+  EXPECT_EQ(windower.OpenWindowsWith(DecodedBatch{}), 1);
+  // Late events (before the edge) are not kept and open nothing.
+  EXPECT_EQ(windower.OpenWindowsWith(KernelsAt("h", {0})), 1);
+  EXPECT_EQ(windower.OpenWindowsWith(KernelsAt("h", {9 * kWindow})), 7);
+}
+
+TEST(JobWindower, AfterAnIdleCloseOpenWindowsStartWithTheNextEvents) {
+  // The processor replaces an idle-closed job's windower by a fresh one that
+  // knows only the finalized edge: a job back after a pause opens only the
+  // windows of its new events, not the pause.
+  JobWindower windower("job", SmallWindows());
+  windower.RestoreFinalizedThrough(3 * kWindow);
+  EXPECT_EQ(windower.OpenWindowsWith(KernelsAt("h", {1000 * kWindow})), 1);
+}
+
+TEST(JobWindower, HostSkewIsTheSpreadOfTheHostsNewestStarts) {
+  JobWindower windower("job", SmallWindows());
+  const absl::Time t0 = absl::UnixEpoch();
+  windower.Add(KernelsAt("a", {0, 5 * kUs}), 0, false, t0);
+  EXPECT_EQ(windower.HostSkewNs(t0, absl::Hours(1)), 0);  // One host.
+  // Two ranks of one host share its clock.
+  DecodedBatch rank1 = KernelsAt("a", {700 * kUs});
+  rank1.header.rank = 1;
+  windower.Add(rank1, 1, false, t0);
+  EXPECT_EQ(windower.HostSkewNs(t0, absl::Hours(1)), 0);
+  windower.Add(KernelsAt("b", {200 * kUs}), 2, false, t0);
+  std::string ahead, behind;
+  EXPECT_EQ(windower.HostSkewNs(t0, absl::Hours(1), &ahead, &behind),
+            500 * kUs);
+  EXPECT_EQ(ahead, "a");
+  EXPECT_EQ(behind, "b");
+  // A host silent for longer than host_idle does not count.
+  EXPECT_EQ(windower.HostSkewNs(t0 + absl::Seconds(2), absl::Seconds(1)), 0);
+  // Closed windows carry the skew measured when they closed.
+  windower.Add(KernelsAt("b", {3 * kWindow}), 3, false, t0);
+  windower.Add(KernelsAt("a", {2 * kWindow + kLateness}), 4, false, t0);
+  rank1 = KernelsAt("a", {2 * kWindow + kLateness});
+  rank1.header.rank = 1;
+  windower.Add(rank1, 5, false, t0);
+  std::vector<WindowSummary> closed =
+      windower.FinalizeReady(t0, absl::Hours(1));
+  ASSERT_EQ(closed.size(), 2u);  // The watermark is a's: [0, 2) close.
+  EXPECT_EQ(windower.last_host_skew_ns(), kWindow - kLateness);
+  for (const WindowSummary& w : closed) {
+    EXPECT_EQ(w.host_skew_ns, kWindow - kLateness);
+  }
+}
+
+// A processor restored from a snapshot (finalized edge) that replays from
+// ResumeOffset() must make the same open-window decisions as one that never
+// stopped: at every cut of a two-host stream, the restored windower counts
+// the same open windows for the next batch (and for a far-future one).
+TEST(JobWindower, OpenWindowsAreTheSameAfterARestoreAndReplay) {
+  Stream s = MakeStream(17, 8);
+  std::mt19937 rng(17);
+  std::vector<DecodedBatch> h0 = MakeBatches(s.per_host[0], 0, rng);
+  std::vector<DecodedBatch> h1 = MakeBatches(s.per_host[1], 1, rng);
+  std::vector<const DecodedBatch*> order;
+  for (size_t i = 0; i < std::max(h0.size(), h1.size()); ++i) {
+    if (i < h0.size()) order.push_back(&h0[i]);
+    if (i < h1.size()) order.push_back(&h1[i]);
+  }
+  WindowerOptions options = SmallWindows();
+  const absl::Time t0 = absl::UnixEpoch();
+  JobWindower live("job", options);
+  DecodedBatch far =
+      KernelsAt("host0", {1'700'000'000'000'000'000 + 500 * kWindow});
+  int compared = 0;
+  for (size_t cut = 0; cut + 1 < order.size(); ++cut) {
+    live.Add(*order[cut], static_cast<int64_t>(cut), false, t0);
+    live.FinalizeReady(t0, absl::Hours(1));
+    if (cut % 7 != 0 || !live.ResumeOffset()) continue;
+    JobWindower restored("job", options);
+    restored.RestoreFinalizedThrough(live.finalized_through_ns());
+    for (size_t i = static_cast<size_t>(*live.ResumeOffset()); i <= cut; ++i) {
+      restored.Add(*order[i], static_cast<int64_t>(i), /*replay=*/true, t0);
+      restored.FinalizeReady(t0, absl::Hours(1));
+    }
+    ASSERT_EQ(restored.finalized_through_ns(), live.finalized_through_ns());
+    EXPECT_EQ(restored.OpenWindowsWith(*order[cut + 1]),
+              live.OpenWindowsWith(*order[cut + 1]))
+        << "cut " << cut;
+    EXPECT_EQ(restored.OpenWindowsWith(far), live.OpenWindowsWith(far))
+        << "cut " << cut;
+    EXPECT_GT(live.OpenWindowsWith(far), 400);
+    ++compared;
+  }
+  EXPECT_GT(compared, 10);
 }
 
 }  // namespace

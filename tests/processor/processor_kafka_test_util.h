@@ -170,6 +170,7 @@ inline void ExpectSameAnalysis(const std::vector<WindowSummary>& got,
     expected.cpu_events = got[i].cpu_events;
     expected.late_events = got[i].late_events;
     expected.closed_by = got[i].closed_by;
+    expected.host_skew_ns = got[i].host_skew_ns;
     std::string diff;
     EXPECT_TRUE(SameWindow(got[i], expected, &diff))
         << got[i].job << " window " << got[i].window.start_ns << ": " << diff;

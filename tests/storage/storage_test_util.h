@@ -70,6 +70,7 @@ inline WindowSummary SampleWindow(const std::string& job, int64_t start_ns,
   s.cpu_events = 3000 + salt;
   s.late_events = 4 + salt;
   s.closed_by = WindowSummary::ClosedBy::kIdleTimeout;
+  s.host_skew_ns = 180'000'000'000 + salt;
   return s;
 }
 

@@ -51,6 +51,26 @@ TEST(WindowSummaryCodec, RoundTripsEveryField) {
   EXPECT_EQ(out->cpu_events, 3003);
   EXPECT_EQ(out->late_events, 7);
   EXPECT_EQ(out->closed_by, WindowSummary::ClosedBy::kIdleTimeout);
+  EXPECT_EQ(out->host_skew_ns, in.host_skew_ns);
+}
+
+// host_skew_ns came later: a window written before it (a table without the
+// field, as the older writer built it) still decodes, with skew 0.
+TEST(WindowSummaryCodec, WindowsWrittenBeforeHostSkewDecodeWithZero) {
+  flatbuffers::FlatBufferBuilder b;
+  auto job = b.CreateString("old-job");
+  fb::WindowSummaryBuilder w(b);
+  w.add_job(job);
+  w.add_start_ns(10);
+  w.add_end_ns(20);
+  w.add_late_events(2);
+  fb::FinishWindowSummaryBuffer(b, w.Finish());
+  absl::StatusOr<WindowSummary> out = DecodeWindowSummary(absl::string_view(
+      reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize()));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->job, "old-job");
+  EXPECT_EQ(out->late_events, 2);
+  EXPECT_EQ(out->host_skew_ns, 0);
 }
 
 // RocksDB hands values over at any address; found by ops/test --sanitize

@@ -1,0 +1,95 @@
+// The limits StreamProcessor enforces with state, so that one bad producer
+// cannot hurt the fleet: open windows per job and jobs per input partition
+// (the stateless per-batch limits are batch_validator.h's). A batch over one
+// goes to the dead-letter topic whole, with the reason, and is counted by
+// reason and by (job, producer) like any other rejection.
+//
+// Replay. After a restart or a rebalance a partition is re-read from its
+// snapshot's resume offset, and what lies below the committed position is
+// replay: those batches were decided before, from state (the job's open
+// windows, the partition's jobs) that a restored processor no longer has.
+// So the decisions are not recomputed: a partition's LimitLedger remembers
+// the offsets it rejected at or after its resume offset, travels in the
+// partition snapshot (local store and changelog, under the reserved job key
+// kLimitLedgerKey), and a replayed batch is rejected exactly when its offset
+// is in the ledger. Decisions come only from partition-local state, never
+// from which partitions an instance owns, so a partition decides the same
+// on whichever instance reads it.
+#ifndef BUBBLEWATCH_PROCESSOR_PARTITION_LIMITS_H_
+#define BUBBLEWATCH_PROCESSOR_PARTITION_LIMITS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "processor/batch_validator.h"
+
+namespace bubblewatch {
+
+struct ProcessorLimits {
+  // Windows one job may hold open: from its oldest buffered event (at or
+  // after its finalized edge) to its newest event end. Clock skew of minutes
+  // between a job's hosts keeps skew / window + 2 open (20 for 3 min of 10 s
+  // windows); 720 is two hours of 10 s windows. A far-future or far-past
+  // timestamp would open millions (the analyzer materializes every window of
+  // the range), which is what this stops.
+  int64_t max_open_windows = 720;
+  // Jobs one input partition tracks (state in its snapshot). A processor
+  // holds at most partitions owned x this; jobs are forgotten once their
+  // newest event is `job_expiry` (event time) behind their partition's.
+  int64_t max_jobs_per_partition = 10'000;
+};
+
+// Returns "too_many_open_windows" when a batch would leave its job with
+// `open_windows` (JobWindower::OpenWindowsWith) over the limit.
+std::optional<BatchRejection> CheckOpenWindows(int64_t open_windows,
+                                               int64_t window_ns,
+                                               const ProcessorLimits& limits);
+
+// Returns "too_many_jobs" when a batch of a job its partition does not track
+// arrives while the partition tracks `tracked_jobs` >= the limit.
+std::optional<BatchRejection> CheckNewJob(int64_t tracked_jobs,
+                                          const ProcessorLimits& limits);
+
+// The reserved key of the ledger among a snapshot's job states: no job is
+// named "" (ValidateBatch rejects such a batch as "empty_job").
+inline constexpr char kLimitLedgerKey[] = "";
+
+// One partition's memory of its limit decisions, and its event-time clock.
+class LimitLedger {
+ public:
+  // Remembers that the batch at `offset` was rejected by a limit.
+  // REQUIRES: offsets increase from call to call (one partition's order).
+  void RecordRejection(int64_t offset);
+  // True if the batch at `offset` was rejected (and not yet forgotten).
+  bool WasRejected(int64_t offset) const;
+  // Forgets rejections below `offset` (the partition's resume offset: no
+  // replay starts below it).
+  void ForgetBefore(int64_t offset);
+  size_t rejections() const { return rejected_.size(); }
+
+  // The partition's event-time clock: the newest end of an accepted event.
+  void NoteEvent(int64_t end_ns) {
+    if (end_ns > newest_event_ns_) newest_event_ns_ = end_ns;
+  }
+  int64_t newest_event_ns() const { return newest_event_ns_; }
+
+  bool empty() const {
+    return rejected_.empty() && newest_event_ns_ == INT64_MIN;
+  }
+  // "L1 <newest> <offset> <offset> ...".
+  std::string Serialize() const;
+  // kDataLoss for anything Serialize did not write.
+  static absl::StatusOr<LimitLedger> Parse(absl::string_view text);
+
+ private:
+  std::vector<int64_t> rejected_;  // Ascending.
+  int64_t newest_event_ns_ = INT64_MIN;
+};
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_PROCESSOR_PARTITION_LIMITS_H_

@@ -1,0 +1,80 @@
+#include "processor/partition_limits.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace bubblewatch {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(PartitionLimits, OpenWindowsAtTheLimitPassAndOneMoreIsRejected) {
+  ProcessorLimits limits;
+  limits.max_open_windows = 720;
+  EXPECT_EQ(CheckOpenWindows(0, 10'000'000'000, limits), std::nullopt);
+  EXPECT_EQ(CheckOpenWindows(720, 10'000'000'000, limits), std::nullopt);
+  std::optional<BatchRejection> r =
+      CheckOpenWindows(721, 10'000'000'000, limits);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->reason, "too_many_open_windows");
+  EXPECT_THAT(r->detail, HasSubstr("721 open windows of 10s (limit 720)"));
+}
+
+TEST(PartitionLimits, NewJobsUpToTheLimitPassAndTheNextIsRejected) {
+  ProcessorLimits limits;
+  limits.max_jobs_per_partition = 3;
+  // `tracked` jobs already: the new one would be number tracked + 1.
+  EXPECT_EQ(CheckNewJob(0, limits), std::nullopt);
+  EXPECT_EQ(CheckNewJob(2, limits), std::nullopt);  // Becomes the 3rd.
+  std::optional<BatchRejection> r = CheckNewJob(3, limits);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->reason, "too_many_jobs");
+  EXPECT_THAT(r->detail, HasSubstr("already tracks 3 jobs (limit 3)"));
+}
+
+TEST(PartitionLimits, DefaultsLeaveRoomForMinutesOfClockSkew) {
+  ProcessorLimits limits;
+  // 10 minutes of skew between two hosts with 10 s windows and 2 s of
+  // lateness keep about 62 windows open.
+  EXPECT_EQ(CheckOpenWindows(62, 10'000'000'000, limits), std::nullopt);
+  EXPECT_GE(limits.max_open_windows, 360);
+  EXPECT_GE(limits.max_jobs_per_partition, 1000);
+}
+
+TEST(LimitLedger, RemembersRejectionsUntilTheResumeOffsetPassesThem) {
+  LimitLedger ledger;
+  EXPECT_TRUE(ledger.empty());
+  ledger.RecordRejection(5);
+  ledger.RecordRejection(9);
+  ledger.RecordRejection(9);  // Once.
+  ledger.RecordRejection(12);
+  EXPECT_EQ(ledger.rejections(), 3u);
+  EXPECT_TRUE(ledger.WasRejected(9));
+  EXPECT_FALSE(ledger.WasRejected(10));
+  ledger.ForgetBefore(9);
+  EXPECT_FALSE(ledger.WasRejected(5));
+  EXPECT_TRUE(ledger.WasRejected(9));
+  ledger.ForgetBefore(100);
+  EXPECT_TRUE(ledger.empty());
+}
+
+TEST(LimitLedger, RoundTripsAndRejectsGarbage) {
+  LimitLedger ledger;
+  ledger.NoteEvent(1'700'000'000'000'000'000);
+  ledger.NoteEvent(5);  // Not newer.
+  ledger.RecordRejection(3);
+  ledger.RecordRejection(40);
+  absl::StatusOr<LimitLedger> back = LimitLedger::Parse(ledger.Serialize());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->newest_event_ns(), 1'700'000'000'000'000'000);
+  EXPECT_TRUE(back->WasRejected(3));
+  EXPECT_TRUE(back->WasRejected(40));
+  EXPECT_EQ(back->rejections(), 2u);
+  for (const char* bad : {"", "L1", "L2 0", "L1 x", "L1 0 7 3", "L1 0 a"}) {
+    absl::StatusOr<LimitLedger> parsed = LimitLedger::Parse(bad);
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kDataLoss) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace bubblewatch

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
@@ -66,9 +67,12 @@ bool PollUntil(F done, absl::Duration timeout) {
   return true;
 }
 
+// True while `pid` (a child) has not exited. Does not reap it (WNOWAIT), so
+// that WaitWithin still gets its exit code.
 bool Running(pid_t pid) {
-  int status = 0;
-  return waitpid(pid, &status, WNOHANG) == 0;
+  siginfo_t info{};
+  return waitid(P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+         info.si_pid == 0;
 }
 
 // Waits up to `timeout` for `pid`; then kills it (a hung child fails the
@@ -78,6 +82,10 @@ int WaitWithin(pid_t pid, absl::Duration timeout) {
   while (absl::Now() < deadline) {
     int status = 0;
     const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done < 0) {
+      ADD_FAILURE() << "pid " << pid << " is not a child to wait for";
+      return -1;
+    }
     if (done == pid) {
       return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     }
@@ -117,12 +125,23 @@ std::vector<WindowSummary> SortedOracle() {
   return want;
 }
 
-// Windows of each job in `store`, 0 while it does not exist yet.
+// Windows of each job in `store`, for polling while a processor writes it:
+// none while it does not exist or is still being created (a store that
+// cannot be opened yet is not a failure here).
 std::map<std::string, int> WindowsPerJob(const std::string& store,
                                          const std::vector<std::string>& jobs) {
   std::map<std::string, int> per_job;
   if (!std::filesystem::exists(store + "/CURRENT")) return per_job;
-  for (const WindowSummary& w : StoredWindows(store, jobs)) ++per_job[w.job];
+  absl::StatusOr<std::unique_ptr<WindowStoreReader>> reader =
+      OpenRocksDbWindowStoreReadOnly(store);
+  if (!reader.ok()) return per_job;
+  for (const std::string& job : jobs) {
+    absl::StatusOr<std::vector<WindowSummary>> windows =
+        (*reader)->Scan(job, absl::InfinitePast(), absl::InfiniteFuture());
+    if (windows.ok() && !windows->empty()) {
+      per_job[job] = static_cast<int>(windows->size());
+    }
+  }
   return per_job;
 }
 
@@ -458,6 +477,174 @@ TEST(ProcessorFaultsKafka,
     std::filesystem::remove(rerun_log);
   } else {
     std::cout << "logs: " << log << ", " << rerun_log << "\n";
+  }
+}
+
+// One processor instance of the storm: its own store and log (appended to
+// across restarts).
+struct StormMember {
+  std::string name;
+  std::string store;
+  std::string log;
+  pid_t pid = -1;
+};
+
+TEST(ProcessorFaultsKafka, RebalanceStormLeavesNoDuplicateOrConflictingWindow) {
+  constexpr int kPartitions = 6;
+  constexpr int kActions = 8;
+  const std::string topic = Unique("bw-storm");
+  CreateTopic(topic, kPartitions);
+  std::vector<WindowSummary> want = SortedOracle();
+  const std::vector<std::string> jobs = JobsOf(want);
+
+  std::vector<std::string> produce = ProduceArgs(topic);
+  produce.insert(produce.end(), {"--replay-speed", "1x"});
+  std::vector<pid_t> children;
+  KillOnExit kill_on_exit(&children);
+  pid_t producer = Spawn(produce);
+  children.push_back(producer);
+
+  std::vector<StormMember> members;
+  for (const char* name : {"a", "b", "c"}) {
+    members.push_back(StormMember{
+        .name = name,
+        .store = ::testing::TempDir() + "/" + topic + "-" + name,
+        .log = ::testing::TempDir() + "/" + topic + "-" + name + ".stderr"});
+  }
+  // --exit-when-idle outlasts a killed member's session (6 s), so that at
+  // the end a survivor is still there to take its partitions over.
+  auto start = [&](StormMember& m) {
+    std::vector<std::string> args = ProcessArgs(topic, m.store);
+    args.insert(args.end(), {"--exit-when-idle", "12s", "--log-level", "info"});
+    // BW_TEST_WITHOUT_STATE_TOPIC=1 turns the changelog off, to see this
+    // test fail without it.
+    if (std::getenv("BW_TEST_WITHOUT_STATE_TOPIC") != nullptr) {
+      args.insert(args.end(), {"--state-topic", ""});
+    }
+    m.pid = testing::SpawnChild(BUBBLEWATCH_BINARY, args, m.log,
+                                testing::StderrMode::kAppend);
+    children.push_back(m.pid);
+  };
+  auto count_in_log = [](const StormMember& m, const std::string& what) {
+    return CountOccurrences(ReadFile(m.log), what);
+  };
+  auto running = [&](const StormMember& m) {
+    return m.pid > 0 && Running(m.pid);
+  };
+
+  // The storm: a member joins, leaves (SIGTERM) or is killed (SIGKILL) every
+  // second or two, chosen by a fixed seed, while the producer sends (the
+  // 35 s fleet at 1x, from about 15 s in; at most kActions). Each
+  // action waits for its effect (a joining member's first assignment, a
+  // leaving member's exit) before the next one, so that every action
+  // really moves partitions.
+  start(members[0]);
+  start(members[1]);
+  // The storm begins once every job has a finalized window: from then on a
+  // partition that moves has state worth moving (a finalized edge), which a
+  // new owner without it would get wrong.
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        std::set<std::string> with_window;
+        for (const StormMember& m : members) {
+          for (const auto& [job, n] : WindowsPerJob(m.store, jobs)) {
+            with_window.insert(job);
+          }
+        }
+        return with_window.size() == jobs.size();
+      },
+      absl::Seconds(60)))
+      << "no window of every job stored within 60 s";
+  const absl::Time storm_began = absl::Now();
+  std::mt19937 rng(2026);
+  std::vector<std::string> actions;
+  int kills = 0, stops = 0, joins = 2;
+  for (int i = 0; i < kActions && Running(producer); ++i) {
+    absl::SleepFor(absl::Seconds(1));
+    std::vector<StormMember*> up, down;
+    for (StormMember& m : members) (running(m) ? up : down).push_back(&m);
+    // Two or three members: one leaves or dies; one: another joins; else
+    // either.
+    const bool join =
+        up.size() <= 1 || (!down.empty() && up.size() < 3 && rng() % 2 == 0);
+    if (join) {
+      StormMember& m = *down[rng() % down.size()];
+      const size_t assigned_before = count_in_log(m, "info assigned ");
+      start(m);
+      ++joins;
+      actions.push_back("+" + m.name);
+      EXPECT_TRUE(PollUntil(
+          [&] {
+            return count_in_log(m, "info assigned ") > assigned_before ||
+                   !running(m);
+          },
+          absl::Seconds(20)))
+          << m.name << " got no partition within 20 s of joining";
+      EXPECT_TRUE(running(m)) << ReadFile(m.log);
+    } else {
+      StormMember& m = *up[rng() % up.size()];
+      const int signal = rng() % 2 == 0 ? SIGKILL : SIGTERM;
+      ::kill(m.pid, signal);
+      const int code = WaitWithin(m.pid, absl::Seconds(60));
+      EXPECT_EQ(code, signal == SIGKILL ? 128 + SIGKILL : 0)
+          << m.name << ": " << ReadFile(m.log);
+      m.pid = -1;
+      (signal == SIGKILL ? kills : stops)++;
+      actions.push_back((signal == SIGKILL ? "x" : "-") + m.name);
+    }
+  }
+  const absl::Duration storm_took = absl::Now() - storm_began;
+  EXPECT_EQ(WaitWithin(producer, absl::Seconds(120)), 0);
+  // The calm after the storm: every member runs until it is idle.
+  for (StormMember& m : members) {
+    if (!running(m)) start(m);
+  }
+  for (StormMember& m : members) {
+    EXPECT_EQ(WaitWithin(m.pid, absl::Seconds(120)), 0)
+        << m.name << ": " << ReadFile(m.log);
+  }
+
+  size_t handovers = 0, assignments = 0;
+  for (const StormMember& m : members) {
+    assignments += count_in_log(m, "info assigned ");
+    handovers += count_in_log(m, "state from changelog");
+  }
+  std::vector<std::vector<WindowSummary>> stored;
+  for (const StormMember& m : members) {
+    stored.push_back(StoredWindows(m.store, jobs));
+  }
+  std::vector<WindowSummary> union_of_stores =
+      UnionWithoutConflicts(stored, "stores");
+  ExpectSameAnalysis(union_of_stores, want);
+  for (const WindowSummary& w : union_of_stores) {
+    EXPECT_EQ(w.late_events, 0) << w.job << " window " << w.window.start_ns;
+  }
+  std::vector<WindowSummary> published = ReadWindowsTopic(topic + ".windows");
+  std::vector<WindowSummary> distinct =
+      UnionWithoutConflicts({published}, "windows topic");
+  ExpectSameAnalysis(distinct, want);
+  UnionWithoutConflicts({union_of_stores, distinct}, "stores vs windows topic");
+  std::cout << "storm of "
+            << absl::FormatDuration(
+                   absl::Trunc(storm_took, absl::Milliseconds(100)))
+            << ": " << absl::StrJoin(actions, " ") << " (" << joins
+            << " joins, " << stops << " stops, " << kills << " kills); "
+            << assignments << " partition assignments, " << handovers
+            << " with state from the changelog; windows topic: "
+            << published.size() << " messages, " << distinct.size()
+            << " distinct windows, " << published.size() - distinct.size()
+            << " identical repeats\n";
+  EXPECT_GE(actions.size(), 5u) << "not much of a storm";
+  EXPECT_GE(kills + stops, 2) << "not much of a storm";
+  EXPECT_GE(handovers, 3u) << "partitions did not move with their state";
+  if (!::testing::Test::HasFailure() &&
+      std::getenv("BUBBLEWATCH_TEST_KEEP_LOGS") == nullptr) {
+    for (const StormMember& m : members) {
+      std::filesystem::remove_all(m.store);
+      std::filesystem::remove(m.log);
+    }
+  } else {
+    for (const StormMember& m : members) std::cout << "log: " << m.log << "\n";
   }
 }
 

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "base/status_macros.h"
 #include "kafka/kafka_admin.h"
 #include "kafka/kafka_status.h"
@@ -153,8 +154,18 @@ absl::StatusOr<bool> StateChangelog::Prepare(int input_partitions) {
            {"segment.ms", "600000"},
            {"min.cleanable.dirty.ratio", "0.1"}},
           kTimeout));
-  ASSIGN_OR_RETURN(int partitions,
-                   TopicPartitionCount(reader_.get(), topic_, kTimeout));
+  // Just created (here or, a moment ago, by another instance: then
+  // `created` is false), the topic can be missing from the metadata for a
+  // while; a processor killed right after creating it left exactly that to
+  // its successor ("topic ... does not exist", exit 1).
+  const absl::Time deadline = absl::Now() + kTimeout;
+  absl::StatusOr<int> count =
+      TopicPartitionCount(reader_.get(), topic_, kTimeout);
+  while (absl::IsNotFound(count.status()) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(200));
+    count = TopicPartitionCount(reader_.get(), topic_, kTimeout);
+  }
+  ASSIGN_OR_RETURN(int partitions, count);
   if (partitions < input_partitions) {
     return absl::FailedPreconditionError(absl::StrCat(
         "state changelog topic ", topic_, " has ", partitions,

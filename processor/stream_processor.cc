@@ -36,11 +36,13 @@ constexpr absl::Duration kSlowFlush = absl::Seconds(2);
 // Once asked to stop, how long a flush still waits for acknowledgements.
 constexpr absl::Duration kFlushOnStop = absl::Seconds(30);
 
-// Consumer errors that mean the broker cannot be reached right now.
+// Consumer errors that mean the broker cannot be reached right now. One
+// connection failing (RD_KAFKA_RESP_ERR__TRANSPORT) is not enough: brokers
+// close idle connections, and with several brokers the others still serve
+// (a partition whose leader died waits for the election, seconds, well
+// within an idle timeout).
 bool IsBrokerUnreachable(rd_kafka_resp_err_t err) {
-  return err == RD_KAFKA_RESP_ERR__TRANSPORT ||
-         err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN ||
-         err == RD_KAFKA_RESP_ERR__RESOLVE;
+  return err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN;
 }
 
 // True for a "key=value" whose key only a consumer understands.

@@ -18,6 +18,13 @@ void JobWindower::RestoreFinalizedThrough(int64_t finalized_through_ns) {
   finalized_through_ns_ = finalized_through_ns;
 }
 
+void JobWindower::RestartIdleTimers(absl::Time now) {
+  last_activity_ = std::max(last_activity_, now);
+  for (auto& [host, clock] : hosts_) {
+    clock.last_seen = std::max(clock.last_seen, now);
+  }
+}
+
 int64_t JobWindower::Add(const DecodedBatch& batch, int64_t offset, bool replay,
                          absl::Time now) {
   const Trace& in = batch.trace;

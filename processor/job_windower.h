@@ -121,6 +121,13 @@ class JobWindower {
   int64_t last_host_skew_ns() const { return last_skew_ns_; }
   const std::string& job() const { return job_; }
 
+  // Starts every idle period (the job's and each host's) afresh at `now`
+  // unless newer: after a broker outage, when the silence only meant that
+  // nothing could be read, producers get a whole idle timeout to reconnect
+  // and resend. A host that had really gone quiet holds the watermark back
+  // for one more idle timeout, which delays windows but never changes them.
+  void RestartIdleTimers(absl::Time now);
+
  private:
   struct HostClock {
     std::string host;  // The host name, without the rank.

@@ -154,13 +154,15 @@ absl::StatusOr<bool> StateChangelog::Prepare(int input_partitions) {
            {"segment.ms", "600000"},
            {"min.cleanable.dirty.ratio", "0.1"}},
           kTimeout));
-  // A topic just created (by this call or a racing group member) takes a
-  // moment to appear in the metadata: "does not exist" until then.
+  // Just created (here or, a moment ago, by another instance: then
+  // `created` is false), the topic can be missing from the metadata for a
+  // while; a processor killed right after creating it left exactly that to
+  // its successor ("topic ... does not exist", exit 1).
+  const absl::Time deadline = absl::Now() + kTimeout;
   absl::StatusOr<int> count =
       TopicPartitionCount(reader_.get(), topic_, kTimeout);
-  for (const absl::Time deadline = absl::Now() + kTimeout;
-       absl::IsNotFound(count.status()) && absl::Now() < deadline;) {
-    absl::SleepFor(absl::Milliseconds(100));
+  while (absl::IsNotFound(count.status()) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(200));
     count = TopicPartitionCount(reader_.get(), topic_, kTimeout);
   }
   ASSIGN_OR_RETURN(int partitions, count);

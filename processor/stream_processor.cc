@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -30,6 +31,23 @@ constexpr int kPollTimeoutMs = 100;
 // hosts stay skewed is warned about again.
 constexpr absl::Duration kJobExpiryInterval = absl::Minutes(1);
 constexpr absl::Duration kSkewWarningInterval = absl::Minutes(10);
+// While the broker is unreachable: how often it is probed, and how long a
+// probe waits.
+constexpr absl::Duration kProbeInterval = absl::Seconds(1);
+constexpr int kProbeTimeoutMs = 500;
+// A flush that waits longer than this means the broker is unreachable.
+constexpr absl::Duration kSlowFlush = absl::Seconds(2);
+// Once asked to stop, how long a flush still waits for acknowledgements.
+constexpr absl::Duration kFlushOnStop = absl::Seconds(30);
+
+// Consumer errors that mean the broker cannot be reached right now. One
+// connection failing (RD_KAFKA_RESP_ERR__TRANSPORT) is not enough: brokers
+// close idle connections, and with several brokers the others still serve
+// (a partition whose leader died waits for the election, seconds, well
+// within an idle timeout).
+bool IsBrokerUnreachable(rd_kafka_resp_err_t err) {
+  return err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN;
+}
 
 // True for a "key=value" whose key only a consumer understands.
 bool IsConsumerOnlyProperty(absl::string_view assignment) {
@@ -104,6 +122,12 @@ class StreamProcessor::Impl {
                                 void* opaque);
   static void DeliveryCallback(rd_kafka_t* rk,
                                const rd_kafka_message_t* message, void* opaque);
+  // The consumer's client-level errors (served by rd_kafka_consumer_poll, on
+  // Run's thread): logged as librdkafka logs them without a callback; an
+  // unreachable broker starts an outage (NoteBrokerDown); a fatal error
+  // stops Run.
+  static void ErrorCallback(rd_kafka_t* rk, int err, const char* reason,
+                            void* opaque);
   void OnAssign(rd_kafka_topic_partition_list_t* partitions);
   void OnRevoke(rd_kafka_topic_partition_list_t* partitions);
   // Picks the newer of the local and the changelog snapshot of `tp`, sets
@@ -145,8 +169,16 @@ class StreamProcessor::Impl {
   absl::StatusOr<JobEntry*> GetOrLoadJob(const std::string& job,
                                          int32_t partition);
   void CloseIdleJobs(absl::Time now);
-  // True when every assigned partition has been read to its end.
+  // True when every assigned partition has been read to its end and the
+  // broker is reachable.
   bool CaughtUp() const;
+  // Broker outages. Silence while the broker cannot be reached says nothing
+  // about the jobs: the consumer counts as not caught up (no job or host is
+  // idle) from `since` until a probe (ProbeBroker) reaches the broker again;
+  // then every idle period starts afresh, so that producers have a whole
+  // idle timeout to reconnect and resend what they buffered.
+  void NoteBrokerDown(absl::Time since, absl::string_view why);
+  void ProbeBroker(absl::Time now);
   // How long a host may be silent before it stops holding its job's
   // watermark back: the idle timeout when caught up, else forever.
   absl::Duration HostIdle() const;
@@ -167,6 +199,10 @@ class StreamProcessor::Impl {
   // commit's snapshots are acknowledged (the next flush).
   RdKafkaPartitionListPtr pending_group_offsets_;
   absl::Status fatal_;  // Set by callbacks; Run returns it.
+  const std::atomic<bool>* stop_ = nullptr;  // Run's, while it runs.
+  bool broker_down_ = false;                 // See NoteBrokerDown.
+  absl::Time broker_down_since_;
+  absl::Time last_probe_ = absl::InfinitePast();
   // The first failed store write; once set, Commit writes nothing more.
   absl::Status store_failed_;
 
@@ -208,6 +244,7 @@ absl::Status StreamProcessor::Impl::Init() {
   consumer_config.SetDefault("queued.max.messages.kbytes", "16384");
   ASSIGN_OR_RETURN(RdKafkaConfPtr conf, consumer_config.Build());
   rd_kafka_conf_set_rebalance_cb(conf.get(), &Impl::RebalanceCallback);
+  rd_kafka_conf_set_error_cb(conf.get(), &Impl::ErrorCallback);
   rd_kafka_conf_set_opaque(conf.get(), this);
   ASSIGN_OR_RETURN(consumer_,
                    NewKafkaClient(RD_KAFKA_CONSUMER, std::move(conf)));
@@ -359,6 +396,24 @@ void StreamProcessor::Impl::OnRevoke(
       stats_.host_skew.erase(kv.first);
       return true;
     });
+  }
+}
+
+void StreamProcessor::Impl::ErrorCallback(rd_kafka_t* rk, int err,
+                                          const char* reason, void* opaque) {
+  Impl* self = static_cast<Impl*>(opaque);
+  const auto code = static_cast<rd_kafka_resp_err_t>(err);
+  if (code == RD_KAFKA_RESP_ERR__FATAL) {
+    char fatal[512];
+    const rd_kafka_resp_err_t original =
+        rd_kafka_fatal_error(rk, fatal, sizeof(fatal));
+    self->fatal_ = KafkaErrorToStatus(
+        original, absl::StrCat("consumer failed for good: ", fatal));
+    return;
+  }
+  spdlog::warn("librdkafka {} ERROR: {}", rd_kafka_name(rk), reason);
+  if (IsBrokerUnreachable(code)) {
+    self->NoteBrokerDown(absl::Now(), rd_kafka_err2str(code));
   }
 }
 
@@ -676,11 +731,47 @@ void StreamProcessor::Impl::ForgetOldProducers(JobState& state) {
 }
 
 bool StreamProcessor::Impl::CaughtUp() const {
-  if (partitions_.empty()) return false;
+  if (partitions_.empty() || broker_down_) return false;
   for (const auto& [p, part] : partitions_) {
     if (!part.at_end) return false;
   }
   return true;
+}
+
+void StreamProcessor::Impl::NoteBrokerDown(absl::Time since,
+                                           absl::string_view why) {
+  if (broker_down_) return;
+  broker_down_ = true;
+  broker_down_since_ = since;
+  last_probe_ = absl::Now();
+  spdlog::warn(
+      "broker unreachable ({}): no job is closed for idleness until it is "
+      "back",
+      std::string(why));
+}
+
+void StreamProcessor::Impl::ProbeBroker(absl::Time now) {
+  if (!broker_down_ || now - last_probe_ < kProbeInterval) return;
+  last_probe_ = now;
+  // Any partition will do: its leader answering means the broker is back
+  // (with several brokers, at least one of them is). With none assigned
+  // there is no job to protect.
+  if (!partitions_.empty()) {
+    int64_t low = 0, high = 0;
+    if (rd_kafka_query_watermark_offsets(
+            consumer_.get(), options_.topic.c_str(), partitions_.begin()->first,
+            &low, &high, kProbeTimeoutMs) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      return;
+    }
+  }
+  broker_down_ = false;
+  const absl::Time back = absl::Now();
+  for (auto& [name, job] : jobs_) {
+    if (job.windower) job.windower->RestartIdleTimers(back);
+  }
+  spdlog::warn("broker reachable again after {}; idle timeouts start afresh",
+               absl::FormatDuration(absl::Trunc(back - broker_down_since_,
+                                                absl::Milliseconds(1))));
 }
 
 absl::Duration StreamProcessor::Impl::HostIdle() const {
@@ -736,12 +827,38 @@ absl::Status StreamProcessor::Impl::AddLateUpdates(StoreBatch& batch) {
 }
 
 absl::Status StreamProcessor::Impl::FlushAndCommitOffsets(bool sync) {
-  rd_kafka_flush(producer_.get(), 30'000);
-  if (undelivered_ > 0) {
-    return absl::UnavailableError(absl::StrCat(
-        undelivered_,
-        " dead-letter/window/state messages not acknowledged within 30 s; "
-        "not committing past them"));
+  // Waits for the acknowledgements as long as the producer keeps trying
+  // (message.timeout.ms, 5 min by default, after which the delivery report
+  // fails and sets fatal_): a broker restart is waited out, not fatal. Once
+  // asked to stop, it waits kFlushOnStop at most.
+  const absl::Time start = absl::Now();
+  absl::Time next_warning = start + absl::Seconds(10);
+  while (undelivered_ > 0 && fatal_.ok()) {
+    rd_kafka_flush(producer_.get(), 1000);
+    if (undelivered_ == 0) break;
+    const absl::Time now = absl::Now();
+    if (now - start >= kSlowFlush) {
+      NoteBrokerDown(start, absl::StrCat("no acknowledgement for ",
+                                         absl::FormatDuration(kSlowFlush)));
+    }
+    // Outside Run (the consumer closing in the destructor) counts as
+    // stopping.
+    const bool stopping = stop_ == nullptr || stop_->load();
+    if (stopping && now - start >= kFlushOnStop) {
+      return absl::UnavailableError(absl::StrCat(
+          undelivered_,
+          " dead-letter/window/state messages not acknowledged within ",
+          absl::FormatDuration(kFlushOnStop),
+          " of stopping; not committing past them"));
+    }
+    if (now >= next_warning) {
+      spdlog::warn(
+          "waiting {} for the broker to acknowledge {} dead-letter/window/"
+          "state messages (offsets do not move until it does)",
+          absl::FormatDuration(absl::Trunc(now - start, absl::Seconds(1))),
+          undelivered_);
+      next_warning = now + absl::Seconds(10);
+    }
   }
   RETURN_IF_ERROR(fatal_);
   if (pending_group_offsets_ && pending_group_offsets_->cnt > 0) {
@@ -941,6 +1058,8 @@ void StreamProcessor::Impl::LogProgress() {
 absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
   spdlog::info("consuming {} from {} as group {}; store {}", options_.topic,
                options_.brokers, options_.group, store_->Describe());
+  stop_ = &stop;
+  absl::Cleanup forget_stop = [this] { stop_ = nullptr; };
   absl::Time last_commit = absl::Now();
   absl::Time last_log = absl::Now();
   absl::Time last_retention = absl::InfinitePast();
@@ -965,9 +1084,13 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
             RD_KAFKA_RESP_ERR_NO_ERROR) {
           return s;
         }
+        if (IsBrokerUnreachable(message->err)) {
+          NoteBrokerDown(now, rd_kafka_err2str(message->err));
+        }
         spdlog::warn("{}", s.ToString());
       }
     }
+    ProbeBroker(now);
     CloseIdleJobs(now);
     if (!pending_windows_.empty() ||
         now - last_commit >= options_.commit_interval) {
@@ -988,9 +1111,9 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
       LogProgress();
       last_log = now;
     }
-    // Idle counts only while partitions are assigned: a restarted member may
-    // wait for a rebalance before it gets any.
-    if (partitions_.empty()) last_message = now;
+    // Idle counts only while partitions are assigned (a restarted member may
+    // wait for a rebalance before it gets any) and the broker is reachable.
+    if (partitions_.empty() || broker_down_) last_message = now;
     if (options_.exit_when_idle > absl::ZeroDuration() &&
         now - last_message >= options_.exit_when_idle) {
       bool all_closed = std::none_of(

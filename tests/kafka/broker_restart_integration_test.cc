@@ -1,37 +1,22 @@
 // The producer across a real broker restart (ctest label kafka): batches in
 // flight when the broker stops are retried once it is back, and idempotence
-// keeps them from being stored twice. This test runs its own broker with
-// ops/kafka/start on the shared test broker's port + 50 (39142 by default),
-// restarts that broker process with its data kept (ops/kafka/start always
-// formats fresh storage, which would lose what was acknowledged before the
-// stop), and stops it with ops/kafka/stop.
+// keeps them from being stored twice. This test runs its own broker
+// (tests/kafka/own_broker.h) on the shared test broker's port + 50 and
+// restarts it (SIGTERM) with its data kept.
 //
 // Post-mortem aids: BUBBLEWATCH_TEST_RDKAFKA_DEBUG=eos,msg logs the
 // producer's librdkafka debug contexts; BUBBLEWATCH_TEST_KEEP_BROKER=1 leaves
-// the broker running (stop it with ops/kafka/stop --port PORT --state-dir
-// DIR) so that the topic can be inspected with kcat.
-#include <fcntl.h>
+// the broker running (see own_broker.h).
 #include <signal.h>
-#include <spawn.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <thread>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/string_view.h"
-#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "ingest/batched_trace.h"
 #include "ingest/event_producer.h"
@@ -39,41 +24,11 @@
 #include "ingest/trace_replay.h"
 #include "schemas/event_batch_codec.h"
 #include "spdlog/spdlog.h"
+#include "tests/kafka/own_broker.h"
 #include "tests/kafka/topic_reader.h"
 
 namespace bubblewatch {
 namespace {
-
-// The shared test broker's port + 50, so that several checkouts testing at
-// once (each with its own BUBBLEWATCH_KAFKA_BROKERS) do not collide.
-int OwnPort() {
-  int shared = 39092;
-  if (const char* brokers = std::getenv("BUBBLEWATCH_KAFKA_BROKERS")) {
-    absl::string_view text(brokers);
-    const size_t colon = text.rfind(':');
-    int parsed = 0;
-    if (colon != absl::string_view::npos &&
-        absl::SimpleAtoi(text.substr(colon + 1), &parsed) && parsed > 0 &&
-        parsed < 65000) {
-      shared = parsed;
-    }
-  }
-  return shared + 50;
-}
-const int kPort = OwnPort();
-
-std::string ShellQuote(const std::string& s) {
-  return absl::StrCat("'", absl::StrReplaceAll(s, {{"'", "'\\''"}}), "'");
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-bool Alive(pid_t pid) { return kill(pid, 0) == 0; }
 
 // Polls `done` every 100 ms until it holds or `timeout` passes.
 template <typename F>
@@ -86,144 +41,17 @@ bool PollUntil(F done, absl::Duration timeout) {
   return true;
 }
 
-class OwnBroker {
- public:
-  OwnBroker()
-      : state_dir_(
-            absl::StrCat(::testing::TempDir(), "/bw-kafka-restart-", getpid())),
-        ops_(absl::StrCat(BUBBLEWATCH_REPO_ROOT, "/ops/kafka/")) {}
-  ~OwnBroker() {
-    if (std::getenv("BUBBLEWATCH_TEST_KEEP_BROKER") != nullptr) return;
-    Stop();
-    // The broker's log stays only when it can explain a failure.
-    if (!::testing::Test::HasFailure()) {
-      std::error_code ignored;
-      std::filesystem::remove_all(state_dir_, ignored);
-    }
-  }
-
-  // ops/kafka/start can misreport a broker that is still being exec'd as
-  // "exited during start-up" (it reads /proc/PID/cmdline right after the
-  // fork); it then cleans up, so trying again is safe.
-  bool Start() {
-    for (int attempt = 0; attempt < 3; ++attempt) {
-      if (std::system(absl::StrCat(ops_, "start --port ", kPort,
-                                   " --state-dir ", ShellQuote(state_dir_),
-                                   " >/dev/null")
-                          .c_str()) == 0) {
-        return true;
-      }
-    }
-    return false;
-  }
-  void Stop() {
-    std::system(absl::StrCat(ops_, "stop --port ", kPort, " --state-dir ",
-                             ShellQuote(state_dir_), " >/dev/null 2>&1")
-                    .c_str());
-    // Whatever the pid file says, the broker this test started must go.
-    // It is our child: waitpid both tells whether it runs and reaps it.
-    if (relaunched_pid_ > 0) {
-      auto running = [&] {
-        return waitpid(relaunched_pid_, nullptr, WNOHANG) == 0;
-      };
-      if (running()) {
-        kill(relaunched_pid_, SIGTERM);
-        if (!PollUntil([&] { return !running(); }, absl::Seconds(30))) {
-          kill(relaunched_pid_, SIGKILL);
-          PollUntil([&] { return !running(); }, absl::Seconds(10));
-        }
-      }
-      relaunched_pid_ = 0;
-    }
-  }
-  std::string brokers() const { return absl::StrCat("127.0.0.1:", kPort); }
-  const std::string& state_dir() const { return state_dir_; }
-
-  // Stops the broker process (SIGTERM: a clean shutdown) and starts the same
-  // command line again on the same data. Returns false with `error` set.
-  bool RestartKeepingData(absl::Duration* down_for, std::string* error) {
-    int pid_number = 0;
-    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(pid_file())),
-                          &pid_number)) {
-      *error = "no broker.pid";
-      return false;
-    }
-    const pid_t pid = pid_number;
-    std::string cmdline = ReadFile(absl::StrCat("/proc/", pid, "/cmdline"));
-    std::vector<std::string> argv;
-    for (absl::string_view arg : absl::StrSplit(cmdline, '\0')) {
-      if (!arg.empty()) argv.emplace_back(arg);
-    }
-    if (argv.empty()) {
-      *error = "cannot read the broker's command line";
-      return false;
-    }
-    const absl::Time stopped = absl::Now();
-    kill(pid, SIGTERM);
-    if (!PollUntil([&] { return !Alive(pid); }, absl::Seconds(60))) {
-      kill(pid, SIGKILL);
-      PollUntil([&] { return !Alive(pid); }, absl::Seconds(10));
-    }
-    const size_t started_before = CountStarted();
-    // The same command line, in its own session, output appended to the log.
-    std::vector<std::string> args = argv;
-    std::vector<char*> spawn_argv;
-    for (std::string& a : args) spawn_argv.push_back(a.data());
-    spawn_argv.push_back(nullptr);
-    posix_spawn_file_actions_t files;
-    posix_spawn_file_actions_init(&files);
-    posix_spawn_file_actions_addopen(&files, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&files, 1, log_file().c_str(),
-                                     O_WRONLY | O_APPEND | O_CREAT, 0644);
-    posix_spawn_file_actions_adddup2(&files, 1, 2);
-    posix_spawnattr_t attributes;
-    posix_spawnattr_init(&attributes);
-    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSID);
-    pid_t new_pid = 0;
-    const int spawned = posix_spawnp(&new_pid, spawn_argv[0], &files,
-                                     &attributes, spawn_argv.data(), environ);
-    posix_spawn_file_actions_destroy(&files);
-    posix_spawnattr_destroy(&attributes);
-    if (spawned != 0) {
-      *error = absl::StrCat("could not relaunch the broker: errno ", spawned);
-      return false;
-    }
-    relaunched_pid_ = new_pid;
-    // ops/kafka/stop finds it by this file.
-    std::ofstream(pid_file(), std::ios::trunc) << new_pid << "\n";
-    if (!PollUntil([&] { return CountStarted() > started_before; },
-                   absl::Seconds(90))) {
-      *error = "the restarted broker did not log 'Kafka Server started'";
-      return false;
-    }
-    *down_for = absl::Now() - stopped;
-    return true;
-  }
-
- private:
-  std::string pid_file() const { return state_dir_ + "/broker.pid"; }
-  std::string log_file() const { return state_dir_ + "/broker.log"; }
-  size_t CountStarted() const {
-    const std::string log = ReadFile(log_file());
-    size_t count = 0;
-    for (size_t at = log.find("Kafka Server started"); at != std::string::npos;
-         at = log.find("Kafka Server started", at + 1)) {
-      ++count;
-    }
-    return count;
-  }
-
-  std::string state_dir_;
-  std::string ops_;
-  pid_t relaunched_pid_ = 0;  // Our child once restarted.
-};
+// The shared test broker's port + 50 (39142 by default), so that several
+// checkouts testing at once (each with its own BUBBLEWATCH_KAFKA_BROKERS) do
+// not collide.
+const int kPort = testing::PortAboveSharedBroker(50);
 
 TEST(BrokerRestart, InFlightBatchesAreRetriedNotLostNorDuplicated) {
   // ops/test passes the shared broker; this test uses its own, but like every
   // kafka-labelled test it refuses to run outside ops/test's setup.
   ASSERT_NE(std::getenv("BUBBLEWATCH_KAFKA_BROKERS"), nullptr)
       << "run through ops/test (BUBBLEWATCH_KAFKA_BROKERS is not set)";
-  OwnBroker broker;
+  testing::OwnBroker broker(kPort, "restart");
   ASSERT_TRUE(broker.Start()) << "ops/kafka/start --port " << kPort;
 
   // 40 s of event time for 4 GPUs, replayed at 4x: about 10 s of sending,
@@ -283,7 +111,7 @@ TEST(BrokerRestart, InFlightBatchesAreRetriedNotLostNorDuplicated) {
   const int64_t acked_before = (*producer)->stats().batches_acked;
   absl::Duration down_for;
   std::string error;
-  const bool restarted = broker.RestartKeepingData(&down_for, &error);
+  const bool restarted = broker.Restart(SIGTERM, &down_for, &error);
   sender.join();
   ASSERT_TRUE(restarted) << error;
   ASSERT_TRUE(sent.ok()) << sent;

@@ -50,7 +50,6 @@ inline std::string Unique(const std::string& base) {
              std::chrono::steady_clock::now().time_since_epoch().count());
 }
 
-// Starts `bubblewatch ARGS...`; returns its pid.
 // Starts `bubblewatch ARGS...`; with `stderr_path`, the child's standard
 // error goes to that file.
 inline pid_t Spawn(const std::vector<std::string>& args,
@@ -77,11 +76,12 @@ inline SyntheticFleetOptions Fleet() {
   return o;
 }
 
-inline std::vector<std::string> ProduceArgs(const std::string& topic) {
+inline std::vector<std::string> ProduceArgs(
+    const std::string& topic, const std::string& brokers = Brokers()) {
   SyntheticFleetOptions o = Fleet();
   return {"produce",
           "--brokers",
-          Brokers(),
+          brokers,
           "--topic",
           topic,
           "--synthetic",
@@ -101,9 +101,10 @@ inline std::vector<std::string> ProduceArgs(const std::string& topic) {
           "error"};
 }
 
-inline std::vector<std::string> ProcessArgs(const std::string& topic,
-                                            const std::string& store) {
-  return {"process", "--brokers", Brokers(), "--topic", topic, "--group",
+inline std::vector<std::string> ProcessArgs(
+    const std::string& topic, const std::string& store,
+    const std::string& brokers = Brokers()) {
+  return {"process", "--brokers", brokers, "--topic", topic, "--group",
           topic + "-group", "--store", store, "--lateness", "5s",
           "--idle-timeout", "3s", "--exit-when-idle", "4s", "--windows-topic",
           topic + ".windows", "--dlq-topic", topic + ".dlq", "--state-topic",
@@ -216,8 +217,9 @@ inline std::vector<std::string> ReadErrorHeaders(const std::string& topic,
 
 // Creates `topic` with `partitions` partitions on the test broker (whose
 // auto-created topics have one).
-inline void CreateTopic(const std::string& topic, int partitions) {
-  KafkaConfig config(Brokers());
+inline void CreateTopic(const std::string& topic, int partitions,
+                        const std::string& brokers = Brokers()) {
+  KafkaConfig config(brokers);
   absl::StatusOr<RdKafkaPtr> client = NewKafkaClient(RD_KAFKA_PRODUCER, config);
   ASSERT_TRUE(client.ok()) << client.status();
   absl::StatusOr<bool> created = CreateTopicIfMissing(
@@ -232,9 +234,10 @@ inline void CreateTopic(const std::string& topic, int partitions) {
 
 // Every window published to `topic` (all partitions, from the beginning to
 // the end as of now), in the order read.
-inline std::vector<WindowSummary> ReadWindowsTopic(const std::string& topic) {
+inline std::vector<WindowSummary> ReadWindowsTopic(
+    const std::string& topic, const std::string& brokers = Brokers()) {
   std::vector<WindowSummary> out;
-  KafkaConfig config(Brokers());
+  KafkaConfig config(brokers);
   config.Set("group.id", topic + "-reader");  // assign() wants one.
   config.Set("enable.auto.commit", "false");
   config.Set("enable.partition.eof", "true");
@@ -268,6 +271,34 @@ inline std::vector<WindowSummary> ReadWindowsTopic(const std::string& topic) {
     if (w.ok()) out.push_back(*std::move(w));
   }
   EXPECT_EQ(at_end, *partitions) << "did not reach the end of " << topic;
+  rd_kafka_consumer_close(consumer->get());
+  return out;
+}
+
+// The consumer group's committed offset for each partition of `topic` that
+// has one.
+inline std::vector<std::pair<int32_t, int64_t>> GroupOffsets(
+    const std::string& topic, const std::string& group,
+    const std::string& brokers = Brokers()) {
+  KafkaConfig config(brokers);
+  config.Set("group.id", group);
+  absl::StatusOr<RdKafkaPtr> consumer =
+      NewKafkaClient(RD_KAFKA_CONSUMER, config);
+  EXPECT_TRUE(consumer.ok()) << consumer.status();
+  std::vector<std::pair<int32_t, int64_t>> out;
+  if (!consumer.ok()) return out;
+  RdKafkaPartitionListPtr parts(rd_kafka_topic_partition_list_new(16));
+  for (int32_t p = 0; p < 16; ++p) {
+    rd_kafka_topic_partition_list_add(parts.get(), topic.c_str(), p);
+  }
+  EXPECT_EQ(rd_kafka_committed(consumer->get(), parts.get(), 10'000),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+  for (int i = 0; i < parts->cnt; ++i) {
+    if (parts->elems[i].err == RD_KAFKA_RESP_ERR_NO_ERROR &&
+        parts->elems[i].offset >= 0) {
+      out.emplace_back(parts->elems[i].partition, parts->elems[i].offset);
+    }
+  }
   rd_kafka_consumer_close(consumer->get());
   return out;
 }

@@ -299,33 +299,6 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
-// The consumer group's committed offset for each partition of `topic` that
-// has one.
-std::vector<std::pair<int32_t, int64_t>> GroupOffsets(
-    const std::string& topic, const std::string& group) {
-  KafkaConfig config(Brokers());
-  config.Set("group.id", group);
-  absl::StatusOr<RdKafkaPtr> consumer =
-      NewKafkaClient(RD_KAFKA_CONSUMER, config);
-  EXPECT_TRUE(consumer.ok()) << consumer.status();
-  std::vector<std::pair<int32_t, int64_t>> out;
-  if (!consumer.ok()) return out;
-  RdKafkaPartitionListPtr parts(rd_kafka_topic_partition_list_new(16));
-  for (int32_t p = 0; p < 16; ++p) {
-    rd_kafka_topic_partition_list_add(parts.get(), topic.c_str(), p);
-  }
-  EXPECT_EQ(rd_kafka_committed(consumer->get(), parts.get(), 10'000),
-            RD_KAFKA_RESP_ERR_NO_ERROR);
-  for (int i = 0; i < parts->cnt; ++i) {
-    if (parts->elems[i].err == RD_KAFKA_RESP_ERR_NO_ERROR &&
-        parts->elems[i].offset >= 0) {
-      out.emplace_back(parts->elems[i].partition, parts->elems[i].offset);
-    }
-  }
-  rd_kafka_consumer_close(consumer->get());
-  return out;
-}
-
 TEST(StreamProcessorKafka, FullDiskStopsProcessingAndARerunCatchesUp) {
   std::string topic = Unique("bw-full");
   SmallFileSystem fs(::testing::TempDir() + "/" + topic + "-fs", "8m");

@@ -1,0 +1,652 @@
+// Faults around a running processor, against real Kafka brokers and a real
+// RocksDB store (ctest label `kafka`; ops/test starts the shared broker and
+// passes its address in BUBBLEWATCH_KAFKA_BROKERS):
+//   - the broker is killed (SIGKILL) and restarted mid-stream while a live
+//     producer sends and the processor runs: neither is restarted, both
+//     finish, and the stored windows equal the oracle with no late events;
+//   - the store's file system turns read-only mid-stream (the kernel's
+//     errors=remount-ro, as after a disk error): the processor stops with one
+//     clear error and exit code 1, nothing moves past what the store holds,
+//     and a rerun once the file system is repaired catches up to the oracle;
+//   - a rebalance storm: three instances with their own stores join, leave
+//     and are killed every few seconds while events flow; the union of the
+//     stores equals the oracle and the windows topic holds no conflicting
+//     windows.
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "schemas/window_summary.h"
+#include "storage/window_store.h"
+#include "tests/kafka/own_broker.h"
+#include "tests/processor/processor_kafka_test_util.h"
+
+namespace bubblewatch {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Polls `done` every 200 ms until it holds or `timeout` passes.
+template <typename F>
+bool PollUntil(F done, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!done()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  return true;
+}
+
+// True while `pid` (a child) has not exited. Does not reap it (WNOWAIT), so
+// that WaitWithin still gets its exit code.
+bool Running(pid_t pid) {
+  siginfo_t info{};
+  return waitid(P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+         info.si_pid == 0;
+}
+
+// Waits up to `timeout` for `pid`; then kills it (a hung child fails the
+// test instead of hanging it). Returns WaitChild's code, or -1 if killed.
+int WaitWithin(pid_t pid, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    int status = 0;
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done < 0) {
+      ADD_FAILURE() << "pid " << pid << " is not a child to wait for";
+      return -1;
+    }
+    if (done == pid) {
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ::kill(pid, SIGKILL);
+  Wait(pid);
+  return -1;
+}
+
+// Kills (SIGKILL) and reaps, on destruction, each of `pids` still running:
+// a failed assertion must not leave children behind (a stopped producer
+// among them).
+class KillOnExit {
+ public:
+  explicit KillOnExit(std::vector<pid_t>* pids) : pids_(pids) {}
+  ~KillOnExit() {
+    for (pid_t pid : *pids_) {
+      if (pid > 0 && Running(pid)) {
+        ::kill(pid, SIGKILL);
+        ::kill(pid, SIGCONT);
+        Wait(pid);
+      }
+    }
+  }
+
+ private:
+  std::vector<pid_t>* pids_;
+};
+
+std::vector<WindowSummary> SortedOracle() {
+  std::vector<WindowSummary> want = OracleWindows();
+  std::sort(want.begin(), want.end(), [](const auto& a, const auto& b) {
+    return std::pair(a.job, a.window.start_ns) <
+           std::pair(b.job, b.window.start_ns);
+  });
+  return want;
+}
+
+// Windows of each job in `store`, for polling while a processor writes it:
+// none while it does not exist or is still being created (a store that
+// cannot be opened yet is not a failure here).
+std::map<std::string, int> WindowsPerJob(const std::string& store,
+                                         const std::vector<std::string>& jobs) {
+  std::map<std::string, int> per_job;
+  if (!std::filesystem::exists(store + "/CURRENT")) return per_job;
+  absl::StatusOr<std::unique_ptr<WindowStoreReader>> reader =
+      OpenRocksDbWindowStoreReadOnly(store);
+  if (!reader.ok()) return per_job;
+  for (const std::string& job : jobs) {
+    absl::StatusOr<std::vector<WindowSummary>> windows =
+        (*reader)->Scan(job, absl::InfinitePast(), absl::InfiniteFuture());
+    if (windows.ok() && !windows->empty()) {
+      per_job[job] = static_cast<int>(windows->size());
+    }
+  }
+  return per_job;
+}
+
+TEST(ProcessorFaultsKafka, BrokerKilledAndRestartedMidStream) {
+  // ops/test's broker is not touched: this test kills its own, on the
+  // shared broker's port + 52 (+50 is the producer-only restart test's).
+  ASSERT_NE(std::getenv("BUBBLEWATCH_KAFKA_BROKERS"), nullptr)
+      << "run through ops/test (BUBBLEWATCH_KAFKA_BROKERS is not set)";
+  testing::OwnBroker broker(testing::PortAboveSharedBroker(52),
+                            "processor-restart");
+  ASSERT_TRUE(broker.Start()) << "ops/kafka/start --port " << broker.port();
+  const std::string topic = Unique("bw-broker-kill");
+  const std::string store = ::testing::TempDir() + "/" + topic;
+  const std::string produce_log = store + ".produce.stderr";
+  const std::string process_log = store + ".process.stderr";
+  std::vector<WindowSummary> want = SortedOracle();
+  const std::vector<std::string> jobs = JobsOf(want);
+
+  // A live producer sending the 35 s fleet in real time (1x). Its delivery
+  // timeout (--timeout) outlasts the outage, so it retries instead of
+  // failing; idempotence keeps retries from being stored twice.
+  std::vector<std::string> produce = ProduceArgs(topic, broker.brokers());
+  produce.insert(produce.end(), {"--replay-speed", "1x", "--timeout", "180s",
+                                 "--log-level", "info"});
+  std::vector<pid_t> children;
+  KillOnExit kill_on_exit(&children);
+  pid_t producer = Spawn(produce, produce_log);
+  children.push_back(producer);
+  // The idle timeout is shorter than the session timeout, as with the
+  // defaults (30 s and librdkafka's 45 s): a silence would close jobs
+  // before the group revokes anything.
+  std::vector<std::string> process =
+      ProcessArgs(topic, store, broker.brokers());
+  process.insert(process.end(),
+                 {"--log-level", "info", "--progress-interval", "200ms",
+                  "--idle-timeout", "8s", "-X", "session.timeout.ms=12000",
+                  "-X", "heartbeat.interval.ms=2000"});
+  pid_t processor = Spawn(process, process_log);
+  children.push_back(processor);
+
+  // Mid-stream: every job has a stored window, the producer still sends.
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        return WindowsPerJob(store, jobs).size() == jobs.size() ||
+               !Running(producer);
+      },
+      absl::Seconds(60)))
+      << "no window of every job stored within 60 s";
+  ASSERT_TRUE(Running(producer))
+      << "the producer finished before the broker was killed";
+  // The hardest moment for the processor: it has read everything, so the
+  // outage looks like silent jobs. Pause the producer (SIGSTOP) until the
+  // processor has read to the end: its progress lines (every 200 ms) say
+  // "lag 0" for a second, past the broker's fetch.wait.max.ms (500 ms), by
+  // which the end-of-partition event has come too. Then kill the broker and
+  // let the producer go on against the dead broker. The pause stays far
+  // below the idle timeout: no job is silent long enough to close.
+  const size_t log_at_pause = ReadFile(process_log).size();
+  ::kill(producer, SIGSTOP);
+  const absl::Time paused = absl::Now();
+  absl::Time lag_zero_since = absl::InfiniteFuture();
+  const bool caught_up = PollUntil(
+      [&] {
+        const std::string log = ReadFile(process_log);
+        const size_t last = log.rfind("windows written;");
+        if (last == std::string::npos || last < log_at_pause ||
+            log.find("; lag 0;", last) == std::string::npos) {
+          lag_zero_since = absl::InfiniteFuture();
+          return false;
+        }
+        lag_zero_since = std::min(lag_zero_since, absl::Now());
+        return absl::Now() - lag_zero_since >= absl::Seconds(1);
+      },
+      absl::Seconds(5));
+  const absl::Duration pause_to_kill = absl::Now() - paused;
+  const size_t stored_before = StoredWindows(store, jobs).size();
+  absl::Duration down_for;
+  std::string error;
+  const bool restarted =
+      caught_up && broker.Restart(SIGKILL, &down_for, &error);
+  ::kill(producer, SIGCONT);
+  ASSERT_TRUE(caught_up)
+      << "the processor did not read to the end within 5 s of the pause";
+  ASSERT_TRUE(restarted) << error;
+  std::cout << "broker killed " << absl::FormatDuration(pause_to_kill)
+            << " after the producer paused, with " << stored_before << " of "
+            << want.size() << " windows stored; down for "
+            << absl::FormatDuration(down_for) << "\n";
+
+  EXPECT_EQ(WaitWithin(producer, absl::Seconds(200)), 0)
+      << ReadFile(produce_log);
+  EXPECT_EQ(WaitWithin(processor, absl::Seconds(120)), 0)
+      << ReadFile(process_log);
+  std::vector<WindowSummary> got = StoredWindows(store, jobs);
+  ExpectSameAnalysis(got, want);
+  for (const WindowSummary& w : got) {
+    EXPECT_EQ(w.late_events, 0) << w.job << " window " << w.window.start_ns;
+  }
+  // What was published: no conflicting versions of a window, and the same
+  // windows as the store.
+  std::vector<WindowSummary> published =
+      ReadWindowsTopic(topic + ".windows", broker.brokers());
+  std::vector<WindowSummary> distinct =
+      UnionWithoutConflicts({published}, "windows topic");
+  ExpectSameAnalysis(distinct, want);
+  std::cout << "windows topic: " << published.size() << " messages, "
+            << distinct.size() << " distinct windows\n";
+  if (!::testing::Test::HasFailure() &&
+      std::getenv("BUBBLEWATCH_TEST_KEEP_LOGS") == nullptr) {
+    std::filesystem::remove_all(store);
+    std::filesystem::remove(produce_log);
+    std::filesystem::remove(process_log);
+  } else {
+    std::cout << "processor log: " << process_log << "\n";
+  }
+}
+
+// An ext4 file system in an image file on a loop device, mounted with
+// errors=remount-ro as production data disks are: at its first error the
+// kernel turns it read-only, and from then on every write fails with EROFS,
+// through files that are already open too (a read-only bind remount, or a
+// tmpfs remount, is refused while RocksDB holds files open for writing; a
+// chmod does not stop root). TriggerError() causes that error on purpose
+// (/sys/fs/ext4/DEV/trigger_fs_error). What was written but not yet
+// committed to the journal is lost then, as after a real disk error.
+// Repair() unmounts, runs e2fsck and mounts it again, writable.
+class Ext4OnLoop {
+ public:
+  Ext4OnLoop(const std::string& dir, int size_mb)
+      : dir_(dir), image_(dir + ".img") {
+    std::filesystem::create_directories(dir_);
+    { std::ofstream(image_, std::ios::binary | std::ios::trunc); }
+    std::error_code ec;
+    std::filesystem::resize_file(image_, uint64_t(size_mb) << 20, ec);
+    if (ec) {
+      error_ = "cannot create " + image_ + ": " + ec.message();
+      return;
+    }
+    if (!Run("mkfs.ext4 -q -F " + image_) || !Mount()) return;
+    ok_ = true;
+  }
+  ~Ext4OnLoop() {
+    if (mounted_) umount2(dir_.c_str(), MNT_DETACH);
+    std::error_code ignored;
+    std::filesystem::remove(image_, ignored);
+    std::filesystem::remove_all(dir_, ignored);
+  }
+  bool ok() const { return ok_; }
+  const std::string& error() const { return error_; }
+
+  // Returns false (with error()) if the kernel did not take the error.
+  bool TriggerError() {
+    const std::string knob = "/sys/fs/ext4/" + device_ + "/trigger_fs_error";
+    std::ofstream out(knob);
+    out << "1\n";
+    out.flush();
+    if (!out) {
+      error_ = "cannot write " + knob;
+      return false;
+    }
+    return true;
+  }
+  bool Repair() {
+    if (umount(dir_.c_str()) != 0) {
+      error_ = std::string("umount: ") + std::strerror(errno);
+      return false;
+    }
+    mounted_ = false;
+    // e2fsck exits 1 when it corrected something, which it must here.
+    const int fsck =
+        std::system(("e2fsck -fy " + image_ + " >/dev/null 2>&1").c_str());
+    if (fsck == -1 || !WIFEXITED(fsck) || WEXITSTATUS(fsck) > 1) {
+      error_ = "e2fsck failed on " + image_;
+      return false;
+    }
+    return Mount();
+  }
+
+ private:
+  bool Run(const std::string& command) {
+    const int status = std::system((command + " >/dev/null 2>&1").c_str());
+    if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      error_ = "'" + command + "' failed";
+      return false;
+    }
+    return true;
+  }
+  bool Mount() {
+    if (!Run("mount -o loop,errors=remount-ro " + image_ + " " + dir_)) {
+      return false;
+    }
+    mounted_ = true;
+    // The loop device's name, from the mount table: /dev/loopN -> loopN.
+    std::ifstream mounts("/proc/self/mountinfo");
+    std::string line;
+    device_.clear();
+    while (std::getline(mounts, line)) {
+      std::istringstream fields(line);
+      std::string id, parent, major_minor, root, mount_point;
+      fields >> id >> parent >> major_minor >> root >> mount_point;
+      const size_t dash = line.find(" - ");
+      if (mount_point != dir_ || dash == std::string::npos) continue;
+      std::istringstream tail(line.substr(dash + 3));
+      std::string type, source;
+      tail >> type >> source;
+      device_ = source.substr(source.rfind('/') + 1);
+    }
+    if (device_.empty()) {
+      error_ = "no loop device mounted on " + dir_;
+      return false;
+    }
+    return true;
+  }
+
+  std::string dir_;
+  std::string image_;
+  std::string device_;
+  bool mounted_ = false;
+  bool ok_ = false;
+  std::string error_;
+};
+
+size_t CountOccurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos;
+       at = text.find(what, at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+TEST(ProcessorFaultsKafka,
+     StoreTurnedReadOnlyStopsProcessingAndARerunCatchesUp) {
+  const std::string topic = Unique("bw-readonly");
+  // TempDir() may end in '/'; the mount table has the canonical path.
+  const std::string dir =
+      std::filesystem::weakly_canonical(::testing::TempDir()).string() + "/" +
+      topic + "-ext4";
+  Ext4OnLoop fs(dir, 64);
+  if (!fs.ok()) {
+    GTEST_SKIP() << "cannot mount an ext4 image on a loop device (needs root, "
+                    "CAP_SYS_ADMIN, /dev/loop-control, mkfs.ext4): "
+                 << fs.error();
+  }
+  const std::string store = dir + "/store";
+  const std::string log = dir + ".process.stderr";
+  std::vector<WindowSummary> want = SortedOracle();
+  const std::vector<std::string> jobs = JobsOf(want);
+
+  std::vector<std::string> produce = ProduceArgs(topic);
+  produce.insert(produce.end(), {"--replay-speed", "2x"});
+  std::vector<pid_t> children;
+  KillOnExit kill_on_exit(&children);
+  pid_t producer = Spawn(produce);
+  children.push_back(producer);
+  // BW_TEST_STORE_NO_SYNC=1 turns the fsync per commit off, to see this
+  // test fail without it: the file system then loses the last commits
+  // while Kafka has moved past them.
+  std::vector<std::string> process = ProcessArgs(topic, store);
+  if (std::getenv("BW_TEST_STORE_NO_SYNC") != nullptr) {
+    process.push_back("--store-no-sync");
+  }
+  pid_t processor = Spawn(process, log);
+  children.push_back(processor);
+
+  // Mid-stream: every job has a stored window, the producer still sends.
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        return WindowsPerJob(store, jobs).size() == jobs.size() ||
+               !Running(producer) || !Running(processor);
+      },
+      absl::Seconds(60)))
+      << "no window of every job stored within 60 s";
+  ASSERT_TRUE(Running(producer)) << "the producer finished first";
+  ASSERT_TRUE(Running(processor)) << ReadFile(log);
+  const size_t stored_at_fault = StoredWindows(store, jobs).size();
+  ASSERT_TRUE(fs.TriggerError()) << fs.error();
+
+  // The processor stops by itself, with one clear error and exit code 1.
+  const int code = WaitWithin(processor, absl::Seconds(60));
+  const std::string err = ReadFile(log);
+  EXPECT_EQ(code, 1) << err;
+  EXPECT_THAT(err, ::testing::HasSubstr("cannot write windows to the store, "
+                                        "stopping before offsets move"));
+  EXPECT_THAT(err, ::testing::HasSubstr("Read-only file system"));
+  EXPECT_EQ(CountOccurrences(err, "bubblewatch process: "), 1u) << err;
+  EXPECT_EQ(WaitWithin(producer, absl::Seconds(120)), 0);
+
+  ASSERT_TRUE(fs.Repair()) << fs.error();
+  // Nothing moved past what the store holds: the group's offsets and the
+  // changelog's snapshot are at or below the store's own progress.
+  const size_t stored_before = StoredWindows(store, jobs).size();
+  EXPECT_LT(stored_before, want.size()) << "the fault came too late";
+  std::cout << "windows stored when the file system turned read-only: "
+            << stored_at_fault << "; after repairing it: " << stored_before
+            << " of " << want.size() << "\n";
+  {
+    absl::StatusOr<std::unique_ptr<WindowStoreReader>> reader =
+        OpenRocksDbWindowStoreReadOnly(store);
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    for (auto [partition, offset] : GroupOffsets(topic, topic + "-group")) {
+      absl::StatusOr<std::optional<PartitionProgress>> progress =
+          (*reader)->Progress(topic, partition);
+      ASSERT_TRUE(progress.ok()) << progress.status();
+      if (!progress->has_value()) {
+        ADD_FAILURE() << "partition " << partition << ": group offset "
+                      << offset << " but no progress in the store";
+        continue;
+      }
+      EXPECT_LE(offset, (*progress)->resume_offset)
+          << "partition " << partition;
+      std::cout << "partition " << partition << ": group offset " << offset
+                << ", store resume offset " << (*progress)->resume_offset
+                << ", committed position " << (*progress)->committed_position
+                << "\n";
+    }
+  }
+
+  // Writable again: the rerun resumes and ends with a clean run's windows.
+  const std::string rerun_log = dir + ".rerun.stderr";
+  std::vector<std::string> rerun = process;
+  rerun.insert(rerun.end(), {"--log-level", "info"});
+  EXPECT_EQ(WaitWithin(Spawn(rerun, rerun_log), absl::Seconds(120)), 0)
+      << ReadFile(rerun_log);
+  std::vector<WindowSummary> got = StoredWindows(store, jobs);
+  ExpectSameAnalysis(got, want);
+  for (const WindowSummary& w : got) {
+    EXPECT_EQ(w.late_events, 0) << w.job << " window " << w.window.start_ns;
+  }
+  if (!::testing::Test::HasFailure() &&
+      std::getenv("BUBBLEWATCH_TEST_KEEP_LOGS") == nullptr) {
+    std::filesystem::remove(log);
+    std::filesystem::remove(rerun_log);
+  } else {
+    std::cout << "logs: " << log << ", " << rerun_log << "\n";
+  }
+}
+
+// One processor instance of the storm: its own store and log (appended to
+// across restarts).
+struct StormMember {
+  std::string name;
+  std::string store;
+  std::string log;
+  pid_t pid = -1;
+};
+
+TEST(ProcessorFaultsKafka, RebalanceStormLeavesNoDuplicateOrConflictingWindow) {
+  constexpr int kPartitions = 6;
+  constexpr int kActions = 8;
+  const std::string topic = Unique("bw-storm");
+  CreateTopic(topic, kPartitions);
+  std::vector<WindowSummary> want = SortedOracle();
+  const std::vector<std::string> jobs = JobsOf(want);
+
+  std::vector<std::string> produce = ProduceArgs(topic);
+  produce.insert(produce.end(), {"--replay-speed", "1x"});
+  std::vector<pid_t> children;
+  KillOnExit kill_on_exit(&children);
+  pid_t producer = Spawn(produce);
+  children.push_back(producer);
+
+  std::vector<StormMember> members;
+  for (const char* name : {"a", "b", "c"}) {
+    members.push_back(StormMember{
+        .name = name,
+        .store = ::testing::TempDir() + "/" + topic + "-" + name,
+        .log = ::testing::TempDir() + "/" + topic + "-" + name + ".stderr"});
+  }
+  // --exit-when-idle outlasts a killed member's session (6 s), so that at
+  // the end a survivor is still there to take its partitions over.
+  auto start = [&](StormMember& m) {
+    std::vector<std::string> args = ProcessArgs(topic, m.store);
+    args.insert(args.end(), {"--exit-when-idle", "12s", "--log-level", "info"});
+    // BW_TEST_WITHOUT_STATE_TOPIC=1 turns the changelog off, to see this
+    // test fail without it.
+    if (std::getenv("BW_TEST_WITHOUT_STATE_TOPIC") != nullptr) {
+      args.insert(args.end(), {"--state-topic", ""});
+    }
+    m.pid = testing::SpawnChild(BUBBLEWATCH_BINARY, args, m.log,
+                                testing::StderrMode::kAppend);
+    children.push_back(m.pid);
+  };
+  auto count_in_log = [](const StormMember& m, const std::string& what) {
+    return CountOccurrences(ReadFile(m.log), what);
+  };
+  auto running = [&](const StormMember& m) {
+    return m.pid > 0 && Running(m.pid);
+  };
+
+  // The storm: a member joins, leaves (SIGTERM) or is killed (SIGKILL) every
+  // second or two, chosen by a fixed seed, while the producer sends (the
+  // 35 s fleet at 1x, from about 15 s in; at most kActions). Each
+  // action waits for its effect (a joining member's first assignment, a
+  // leaving member's exit) before the next one, so that every action
+  // really moves partitions.
+  start(members[0]);
+  start(members[1]);
+  // The storm begins once every job has a finalized window: from then on a
+  // partition that moves has state worth moving (a finalized edge), which a
+  // new owner without it would get wrong.
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        std::set<std::string> with_window;
+        for (const StormMember& m : members) {
+          for (const auto& [job, n] : WindowsPerJob(m.store, jobs)) {
+            with_window.insert(job);
+          }
+        }
+        return with_window.size() == jobs.size();
+      },
+      absl::Seconds(60)))
+      << "no window of every job stored within 60 s";
+  const absl::Time storm_began = absl::Now();
+  std::mt19937 rng(2026);
+  std::vector<std::string> actions;
+  int kills = 0, stops = 0, joins = 2;
+  for (int i = 0; i < kActions && Running(producer); ++i) {
+    absl::SleepFor(absl::Seconds(1));
+    std::vector<StormMember*> up, down;
+    for (StormMember& m : members) (running(m) ? up : down).push_back(&m);
+    // Two or three members: one leaves or dies; one: another joins; else
+    // either.
+    const bool join =
+        up.size() <= 1 || (!down.empty() && up.size() < 3 && rng() % 2 == 0);
+    if (join) {
+      StormMember& m = *down[rng() % down.size()];
+      const size_t assigned_before = count_in_log(m, "info assigned ");
+      start(m);
+      ++joins;
+      actions.push_back("+" + m.name);
+      EXPECT_TRUE(PollUntil(
+          [&] {
+            return count_in_log(m, "info assigned ") > assigned_before ||
+                   !running(m);
+          },
+          absl::Seconds(20)))
+          << m.name << " got no partition within 20 s of joining";
+      EXPECT_TRUE(running(m)) << ReadFile(m.log);
+    } else {
+      StormMember& m = *up[rng() % up.size()];
+      const int signal = rng() % 2 == 0 ? SIGKILL : SIGTERM;
+      ::kill(m.pid, signal);
+      const int code = WaitWithin(m.pid, absl::Seconds(60));
+      EXPECT_EQ(code, signal == SIGKILL ? 128 + SIGKILL : 0)
+          << m.name << ": " << ReadFile(m.log);
+      m.pid = -1;
+      (signal == SIGKILL ? kills : stops)++;
+      actions.push_back((signal == SIGKILL ? "x" : "-") + m.name);
+    }
+  }
+  const absl::Duration storm_took = absl::Now() - storm_began;
+  EXPECT_EQ(WaitWithin(producer, absl::Seconds(120)), 0);
+  // The calm after the storm: every member runs until it is idle.
+  for (StormMember& m : members) {
+    if (!running(m)) start(m);
+  }
+  for (StormMember& m : members) {
+    EXPECT_EQ(WaitWithin(m.pid, absl::Seconds(120)), 0)
+        << m.name << ": " << ReadFile(m.log);
+  }
+
+  size_t handovers = 0, assignments = 0;
+  for (const StormMember& m : members) {
+    assignments += count_in_log(m, "info assigned ");
+    handovers += count_in_log(m, "state from changelog");
+  }
+  std::vector<std::vector<WindowSummary>> stored;
+  for (const StormMember& m : members) {
+    stored.push_back(StoredWindows(m.store, jobs));
+  }
+  std::vector<WindowSummary> union_of_stores =
+      UnionWithoutConflicts(stored, "stores");
+  ExpectSameAnalysis(union_of_stores, want);
+  for (const WindowSummary& w : union_of_stores) {
+    EXPECT_EQ(w.late_events, 0) << w.job << " window " << w.window.start_ns;
+  }
+  std::vector<WindowSummary> published = ReadWindowsTopic(topic + ".windows");
+  std::vector<WindowSummary> distinct =
+      UnionWithoutConflicts({published}, "windows topic");
+  ExpectSameAnalysis(distinct, want);
+  UnionWithoutConflicts({union_of_stores, distinct}, "stores vs windows topic");
+  std::cout << "storm of "
+            << absl::FormatDuration(
+                   absl::Trunc(storm_took, absl::Milliseconds(100)))
+            << ": " << absl::StrJoin(actions, " ") << " (" << joins
+            << " joins, " << stops << " stops, " << kills << " kills); "
+            << assignments << " partition assignments, " << handovers
+            << " with state from the changelog; windows topic: "
+            << published.size() << " messages, " << distinct.size()
+            << " distinct windows, " << published.size() - distinct.size()
+            << " identical repeats\n";
+  EXPECT_GE(actions.size(), 5u) << "not much of a storm";
+  EXPECT_GE(kills + stops, 2) << "not much of a storm";
+  EXPECT_GE(handovers, 3u) << "partitions did not move with their state";
+  if (!::testing::Test::HasFailure() &&
+      std::getenv("BUBBLEWATCH_TEST_KEEP_LOGS") == nullptr) {
+    for (const StormMember& m : members) {
+      std::filesystem::remove_all(m.store);
+      std::filesystem::remove(m.log);
+    }
+  } else {
+    for (const StormMember& m : members) std::cout << "log: " << m.log << "\n";
+  }
+}
+
+}  // namespace
+}  // namespace bubblewatch

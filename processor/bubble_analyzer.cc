@@ -376,6 +376,7 @@ absl::StatusOr<Analysis> Analyzer::Run() {
   std::vector<IntervalSet> copy_sets;
   timelines.reserve(devices_.size());
   copy_sets.reserve(devices_.size());
+  std::vector<KernelSlot> sort_buffer;  // Shared by the devices' sorts.
 
   for (size_t slot = 0; slot < devices_.size(); ++slot) {
     DeviceInput& input = devices_[slot];
@@ -389,7 +390,7 @@ absl::StatusOr<Analysis> Analyzer::Run() {
       if (LaunchOf(k.index) != kNoLaunch) ++d.kernels_with_launch;
     }
     timelines.emplace_back(std::move(input.kernels), trace_,
-                           options_.open_until_ns);
+                           options_.open_until_ns, &sort_buffer);
     copy_sets.push_back(IntervalSet::FromIntervals(input.copies));
     const DeviceTimeline& timeline = timelines.back();
     const IntervalSet& copies = copy_sets.back();

@@ -21,9 +21,36 @@ bool BetterCulprit(const KernelSlot& a, const KernelSlot& b,
   return ka.stream < kb.stream;
 }
 
+// Merges the sorted ranges [first, mid) and [mid, last) through `buffer`
+// (which receives a copy of the first): stable, like std::inplace_merge, but
+// without a temporary buffer allocated per call.
+void MergeRuns(KernelSlot* first, KernelSlot* mid, KernelSlot* last,
+               std::vector<KernelSlot>& buffer) {
+  if (first == mid || mid == last || !StartsBefore(*mid, *(mid - 1))) return;
+  const size_t left = static_cast<size_t>(mid - first);
+  if (buffer.size() < left) buffer.resize(left);
+  std::copy(first, mid, buffer.data());
+  // Forward merge; the output never overtakes the unread part of
+  // [mid, last). Branch-free selection: streams interleave at random, so a
+  // branch on the comparison would be mispredicted half the time. Ties take
+  // the left run first (stable).
+  const KernelSlot* a = buffer.data();
+  const KernelSlot* const a_end = a + left;
+  const KernelSlot* b = mid;
+  KernelSlot* out = first;
+  while (a != a_end && b != last) {
+    const bool take_b = b->start_ns < a->start_ns;
+    *out++ = *(take_b ? b : a);
+    b += take_b;
+    a += !take_b;
+  }
+  std::copy(a, a_end, out);  // The rest of [b, last) is already in place.
+}
+
 }  // namespace
 
-void SortKernelsByStart(std::vector<KernelSlot>& kernels) {
+void SortKernelsByStart(std::vector<KernelSlot>& kernels,
+                        std::vector<KernelSlot>* scratch) {
   std::vector<size_t> run_starts = {0};
   for (size_t i = 1; i < kernels.size(); ++i) {
     if (StartsBefore(kernels[i], kernels[i - 1])) {
@@ -37,13 +64,15 @@ void SortKernelsByStart(std::vector<KernelSlot>& kernels) {
   }
   // Bottom-up pairwise merging of the runs: O(n log runs). (A k-way merge
   // into a new array measured slower: one more full-size allocation.)
+  std::vector<KernelSlot> local;
+  std::vector<KernelSlot>& buffer = scratch != nullptr ? *scratch : local;
   run_starts.push_back(kernels.size());
   while (run_starts.size() > 2) {
     std::vector<size_t> merged = {0};
     for (size_t r = 0; r + 2 < run_starts.size(); r += 2) {
-      std::inplace_merge(kernels.begin() + run_starts[r],
-                         kernels.begin() + run_starts[r + 1],
-                         kernels.begin() + run_starts[r + 2], StartsBefore);
+      MergeRuns(kernels.data() + run_starts[r],
+                kernels.data() + run_starts[r + 1],
+                kernels.data() + run_starts[r + 2], buffer);
       merged.push_back(run_starts[r + 2]);
     }
     if ((run_starts.size() - 1) % 2 == 1) merged.push_back(run_starts.back());
@@ -52,10 +81,16 @@ void SortKernelsByStart(std::vector<KernelSlot>& kernels) {
 }
 
 DeviceTimeline::DeviceTimeline(std::vector<KernelSlot> kernels,
-                               const Trace& trace, int64_t open_until_ns)
+                               const Trace& trace, int64_t open_until_ns,
+                               std::vector<KernelSlot>* scratch)
     : kernels_(std::move(kernels)) {
-  SortKernelsByStart(kernels_);
+  SortKernelsByStart(kernels_, scratch);
   if (kernels_.empty()) return;
+  // At most one busy interval and one gap per kernel (plus a trailing gap).
+  // Reserving that bound costs address space only: pages never written are
+  // never faulted in, while growing by doubling copies and touches ~2x.
+  busy_.reserve(kernels_.size());
+  gaps_.reserve(kernels_.size());
   int64_t cur_start = kernels_[0].start_ns;
   int64_t cur_end = kernels_[0].end_ns;
   size_t culprit = 0;

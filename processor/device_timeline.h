@@ -38,8 +38,11 @@ class DeviceTimeline {
   // be idle until then: a trailing gap [last end, open_until_ns) without a
   // next kernel closes the timeline (the streaming processor's view of a gap
   // whose next kernel has not arrived yet).
+  // `scratch`, when given, is the sort's merge buffer, reused across
+  // timelines (a fresh one per timeline costs page faults at scale).
   DeviceTimeline(std::vector<KernelSlot> kernels, const Trace& trace,
-                 int64_t open_until_ns = 0);
+                 int64_t open_until_ns = 0,
+                 std::vector<KernelSlot>* scratch = nullptr);
 
   const std::vector<KernelSlot>& kernels() const { return kernels_; }
   const std::vector<Interval>& busy() const { return busy_; }
@@ -53,9 +56,12 @@ class DeviceTimeline {
   int64_t compute_ns_ = 0;
 };
 
-// Sorts by start time, merging existing sorted runs when there are few of
-// them (per-stream input usually is) instead of sorting everything.
-void SortKernelsByStart(std::vector<KernelSlot>& kernels);
+// Sorts by start time, merging existing sorted runs (stably) when there are
+// few of them (per-stream input usually is) instead of sorting everything.
+// The merges use `scratch` as their buffer (grown as needed, kept for the
+// next call); a local one when null.
+void SortKernelsByStart(std::vector<KernelSlot>& kernels,
+                        std::vector<KernelSlot>* scratch = nullptr);
 
 }  // namespace bubblewatch
 

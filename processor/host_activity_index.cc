@@ -6,21 +6,28 @@ namespace bubblewatch {
 namespace {
 
 // Cumulative unions from per-class interval lists. A class with no events
-// shares the level below it instead of copying it.
+// shares the level below it instead of copying it; a class above a non-empty
+// level is merged into that level in its own list's memory (see
+// IntervalSet::Union).
 HostActivityIndex::Levels BuildLevels(
     std::array<std::vector<Interval>, kNumExplainingHostClasses> by_class) {
   HostActivityIndex::Levels levels;
   for (int k = 0; k < kNumExplainingHostClasses; ++k) {
-    IntervalSet own = IntervalSet::FromIntervals(std::move(by_class[k]));
-    if (k > 0 && own.empty()) {
+    if (k > 0 && by_class[k].empty()) {
       levels.index[k] = levels.index[k - 1];
       continue;
     }
-    if (k > 0 && !levels[k - 1].empty()) {
-      own = IntervalSet::Union(levels[k - 1], own);
+    IntervalSet level =
+        k > 0 && !levels[k - 1].empty()
+            ? IntervalSet::Union(levels[k - 1], std::move(by_class[k]))
+            : IntervalSet::FromIntervals(std::move(by_class[k]));
+    if (k > 0 && level.empty()) {
+      // Only empty intervals: the level adds nothing.
+      levels.index[k] = levels.index[k - 1];
+      continue;
     }
     levels.index[k] = static_cast<uint8_t>(levels.sets.size());
-    levels.sets.push_back(std::move(own));
+    levels.sets.push_back(std::move(level));
   }
   return levels;
 }
@@ -34,8 +41,11 @@ HostActivityIndex::HostActivityIndex(
   // Classify each distinct (name, is CUDA API category) once.
   std::vector<int8_t> name_class(trace.names.size() * 2, -1);
   classes_.resize(trace.cpu.size());
-  std::vector<std::array<std::vector<Interval>, kNumExplainingHostClasses>>
-      by_thread;
+  // Two passes: the first classifies and counts each thread's intervals per
+  // class, so the second fills lists of exactly the right size (growing them
+  // by doubling touched twice the memory: page faults at scale).
+  using Counts = std::array<size_t, kNumExplainingHostClasses>;
+  std::vector<Counts> counts;
   int slot = 0;
   for (size_t i = 0; i < trace.cpu.size(); ++i) {
     const CpuEvent& e = trace.cpu[i];
@@ -57,7 +67,7 @@ HostActivityIndex::HostActivityIndex(
     if (i == 0 || e.thread != trace.cpu[i - 1].thread) {
       auto [it, inserted] = slots_.try_emplace(e.thread, slots_.size());
       if (inserted) {
-        by_thread.emplace_back();
+        counts.emplace_back();
         rare_events_.emplace_back();
       }
       slot = it->second;
@@ -67,8 +77,28 @@ HostActivityIndex::HostActivityIndex(
       rare_events_[slot].push_back(static_cast<uint32_t>(i));
     }
     if (c != HostClass::kContext && e.end_ns > e.start_ns) {
-      by_thread[slot][static_cast<int>(c)].push_back({e.start_ns, e.end_ns});
+      ++counts[slot][static_cast<int>(c)];
     }
+  }
+  std::vector<std::array<std::vector<Interval>, kNumExplainingHostClasses>>
+      by_thread(counts.size());
+  for (size_t t = 0; t < counts.size(); ++t) {
+    size_t below = 0;
+    for (int k = 0; k < kNumExplainingHostClasses; ++k) {
+      // Room for the union with the levels below (BuildLevels).
+      const size_t n = counts[t][k];
+      if (n > 0) by_thread[t][k].reserve(n + below);
+      below += n;
+    }
+  }
+  for (size_t i = 0; i < trace.cpu.size(); ++i) {
+    const CpuEvent& e = trace.cpu[i];
+    if (i == 0 || e.thread != trace.cpu[i - 1].thread) {
+      slot = slots_.find(e.thread)->second;
+    }
+    const HostClass c = classes_[i];
+    if (c == HostClass::kContext || e.end_ns <= e.start_ns) continue;
+    by_thread[slot][static_cast<int>(c)].push_back({e.start_ns, e.end_ns});
   }
   per_thread_.reserve(by_thread.size());
   for (auto& lists : by_thread) {
@@ -84,7 +114,19 @@ const HostActivityIndex::Levels& HostActivityIndex::LevelsOf(
     Scope scope) const {
   if (scope.thread_slot >= 0) return per_thread_[scope.thread_slot];
   if (!all_threads_) {
+    std::array<size_t, kNumExplainingHostClasses> counts{};
+    for (size_t i = 0; i < trace_.cpu.size(); ++i) {
+      const CpuEvent& e = trace_.cpu[i];
+      if (classes_[i] != HostClass::kContext && e.end_ns > e.start_ns) {
+        ++counts[static_cast<int>(classes_[i])];
+      }
+    }
     std::array<std::vector<Interval>, kNumExplainingHostClasses> by_class;
+    size_t below = 0;
+    for (int k = 0; k < kNumExplainingHostClasses; ++k) {
+      if (counts[k] > 0) by_class[k].reserve(counts[k] + below);
+      below += counts[k];
+    }
     for (size_t i = 0; i < trace_.cpu.size(); ++i) {
       const CpuEvent& e = trace_.cpu[i];
       if (classes_[i] != HostClass::kContext && e.end_ns > e.start_ns) {

@@ -6,21 +6,35 @@ namespace bubblewatch {
 
 IntervalSet::IntervalSet(std::vector<Interval> merged)
     : intervals_(std::move(merged)) {
-  prefix_.resize(intervals_.size());
+  // reserve + push_back, not resize: one pass over fresh memory, not two.
+  prefix_.reserve(intervals_.size());
   int64_t sum = 0;
-  for (size_t i = 0; i < intervals_.size(); ++i) {
-    sum += intervals_[i].end - intervals_[i].start;
-    prefix_[i] = sum;
+  for (const Interval& iv : intervals_) {
+    sum += iv.end - iv.start;
+    prefix_.push_back(sum);
   }
 }
 
-IntervalSet IntervalSet::FromIntervals(std::vector<Interval> intervals) {
-  auto by_start = [](const Interval& x, const Interval& y) {
-    return x.start < y.start;
-  };
-  if (!std::is_sorted(intervals.begin(), intervals.end(), by_start)) {
-    std::sort(intervals.begin(), intervals.end(), by_start);
+namespace {
+
+constexpr auto ByStart = [](const Interval& x, const Interval& y) {
+  return x.start < y.start;
+};
+
+void SortByStart(std::vector<Interval>& intervals) {
+  if (!std::is_sorted(intervals.begin(), intervals.end(), ByStart)) {
+    std::sort(intervals.begin(), intervals.end(), ByStart);
   }
+}
+
+}  // namespace
+
+IntervalSet IntervalSet::FromIntervals(std::vector<Interval> intervals) {
+  SortByStart(intervals);
+  return FromSorted(std::move(intervals));
+}
+
+IntervalSet IntervalSet::FromSorted(std::vector<Interval> intervals) {
   // Merge in place.
   size_t out = 0;
   for (const Interval& iv : intervals) {
@@ -43,6 +57,25 @@ IntervalSet IntervalSet::Union(const IntervalSet& a, const IntervalSet& b) {
       b.intervals_.end(), std::back_inserter(merged),
       [](const Interval& x, const Interval& y) { return x.start < y.start; });
   return FromIntervals(std::move(merged));
+}
+
+IntervalSet IntervalSet::Union(const IntervalSet& a,
+                               std::vector<Interval> intervals) {
+  SortByStart(intervals);
+  // Merge a's intervals in from the back, so nothing is overwritten before
+  // it is read.
+  size_t i = intervals.size();
+  size_t j = a.intervals_.size();
+  intervals.resize(i + j);
+  size_t k = intervals.size();
+  while (j > 0) {
+    if (i > 0 && intervals[i - 1].start > a.intervals_[j - 1].start) {
+      intervals[--k] = intervals[--i];
+    } else {
+      intervals[--k] = a.intervals_[--j];
+    }
+  }
+  return FromSorted(std::move(intervals));
 }
 
 size_t IntervalSet::FirstEndingAfter(int64_t t) const {

@@ -30,6 +30,13 @@ class IntervalSet {
   // The union of two sets, in linear time.
   static IntervalSet Union(const IntervalSet& a, const IntervalSet& b);
 
+  // The union of a set and `intervals` (as FromIntervals takes them), built
+  // in the memory of `intervals`: give it a capacity of at least
+  // intervals.size() + a.size() and no other allocation happens. Linear when
+  // `intervals` is sorted by start.
+  static IntervalSet Union(const IntervalSet& a,
+                           std::vector<Interval> intervals);
+
   // Length of the part of [a, b) covered by the set; 0 when b <= a.
   int64_t CoveredLength(int64_t a, int64_t b) const;
 
@@ -54,6 +61,8 @@ class IntervalSet {
  private:
   // Takes sorted, disjoint, non-empty, non-adjacent intervals.
   explicit IntervalSet(std::vector<Interval> merged);
+  // FromIntervals for input already sorted by start.
+  static IntervalSet FromSorted(std::vector<Interval> intervals);
   // Index of the first interval whose end is after `t`.
   size_t FirstEndingAfter(int64_t t) const;
 

@@ -143,22 +143,13 @@ std::string EncodeWindowSummary(const WindowSummary& summary) {
                      b.GetSize());
 }
 
-absl::StatusOr<WindowSummary> DecodeWindowSummary(absl::string_view bytes) {
-  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
-  // FlatBuffers reads scalars and vectors in place, and RocksDB hands values
-  // over at any address (UBSan: misaligned loads): decode from an 8-byte
-  // aligned copy when the bytes are not aligned.
-  std::vector<uint64_t> aligned;
-  if (reinterpret_cast<uintptr_t>(data) % alignof(uint64_t) != 0) {
-    aligned.resize((bytes.size() + 7) / 8);
-    std::memcpy(aligned.data(), bytes.data(), bytes.size());
-    data = reinterpret_cast<const uint8_t*>(aligned.data());
-  }
-  flatbuffers::Verifier verifier(data, bytes.size());
+// Verifies the buffer at `data` (8-byte aligned) and its root's checks.
+absl::StatusOr<const fb::WindowSummary*> VerifiedRoot(const uint8_t* data,
+                                                      size_t size) {
+  flatbuffers::Verifier verifier(data, size);
   if (!fb::VerifyWindowSummaryBuffer(verifier)) {
     return DataLoss(absl::StrCat(
-        bytes.size(),
-        " bytes fail the FlatBuffers verifier or lack identifier BWWS"));
+        size, " bytes fail the FlatBuffers verifier or lack identifier BWWS"));
   }
   const fb::WindowSummary* in = fb::GetWindowSummary(data);
   if (in->schema_version() != kWindowSummarySchemaVersion) {
@@ -170,6 +161,27 @@ absl::StatusOr<WindowSummary> DecodeWindowSummary(absl::string_view bytes) {
     return DataLoss(
         absl::StrCat("unknown closed_by ", static_cast<int>(in->closed_by())));
   }
+  return in;
+}
+
+absl::StatusOr<WindowSummary> DecodeWindowSummary(
+    absl::string_view bytes, WindowDetail detail,
+    std::vector<uint64_t>* scratch) {
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  // FlatBuffers reads scalars and vectors in place, and RocksDB hands values
+  // over at any address (UBSan: misaligned loads): decode from an 8-byte
+  // aligned copy when the bytes are not aligned.
+  std::vector<uint64_t> local;
+  if (reinterpret_cast<uintptr_t>(data) % alignof(uint64_t) != 0) {
+    std::vector<uint64_t>& aligned = scratch != nullptr ? *scratch : local;
+    if (aligned.size() < (bytes.size() + 7) / 8) {
+      aligned.resize((bytes.size() + 7) / 8);
+    }
+    std::memcpy(aligned.data(), bytes.data(), bytes.size());
+    data = reinterpret_cast<const uint8_t*>(aligned.data());
+  }
+  ASSIGN_OR_RETURN(const fb::WindowSummary* in,
+                   VerifiedRoot(data, bytes.size()));
   WindowSummary out;
   out.job = in->job()->str();
   WindowAnalysis& w = out.window;
@@ -182,7 +194,9 @@ absl::StatusOr<WindowSummary> DecodeWindowSummary(absl::string_view bytes) {
       const fb::DeviceWindow* d = devices->Get(i);
       w.devices[i].device = d->device();
       w.devices[i].kernels = d->kernels();
-      RETURN_IF_ERROR(DecodeStats(d->stats(), w.devices[i].stats));
+      if (detail == WindowDetail::kFull) {
+        RETURN_IF_ERROR(DecodeStats(d->stats(), w.devices[i].stats));
+      }
     }
   }
   if (const auto* bubbles = in->top_bubbles()) {
@@ -196,6 +210,60 @@ absl::StatusOr<WindowSummary> DecodeWindowSummary(absl::string_view bytes) {
   out.late_events = in->late_events();
   out.closed_by = static_cast<WindowSummary::ClosedBy>(in->closed_by());
   out.host_skew_ns = in->host_skew_ns();
+  return out;
+}
+
+absl::StatusOr<WindowSummaryView> WindowSummaryView::Open(
+    absl::string_view bytes) {
+  ASSIGN_OR_RETURN(const fb::WindowSummary* in,
+                   VerifiedRoot(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                bytes.size()));
+  return WindowSummaryView(in);
+}
+
+int64_t WindowSummaryView::start_ns() const { return root_->start_ns(); }
+int64_t WindowSummaryView::end_ns() const { return root_->end_ns(); }
+int64_t WindowSummaryView::gpu_events() const { return root_->gpu_events(); }
+int64_t WindowSummaryView::cpu_events() const { return root_->cpu_events(); }
+int64_t WindowSummaryView::late_events() const { return root_->late_events(); }
+
+int64_t WindowSummaryView::host_skew_ns() const {
+  return root_->host_skew_ns();
+}
+
+WindowSummary::ClosedBy WindowSummaryView::closed_by() const {
+  return static_cast<WindowSummary::ClosedBy>(root_->closed_by());
+}
+
+int32_t WindowSummaryView::device_count() const {
+  return root_->devices() ? static_cast<int32_t>(root_->devices()->size()) : 0;
+}
+
+absl::StatusOr<UtilizationStats> WindowSummaryView::DecodeJobStats() const {
+  UtilizationStats out;
+  RETURN_IF_ERROR(DecodeStats(root_->job_stats(), out));
+  return out;
+}
+
+int32_t WindowSummaryView::top_bubble_count() const {
+  return root_->top_bubbles()
+             ? static_cast<int32_t>(root_->top_bubbles()->size())
+             : 0;
+}
+
+BubbleReport WindowSummaryView::TopBubbleExtent(int32_t i) const {
+  const fb::BubbleReport* r = root_->top_bubbles()->Get(i);
+  BubbleReport out;
+  out.device = r->device();
+  out.start_ns = r->start_ns();
+  out.end_ns = r->end_ns();
+  return out;
+}
+
+absl::StatusOr<BubbleReport> WindowSummaryView::DecodeTopBubble(
+    int32_t i) const {
+  BubbleReport out;
+  RETURN_IF_ERROR(DecodeBubble(root_->top_bubbles()->Get(i), out));
   return out;
 }
 

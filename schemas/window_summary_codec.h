@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -21,12 +22,68 @@ inline constexpr uint16_t kWindowSummarySchemaVersion = 1;
 // Returns the FlatBuffers bytes (identifier "BWWS") of `summary`.
 std::string EncodeWindowSummary(const WindowSummary& summary);
 
-// Verifies and decodes bytes produced by EncodeWindowSummary.
+// How much of a window to decode.
+enum class WindowDetail {
+  kFull,  // Every field.
+  // Every field but the per-device stats: window.devices holds one entry per
+  // device with its id and kernel count, its stats left default (zero). For
+  // readers of the job as a whole (a job's report reads hundreds of windows;
+  // the 8 or so per-device stats are most of each window's decoding).
+  kJobLevel,
+};
+
+// Verifies and decodes bytes produced by EncodeWindowSummary. `scratch`, when
+// given, holds the aligned copy FlatBuffers needs of bytes that are not
+// 8-byte aligned; reusing one across calls saves an allocation per window.
 // Errors (all kDataLoss, the message says which): fails the FlatBuffers
 // Verifier or lacks the "BWWS" identifier; schema_version other than
 // kWindowSummarySchemaVersion; an attribution vector whose length is not the
-// number of causes; an unknown cause or closed_by value.
-absl::StatusOr<WindowSummary> DecodeWindowSummary(absl::string_view bytes);
+// number of causes (in the parts decoded); an unknown cause or closed_by
+// value.
+absl::StatusOr<WindowSummary> DecodeWindowSummary(
+    absl::string_view bytes, WindowDetail detail = WindowDetail::kFull,
+    std::vector<uint64_t>* scratch = nullptr);
+
+namespace fb {
+struct WindowSummary;
+}  // namespace fb
+
+// One encoded window read in place: verified once, then decoded part by part
+// on request. A job's report reads hundreds of windows and keeps only their
+// job-level figures and a few of their top bubbles; decoding each window
+// whole (every kernel name a heap string) was most of its cost.
+// The view borrows the bytes: they must outlive it and be 8-byte aligned.
+class WindowSummaryView {
+ public:
+  // Verifies `bytes`. Errors: as DecodeWindowSummary for the FlatBuffers
+  // Verifier, the identifier, schema_version and closed_by; a bad
+  // attribution length or cause is reported by the Decode* call that meets
+  // it.
+  // REQUIRES: bytes.data() is 8-byte aligned.
+  static absl::StatusOr<WindowSummaryView> Open(absl::string_view bytes);
+
+  int64_t start_ns() const;
+  int64_t end_ns() const;
+  int64_t gpu_events() const;
+  int64_t cpu_events() const;
+  int64_t late_events() const;
+  int64_t host_skew_ns() const;  // 0 for windows stored before the field.
+  WindowSummary::ClosedBy closed_by() const;
+  int32_t device_count() const;
+  // The job-level stats (sums over devices).
+  absl::StatusOr<UtilizationStats> DecodeJobStats() const;
+
+  int32_t top_bubble_count() const;
+  // Top bubble i with only its device and times set (no decoding).
+  // REQUIRES: 0 <= i < top_bubble_count().
+  BubbleReport TopBubbleExtent(int32_t i) const;
+  // Top bubble i, whole. REQUIRES: 0 <= i < top_bubble_count().
+  absl::StatusOr<BubbleReport> DecodeTopBubble(int32_t i) const;
+
+ private:
+  explicit WindowSummaryView(const fb::WindowSummary* root) : root_(root) {}
+  const fb::WindowSummary* root_;
+};
 
 }  // namespace bubblewatch
 

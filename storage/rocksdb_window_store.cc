@@ -38,9 +38,12 @@ std::optional<int64_t> CeilNs(absl::Time t) {
   return ns;
 }
 
-absl::StatusOr<WindowSummary> DecodeStored(const rocksdb::Slice& key,
-                                           const rocksdb::Slice& value) {
-  absl::StatusOr<WindowSummary> window = DecodeWindowSummary(View(value));
+absl::StatusOr<WindowSummary> DecodeStored(
+    const rocksdb::Slice& key, const rocksdb::Slice& value,
+    WindowDetail detail = WindowDetail::kFull,
+    std::vector<uint64_t>* scratch = nullptr) {
+  absl::StatusOr<WindowSummary> window =
+      DecodeWindowSummary(View(value), detail, scratch);
   if (!window.ok()) {
     absl::string_view job;
     int64_t start_ns = 0;
@@ -183,7 +186,8 @@ RocksDbWindowStore::~RocksDbWindowStore() {
 }
 
 absl::StatusOr<std::vector<WindowSummary>> RocksDbWindowStore::Scan(
-    absl::string_view job, absl::Time begin, absl::Time end) const {
+    absl::string_view job, absl::Time begin, absl::Time end,
+    WindowDetail detail) const {
   RETURN_IF_ERROR(ValidateJobName(job));
   std::vector<WindowSummary> out;
   const std::optional<int64_t> lo = CeilNs(begin);
@@ -195,9 +199,38 @@ absl::StatusOr<std::vector<WindowSummary>> RocksDbWindowStore::Scan(
   rocksdb::ReadOptions ro;
   ro.iterate_upper_bound = &upper_slice;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, windows_));
+  std::vector<uint64_t> scratch;  // One aligned copy buffer for the scan.
   for (it->Seek(lower); it->Valid(); it->Next()) {
-    ASSIGN_OR_RETURN(WindowSummary w, DecodeStored(it->key(), it->value()));
+    ASSIGN_OR_RETURN(WindowSummary w,
+                     DecodeStored(it->key(), it->value(), detail, &scratch));
     out.push_back(std::move(w));
+  }
+  RETURN_IF_ERROR(FromRocksDb(
+      it->status(), absl::StrCat("scanning the windows of job ", job)));
+  return out;
+}
+
+absl::StatusOr<EncodedWindows> RocksDbWindowStore::ScanEncoded(
+    absl::string_view job, absl::Time begin, absl::Time end) const {
+  RETURN_IF_ERROR(ValidateJobName(job));
+  EncodedWindows out;
+  const std::optional<int64_t> lo = CeilNs(begin);
+  if (!lo || begin >= end) return out;
+  const std::optional<int64_t> hi = CeilNs(end);
+  const std::string lower = WindowKey(job, *lo);
+  const std::string upper = hi ? WindowKey(job, *hi) : WindowKeyLimit(job);
+  const rocksdb::Slice upper_slice(upper);
+  rocksdb::ReadOptions ro;
+  ro.iterate_upper_bound = &upper_slice;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, windows_));
+  for (it->Seek(lower); it->Valid(); it->Next()) {
+    absl::string_view key_job;
+    int64_t start_ns = 0;
+    if (!ParseWindowKey(View(it->key()), &key_job, &start_ns)) {
+      return absl::DataLossError(
+          absl::StrCat("malformed window key of job ", job, " in the store"));
+    }
+    out.Add(start_ns, View(it->value()));
   }
   RETURN_IF_ERROR(FromRocksDb(
       it->status(), absl::StrCat("scanning the windows of job ", job)));

@@ -43,8 +43,13 @@ class RocksDbWindowStore final : public WindowStore {
   ~RocksDbWindowStore() override;
 
   // WindowStoreReader (rocksdb_window_store.cc).
+  using WindowStoreReader::Scan;
   absl::StatusOr<std::vector<WindowSummary>> Scan(
-      absl::string_view job, absl::Time begin, absl::Time end) const override;
+      absl::string_view job, absl::Time begin, absl::Time end,
+      WindowDetail detail) const override;
+  absl::StatusOr<EncodedWindows> ScanEncoded(absl::string_view job,
+                                             absl::Time begin,
+                                             absl::Time end) const override;
   absl::StatusOr<std::optional<WindowSummary>> Latest(
       absl::string_view job) const override;
   absl::StatusOr<std::vector<WindowSummary>> LatestOfEveryJob() const override;

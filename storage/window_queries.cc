@@ -28,13 +28,56 @@ absl::StatusOr<int64_t> LatestStart(const WindowStoreReader& store,
   return info->latest_window_start_ns;
 }
 
-absl::StatusOr<std::vector<WindowSummary>> ScanNs(
-    const WindowStoreReader& store, absl::string_view job, int64_t begin_ns,
-    int64_t end_ns) {
-  return store.Scan(job, absl::FromUnixNanos(begin_ns),
-                    end_ns == std::numeric_limits<int64_t>::max()
-                        ? absl::InfiniteFuture()
-                        : absl::FromUnixNanos(end_ns));
+absl::Time TimeOfNs(int64_t ns) {
+  return ns == std::numeric_limits<int64_t>::max() ? absl::InfiniteFuture()
+                                                   : absl::FromUnixNanos(ns);
+}
+
+// A scan of a job's windows as a report reads them: the job-level point of
+// each window decoded, the rest left in place (`views`, into `encoded`) for
+// the few top bubbles the report keeps. Per-device stats are never decoded.
+struct ScannedPoints {
+  EncodedWindows encoded;
+  std::vector<WindowSummaryView> views;
+  std::vector<WindowPoint> points;
+};
+
+absl::Status WindowError(absl::string_view job, int64_t start_ns,
+                         const absl::Status& status) {
+  return absl::DataLossError(absl::StrCat("window of job ", job, " at ",
+                                          start_ns, ": ", status.message()));
+}
+
+absl::StatusOr<ScannedPoints> ScanPoints(const WindowStoreReader& store,
+                                         absl::string_view job,
+                                         int64_t begin_ns, int64_t end_ns) {
+  ScannedPoints out;
+  ASSIGN_OR_RETURN(out.encoded, store.ScanEncoded(job, TimeOfNs(begin_ns),
+                                                  TimeOfNs(end_ns)));
+  out.views.reserve(out.encoded.size());
+  out.points.reserve(out.encoded.size());
+  for (size_t i = 0; i < out.encoded.size(); ++i) {
+    absl::StatusOr<WindowSummaryView> view =
+        WindowSummaryView::Open(out.encoded.bytes(i));
+    if (!view.ok()) {
+      return WindowError(job, out.encoded.start_ns(i), view.status());
+    }
+    absl::StatusOr<UtilizationStats> stats = view->DecodeJobStats();
+    if (!stats.ok()) {
+      return WindowError(job, out.encoded.start_ns(i), stats.status());
+    }
+    out.points.push_back(WindowPoint{.start_ns = view->start_ns(),
+                                     .end_ns = view->end_ns(),
+                                     .stats = *std::move(stats),
+                                     .devices = view->device_count(),
+                                     .gpu_events = view->gpu_events(),
+                                     .cpu_events = view->cpu_events(),
+                                     .late_events = view->late_events(),
+                                     .closed_by = view->closed_by(),
+                                     .host_skew_ns = view->host_skew_ns()});
+    out.views.push_back(*view);
+  }
+  return out;
 }
 
 // `a - b` without overflow: the period arithmetic runs near the ends of the
@@ -51,17 +94,17 @@ int64_t SaturatingSub(int64_t a, int64_t b) {
 // Rolling figures ending at the last of `windows` (start order), over the
 // windows that start at or after its end - range; at least the last one.
 std::vector<RollingUtilization> Rolling(
-    const std::vector<WindowSummary>& windows) {
+    const std::vector<WindowPoint>& windows) {
   std::vector<RollingUtilization> out;
   if (windows.empty()) return out;
-  const int64_t anchor = windows.back().window.end_ns;
+  const int64_t anchor = windows.back().end_ns;
   for (absl::Duration range : kRollingRanges) {
     RollingUtilization r{.range = range, .stats = {}};
     const int64_t begin =
         SaturatingSub(anchor, absl::ToInt64Nanoseconds(range));
     for (auto it = windows.rbegin(); it != windows.rend(); ++it) {
-      if (it != windows.rbegin() && it->window.start_ns < begin) break;
-      r.stats.Add(it->window.job);
+      if (it != windows.rbegin() && it->start_ns < begin) break;
+      r.stats.Add(it->stats);
     }
     out.push_back(r);
   }
@@ -151,74 +194,98 @@ absl::StatusOr<JobReport> QueryJob(const WindowStoreReader& store,
 
   JobReport report;
   report.job = std::string(job);
-  // `context` holds the period's windows plus, before them, whatever else the
-  // 1 h rolling figure needs: at most two scans.
-  std::vector<WindowSummary> context;
+  // `context` holds the points of the period's windows plus, before them,
+  // whatever else the 1 h rolling figure needs: at most two scans. `scan` is
+  // the one holding the period; its window i is context[i + scan_offset].
+  std::vector<WindowPoint> context;
+  ScannedPoints scan;
+  size_t scan_offset = 0;
   const int64_t hour_ns = absl::ToInt64Nanoseconds(kRollingRanges.back());
   size_t first_in_period = 0;
   if (period.last > absl::ZeroDuration()) {
     const int64_t last_ns = absl::ToInt64Nanoseconds(period.last);
-    ASSIGN_OR_RETURN(
-        context, ScanNs(store, job,
-                        SaturatingSub(latest_start, std::max(last_ns, hour_ns)),
-                        std::numeric_limits<int64_t>::max()));
+    ASSIGN_OR_RETURN(scan, ScanPoints(store, job,
+                                      SaturatingSub(latest_start,
+                                                    std::max(last_ns, hour_ns)),
+                                      std::numeric_limits<int64_t>::max()));
+    context = std::move(scan.points);
     if (context.empty()) return NoWindows(job);  // Trimmed since Job().
-    report.to_ns = context.back().window.end_ns;
+    report.to_ns = context.back().end_ns;
     report.from_ns = SaturatingSub(report.to_ns, last_ns);
     while (first_in_period < context.size() &&
-           context[first_in_period].window.start_ns < report.from_ns) {
+           context[first_in_period].start_ns < report.from_ns) {
       ++first_in_period;
     }
   } else {
     report.from_ns = period.from_ns;
     report.to_ns = period.to_ns;
-    ASSIGN_OR_RETURN(context, ScanNs(store, job, period.from_ns, period.to_ns));
+    ASSIGN_OR_RETURN(scan,
+                     ScanPoints(store, job, period.from_ns, period.to_ns));
+    context = std::move(scan.points);
     if (!context.empty()) {
       const int64_t rolling_begin =
-          SaturatingSub(context.back().window.end_ns, hour_ns);
+          SaturatingSub(context.back().end_ns, hour_ns);
       if (rolling_begin < period.from_ns) {
-        ASSIGN_OR_RETURN(std::vector<WindowSummary> before,
-                         ScanNs(store, job, rolling_begin, period.from_ns));
-        first_in_period = before.size();
-        before.insert(before.end(), std::make_move_iterator(context.begin()),
-                      std::make_move_iterator(context.end()));
-        context = std::move(before);
+        ASSIGN_OR_RETURN(ScannedPoints before,
+                         ScanPoints(store, job, rolling_begin, period.from_ns));
+        first_in_period = before.points.size();
+        scan_offset = first_in_period;
+        before.points.insert(before.points.end(),
+                             std::make_move_iterator(context.begin()),
+                             std::make_move_iterator(context.end()));
+        context = std::move(before.points);
       }
     }
   }
 
   report.rolling = Rolling(context);
-  if (!context.empty()) report.anchor_ns = context.back().window.end_ns;
+  if (!context.empty()) report.anchor_ns = context.back().end_ns;
   report.windows.reserve(context.size() - first_in_period);
-  // Candidates by pointer; only the kept ones are copied (each carries three
-  // strings).
-  std::vector<const BubbleReport*> bubbles;
+  // Bubble candidates by extent only; the kept ones are decoded whole at the
+  // end (each carries three strings).
+  struct Candidate {
+    BubbleReport extent;  // Device and times only.
+    size_t window;        // In `scan`.
+    int32_t bubble;
+  };
+  std::vector<Candidate> bubbles;
   for (size_t i = first_in_period; i < context.size(); ++i) {
-    WindowSummary& w = context[i];
-    report.summary.Add(w.window.job);
-    if (w.window.job.span_ns > 0) {
-      const double u = w.window.job.utilization();
+    const WindowPoint& w = context[i];
+    report.summary.Add(w.stats);
+    if (w.stats.span_ns > 0) {
+      const double u = w.stats.utilization();
       if (!report.worst_utilization.has_value() ||
           u < *report.worst_utilization) {
         report.worst_utilization = u;
-        report.worst_window_start_ns = w.window.start_ns;
+        report.worst_window_start_ns = w.start_ns;
       }
     }
-    for (const BubbleReport& b : w.window.top_bubbles) bubbles.push_back(&b);
-    // Last use of the job-level stats: moved, not copied (the culprit's name
-    // is a heap string).
-    WindowPoint point = ToWindowPoint(w, /*with_stats=*/false);
-    point.stats = std::move(w.window.job);
-    report.windows.push_back(std::move(point));
+    const size_t in_scan = i - scan_offset;
+    const WindowSummaryView& view = scan.views[in_scan];
+    for (int32_t b = 0; b < view.top_bubble_count(); ++b) {
+      bubbles.push_back(Candidate{
+          .extent = view.TopBubbleExtent(b), .window = in_scan, .bubble = b});
+    }
   }
+  report.windows.assign(
+      std::make_move_iterator(context.begin() + first_in_period),
+      std::make_move_iterator(context.end()));
   const size_t keep =
       std::min(bubbles.size(), static_cast<size_t>(std::max(0, top_bubbles)));
   std::partial_sort(bubbles.begin(), bubbles.begin() + keep, bubbles.end(),
-                    [](const BubbleReport* a, const BubbleReport* b) {
-                      return LongerBubble(*a, *b);
+                    [](const Candidate& a, const Candidate& b) {
+                      return LongerBubble(a.extent, b.extent);
                     });
   report.top_bubbles.reserve(keep);
-  for (size_t i = 0; i < keep; ++i) report.top_bubbles.push_back(*bubbles[i]);
+  for (size_t i = 0; i < keep; ++i) {
+    const Candidate& c = bubbles[i];
+    absl::StatusOr<BubbleReport> b =
+        scan.views[c.window].DecodeTopBubble(c.bubble);
+    if (!b.ok()) {
+      return WindowError(job, scan.encoded.start_ns(c.window), b.status());
+    }
+    report.top_bubbles.push_back(*std::move(b));
+  }
   return report;
 }
 
@@ -226,13 +293,13 @@ absl::StatusOr<std::vector<RollingUtilization>> QueryRolling(
     const WindowStoreReader& store, absl::string_view job) {
   ASSIGN_OR_RETURN(int64_t latest_start, LatestStart(store, job));
   ASSIGN_OR_RETURN(
-      std::vector<WindowSummary> windows,
-      ScanNs(store, job,
-             SaturatingSub(latest_start,
-                           absl::ToInt64Nanoseconds(kRollingRanges.back())),
-             std::numeric_limits<int64_t>::max()));
-  if (windows.empty()) return NoWindows(job);
-  return Rolling(windows);
+      ScannedPoints scan,
+      ScanPoints(store, job,
+                 SaturatingSub(latest_start,
+                               absl::ToInt64Nanoseconds(kRollingRanges.back())),
+                 std::numeric_limits<int64_t>::max()));
+  if (scan.points.empty()) return NoWindows(job);
+  return Rolling(scan.points);
 }
 
 std::string FleetOrder::Name() const {

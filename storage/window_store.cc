@@ -1,8 +1,28 @@
 #include "storage/window_store.h"
 
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
 #include "storage/rocksdb_window_store.h"
 
 namespace bubblewatch {
+
+void EncodedWindows::Add(int64_t start_ns, absl::string_view bytes) {
+  // 64 KiB chunks: a job's hour (360 windows of ~1.2 KiB) takes 7.
+  constexpr size_t kChunkWords = (64 << 10) / sizeof(uint64_t);
+  const size_t words = (bytes.size() + 7) / 8;
+  if (chunks_.empty() || used_words_ + words > chunk_words_) {
+    chunk_words_ = std::max(kChunkWords, words);
+    chunks_.push_back(std::make_unique_for_overwrite<uint64_t[]>(chunk_words_));
+    used_words_ = 0;
+  }
+  uint64_t* data = chunks_.back().get() + used_words_;
+  if (!bytes.empty()) std::memcpy(data, bytes.data(), bytes.size());
+  used_words_ += words;
+  windows_.push_back(
+      Entry{.start_ns = start_ns, .data = data, .size = bytes.size()});
+}
 
 absl::StatusOr<std::unique_ptr<WindowStore>> OpenRocksDbWindowStore(
     absl::string_view path, const WindowStoreOptions& options) {

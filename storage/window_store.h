@@ -33,6 +33,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "schemas/window_summary.h"
+#include "schemas/window_summary_codec.h"
 
 namespace bubblewatch {
 
@@ -132,6 +133,38 @@ struct StoreMemoryUsage {
   int64_t table_readers = 0;  // Readers' memory outside the cache.
 };
 
+// Windows as stored, undecoded: each one's encoding
+// (schemas/window_summary_codec.h) in one buffer, 8-byte aligned, so a
+// reader can open them in place (WindowSummaryView) and decode only what it
+// uses.
+class EncodedWindows {
+ public:
+  size_t size() const { return windows_.size(); }
+  bool empty() const { return windows_.empty(); }
+  // The start of window i, from its key (known even if its bytes are bad).
+  int64_t start_ns(size_t i) const { return windows_[i].start_ns; }
+  // The encoding of window i; valid while this object lives (moves too).
+  absl::string_view bytes(size_t i) const {
+    return absl::string_view(reinterpret_cast<const char*>(windows_[i].data),
+                             windows_[i].size);
+  }
+
+  // Appends one window's encoding (store implementations).
+  void Add(int64_t start_ns, absl::string_view bytes);
+
+ private:
+  struct Entry {
+    int64_t start_ns;
+    const uint64_t* data;
+    size_t size;  // In bytes.
+  };
+  // Fixed chunks, never reallocated: copying each value once is all.
+  std::vector<std::unique_ptr<uint64_t[]>> chunks_;
+  size_t chunk_words_ = 0;  // Of the last chunk.
+  size_t used_words_ = 0;   // Of the last chunk.
+  std::vector<Entry> windows_;
+};
+
 // Read access: the processor's store, a secondary instance following it, or
 // a copy of a store.
 class WindowStoreReader {
@@ -139,9 +172,26 @@ class WindowStoreReader {
   virtual ~WindowStoreReader() = default;
 
   // Returns the windows of `job` whose start is in [begin, end), in start
-  // order. Infinite bounds are allowed.
+  // order, decoded to `detail` (schemas/window_summary_codec.h: kJobLevel
+  // leaves out the per-device stats, most of the decoding). Infinite bounds
+  // are allowed.
   virtual absl::StatusOr<std::vector<WindowSummary>> Scan(
-      absl::string_view job, absl::Time begin, absl::Time end) const = 0;
+      absl::string_view job, absl::Time begin, absl::Time end,
+      WindowDetail detail) const = 0;
+
+  // Scan with every field decoded.
+  absl::StatusOr<std::vector<WindowSummary>> Scan(absl::string_view job,
+                                                  absl::Time begin,
+                                                  absl::Time end) const {
+    return Scan(job, begin, end, WindowDetail::kFull);
+  }
+
+  // As Scan, but the windows undecoded, for readers that use part of each
+  // (a job's report: job-level figures and a few bubbles of hundreds of
+  // windows).
+  virtual absl::StatusOr<EncodedWindows> ScanEncoded(absl::string_view job,
+                                                     absl::Time begin,
+                                                     absl::Time end) const = 0;
 
   // Returns the window of `job` with the latest start, or nullopt when the
   // job has none.

@@ -1,5 +1,7 @@
 #include "processor/interval_set.h"
 
+#include <random>
+
 #include "gtest/gtest.h"
 
 namespace bubblewatch {
@@ -31,6 +33,38 @@ TEST(IntervalSet, UnionOfTwoSets) {
   IntervalSet u = IntervalSet::Union(a, b);
   ASSERT_EQ(u.size(), 2u);
   EXPECT_EQ(u.TotalLength(), 31);
+}
+
+TEST(IntervalSet, UnionWithAListMatchesTheUnionOfTwoSets) {
+  std::mt19937_64 rng(3);
+  std::uniform_int_distribution<int64_t> at(0, 1000), len(-5, 40);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<Interval> xs, ys;
+    for (int i = 0; i < 30; ++i) {
+      int64_t s = at(rng);
+      xs.push_back({s, s + len(rng)});
+    }
+    for (int i = 0; i < round % 50; ++i) {
+      int64_t s = at(rng);
+      ys.push_back({s, s + len(rng)});
+    }
+    // Sorted lists (the analyzer's usual case) and unsorted ones.
+    if (round % 2 == 0) {
+      std::sort(ys.begin(), ys.end(), [](const Interval& a, const Interval& b) {
+        return a.start < b.start;
+      });
+    }
+    IntervalSet a = IntervalSet::FromIntervals(xs);
+    IntervalSet want = IntervalSet::Union(a, IntervalSet::FromIntervals(ys));
+    IntervalSet got = IntervalSet::Union(a, ys);
+    ASSERT_EQ(got.size(), want.size()) << "round " << round;
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(got.intervals()[i].start, want.intervals()[i].start);
+      EXPECT_EQ(got.intervals()[i].end, want.intervals()[i].end);
+    }
+    EXPECT_EQ(got.TotalLength(), want.TotalLength());
+    EXPECT_EQ(got.CoveredLength(100, 700), want.CoveredLength(100, 700));
+  }
 }
 
 TEST(IntervalSet, ForEachCoveredVisitsClippedPiecesInOrder) {

@@ -184,6 +184,33 @@ TEST_F(WindowQueriesTest, RangeShorterThanAWindowStillCoversTheLastWindow) {
   EXPECT_EQ((*rolling)[2].stats.windows, 3);
 }
 
+// The report's points come from undecoded windows (WindowSummaryView):
+// every per-window field still reaches them, the late field included.
+TEST_F(WindowQueriesTest, PointsCarryEveryPerWindowField) {
+  StoreBatch batch;
+  WindowSummary w = MakeWindow("skewed", 0, 3 * kSecond);
+  w.gpu_events = 11;
+  w.cpu_events = 12;
+  w.late_events = 13;
+  w.closed_by = WindowSummary::ClosedBy::kIdleTimeout;
+  w.host_skew_ns = 178 * kSecond;
+  batch.windows.push_back(w);
+  ASSERT_TRUE(store_->Commit(batch).ok());
+  auto r = QueryJob(*store_, "skewed", JobPeriod::Last(absl::Hours(1)));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->windows.size(), 1u);
+  const WindowPoint& p = r->windows[0];
+  EXPECT_EQ(p.start_ns, w.window.start_ns);
+  EXPECT_EQ(p.end_ns, w.window.end_ns);
+  EXPECT_EQ(p.stats.compute_ns, 3 * kSecond);
+  EXPECT_EQ(p.devices, 1);
+  EXPECT_EQ(p.gpu_events, 11);
+  EXPECT_EQ(p.cpu_events, 12);
+  EXPECT_EQ(p.late_events, 13);
+  EXPECT_EQ(p.closed_by, WindowSummary::ClosedBy::kIdleTimeout);
+  EXPECT_EQ(p.host_skew_ns, 178 * kSecond);
+}
+
 std::vector<std::string> Jobs(const FleetReport& r) {
   std::vector<std::string> out;
   for (const FleetEntry& e : r.entries) out.push_back(e.job);

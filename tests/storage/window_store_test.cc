@@ -51,6 +51,19 @@ std::vector<int64_t> Starts(const WindowStoreReader& store,
     EXPECT_EQ(w.job, job);
     out.push_back(w.window.start_ns);
   }
+  // ScanEncoded returns the same windows, undecoded and 8-byte aligned.
+  absl::StatusOr<EncodedWindows> encoded = store.ScanEncoded(job, begin, end);
+  EXPECT_TRUE(encoded.ok()) << encoded.status();
+  if (!encoded.ok()) return out;
+  EXPECT_EQ(encoded->size(), windows->size());
+  for (size_t i = 0; i < encoded->size() && i < windows->size(); ++i) {
+    EXPECT_EQ(encoded->start_ns(i), (*windows)[i].window.start_ns);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(encoded->bytes(i).data()) % 8, 0u);
+    absl::StatusOr<WindowSummary> w = DecodeWindowSummary(encoded->bytes(i));
+    EXPECT_TRUE(w.ok()) << w.status();
+    std::string diff;
+    if (w.ok()) EXPECT_TRUE(SameWindow(*w, (*windows)[i], &diff)) << diff;
+  }
   return out;
 }
 

@@ -1,6 +1,8 @@
 #include "schemas/window_summary_codec.h"
 
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "flatbuffers/flatbuffers.h"
 #include "gmock/gmock.h"
@@ -88,6 +90,69 @@ TEST(WindowSummaryCodec, DecodesFromAnyAddress) {
     std::string diff;
     EXPECT_TRUE(SameWindow(in, *out, &diff)) << "shift " << shift << diff;
   }
+}
+
+TEST(WindowSummaryCodec, JobLevelLeavesOutOnlyThePerDeviceStats) {
+  const WindowSummary in = SampleWindow("job-a", 1'700'000'000'000'000'000, 3);
+  ASSERT_FALSE(in.window.devices.empty());
+  const std::string bytes = EncodeWindowSummary(in);
+  std::vector<uint64_t> scratch;
+  std::string storage(bytes.size() + 8, '\0');
+  for (size_t shift = 0; shift < 8; ++shift) {  // Through the reused scratch.
+    storage.replace(shift, bytes.size(), bytes);
+    absl::StatusOr<WindowSummary> out = DecodeWindowSummary(
+        absl::string_view(storage.data() + shift, bytes.size()),
+        WindowDetail::kJobLevel, &scratch);
+    ASSERT_TRUE(out.ok()) << out.status();
+    WindowSummary want = in;
+    for (DeviceWindow& d : want.window.devices) d.stats = UtilizationStats{};
+    std::string diff;
+    EXPECT_TRUE(SameWindow(want, *out, &diff)) << "shift " << shift << diff;
+  }
+}
+
+TEST(WindowSummaryView, ReadsWhatDecodeReads) {
+  const WindowSummary in = SampleWindow("job-a", 1'700'000'000'000'000'000, 3);
+  const std::string bytes = EncodeWindowSummary(in);
+  std::vector<uint64_t> aligned((bytes.size() + 7) / 8);
+  std::memcpy(aligned.data(), bytes.data(), bytes.size());
+  absl::StatusOr<WindowSummaryView> view =
+      WindowSummaryView::Open(absl::string_view(
+          reinterpret_cast<const char*>(aligned.data()), bytes.size()));
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_EQ(view->start_ns(), in.window.start_ns);
+  EXPECT_EQ(view->end_ns(), in.window.end_ns);
+  EXPECT_EQ(view->gpu_events(), in.gpu_events);
+  EXPECT_EQ(view->cpu_events(), in.cpu_events);
+  EXPECT_EQ(view->late_events(), in.late_events);
+  EXPECT_EQ(view->closed_by(), in.closed_by);
+  EXPECT_EQ(view->device_count(),
+            static_cast<int32_t>(in.window.devices.size()));
+  // Job-level stats and bubbles through a whole window, so SameWindow
+  // compares every field of them.
+  WindowSummary got = in;
+  absl::StatusOr<UtilizationStats> stats = view->DecodeJobStats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  got.window.job = *stats;
+  ASSERT_EQ(view->top_bubble_count(),
+            static_cast<int32_t>(in.window.top_bubbles.size()));
+  ASSERT_FALSE(in.window.top_bubbles.empty());
+  got.window.top_bubbles.clear();
+  for (int32_t i = 0; i < view->top_bubble_count(); ++i) {
+    const BubbleReport extent = view->TopBubbleExtent(i);
+    EXPECT_EQ(extent.device, in.window.top_bubbles[i].device);
+    EXPECT_EQ(extent.start_ns, in.window.top_bubbles[i].start_ns);
+    EXPECT_EQ(extent.end_ns, in.window.top_bubbles[i].end_ns);
+    absl::StatusOr<BubbleReport> b = view->DecodeTopBubble(i);
+    ASSERT_TRUE(b.ok()) << b.status();
+    got.window.top_bubbles.push_back(*b);
+  }
+  std::string diff;
+  EXPECT_TRUE(SameWindow(in, got, &diff)) << diff;
+
+  EXPECT_EQ(
+      WindowSummaryView::Open("garbage that is no window").status().code(),
+      absl::StatusCode::kDataLoss);
 }
 
 TEST(WindowSummaryCodec, RoundTripsDefaultsAndEmptyKernelName) {

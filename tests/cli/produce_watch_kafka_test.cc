@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <set>
@@ -322,20 +323,24 @@ TEST_F(ProduceWatchKafka, KilledMidFileAndRestartedGivesTheSameWindows) {
       Spawn(WatchArgs(topic, watched_, sent_, slow), dir_.Sub("watch.log"));
   fs::copy_file(kReal + "/" + kBig.source, watched_ + "/" + kBig.name);
   // Kill once the broker holds some of its batches. The watcher runs in
-  // 100 ms slices and is frozen (SIGSTOP) while the topic is read, so the
-  // kill lands inside the file however fast this machine delivers it.
-  size_t stored_before_kill = 0;
+  // 10 ms slices and is frozen (SIGSTOP) while the broker is asked how much
+  // it holds: one slice delivers a few of the file's hundreds of batches
+  // (one in flight at a time), so the kill lands inside the file however
+  // fast this machine delivers it.
+  int64_t stored_before_kill = 0;
   ASSERT_TRUE(PollUntil(
       [&] {
         ::kill(first, SIGCONT);
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
         ::kill(first, SIGSTOP);
-        auto m = testing::ReadTopic(Brokers(), topic, 1, absl::Seconds(1));
-        stored_before_kill = m.ok() ? m->size() : 0;
+        auto n =
+            testing::StoredMessageCount(Brokers(), topic, absl::Seconds(2));
+        stored_before_kill = n.ok() ? *n : 0;
         return stored_before_kill > 0;
       },
       120))
       << Log();
+  std::cerr << "batches stored before the kill: " << stored_before_kill << "\n";
   ::kill(first, SIGKILL);
   EXPECT_EQ(Wait(first), 128 + SIGKILL);
   ASSERT_FALSE(Sent(kBig)) << "the kill landed after the file was sent";

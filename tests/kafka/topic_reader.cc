@@ -88,4 +88,37 @@ absl::StatusOr<std::vector<ConsumedMessage>> ReadTopic(
   return out;
 }
 
+absl::StatusOr<int64_t> StoredMessageCount(const std::string& brokers,
+                                           const std::string& topic,
+                                           absl::Duration timeout) {
+  KafkaConfig config(brokers);
+  config.Set("group.id", "bubblewatch-test-reader");  // Never joined.
+  config.Set("allow.auto.create.topics", "false");
+  ASSIGN_OR_RETURN(RdKafkaPtr consumer,
+                   NewKafkaClient(RD_KAFKA_CONSUMER, config));
+  const int timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(timeout));
+  RdKafkaTopicPtr handle(
+      rd_kafka_topic_new(consumer.get(), topic.c_str(), nullptr));
+  const rd_kafka_metadata_t* raw = nullptr;
+  RETURN_IF_ERROR(KafkaErrorToStatus(
+      rd_kafka_metadata(consumer.get(), 0, handle.get(), &raw, timeout_ms),
+      "metadata"));
+  RdKafkaMetadataPtr metadata(raw);
+  if (metadata->topic_cnt != 1 ||
+      metadata->topics[0].err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return 0;  // Not created yet.
+  }
+  int64_t count = 0;
+  for (int p = 0; p < metadata->topics[0].partition_cnt; ++p) {
+    int64_t low = 0;
+    int64_t high = 0;
+    RETURN_IF_ERROR(KafkaErrorToStatus(
+        rd_kafka_query_watermark_offsets(consumer.get(), topic.c_str(), p, &low,
+                                         &high, timeout_ms),
+        "watermarks"));
+    count += high;
+  }
+  return count;
+}
+
 }  // namespace bubblewatch::testing

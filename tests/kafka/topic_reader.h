@@ -28,6 +28,13 @@ absl::StatusOr<std::vector<ConsumedMessage>> ReadTopic(
     const std::string& brokers, const std::string& topic, size_t min_messages,
     absl::Duration timeout);
 
+// The messages the brokers hold for `topic` now: the sum over its
+// partitions of the high watermarks (a topic that does not exist yet holds
+// 0). Cheap enough to poll every few milliseconds, unlike ReadTopic.
+absl::StatusOr<int64_t> StoredMessageCount(const std::string& brokers,
+                                           const std::string& topic,
+                                           absl::Duration timeout);
+
 }  // namespace bubblewatch::testing
 
 #endif  // BUBBLEWATCH_TESTS_KAFKA_TOPIC_READER_H_

@@ -97,6 +97,40 @@ absl::StatusOr<bool> CheckColumnFamilies(const std::string& path,
   return has_latest;
 }
 
+// The windows of one job whose start lies in [begin, end), in start order:
+// the iterator and the key bound it reads, kept together because RocksDB
+// holds a pointer to the bound. Empty (no iterator) when the range is.
+class JobWindowRange {
+ public:
+  JobWindowRange(rocksdb::DB& db, rocksdb::ColumnFamilyHandle* windows,
+                 absl::string_view job, absl::Time begin, absl::Time end) {
+    const std::optional<int64_t> lo = CeilNs(begin);
+    if (!lo || begin >= end) return;
+    const std::optional<int64_t> hi = CeilNs(end);
+    upper_ = hi ? WindowKey(job, *hi) : WindowKeyLimit(job);
+    upper_slice_ = rocksdb::Slice(upper_);
+    rocksdb::ReadOptions ro;
+    ro.iterate_upper_bound = &upper_slice_;
+    it_.reset(db.NewIterator(ro, windows));
+    it_->Seek(WindowKey(job, *lo));
+  }
+  JobWindowRange(const JobWindowRange&) = delete;
+  JobWindowRange& operator=(const JobWindowRange&) = delete;
+
+  bool Valid() const { return it_ != nullptr && it_->Valid(); }
+  void Next() { it_->Next(); }
+  rocksdb::Slice key() const { return it_->key(); }
+  rocksdb::Slice value() const { return it_->value(); }
+  rocksdb::Status status() const {
+    return it_ != nullptr ? it_->status() : rocksdb::Status::OK();
+  }
+
+ private:
+  std::string upper_;
+  rocksdb::Slice upper_slice_;
+  std::unique_ptr<rocksdb::Iterator> it_;
+};
+
 }  // namespace
 
 RocksDbWindowStore::RocksDbWindowStore(std::string path, Mode mode,
@@ -190,23 +224,15 @@ absl::StatusOr<std::vector<WindowSummary>> RocksDbWindowStore::Scan(
     WindowDetail detail) const {
   RETURN_IF_ERROR(ValidateJobName(job));
   std::vector<WindowSummary> out;
-  const std::optional<int64_t> lo = CeilNs(begin);
-  if (!lo || begin >= end) return out;
-  const std::optional<int64_t> hi = CeilNs(end);
-  const std::string lower = WindowKey(job, *lo);
-  const std::string upper = hi ? WindowKey(job, *hi) : WindowKeyLimit(job);
-  const rocksdb::Slice upper_slice(upper);
-  rocksdb::ReadOptions ro;
-  ro.iterate_upper_bound = &upper_slice;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, windows_));
+  JobWindowRange range(*db_, windows_, job, begin, end);
   std::vector<uint64_t> scratch;  // One aligned copy buffer for the scan.
-  for (it->Seek(lower); it->Valid(); it->Next()) {
-    ASSIGN_OR_RETURN(WindowSummary w,
-                     DecodeStored(it->key(), it->value(), detail, &scratch));
+  for (; range.Valid(); range.Next()) {
+    ASSIGN_OR_RETURN(WindowSummary w, DecodeStored(range.key(), range.value(),
+                                                   detail, &scratch));
     out.push_back(std::move(w));
   }
   RETURN_IF_ERROR(FromRocksDb(
-      it->status(), absl::StrCat("scanning the windows of job ", job)));
+      range.status(), absl::StrCat("scanning the windows of job ", job)));
   return out;
 }
 
@@ -214,26 +240,18 @@ absl::StatusOr<EncodedWindows> RocksDbWindowStore::ScanEncoded(
     absl::string_view job, absl::Time begin, absl::Time end) const {
   RETURN_IF_ERROR(ValidateJobName(job));
   EncodedWindows out;
-  const std::optional<int64_t> lo = CeilNs(begin);
-  if (!lo || begin >= end) return out;
-  const std::optional<int64_t> hi = CeilNs(end);
-  const std::string lower = WindowKey(job, *lo);
-  const std::string upper = hi ? WindowKey(job, *hi) : WindowKeyLimit(job);
-  const rocksdb::Slice upper_slice(upper);
-  rocksdb::ReadOptions ro;
-  ro.iterate_upper_bound = &upper_slice;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, windows_));
-  for (it->Seek(lower); it->Valid(); it->Next()) {
+  JobWindowRange range(*db_, windows_, job, begin, end);
+  for (; range.Valid(); range.Next()) {
     absl::string_view key_job;
     int64_t start_ns = 0;
-    if (!ParseWindowKey(View(it->key()), &key_job, &start_ns)) {
+    if (!ParseWindowKey(View(range.key()), &key_job, &start_ns)) {
       return absl::DataLossError(
           absl::StrCat("malformed window key of job ", job, " in the store"));
     }
-    out.Add(start_ns, View(it->value()));
+    out.Add(start_ns, View(range.value()));
   }
   RETURN_IF_ERROR(FromRocksDb(
-      it->status(), absl::StrCat("scanning the windows of job ", job)));
+      range.status(), absl::StrCat("scanning the windows of job ", job)));
   return out;
 }
 

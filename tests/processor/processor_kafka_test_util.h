@@ -13,6 +13,9 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -301,6 +304,32 @@ inline std::vector<std::pair<int32_t, int64_t>> GroupOffsets(
   }
   rd_kafka_consumer_close(consumer->get());
   return out;
+}
+
+// After a store fault: nothing moved past what the store at `store` holds.
+// Every committed group offset of `topic` is at or below the store's resume
+// offset for its partition (printed, so a run shows how far each got).
+inline void ExpectGroupOffsetsWithinStoredProgress(const std::string& store,
+                                                   const std::string& topic,
+                                                   const std::string& group) {
+  absl::StatusOr<std::unique_ptr<WindowStoreReader>> reader =
+      OpenRocksDbWindowStoreReadOnly(store);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  for (auto [partition, offset] : GroupOffsets(topic, group)) {
+    absl::StatusOr<std::optional<PartitionProgress>> progress =
+        (*reader)->Progress(topic, partition);
+    ASSERT_TRUE(progress.ok()) << progress.status();
+    if (!progress->has_value()) {
+      ADD_FAILURE() << "partition " << partition << ": group offset " << offset
+                    << " but no progress in the store";
+      continue;
+    }
+    EXPECT_LE(offset, (*progress)->resume_offset) << "partition " << partition;
+    std::cout << "partition " << partition << ": group offset " << offset
+              << ", store resume offset " << (*progress)->resume_offset
+              << ", committed position " << (*progress)->committed_position
+              << "\n";
+  }
 }
 
 // The union of several sets of windows keyed by (job, window start), in key

@@ -438,27 +438,7 @@ TEST(ProcessorFaultsKafka,
   std::cout << "windows stored when the file system turned read-only: "
             << stored_at_fault << "; after repairing it: " << stored_before
             << " of " << want.size() << "\n";
-  {
-    absl::StatusOr<std::unique_ptr<WindowStoreReader>> reader =
-        OpenRocksDbWindowStoreReadOnly(store);
-    ASSERT_TRUE(reader.ok()) << reader.status();
-    for (auto [partition, offset] : GroupOffsets(topic, topic + "-group")) {
-      absl::StatusOr<std::optional<PartitionProgress>> progress =
-          (*reader)->Progress(topic, partition);
-      ASSERT_TRUE(progress.ok()) << progress.status();
-      if (!progress->has_value()) {
-        ADD_FAILURE() << "partition " << partition << ": group offset "
-                      << offset << " but no progress in the store";
-        continue;
-      }
-      EXPECT_LE(offset, (*progress)->resume_offset)
-          << "partition " << partition;
-      std::cout << "partition " << partition << ": group offset " << offset
-                << ", store resume offset " << (*progress)->resume_offset
-                << ", committed position " << (*progress)->committed_position
-                << "\n";
-    }
-  }
+  ExpectGroupOffsetsWithinStoredProgress(store, topic, topic + "-group");
 
   // Writable again: the rerun resumes and ends with a clean run's windows.
   const std::string rerun_log = dir + ".rerun.stderr";

@@ -332,19 +332,7 @@ TEST(StreamProcessorKafka, FullDiskStopsProcessingAndARerunCatchesUp) {
   EXPECT_LT(stored_before, want.size()) << "the disk filled too late";
   std::cout << "windows stored before the disk filled: " << stored_before
             << " of " << want.size() << "\n";
-  {
-    absl::StatusOr<std::unique_ptr<WindowStoreReader>> reader =
-        OpenRocksDbWindowStoreReadOnly(store);
-    ASSERT_TRUE(reader.ok()) << reader.status();
-    for (auto [partition, offset] : GroupOffsets(topic, topic + "-group")) {
-      absl::StatusOr<std::optional<PartitionProgress>> progress =
-          (*reader)->Progress(topic, partition);
-      ASSERT_TRUE(progress.ok()) << progress.status();
-      ASSERT_TRUE(progress->has_value()) << "partition " << partition;
-      EXPECT_LE(offset, (*progress)->resume_offset)
-          << "partition " << partition;
-    }
-  }
+  ExpectGroupOffsetsWithinStoredProgress(store, topic, topic + "-group");
 
   // Space again: the rerun resumes and ends with a clean run's windows.
   ASSERT_EQ(RunToEnd(ProcessArgs(topic, store)), 0);

@@ -218,6 +218,10 @@ class StreamProcessor::Impl {
   absl::Time first_message_ = absl::InfinitePast();
   absl::Time last_handled_ = absl::InfinitePast();
   absl::Time last_job_expiry_ = absl::Now();
+  // For --exit-when-idle: the last message, or the last event that makes a
+  // silence start afresh (an assignment, whose replay has not begun yet; the
+  // broker coming back after an outage).
+  absl::Time last_message_ = absl::Now();
 
   mutable absl::Mutex stats_mu_;
   ProcessorStats stats_ ABSL_GUARDED_BY(stats_mu_);
@@ -315,6 +319,7 @@ void StreamProcessor::Impl::RebalanceCallback(
 
 void StreamProcessor::Impl::OnAssign(
     rd_kafka_topic_partition_list_t* partitions) {
+  last_message_ = absl::Now();
   for (int i = 0; i < partitions->cnt; ++i) {
     rd_kafka_topic_partition_t& tp = partitions->elems[i];
     PartitionState state;
@@ -766,6 +771,7 @@ void StreamProcessor::Impl::ProbeBroker(absl::Time now) {
   }
   broker_down_ = false;
   const absl::Time back = absl::Now();
+  last_message_ = back;
   for (auto& [name, job] : jobs_) {
     if (job.windower) job.windower->RestartIdleTimers(back);
   }
@@ -1063,7 +1069,7 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
   absl::Time last_commit = absl::Now();
   absl::Time last_log = absl::Now();
   absl::Time last_retention = absl::InfinitePast();
-  absl::Time last_message = absl::Now();
+  last_message_ = absl::Now();
   while (!stop.load()) {
     RdKafkaMessagePtr message(
         rd_kafka_consumer_poll(consumer_.get(), kPollTimeoutMs));
@@ -1072,7 +1078,7 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
     absl::Time now = absl::Now();
     if (message) {
       if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        last_message = now;
+        last_message_ = now;
         if (first_message_ == absl::InfinitePast()) first_message_ = now;
         RETURN_IF_ERROR(HandleMessage(*message, now));
         last_handled_ = absl::Now();
@@ -1113,9 +1119,9 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
     }
     // Idle counts only while partitions are assigned (a restarted member may
     // wait for a rebalance before it gets any) and the broker is reachable.
-    if (partitions_.empty() || broker_down_) last_message = now;
+    if (partitions_.empty() || broker_down_) last_message_ = now;
     if (options_.exit_when_idle > absl::ZeroDuration() &&
-        now - last_message >= options_.exit_when_idle) {
+        now - last_message_ >= options_.exit_when_idle) {
       bool all_closed = std::none_of(
           jobs_.begin(), jobs_.end(),
           [](const auto& kv) { return kv.second.windower != nullptr; });

@@ -87,8 +87,9 @@ int RunProcessCommand(int argc, char** argv) {
                  "how often the progress line (events/s, lag, late, DLQ) is "
                  "logged");
   cl.AddDuration("exit-when-idle", &options.exit_when_idle, "DURATION",
-                 "exit once nothing arrived for this long and every job is "
-                 "closed (0 = run forever)");
+                 "exit once nothing arrived for this long (counted from the "
+                 "last message, assignment or broker recovery) and every job "
+                 "is closed (0 = run forever)");
   cl.AddInt64("max-batch-bytes", &options.limits.max_batch_bytes, "N",
               "reject (to the DLQ) a message larger than this");
   cl.AddInt64("max-batch-events", &options.limits.max_events, "N",

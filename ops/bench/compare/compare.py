@@ -17,6 +17,10 @@ in time) to --scale-mb/16, /4 and --scale-mb MB of JSON, every tool once per siz
 skipped at a size where its peak RSS, projected linearly from the previous size, would exceed
 85 % of MemAvailable.
 Writes DIR/report.md and DIR/results.json, prints a summary; exit 1 if any tool failed.
+With the default DIR (ops/bench/compare/out) and no --only it also writes the compact record
+ops/bench/results/compare.json (committed; ops/bench/readme renders README's comparison tables
+from it); --results PATH writes it elsewhere (or '' never). --report-only rewrites all three from
+an existing DIR/results.json.
 """
 import argparse
 import datetime
@@ -754,6 +758,203 @@ def print_summary(res, report):
     print(f"\nreport: {report}")
 
 
+# ------------------------------------------------------------------------------ compact record
+
+DEFAULT_OUT = os.path.join(HERE, "out")
+RESULTS_JSON = os.path.join(ROOT, "ops", "bench", "results", "compare.json")
+
+
+def rnd(x, nd=3):
+    return None if x is None else round(x, nd)
+
+
+def reproduce_command(res):
+    """The command line that repeats this run: run's env knobs where they differ from its
+    defaults, then compare.py's own options."""
+    env = []
+    if res.get("scale_mb") != 1024:
+        env.append(f"BW_COMPARE_SCALE_MB={res['scale_mb']:g}")
+    if res.get("hta_max_mb") != 256:
+        env.append(f"BW_COMPARE_HTA_MAX_MB={res['hta_max_mb']:g}")
+    if res.get("repeat") != 3:
+        env.append(f"BW_COMPARE_REPEAT={res['repeat']}")
+    opts = []
+    if res.get("only"):
+        opts.append(f"--only '{res['only']}'")
+    if res.get("diag") is False:
+        opts.append("--no-diag")
+    return " ".join(env + ["ops/bench/compare/run"] + opts)
+
+
+def seed_cell(t):
+    """'equal', 'equal, culprit differs', '**differs**' or why there is no comparison."""
+    bw = (t.get("bubblewatch") or {}).get("result") or {}
+    seed = (t.get("seed") or {}).get("result") or {}
+    if not seed:
+        return "– (failed)" if (t.get("seed") or {}).get("run", {}).get("rc") else "–"
+    if not seed.get("kernels"):
+        return "– (no CUDA kernels)"
+    dev = seed["model"].get("device")
+    ref = our_device(bw, dev) if len(bw.get("devices", [])) > 1 else None
+    ref = ref or bw
+    sr = seed["result"]
+    worst = max(abs(sr[k] - ref[k]) for k in
+                ("total_span_us", "compute_time_us", "bubble_time_us", "largest_bubble_us"))
+    cell = "equal" if worst <= TOL_US else f"**differs** (|Δ| {worst:,.3f} µs)"
+    if worst <= TOL_US and worst >= 0.0005:
+        cell += f" (|Δ| {worst:.3f} µs)"
+    if sr.get("culprit_before_bubble") != ref.get("culprit_before_bubble"):
+        cell += ", culprit differs"
+    if len(bw.get("devices", [])) > 1:
+        cell += f" (device {dev})"
+    return cell
+
+
+def hta_differences(t):
+    """What each by-design difference is worth on this trace, from HTA's own code (--diag)."""
+    bw = (t.get("bubblewatch") or {}).get("result") or {}
+    diag = (t.get("hta_diag") or {}).get("result")
+    ex = one_rank((diag or {}).get("raw_exact"))
+    if not diag or not ex:
+        return None
+    ours = bool(bw.get("input", {}).get("kernels"))  # no CUDA kernels (MTIA): no merge to compare
+    dflt = one_rank(diag["default"])
+    rr = one_rank(diag.get("raw_rounded")) or dflt
+    k_only = ex["kernels_only"]
+    exi = ex.get("idle_breakdown") or {}
+    streams = exi.get("streams", {})
+    return {
+        "merge_span_delta_us": rnd(k_only["span_us"] - bw["total_span_us"]) if ours else None,
+        "merge_idle_delta_us": rnd(k_only["idle_us"] - bw["bubble_time_us"]) if ours else None,
+        "kernels_total": k_only["events"],
+        "kernels_hta_default": dflt["kernels_only"]["events"],
+        "profiler_step_filter": bool(diag.get("profiler_step_filter_applied")),
+        "busy_set_idle_delta_us": rnd(ex["all_stream_events"]["idle_us"] - k_only["idle_us"]),
+        "rounding_idle_delta_us": rnd(rr["all_stream_events"]["idle_us"]
+                                      - ex["all_stream_events"]["idle_us"]),
+        "streams": len(streams),
+        "idle_sum_over_streams_us": rnd(exi.get("total_us")),
+        "device_idle_us": rnd(ex["all_stream_events"]["idle_us"]),
+        "negative_kernel_wait_us": rnd(sum(min(0, s.get("kernel_wait") or 0)
+                                           for s in streams.values())),
+    }
+
+
+def compact(res):
+    """Only what README's comparison tables need (ops/bench/readme renders them)."""
+    agreement = []
+    for t in res["traces"]:
+        if t.get("uncompressed_of"):  # the same trace gunzipped: same figures, speed table only
+            continue
+        bw = (t.get("bubblewatch") or {}).get("result")
+        ht = one_rank(((t.get("hta") or {}).get("result") or {}).get("temporal"))
+        hi = one_rank(((t.get("hta") or {}).get("result") or {}).get("idle_breakdown"))
+        ex = one_rank(((t.get("hta_diag") or {}).get("result") or {}).get("raw_exact"))
+        ext = (ex or {}).get("temporal")
+        row = {"trace": t["name"], "kind": t["kind"], "flags": t.get("flags", [])}
+        if bw:
+            att = bw["attribution_us"]
+            row.update({
+                "span_us": rnd(bw["total_span_us"]), "busy_us": rnd(bw["compute_time_us"]),
+                "bubble_us": rnd(bw["bubble_time_us"]), "utilization": rnd(bw["utilization"], 6),
+                "host_side_us": rnd(sum(att[c] for c in HOST_SIDE)),
+                "gpu_dependency_us": rnd(att["gpu_dependency"])})
+        row.update({
+            "seed": seed_cell(t),
+            "hta_idle_us": rnd(ht and ht["idle_us"]),
+            "hta_busy_pct": rnd(ht and 100 - ht["idle_pctg"], 2),
+            "hta_exact_idle_us": rnd(ext and ext["idle_us"]),
+            "hta_host_wait_us": rnd(hi and hi["host_wait_us"]),
+            "hta_kernel_wait_other_us": rnd(hi and hi["kernel_wait_us"] + hi["other_us"]),
+            "hta_differences": hta_differences(t)})
+        agreement.append(row)
+    speed = [{k: (rnd(v, 4) if isinstance(v, float) else v) for k, v in r.items()}
+             for r in res["speed"]]
+    scale = None
+    if res.get("scale"):
+        sizes = []
+        for e in res["scale"]["sizes"]:
+            tools = {}
+            for n, x in e["tools"].items():
+                r = x.get("run") or {}
+                if "skipped" in x:
+                    tools[n] = {"skipped": x["skipped"]}
+                elif r.get("rc"):
+                    tools[n] = {"failed": f"rc={r['rc']}" + (f" signal {r['signal']}"
+                                                             if r.get("signal") else "")}
+                else:
+                    tools[n] = {"wall_s": rnd(r.get("wall_s"), 3), "cpu_s": rnd(cpu(r), 2),
+                                "rss_mib": rnd((r.get("rss_kb") or 0) / 1024, 1)}
+            sizes.append({"json_mb": rnd(e["json_bytes"] / 1048576, 1), "events": e["events"],
+                          "copies": e["copies"], "tools": tools})
+        scale = {"base": res["scale"]["base"], "sizes": sizes}
+    return {
+        "schema": 1, "generated_by": "ops/bench/compare/run",
+        "note": "compact record of ops/bench/compare/out/results.json for README's comparison "
+                "tables (ops/bench/readme); report.md and results.json hold everything",
+        "date": res["date"], "started": res.get("started"), "finished": res.get("finished"),
+        "command": reproduce_command(res), "machine": res["machine"], "git": res.get("git"),
+        "bubblewatch": res["bubblewatch"],
+        "versions": {"hta": res["hta_version"], "pandas": res["pandas_version"],
+                     "python": res["machine"].get("python")},
+        "settings": {"repeat": res["repeat"], "scale_mb": res["scale_mb"],
+                     "hta_max_mb": res.get("hta_max_mb"), "diag": res.get("diag"),
+                     "only": res.get("only") or None},
+        "load": {k: rnd(v, 2) for k, v in res["load"].items()},
+        "agreement": agreement, "speed": speed, "scale": scale,
+        "targets": [{k: (rnd(v, 4) if isinstance(v, float) else v) for k, v in x.items()}
+                    for x in res.get("targets", [])],
+        "failures": res.get("failures", []),
+    }
+
+
+def write_compact(res, args):
+    path = args.results
+    if path == "auto":
+        default = os.path.realpath(args.out) == os.path.realpath(DEFAULT_OUT)
+        path = RESULTS_JSON if default and not res.get("only") else ""
+    if not path:
+        return None
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(compact(res), f, indent=1, ensure_ascii=False, default=str)
+        f.write("\n")
+    return path
+
+
+def utc_iso():
+    return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat() \
+        .replace("+00:00", "Z")
+
+
+def machine_info():
+    with open("/proc/meminfo") as f:
+        mem_kb = int(f.readline().split()[1])
+    os_name = platform.platform()
+    if os.path.exists("/etc/os-release"):
+        osr = dict(line.rstrip().split("=", 1) for line in open("/etc/os-release") if "=" in line)
+        os_name = osr.get("PRETTY_NAME", os_name).strip('"')
+    cpu_model = "unknown CPU"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    return {"cpus": os.cpu_count(), "mem_gib": mem_kb / 1048576, "os": os_name,
+            "python": platform.python_version(), "cpu_model": cpu_model,
+            "kernel": platform.release()}
+
+
+def git_info():
+    def git(*a):
+        p = subprocess.run(["git", "-C", ROOT] + list(a), capture_output=True, text=True)
+        return p.stdout.strip() if p.returncode == 0 else None
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "short": commit[:7] if commit else None,
+            "dirty": bool(status) if status is not None else None}
+
+
 # ------------------------------------------------------------------------------ main
 
 def main():
@@ -767,7 +968,10 @@ def main():
     ap.add_argument("--no-diag", action="store_true")
     ap.add_argument("--only", default="", help="regex: only traces whose name matches")
     ap.add_argument("--report-only", action="store_true",
-                    help="rewrite report.md from an existing results.json")
+                    help="rewrite report.md (and the compact record) from an existing results.json")
+    ap.add_argument("--results", default="auto", metavar="PATH",
+                    help="compact record for README (default: ops/bench/results/compare.json when "
+                         "--out is the default and there is no --only; '' = none)")
     args = ap.parse_args()
     if args.report_only:
         res = load_json(os.path.join(args.out, "results.json"))
@@ -780,6 +984,9 @@ def main():
         report = os.path.join(args.out, "report.md")
         write_report(res, report)
         print_summary(res, os.path.relpath(report, ROOT))
+        written = write_compact(res, args)
+        if written:
+            print(f"compact record: {os.path.relpath(written, ROOT)}")
         return 1 if res.get("failures") else 0
     args.bw = os.path.abspath(args.bw)
     os.makedirs(args.out, exist_ok=True)
@@ -788,20 +995,15 @@ def main():
 
     import pandas
     from importlib.metadata import version
-    with open("/proc/meminfo") as f:
-        mem_kb = int(f.readline().split()[1])
-    os_name = platform.platform()
-    if os.path.exists("/etc/os-release"):
-        osr = dict(line.rstrip().split("=", 1) for line in open("/etc/os-release") if "=" in line)
-        os_name = osr.get("PRETTY_NAME", os_name).strip('"')
-    git = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
-                         text=True).stdout.strip()
-    res = {"date": os.environ.get("BW_COMPARE_DATE") or datetime.date.today().isoformat(),
-           "machine": {"cpus": os.cpu_count(), "mem_gib": mem_kb / 1048576, "os": os_name,
-                       "python": platform.python_version()},
+    git = git_info()
+    res = {"date": os.environ.get("BW_COMPARE_DATE") or
+           datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
+           "started": utc_iso(), "machine": machine_info(), "git": git,
            "hta_version": version("HolisticTraceAnalysis"), "pandas_version": pandas.__version__,
-           "bubblewatch": f"{os.path.relpath(args.bw, ROOT)} (git {git or '?'}, worktree may be dirty)",
-           "repeat": args.repeat, "scale_mb": args.scale_mb, "hta_max_mb": args.hta_max_mb}
+           "bubblewatch": f"{os.path.relpath(args.bw, ROOT)} (git {git['short'] or '?'}"
+                          f"{', worktree dirty' if git['dirty'] else ''})",
+           "repeat": args.repeat, "scale_mb": args.scale_mb, "hta_max_mb": args.hta_max_mb,
+           "diag": not args.no_diag, "only": args.only}
 
     traces = discover()
     if args.only:
@@ -834,11 +1036,15 @@ def main():
     res["failures"] = failures
     res["load"] = {"min": min(LOAD), "max": max(LOAD), "mean": sum(LOAD) / len(LOAD)} if LOAD \
         else {"min": 0, "max": 0, "mean": 0}
+    res["finished"] = utc_iso()
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(res, f, indent=1, default=str)
     report = os.path.join(args.out, "report.md")
     write_report(res, report)
     print_summary(res, os.path.relpath(report, ROOT))
+    written = write_compact(res, args)
+    if written:
+        print(f"compact record: {os.path.relpath(written, ROOT)}")
     for fl in failures:
         print("FAILED: " + fl, file=sys.stderr)
     return 1 if failures else 0

@@ -65,8 +65,9 @@ IdleClassifier::IdleClassifier(const Trace& trace, const LaunchIndex& launches)
   }
   std::vector<std::vector<Interval>> loading;
   std::vector<Interval> all_loading;
+  CpuEventClassCache name_classes(trace);
   for (const CpuEvent& e : trace.cpu) {
-    HostClass c = ClassifyCpuEvent(trace.Name(e.name), e.category);
+    HostClass c = name_classes.Of(e);
     bool drains =
         c == HostClass::kSync || c == HostClass::kAllocator ||
         (e.correlation != kNoCorrelation && pageable.contains(e.correlation));

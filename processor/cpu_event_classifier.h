@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "schemas/bubble_cause.h"
@@ -43,6 +44,31 @@ absl::string_view StripApiVersionSuffix(absl::string_view name);
 // Matching happens after StripApiVersionSuffix. A memcpy call whose copy is
 // pageable is also kSync; the analyzer applies that by correlation.
 HostClass ClassifyCpuEvent(absl::string_view name, CpuEventCategory category);
+
+// ClassifyCpuEvent for the events of one trace, each distinct (name, CUDA
+// API category or not) classified once: the name matching allocates and
+// searches, and a trace repeats a few hundred names tens of thousands of
+// times. `trace` must outlive the cache and keep its names.
+class CpuEventClassCache {
+ public:
+  explicit CpuEventClassCache(const Trace& trace)
+      : trace_(trace), classes_(trace.names.size() * 2, -1) {}
+
+  HostClass Of(const CpuEvent& e) {
+    const bool api_category = e.category == CpuEventCategory::kCudaRuntime ||
+                              e.category == CpuEventCategory::kCudaDriver;
+    int8_t& cached = classes_[size_t{e.name} * 2 + (api_category ? 1 : 0)];
+    if (cached < 0) {
+      cached = static_cast<int8_t>(
+          ClassifyCpuEvent(trace_.Name(e.name), e.category));
+    }
+    return static_cast<HostClass>(cached);
+  }
+
+ private:
+  const Trace& trace_;
+  std::vector<int8_t> classes_;  // Per name x api category; -1: not yet.
+};
 
 }  // namespace bubblewatch
 

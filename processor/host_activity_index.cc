@@ -38,8 +38,7 @@ HostActivityIndex::HostActivityIndex(
     const Trace& trace,
     const absl::flat_hash_set<CorrelationId>& pageable_copy_correlations)
     : trace_(trace) {
-  // Classify each distinct (name, is CUDA API category) once.
-  std::vector<int8_t> name_class(trace.names.size() * 2, -1);
+  CpuEventClassCache name_classes(trace);
   classes_.resize(trace.cpu.size());
   // Two passes: the first classifies and counts each thread's intervals per
   // class, so the second fills lists of exactly the right size (growing them
@@ -49,14 +48,7 @@ HostActivityIndex::HostActivityIndex(
   int slot = 0;
   for (size_t i = 0; i < trace.cpu.size(); ++i) {
     const CpuEvent& e = trace.cpu[i];
-    bool api_category = e.category == CpuEventCategory::kCudaRuntime ||
-                        e.category == CpuEventCategory::kCudaDriver;
-    int8_t& cached = name_class[e.name * 2 + (api_category ? 1 : 0)];
-    if (cached < 0) {
-      cached = static_cast<int8_t>(
-          ClassifyCpuEvent(trace.names[e.name], e.category));
-    }
-    HostClass c = static_cast<HostClass>(cached);
+    HostClass c = name_classes.Of(e);
     if (e.correlation != kNoCorrelation &&
         !pageable_copy_correlations.empty() &&
         pageable_copy_correlations.contains(e.correlation)) {

@@ -1,61 +1,79 @@
 #include "ingest/chrome_trace_reader.h"
 
 #include <algorithm>
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
 #include <cstring>
 #include <limits>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "ingest/chrome_event_parser.h"
 #include "ingest/duplicate_event_filter.h"
+#include "ingest/json_container_scan.h"
 #include "ingest/json_support.h"
 #include "ingest/json_token.h"
 #include "ingest/kineto_category.h"
+#include "ingest/ordered_parallel_map.h"
 
 namespace bubblewatch {
 namespace {
 
 namespace od = simdjson::ondemand;
 
-// What one traceEvents element says, as token text pointing into the JSON
-// (absent fields have a null data()); args are read while iterating since
-// they cannot be revisited.
-struct EventFields {
-  std::string_view ph, cat, name, ts, dur, pid, tid;
-  bool name_is_string = false;
-  std::optional<int64_t> device, stream;
-  bool device_bad = false, stream_bad = false;
-  uint64_t correlation = 0;
-  uint64_t bytes = 0;
-};
+// Bytes of events per block handed to the parsing threads: big enough that
+// handing over costs nothing per event, small enough that the blocks in
+// flight add little memory. Streaming, it is also the read buffer's size.
+constexpr size_t kBlockBytes = 128 << 10;
+// Streaming: a read asks for at least this much room in the buffer.
+constexpr size_t kMinReadBytes = 32 << 10;
+
+int ExtraParseThreads(int requested) {
+  if (requested >= 0) return requested;
+  const unsigned cores = std::thread::hardware_concurrency();
+  return cores <= 1 ? 0 : static_cast<int>(std::min(cores - 1, 3u));
+}
 
 // Where the reader gets its bytes: a padded buffer it borrows whole, or a
-// source it reads in chunks into a buffer of its own. buf_[0, len_) are the
+// source it reads in chunks into buffers of its own. buf_[0, len_) are the
 // bytes at file offsets [base_, base_ + len_); SIMDJSON_PADDING readable bytes
-// follow len_. Scanning stands at pos_; More() drops the bytes before mark_
-// (what the caller still needs starts there) and appends the next chunk.
+// follow len_. Scanning stands at pos_; what is still needed starts at
+// mark_.
+//
+// The scan (this thread) cuts "traceEvents" into elements and collects them
+// in blocks; blocks are parsed on parse_threads + 1 threads
+// (ChromeEventParser) and merged here in file order, so the Trace, its skip
+// counts and the first error are those of a reading one event at a time.
+// Streaming, a block owns the buffer its elements lie in: when the buffer is
+// full, the block takes it and the bytes not yet cut move to a fresh one.
 class ChromeTraceReader {
  public:
   ChromeTraceReader(const simdjson::padded_string& json,
-                    const ReadProgressFn& progress)
+                    const ReadProgressFn& progress, int parse_threads)
       : progress_(progress),
         names_(&trace_),
+        extra_threads_(ExtraParseThreads(parse_threads)),
         buf_(json.data()),
         len_(json.size()),
         readable_(json.size() + simdjson::SIMDJSON_PADDING),
-        eof_(true) {}
+        eof_(true) {
+    Init();
+  }
 
   ChromeTraceReader(TraceByteSource& source, absl::string_view head,
-                    const ReadProgressFn& progress)
-      : progress_(progress), names_(&trace_), source_(&source) {
-    Reserve(std::max(kChunkBytes * 2, head.size()));
+                    const ReadProgressFn& progress, int parse_threads)
+      : progress_(progress),
+        names_(&trace_),
+        extra_threads_(ExtraParseThreads(parse_threads)),
+        source_(&source) {
+    Init();
+    Reserve(std::max(kBlockBytes, head.size()));
     std::memcpy(storage_.get(), head.data(), head.size());
     len_ = head.size();
   }
@@ -63,22 +81,44 @@ class ChromeTraceReader {
   absl::StatusOr<Trace> Read();
 
  private:
-  static constexpr size_t kChunkBytes = 256 << 10;
+  void Init() {
+    for (int i = 0; i <= extra_threads_; ++i) {
+      parsers_.push_back(std::make_unique<ChromeEventParser>());
+    }
+    pipeline_ = std::make_unique<OrderedParallelMap<ChromeEventBlock>>(
+        extra_threads_, [this](ChromeEventBlock& block, int worker) {
+          parsers_[worker]->Parse(block);
+        });
+    block_ = std::make_unique<ChromeEventBlock>();
+  }
 
   absl::Status ReadEvents();
-  absl::Status ReadEvent(size_t begin, size_t size, size_t index);
-  absl::Status ReadArgs(od::value& value, EventFields* f);
-  absl::Status KeepEvent(const EventFields& f, const KinetoCategory& category,
-                         size_t index);
+  absl::Status ScanEvents();
   absl::Status ReadTopLevelValue(std::string_view key);
   absl::Status ReadDistributedInfo(od::value& value);
   absl::Status ReadBaseTime(std::string_view token);
   absl::Status ApplyBaseTime();
 
+  // Blocks. Seal hands the block being filled to the parsing threads
+  // (streaming: with the buffer, the bytes from mark_ on moving to a fresh
+  // one); Submit queues it and merges the oldest blocks while too many are
+  // in flight; Finish seals what is left and merges everything. A merge that
+  // meets an error keeps it in merge_status_ and merges nothing after it.
+  void Seal();
+  void Submit(std::unique_ptr<ChromeEventBlock> block);
+  absl::Status Finish();
+  void MergeOldest();
+  absl::Status Merge(ChromeEventBlock& block);
+  void Keep(const ParsedChromeEvent& event, NameId name);
+  uint32_t IdKey(const ChromeIdToken& id);
+  std::unique_ptr<char[]> TakeStorage(size_t capacity);
+  void Recycle(ChromeEventBlock& block);
+
   // The buffer.
   void Reserve(size_t capacity);
-  // Appends the next chunk after dropping the bytes before mark_ (positions
-  // shift down by mark_, which becomes 0); false at the end of the input.
+  // Appends the next chunk, first making room when the buffer is nearly
+  // full (positions shift down by mark_, which becomes 0); false at the end
+  // of the input.
   absl::StatusOr<bool> More();
   // Moves pos_ to the next non-space byte; false at the end of the input.
   absl::StatusOr<bool> SkipSpace();
@@ -90,8 +130,7 @@ class ChromeTraceReader {
   absl::Status ScanValue(bool keep);
   uint64_t Offset(size_t i) const { return base_ + i; }
   absl::Status SyntaxAt(uint64_t offset, std::string_view what) const {
-    return absl::InvalidArgumentError(
-        absl::StrCat("bad JSON at offset ", offset, ": ", AbslView(what)));
+    return ChromeSyntaxAt(offset, what);
   }
   absl::Status Truncated(std::string_view inside) const {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -102,8 +141,8 @@ class ChromeTraceReader {
   // Counts a skipped event under the reason made of `parts`, each cut to 64
   // bytes; allocates only the first time a reason is seen.
   void CountSkip(std::initializer_list<std::string_view> parts);
-  // A JSON syntax error inside the document simdjson is on (one event, or a
-  // top-level value), which starts at file offset `doc_offset`.
+  // A JSON syntax error inside the top-level value simdjson is on, which
+  // starts at file offset `doc_offset`.
   absl::Status Syntax(simdjson::error_code error) {
     uint64_t offset = doc_offset_ + doc_size_;
     const char* location = nullptr;
@@ -123,17 +162,11 @@ class ChromeTraceReader {
     }
     return absl::OkStatus();
   }
-  static absl::Status EventError(size_t index, std::string_view what) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("traceEvents[", index, "]: ", AbslView(what)));
-  }
-  absl::StatusOr<int64_t> Micros(std::string_view token, std::string_view field,
-                                 size_t index);
-  uint32_t IdKey(std::string_view token);
   void ReportProgress(bool last);
 
   const ReadProgressFn& progress_;
   uint64_t next_progress_ = kChromeProgressStepBytes;
+  // For top-level values; events have their parsers in parsers_.
   od::parser parser_;
   od::document doc_;
   const char* doc_begin_ = nullptr;
@@ -148,6 +181,16 @@ class ChromeTraceReader {
   int64_t max_start_ns_ = std::numeric_limits<int64_t>::min();
   bool has_events_ = false;
 
+  const int extra_threads_;
+  // One parser per parsing thread; declared before the pipeline, whose
+  // threads use them, so that it is destroyed (joined) first.
+  std::vector<std::unique_ptr<ChromeEventParser>> parsers_;
+  std::unique_ptr<OrderedParallelMap<ChromeEventBlock>> pipeline_;
+  std::unique_ptr<ChromeEventBlock> block_;  // Being filled by the scan.
+  absl::Status merge_status_;
+  std::vector<NameId> name_ids_;  // Merge: each event's name id.
+  std::vector<std::unique_ptr<char[]>> free_storage_;  // Of kBlockBytes.
+
   TraceByteSource* source_ = nullptr;
   std::unique_ptr<char[]> storage_;
   size_t capacity_ = 0;  // storage_ holds capacity_ + SIMDJSON_PADDING.
@@ -160,12 +203,26 @@ class ChromeTraceReader {
   bool eof_ = false;
 };
 
-void ChromeTraceReader::Reserve(size_t capacity) {
+std::unique_ptr<char[]> ChromeTraceReader::TakeStorage(size_t capacity) {
+  if (capacity == kBlockBytes && !free_storage_.empty()) {
+    std::unique_ptr<char[]> storage = std::move(free_storage_.back());
+    free_storage_.pop_back();
+    return storage;
+  }
   auto storage =
       std::make_unique<char[]>(capacity + simdjson::SIMDJSON_PADDING);
+  // Every byte defined, padding included: scans and simdjson read past the
+  // end of what was read.
+  std::memset(storage.get(), ' ', capacity + simdjson::SIMDJSON_PADDING);
+  return storage;
+}
+
+void ChromeTraceReader::Reserve(size_t capacity) {
+  std::unique_ptr<char[]> storage = TakeStorage(capacity);
   if (len_ > 0) std::memcpy(storage.get(), buf_, len_);
-  std::memset(storage.get() + len_, ' ',
-              capacity + simdjson::SIMDJSON_PADDING - len_);
+  if (storage_ != nullptr && capacity_ == kBlockBytes) {
+    free_storage_.push_back(std::move(storage_));
+  }
   storage_ = std::move(storage);
   capacity_ = capacity;
   buf_ = storage_.get();
@@ -174,23 +231,166 @@ void ChromeTraceReader::Reserve(size_t capacity) {
 
 absl::StatusOr<bool> ChromeTraceReader::More() {
   if (eof_) return false;
-  if (mark_ > 0) {
-    std::memmove(storage_.get(), storage_.get() + mark_, len_ - mark_);
-    base_ += mark_;
-    len_ -= mark_;
-    pos_ -= mark_;
-    mark_ = 0;
+  if (capacity_ - len_ < kMinReadBytes) {
+    // Full: the elements cut so far go with their bytes, or, with none in
+    // this buffer, the bytes before mark_ are dropped.
+    if (!block_->spans.empty()) {
+      Seal();
+    } else if (mark_ > 0) {
+      std::memmove(storage_.get(), storage_.get() + mark_, len_ - mark_);
+      base_ += mark_;
+      len_ -= mark_;
+      pos_ -= mark_;
+      mark_ = 0;
+    }
+    // One element bigger than the buffer: grow it.
+    if (capacity_ - len_ < kMinReadBytes) Reserve(capacity_ * 2);
   }
-  if (capacity_ - len_ < kChunkBytes / 2) Reserve(capacity_ * 2);
   ASSIGN_OR_RETURN(size_t n,
-                   source_->Read(storage_.get() + len_,
-                                 std::min(kChunkBytes, capacity_ - len_)));
+                   source_->Read(storage_.get() + len_, capacity_ - len_));
   if (n == 0) {
     eof_ = true;
     return false;
   }
   len_ += n;
   return true;
+}
+
+void ChromeTraceReader::Seal() {
+  std::unique_ptr<ChromeEventBlock> block = std::move(block_);
+  block_ = std::make_unique<ChromeEventBlock>();
+  block->offset = base_;
+  if (source_ == nullptr) {
+    // The caller's buffer outlives the read: blocks borrow it.
+    block->data = buf_;
+    block->readable = readable_;
+  } else {
+    // The bytes still needed move to a fresh buffer, one byte in: the byte
+    // before the next block's first element is then its own, for the
+    // bracket that makes its elements one JSON array (ChromeEventParser).
+    // mark_ >= 1 here (the block's elements lie before it), so that byte
+    // stands for a real one of the file and offsets stay right.
+    const size_t rest = len_ - mark_;
+    const size_t capacity = std::max(kBlockBytes, rest + 1 + kMinReadBytes);
+    std::unique_ptr<char[]> next = TakeStorage(capacity);
+    next[0] = ' ';
+    std::memcpy(next.get() + 1, buf_ + mark_, rest);
+    block->storage = std::move(storage_);
+    block->capacity = capacity_;
+    block->data = buf_;
+    block->readable = readable_;
+    storage_ = std::move(next);
+    capacity_ = capacity;
+    buf_ = storage_.get();
+    readable_ = capacity_ + simdjson::SIMDJSON_PADDING;
+    base_ += mark_ - 1;
+    len_ = rest + 1;
+    pos_ -= mark_ - 1;
+    mark_ = 1;
+  }
+  Submit(std::move(block));
+}
+
+void ChromeTraceReader::Submit(std::unique_ptr<ChromeEventBlock> block) {
+  pipeline_->Push(std::move(block));
+  // Bounded memory: at most two blocks more than there are threads.
+  while (pipeline_->size() > static_cast<size_t>(extra_threads_) + 2) {
+    MergeOldest();
+  }
+}
+
+void ChromeTraceReader::MergeOldest() {
+  std::unique_ptr<ChromeEventBlock> block = pipeline_->PopOldest();
+  if (block == nullptr) return;
+  if (merge_status_.ok()) merge_status_ = Merge(*block);
+  Recycle(*block);
+}
+
+absl::Status ChromeTraceReader::Finish() {
+  if (!block_->spans.empty()) {
+    mark_ = pos_;
+    Seal();
+  }
+  while (pipeline_->size() > 0) MergeOldest();
+  return merge_status_;
+}
+
+void ChromeTraceReader::Recycle(ChromeEventBlock& block) {
+  if (block.storage != nullptr && block.capacity == kBlockBytes &&
+      free_storage_.size() < 4) {
+    free_storage_.push_back(std::move(block.storage));
+  }
+}
+
+absl::Status ChromeTraceReader::Merge(ChromeEventBlock& block) {
+  name_ids_.resize(block.events.size());
+  for (size_t i = 0; i < block.events.size(); ++i) {
+    const ParsedChromeEvent& event = block.events[i];
+    switch (event.outcome) {
+      case ParsedChromeEvent::Outcome::kError:
+        return *event.error;
+      case ParsedChromeEvent::Outcome::kSkip:
+        break;  // Counted in block.skips.
+      case ParsedChromeEvent::Outcome::kKeep: {
+        // Ids in the order names are first kept, as one event at a time
+        // would give them: a repeat's name is its first copy's, known.
+        const NameId name = event.same_name_as == i
+                                ? names_.Intern(AbslView(event.name))
+                                : name_ids_[event.same_name_as];
+        name_ids_[i] = name;
+        // A repeat reads as the same event as its first copy, which was
+        // kept (or failed the read): skip it.
+        if (duplicates_.IsRepeat(event.hash_low, event.hash_high)) {
+          CountSkip({"duplicate event"});
+        } else {
+          Keep(event, name);
+        }
+        break;
+      }
+    }
+  }
+  for (const auto& [reason, count] : block.skips.counts()) {
+    trace_.skipped[reason] += count;
+  }
+  return absl::OkStatus();
+}
+
+void ChromeTraceReader::Keep(const ParsedChromeEvent& event, NameId name) {
+  max_start_ns_ = std::max(max_start_ns_, event.start_ns);
+  // pid before tid: string ids are numbered in the order first seen.
+  const uint32_t pid = IdKey(event.pid);
+  const uint32_t tid = IdKey(event.tid);
+  if (event.category.gpu) {
+    GpuActivity& a = trace_.gpu.emplace_back();
+    a.start_ns = event.start_ns;
+    a.end_ns = event.end_ns;
+    a.correlation = event.correlation;
+    a.bytes = event.bytes;
+    a.name = name;
+    a.device = static_cast<int32_t>(event.has_device ? event.device : pid);
+    a.stream = static_cast<int32_t>(event.has_stream ? event.stream : tid);
+    a.kind = event.category.gpu_kind;
+    a.pageable = event.pageable;
+  } else {
+    CpuEvent& e = trace_.cpu.emplace_back();
+    e.start_ns = event.start_ns;
+    e.end_ns = event.end_ns;
+    e.correlation = event.correlation;
+    e.thread = (static_cast<uint64_t>(pid) << 32) | tid;
+    e.name = name;
+    e.category = event.category.cpu_category;
+  }
+}
+
+uint32_t ChromeTraceReader::IdKey(const ChromeIdToken& id) {
+  if (!id.present) return 0;
+  if (id.numeric) return id.value;
+  auto it = string_ids_.find(AbslView(id.text));
+  if (it != string_ids_.end()) return it->second;
+  uint32_t value = std::numeric_limits<uint32_t>::max() -
+                   static_cast<uint32_t>(string_ids_.size());
+  string_ids_.emplace(std::string(id.text), value);
+  return value;
 }
 
 absl::StatusOr<bool> ChromeTraceReader::SkipSpace() {
@@ -212,94 +412,30 @@ absl::Status ChromeTraceReader::SkipSpaceExpectMore(std::string_view inside) {
   return absl::OkStatus();
 }
 
-// Where a scan of a container or string stands between two stretches of
-// input.
-struct ScanState {
-  int depth = 0;
-  bool in_string = false;
-  bool escape_pending = false;  // The next byte is escaped by a '\\'.
-};
-
-// Moves `s` through one byte that matters (a quote, backslash, bracket or
-// brace); true when the value closed with it.
-inline bool Step(char c, ScanState& s) {
-  if (s.in_string) {
-    if (c == '\\') {
-      s.escape_pending = true;
-    } else if (c == '"') {
-      s.in_string = false;
-      return s.depth == 0;
-    }
-    return false;
-  }
-  if (c == '"') {
-    s.in_string = true;
-  } else if (c == '{' || c == '[') {
-    ++s.depth;
-  } else if (c == '}' || c == ']') {
-    return --s.depth == 0;
-  }
-  return false;
-}
-
-// Scans [p, end) for the end of the value `s` is in; returns the byte after
-// it, or nullptr when the stretch ended first. REQUIRES: 32 bytes readable
-// from every p < end (the buffers' padding).
-const char* ScanStretch(const char* p, const char* const end, ScanState& s) {
-#if defined(__AVX2__)
-  const __m256i quote = _mm256_set1_epi8('"');
-  const __m256i backslash = _mm256_set1_epi8('\\');
-  const __m256i case_bit = _mm256_set1_epi8(0x20);
-  // '[' | 0x20 == '{', ']' | 0x20 == '}'; no other byte maps onto them.
-  const __m256i open = _mm256_set1_epi8('{');
-  const __m256i close = _mm256_set1_epi8('}');
-  while (p < end) {
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    const __m256i folded = _mm256_or_si256(v, case_bit);
-    const __m256i hits =
-        _mm256_or_si256(_mm256_or_si256(_mm256_cmpeq_epi8(v, quote),
-                                        _mm256_cmpeq_epi8(v, backslash)),
-                        _mm256_or_si256(_mm256_cmpeq_epi8(folded, open),
-                                        _mm256_cmpeq_epi8(folded, close)));
-    uint64_t mask = static_cast<uint32_t>(_mm256_movemask_epi8(hits));
-    const size_t avail = static_cast<size_t>(end - p);
-    const size_t width = avail < 32 ? avail : 32;
-    mask &= (uint64_t{1} << width) - 1;
-    if (s.escape_pending) {
-      mask &= ~uint64_t{1};
-      s.escape_pending = false;
-    }
-    while (mask != 0) {
-      const int i = __builtin_ctzll(mask);
-      mask &= mask - 1;
-      if (Step(p[i], s)) return p + i + 1;
-      if (s.escape_pending) {
-        if (static_cast<size_t>(i) + 1 < width) {
-          mask &= ~(uint64_t{1} << (i + 1));
-          s.escape_pending = false;
-        }  // Else the escaped byte starts the next stretch.
-      }
-    }
-    p += width;
-  }
-  return nullptr;
-#else
+// Scans [p, end) for the closing quote of the string whose opening quote
+// the scan started at (`in_string` false there); returns the byte after it,
+// or nullptr when the stretch ended first. Strings are scanned only at the
+// top level (keys, metadata values), so byte by byte is fast enough.
+const char* ScanStringStretch(const char* p, const char* const end,
+                              JsonScanState& s) {
   for (; p < end; ++p) {
     if (s.escape_pending) {
       s.escape_pending = false;
-      continue;
+    } else if (*p == '\\') {
+      s.escape_pending = true;
+    } else if (*p == '"') {
+      s.in_string = !s.in_string;
+      if (!s.in_string) return p + 1;
     }
-    if (Step(*p, s)) return p + 1;
   }
   return nullptr;
-#endif
 }
 
 absl::Status ChromeTraceReader::ScanValue(bool keep) {
   mark_ = pos_;
   const char first = buf_[pos_];
   const bool scalar = first != '{' && first != '[' && first != '"';
-  ScanState state;
+  JsonScanState state;
   while (true) {
     const char* p = buf_ + pos_;
     const char* const end = buf_ + len_;
@@ -313,7 +449,8 @@ absl::Status ChromeTraceReader::ScanValue(bool keep) {
         return absl::OkStatus();
       }
     } else {
-      const char* after = ScanStretch(p, end, state);
+      const char* after = first == '"' ? ScanStringStretch(p, end, state)
+                                       : ScanJsonContainer(p, end, state);
       if (after != nullptr) {
         pos_ = static_cast<size_t>(after - buf_);
         return absl::OkStatus();
@@ -417,6 +554,15 @@ absl::Status ChromeTraceReader::ReadTopLevelValue(std::string_view key) {
 }
 
 absl::Status ChromeTraceReader::ReadEvents() {
+  absl::Status scan = ScanEvents();
+  // Elements before the place the scan stopped come first: their errors
+  // win over the scan's.
+  absl::Status merged = Finish();
+  if (!merged.ok()) return merged;
+  return scan;
+}
+
+absl::Status ChromeTraceReader::ScanEvents() {
   ++pos_;  // The '['.
   has_events_ = true;
   RETURN_IF_ERROR(SkipSpaceExpectMore("\"traceEvents\""));
@@ -429,7 +575,15 @@ absl::Status ChromeTraceReader::ReadEvents() {
     char c = buf_[pos_];
     if (c == '{') {
       RETURN_IF_ERROR(ScanValue(/*keep=*/true));
-      RETURN_IF_ERROR(ReadEvent(mark_, pos_ - mark_, index));
+      block_->spans.push_back(ChromeEventSpan{mark_, pos_ - mark_, index});
+      block_->span_bytes += pos_ - mark_;
+      // The caller's buffer is cut into blocks by size; a streaming buffer
+      // is sealed when full (More).
+      if (source_ == nullptr && block_->span_bytes >= kBlockBytes) {
+        mark_ = pos_;
+        Seal();
+        RETURN_IF_ERROR(merge_status_);
+      }
     } else if (c == ',' || c == ']' || c == '}' || c == ':') {
       return SyntaxAt(Offset(pos_), "expected a value in \"traceEvents\"");
     } else {
@@ -437,6 +591,7 @@ absl::Status ChromeTraceReader::ReadEvents() {
       CountSkip({"non-object event"});
     }
     RETURN_IF_ERROR(SkipSpaceExpectMore("\"traceEvents\""));
+    RETURN_IF_ERROR(merge_status_);
     if (buf_[pos_] == ']') {
       ++pos_;
       return absl::OkStatus();
@@ -449,188 +604,6 @@ absl::Status ChromeTraceReader::ReadEvents() {
     ++pos_;
     RETURN_IF_ERROR(SkipSpaceExpectMore("\"traceEvents\""));
   }
-}
-
-absl::Status ChromeTraceReader::ReadEvent(size_t begin, size_t size,
-                                          size_t index) {
-  const char* text_begin = buf_ + begin;
-  RETURN_IF_ERROR(Iterate(text_begin, size, readable_ - begin, Offset(begin)));
-  od::object object;
-  if (auto err = doc_.get_object().get(object)) return Syntax(err);
-  EventFields f;
-  for (auto field_result : object) {
-    od::field field;
-    if (auto err = std::move(field_result).get(field)) return Syntax(err);
-    od::raw_json_string key = field.key();
-    od::value& value = field.value();
-    // Keys in the order Kineto writes them.
-    if (key == "ph") {
-      f.ph = TokenText(value);
-    } else if (key == "cat") {
-      f.cat = TokenText(value);
-    } else if (key == "name") {
-      f.name = TokenText(value);
-      std::optional<std::string_view> content = StringTokenContent(f.name);
-      f.name_is_string = content.has_value();
-      if (content) {
-        f.name = *content;
-        if (f.name.find('\\') != std::string_view::npos &&
-            value.get_string().get(f.name) != simdjson::SUCCESS) {
-          return EventError(index, "\"name\" is not a valid string");
-        }
-      }
-    } else if (key == "pid") {
-      f.pid = TokenText(value);
-    } else if (key == "tid") {
-      f.tid = TokenText(value);
-    } else if (key == "ts") {
-      f.ts = TokenText(value);
-    } else if (key == "dur") {
-      f.dur = TokenText(value);
-    } else if (key == "args") {
-      RETURN_IF_ERROR(ReadArgs(value, &f));
-    }
-  }
-  std::string_view ph = StringTokenContent(f.ph).value_or(f.ph);
-  if (f.cat.data() == nullptr) {
-    if (ph == "X") {
-      CountSkip({"complete event without category"});
-    } else {
-      CountSkip({"phase '", ph, "'"});
-    }
-    return absl::OkStatus();
-  }
-  std::string_view cat = StringTokenContent(f.cat).value_or(f.cat);
-  std::optional<KinetoCategory> category = ClassifyKinetoCategory(cat);
-  if (!category) {
-    CountSkip({"category '", cat, "'"});
-    return absl::OkStatus();
-  }
-  if (ph != "X") {
-    CountSkip({"phase '", ph, "' in category '", cat, "'"});
-    return absl::OkStatus();
-  }
-  // The object's whole text identifies it. A repeat reads as the same event
-  // as its first copy, which was kept (or failed the read): skip it.
-  if (duplicates_.IsRepeat(absl::string_view(text_begin, size))) {
-    CountSkip({"duplicate event"});
-    return absl::OkStatus();
-  }
-  return KeepEvent(f, *category, index);
-}
-
-absl::Status ChromeTraceReader::ReadArgs(od::value& value, EventFields* f) {
-  od::object args;
-  if (auto err = value.get_object().get(args)) {
-    if (err == simdjson::INCORRECT_TYPE) return absl::OkStatus();
-    return Syntax(err);
-  }
-  for (auto field_result : args) {
-    od::field field;
-    if (auto err = std::move(field_result).get(field)) return Syntax(err);
-    od::raw_json_string key = field.key();
-    od::value& arg = field.value();
-    int64_t i = 0;
-    uint64_t u = 0;
-    if (key == "device") {
-      f->device_bad = arg.get_int64().get(i) != simdjson::SUCCESS;
-      if (!f->device_bad) f->device = i;
-    } else if (key == "stream") {
-      f->stream_bad = arg.get_int64().get(i) != simdjson::SUCCESS;
-      if (!f->stream_bad) f->stream = i;
-    } else if (key == "correlation") {
-      // Not an unsigned integer: unknown, like an absent one.
-      if (arg.get_uint64().get(u) == simdjson::SUCCESS) f->correlation = u;
-    } else if (key == "bytes") {
-      if (arg.get_uint64().get(u) == simdjson::SUCCESS) f->bytes = u;
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ChromeTraceReader::KeepEvent(const EventFields& f,
-                                          const KinetoCategory& category,
-                                          size_t index) {
-  if (!f.name_is_string) {
-    return EventError(index, f.name.data() == nullptr
-                                 ? "complete event without \"name\""
-                                 : "\"name\" must be a string");
-  }
-  if (f.ts.data() == nullptr) {
-    return EventError(index, "complete event without \"ts\"");
-  }
-  if (f.dur.data() == nullptr) {
-    return EventError(index, "complete event without \"dur\"");
-  }
-  ASSIGN_OR_RETURN(int64_t start_ns, Micros(f.ts, "ts", index));
-  ASSIGN_OR_RETURN(int64_t dur_ns, Micros(f.dur, "dur", index));
-  if (dur_ns < 0) {
-    return EventError(
-        index, absl::StrCat("negative dur ", AbslView(f.dur.substr(0, 40)),
-                            " us on '", AbslView(f.name.substr(0, 80)), "'"));
-  }
-  int64_t end_ns = 0;
-  if (__builtin_add_overflow(start_ns, dur_ns, &end_ns)) {
-    return EventError(
-        index, absl::StrCat("ts ", AbslView(f.ts.substr(0, 40)), " + dur ",
-                            AbslView(f.dur.substr(0, 40)),
-                            " us does not fit in 64-bit nanoseconds"));
-  }
-  max_start_ns_ = std::max(max_start_ns_, start_ns);
-  NameId name = names_.Intern(AbslView(f.name));
-  if (category.gpu) {
-    if (f.device_bad) {
-      return EventError(index, "args.device must be an integer");
-    }
-    if (f.stream_bad) {
-      return EventError(index, "args.stream must be an integer");
-    }
-    GpuActivity& a = trace_.gpu.emplace_back();
-    a.start_ns = start_ns;
-    a.end_ns = end_ns;
-    a.correlation = f.correlation;
-    a.bytes = f.bytes;
-    a.name = name;
-    a.device = static_cast<int32_t>(f.device.value_or(IdKey(f.pid)));
-    a.stream = static_cast<int32_t>(f.stream.value_or(IdKey(f.tid)));
-    a.kind = category.gpu_kind;
-    a.pageable = a.kind == GpuActivityKind::kMemcpy &&
-                 f.name.find("Pageable") != std::string_view::npos;
-  } else {
-    CpuEvent& e = trace_.cpu.emplace_back();
-    e.start_ns = start_ns;
-    e.end_ns = end_ns;
-    e.correlation = f.correlation;
-    e.thread = (static_cast<uint64_t>(IdKey(f.pid)) << 32) | IdKey(f.tid);
-    e.name = name;
-    e.category = category.cpu_category;
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<int64_t> ChromeTraceReader::Micros(std::string_view token,
-                                                  std::string_view field,
-                                                  size_t index) {
-  absl::StatusOr<int64_t> ns = TokenMicrosToNanos(token);
-  if (!ns.ok()) {
-    return EventError(index, absl::StrCat("\"", AbslView(field),
-                                          "\": ", ns.status().message()));
-  }
-  return *ns;
-}
-
-uint32_t ChromeTraceReader::IdKey(std::string_view token) {
-  if (token.data() == nullptr) return 0;
-  if (std::optional<int64_t> number = TokenInteger(token)) {
-    return static_cast<uint32_t>(*number);
-  }
-  std::string_view text = StringTokenContent(token).value_or(token);
-  auto it = string_ids_.find(AbslView(text));
-  if (it != string_ids_.end()) return it->second;
-  uint32_t id = std::numeric_limits<uint32_t>::max() -
-                static_cast<uint32_t>(string_ids_.size());
-  string_ids_.emplace(std::string(text), id);
-  return id;
 }
 
 absl::Status ChromeTraceReader::ReadDistributedInfo(od::value& value) {
@@ -694,20 +667,7 @@ absl::Status ChromeTraceReader::ApplyBaseTime() {
 void ChromeTraceReader::CountSkip(
     std::initializer_list<std::string_view> parts) {
   char buffer[512];
-  size_t size = 0;
-  for (std::string_view part : parts) {
-    part = part.substr(0, 64);
-    if (part.empty()) continue;
-    std::memcpy(buffer + size, part.data(), part.size());
-    size += part.size();
-  }
-  absl::string_view reason(buffer, size);
-  auto it = trace_.skipped.find(reason);
-  if (it == trace_.skipped.end()) {
-    trace_.skipped.emplace(std::string(reason), 1);
-  } else {
-    ++it->second;
-  }
+  ++trace_.skipped[AbslView(ComposeSkipReason(parts, buffer))];
 }
 
 void ChromeTraceReader::ReportProgress(bool last) {
@@ -737,15 +697,17 @@ void ChromeTraceReader::ReportProgress(bool last) {
 }  // namespace
 
 absl::StatusOr<Trace> ReadChromeTrace(const simdjson::padded_string& json,
-                                      const ReadProgressFn& progress) {
-  ChromeTraceReader reader(json, progress);
+                                      const ReadProgressFn& progress,
+                                      int parse_threads) {
+  ChromeTraceReader reader(json, progress, parse_threads);
   return reader.Read();
 }
 
 absl::StatusOr<Trace> ReadChromeTrace(TraceByteSource& source,
                                       absl::string_view head,
-                                      const ReadProgressFn& progress) {
-  ChromeTraceReader reader(source, head, progress);
+                                      const ReadProgressFn& progress,
+                                      int parse_threads) {
+  ChromeTraceReader reader(source, head, progress, parse_threads);
   return reader.Read();
 }
 

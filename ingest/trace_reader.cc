@@ -108,7 +108,7 @@ absl::StatusOr<Trace> ReadTraceFile(absl::string_view path,
   }
   if (format == TraceFormat::kChrome) {
     absl::StatusOr<Trace> trace =
-        ReadChromeTrace(*source, head, options.progress);
+        ReadChromeTrace(*source, head, options.progress, options.parse_threads);
     if (trace.ok()) trace->source_format = std::string(TraceFormatName(format));
     return trace;
   }
@@ -131,7 +131,7 @@ absl::StatusOr<Trace> ReadTraceFile(absl::string_view path,
       trace = ReadTimelineJson(bytes);
       break;
     case TraceFormat::kChrome:
-      trace = ReadChromeTrace(bytes, options.progress);
+      trace = ReadChromeTrace(bytes, options.progress, options.parse_threads);
       break;
     default:
       return absl::InternalError("unreachable trace format");

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "ingest/chrome_trace_reader.h"
 #include "schemas/trace.h"
 
 namespace bubblewatch {
@@ -30,6 +31,11 @@ struct TraceReadOptions {
   // few MB of uncompressed JSON) with the bytes done and the total; the last
   // call has done == total. Not called for the other formats. Default: none.
   std::function<void(uint64_t done_bytes, uint64_t total_bytes)> progress;
+
+  // Threads that parse a Chrome trace's events besides the calling thread
+  // (ReadChromeTrace's parse_threads): auto = one less than the cores, at
+  // most 3; 0 = the calling thread alone. The result does not depend on it.
+  int parse_threads = kChromeParseThreadsAuto;
 };
 
 // Reads the file at `path`.

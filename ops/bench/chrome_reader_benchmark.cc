@@ -182,10 +182,12 @@ void BM_ReadChromeTrace_Synthetic100MB(benchmark::State& state) {
 }
 BENCHMARK(BM_ReadChromeTrace_Synthetic100MB)->Unit(benchmark::kMillisecond);
 
+// state.range(0): parse threads beside the calling one (-1: auto).
 void RunFile(benchmark::State& state, const std::string& path) {
   size_t events = 0;
   uint64_t json_bytes = 0;
   TraceReadOptions options;
+  options.parse_threads = static_cast<int>(state.range(0));
   options.progress = [&](uint64_t done, uint64_t) { json_bytes = done; };
   for (auto _ : state) {
     absl::StatusOr<Trace> trace = ReadTraceFile(path, options);
@@ -207,6 +209,9 @@ void BM_ReadTraceFile_Rank0Gz(benchmark::State& state) {
           absl::StrCat(BUBBLEWATCH_TESTDATA_DIR, "/real/hta/rank0.json.gz"));
 }
 BENCHMARK(BM_ReadTraceFile_Rank0Gz)
+    ->ArgName("parse_threads")
+    ->Arg(-1)
+    ->Arg(0)
     ->Unit(benchmark::kMillisecond)
     ->MeasureProcessCPUTime();  // Gunzip runs on a second thread.
 
@@ -228,6 +233,9 @@ void BM_ReadTraceFile_Rank0Plain(benchmark::State& state) {
   RunFile(state, *path);
 }
 BENCHMARK(BM_ReadTraceFile_Rank0Plain)
+    ->ArgName("parse_threads")
+    ->Arg(-1)
+    ->Arg(0)
     ->Unit(benchmark::kMillisecond)
     ->MeasureProcessCPUTime();
 

@@ -55,13 +55,15 @@ std::string Gzip(const std::string& bytes, int members = 1) {
   return out;
 }
 
-absl::StatusOr<Trace> ReadStreamed(const std::string& path, size_t max_read,
-                                   const ReadProgressFn& progress = nullptr) {
+absl::StatusOr<Trace> ReadStreamed(
+    const std::string& path, size_t max_read,
+    const ReadProgressFn& progress = nullptr,
+    int parse_threads = kChromeParseThreadsAuto) {
   absl::StatusOr<std::unique_ptr<TraceByteSource>> source =
       TraceByteSource::Open(path);
   if (!source.ok()) return source.status();
   (*source)->set_max_read_bytes(max_read);
-  return ReadChromeTrace(**source, "", progress);
+  return ReadChromeTrace(**source, "", progress, parse_threads);
 }
 
 // Everything a Trace says, names resolved, in one comparable value.
@@ -262,6 +264,95 @@ TEST(ChromeTraceStream, MutatedTracesReadTheSameStreamedAsInMemory) {
   // Both outcomes were exercised.
   EXPECT_GT(ok, 10);
   EXPECT_LT(ok, 290);
+}
+
+// TrickyTrace's events repeated to `bytes` of JSON: several of the blocks
+// the reader parses on its threads, elements cut at block boundaries.
+std::string BigTrickyTrace(size_t bytes) {
+  const std::string tricky = TrickyTrace();
+  const size_t open = tricky.find("[\n") + 2;
+  const size_t close = tricky.rfind("\n  ],");
+  const std::string events = tricky.substr(open, close - open);
+  std::string json = tricky.substr(0, open);
+  for (int i = 0; json.size() < bytes; ++i) {
+    if (i > 0) json += ",\n";
+    // Distinct times, so that copies are not duplicates of each other.
+    std::string copy = events;
+    for (size_t at = copy.find("\"ts\": 10"); at != std::string::npos;
+         at = copy.find("\"ts\": 10", at + 1)) {
+      copy.replace(at, 8, absl::StrCat("\"ts\": ", 100 + i * 50));
+    }
+    json += copy;
+  }
+  return json + tricky.substr(close);
+}
+
+// Blocks parsed on several threads or one, in memory or streamed in chunks
+// of any size, from a file or gzip: one result.
+TEST(ChromeTraceStream, ThreadsAndBlocksDoNotChangeTheResult) {
+  const std::string json = BigTrickyTrace(600 << 10);
+  absl::StatusOr<Trace> alone =
+      ReadChromeTrace(simdjson::padded_string(json), nullptr, 0);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  // Kernels of distinct times, and repeats of the ones whose time was not
+  // changed, across blocks.
+  EXPECT_GT(alone->gpu.size(), 600u);
+  EXPECT_GT(alone->skipped["duplicate event"], 1000);
+  const std::string expected = Describe(*alone);
+  for (int threads : {1, 3, kChromeParseThreadsAuto}) {
+    SCOPED_TRACE(threads);
+    absl::StatusOr<Trace> in_memory =
+        ReadChromeTrace(simdjson::padded_string(json), nullptr, threads);
+    ASSERT_TRUE(in_memory.ok()) << in_memory.status();
+    EXPECT_EQ(Describe(*in_memory), expected);
+    for (size_t max_read : {size_t{977}, size_t{1} << 20}) {
+      absl::StatusOr<Trace> streamed =
+          ReadStreamed(WriteTemp("big.json", json), max_read, nullptr, threads);
+      ASSERT_TRUE(streamed.ok()) << streamed.status();
+      EXPECT_EQ(Describe(*streamed), expected);
+    }
+    absl::StatusOr<Trace> gz = ReadStreamed(
+        WriteTemp("big.json.gz", Gzip(json, 3)), 1 << 20, nullptr, threads);
+    ASSERT_TRUE(gz.ok()) << gz.status();
+    EXPECT_EQ(Describe(*gz), expected);
+  }
+}
+
+// Mutations of a trace of several blocks: the first error, or the same
+// trace, whatever the threads and the chunking (an error late in the file
+// does not hide an earlier one parsed on another thread).
+TEST(ChromeTraceStream, MutatedBigTracesReadTheSameOnAnyThreads) {
+  const std::string base = BigTrickyTrace(300 << 10);
+  const std::string alphabet = "{}[]\",:\\ a1-.eEtn";
+  std::mt19937 rng(20261201);
+  int ok = 0;
+  for (int round = 0; round < 40; ++round) {
+    std::string json = base;
+    int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits; ++e) {
+      json[rng() % json.size()] = alphabet[rng() % alphabet.size()];
+    }
+    absl::StatusOr<Trace> alone =
+        ReadChromeTrace(simdjson::padded_string(json), nullptr, 0);
+    absl::StatusOr<Trace> threaded =
+        ReadChromeTrace(simdjson::padded_string(json), nullptr, 3);
+    absl::StatusOr<Trace> streamed = ReadStreamed(
+        WriteTemp("mutated_big.json", json), 1 + rng() % 4096, nullptr, 3);
+    SCOPED_TRACE(
+        absl::StrCat("round ", round, ": ", alone.status().ToString()));
+    ASSERT_EQ(threaded.ok(), alone.ok());
+    ASSERT_EQ(streamed.ok(), alone.ok());
+    if (alone.ok()) {
+      ++ok;
+      EXPECT_EQ(Describe(*threaded), Describe(*alone));
+      EXPECT_EQ(Describe(*streamed), Describe(*alone));
+    } else {
+      EXPECT_EQ(threaded.status(), alone.status());
+      EXPECT_EQ(streamed.status(), alone.status());
+    }
+  }
+  EXPECT_GT(ok, 0);
+  EXPECT_LT(ok, 40);
 }
 
 }  // namespace

@@ -30,9 +30,9 @@ namespace od = simdjson::ondemand;
 // Bytes of events per block handed to the parsing threads: big enough that
 // handing over costs nothing per event, small enough that the blocks in
 // flight add little memory. Streaming, it is also the read buffer's size.
-constexpr size_t kBlockBytes = 128 << 10;
+constexpr size_t kBlockBytes = 64 << 10;
 // Streaming: a read asks for at least this much room in the buffer.
-constexpr size_t kMinReadBytes = 32 << 10;
+constexpr size_t kMinReadBytes = 16 << 10;
 
 int ExtraParseThreads(int requested) {
   if (requested >= 0) return requested;

@@ -49,13 +49,13 @@
 //
 // Speed and memory: the input is never parsed as one document. A
 // string-aware scanner (AVX2, 64 bytes a step) walks the top level and cuts
-// "traceEvents" into its elements; blocks of about 128 KiB of elements are
+// "traceEvents" into its elements; blocks of about 64 KiB of elements are
 // parsed, each element on its own with simdjson On-Demand, on several
 // threads, and merged in file order on the calling thread (names interned,
 // duplicates dropped, numbers read exactly from their token text), so the
 // result is the same whatever the thread count. From a file
 // (ReadChromeTrace(TraceByteSource&, ...)) the bytes are gunzipped and read
-// into 128 KiB buffers that travel with their block, so peak memory is that
+// into 64 KiB buffers that travel with their block, so peak memory is that
 // of the events kept plus a few blocks in flight, not of the file.
 #ifndef BUBBLEWATCH_INGEST_CHROME_TRACE_READER_H_
 #define BUBBLEWATCH_INGEST_CHROME_TRACE_READER_H_

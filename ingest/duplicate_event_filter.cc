@@ -12,13 +12,16 @@ bool DuplicateEventFilter::IsRepeat(absl::string_view text) {
 
 bool DuplicateEventFilter::IsRepeat(uint64_t hash_low, uint64_t hash_high) {
   // Looked up as the index it would get: the set hashes and compares
-  // through hashes_.
-  hashes_.push_back(Key{hash_low, hash_high});
-  if (seen_.insert(static_cast<uint32_t>(hashes_.size() - 1)).second) {
-    return false;
+  // through the chunks.
+  const uint32_t index = size_;
+  if ((index >> kChunkShift) == chunks_.size()) {
+    chunks_.push_back(std::make_unique<Key[]>(size_t{1} << kChunkShift));
   }
-  hashes_.pop_back();
-  return true;
+  chunks_[index >> kChunkShift][index & ((1u << kChunkShift) - 1)] =
+      Key{hash_low, hash_high};
+  if (!seen_.insert(index).second) return true;
+  ++size_;
+  return false;
 }
 
 }  // namespace bubblewatch

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
@@ -21,7 +22,7 @@ namespace bubblewatch {
 // ten million).
 class DuplicateEventFilter {
  public:
-  DuplicateEventFilter() : seen_(0, IndexHash{&hashes_}, IndexEq{&hashes_}) {}
+  DuplicateEventFilter() : seen_(0, IndexHash{this}, IndexEq{this}) {}
   DuplicateEventFilter(const DuplicateEventFilter&) = delete;
   DuplicateEventFilter& operator=(const DuplicateEventFilter&) = delete;
 
@@ -36,23 +37,31 @@ class DuplicateEventFilter {
     uint64_t low;
     uint64_t high;
   };
-  // The set holds 4-byte indices into hashes_, not the 16-byte hashes: its
-  // table stays a fifth of the size and in cache; a probe reads hashes_ only
+  // The hashes live in chunks of a fixed size, not in one vector, whose
+  // doubling would hold the old and the new copy at once: the peak memory of
+  // a read.
+  static constexpr int kChunkShift = 12;  // 4096 keys, 64 KiB a chunk.
+  const Key& KeyAt(uint32_t i) const {
+    return chunks_[i >> kChunkShift][i & ((1u << kChunkShift) - 1)];
+  }
+  // The set holds 4-byte indices of the hashes, not the 16-byte hashes: its
+  // table stays a fifth of the size and in cache; a probe reads a hash only
   // when the 7 bits absl keeps per slot match.
   struct IndexHash {
-    const std::vector<Key>* hashes;
-    size_t operator()(uint32_t i) const { return (*hashes)[i].low; }
+    const DuplicateEventFilter* filter;
+    size_t operator()(uint32_t i) const { return filter->KeyAt(i).low; }
   };
   struct IndexEq {
-    const std::vector<Key>* hashes;
+    const DuplicateEventFilter* filter;
     bool operator()(uint32_t a, uint32_t b) const {
-      const Key& x = (*hashes)[a];
-      const Key& y = (*hashes)[b];
+      const Key& x = filter->KeyAt(a);
+      const Key& y = filter->KeyAt(b);
       return x.low == y.low && x.high == y.high;
     }
   };
 
-  std::vector<Key> hashes_;  // Of the kept texts, in the order seen.
+  std::vector<std::unique_ptr<Key[]>> chunks_;  // Kept texts, in order seen.
+  uint32_t size_ = 0;
   absl::flat_hash_set<uint32_t, IndexHash, IndexEq> seen_;
 };
 

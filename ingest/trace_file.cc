@@ -132,7 +132,7 @@ struct TraceByteSource::Gzip {
   std::atomic<uint64_t> consumed{0};  // Compressed bytes inflate consumed.
 
   // Chunks decompressed ahead, and the reader's position in the first one.
-  static constexpr size_t kChunkSize = 256 << 10;
+  static constexpr size_t kChunkSize = 128 << 10;
   static constexpr size_t kChunksAhead = 2;
   std::mutex mu;
   std::condition_variable changed;

@@ -32,7 +32,7 @@ absl::StatusOr<simdjson::padded_string> Gunzip(absl::string_view compressed);
 
 // The bytes of a trace file in order, gunzipped when the file starts with the
 // gzip magic (concatenated gzip members included). A gzip file is inflated
-// on a thread of its own, up to 512 KiB ahead of Read. Not thread-safe.
+// on a thread of its own, up to 256 KiB ahead of Read. Not thread-safe.
 class TraceByteSource {
  public:
   // Errors as LoadTraceFile's for the file system.

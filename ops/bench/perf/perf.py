@@ -327,7 +327,8 @@ def med(rs, key):
 
 
 def spread(lo, hi, fmt):
-    return "" if lo == hi else f" (range {fmt(lo)}–{fmt(hi)})"
+    """' (range LO–HI)' as shown, or nothing when the two look the same."""
+    return "" if fmt(lo) == fmt(hi) else f" (range {fmt(lo)}–{fmt(hi)})"
 
 
 def mega(x):

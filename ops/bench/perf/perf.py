@@ -94,19 +94,30 @@ FIGURES = [
      "target": target(">=", 20e6, "≥ 20 M events/s per core", "issue 2")},
     {"id": "analyzer_1m_events_per_s", "suite": "analyzer", "unit": "events/s",
      "what": "analyzer, 1 M events, events/s of wall time (median)", "target": None},
-    {"id": "reader_rank0_memory_mb_s", "suite": "chrome_reader", "unit": "MB/s",
-     "what": "Chrome reader, rank0 JSON already in memory, MB/s of CPU time (median)",
+    # The reader parses blocks of events on every core (parse threads "auto": cores - 1 beside
+    # the calling thread, at most 3). The target is per core, so it is judged on the reads with
+    # one parse thread (parse_threads:0) in process CPU time; the default reads are shown in
+    # wall time (a thread's CPU time would leave out the other parse threads).
+    {"id": "reader_rank0_plain_one_thread_mb_s", "suite": "chrome_reader", "unit": "MB/s",
+     "what": "Chrome reader, rank0 JSON from a plain file, one parse thread, MB/s of process CPU "
+             "time (median)",
      "target": target(">=", 300, "≥ 300 MB/s on one core", "issue 3")},
-    {"id": "reader_synthetic_memory_mb_s", "suite": "chrome_reader", "unit": "MB/s",
-     "what": "Chrome reader, synthetic Kineto JSON (~100 MB) in memory, MB/s of CPU time (median)",
-     "target": target(">=", 300, "≥ 300 MB/s on one core", "issue 3")},
+    {"id": "reader_rank0_gz_one_thread_mb_s", "suite": "chrome_reader", "unit": "MB/s",
+     "what": "Chrome reader, rank0.json.gz, one parse thread + gunzip on its own thread, MB/s of "
+             "JSON per CPU-second of both (median)",
+     "target": target(">=", 300, "≥ 300 MB/s per core", "issue 3")},
     {"id": "reader_rank0_gz_file_mb_s", "suite": "chrome_reader", "unit": "MB/s",
-     "what": "Chrome reader, rank0.json.gz read as `analyze` does (streaming, gunzip on a second "
-             "thread), MB/s of JSON per CPU-second of both threads (median)",
-     "target": target(">=", 300, "≥ 300 MB/s per core", "issue 3")},
+     "what": "Chrome reader, rank0.json.gz read as `analyze` does (streaming, parse threads auto, "
+             "gunzip on its own thread), MB/s of wall time (median)", "target": None},
     {"id": "reader_rank0_plain_file_mb_s", "suite": "chrome_reader", "unit": "MB/s",
-     "what": "Chrome reader, the same JSON uncompressed from a file, MB/s of CPU time (median)",
-     "target": target(">=", 300, "≥ 300 MB/s per core", "issue 3")},
+     "what": "Chrome reader, the same JSON from a plain file, parse threads auto, MB/s of wall "
+             "time (median)", "target": None},
+    {"id": "reader_rank0_memory_mb_s", "suite": "chrome_reader", "unit": "MB/s",
+     "what": "Chrome reader, rank0 JSON already in memory (`ReadChromeTrace`, parse threads "
+             "auto), MB/s of wall time (median)", "target": None},
+    {"id": "reader_synthetic_memory_mb_s", "suite": "chrome_reader", "unit": "MB/s",
+     "what": "Chrome reader, synthetic Kineto JSON (~100 MB) in memory, parse threads auto, MB/s "
+             "of wall time (median)", "target": None},
     {"id": "reader_mtia_peak_rss_mib", "suite": "chrome_reader", "unit": "MiB",
      "what": "Chrome reader peak RSS, whole process, reading mtia_rank_0.json.gz (streaming)",
      # The value is filled in per run: 2 x the JSON's size + 64 MiB.
@@ -374,21 +385,33 @@ def suite_chrome_reader(r, quick):
     runs, _ = r.gbench(argv)
     cmd = r.commands[-1]
     figs = {}
-    for fid, prefix in (("reader_rank0_memory_mb_s", "BM_ReadChromeTrace_Rank0"),
-                        ("reader_synthetic_memory_mb_s", "BM_ReadChromeTrace_Synthetic100MB"),
-                        ("reader_rank0_gz_file_mb_s", "BM_ReadTraceFile_Rank0Gz"),
-                        ("reader_rank0_plain_file_mb_s", "BM_ReadTraceFile_Rank0Plain")):
+    # (figure, benchmark, rate over CPU time (Google Benchmark's bytes_per_second) or wall time)
+    for fid, prefix, per_cpu in (
+            ("reader_rank0_plain_one_thread_mb_s", "BM_ReadTraceFile_Rank0Plain/parse_threads:0/", True),
+            ("reader_rank0_gz_one_thread_mb_s", "BM_ReadTraceFile_Rank0Gz/parse_threads:0/", True),
+            ("reader_rank0_gz_file_mb_s", "BM_ReadTraceFile_Rank0Gz/parse_threads:-1/", False),
+            ("reader_rank0_plain_file_mb_s", "BM_ReadTraceFile_Rank0Plain/parse_threads:-1/", False),
+            ("reader_rank0_memory_mb_s", "BM_ReadChromeTrace_Rank0", False),
+            ("reader_synthetic_memory_mb_s", "BM_ReadChromeTrace_Synthetic100MB", False)):
         if quick and "Synthetic" in prefix:
             continue
         rs = pick(runs, prefix)
-        v, lo, hi = med(rs, "bytes_per_second")
+        if rs[0].get("time_unit", "ms") != "ms" or not rs[0].get("json_MB"):
+            raise SuiteError(f"{prefix}: expected ms and a json_MB counter")
+        for x in rs:  # MB of JSON per second of wall time, per repetition
+            x["wall_MB_per_s"] = x["json_MB"] / (x["real_time"] / 1e3)
+            x["cpu_MB_per_s"] = x["bytes_per_second"] / 1e6
+        v, lo, hi = med(rs, "cpu_MB_per_s" if per_cpu else "wall_MB_per_s")
+        other, _, _ = med(rs, "wall_MB_per_s" if per_cpu else "cpu_MB_per_s")
         wall_ms, _, _ = med(rs, "real_time")
-        json_mb = rs[0].get("json_MB")
-        unit = rs[0].get("time_unit", "ms")
-        detail = (f"{len(rs)} repetition(s){spread(lo, hi, lambda x: f'{x / 1e6:.0f}')}; "
-                  f"{json_mb:.1f} MB of JSON, {int(rs[0].get('kept_events', 0)):,} events kept, "
-                  f"{wall_ms:.1f} {unit} wall per read")
-        figs[fid] = {"value": v / 1e6, "detail": detail, "command": cmd}
+        cpu_ms, _, _ = med(rs, "cpu_time")
+        detail = (f"{len(rs)} repetition(s){spread(lo, hi, lambda x: f'{x:.0f}')}; "
+                  f"{rs[0]['json_MB']:.1f} MB of JSON, {int(rs[0].get('kept_events', 0)):,} events "
+                  f"kept; {wall_ms:.1f} ms wall per read")
+        if "ReadChromeTrace" not in prefix:  # process CPU time: every thread counted
+            detail += (f", {cpu_ms:.1f} ms CPU of all threads ({other:,.0f} MB/s of "
+                       f"{'wall' if per_cpu else 'CPU'} time)")
+        figs[fid] = {"value": v, "detail": detail, "command": cmd}
     trace = "tests/testdata/real/hta/mtia_rank_0.json.gz"
     # Exit status 2 is the benchmark's own verdict (over its 64 MiB + 160 B/event budget);
     # the figure is still a measurement, judged below against the issue's target.

@@ -35,6 +35,7 @@ int RunAnalyzeCommand(int argc, char** argv) {
   int top = 10;
   int rank = -1;
   int device = -1;
+  int threads = kChromeParseThreadsAuto;
   absl::Duration window = absl::ZeroDuration();
   CommandLine cl(
       "bubblewatch analyze [options] FILE",
@@ -58,6 +59,10 @@ int RunAnalyzeCommand(int argc, char** argv) {
             "only accept a trace of this distributed rank (-1 = any)");
   cl.AddInt("device", &device, "D", "only analyze GPU device D (-1 = all)");
   cl.AddBool("no-color", &no_color, "no ANSI colors in the text report");
+  cl.AddInt("threads", &threads, "N",
+            "threads parsing a Chrome trace beside the main one (-1 = one "
+            "less than the cores, at most 3; 0 = the main thread only); the "
+            "report does not depend on it");
 
   std::vector<std::string> files;
   if (std::optional<int> exit = cl.ParseOrExit(argc, argv, &files)) {
@@ -75,6 +80,7 @@ int RunAnalyzeCommand(int argc, char** argv) {
                              "' (want auto, timeline, chrome or nsys)"));
   }
   if (top < 0) return Fail(kExitUsage, "--top must be >= 0");
+  if (threads < -1) return Fail(kExitUsage, "--threads must be >= -1");
   if (window < absl::ZeroDuration()) {
     return Fail(kExitUsage, "--window must not be negative");
   }
@@ -82,6 +88,7 @@ int RunAnalyzeCommand(int argc, char** argv) {
 
   TraceReadOptions read_options;
   read_options.format = *parsed_format;
+  read_options.parse_threads = threads;
   // A progress bar for big inputs, only for a person watching stderr.
   constexpr uint64_t kProgressMinBytes = uint64_t{64} << 20;
   bool progress_shown = false;

@@ -151,6 +151,22 @@ TEST(AnalyzeCommand, TimelineWithoutGpuKernelsNamesTheMissingField) {
   EXPECT_THAT(r.err, HasSubstr("missing field \"gpu_kernels\""));
 }
 
+// The Chrome reader parses blocks on --threads threads and merges them in
+// file order: the report is the same byte for byte, windows included.
+TEST(AnalyzeCommand, ThreadsDoNotChangeTheReport) {
+  const std::string args =
+      "--json --window 100ms --top 20 real/hta/rank0.json.gz";
+  auto alone = RunBubblewatch("analyze --threads 0 " + args, kTestdata);
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  EXPECT_THAT(alone.out, HasSubstr("\"kernels\":6080"));
+  for (const char* threads : {"1", "3", "-1"}) {
+    auto r = RunBubblewatch(
+        std::string("analyze --threads ") + threads + " " + args, kTestdata);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, alone.out) << "--threads " << threads;
+  }
+}
+
 TEST(AnalyzeCommand, MissingFileExitsThree) {
   auto r = RunBubblewatch("analyze /nonexistent/trace.json");
   EXPECT_EQ(r.exit_code, 3);
@@ -162,6 +178,7 @@ TEST(AnalyzeCommand, UsageErrorsExitTwo) {
   EXPECT_EQ(RunBubblewatch("analyze --bogus x.json").exit_code, 2);
   EXPECT_EQ(RunBubblewatch("analyze --format xml x.json").exit_code, 2);
   EXPECT_EQ(RunBubblewatch("analyze --top notanumber x.json").exit_code, 2);
+  EXPECT_EQ(RunBubblewatch("analyze --threads -2 x.json").exit_code, 2);
   EXPECT_EQ(RunBubblewatch("frobnicate").exit_code, 2);
   EXPECT_EQ(RunBubblewatch("").exit_code, 2);
 }
@@ -169,8 +186,8 @@ TEST(AnalyzeCommand, UsageErrorsExitTwo) {
 TEST(AnalyzeCommand, HelpDescribesEveryOption) {
   auto r = RunBubblewatch("analyze --help");
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* option :
-       {"--format", "--json", "--top", "--window", "--rank", "--device"}) {
+  for (const char* option : {"--format", "--json", "--top", "--window",
+                             "--rank", "--device", "--threads"}) {
     EXPECT_THAT(r.out, HasSubstr(option));
   }
 }

@@ -110,6 +110,15 @@ class ChromeTraceReader {
   void MergeOldest();
   absl::Status Merge(ChromeEventBlock& block);
   void Keep(const ParsedChromeEvent& event, NameId name);
+  // The JSON's size: exact in memory or plain, estimated while gunzipping
+  // (the bytes so far scaled by the compressed part consumed); >= done.
+  uint64_t EstimatedTotalBytes(uint64_t done) const;
+  // Makes room in the Trace's event vectors for the block's kept events,
+  // growing them to what the whole file will hold by the share of it merged
+  // so far: a move or two instead of a doubling every so often, each a copy
+  // of every event with both copies in memory for a moment. Reserved pages
+  // that are never written cost no memory.
+  void GrowFor(const ChromeEventBlock& block);
   uint32_t IdKey(const ChromeIdToken& id);
   std::unique_ptr<char[]> TakeStorage(size_t capacity);
   void Recycle(ChromeEventBlock& block);
@@ -322,7 +331,50 @@ void ChromeTraceReader::Recycle(ChromeEventBlock& block) {
   }
 }
 
+uint64_t ChromeTraceReader::EstimatedTotalBytes(uint64_t done) const {
+  uint64_t total = done;
+  if (source_ == nullptr) {
+    total = len_;
+  } else if (!source_->compressed()) {
+    total = source_->file_size();
+  } else if (source_->file_bytes_consumed() > 0) {
+    // Uncompressed size unknown until the end: scale by the compressed part.
+    total = static_cast<uint64_t>(
+        static_cast<double>(source_->bytes_produced()) *
+        static_cast<double>(source_->file_size()) /
+        static_cast<double>(source_->file_bytes_consumed()));
+  }
+  return std::max(done, total);
+}
+
+void ChromeTraceReader::GrowFor(const ChromeEventBlock& block) {
+  size_t gpu = 0;
+  size_t cpu = 0;
+  for (const ParsedChromeEvent& event : block.events) {
+    if (event.outcome != ParsedChromeEvent::Outcome::kKeep) continue;
+    ++(event.category.gpu ? gpu : cpu);
+  }
+  const ChromeEventSpan& last = block.spans.back();
+  const uint64_t done = block.offset + last.begin + last.size;
+  const uint64_t total = EstimatedTotalBytes(done);
+  // An event is at least ~40 bytes of JSON: no file holds more than this.
+  const size_t most = static_cast<size_t>(total / 40);
+  auto grow = [&](auto& events, size_t more) {
+    const size_t need = events.size() + more;
+    if (need <= events.capacity()) return;
+    const double projected = static_cast<double>(need) *
+                             static_cast<double>(total) /
+                             static_cast<double>(done) * 1.25;
+    events.reserve(
+        std::max(events.capacity() * 2,
+                 std::min(most, static_cast<size_t>(projected)) + more));
+  };
+  grow(trace_.gpu, gpu);
+  grow(trace_.cpu, cpu);
+}
+
 absl::Status ChromeTraceReader::Merge(ChromeEventBlock& block) {
+  if (!block.spans.empty()) GrowFor(block);
   name_ids_.resize(block.events.size());
   for (size_t i = 0; i < block.events.size(); ++i) {
     const ParsedChromeEvent& event = block.events[i];
@@ -679,19 +731,7 @@ void ChromeTraceReader::ReportProgress(bool last) {
   }
   if (done < next_progress_) return;
   next_progress_ = done + kChromeProgressStepBytes;
-  uint64_t total = done;
-  if (source_ == nullptr) {
-    total = len_;
-  } else if (!source_->compressed()) {
-    total = source_->file_size();
-  } else if (source_->file_bytes_consumed() > 0) {
-    // Uncompressed size unknown until the end: scale by the compressed part.
-    total = static_cast<uint64_t>(
-        static_cast<double>(source_->bytes_produced()) *
-        static_cast<double>(source_->file_size()) /
-        static_cast<double>(source_->file_bytes_consumed()));
-  }
-  progress_(done, std::max(done, total));
+  progress_(done, EstimatedTotalBytes(done));
 }
 
 }  // namespace

@@ -131,6 +131,7 @@ std::string_view ComposeSkipReason(
   size_t size = 0;
   for (std::string_view part : parts) {
     part = part.substr(0, 64);
+    if (part.empty()) continue;  // Maybe a null view: no memcpy from it.
     std::memcpy(buffer + size, part.data(), part.size());
     size += part.size();
   }

@@ -105,16 +105,7 @@ struct ChromeEventBlock {
   std::vector<ParsedChromeEvent> events;  // One per span, once parsed.
   std::deque<std::string> strings;        // Unescaped names.
   std::deque<absl::Status> errors;
-  SkipTally skips;  // Of the elements up to the first error.
-
-  void Clear() {
-    span_bytes = 0;
-    spans.clear();
-    events.clear();
-    strings.clear();
-    errors.clear();
-    skips.Clear();
-  }
+  SkipTally skips;  // Of its skipped elements (read only if none failed).
 };
 
 // Parses blocks; one per thread (it holds a simdjson parser).

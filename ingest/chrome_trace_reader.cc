@@ -126,8 +126,8 @@ class ChromeTraceReader {
   // The buffer.
   void Reserve(size_t capacity);
   // Appends the next chunk, first making room when the buffer is nearly
-  // full (positions shift down by mark_, which becomes 0); false at the end
-  // of the input.
+  // full (the bytes from mark_ on move to the front, of this buffer or of a
+  // fresh one when Seal gives this one away); false at the end of the input.
   absl::StatusOr<bool> More();
   // Moves pos_ to the next non-space byte; false at the end of the input.
   absl::StatusOr<bool> SkipSpace();

@@ -27,6 +27,7 @@ std::optional<size_t> EndOf(const std::string& text,
   std::vector<size_t> bounds = cuts;
   bounds.push_back(text.size());
   for (size_t end : bounds) {
+    end = std::min(end, text.size());  // Fixed cuts may lie past a short text.
     if (end < begin) continue;
     const char* after = scan(buffer.data() + begin, buffer.data() + end, state);
     if (after != nullptr) return static_cast<size_t>(after - buffer.data());

@@ -184,6 +184,7 @@ class ChromeTraceReader {
   Trace trace_;
   NameInterner names_;
   DuplicateEventFilter duplicates_;
+  size_t reserved_for_duplicates_ = 0;
   // Ids for pid/tid strings that are not numbers.
   absl::flat_hash_map<std::string, uint32_t> string_ids_;
   std::optional<int64_t> base_time_ns_;
@@ -371,6 +372,12 @@ void ChromeTraceReader::GrowFor(const ChromeEventBlock& block) {
   };
   grow(trace_.gpu, gpu);
   grow(trace_.cpu, cpu);
+  // The duplicate filter holds every kept event: room for as many.
+  const size_t kept = trace_.gpu.capacity() + trace_.cpu.capacity();
+  if (kept > reserved_for_duplicates_) {
+    duplicates_.Reserve(kept);
+    reserved_for_duplicates_ = kept;
+  }
 }
 
 absl::Status ChromeTraceReader::Merge(ChromeEventBlock& block) {

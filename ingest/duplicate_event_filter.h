@@ -32,6 +32,11 @@ class DuplicateEventFilter {
   // thread that parsed it.
   bool IsRepeat(uint64_t hash_low, uint64_t hash_high);
 
+  // Room for `texts` in all without rehashing (each rehash reads every
+  // hash again and holds two tables at once).
+  void Reserve(size_t texts) { seen_.reserve(texts); }
+  size_t size() const { return size_; }
+
  private:
   struct Key {
     uint64_t low;

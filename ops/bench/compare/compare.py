@@ -479,7 +479,8 @@ def scale_test(traces, args, workdir):
                 json.dump(meta, f)
         print(f"compare: scale {mb} MB: {meta['events']:,} events, {meta['copies']} copies",
               file=sys.stderr, flush=True)
-        entry = {"target_mb": mb, **meta, "tools": {}}
+        # gzip -dc of the file alone: the floor under every tool's run on it.
+        entry = {"target_mb": mb, **meta, "tools": {}, "gunzip_s": gunzip_floor(out, 1)}
         tools = [("bubblewatch", [args.bw, "analyze", "--json", "--top", "5", out]),
                  ("seed", [PY, os.path.join(HERE, "seed_reference.py"), out]),
                  ("hta", [PY, os.path.join(HERE, "hta_run.py"), out])]
@@ -740,7 +741,8 @@ def targets(res):
                             "mem": b["rss_kb"] / h["rss_kb"],
                             "hta_cpu_x": ratio(cpu(h), cpu(b)), "seed_cpu_x": ratio(cpu(s), cpu(b)),
                             "seed_s": s["wall_s"], "bw_s": b["wall_s"],
-                            "seed_function_s": seed_summary.get("analyze_timeline_bubbles")})
+                            "seed_function_s": seed_summary.get("analyze_timeline_bubbles"),
+                            "gunzip_s": e.get("gunzip_s")})
                 break
     # What 100x of the seed would ask of bubblewatch, beside the floors it cannot go under: its
     # process start (its whole run on the smallest trace) and gzip -dc of the file.
@@ -918,6 +920,7 @@ def compact(res):
                     tools[n] = {"wall_s": rnd(r.get("wall_s"), 3), "cpu_s": rnd(cpu(r), 2),
                                 "rss_mib": rnd((r.get("rss_kb") or 0) / 1024, 1)}
             sizes.append({"json_mb": rnd(e["json_bytes"] / 1048576, 1), "events": e["events"],
+                          "gunzip_s": rnd(e.get("gunzip_s"), 3),
                           "copies": e["copies"], "tools": tools})
         scale = {"base": res["scale"]["base"], "sizes": sizes}
     return {

@@ -12,20 +12,20 @@ const char* ScanJsonContainerBytewise(const char* p, const char* const end,
                                       JsonScanState& s) {
   for (; p < end; ++p) {
     const char c = *p;
-    if (s.escape_pending) {
-      s.escape_pending = false;
-      continue;
-    }
-    if (c == '\\') {
-      s.escape_pending = true;
-    } else if (c == '"') {
-      s.in_string = !s.in_string;
-    } else if (!s.in_string) {
-      if (c == '{' || c == '[') {
-        ++s.depth;
-      } else if ((c == '}' || c == ']') && --s.depth == 0) {
-        return p + 1;
+    if (s.in_string) {
+      if (s.escape_pending) {
+        s.escape_pending = false;
+      } else if (c == '\\') {
+        s.escape_pending = true;
+      } else if (c == '"') {
+        s.in_string = false;
       }
+    } else if (c == '"') {
+      s.in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++s.depth;
+    } else if ((c == '}' || c == ']') && --s.depth == 0) {
+      return p + 1;
     }
   }
   return nullptr;
@@ -71,9 +71,10 @@ const char* ScanJsonContainer(const char* p, const char* const end,
     uint64_t quotes =
         Mask64(_mm256_cmpeq_epi8(lo, quote), _mm256_cmpeq_epi8(hi, quote)) &
         valid;
-    uint64_t backslashes = Mask64(_mm256_cmpeq_epi8(lo, backslash),
-                                  _mm256_cmpeq_epi8(hi, backslash)) &
-                           valid;
+    const uint64_t all_backslashes = Mask64(_mm256_cmpeq_epi8(lo, backslash),
+                                            _mm256_cmpeq_epi8(hi, backslash)) &
+                                     valid;
+    uint64_t backslashes = all_backslashes;
     const __m256i lo_folded = _mm256_or_si256(lo, case_bit);
     const __m256i hi_folded = _mm256_or_si256(hi, case_bit);
     const uint64_t opens = Mask64(_mm256_cmpeq_epi8(lo_folded, open),
@@ -107,6 +108,17 @@ const char* ScanJsonContainer(const char* p, const char* const end,
     // in-string mask says whether it stands inside a string.
     const uint64_t in_string =
         PrefixXor(quotes) ^ (s.in_string ? ~uint64_t{0} : 0);
+    // The masks took every backslash for an escape. Only those in strings
+    // are (JSON has no others; a broken file may): if one stands outside,
+    // this step goes byte by byte. The first backslash outside is found
+    // exactly, since only backslashes before it, all inside, decided the
+    // string state up to it.
+    if ((all_backslashes & ~in_string) != 0) {
+      const char* after = ScanJsonContainerBytewise(p, p + width, s);
+      if (after != nullptr) return after;
+      p += width;
+      continue;
+    }
     uint64_t brackets = (opens | closes) & ~in_string & ~escaped;
     while (brackets != 0) {
       const int i = __builtin_ctzll(brackets);

@@ -22,8 +22,8 @@ struct JsonScanState {
 // the scan started at (with a zeroed state); returns the byte after its
 // closing bracket, or nullptr when the stretch ended first (`state` then
 // carries over to the next stretch).
-// A backslash escapes the next byte wherever it stands; outside strings that
-// is invalid JSON, which the parser of the cut text rejects.
+// A backslash escapes the next byte inside a string; outside strings (invalid
+// JSON, which the parser of the cut text rejects) it is an ordinary byte.
 // REQUIRES: 64 bytes readable from every p < end (simdjson's padding).
 // With AVX2 it goes 64 bytes a step, a few instructions per bracket and none
 // per ordinary quote; without, byte by byte.

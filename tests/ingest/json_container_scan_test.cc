@@ -64,6 +64,18 @@ TEST(JsonContainerScan, ALongEventEndsWhereItsBracketIs) {
   EXPECT_EQ(EndOf(event, {}, Bytewise), end);
 }
 
+// Invalid JSON, but cut as a byte-by-byte reader cuts it: the backslash
+// escapes nothing, the bracket after it counts (in a 64-byte step of its own
+// and inside a longer text).
+TEST(JsonContainerScan, ABackslashOutsideAStringIsAnOrdinaryByte) {
+  for (const std::string& pad : {std::string(), std::string(70, ' ')}) {
+    const std::string event = "{\"a\": [1\\]," + pad + " \"b\\\"\": 2}, {";
+    const size_t end = event.find("}, {") + 1;
+    EXPECT_EQ(EndOf(event, {}, Vector), end) << event;
+    EXPECT_EQ(EndOf(event, {}, Bytewise), end) << event;
+  }
+}
+
 TEST(JsonContainerScan, AnUnfinishedContainerCarriesItsStateOver) {
   const std::string text = R"({"a": "open \" string with } and \)";
   JsonScanState vector_state;

@@ -216,12 +216,13 @@ bool ChromeEventParser::ParseWhole(ChromeEventBlock& block) {
 bool ChromeEventParser::ParseArray(ChromeEventBlock& block, const char* text,
                                    size_t size, size_t readable) {
   const size_t first = block.spans.front().begin;
-  if (parser_.iterate(text, size + 2, readable).get(doc_) !=
-      simdjson::SUCCESS) {
+  if (!json_.Iterate(text, size + 2, readable, block.offset + first - 1).ok()) {
     return false;
   }
   od::array elements;
-  if (doc_.get_array().get(elements) != simdjson::SUCCESS) return false;
+  if (json_.doc().get_array().get(elements) != simdjson::SUCCESS) {
+    return false;
+  }
   size_t k = 0;
   for (auto element_result : elements) {
     od::value element;
@@ -265,19 +266,14 @@ bool ChromeEventParser::ParseArray(ChromeEventBlock& block, const char* text,
 void ChromeEventParser::ParseOne(ChromeEventBlock& block,
                                  const ChromeEventSpan& span,
                                  ParsedChromeEvent& out) {
-  doc_begin_ = block.data + span.begin;
-  doc_size_ = span.size;
-  doc_offset_ = block.offset + span.begin;
   Fields f;
-  absl::Status status;
-  if (auto err =
-          parser_.iterate(doc_begin_, span.size, block.readable - span.begin)
-              .get(doc_)) {
-    status = ChromeSyntaxAt(doc_offset_, simdjson::error_message(err));
-  } else {
+  absl::Status status =
+      json_.Iterate(block.data + span.begin, span.size,
+                    block.readable - span.begin, block.offset + span.begin);
+  if (status.ok()) {
     od::object object;
-    if (auto err = doc_.get_object().get(object)) {
-      status = Syntax(err);
+    if (auto err = json_.doc().get_object().get(object)) {
+      status = json_.Syntax(err);
     } else {
       status = ReadFields(object, span, f);
     }
@@ -330,12 +326,23 @@ void ChromeEventParser::Finish(ChromeEventBlock& block,
   }
 }
 
-absl::Status ChromeEventParser::Syntax(simdjson::error_code error) {
-  uint64_t offset = doc_offset_ + doc_size_;
+absl::Status ChromeJsonDocument::Iterate(const char* begin, size_t size,
+                                         size_t readable, uint64_t offset) {
+  begin_ = begin;
+  size_ = size;
+  offset_ = offset;
+  if (auto err = parser_.iterate(begin, size, readable).get(doc_)) {
+    return ChromeSyntaxAt(offset, simdjson::error_message(err));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ChromeJsonDocument::Syntax(simdjson::error_code error) {
+  uint64_t offset = offset_ + size_;
   const char* location = nullptr;
   if (doc_.current_location().get(location) == simdjson::SUCCESS &&
-      location != nullptr && location >= doc_begin_) {
-    offset = doc_offset_ + static_cast<uint64_t>(location - doc_begin_);
+      location != nullptr && location >= begin_) {
+    offset = offset_ + static_cast<uint64_t>(location - begin_);
   }
   return ChromeSyntaxAt(offset, simdjson::error_message(error));
 }
@@ -345,7 +352,7 @@ absl::Status ChromeEventParser::ReadFields(od::object& object,
                                            Fields& f) {
   for (auto field_result : object) {
     od::field field;
-    if (auto err = std::move(field_result).get(field)) return Syntax(err);
+    if (auto err = std::move(field_result).get(field)) return json_.Syntax(err);
     od::value& value = field.value();
     switch (KeyOf(field.key().raw())) {
       case EventKey::kPh:
@@ -396,11 +403,11 @@ absl::Status ChromeEventParser::ReadArgs(od::value& value, Fields& f) {
   od::object args;
   if (auto err = value.get_object().get(args)) {
     if (err == simdjson::INCORRECT_TYPE) return absl::OkStatus();
-    return Syntax(err);
+    return json_.Syntax(err);
   }
   for (auto field_result : args) {
     od::field field;
-    if (auto err = std::move(field_result).get(field)) return Syntax(err);
+    if (auto err = std::move(field_result).get(field)) return json_.Syntax(err);
     od::value& arg = field.value();
     int64_t i = 0;
     uint64_t u = 0;

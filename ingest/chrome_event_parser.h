@@ -108,6 +108,28 @@ struct ChromeEventBlock {
   SkipTally skips;  // Of its skipped elements (read only if none failed).
 };
 
+// A simdjson On-Demand document over one piece of the file (an element, or
+// a top-level value) whose syntax errors name their file offset.
+class ChromeJsonDocument {
+ public:
+  // Starts the document on [begin, begin + size), with `readable` bytes
+  // readable from begin (simdjson's padding); `offset` is begin's offset in
+  // the file.
+  absl::Status Iterate(const char* begin, size_t size, size_t readable,
+                       uint64_t offset);
+  // "bad JSON at offset K: ..." for `error` met in the document, K where
+  // simdjson stopped (its end if simdjson cannot say).
+  absl::Status Syntax(simdjson::error_code error);
+  simdjson::ondemand::document& doc() { return doc_; }
+
+ private:
+  simdjson::ondemand::parser parser_;
+  simdjson::ondemand::document doc_;
+  const char* begin_ = nullptr;
+  size_t size_ = 0;
+  uint64_t offset_ = 0;
+};
+
 // Parses blocks; one per thread (it holds a simdjson parser).
 class ChromeEventParser {
  public:
@@ -134,16 +156,11 @@ class ChromeEventParser {
   absl::Status ReadArgs(simdjson::ondemand::value& value, Fields& f);
   absl::Status ToEvent(const Fields& f, const KinetoCategory& category,
                        size_t index, ParsedChromeEvent& out);
-  absl::Status Syntax(simdjson::error_code error);
 
-  simdjson::ondemand::parser parser_;
-  simdjson::ondemand::document doc_;
+  ChromeJsonDocument json_;
   absl::flat_hash_map<std::string_view, uint32_t> first_of_name_;
   std::unique_ptr<char[]> scratch_;  // ParseWhole's bracketed copy.
   size_t scratch_capacity_ = 0;
-  const char* doc_begin_ = nullptr;
-  size_t doc_size_ = 0;
-  uint64_t doc_offset_ = 0;
 };
 
 // An element's index as the reader's messages write it: "traceEvents[K]: ".

@@ -150,41 +150,15 @@ class ChromeTraceReader {
   // Counts a skipped event under the reason made of `parts`, each cut to 64
   // bytes; allocates only the first time a reason is seen.
   void CountSkip(std::initializer_list<std::string_view> parts);
-  // A JSON syntax error inside the top-level value simdjson is on, which
-  // starts at file offset `doc_offset`.
-  absl::Status Syntax(simdjson::error_code error) {
-    uint64_t offset = doc_offset_ + doc_size_;
-    const char* location = nullptr;
-    if (doc_.current_location().get(location) == simdjson::SUCCESS &&
-        location != nullptr && location >= doc_begin_) {
-      offset = doc_offset_ + static_cast<uint64_t>(location - doc_begin_);
-    }
-    return SyntaxAt(offset, simdjson::error_message(error));
-  }
-  absl::Status Iterate(const char* begin, size_t size, size_t readable,
-                       uint64_t offset) {
-    doc_begin_ = begin;
-    doc_size_ = size;
-    doc_offset_ = offset;
-    if (auto err = parser_.iterate(begin, size, readable).get(doc_)) {
-      return SyntaxAt(offset, simdjson::error_message(err));
-    }
-    return absl::OkStatus();
-  }
   void ReportProgress(bool last);
 
   const ReadProgressFn& progress_;
   uint64_t next_progress_ = kChromeProgressStepBytes;
   // For top-level values; events have their parsers in parsers_.
-  od::parser parser_;
-  od::document doc_;
-  const char* doc_begin_ = nullptr;
-  size_t doc_size_ = 0;
-  uint64_t doc_offset_ = 0;
+  ChromeJsonDocument top_level_;
   Trace trace_;
   NameInterner names_;
   DuplicateEventFilter duplicates_;
-  size_t reserved_for_duplicates_ = 0;
   // Ids for pid/tid strings that are not numbers.
   absl::flat_hash_map<std::string, uint32_t> string_ids_;
   std::optional<int64_t> base_time_ns_;
@@ -373,11 +347,7 @@ void ChromeTraceReader::GrowFor(const ChromeEventBlock& block) {
   grow(trace_.gpu, gpu);
   grow(trace_.cpu, cpu);
   // The duplicate filter holds every kept event: room for as many.
-  const size_t kept = trace_.gpu.capacity() + trace_.cpu.capacity();
-  if (kept > reserved_for_duplicates_) {
-    duplicates_.Reserve(kept);
-    reserved_for_duplicates_ = kept;
-  }
+  duplicates_.Reserve(trace_.gpu.capacity() + trace_.cpu.capacity());
 }
 
 absl::Status ChromeTraceReader::Merge(ChromeEventBlock& block) {
@@ -593,18 +563,19 @@ absl::Status ChromeTraceReader::ReadTopLevelValue(std::string_view key) {
   if (key == "baseTimeNanoseconds") return ReadBaseTime(text);
   // Small values: parsed from a padded copy of their own.
   simdjson::padded_string copy(text);
-  RETURN_IF_ERROR(Iterate(copy.data(), copy.size(),
-                          copy.size() + simdjson::SIMDJSON_PADDING,
-                          Offset(mark_)));
+  RETURN_IF_ERROR(top_level_.Iterate(copy.data(), copy.size(),
+                                     copy.size() + simdjson::SIMDJSON_PADDING,
+                                     Offset(mark_)));
   if (key == "distributedInfo") {
     if (text.front() != '{')
       return absl::OkStatus();  // Not an object: no info.
     od::value value;
-    if (auto err = doc_.get_value().get(value)) return Syntax(err);
+    if (auto err = top_level_.doc().get_value().get(value))
+      return top_level_.Syntax(err);
     return ReadDistributedInfo(value);
   }
   std::string_view text_value;
-  if (doc_.get_string().get(text_value) == simdjson::SUCCESS) {
+  if (top_level_.doc().get_string().get(text_value) == simdjson::SUCCESS) {
     // "bubblewatch_job" is written by bubblewatch_torch (torch.profiler's
     // add_metadata), so the watcher can tell the job without the file name.
     (key == "host_name" ? trace_.host : trace_.job) = std::string(text_value);
@@ -669,11 +640,12 @@ absl::Status ChromeTraceReader::ReadDistributedInfo(od::value& value) {
   od::object info;
   if (auto err = value.get_object().get(info)) {
     if (err == simdjson::INCORRECT_TYPE) return absl::OkStatus();
-    return Syntax(err);
+    return top_level_.Syntax(err);
   }
   for (auto field_result : info) {
     od::field field;
-    if (auto err = std::move(field_result).get(field)) return Syntax(err);
+    if (auto err = std::move(field_result).get(field))
+      return top_level_.Syntax(err);
     od::raw_json_string key = field.key();
     int64_t number = 0;
     if (key == "rank") {

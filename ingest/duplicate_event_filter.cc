@@ -1,14 +1,6 @@
 #include "ingest/duplicate_event_filter.h"
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
 namespace bubblewatch {
-
-bool DuplicateEventFilter::IsRepeat(absl::string_view text) {
-  XXH128_hash_t h = XXH3_128bits(text.data(), text.size());
-  return IsRepeat(h.low64, h.high64);
-}
 
 bool DuplicateEventFilter::IsRepeat(uint64_t hash_low, uint64_t hash_high) {
   // Looked up as the index it would get: the set hashes and compares

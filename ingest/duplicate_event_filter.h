@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/string_view.h"
 
 namespace bubblewatch {
 
@@ -17,7 +16,8 @@ namespace bubblewatch {
 // that differs in any byte, even in fields the reader ignores, is a different
 // event. The filter keeps a 128-bit hash (XXH3) of each text, not the text,
 // so a reader can stream a file and drop each event's bytes once read: about
-// 24 bytes per kept event. Two different texts are taken for one only on a
+// 24 bytes per kept event. The caller hashes (ChromeEventParser does, on the
+// thread that parsed the text). Two different texts are taken for one only on a
 // 128-bit hash collision (odds about n^2 / 2^129 for n events: ~1e-25 for
 // ten million).
 class DuplicateEventFilter {
@@ -26,16 +26,14 @@ class DuplicateEventFilter {
   DuplicateEventFilter(const DuplicateEventFilter&) = delete;
   DuplicateEventFilter& operator=(const DuplicateEventFilter&) = delete;
 
-  // True if `text` was seen before; otherwise remembers it and returns false.
-  bool IsRepeat(absl::string_view text);
-  // The same for a text whose XXH3-128 was computed elsewhere, e.g. on the
-  // thread that parsed it.
+  // True if a text of this XXH3-128 was seen before; otherwise remembers it
+  // and returns false.
   bool IsRepeat(uint64_t hash_low, uint64_t hash_high);
 
   // Room for `texts` in all without rehashing (each rehash reads every
   // hash again and holds two tables at once).
+  // Cheap when there is room already.
   void Reserve(size_t texts) { seen_.reserve(texts); }
-  size_t size() const { return size_; }
 
  private:
   struct Key {

@@ -23,7 +23,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import re
 import shlex
 import shutil
@@ -35,6 +34,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 RESULTS_DIR = os.path.join(ROOT, "ops", "bench", "results")
+sys.path.insert(0, os.path.dirname(HERE))
+from bench_env import git_state, machine  # noqa: E402  (ops/bench/bench_env.py)
 QUICK_DIR = os.path.join(ROOT, "ops", "bench", "out")
 SCHEMA = 1
 
@@ -185,46 +186,6 @@ def utc_now():
 
 def iso(t):
     return t.isoformat().replace("+00:00", "Z")
-
-
-def machine():
-    cpu = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    mem_gib = None
-    try:
-        with open("/proc/meminfo") as f:
-            mem_gib = int(f.readline().split()[1]) / 1048576
-    except (OSError, ValueError, IndexError):
-        pass
-    os_name = platform.platform()
-    try:
-        with open("/etc/os-release") as f:
-            osr = dict(line.rstrip("\n").split("=", 1) for line in f if "=" in line)
-        os_name = osr.get("PRETTY_NAME", os_name).strip('"')
-    except OSError:
-        pass
-    return {"cpu_model": cpu, "cores": os.cpu_count(),
-            "mem_gib": round(mem_gib, 1) if mem_gib else None,
-            "kernel": platform.release(), "os": os_name,
-            "python": platform.python_version()}
-
-
-def git_state():
-    def git(*args):
-        p = subprocess.run(["git", "-C", ROOT] + list(args), capture_output=True, text=True)
-        return p.stdout.strip() if p.returncode == 0 else None
-    commit = git("rev-parse", "HEAD")
-    # Tracked files only: the benchmarks run the binaries in build/, built from the tracked tree.
-    status = git("status", "--porcelain", "--untracked-files=no")
-    return {"commit": commit, "short": commit[:7] if commit else None,
-            "dirty": bool(status) if status is not None else None}
 
 
 def load1():

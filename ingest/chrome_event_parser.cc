@@ -171,6 +171,7 @@ void ChromeEventParser::Parse(ChromeEventBlock& block) {
       event.same_name_as =
           first_of_name_.try_emplace(event.name, static_cast<uint32_t>(i))
               .first->second;
+      ++(event.category.gpu ? block.kept_gpu : block.kept_cpu);
     }
   }
 }

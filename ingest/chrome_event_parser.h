@@ -103,7 +103,9 @@ struct ChromeEventBlock {
   size_t span_bytes = 0;
   std::vector<ChromeEventSpan> spans;
   std::vector<ParsedChromeEvent> events;  // One per span, once parsed.
-  std::deque<std::string> strings;        // Unescaped names.
+  size_t kept_gpu = 0;                    // Events kKeep, by kind.
+  size_t kept_cpu = 0;
+  std::deque<std::string> strings;  // Unescaped names.
   std::deque<absl::Status> errors;
   SkipTally skips;  // Of its skipped elements (read only if none failed).
 };

@@ -323,12 +323,6 @@ uint64_t ChromeTraceReader::EstimatedTotalBytes(uint64_t done) const {
 }
 
 void ChromeTraceReader::GrowFor(const ChromeEventBlock& block) {
-  size_t gpu = 0;
-  size_t cpu = 0;
-  for (const ParsedChromeEvent& event : block.events) {
-    if (event.outcome != ParsedChromeEvent::Outcome::kKeep) continue;
-    ++(event.category.gpu ? gpu : cpu);
-  }
   const ChromeEventSpan& last = block.spans.back();
   const uint64_t done = block.offset + last.begin + last.size;
   const uint64_t total = EstimatedTotalBytes(done);
@@ -344,8 +338,8 @@ void ChromeTraceReader::GrowFor(const ChromeEventBlock& block) {
         std::max(events.capacity() * 2,
                  std::min(most, static_cast<size_t>(projected)) + more));
   };
-  grow(trace_.gpu, gpu);
-  grow(trace_.cpu, cpu);
+  grow(trace_.gpu, block.kept_gpu);
+  grow(trace_.cpu, block.kept_cpu);
   // The duplicate filter holds every kept event: room for as many.
   duplicates_.Reserve(trace_.gpu.capacity() + trace_.cpu.capacity());
 }

@@ -1,6 +1,7 @@
-"""What both bench harnesses (perf/perf.py, compare/compare.py) record about where they ran:
-the machine and the git state of the tree its binaries were built from. Python standard
-library only; imported by path (each harness puts ops/bench/ on sys.path)."""
+"""What both bench harnesses (perf/perf.py, compare/compare.py) record about where and when
+they ran: the machine, the git state of the tree its binaries were built from, UTC times.
+Python standard library only; imported by path (each harness puts ops/bench/ on sys.path)."""
+import datetime
 import os
 import platform
 import subprocess
@@ -48,3 +49,13 @@ def git_state():
     status = git("status", "--porcelain", "--untracked-files=no")
     return {"commit": commit, "short": commit[:7] if commit else None,
             "dirty": bool(status) if status is not None else None}
+
+
+def utc_now():
+    """Now, UTC, to the second."""
+    return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+
+
+def iso(t):
+    """'2026-12-01T18:43:10Z'."""
+    return t.isoformat().replace("+00:00", "Z")

@@ -38,7 +38,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from bench_env import git_state, machine  # noqa: E402  (ops/bench/bench_env.py)
+from bench_env import git_state, iso, machine, utc_now  # noqa: E402  (ops/bench/bench_env.py)
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 PY = sys.executable
 HOST_SIDE = ("host_sync", "allocator", "data_loading", "host_compute", "launch_overhead")
@@ -958,10 +958,6 @@ def write_compact(res, args):
     return path
 
 
-def utc_iso():
-    return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat() \
-        .replace("+00:00", "Z")
-
 
 # ------------------------------------------------------------------------------ main
 
@@ -1006,7 +1002,7 @@ def main():
     git = git_state()
     res = {"date": os.environ.get("BW_COMPARE_DATE") or
            datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
-           "started": utc_iso(), "machine": machine(), "git": git,
+           "started": iso(utc_now()), "machine": machine(), "git": git,
            "hta_version": version("HolisticTraceAnalysis"), "pandas_version": pandas.__version__,
            "bubblewatch": f"{os.path.relpath(args.bw, ROOT)} (git {git['short'] or '?'}"
                           f"{', worktree dirty' if git['dirty'] else ''})",
@@ -1044,7 +1040,7 @@ def main():
     res["failures"] = failures
     res["load"] = {"min": min(LOAD), "max": max(LOAD), "mean": sum(LOAD) / len(LOAD)} if LOAD \
         else {"min": 0, "max": 0, "mean": 0}
-    res["finished"] = utc_iso()
+    res["finished"] = iso(utc_now())
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(res, f, indent=1, default=str)
     report = os.path.join(args.out, "report.md")

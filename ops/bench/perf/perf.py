@@ -20,7 +20,6 @@ This module is also the catalogue ops/bench/readme renders from (SUITES, FIGURES
 renderer lists every figure here and says "not measured" for those a results file lacks.
 """
 import argparse
-import datetime
 import json
 import os
 import re
@@ -35,7 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 RESULTS_DIR = os.path.join(ROOT, "ops", "bench", "results")
 sys.path.insert(0, os.path.dirname(HERE))
-from bench_env import git_state, machine  # noqa: E402  (ops/bench/bench_env.py)
+from bench_env import git_state, iso, machine, utc_now  # noqa: E402  (ops/bench/bench_env.py)
 QUICK_DIR = os.path.join(ROOT, "ops", "bench", "out")
 SCHEMA = 1
 
@@ -179,14 +178,6 @@ def judge(tgt, value):
 
 
 # ------------------------------------------------------------------------------ machine, git
-
-def utc_now():
-    return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
-
-
-def iso(t):
-    return t.isoformat().replace("+00:00", "Z")
-
 
 def load1():
     return round(os.getloadavg()[0], 2)

@@ -19,7 +19,6 @@
 #include "ingest/json_container_scan.h"
 #include "ingest/json_support.h"
 #include "ingest/json_token.h"
-#include "ingest/kineto_category.h"
 #include "ingest/ordered_parallel_map.h"
 
 namespace bubblewatch {

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "kafka/kafka_handles.h"
 #include "kafka/kafka_status.h"
 
@@ -34,6 +35,18 @@ absl::StatusOr<int> TopicPartitionCount(rd_kafka_t* client,
     return t.partition_cnt;
   }
   return absl::NotFoundError(absl::StrCat("topic ", topic, " does not exist"));
+}
+
+absl::StatusOr<int> CreatedTopicPartitionCount(rd_kafka_t* client,
+                                               absl::string_view topic,
+                                               absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::StatusOr<int> count = TopicPartitionCount(client, topic, timeout);
+  while (absl::IsNotFound(count.status()) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(200));
+    count = TopicPartitionCount(client, topic, timeout);
+  }
+  return count;
 }
 
 absl::StatusOr<bool> CreateTopicIfMissing(

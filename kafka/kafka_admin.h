@@ -25,6 +25,13 @@ absl::StatusOr<int> TopicPartitionCount(rd_kafka_t* client,
                                         absl::string_view topic,
                                         absl::Duration timeout);
 
+// TopicPartitionCount for a topic that was just created (by this client or
+// another): the broker's metadata can miss it for a moment, so kNotFound is
+// retried every 200 ms until `timeout` has passed.
+absl::StatusOr<int> CreatedTopicPartitionCount(rd_kafka_t* client,
+                                               absl::string_view topic,
+                                               absl::Duration timeout);
+
 // Creates `topic` with `partitions` partitions, the broker's default
 // replication factor and the given topic configs (e.g. cleanup.policy =
 // compact). An existing topic is left as it is and is not an error. Returns

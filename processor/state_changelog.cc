@@ -158,14 +158,8 @@ absl::StatusOr<bool> StateChangelog::Prepare(int input_partitions) {
   // `created` is false), the topic can be missing from the metadata for a
   // while; a processor killed right after creating it left exactly that to
   // its successor ("topic ... does not exist", exit 1).
-  const absl::Time deadline = absl::Now() + kTimeout;
-  absl::StatusOr<int> count =
-      TopicPartitionCount(reader_.get(), topic_, kTimeout);
-  while (absl::IsNotFound(count.status()) && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(200));
-    count = TopicPartitionCount(reader_.get(), topic_, kTimeout);
-  }
-  ASSIGN_OR_RETURN(int partitions, count);
+  ASSIGN_OR_RETURN(int partitions,
+                   CreatedTopicPartitionCount(reader_.get(), topic_, kTimeout));
   if (partitions < input_partitions) {
     return absl::FailedPreconditionError(absl::StrCat(
         "state changelog topic ", topic_, " has ", partitions,

@@ -229,8 +229,9 @@ inline void CreateTopic(const std::string& topic, int partitions,
       client->get(), topic, partitions, {}, absl::Seconds(30));
   ASSERT_TRUE(created.ok()) << created.status();
   ASSERT_TRUE(*created);
+  // Just created: it can be missing from the metadata for a moment.
   absl::StatusOr<int> count =
-      TopicPartitionCount(client->get(), topic, absl::Seconds(30));
+      CreatedTopicPartitionCount(client->get(), topic, absl::Seconds(30));
   ASSERT_TRUE(count.ok()) << count.status();
   ASSERT_EQ(*count, partitions);
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/string_view.h"
+#include "base/text_escape.h"
 
 namespace bubblewatch {
 
@@ -118,7 +119,20 @@ JsonWriter& JsonWriter::Raw(absl::string_view json) {
 void JsonWriter::AppendEscaped(absl::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
   out_.push_back('"');
-  for (unsigned char c : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x80) {
+      // Bytes that are not UTF-8 (a producer's name may hold any) would make
+      // the whole document invalid JSON: each becomes U+FFFD.
+      const size_t n = Utf8SequenceLength(s.substr(i));
+      if (n == 0) {
+        out_.append("\\ufffd");
+      } else {
+        out_.append(s.data() + i, n);
+        i += n - 1;
+      }
+      continue;
+    }
     switch (c) {
       case '"':
         out_.append("\\\"");

@@ -16,6 +16,7 @@
 #include "ingest/trace_reader.h"
 #include "processor/bubble_analyzer.h"
 #include "processor/diagnosis.h"
+#include "schemas/trace.h"
 
 namespace bubblewatch {
 namespace {
@@ -37,6 +38,7 @@ int RunAnalyzeCommand(int argc, char** argv) {
   int device = -1;
   int threads = kChromeParseThreadsAuto;
   absl::Duration window = absl::ZeroDuration();
+  int64_t max_windows = AnalyzerOptions{}.max_windows;
   CommandLine cl(
       "bubblewatch analyze [options] FILE",
       "Finds the GPU bubbles (idle gaps between kernels) in one trace file and "
@@ -55,6 +57,9 @@ int RunAnalyzeCommand(int argc, char** argv) {
   cl.AddDuration("window", &window, "DURATION",
                  "also split the analysis into event-time windows of this "
                  "length (e.g. 10s); 0 = off");
+  cl.AddInt64("max-windows", &max_windows, "N",
+              "with --window, refuse a trace whose kernels span more than N "
+              "windows (a far-off timestamp); 0 = no cap");
   cl.AddInt("rank", &rank, "R",
             "only accept a trace of this distributed rank (-1 = any)");
   cl.AddInt("device", &device, "D", "only analyze GPU device D (-1 = all)");
@@ -84,6 +89,11 @@ int RunAnalyzeCommand(int argc, char** argv) {
   if (window < absl::ZeroDuration()) {
     return Fail(kExitUsage, "--window must not be negative");
   }
+  if (window > absl::Nanoseconds(kMaxWindowNs)) {
+    return Fail(kExitUsage,
+                absl::StrCat("--window must be at most ", kMaxWindowNs, " ns"));
+  }
+  if (max_windows < 0) return Fail(kExitUsage, "--max-windows must be >= 0");
   const std::string& path = files[0];
 
   TraceReadOptions read_options;
@@ -122,6 +132,7 @@ int RunAnalyzeCommand(int argc, char** argv) {
   AnalyzerOptions options;
   options.top_bubbles = top;
   options.window_ns = absl::ToInt64Nanoseconds(window);
+  options.max_windows = max_windows;
   absl::StatusOr<Analysis> analysis = AnalyzeTrace(*trace, options);
   if (!analysis.ok()) {
     return Fail(kExitBadInput,

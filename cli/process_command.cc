@@ -14,6 +14,7 @@
 #include "cli/http_server.h"
 #include "cli/process_alerts.h"
 #include "processor/stream_processor.h"
+#include "schemas/trace.h"
 #include "storage/window_store.h"
 
 namespace bubblewatch {
@@ -137,6 +138,10 @@ int RunProcessCommand(int argc, char** argv) {
     usage_error = "--store-cache-mb and --store-memtable-mb must be >= 1";
   }
   if (window <= absl::ZeroDuration()) usage_error = "--window must be > 0";
+  // Window ends must fit in int64 ns (schemas/trace.h).
+  if (window > absl::Nanoseconds(kMaxWindowNs)) {
+    usage_error = "--window is longer than 146 years";
+  }
   if (lateness < absl::ZeroDuration()) usage_error = "--lateness must be >= 0";
   if (options.producer_expiry <= absl::ZeroDuration()) {
     usage_error = "--producer-expiry must be > 0";

@@ -1,5 +1,8 @@
 #include "ingest/trace_file.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #if BUBBLEWATCH_HAVE_ISAL
@@ -96,10 +99,42 @@ absl::StatusOr<simdjson::padded_string> Gunzip(absl::string_view compressed) {
   return simdjson::padded_string(out.data(), produced);
 }
 
-absl::StatusOr<simdjson::padded_string> LoadTraceFile(absl::string_view path) {
+absl::StatusOr<FILE*> OpenRegularFile(absl::string_view path) {
   std::string p(path);
-  std::unique_ptr<FILE, FileCloser> f(std::fopen(p.c_str(), "rb"));
-  if (!f) return ErrnoStatus("open", path);
+  // O_NONBLOCK: opening a FIFO for reading would wait for a writer forever
+  // (issue 17: `analyze` of a FIFO hung). Only the open is non-blocking;
+  // regular files ignore the flag for reads.
+  const int fd = open(p.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("open", path);
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    absl::Status s = ErrnoStatus("stat", path);
+    close(fd);
+    return s;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    const char* what = S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a regular file";
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot read ", path, ": ", what,
+        "; a trace must be a regular file (its size is read first)"));
+  }
+  FILE* f = fdopen(fd, "rb");
+  if (f == nullptr) {
+    absl::Status s = ErrnoStatus("open", path);
+    close(fd);
+    return s;
+  }
+  return f;
+}
+
+absl::StatusOr<simdjson::padded_string> LoadTraceFile(absl::string_view path) {
+  ASSIGN_OR_RETURN(FILE * file, OpenRegularFile(path));
+  std::unique_ptr<FILE, FileCloser> f(file);
   if (std::fseek(f.get(), 0, SEEK_END) != 0) return ErrnoStatus("seek", path);
   long size = std::ftell(f.get());
   if (size < 0) return ErrnoStatus("size", path);
@@ -169,8 +204,7 @@ absl::StatusOr<std::unique_ptr<TraceByteSource>> TraceByteSource::Open(
     absl::string_view path) {
   std::unique_ptr<TraceByteSource> source(new TraceByteSource());
   source->path_ = std::string(path);
-  source->file_ = std::fopen(source->path_.c_str(), "rb");
-  if (source->file_ == nullptr) return ErrnoStatus("open", path);
+  ASSIGN_OR_RETURN(source->file_, OpenRegularFile(path));
   FILE* f = source->file_;
   if (std::fseek(f, 0, SEEK_END) != 0) return ErrnoStatus("seek", path);
   long size = std::ftell(f);

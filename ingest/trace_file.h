@@ -22,6 +22,12 @@ bool HasGzipMagic(absl::string_view bytes);
 // True if `bytes` start with the SQLite 3 file header.
 bool HasSqliteMagic(absl::string_view bytes);
 
+// Opens `path` for reading (the caller fcloses it) without blocking: a FIFO
+// or any other file that is not regular is kInvalidArgument at once ("a
+// FIFO"), never a read that waits for a writer. Other errors as
+// LoadTraceFile's.
+absl::StatusOr<FILE*> OpenRegularFile(absl::string_view path);
+
 // Reads `path` whole; gunzips it when it has the gzip magic.
 // Errors: kNotFound / kPermissionDenied / kUnavailable from the file system;
 // kDataLoss for a truncated or corrupt gzip stream.

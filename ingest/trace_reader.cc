@@ -40,9 +40,9 @@ std::optional<TraceFormat> SniffJsonFormat(absl::string_view json) {
 // Nsight Systems export is not loaded whole; a file that cannot be opened
 // reports false and fails in TraceByteSource::Open with the proper error.
 bool FileHasSqliteMagic(absl::string_view path) {
-  std::string p(path);
-  FILE* f = std::fopen(p.c_str(), "rb");
-  if (f == nullptr) return false;
+  absl::StatusOr<FILE*> opened = OpenRegularFile(path);
+  if (!opened.ok()) return false;
+  FILE* f = *opened;
   char head[16];
   size_t n = std::fread(head, 1, sizeof(head), f);
   std::fclose(f);
@@ -73,6 +73,18 @@ std::optional<TraceFormat> ParseTraceFormat(absl::string_view name) {
   return std::nullopt;
 }
 
+// Every reader's output passes here, the one entrance that analyze, diff,
+// produce and the watcher share: a time no later stage could do arithmetic
+// on makes a malformed file, and names that are not printable UTF-8 are
+// escaped before they reach a report, a log line or a message.
+static absl::StatusOr<Trace> Admitted(absl::StatusOr<Trace> trace) {
+  if (trace.ok()) {
+    if (absl::Status s = CheckEventTimes(*trace); !s.ok()) return s;
+    EscapeUnprintableNames(&*trace);
+  }
+  return trace;
+}
+
 absl::StatusOr<Trace> ReadTraceFile(absl::string_view path,
                                     const TraceReadOptions& options) {
   TraceFormat format = options.format;
@@ -82,7 +94,7 @@ absl::StatusOr<Trace> ReadTraceFile(absl::string_view path,
     if (trace.ok()) {
       trace->source_format = std::string(TraceFormatName(TraceFormat::kNsys));
     }
-    return trace;
+    return Admitted(std::move(trace));
   }
   // The first 64 KiB (uncompressed) decide the format; a Chrome trace then
   // streams through the reader, everything else is read whole.
@@ -106,11 +118,19 @@ absl::StatusOr<Trace> ReadTraceFile(absl::string_view path,
     std::optional<TraceFormat> sniffed = SniffJsonFormat(head);
     if (sniffed == TraceFormat::kChrome) format = *sniffed;
   }
+  // JSON text never holds a NUL byte: a file that does in its first 64 KiB
+  // (a sparse file, a binary) is refused now, not after reading it whole
+  // (issue 17: 11 s and 4.2 GB for a 2 GB sparse file).
+  if (size_t nul = head.find('\0'); nul != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("not a JSON trace: a NUL byte at offset ", nul,
+                     source->compressed() ? " of the gunzipped data" : ""));
+  }
   if (format == TraceFormat::kChrome) {
     absl::StatusOr<Trace> trace =
         ReadChromeTrace(*source, head, options.progress, options.parse_threads);
     if (trace.ok()) trace->source_format = std::string(TraceFormatName(format));
-    return trace;
+    return Admitted(std::move(trace));
   }
   ASSIGN_OR_RETURN(simdjson::padded_string bytes, ReadRest(*source, head));
   source.reset();
@@ -137,7 +157,7 @@ absl::StatusOr<Trace> ReadTraceFile(absl::string_view path,
       return absl::InternalError("unreachable trace format");
   }
   if (trace.ok()) trace->source_format = std::string(TraceFormatName(format));
-  return trace;
+  return Admitted(std::move(trace));
 }
 
 }  // namespace bubblewatch

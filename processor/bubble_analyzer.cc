@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "processor/device_timeline.h"
 #include "processor/host_activity_index.h"
 #include "processor/launch_index.h"
@@ -60,6 +61,9 @@ class Analyzer {
                             const Gap& gap) const;
   // What host-side time no CPU event explains is attributed to.
   BubbleCause UncoveredCause(const GapContext& ctx) const;
+  // kInvalidArgument if the window length is out of range or the kernels
+  // span more than options_.max_windows windows.
+  absl::Status CheckWindowCount() const;
   // Calls sink(cause, window_start_ns, ns) for every part of [lo, hi) ∩ gap,
   // split at window boundaries when windows are on.
   template <typename Sink>
@@ -83,6 +87,8 @@ class Analyzer {
 };
 
 absl::Status Analyzer::PartitionAndValidate() {
+  if (absl::Status s = CheckEventTimes(trace_); !s.ok()) return s;
+  if (absl::Status s = CheckWindowCount(); !s.ok()) return s;
   absl::flat_hash_map<int32_t, size_t> slot_of_device;
   // Count first so each device's vectors are allocated once.
   absl::flat_hash_map<int32_t, size_t> kernels_of_device;
@@ -105,11 +111,6 @@ absl::Status Analyzer::PartitionAndValidate() {
   size_t last_slot = SIZE_MAX;
   for (size_t i = 0; i < trace_.gpu.size(); ++i) {
     const GpuActivity& a = trace_.gpu[i];
-    if (a.end_ns < a.start_ns) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "GPU activity #", i, " '", trace_.names[a.name], "' ends (", a.end_ns,
-          " ns) before it starts (", a.start_ns, " ns)"));
-    }
     if (last_slot == SIZE_MAX || a.device != last_device) {
       auto [it, inserted] =
           slot_of_device.try_emplace(a.device, devices_.size());
@@ -136,19 +137,38 @@ absl::Status Analyzer::PartitionAndValidate() {
       }
     }
   }
-  for (size_t i = 0; i < trace_.cpu.size(); ++i) {
-    const CpuEvent& e = trace_.cpu[i];
-    if (e.end_ns < e.start_ns) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "CPU event #", i, " '", trace_.names[e.name], "' ends (", e.end_ns,
-          " ns) before it starts (", e.start_ns, " ns)"));
-    }
-  }
   std::sort(devices_.begin(), devices_.end(),
             [](const DeviceInput& a, const DeviceInput& b) {
               return a.device < b.device;
             });
   return absl::OkStatus();
+}
+
+absl::Status Analyzer::CheckWindowCount() const {
+  const int64_t w = options_.window_ns;
+  if (w < 0 || w > kMaxWindowNs) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "window length ", w, " ns is not within 0 and ", kMaxWindowNs, " ns"));
+  }
+  if (w == 0 || options_.max_windows <= 0) return absl::OkStatus();
+  // Windows exist from the first kernel's start to the last kernel's end (or
+  // open_until_ns); times are accepted ones, so nothing below overflows.
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  for (const GpuActivity& a : trace_.gpu) {
+    if (a.kind != GpuActivityKind::kKernel || a.end_ns == a.start_ns) continue;
+    lo = std::min(lo, a.start_ns);
+    hi = std::max(hi, a.end_ns);
+  }
+  if (lo == INT64_MAX) return absl::OkStatus();
+  hi = std::max(hi, options_.open_until_ns);
+  const int64_t windows =
+      (WindowStartOf(hi - 1, w) - WindowStartOf(lo, w)) / w + 1;
+  if (windows <= options_.max_windows) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "the kernels span ", windows, " windows of ",
+      absl::FormatDuration(absl::Nanoseconds(w)), " (from ", lo, " to ", hi,
+      " ns), more than the ", options_.max_windows,
+      " one analysis may hold; a far-off timestamp, or a longer window"));
 }
 
 uint32_t Analyzer::LaunchOf(uint32_t gpu_index) const {

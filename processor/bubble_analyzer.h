@@ -36,17 +36,28 @@ struct AnalyzerOptions {
   int64_t window_ns = 0;
   // How many gap parts each window's top_bubbles holds.
   int top_bubbles_per_window = 3;
-  // 0, or a time after which nothing is known yet: a device whose last kernel
-  // ends before it is idle until it (a trailing bubble with no next kernel,
-  // attributed by the no-correlation rule), and spans extend to it. The
-  // streaming processor closes windows this way when a gap outlasts the
-  // allowed lateness (BRIEF.md, streaming semantics).
-  int64_t open_until_ns = 0;
+  // INT64_MIN (none), or a time after which nothing is known yet: a device
+  // whose last kernel ends before it is idle until it (a trailing bubble with
+  // no next kernel, attributed by the no-correlation rule), and spans extend
+  // to it. The streaming processor closes windows this way when a gap
+  // outlasts the allowed lateness (BRIEF.md, streaming semantics). Not 0 for
+  // none: 0 is a time, and a trace of negative times got a gap up to it.
+  int64_t open_until_ns = INT64_MIN;
+  // The most windows one analysis may materialize, or 0 for no cap. Every
+  // window between a device's first and last kernel exists (a gap covering a
+  // window is a 0 % window), so one far-off timestamp would otherwise cost
+  // memory for millions of windows. The default is 116 days of 10 s
+  // windows. The streaming processor caps open windows per job itself
+  // (ProcessorLimits::max_open_windows) and passes 0.
+  int64_t max_windows = 1'000'000;
 };
 
 // Analyzes `trace`.
-// Errors: kInvalidArgument if an event ends before it starts (the message
-// names it). Zero-length kernels are counted and ignored for time.
+// Errors: kInvalidArgument (the message names the event or the figure) if an
+// event ends before it starts or lies outside the accepted times
+// (CheckEventTimes), if window_ns is negative or over kMaxWindowNs, or if the
+// trace spans more than max_windows windows. Zero-length kernels are counted
+// and ignored for time.
 absl::StatusOr<Analysis> AnalyzeTrace(const Trace& trace,
                                       const AnalyzerOptions& options = {});
 

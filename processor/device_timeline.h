@@ -41,7 +41,7 @@ class DeviceTimeline {
   // `scratch`, when given, is the sort's merge buffer, reused across
   // timelines (a fresh one per timeline costs page faults at scale).
   DeviceTimeline(std::vector<KernelSlot> kernels, const Trace& trace,
-                 int64_t open_until_ns = 0,
+                 int64_t open_until_ns = INT64_MIN,
                  std::vector<KernelSlot>* scratch = nullptr);
 
   const std::vector<KernelSlot>& kernels() const { return kernels_; }

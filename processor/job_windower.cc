@@ -39,21 +39,27 @@ int64_t JobWindower::Add(const DecodedBatch& batch, int64_t offset, bool replay,
   last_activity_ = now;
   if (trace_.rank < 0) trace_.rank = batch.header.rank;
   if (trace_.world_size < 0) trace_.world_size = batch.header.world_size;
+  // An event entirely inside finalized windows no longer counts in any
+  // window: it is counted late (once: not again on replay). It is still
+  // buffered, and Evict keeps it exactly when it would keep it had it come
+  // in time (a device's last kernel starts the next gap and is its
+  // culprit). A replay cannot tell which events were late the first time,
+  // so late and timely events must be kept by the same rule for a restarted
+  // processor to buffer what an uninterrupted one does (docs/semantics.md,
+  // "Effectively once"). Dropping them here lost the start of a gap that
+  // crossed a window start after a restart (issue 17).
   int64_t late = 0;
-  auto is_late = [&](int64_t start_ns, int64_t end_ns) {
-    // An event entirely inside finalized windows can no longer count.
-    if (end_ns > finalized_through_ns_ || finalized_through_ns_ == INT64_MIN) {
-      return false;
+  auto count_late = [&](int64_t start_ns, int64_t end_ns) {
+    if (replay || finalized_through_ns_ == INT64_MIN ||
+        end_ns > finalized_through_ns_) {
+      return;
     }
-    if (!replay) {
-      ++late;
-      ++late_[WindowStartOf(start_ns, options_.window_ns)];
-    }
-    return true;
+    ++late;
+    ++late_[WindowStartOf(start_ns, options_.window_ns)];
   };
   for (const GpuActivity& a : in.gpu) {
     clock.max_start_ns = std::max(clock.max_start_ns, a.start_ns);
-    if (is_late(a.start_ns, a.end_ns)) continue;
+    count_late(a.start_ns, a.end_ns);
     NoteOpen(a.start_ns, a.end_ns);
     GpuActivity copy = a;
     copy.name = remap[a.name];
@@ -63,16 +69,26 @@ int64_t JobWindower::Add(const DecodedBatch& batch, int64_t offset, bool replay,
   for (const CpuEvent& e : in.cpu) {
     clock.max_start_ns = std::max(clock.max_start_ns, e.start_ns);
     // A launch may precede the finalized edge yet explain a gap after it.
-    if (e.correlation == kNoCorrelation && is_late(e.start_ns, e.end_ns)) {
-      continue;
-    }
+    if (e.correlation == kNoCorrelation) count_late(e.start_ns, e.end_ns);
     NoteOpen(e.start_ns, e.end_ns);
     CpuEvent copy = e;
     copy.name = remap[e.name];
     trace_.cpu.push_back(copy);
     cpu_offset_.push_back(offset);
   }
-  if (replay) Evict();
+  // Between finalizations nothing else evicts: what a replayed or late
+  // batch brought behind the edge goes now, by the rule that applies to all.
+  if (finalized_through_ns_ != INT64_MIN) {
+    const bool behind_edge =
+        std::any_of(in.gpu.begin(), in.gpu.end(),
+                    [&](const GpuActivity& a) {
+                      return a.end_ns <= finalized_through_ns_;
+                    }) ||
+        std::any_of(in.cpu.begin(), in.cpu.end(), [&](const CpuEvent& e) {
+          return e.end_ns <= finalized_through_ns_;
+        });
+    if (replay || behind_edge) Evict();
+  }
   return late;
 }
 
@@ -158,7 +174,7 @@ std::vector<WindowSummary> JobWindower::FinalizeAll() {
       WindowStartOf(last_end - 1, options_.window_ns) + options_.window_ns;
   if (finalized_through_ns_ != INT64_MIN && target_end <= finalized_through_ns_)
     return {};
-  return Finalize(target_end, /*open_until_ns=*/0,
+  return Finalize(target_end, /*open_until_ns=*/INT64_MIN,
                   WindowSummary::ClosedBy::kIdleTimeout);
 }
 
@@ -169,6 +185,9 @@ std::vector<WindowSummary> JobWindower::Finalize(
   AnalyzerOptions options;
   options.top_bubbles = 0;
   options.window_ns = options_.window_ns;
+  // The processor caps open windows per job (partition_limits.h); a buffer
+  // may still reach far back for a device's last kernel.
+  options.max_windows = 0;
   options.top_bubbles_per_window = options_.top_bubbles_per_window;
   options.open_until_ns = open_until_ns;
   absl::StatusOr<Analysis> analysis = AnalyzeTrace(trace_, options);

@@ -18,8 +18,10 @@
 // `host_idle` of wall time, so one host's clock or silence neither rushes nor
 // stalls the others for long.
 //
-// Late events (ending before the finalized edge) are counted per window and
-// dropped, unless the batch is a replay (see Add).
+// Late events (ending at or before the finalized edge) are counted per
+// window (not again on replay) and then kept or evicted by the same rule as
+// every other buffered event (see Add), so the buffer never depends on
+// which events came late.
 //
 // Effectively once: everything the windower keeps is a deterministic
 // function of the events of batches at or after ResumeOffset() and of
@@ -66,8 +68,8 @@ class JobWindower {
 
   // Adds the events of one batch, read at `offset` of the job's partition.
   // `replay` marks a batch processed before a restart (below the committed
-  // position): its events that fall in finalized windows are dropped without
-  // being counted late, since they were counted the first time.
+  // position): its events that fall in finalized windows are not counted
+  // late, since they were counted the first time.
   // Returns the number of late events (counted, not kept).
   int64_t Add(const DecodedBatch& batch, int64_t offset, bool replay,
               absl::Time now);

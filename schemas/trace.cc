@@ -1,6 +1,66 @@
 #include "schemas/trace.h"
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "base/text_escape.h"
+
 namespace bubblewatch {
+namespace {
+
+absl::Status CheckInterval(const Trace& trace, absl::string_view what,
+                           size_t index, NameId name, int64_t start_ns,
+                           int64_t end_ns) {
+  const bool start_ok = IsAcceptedEventTime(start_ns);
+  if (start_ok && IsAcceptedEventTime(end_ns) && end_ns >= start_ns) {
+    return absl::OkStatus();
+  }
+  const std::string label = absl::StrCat(
+      what, " #", index, " '",
+      absl::CHexEscape(name < trace.names.size()
+                           ? absl::string_view(trace.names[name]).substr(0, 80)
+                           : absl::string_view("?")),
+      "'");
+  if (start_ok && IsAcceptedEventTime(end_ns)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        label, " ends (", end_ns, " ns) before it starts (", start_ns, " ns)"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      label, " ", start_ok ? "ends" : "starts", " at ",
+      start_ok ? end_ns : start_ns,
+      " ns, outside the accepted times (within +-", kMaxEventTimeNs,
+      " ns, about 146 years, of the clock's epoch)"));
+}
+
+}  // namespace
+
+void EscapeUnprintableNames(Trace* trace) {
+  auto escape = [](std::string& name) {
+    if (!IsPrintableUtf8(name)) name = EscapeForLog(name);
+  };
+  for (std::string& name : trace->names) escape(name);
+  escape(trace->job);
+  escape(trace->host);
+}
+
+absl::Status CheckEventTimes(const Trace& trace) {
+  for (size_t i = 0; i < trace.gpu.size(); ++i) {
+    const GpuActivity& a = trace.gpu[i];
+    if (absl::Status s = CheckInterval(trace, "GPU activity", i, a.name,
+                                       a.start_ns, a.end_ns);
+        !s.ok()) {
+      return s;
+    }
+  }
+  for (size_t i = 0; i < trace.cpu.size(); ++i) {
+    const CpuEvent& e = trace.cpu[i];
+    if (absl::Status s =
+            CheckInterval(trace, "CPU event", i, e.name, e.start_ns, e.end_ns);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
 
 NameInterner::NameInterner(Trace* trace) : trace_(trace) {
   ids_.reserve(trace_->names.size());

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
 namespace bubblewatch {
@@ -96,6 +97,32 @@ struct Trace {
   // The name of an event. REQUIRES: id < names.size().
   absl::string_view Name(NameId id) const { return names[id]; }
 };
+
+// The event times bubblewatch accepts: |t| <= kMaxEventTimeNs, about 146
+// years either side of the clock's epoch (1824 to 2116 on a wall clock;
+// docs/semantics.md, "Times"). Inside this range the difference of any two
+// times, and the end of any window holding one (a window is at most
+// kMaxWindowNs long), fit in int64, so no time arithmetic downstream can
+// overflow. Every entrance checks it: the readers (ReadTraceFile), the
+// processor's batch admission (ValidateBatch) and the analyzer.
+inline constexpr int64_t kMaxEventTimeNs = (int64_t{1} << 62) - 1;
+inline constexpr int64_t kMaxWindowNs = int64_t{1} << 62;
+
+inline bool IsAcceptedEventTime(int64_t t) {
+  return t >= -kMaxEventTimeNs && t <= kMaxEventTimeNs;
+}
+
+// Returns kInvalidArgument naming the first event of `trace` that starts or
+// ends outside the accepted range, or that ends before it starts; OK
+// otherwise. Names are escaped (they come from the input).
+absl::Status CheckEventTimes(const Trace& trace);
+
+// Replaces every name of `trace` (the string table, the job and the host)
+// that is not printable UTF-8 with its escaped form (base/text_escape.h), so
+// that names from a file or a producer can reach logs, reports, JSON and
+// /metrics without forging lines or breaking documents. Printable names are
+// untouched.
+void EscapeUnprintableNames(Trace* trace);
 
 // Deduplicates names while a reader fills a Trace.
 // The interner borrows `trace`, which must outlive it.

@@ -24,6 +24,14 @@ TEST(JsonWriter, EscapesStrings) {
   EXPECT_EQ(w.str(), R"("q\"b\\n\n\t\u0001")");
 }
 
+// Regression (issue 17): a job named "bad\xff\xfe-job" put bytes that are
+// not UTF-8 into /api/v1/jobs, which made the whole document invalid.
+TEST(JsonWriter, BytesThatAreNotUtf8BecomeReplacementCharacters) {
+  JsonWriter w;
+  w.String("bad\xff\xfe-job \xC3\xA9");
+  EXPECT_EQ(w.str(), "\"bad\\ufffd\\ufffd-job \xC3\xA9\"");
+}
+
 TEST(JsonWriter, NonFiniteDoublesBecomeNull) {
   JsonWriter w;
   w.BeginArray()

@@ -1,5 +1,11 @@
 // End-to-end tests of `bubblewatch analyze`: exit codes, error lines, the
 // JSON contract and the golden report of the seed's sample.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "simdjson.h"
@@ -139,10 +145,66 @@ INSTANTIATE_TEST_SUITE_P(
             R"({"gpu_kernels": [{"name": "a", "start_us": 1, "end_us": 2, "stream": 7, "kind": "dma"}]})",
             "unknown kind \"dma\""},
         BadInput{"unknown_format", R"(hello, I am not a trace)",
-                 "unknown format"}),
+                 "unknown format"},
+        // Issue 17: fits int64 ns, but no window arithmetic could use it.
+        BadInput{
+            "near_int64_max",
+            R"({"gpu_kernels": [{"name": "a", "start_us": 9223372030000000, "end_us": 9223372031000000, "stream": 7}]})",
+            "outside the accepted times"},
+        BadInput{
+            "kernel_of_584_years",
+            R"({"gpu_kernels": [{"name": "a", "start_us": -9223372036854775, "end_us": 9223372036854775, "stream": 7}]})",
+            "outside the accepted times"}),
     [](const ::testing::TestParamInfo<BadInput>& info) {
       return std::string(info.param.name);
     });
+
+// Regression (issue 17): `analyze --window 10s` on a one-kernel timeline at
+// 9,223,372,030 s exited 134 (std::bad_alloc) instead of 3; kernels far
+// apart exceed the window cap instead of allocating millions of windows.
+TEST(AnalyzeCommand, WindowedAnalysisOfFarOffTimesExitsThree) {
+  std::string near_max = WriteTempFile(
+      "near_max.json",
+      R"({"gpu_kernels": [{"name": "a", "start_us": 9223372030000000, "end_us": 9223372031000000, "stream": 7}]})");
+  auto r = RunBubblewatch("analyze --window 10s '" + near_max + "'");
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("outside the accepted times"));
+  std::string far_apart = WriteTempFile(
+      "far_apart.json",
+      R"({"gpu_kernels": [{"name": "a", "start_us": 0, "end_us": 1, "stream": 7}, {"name": "b", "start_us": 4000000000000000, "end_us": 4000000000000001, "stream": 7}]})");
+  r = RunBubblewatch("analyze --window 10s '" + far_apart + "'");
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("windows of 10s"));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  r = RunBubblewatch("analyze --window 10s --max-windows -1 '" + far_apart +
+                     "'");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+}
+
+// Regression (issue 17): `analyze` of a FIFO waited for a writer forever.
+TEST(AnalyzeCommand, FifoIsRefusedAtOnce) {
+  const std::string path =
+      ::testing::TempDir() + "/fifo-" + std::to_string(getpid());
+  std::filesystem::remove(path);
+  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+  auto r = RunBubblewatch("analyze '" + path + "'");
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("a FIFO"));
+  std::filesystem::remove(path);
+}
+
+// Regression (issue 17): a 2 GB sparse file was read whole (11 s, 4.2 GB)
+// before failing; it stops at the first bytes that cannot be JSON.
+TEST(AnalyzeCommand, SparseFileStopsAtTheFirstNulByte) {
+  const std::string path =
+      ::testing::TempDir() + "/sparse-" + std::to_string(getpid()) + ".json";
+  { std::ofstream(path, std::ios::binary) << "{\"gpu_kernels\": ["; }
+  std::filesystem::resize_file(path, uint64_t{1} << 30);  // 1 GiB, sparse.
+  auto r = RunBubblewatch("analyze '" + path + "'");
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("a NUL byte at offset 17"));
+  std::filesystem::remove(path);
+}
 
 TEST(AnalyzeCommand, TimelineWithoutGpuKernelsNamesTheMissingField) {
   std::string path = WriteTempFile("no_gpu.json", R"({"cpu_events": []})");

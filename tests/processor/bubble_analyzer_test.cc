@@ -261,6 +261,80 @@ TEST(BubbleAnalyzer, EndBeforeStartIsAnError) {
   EXPECT_THAT(a.status().message(), HasSubstr("backwards"));
 }
 
+// A trace of raw-nanosecond kernels on device 0.
+Trace KernelsAtNs(std::initializer_list<std::pair<int64_t, int64_t>> spans) {
+  Trace t;
+  t.names.push_back("k");
+  for (auto [start, end] : spans) {
+    t.gpu.push_back(GpuActivity{.start_ns = start, .end_ns = end, .name = 0});
+  }
+  return t;
+}
+
+// Regression (issue 17): one 1 s kernel at 9,223,372,030 s made `w +
+// window_ns` overflow in the window loop, which then allocated windows until
+// std::bad_alloc. Such a time is refused; so is a +-292-year kernel.
+TEST(BubbleAnalyzer, TimesOutsideTheAcceptedRangeAreAnError) {
+  constexpr int64_t kNearMax = 9'223'372'030'000'000'000;
+  AnalyzerOptions options;
+  options.window_ns = 10'000'000'000;
+  for (const Trace& t :
+       {KernelsAtNs({{kNearMax, kNearMax + 1'000'000'000}}),
+        KernelsAtNs({{-9'223'372'036'854'775'000, 9'223'372'036'854'775'000}}),
+        KernelsAtNs({{0, 1}, {INT64_MAX - 1, INT64_MAX}})}) {
+    absl::StatusOr<Analysis> a = AnalyzeTrace(t, options);
+    ASSERT_FALSE(a.ok());
+    EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(a.status().message(), HasSubstr("outside the accepted times"));
+  }
+}
+
+// The edges of the accepted range work, windows included: no overflow at
+// the last window (UBSan checks the arithmetic in the sanitizer run).
+TEST(BubbleAnalyzer, TimesAtTheEdgesOfTheAcceptedRangeAreAnalyzed) {
+  AnalyzerOptions options;
+  options.window_ns = kMaxWindowNs;
+  Analysis a = MustAnalyze(
+      KernelsAtNs({{kMaxEventTimeNs - 10, kMaxEventTimeNs}}), options);
+  EXPECT_EQ(a.job.compute_ns, 10);
+  ASSERT_EQ(a.windows.size(), 1u);
+  EXPECT_GT(a.windows[0].end_ns, a.windows[0].start_ns);
+  options.window_ns = 10'000'000'000;
+  a = MustAnalyze(KernelsAtNs({{-kMaxEventTimeNs, -kMaxEventTimeNs + 5},
+                               {-kMaxEventTimeNs + 20, -kMaxEventTimeNs + 30}}),
+                  options);
+  EXPECT_EQ(a.job.span_ns, 30);
+  EXPECT_EQ(a.windows.size(), 1u);
+}
+
+// Offline, as the processor caps open windows online: a trace whose kernels
+// span more windows than max_windows is refused before any is allocated.
+TEST(BubbleAnalyzer, WindowsPerAnalysisAreCapped) {
+  const Trace t = KernelsAtNs(
+      {{0, 1'000}, {4'000'000'000'000'000'000, 4'000'000'000'000'001'000}});
+  AnalyzerOptions options;
+  options.window_ns = 10'000'000'000;
+  absl::StatusOr<Analysis> a = AnalyzeTrace(t, options);
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(a.status().message(), HasSubstr("span 400000001 windows of 10s"));
+  // Without windows the same trace is fine: one long bubble.
+  options.window_ns = 0;
+  EXPECT_EQ(MustAnalyze(t, options).job.bubble_ns,
+            4'000'000'000'000'000'000 - 1'000);
+  // At the cap exactly, it is analyzed.
+  options.window_ns = 1'000;
+  options.max_windows = 1;
+  EXPECT_EQ(MustAnalyze(KernelsAtNs({{0, 1'000}}), options).windows.size(), 1u);
+  options.max_windows = 1;
+  EXPECT_FALSE(AnalyzeTrace(KernelsAtNs({{0, 1'001}}), options).ok());
+}
+
+TEST(BubbleAnalyzer, WindowLongerThanTheLimitIsAnError) {
+  AnalyzerOptions options;
+  options.window_ns = kMaxWindowNs + 1;
+  EXPECT_FALSE(AnalyzeTrace(KernelsAtNs({{0, 10}}), options).ok());
+}
+
 TEST(BubbleAnalyzer, EmptyTraceHasZeroEverything) {
   Analysis a = MustAnalyze(Trace{});
   EXPECT_EQ(a.job.span_ns, 0);

@@ -536,5 +536,137 @@ TEST(JobWindower, OpenWindowsAreTheSameAfterARestoreAndReplay) {
   EXPECT_GT(compared, 10);
 }
 
+// One kernel [start, end) in seconds, as a batch of its own.
+DecodedBatch KernelSeconds(double start_s, double end_s) {
+  DecodedBatch b;
+  b.header.job = "job";
+  b.header.host = "h";
+  NameInterner names(&b.trace);
+  b.trace.gpu.push_back(
+      GpuActivity{.start_ns = static_cast<int64_t>(start_s * 1e9),
+                  .end_ns = static_cast<int64_t>(end_s * 1e9),
+                  .name = names.Intern("k")});
+  return b;
+}
+
+// Feeds `batches` (offsets are their indexes) from `from` on, finalizing
+// after each as the processor does, and returns the windows finalized.
+std::vector<WindowSummary> Feed(JobWindower& w,
+                                const std::vector<const DecodedBatch*>& batches,
+                                size_t from, size_t to, bool replay) {
+  std::vector<WindowSummary> out;
+  for (size_t i = from; i < to; ++i) {
+    w.Add(*batches[i], static_cast<int64_t>(i), replay, absl::UnixEpoch());
+    for (WindowSummary& s : w.FinalizeReady(absl::UnixEpoch(), absl::Hours(1)))
+      out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// Runs `batches` uninterrupted, and restarted after every cut (restored from
+// the finalized edge, replaying from the resume offset, then going on), and
+// expects the same windows after the cut either way.
+void ExpectRestartsChangeNothing(
+    const std::vector<const DecodedBatch*>& batches,
+    const WindowerOptions& options) {
+  JobWindower live("job", options);
+  std::vector<std::vector<WindowSummary>> live_after(batches.size());
+  for (size_t i = 0; i < batches.size(); ++i) {
+    live_after[i] = Feed(live, batches, i, i + 1, false);
+  }
+  const std::vector<WindowSummary> live_idle = live.FinalizeAll();
+  JobWindower before("job", options);
+  for (size_t cut = 0; cut + 1 < batches.size(); ++cut) {
+    Feed(before, batches, cut, cut + 1, false);
+    if (!before.ResumeOffset()) continue;
+    JobWindower restored("job", options);
+    restored.RestoreFinalizedThrough(before.finalized_through_ns());
+    EXPECT_TRUE(Feed(restored, batches,
+                     static_cast<size_t>(*before.ResumeOffset()), cut + 1,
+                     /*replay=*/true)
+                    .empty());
+    std::vector<WindowSummary> got =
+        Feed(restored, batches, cut + 1, batches.size(), false);
+    std::vector<WindowSummary> want;
+    for (size_t i = cut + 1; i < batches.size(); ++i) {
+      for (const WindowSummary& w : live_after[i]) want.push_back(w);
+    }
+    // Then the job goes quiet: the idle close too.
+    for (const WindowSummary& w : restored.FinalizeAll()) got.push_back(w);
+    want.insert(want.end(), live_idle.begin(), live_idle.end());
+    ASSERT_EQ(got.size(), want.size()) << "cut " << cut;
+    for (size_t i = 0; i < got.size(); ++i) {
+      SCOPED_TRACE("cut " + std::to_string(cut));
+      ExpectSameWindow(got[i].window, want[i].window);
+    }
+  }
+}
+
+// Regression (issue 17): kernels [1, 9.95], [10.05, 15], [15, 16] s, then
+// [25, 26] s. Uninterrupted, window 10 s has a span of 10 s and 4.05 s of
+// bubble (the gap [9.95, 10.05) crosses its start). After a restart that
+// replayed from before 10 s it had 9.95 / 4.0 s: the replay dropped the
+// kernel that ends before the finalized edge, and with it the gap's start.
+TEST(JobWindower, GapAcrossAWindowStartSurvivesARestart) {
+  const std::vector<DecodedBatch> kernels = {
+      KernelSeconds(1, 9.95), KernelSeconds(10.05, 15), KernelSeconds(15, 16),
+      KernelSeconds(25, 26)};
+  std::vector<const DecodedBatch*> batches;
+  for (const DecodedBatch& b : kernels) batches.push_back(&b);
+  WindowerOptions options;  // 10 s windows, 2 s lateness.
+  // After [15, 16] arrives, window 0 is final and [1, 9.95] is still kept.
+  JobWindower before("job", options);
+  Feed(before, batches, 0, 3, false);
+  ASSERT_EQ(before.finalized_through_ns(), 10'000'000'000);
+  ASSERT_EQ(before.ResumeOffset(), 0);
+  JobWindower restored("job", options);
+  restored.RestoreFinalizedThrough(before.finalized_through_ns());
+  Feed(restored, batches, 0, 3, /*replay=*/true);
+  std::vector<WindowSummary> windows = Feed(restored, batches, 3, 4, false);
+  ASSERT_EQ(windows.size(), 1u);
+  EXPECT_EQ(windows[0].window.start_ns, 10'000'000'000);
+  EXPECT_EQ(windows[0].window.job.span_ns, 10'000'000'000);
+  EXPECT_EQ(windows[0].window.job.bubble_ns, 4'050'000'000);
+  ExpectRestartsChangeNothing(batches, options);
+}
+
+// The boundary cases of a restart, each a cut at every batch: a kernel
+// across a window start, a device whose last kernel lies in a closed window
+// while another device runs on, and a late kernel that would start the
+// next gap.
+TEST(JobWindower, RestartsAtEveryBatchGiveTheUninterruptedWindows) {
+  auto on_device = [](DecodedBatch b, int32_t device) {
+    for (GpuActivity& a : b.trace.gpu) a.device = device;
+    return b;
+  };
+  const std::vector<DecodedBatch> kernels = {
+      KernelSeconds(1, 4),         on_device(KernelSeconds(2, 3), 1),
+      KernelSeconds(5, 12),        KernelSeconds(12.5, 13),
+      KernelSeconds(14, 19.9),     KernelSeconds(20.1, 21),
+      KernelSeconds(19.95, 19.98),  // Late once 20 s is final.
+      KernelSeconds(22, 23),       KernelSeconds(24, 25),
+      KernelSeconds(29.5, 31),     KernelSeconds(33, 34),
+      KernelSeconds(36, 37),       KernelSeconds(45, 46)};
+  std::vector<const DecodedBatch*> batches;
+  for (const DecodedBatch& b : kernels) batches.push_back(&b);
+  ExpectRestartsChangeNothing(batches, WindowerOptions{});
+}
+
+// The same over random two-host streams, cut at every batch.
+TEST(JobWindower, RestartsOnRandomStreamsGiveTheUninterruptedWindows) {
+  for (uint32_t seed : {21u, 22u}) {
+    Stream s = MakeStream(seed, 5);
+    std::mt19937 rng(seed);
+    std::vector<DecodedBatch> h0 = MakeBatches(s.per_host[0], 0, rng);
+    std::vector<DecodedBatch> h1 = MakeBatches(s.per_host[1], 1, rng);
+    std::vector<const DecodedBatch*> order;
+    for (size_t i = 0; i < std::max(h0.size(), h1.size()); ++i) {
+      if (i < h0.size()) order.push_back(&h0[i]);
+      if (i < h1.size()) order.push_back(&h1[i]);
+    }
+    ExpectRestartsChangeNothing(order, SmallWindows());
+  }
+}
+
 }  // namespace
 }  // namespace bubblewatch

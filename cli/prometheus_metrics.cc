@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "base/text_escape.h"
 #include "cli/query_report.h"
 #include "storage/window_queries.h"
 
@@ -80,6 +81,10 @@ void WriteProcessor(Page& page, const ProcessorStats& p) {
        p.late_events},
       {"bubblewatch_processor_windows_written_total",
        "Finalized windows written to the store.", p.windows_written},
+      {"bubblewatch_processor_dead_letters_lost_total",
+       "Rejected messages whose dead letter the dead-letter topic refused "
+       "even in its minimal form (headers only); each is also logged.",
+       p.dead_letters_lost},
   };
   for (const Counter& c : counters) {
     page.Family(c.name, "counter", c.help);
@@ -170,9 +175,13 @@ void WritePeriodSamples(Page& page, absl::string_view prefix,
 }  // namespace
 
 std::string EscapeLabelValue(absl::string_view value) {
+  // A label value that is not UTF-8 fails the whole scrape (promtool, and
+  // Prometheus itself): such a name is shown escaped (\xHH) instead;
+  // printable names pass unchanged.
+  const std::string printable = EscapeForLog(value);
   std::string out;
-  out.reserve(value.size());
-  for (char c : value) {
+  out.reserve(printable.size());
+  for (char c : printable) {
     if (c == '\\') {
       out += "\\\\";
     } else if (c == '"') {

@@ -4,6 +4,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "base/text_escape.h"
 
 namespace bubblewatch {
 namespace {
@@ -18,17 +19,28 @@ std::optional<BatchRejection> CheckInterval(const Trace& t,
   if (end < start) {
     return BatchRejection{
         "end_before_start",
-        absl::StrCat(what, " #", index, " '", t.names[name], "' ends ",
+        absl::StrCat(what, " #", index, " '", EscapeForLog(t.names[name]),
+                     "' ends ",
                      static_cast<uint64_t>(start) - static_cast<uint64_t>(end),
                      " ns before it starts")};
+  }
+  for (int64_t time : {start, end}) {
+    if (!IsAcceptedEventTime(time)) {
+      return BatchRejection{
+          "timestamps_out_of_range",
+          absl::StrCat(what, " #", index, " '",
+                       EscapeForLog(t.names[name].substr(0, 80)), "' has time ",
+                       time, " ns, outside the accepted +-", kMaxEventTimeNs,
+                       " ns of the clock's epoch")};
+    }
   }
   const uint64_t duration =
       static_cast<uint64_t>(end) - static_cast<uint64_t>(start);
   if (duration > static_cast<uint64_t>(limits.max_event_duration_ns)) {
     return BatchRejection{
         "duration_over_limit",
-        absl::StrCat(what, " #", index, " '", t.names[name], "' lasts ",
-                     duration / 1'000'000'000, " s")};
+        absl::StrCat(what, " #", index, " '", EscapeForLog(t.names[name]),
+                     "' lasts ", duration / 1'000'000'000, " s")};
   }
   return std::nullopt;
 }
@@ -49,6 +61,13 @@ std::optional<BatchRejection> CheckName(absl::string_view what,
 
 }  // namespace
 
+void EscapeUnprintableNames(DecodedBatch* batch) {
+  EscapeUnprintableNames(&batch->trace);
+  if (!IsPrintableUtf8(batch->header.host)) {
+    batch->header.host = EscapeForLog(batch->header.host);
+  }
+}
+
 std::optional<BatchRejection> CheckBatchBytes(size_t bytes,
                                               const BatchLimits& limits) {
   if (bytes <= static_cast<uint64_t>(limits.max_batch_bytes)) {
@@ -65,6 +84,12 @@ std::optional<BatchRejection> ValidateBatch(const DecodedBatch& batch,
     return BatchRejection{"empty_job", "the batch names no job"};
   }
   if (auto r = CheckName("job", batch.header.job, limits)) return r;
+  if (!IsPrintableUtf8(batch.header.job)) {
+    return BatchRejection{
+        "bad_job_name",
+        absl::StrCat("job '", EscapeForLog(batch.header.job.substr(0, 80)),
+                     "' is not printable UTF-8")};
+  }
   if (auto r = CheckName("host", batch.header.host, limits)) return r;
   const Trace& t = batch.trace;
   if (static_cast<int64_t>(t.names.size()) > limits.max_names) {

@@ -21,11 +21,12 @@ struct BatchRejection {
 };
 
 // Limits on a sane batch. Defaults: an event lasts at most a day; a batch's
-// events lie within a day of each other; no event time is negative beyond
-// the clock's start or later than year 2200. The size limits keep one bad
-// producer from exhausting the processor's memory: a batch over one is
-// rejected whole before its events are buffered. The defaults are far above
-// what `bubblewatch produce` sends (4096 events, a few hundred KB).
+// events lie within a day of each other. Whatever the limits, every time must
+// be an accepted one (schemas/trace.h: about 146 years either side of the
+// clock's epoch), so that no window arithmetic can overflow. The size limits
+// keep one bad producer from exhausting the processor's memory: a batch over
+// one is rejected whole before its events are buffered. The defaults are far
+// above what `bubblewatch produce` sends (4096 events, a few hundred KB).
 struct BatchLimits {
   int64_t max_event_duration_ns = int64_t{24} * 3600 * 1'000'000'000;
   int64_t max_batch_time_spread_ns = int64_t{24} * 3600 * 1'000'000'000;
@@ -46,6 +47,9 @@ std::optional<BatchRejection> CheckBatchBytes(size_t bytes,
 
 // Returns the first reason `batch` cannot be processed, or nullopt:
 //   "empty_job"            the batch names no job;
+//   "bad_job_name"         the job is not printable UTF-8 (control
+//                          characters or bytes that are not UTF-8): it is
+//                          a key in the store, the API and /metrics;
 //   "name_too_long"        the job, the host or a name in the string table
 //                          is longer than limits.max_name_bytes;
 //   "string_table_too_large"  more names than limits.max_names, or more
@@ -53,9 +57,17 @@ std::optional<BatchRejection> CheckBatchBytes(size_t bytes,
 //   "too_many_events"      more than limits.max_events;
 //   "end_before_start"     an event ends before it starts;
 //   "duration_over_limit"  an event lasts longer than the limit;
-//   "timestamps_out_of_range"  events decades apart (spread over the limit).
+//   "timestamps_out_of_range"  an event time outside the accepted range
+//                          (IsAcceptedEventTime, schemas/trace.h), or
+//                          events days apart (spread over the limit).
 std::optional<BatchRejection> ValidateBatch(const DecodedBatch& batch,
                                             const BatchLimits& limits = {});
+
+// After ValidateBatch accepted `batch`: its host and event names that are
+// not printable UTF-8 are replaced with their escaped form
+// (EscapeUnprintableNames), deterministically, so a replay makes the same
+// names.
+void EscapeUnprintableNames(DecodedBatch* batch);
 
 }  // namespace bubblewatch
 

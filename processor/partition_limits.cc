@@ -32,6 +32,23 @@ std::optional<BatchRejection> CheckNewJob(int64_t tracked_jobs,
                       tracked_jobs, limits.max_jobs_per_partition)};
 }
 
+std::optional<BatchRejection> CheckSequenceStep(
+    const absl::flat_hash_map<uint64_t, uint64_t>& counted,
+    const BatchHeader& header, const ProcessorLimits& limits) {
+  if (header.producer_id == 0) return std::nullopt;  // Not deduplicated.
+  auto it = counted.find(header.producer_id);
+  if (it == counted.end() || header.sequence <= it->second) return std::nullopt;
+  // Unsigned: the distance to a forged 2^64 - 1 fits, the sum might not.
+  const uint64_t step = header.sequence - it->second;
+  if (step <= limits.max_sequence_step) return std::nullopt;
+  return BatchRejection{
+      "sequence_gap",
+      absl::StrFormat("producer %016x jumps from batch %d to %d (at most %d "
+                      "ahead is accepted): a forged or corrupt sequence",
+                      header.producer_id, it->second, header.sequence,
+                      limits.max_sequence_step)};
+}
+
 void LimitLedger::RecordRejection(int64_t offset) {
   if (!rejected_.empty() && offset <= rejected_.back()) return;
   rejected_.push_back(offset);

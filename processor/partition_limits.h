@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "processor/batch_validator.h"
@@ -41,7 +42,24 @@ struct ProcessorLimits {
   // holds at most partitions owned x this; jobs are forgotten once their
   // newest event is `job_expiry` (event time) behind their partition's.
   int64_t max_jobs_per_partition = 10'000;
+  // How far one batch's sequence may run ahead of the highest counted batch
+  // of its producer (same producer id). A producer numbers its batches
+  // 0, 1, 2, ...; only its own dead-lettered batches leave holes. A batch
+  // further ahead is dead-lettered as "sequence_gap" instead of adopted: a
+  // forged sequence near 2^64 would otherwise make every real batch after
+  // it look like a resent duplicate (issue 17). So a forger who knows a
+  // producer id can still make at most this many of its next batches look
+  // like duplicates (docs/semantics.md, "What a producer can forge").
+  uint64_t max_sequence_step = 1024;
 };
+
+// Returns "sequence_gap" when `header`'s producer has a highest counted
+// sequence in `counted` (JobState::producer_sequences) and the batch's
+// sequence lies more than limits.max_sequence_step beyond it. A producer
+// seen for the first time sets its own start.
+std::optional<BatchRejection> CheckSequenceStep(
+    const absl::flat_hash_map<uint64_t, uint64_t>& counted,
+    const BatchHeader& header, const ProcessorLimits& limits);
 
 // Returns "too_many_open_windows" when a batch would leave its job with
 // `open_windows` (JobWindower::OpenWindowsWith) over the limit.

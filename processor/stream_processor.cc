@@ -11,10 +11,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "base/text_escape.h"
 #include "kafka/kafka_admin.h"
 #include "kafka/kafka_config.h"
 #include "kafka/kafka_handles.h"
 #include "kafka/kafka_status.h"
+#include "processor/dead_letter.h"
 #include "processor/job_state.h"
 #include "processor/state_changelog.h"
 #include "schemas/event_batch_codec.h"
@@ -24,7 +26,6 @@
 namespace bubblewatch {
 namespace {
 
-constexpr char kErrorHeader[] = "bubblewatch.error";
 constexpr absl::Duration kRetentionInterval = absl::Minutes(1);
 constexpr int kPollTimeoutMs = 100;
 // How often jobs past job_expiry are looked for, and how often a job whose
@@ -162,6 +163,16 @@ class StreamProcessor::Impl {
   // Forgets the producers of `state` whose newest event lies more than
   // options_.producer_expiry behind its finalized edge.
   void ForgetOldProducers(JobState& state);
+  // Produces `letter` to the DLQ with `fallback` (its minimal form, freed by
+  // the delivery report) as the message opaque. False, with `error`, when
+  // librdkafka refuses it at once.
+  bool ProduceDeadLetter(const DeadLetter& letter,
+                         std::unique_ptr<DeadLetter> fallback,
+                         rd_kafka_resp_err_t* error);
+  // A dead letter was refused: see the definition.
+  void DeadLetterFailed(const rd_kafka_message_t& message,
+                        std::unique_ptr<DeadLetter> minimal);
+  // Sends the bounded dead letter of `message` (dead_letter.h).
   // `source`: the batch's header when it decoded, for per-source counts.
   void SendToDeadLetters(const rd_kafka_message_t& message,
                          absl::string_view reason, absl::string_view detail,
@@ -427,33 +438,132 @@ void StreamProcessor::Impl::DeliveryCallback(rd_kafka_t*,
                                              void* opaque) {
   Impl* self = static_cast<Impl*>(opaque);
   --self->undelivered_;
-  if (message->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    self->fatal_ = KafkaErrorToStatus(
-        message->err,
-        absl::StrCat("delivering to ", rd_kafka_topic_name(message->rkt)));
+  // Dead letters carry their minimal form; nothing else has a message opaque.
+  std::unique_ptr<DeadLetter> minimal(
+      static_cast<DeadLetter*>(message->_private));
+  if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR) return;
+  if (minimal != nullptr) {
+    self->DeadLetterFailed(*message, std::move(minimal));
+    return;
   }
+  self->fatal_ = KafkaErrorToStatus(
+      message->err,
+      absl::StrCat("delivering to ", rd_kafka_topic_name(message->rkt)));
+}
+
+bool StreamProcessor::Impl::ProduceDeadLetter(
+    const DeadLetter& letter, std::unique_ptr<DeadLetter> fallback,
+    rd_kafka_resp_err_t* error) {
+  rd_kafka_headers_t* headers =
+      rd_kafka_headers_new(static_cast<int>(letter.headers.size()));
+  for (const auto& [name, value] : letter.headers) {
+    rd_kafka_header_add(headers, name.data(), static_cast<ssize_t>(name.size()),
+                        value.data(), static_cast<ssize_t>(value.size()));
+  }
+  ++undelivered_;
+  rd_kafka_resp_err_t err = rd_kafka_producev(
+      producer_.get(), RD_KAFKA_V_TOPIC(options_.dlq_topic.c_str()),
+      RD_KAFKA_V_KEY(letter.key.data(), letter.key.size()),
+      RD_KAFKA_V_VALUE(const_cast<char*>(letter.payload.data()),
+                       letter.payload.size()),
+      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(headers),
+      RD_KAFKA_V_OPAQUE(fallback.get()), RD_KAFKA_V_END);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    --undelivered_;
+    rd_kafka_headers_destroy(headers);  // Owned by librdkafka only on success.
+    *error = err;
+    return false;
+  }
+  fallback.release();  // The delivery report frees it.
+  return true;
+}
+
+// The bounded form did not fit the topic (its max.message.bytes is lower
+// than the broker's default), or was refused for good: the minimal form
+// goes instead, and the consumer moves on once that one is acknowledged.
+// If even that is refused, the loss is logged and counted, never fatal: a
+// dead-letter topic the processor cannot write to must not stop the fleet.
+// Errors that mean the broker is away (a timed-out message) stay fatal, as
+// for windows and snapshots: the offsets must not move past an
+// unacknowledged dead letter, and a restart retries it.
+void StreamProcessor::Impl::DeadLetterFailed(
+    const rd_kafka_message_t& message, std::unique_ptr<DeadLetter> minimal) {
+  const rd_kafka_resp_err_t err = message.err;
+  const bool refused = err == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE ||
+                       err == RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE ||
+                       err == RD_KAFKA_RESP_ERR_INVALID_RECORD ||
+                       err == RD_KAFKA_RESP_ERR_INVALID_MSG ||
+                       err == RD_KAFKA_RESP_ERR_POLICY_VIOLATION;
+  if (!refused) {
+    fatal_ = KafkaErrorToStatus(err, "delivering to the dead-letter topic");
+    return;
+  }
+  if (!minimal->headers.empty()) {
+    spdlog::warn("{} refused a dead letter ({}); sending its minimal form",
+                 options_.dlq_topic, rd_kafka_err2str(err));
+    DeadLetter retry = std::move(*minimal);
+    rd_kafka_resp_err_t produce_err = RD_KAFKA_RESP_ERR_NO_ERROR;
+    // The minimal form's own fallback is empty: no third try.
+    if (ProduceDeadLetter(retry, std::make_unique<DeadLetter>(),
+                          &produce_err)) {
+      return;
+    }
+  }
+  spdlog::error(
+      "{} refused the dead letter of a rejected message even in its minimal "
+      "form ({}); counted in bubblewatch_dead_letters_lost_total",
+      options_.dlq_topic, rd_kafka_err2str(err));
+  absl::MutexLock lock(&stats_mu_);
+  ++stats_.dead_letters_lost;
 }
 
 void StreamProcessor::Impl::SendToDeadLetters(const rd_kafka_message_t& message,
                                               absl::string_view reason,
                                               absl::string_view detail,
                                               const BatchHeader* source) {
-  std::string header = absl::StrCat(reason, ": ", detail);
-  ++undelivered_;
-  rd_kafka_resp_err_t err = rd_kafka_producev(
-      producer_.get(), RD_KAFKA_V_TOPIC(options_.dlq_topic.c_str()),
-      RD_KAFKA_V_KEY(message.key, message.key_len),
-      RD_KAFKA_V_VALUE(message.payload, message.len),
-      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-      RD_KAFKA_V_HEADER(kErrorHeader, header.data(),
-                        static_cast<ssize_t>(header.size())),
-      RD_KAFKA_V_END);
-  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    --undelivered_;
-    fatal_ = KafkaErrorToStatus(err, "producing to the dead-letter topic");
+  RejectedMessage rejected{
+      .topic = options_.topic,
+      .partition = message.partition,
+      .offset = message.offset,
+      .key = absl::string_view(static_cast<const char*>(message.key),
+                               message.key_len),
+      .payload = absl::string_view(static_cast<const char*>(message.payload),
+                                   message.len)};
+  rd_kafka_headers_t* original = nullptr;
+  if (rd_kafka_message_headers(&message, &original) ==
+      RD_KAFKA_RESP_ERR_NO_ERROR) {
+    const char* name = nullptr;
+    const void* value = nullptr;
+    size_t size = 0;
+    for (size_t i = 0;
+         rd_kafka_header_get_all(original, i, &name, &value, &size) ==
+         RD_KAFKA_RESP_ERR_NO_ERROR;
+         ++i) {
+      rejected.headers.emplace_back(
+          name, value == nullptr
+                    ? std::string()
+                    : std::string(static_cast<const char*>(value), size));
+    }
   }
-  spdlog::warn("message {}/{}@{} to {}: {}", options_.topic, message.partition,
-               message.offset, options_.dlq_topic, header);
+  const DeadLetter letter = MakeDeadLetter(rejected, reason, detail);
+  auto minimal = std::make_unique<DeadLetter>(
+      MakeDeadLetter(rejected, reason, detail, /*minimal=*/true));
+  rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+  if (!ProduceDeadLetter(letter, std::move(minimal), &err)) {
+    // Refused before sending (e.g. over the producer's message.max.bytes):
+    // the minimal form, then the same rules as a refused delivery.
+    rd_kafka_message_t refused{};
+    refused.err = err;
+    DeadLetterFailed(refused, std::make_unique<DeadLetter>(MakeDeadLetter(
+                                  rejected, reason, detail, /*minimal=*/true)));
+  }
+  spdlog::warn(
+      "message {}/{}@{} to {}: {}: {}{}", options_.topic, message.partition,
+      message.offset, options_.dlq_topic, std::string(reason),
+      EscapeForLog(detail.substr(0, 4096)),
+      letter.truncated.empty()
+          ? ""
+          : absl::StrCat(" (dead letter cut: ", letter.truncated, ")"));
   absl::MutexLock lock(&stats_mu_);
   ++stats_.dlq_by_reason[std::string(reason)];
   if (source != nullptr) {
@@ -538,6 +648,7 @@ absl::Status StreamProcessor::Impl::HandleMessage(
     }
     return absl::OkStatus();
   }
+  EscapeUnprintableNames(&*batch);
   const std::string& job_name = batch->header.job;
   // The stateful limits. A replayed batch is decided as it was the first
   // time (its partition's ledger); its dead letter was sent then.
@@ -566,6 +677,14 @@ absl::Status StreamProcessor::Impl::HandleMessage(
       // A job whose first batch this was is not tracked: a stream of
       // made-up job names must not grow the job table either.
       if (!part.jobs.contains(job_name)) jobs_.erase(job_name);
+      return absl::OkStatus();
+    }
+  }
+  if (!replay) {
+    if (std::optional<BatchRejection> rejection =
+            CheckSequenceStep(job->state.producer_sequences, batch->header,
+                              options_.state_limits)) {
+      RejectForLimit(message, part, *rejection, batch->header);
       return absl::OkStatus();
     }
   }

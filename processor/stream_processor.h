@@ -114,6 +114,9 @@ struct ProcessorStats {
   int64_t duplicate_batches = 0;
   int64_t late_events = 0;
   int64_t windows_written = 0;
+  // Rejected messages whose dead letter the DLQ topic refused even in its
+  // minimal form (logged each; dead_letter.h).
+  int64_t dead_letters_lost = 0;
   // Partitions assigned whose state came from the changelog (newer than the
   // local store's), and snapshots written to it.
   int64_t state_restores = 0;

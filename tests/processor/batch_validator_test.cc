@@ -14,6 +14,7 @@ namespace bubblewatch {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 DecodedBatch Batch(int events, const std::string& name = "gemm") {
   DecodedBatch b;
@@ -107,7 +108,7 @@ TEST(BatchValidator, DurationOfExtremeTimesDoesNotOverflow) {
       GpuActivity{.start_ns = std::numeric_limits<int64_t>::min(),
                   .end_ns = std::numeric_limits<int64_t>::max(),
                   .name = 0});
-  EXPECT_EQ(Reason(ValidateBatch(b)), "duration_over_limit");
+  EXPECT_EQ(Reason(ValidateBatch(b)), "timestamps_out_of_range");
 }
 
 // Regression, found by the event_batch fuzzer (UBSan): the detail of an
@@ -120,6 +121,50 @@ TEST(BatchValidator, EndFarBeforeStartDoesNotOverflow) {
   std::optional<BatchRejection> r = ValidateBatch(b);
   EXPECT_EQ(Reason(r), "end_before_start");
   EXPECT_THAT(r->detail, HasSubstr("ends 9259400833873739676 ns before"));
+}
+
+// Regression (issue 17): a kernel near INT64_MAX passed every check (its
+// duration and spread were sane) and crash-looped the processor.
+TEST(BatchValidator, TimesOutsideTheAcceptedRange) {
+  for (int64_t start : {int64_t{9'223'372'030'000'000'000},
+                        -kMaxEventTimeNs - 1, kMaxEventTimeNs}) {
+    DecodedBatch b = Batch(0);
+    b.trace.gpu.push_back(GpuActivity{
+        .start_ns = start, .end_ns = start + (start < 0 ? 1 : 0), .name = 0});
+    std::optional<BatchRejection> r = ValidateBatch(b);
+    if (start == kMaxEventTimeNs) {
+      EXPECT_EQ(Reason(r), "accepted");
+    } else {
+      EXPECT_EQ(Reason(r), "timestamps_out_of_range") << start;
+      EXPECT_THAT(r->detail, HasSubstr("outside the accepted"));
+    }
+  }
+}
+
+// Regression (issue 17): a job named "bad\xff\xfe-job" broke /metrics
+// (promtool), the JSON API and `query jobs`; a newline forged log lines.
+TEST(BatchValidator, JobNameMustBePrintableUtf8) {
+  for (const std::string job : {"bad\xff\xfe-job", "job\nforged", "a\x1b[0m"}) {
+    DecodedBatch b = Batch(1);
+    b.header.job = job;
+    std::optional<BatchRejection> r = ValidateBatch(b);
+    EXPECT_EQ(Reason(r), "bad_job_name");
+    EXPECT_THAT(r->detail, Not(HasSubstr("\n")));
+  }
+  DecodedBatch b = Batch(1);
+  b.header.job = "job-\xC3\xA9t\xC3\xA9";  // UTF-8 is fine.
+  EXPECT_EQ(Reason(ValidateBatch(b)), "accepted");
+}
+
+TEST(BatchValidator, OtherNamesAreEscapedNotRejected) {
+  DecodedBatch b = Batch(1, "gemm\n[error] forged");
+  b.header.host = "host\xff";
+  b.trace.host = b.header.host;
+  EXPECT_EQ(Reason(ValidateBatch(b)), "accepted");
+  EscapeUnprintableNames(&b);
+  EXPECT_EQ(b.trace.names[0], "gemm\\n[error] forged");
+  EXPECT_EQ(b.header.host, "host\\xff");
+  EXPECT_EQ(b.trace.host, "host\\xff");
 }
 
 TEST(BatchValidator, EmptyJob) {

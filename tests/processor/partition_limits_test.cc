@@ -41,6 +41,31 @@ TEST(PartitionLimits, DefaultsLeaveRoomForMinutesOfClockSkew) {
   EXPECT_GE(limits.max_jobs_per_partition, 1000);
 }
 
+// Regression (issue 17): one forged batch with a real producer id and
+// sequence 2^64 - 1 was adopted, and the next real batches were dropped as
+// duplicates. A jump beyond the step is rejected instead.
+TEST(PartitionLimits, SequenceMayOnlyAdvanceByABoundedStep) {
+  ProcessorLimits limits;
+  limits.max_sequence_step = 1024;
+  absl::flat_hash_map<uint64_t, uint64_t> counted = {{7, 100}};
+  auto check = [&](uint64_t producer, uint64_t sequence) {
+    return CheckSequenceStep(
+        counted, BatchHeader{.producer_id = producer, .sequence = sequence},
+        limits);
+  };
+  EXPECT_EQ(check(7, 101), std::nullopt);
+  EXPECT_EQ(check(7, 100 + 1024), std::nullopt);
+  EXPECT_EQ(check(7, 50), std::nullopt);  // A duplicate: not this check's.
+  std::optional<BatchRejection> r = check(7, UINT64_MAX);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->reason, "sequence_gap");
+  EXPECT_THAT(r->detail, HasSubstr("from batch 100 to 18446744073709551615"));
+  EXPECT_EQ(check(7, 100 + 1025)->reason, "sequence_gap");
+  // A producer seen for the first time, or one without an id, sets its own.
+  EXPECT_EQ(check(8, UINT64_MAX), std::nullopt);
+  EXPECT_EQ(check(0, UINT64_MAX), std::nullopt);
+}
+
 TEST(LimitLedger, RemembersRejectionsUntilTheResumeOffsetPassesThem) {
   LimitLedger ledger;
   EXPECT_TRUE(ledger.empty());

@@ -1,5 +1,5 @@
 // The --json rendering of an Analysis. Times are microseconds (doubles), as
-// the seed's JSON shape and BRIEF.md specify.
+// the seed's JSON shape and docs/semantics.md#reports specify.
 #include "base/json_writer.h"
 #include "cli/analysis_report.h"
 #include "cli/diagnosis_report.h"
@@ -25,7 +25,8 @@ void WriteKernel(JsonWriter& w, const std::optional<KernelRef>& k) {
   }
 }
 
-// The brief's keys for one device, the job, or one window part.
+// The keys of docs/semantics.md#reports for one device, the job, or one window
+// part.
 void WriteStats(JsonWriter& w, const UtilizationStats& s) {
   w.Key("total_span_us").Double(Us(s.span_ns));
   w.Key("compute_time_us").Double(Us(s.compute_ns));

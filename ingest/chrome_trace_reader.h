@@ -1,7 +1,7 @@
 // Reads a PyTorch-profiler (Kineto) Chrome trace, {"traceEvents": [...]}, the
 // JSON `torch.profiler` exports (`.json`, gunzipped by the caller).
 //
-// Which events become what (BRIEF.md, "Which events are which"). Only complete
+// Which events become what (docs/semantics.md#inputs). Only complete
 // events ("ph": "X") of these categories are kept:
 //   GPU activities: "kernel" / "Kernel" -> kKernel, "gpu_memcpy" / "Memcpy" ->
 //     kMemcpy, "gpu_memset" / "Memset" -> kMemset. device = args.device (else

@@ -1,5 +1,5 @@
 // Which PyTorch-profiler (Kineto) event categories bubblewatch reads, and as
-// what (BRIEF.md, "Which events are which, per input").
+// what (docs/semantics.md#inputs).
 #ifndef BUBBLEWATCH_INGEST_KINETO_CATEGORY_H_
 #define BUBBLEWATCH_INGEST_KINETO_CATEGORY_H_
 

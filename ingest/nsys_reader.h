@@ -1,6 +1,6 @@
 // Reads an Nsight Systems report exported with `nsys export --type sqlite`.
 //
-// Which rows become what (BRIEF.md, "Which events are which"):
+// Which rows become what (docs/semantics.md#inputs):
 //   GPU activities: CUPTI_ACTIVITY_KIND_KERNEL -> kKernel, _MEMCPY -> kMemcpy
 //     (pageable when srcKind or dstKind is 0, i.e. pageable host memory),
 //     _MEMSET -> kMemset; device = deviceId, stream = streamId, bytes = bytes.

@@ -75,7 +75,8 @@ struct SyntheticFleetOptions {
   int64_t start_time_ns = kDefaultSyntheticStartNs;
   // Jobs are named "<job_prefix>-000", "<job_prefix>-001", ...
   std::string job_prefix = "synthetic-job";
-  // Truth windows; BRIEF's default window is 10 s.
+  // Truth windows; the processor's default window is 10 s
+  // (docs/semantics.md#windows).
   int64_t truth_window_ns = 10'000'000'000;
   // Also keep every planted gap with its cause segments (memory: about
   // 100 bytes per gap; tests use it, big runs need not).

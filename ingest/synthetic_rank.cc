@@ -16,7 +16,8 @@ constexpr int64_t kPinnedBytesPerNs = 24;
 constexpr int64_t kInsideMarginNs = 2 * kUs;
 constexpr int64_t kMinKernelNs = 1 * kUs;
 
-// The class an open range lends to the time inside it (BRIEF.md, step 3).
+// The class an open range lends to the time inside it
+// (docs/semantics.md#step-3-host-side-time).
 PlantedHostClass ContextClass(NameId name) {
   switch (name) {
     case kNameAtenItem:

@@ -7,7 +7,7 @@
 //     of one class (sync, allocator, data loading, launch, or uncovered
 //     Python); an explaining range that is open (aten::item, the DataLoader
 //     range, empty_cache) lends its class to everything inside it, the
-//     higher class winning as in BRIEF.md.
+//     higher class winning as in docs/semantics.md#step-3-host-side-time.
 //   - Kernels run in launch order on the compute stream: a kernel starts at
 //     max(previous end (+ a little queue jitter), launch start + launch
 //     latency, copies it waits for), so the busy set is exactly the union of

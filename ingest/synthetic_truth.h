@@ -5,9 +5,9 @@
 // knows every kernel it placed, the launch call of each, the class of every
 // CPU event it emitted (sync, allocator, data loading, launch, or plain
 // Python with no explaining event) and every copy. GapPainter applies the
-// attribution rules of BRIEF.md to that knowledge, so the truth says what a
-// correct analyzer must report: per device and window, busy time, bubble
-// time and bubble time per cause, adding up exactly.
+// attribution rules of docs/semantics.md#attribution to that knowledge, so the
+// truth says what a correct analyzer must report: per device and window, busy
+// time, bubble time and bubble time per cause, adding up exactly.
 #ifndef BUBBLEWATCH_INGEST_SYNTHETIC_TRUTH_H_
 #define BUBBLEWATCH_INGEST_SYNTHETIC_TRUTH_H_
 
@@ -23,7 +23,8 @@
 
 namespace bubblewatch {
 
-// The causes of BRIEF.md, shared with the analyzer (schemas/bubble_cause.h).
+// The causes of docs/semantics.md#attribution, shared with the analyzer
+// (schemas/bubble_cause.h).
 using PlantedCause = BubbleCause;
 inline constexpr int kNumPlantedCauses = kNumBubbleCauses;
 using CauseNs = std::array<int64_t, kNumPlantedCauses>;
@@ -71,7 +72,8 @@ struct PlantedGap {
   std::vector<GapSegment> segments;
 };
 
-// Splits the gap [g0, g1) of one device into causes (BRIEF.md):
+// Splits the gap [g0, g1) of one device into causes
+// (docs/semantics.md#attribution):
 //   1. time covered by a copy in `copies` -> memcpy;
 //   2. the rest: if the next kernel's launch started before g0 ->
 //      gpu_dependency; else [launch_start, g1) -> launch_overhead and

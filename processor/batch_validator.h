@@ -1,7 +1,7 @@
 // Checks a decoded EventBatch for impossible events before it reaches a
 // job's windows. A batch that fails goes to the dead-letter topic whole, with
-// the reason, and is counted by reason (BRIEF.md: malformed messages go to a
-// dead-letter topic; nothing is silently dropped).
+// the reason, and is counted by reason (docs/semantics.md#dead-letters:
+// nothing is silently dropped).
 #ifndef BUBBLEWATCH_PROCESSOR_BATCH_VALIDATOR_H_
 #define BUBBLEWATCH_PROCESSOR_BATCH_VALIDATOR_H_
 

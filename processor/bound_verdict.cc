@@ -55,7 +55,7 @@ constexpr absl::string_view kInputAdvice =
 IdleClassifier::IdleClassifier(const Trace& trace, const LaunchIndex& launches)
     : trace_(trace), launches_(launches) {
   // The launch of a copy touching pageable memory blocks the host like a
-  // sync (BRIEF.md, attribution step 3).
+  // sync (docs/semantics.md#cpu-event-classes, pageable copies).
   absl::flat_hash_set<CorrelationId> pageable;
   for (const GpuActivity& a : trace.gpu) {
     if (a.kind == GpuActivityKind::kMemcpy && a.pageable &&

@@ -1,13 +1,14 @@
-// AnalyzeTrace computes BRIEF.md's "Bubble semantics" for the events of one
-// job: per device and for the job, span, compute and bubble time, the largest
-// bubble and its culprit, and the attribution of every bubble nanosecond to
-// exactly one cause; optionally the same per event-time window.
+// AnalyzeTrace computes the bubble semantics of docs/semantics.md (device
+// metrics through windows) for the events of one job: per device and for the
+// job, span, compute and bubble time, the largest bubble and its culprit, and
+// the attribution of every bubble nanosecond to exactly one cause; optionally
+// the same per event-time window.
 //
 // Input may be in any order, with overlapping streams and nested CPU events.
 // Cost: O(n log n) in the number of events (O(n) for the common case of
 // per-stream sorted input), plus O(log n) per bubble.
 //
-// Definitions worth repeating (see the brief for all):
+// Definitions worth repeating (see docs/semantics.md for all):
 //   - busy set: union of non-empty kernel intervals of a device;
 //   - bubbles: gaps between consecutive busy intervals;
 //   - culprit: the kernel whose end is the gap's start (ties: started last,
@@ -40,8 +41,8 @@ struct AnalyzerOptions {
   // whose last kernel ends before it is idle until it (a trailing bubble with
   // no next kernel, attributed by the no-correlation rule), and spans extend
   // to it. The streaming processor closes windows this way when a gap
-  // outlasts the allowed lateness (BRIEF.md, streaming semantics). Not 0 for
-  // none: 0 is a time, and a trace of negative times got a gap up to it.
+  // outlasts the allowed lateness (docs/semantics.md#closing-windows). Not 0
+  // for none: 0 is a time, and a trace of negative times got a gap up to it.
   int64_t open_until_ns = INT64_MIN;
   // The most windows one analysis may materialize, or 0 for no cap. Every
   // window between a device's first and last kernel exists (a gap covering a

@@ -1,5 +1,5 @@
 // Sorts CPU events into the host-activity classes that can explain GPU idle
-// time (BRIEF.md, attribution step 3), by name and category.
+// time (docs/semantics.md#cpu-event-classes), by name and category.
 #ifndef BUBBLEWATCH_PROCESSOR_CPU_EVENT_CLASSIFIER_H_
 #define BUBBLEWATCH_PROCESSOR_CPU_EVENT_CLASSIFIER_H_
 

@@ -11,10 +11,11 @@
 //
 // How the verdict is reached (thresholds below, as named constants):
 //   1. Every gap between busy intervals of a device (the bubbles of
-//      BRIEF.md) is split into idle classes. The part covered by a memcpy or
-//      memset on the device is copy (BRIEF.md attribution step 1: the GPU
-//      was copying). The rest goes to one class, by the kernel N that ends
-//      the gap and N's launch call L, checked in this order:
+//      docs/semantics.md#device-metrics) is split into idle classes. The
+//      part covered by a memcpy or memset on the device is copy
+//      (docs/semantics.md#step-1-copies: the GPU was copying). The rest
+//      goes to one class, by the kernel N that ends the gap and N's launch
+//      call L, checked in this order:
 //        input    data-loading events (ClassifyCpuEvent kDataLoading) on L's
 //                 thread cover at least kInputGapCoverage of the gap;
 //        sync     a sync or allocator event (ClassifyCpuEvent kSync or

@@ -1,6 +1,6 @@
 // HostActivityIndex answers, for a stretch of GPU idle time, "what were the
 // CPU threads doing": how much of [a, b) each class of host activity covers
-// (BRIEF.md attribution step 3), on one thread or on all of them.
+// (docs/semantics.md#step-3-host-side-time), on one thread or on all of them.
 //
 // Design: per thread, the cumulative unions V0 = sync, V1 = sync ∪ allocator,
 // V2 = V1 ∪ data loading, V3 = V2 ∪ launch are kept as IntervalSets with

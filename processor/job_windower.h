@@ -1,5 +1,5 @@
 // JobWindower turns one job's stream of event batches into finalized
-// event-time windows (BRIEF.md, "Streaming semantics").
+// event-time windows (docs/semantics.md#streaming).
 //
 // Design. The windower buffers the job's recent events and, when the job's
 // watermark passes the end of open windows, runs the bubble analyzer over the

@@ -1,6 +1,6 @@
 // WindowAccumulator collects the analyzer's per-piece results (busy time,
 // bubble time by cause, gap parts) into event-time tumbling windows, so that
-// windows add up to the whole-trace analysis (BRIEF.md, streaming semantics).
+// windows add up to the whole-trace analysis (docs/semantics.md#windows).
 #ifndef BUBBLEWATCH_PROCESSOR_WINDOW_ACCUMULATOR_H_
 #define BUBBLEWATCH_PROCESSOR_WINDOW_ACCUMULATOR_H_
 

@@ -1,7 +1,8 @@
-// The result of analyzing one job's events: the numbers of BRIEF.md's
-// "Bubble semantics", per device, for the job, and optionally per event-time
-// window. The analyzer (processor/) produces these; the window store
-// (storage/), queries and alerts consume them, so they live with the schemas.
+// The result of analyzing one job's events: the numbers of docs/semantics.md
+// (#device-metrics, #multi-device, #windows), per device, for the job, and
+// optionally per event-time window. The analyzer (processor/) produces these;
+// the window store (storage/), queries and alerts consume them, so they live
+// with the schemas.
 #ifndef BUBBLEWATCH_SCHEMAS_ANALYSIS_H_
 #define BUBBLEWATCH_SCHEMAS_ANALYSIS_H_
 

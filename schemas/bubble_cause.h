@@ -1,5 +1,5 @@
 // The causes a bubble microsecond can be attributed to, and the advice that
-// goes with each (BRIEF.md, "Attribution of each bubble").
+// goes with each (docs/semantics.md#attribution, #reports).
 #ifndef BUBBLEWATCH_SCHEMAS_BUBBLE_CAUSE_H_
 #define BUBBLEWATCH_SCHEMAS_BUBBLE_CAUSE_H_
 
@@ -12,7 +12,8 @@
 
 namespace bubblewatch {
 
-// Order is the brief's and the JSON report's; values index Attribution.
+// Order is that of docs/semantics.md#attribution and the JSON report's;
+// values index Attribution.
 enum class BubbleCause : uint8_t {
   kHostSync = 0,
   kLaunchOverhead = 1,

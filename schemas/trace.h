@@ -50,7 +50,8 @@ struct GpuActivity {
   int32_t stream = 0;
   GpuActivityKind kind = GpuActivityKind::kKernel;
   // Memcpy only: one side is pageable (not pinned) host memory, so the
-  // launching call blocked the host (see BRIEF: host_sync).
+  // launching call blocked the host (host_sync:
+  // docs/semantics.md#cpu-event-classes).
   bool pageable = false;
 };
 

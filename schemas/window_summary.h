@@ -17,7 +17,7 @@ namespace bubblewatch {
 // Units: every `*_ns` field is integer nanoseconds on the events' clock
 // (ns since the Unix epoch, or the trace's own clock without one).
 struct WindowSummary {
-  // Why the window became final (BRIEF.md, "Streaming semantics").
+  // Why the window became final (docs/semantics.md#closing-windows).
   enum class ClosedBy : uint8_t {
     kWatermark = 0,    // The job's watermark passed the window's end.
     kIdleTimeout = 1,  // The job sent nothing for the idle timeout.

@@ -126,11 +126,11 @@ TEST(StreamProcessorKafka, KilledAgainAndAgainGivesTheSameWindows) {
   std::filesystem::remove_all(store);
 }
 
-// Event time, per the brief: an event behind its host's newest one by less
-// than the lateness still lands in its window, which is not final yet; an
-// event for a window that is already final is counted as late in that
-// window (stored and published again with the count), never dropped
-// silently and never added to the finished analysis.
+// Event time, per docs/semantics.md#watermark and #late-events: an event
+// behind its host's newest one by less than the lateness still lands in its
+// window, which is not final yet; an event for a window that is already final
+// is counted as late in that window (stored and published again with the
+// count), never dropped silently and never added to the finished analysis.
 TEST(StreamProcessorKafka, LateEventsUpdateOpenWindowsAndAreCountedOnceFinal) {
   std::string topic = Unique("bw-late");
   std::string store = ::testing::TempDir() + "/" + topic;

@@ -321,7 +321,7 @@ def analyze_trace(t):
                    f"(skipped: {skipped or 'see input.skipped'}); HTA takes every event with a "
                    f"stream as GPU work ({cats}) and reports span {fnum(ht['span_us'])} µs, idle "
                    f"{fnum(ht['idle_us'])} µs. Not a bug: MTIA is outside the product's inputs "
-                   f"(BRIEF: kernels are CUDA `kernel` activities).")
+                   f"(docs/semantics.md#inputs: kernels are CUDA `kernel` activities).")
     elif diag and ht and ex:
         dflt = one_rank(diag["default"])
         rr = one_rank(diag.get("raw_rounded")) or dflt
@@ -423,7 +423,8 @@ def analyze_trace(t):
                 why.append(f"Culprit: the reference names the last kernel in start order before "
                            f"the gap (`last_kernel_name`), {short(s_res['culprit_before_bubble'], 40)} "
                            f"[{fnum(chk['last_started_start_us'])}, {fnum(chk['last_started_end_us'])}]; "
-                           f"ours names the kernel whose end is the gap's start (BRIEF), "
+                           f"ours names the kernel whose end is the gap's start "
+                           f"(docs/semantics.md#largest-bubble-and-culprit), "
                            f"{short(ref['culprit_before_bubble'], 40)} ending at "
                            f"{fnum(chk['gap_start_us'])}.")
             else:

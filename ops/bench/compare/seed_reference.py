@@ -166,7 +166,8 @@ def to_seed_model(doc):
 
 def culprit_check(kernels):
     """The largest gap of the merged busy set (earliest on ties) and the kernel whose end is its
-    start (ties: the one that started last) -- the product's definition (BRIEF.md)."""
+    start (ties: the one that started last) -- the product's definition
+    (docs/semantics.md#largest-bubble-and-culprit)."""
     if not kernels:
         return None
     ks = sorted(kernels, key=lambda k: (k["start_us"], k["end_us"]))

@@ -5,6 +5,8 @@
 // tests/cli/produce_watch_kafka_test.cc.
 #include "ingest/trace_watcher.h"
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -224,6 +226,54 @@ TEST(ContentHash, IsStableAcrossRuns) {
   // FNV-1a 64 of "a": a fixed value, not a per-process seed.
   EXPECT_EQ(ContentHash("a"), 0xaf63dc4c8601ec8cull);
   EXPECT_NE(ContentHash("ab"), ContentHash("ba"));
+}
+
+// The hash as it was when whole files were hashed in one call: the states
+// on disk hold these values, so a streamed hash must give the same ones.
+uint64_t WholeFileHashAsStored(absl::string_view bytes) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+TEST(ContentHash, StreamedInPiecesEqualsTheWholeFileHash) {
+  // Over 3 MiB, so that the file's hash crosses its reader's 1 MiB pieces.
+  std::string bytes = ReadAll(kSmallChrome);
+  for (uint32_t i = 0; bytes.size() < (3 << 20) + 5; ++i) {
+    bytes.push_back(static_cast<char>((i * 2654435761u) >> 13));
+  }
+  const uint64_t stored = WholeFileHashAsStored(bytes);
+  EXPECT_EQ(ContentHash(bytes), stored);
+  for (size_t piece : {size_t{1}, size_t{7}, size_t{65537}, bytes.size()}) {
+    ContentHasher hasher;
+    for (size_t at = 0; at < bytes.size(); at += piece) {
+      hasher.Update(absl::string_view(bytes).substr(at, piece));
+    }
+    EXPECT_EQ(hasher.hash(), stored) << "pieces of " << piece;
+  }
+  EXPECT_EQ(ContentHasher().hash(), WholeFileHashAsStored(""));
+
+  // And from the file, in the reader's own pieces, with its size and mtime.
+  testing_util::TempDir dir;
+  const std::string path = dir.Sub("t.json.gz");
+  WriteAll(path, bytes);
+  int64_t size = 0;
+  int64_t mtime_ns = 0;
+  absl::StatusOr<uint64_t> hashed = ContentHashOfFile(path, &size, &mtime_ns);
+  ASSERT_TRUE(hashed.ok()) << hashed.status();
+  EXPECT_EQ(*hashed, stored);
+  EXPECT_EQ(size, static_cast<int64_t>(bytes.size()));
+  EXPECT_GT(mtime_ns, 0);
+  EXPECT_FALSE(ContentHashOfFile(dir.Sub("missing"), &size, &mtime_ns).ok());
+  // A FIFO in a trace's place is refused at once, not waited on.
+  ASSERT_EQ(::mkfifo(dir.Sub("fifo.json").c_str(), 0600), 0);
+  EXPECT_THAT(ContentHashOfFile(dir.Sub("fifo.json"), &size, &mtime_ns)
+                  .status()
+                  .message(),
+              HasSubstr("not a regular file"));
 }
 
 // --- TraceWatcher against the mock cluster --------------------------------

@@ -1,5 +1,6 @@
 #include "ingest/trace_watcher.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
@@ -9,9 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
-#include <sstream>
+#include <memory>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -40,15 +39,45 @@ constexpr int kIncompleteRetrySettles = 5;
 // The most events prepared for one send; more waits for the next round.
 constexpr int64_t kMaxGroupEvents = 20'000'000;
 
-absl::StatusOr<std::string> ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot open: ", std::strerror(errno)));
+// Up to `n` bytes of `fd` from `offset` (fewer at the end of the file).
+absl::StatusOr<std::string> ReadAt(int fd, int64_t offset, size_t n) {
+  std::string out(n, '\0');
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t got =
+        ::pread(fd, out.data() + done, n - done,
+                static_cast<off_t>(offset + static_cast<int64_t>(done)));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot read: ", std::strerror(errno)));
+    }
+    if (got == 0) break;
+    done += static_cast<size_t>(got);
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return std::move(ss).str();
+  out.resize(done);
+  return out;
+}
+
+// The last `n` bytes of the gunzipped content of `path`, inflated through a
+// fixed-size buffer: a small file may inflate to GiBs. Errors: the gzip
+// stream's (kDataLoss when truncated or corrupt) and the file system's.
+absl::StatusOr<std::string> GunzippedTail(const std::string& path, size_t n) {
+  ASSIGN_OR_RETURN(std::unique_ptr<TraceByteSource> source,
+                   TraceByteSource::Open(path));
+  constexpr size_t kPiece = 64 << 10;
+  std::unique_ptr<char[]> buffer(new char[kPiece]);
+  std::string tail;
+  while (true) {
+    ASSIGN_OR_RETURN(const size_t got, source->Read(buffer.get(), kPiece));
+    if (got == 0) return tail;
+    if (got >= n) {
+      tail.assign(buffer.get() + got - n, n);
+    } else {
+      tail.append(buffer.get(), got);
+      if (tail.size() > n) tail.erase(0, tail.size() - n);
+    }
+  }
 }
 
 // Moves `from` into directory `to_dir`, keeping the base name; appends ".1",
@@ -109,19 +138,41 @@ bool IsWatchedTraceName(absl::string_view name) {
          absl::EndsWith(name, ".sqlite");
 }
 
-Completeness CheckCompleteness(absl::string_view path, absl::string_view bytes,
-                               std::string* why) {
-  if (HasSqliteMagic(bytes) || absl::EndsWith(path, ".sqlite")) {
+Completeness CheckCompleteness(const std::string& path, std::string* why) {
+  // Enough for the SQLite header, and for a JSON end to hold its '}' after
+  // ordinary trailing blanks.
+  constexpr size_t kHeadBytes = 100;
+  constexpr size_t kTailBytes = 64;
+  // O_NONBLOCK: a FIFO put in the file's place must not hang the watcher.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  struct stat st;
+  if (fd < 0 || ::fstat(fd, &st) != 0) {
+    *why = absl::StrCat("cannot open: ", std::strerror(errno));
+    if (fd >= 0) ::close(fd);
+    return Completeness::kIncomplete;
+  }
+  const int64_t size = st.st_size;
+  absl::StatusOr<std::string> head = ReadAt(fd, 0, kHeadBytes);
+  absl::StatusOr<std::string> plain_tail =
+      ReadAt(fd, std::max<int64_t>(0, size - int64_t{kTailBytes}), kTailBytes);
+  ::close(fd);
+  if (!head.ok() || !plain_tail.ok()) {
+    *why = std::string(
+        (head.ok() ? plain_tail.status() : head.status()).message());
+    return Completeness::kIncomplete;
+  }
+  if (HasSqliteMagic(*head) || absl::EndsWith(path, ".sqlite")) {
     for (const char* suffix : {"-journal", "-wal"}) {
       if (fs::exists(absl::StrCat(path, suffix))) {
         *why = absl::StrCat("SQLite ", suffix, " file present: still written");
         return Completeness::kIncomplete;
       }
     }
-    if (!HasSqliteMagic(bytes) || bytes.size() < 100) {
+    if (!HasSqliteMagic(*head) || head->size() < kHeadBytes) {
       *why = "no SQLite header yet";
       return Completeness::kIncomplete;
     }
+    const std::string& bytes = *head;
     // The header's page size and page count (valid when the "version valid
     // for" number equals the change counter) give the file's full size.
     auto be32 = [&](size_t at) {
@@ -136,31 +187,28 @@ Completeness CheckCompleteness(absl::string_view path, absl::string_view bytes,
     if (page_size == 1) page_size = 65536;
     if (be32(92) == be32(24)) {
       const uint64_t expected = page_size * be32(28);
-      if (bytes.size() < expected) {
-        *why = absl::StrCat("SQLite file has ", bytes.size(), " of ", expected,
-                            " bytes");
+      if (static_cast<uint64_t>(size) < expected) {
+        *why =
+            absl::StrCat("SQLite file has ", size, " of ", expected, " bytes");
         return Completeness::kIncomplete;
       }
     }
     return Completeness::kComplete;
   }
   std::string json_tail;
-  if (HasGzipMagic(bytes)) {
-    absl::StatusOr<simdjson::padded_string> plain = Gunzip(bytes);
-    if (!plain.ok()) {
-      *why = absl::StrCat("gzip stream not whole (", plain.status().message(),
-                          ")");
+  if (HasGzipMagic(*head)) {
+    absl::StatusOr<std::string> tail = GunzippedTail(path, kTailBytes);
+    if (!tail.ok()) {
+      *why =
+          absl::StrCat("gzip stream not whole (", tail.status().message(), ")");
       return Completeness::kIncomplete;
     }
-    absl::string_view v(plain->data(), plain->size());
-    json_tail =
-        std::string(v.substr(v.size() - std::min<size_t>(v.size(), 64)));
+    json_tail = *std::move(tail);
   } else if (absl::EndsWith(path, ".gz")) {
     *why = "no gzip header yet";
     return Completeness::kIncomplete;
   } else {
-    json_tail = std::string(
-        bytes.substr(bytes.size() - std::min<size_t>(bytes.size(), 64)));
+    json_tail = *std::move(plain_tail);
   }
   absl::string_view tail = absl::StripTrailingAsciiWhitespace(json_tail);
   if (tail.empty() || tail.back() != '}') {
@@ -312,15 +360,20 @@ absl::Status TraceWatcher::HandleFile(const std::string& name, FileEntry& entry,
                                       absl::Time now,
                                       std::optional<PreparedFile>* prepared) {
   const std::string path = (fs::path(options_.dir) / name).string();
-  absl::StatusOr<std::string> bytes = ReadBytes(path);
-  if (!bytes.ok()) {
-    Reject(name, entry, "unreadable", bytes.status().message());
-    return absl::OkStatus();
+  if (!entry.content_hash) {
+    int64_t size = 0;
+    int64_t mtime_ns = 0;
+    absl::StatusOr<uint64_t> hashed = ContentHashOfFile(path, &size, &mtime_ns);
+    if (!hashed.ok()) {
+      Reject(name, entry, "unreadable", hashed.status().message());
+      return absl::OkStatus();
+    }
+    if (size != entry.size || mtime_ns != entry.mtime_ns) {
+      return absl::OkStatus();  // Changed since the scan: the next one sees it.
+    }
+    entry.content_hash = *hashed;
   }
-  if (static_cast<int64_t>(bytes->size()) != entry.size) {
-    return absl::OkStatus();  // Changed since the scan: the next one sees it.
-  }
-  const uint64_t hash = ContentHash(*bytes);
+  const uint64_t hash = *entry.content_hash;
   if (state_.Contains(hash)) {
     spdlog::info("{}: already sent before a restart", name);
     {
@@ -332,9 +385,7 @@ absl::Status TraceWatcher::HandleFile(const std::string& name, FileEntry& entry,
   }
   std::string why;
   absl::Status bad;
-  Completeness complete = CheckCompleteness(path, *bytes, &why);
-  bytes->clear();
-  bytes->shrink_to_fit();
+  Completeness complete = CheckCompleteness(path, &why);
   absl::StatusOr<Trace> trace =
       complete == Completeness::kComplete
           ? ReadTraceFile(path)

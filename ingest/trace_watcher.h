@@ -36,6 +36,11 @@
 // them; while another file is still being written, complete files wait for
 // it (at most 10 settle times).
 //
+// Memory: a file is hashed and checked for completeness through buffers of
+// a fixed size, gzip inflated on the fly, never held whole, so that a
+// gzipped GiB of blanks or a sparse file costs the watcher a few MiB; then
+// ReadTraceFile reads it as `analyze` does.
+//
 // Bad files (unreadable, not a trace, truncated) are counted by reason and
 // moved to `reject_dir`; the watcher keeps going. A failed delivery or a
 // state that cannot be written is fatal (PollOnce returns the error): the
@@ -84,12 +89,14 @@ bool IsWatchedTraceName(absl::string_view file_name);
 // How far a file's bytes look like a finished trace file.
 enum class Completeness { kComplete, kIncomplete };
 
-// Checks the structure of the file's bytes (not the trace inside): a gzip
+// Checks the structure of the file at `path` (not the trace inside): a gzip
 // stream must decompress to its end with its trailer, JSON (plain or
-// gunzipped) must end with '}', and an SQLite file at `path` must have no
-// "-journal" or "-wal" file beside it. `why` gets the reason when incomplete.
-Completeness CheckCompleteness(absl::string_view path, absl::string_view bytes,
-                               std::string* why);
+// gunzipped) must end with '}', and an SQLite file must be as long as its
+// header says and have no "-journal" or "-wal" file beside it. `why` gets
+// the reason when incomplete (also when the file cannot be read: it may be
+// going away or changing). Reads the file's first and last bytes only, a
+// gzip file's content streamed through a fixed-size buffer.
+Completeness CheckCompleteness(const std::string& path, std::string* why);
 
 // The producer id for a file's batches: a stable hash of its content hash,
 // job, rank and batching options. Never 0.
@@ -170,6 +177,9 @@ class TraceWatcher {
     bool done = false;            // Sent (or set aside); skip while unchanged.
     std::string last_incomplete;  // Why it was not whole at the last look.
     absl::Time next_retry;        // When to look again if still unchanged.
+    // ContentHash of this version, so that the looks at an unfinished file
+    // do not read it all again.
+    std::optional<uint64_t> content_hash;
   };
 
   // A complete file, read and cut into batches, waiting to be sent.

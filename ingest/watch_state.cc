@@ -1,6 +1,7 @@
 #include "ingest/watch_state.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -70,12 +72,52 @@ absl::Status WriteFileAtomically(const std::string& path,
 }  // namespace
 
 uint64_t ContentHash(absl::string_view bytes) {
-  uint64_t h = 14695981039346656037ull;
+  ContentHasher hasher;
+  hasher.Update(bytes);
+  return hasher.hash();
+}
+
+void ContentHasher::Update(absl::string_view bytes) {
+  uint64_t h = hash_;
   for (unsigned char c : bytes) {
     h ^= c;
     h *= 1099511628211ull;
   }
-  return h;
+  hash_ = h;
+}
+
+absl::StatusOr<uint64_t> ContentHashOfFile(const std::string& path,
+                                           int64_t* size, int64_t* mtime_ns) {
+  // O_NONBLOCK: a FIFO put in the file's place must not hang the caller.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return ErrnoStatus(errno, "cannot open");
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::UnavailableError("not a regular file");
+  }
+  // 1 MiB: few syscalls, and all the memory a file of any size takes.
+  constexpr size_t kPiece = 1 << 20;
+  std::unique_ptr<char[]> buffer(new char[kPiece]);
+  ContentHasher hasher;
+  while (true) {
+    const ssize_t n = ::read(fd, buffer.get(), kPiece);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return ErrnoStatus(err, "reading");
+    }
+    if (n == 0) break;
+    hasher.Update(absl::string_view(buffer.get(), static_cast<size_t>(n)));
+  }
+  const int stat_rc = ::fstat(fd, &st);
+  const int err = errno;
+  ::close(fd);
+  if (stat_rc != 0) return ErrnoStatus(err, "fstat");
+  *size = st.st_size;
+  *mtime_ns = int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
+  return hasher.hash();
 }
 
 absl::StatusOr<WatchState> WatchState::Open(const std::string& dir) {

@@ -29,6 +29,27 @@ namespace bubblewatch {
 // machine, unlike absl::Hash.
 uint64_t ContentHash(absl::string_view bytes);
 
+// ContentHash of bytes given piece by piece, so that a file of any size is
+// hashed with a fixed-size buffer: after Update(a), Update(b), hash() equals
+// ContentHash(a + b), whatever the split (states written before hold hashes
+// of whole files).
+class ContentHasher {
+ public:
+  void Update(absl::string_view bytes);
+  uint64_t hash() const { return hash_; }
+
+ private:
+  uint64_t hash_ = 14695981039346656037ull;  // FNV-1a 64's offset basis.
+};
+
+// ContentHash of the file at `path`, read in fixed-size pieces; `size` and
+// `mtime_ns` get its fstat after the read, so that a caller can tell whether
+// the bytes hashed are those of the version it saw.
+// Errors: kPermissionDenied / kUnavailable, also for a FIFO or other file
+// that is not a regular one (the message does not repeat the path).
+absl::StatusOr<uint64_t> ContentHashOfFile(const std::string& path,
+                                           int64_t* size, int64_t* mtime_ns);
+
 class WatchState {
  public:
   // Opens the state in `dir`, creating the directory if missing; an absent

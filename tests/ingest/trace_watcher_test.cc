@@ -5,6 +5,13 @@
 // tests/cli/produce_watch_kafka_test.cc.
 #include "ingest/trace_watcher.h"
 
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -46,6 +53,80 @@ void WriteAll(const std::string& path, absl::string_view bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc)
       .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
+
+// Writes `prefix`, `blanks` spaces and `suffix` to `path` as one gzip stream.
+// Deflated piece by piece, so that the test itself never holds the inflated
+// content it asks the watcher not to hold; Z_RLE keeps a GiB to a second or
+// two and about 1 MB on disk (deflate's limit is about 1:1000).
+void WriteGzipWithBlanks(const std::string& path, absl::string_view prefix,
+                         uint64_t blanks, absl::string_view suffix) {
+  FILE* out = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(out, nullptr) << path;
+  z_stream zs{};
+  ASSERT_EQ(deflateInit2(&zs, 1, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_RLE), Z_OK);
+  const std::string spaces(1 << 20, ' ');
+  std::string buffer(1 << 16, '\0');
+  auto feed = [&](absl::string_view in, int flush) {
+    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+    zs.avail_in = static_cast<uInt>(in.size());
+    do {
+      zs.next_out = reinterpret_cast<Bytef*>(buffer.data());
+      zs.avail_out = static_cast<uInt>(buffer.size());
+      deflate(&zs, flush);
+      std::fwrite(buffer.data(), 1, buffer.size() - zs.avail_out, out);
+    } while (zs.avail_out == 0);
+  };
+  feed(prefix, Z_NO_FLUSH);
+  for (uint64_t left = blanks; left > 0;) {
+    const uint64_t n = std::min<uint64_t>(left, spaces.size());
+    feed(absl::string_view(spaces).substr(0, n), Z_NO_FLUSH);
+    left -= n;
+  }
+  feed(suffix, Z_FINISH);
+  deflateEnd(&zs);
+  ASSERT_EQ(std::fclose(out), 0);
+}
+
+// A "Name:   123 kB" line of /proc/self/status, in bytes; -1 if unknown.
+int64_t ProcStatusBytes(const char* field) {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return -1;
+  char line[256];
+  int64_t kib = -1;
+  const size_t n = std::strlen(field);
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::strncmp(line, field, n) == 0 && line[n] == ':') {
+      kib = std::strtoll(line + n + 1, nullptr, 10);
+    }
+  }
+  std::fclose(f);
+  return kib < 0 ? -1 : kib * 1024;
+}
+
+// How far the process's peak RSS rose above its RSS at construction. The
+// peak is reset first (Linux >= 4.0), so that an earlier test's peak does
+// not hide this one's; where that fails, growth of the old peak is measured,
+// which can only understate.
+class PeakRssGrowth {
+ public:
+  PeakRssGrowth() {
+    if (FILE* f = std::fopen("/proc/self/clear_refs", "w")) {
+      reset_ = std::fputs("5", f) >= 0;
+      reset_ = std::fclose(f) == 0 && reset_;
+    }
+    base_ = ProcStatusBytes(reset_ ? "VmRSS" : "VmHWM");
+  }
+  int64_t bytes() const { return ProcStatusBytes("VmHWM") - base_; }
+
+ private:
+  bool reset_ = false;
+  int64_t base_ = 0;
+};
+
+// Far below the GiB the files below hold (inflated or sparse), and far
+// above the few MiB that streaming them needs.
+constexpr int64_t kMaxRssGrowth = 200 << 20;
+constexpr uint64_t kGiB = uint64_t{1} << 30;
 
 // --- JobNamePattern -------------------------------------------------------
 
@@ -122,30 +203,53 @@ TEST(JobNamePattern, RejectsPatternsWithoutGroupsOrBadSyntax) {
 // --- Completeness, after-send parsing ---------------------------------------
 
 TEST(CheckCompleteness, GzipWithoutItsTrailerIsIncomplete) {
+  testing_util::TempDir dir;
   const std::string whole = ReadAll(kSmallChrome);
+  const std::string gz = dir.Sub("a.json.gz");
   std::string why;
-  EXPECT_EQ(CheckCompleteness("a.json.gz", whole, &why),
-            Completeness::kComplete);
+  WriteAll(gz, whole);
+  EXPECT_EQ(CheckCompleteness(gz, &why), Completeness::kComplete);
   // The gzip trailer is the last 8 bytes (CRC32, size).
-  EXPECT_EQ(CheckCompleteness(
-                "a.json.gz",
-                absl::string_view(whole).substr(0, whole.size() - 8), &why),
-            Completeness::kIncomplete);
+  WriteAll(gz, absl::string_view(whole).substr(0, whole.size() - 8));
+  EXPECT_EQ(CheckCompleteness(gz, &why), Completeness::kIncomplete);
   EXPECT_THAT(why, HasSubstr("gzip"));
-  EXPECT_EQ(
-      CheckCompleteness("a.json.gz", whole.substr(0, whole.size() / 2), &why),
-      Completeness::kIncomplete);
-  EXPECT_EQ(CheckCompleteness("a.json.gz", "", &why),
-            Completeness::kIncomplete);
+  WriteAll(gz, whole.substr(0, whole.size() / 2));
+  EXPECT_EQ(CheckCompleteness(gz, &why), Completeness::kIncomplete);
+  WriteAll(gz, "");
+  EXPECT_EQ(CheckCompleteness(gz, &why), Completeness::kIncomplete);
+  EXPECT_THAT(why, HasSubstr("gzip header"));
 }
 
 TEST(CheckCompleteness, JsonMustEndWithItsClosingBrace) {
+  testing_util::TempDir dir;
+  const std::string json = dir.Sub("a.json");
   std::string why;
-  EXPECT_EQ(CheckCompleteness("a.json", "{\"traceEvents\": [] }\n", &why),
-            Completeness::kComplete);
-  EXPECT_EQ(CheckCompleteness("a.json", "{\"traceEvents\": [{\"ph\":", &why),
-            Completeness::kIncomplete);
+  WriteAll(json, "{\"traceEvents\": [] }\n");
+  EXPECT_EQ(CheckCompleteness(json, &why), Completeness::kComplete);
+  WriteAll(json, "{\"traceEvents\": [{\"ph\":");
+  EXPECT_EQ(CheckCompleteness(json, &why), Completeness::kIncomplete);
   EXPECT_THAT(why, HasSubstr("'}'"));
+  // Only the end is read: a '}' 64 bytes before it, under blanks, is not
+  // seen, as when the whole file was read.
+  WriteAll(json, "{\"traceEvents\": [] }" + std::string(64, '\n'));
+  EXPECT_EQ(CheckCompleteness(json, &why), Completeness::kIncomplete);
+}
+
+TEST(CheckCompleteness, GunzippedJsonIsJudgedByTheEndOfItsContent) {
+  testing_util::TempDir dir;
+  const std::string gz = dir.Sub("b.json.gz");
+  std::string why;
+  // The end crosses the check's inflation pieces (64 KiB), and a second
+  // gzip member.
+  WriteGzipWithBlanks(gz, "{\"traceEvents\": [", (64 << 10) - 20, "] }");
+  EXPECT_EQ(CheckCompleteness(gz, &why), Completeness::kComplete) << why;
+  WriteGzipWithBlanks(gz, "{\"traceEvents\": [", 3 << 20, "");
+  EXPECT_EQ(CheckCompleteness(gz, &why), Completeness::kIncomplete);
+  EXPECT_THAT(why, HasSubstr("'}'"));
+  WriteGzipWithBlanks(dir.Sub("part2.gz"), "", 10, "]}\n");
+  std::string both = ReadAll(gz) + ReadAll(dir.Sub("part2.gz"));
+  WriteAll(gz, both);
+  EXPECT_EQ(CheckCompleteness(gz, &why), Completeness::kComplete) << why;
 }
 
 TEST(CheckCompleteness, SqliteWithAJournalBesideItIsIncomplete) {
@@ -154,14 +258,17 @@ TEST(CheckCompleteness, SqliteWithAJournalBesideItIsIncomplete) {
   fs::copy_file(kSmallNsys, db);
   const std::string bytes = ReadAll(db);
   std::string why;
-  EXPECT_EQ(CheckCompleteness(db, bytes, &why), Completeness::kComplete);
+  EXPECT_EQ(CheckCompleteness(db, &why), Completeness::kComplete);
   // Cut short: the header's page count says how long it must be.
-  EXPECT_EQ(CheckCompleteness(
-                db, absl::string_view(bytes).substr(0, bytes.size() / 2), &why),
-            Completeness::kIncomplete);
+  WriteAll(db, absl::string_view(bytes).substr(0, bytes.size() / 2));
+  EXPECT_EQ(CheckCompleteness(db, &why), Completeness::kIncomplete);
   EXPECT_THAT(why, HasSubstr("bytes"));
+  WriteAll(db, absl::string_view(bytes).substr(0, 50));
+  EXPECT_EQ(CheckCompleteness(db, &why), Completeness::kIncomplete);
+  EXPECT_THAT(why, HasSubstr("header"));
+  WriteAll(db, bytes);
   WriteAll(db + "-journal", "j");
-  EXPECT_EQ(CheckCompleteness(db, bytes, &why), Completeness::kIncomplete);
+  EXPECT_EQ(CheckCompleteness(db, &why), Completeness::kIncomplete);
   EXPECT_THAT(why, HasSubstr("-journal"));
 }
 
@@ -224,6 +331,54 @@ TEST(ContentHash, IsStableAcrossRuns) {
   // FNV-1a 64 of "a": a fixed value, not a per-process seed.
   EXPECT_EQ(ContentHash("a"), 0xaf63dc4c8601ec8cull);
   EXPECT_NE(ContentHash("ab"), ContentHash("ba"));
+}
+
+// The hash as it was when whole files were hashed in one call: the states
+// on disk hold these values, so a streamed hash must give the same ones.
+uint64_t WholeFileHashAsStored(absl::string_view bytes) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+TEST(ContentHash, StreamedInPiecesEqualsTheWholeFileHash) {
+  // Over 3 MiB, so that the file's hash crosses its reader's 1 MiB pieces.
+  std::string bytes = ReadAll(kSmallChrome);
+  for (uint32_t i = 0; bytes.size() < (3 << 20) + 5; ++i) {
+    bytes.push_back(static_cast<char>((i * 2654435761u) >> 13));
+  }
+  const uint64_t stored = WholeFileHashAsStored(bytes);
+  EXPECT_EQ(ContentHash(bytes), stored);
+  for (size_t piece : {size_t{1}, size_t{7}, size_t{65537}, bytes.size()}) {
+    ContentHasher hasher;
+    for (size_t at = 0; at < bytes.size(); at += piece) {
+      hasher.Update(absl::string_view(bytes).substr(at, piece));
+    }
+    EXPECT_EQ(hasher.hash(), stored) << "pieces of " << piece;
+  }
+  EXPECT_EQ(ContentHasher().hash(), WholeFileHashAsStored(""));
+
+  // And from the file, in the reader's own pieces, with its size and mtime.
+  testing_util::TempDir dir;
+  const std::string path = dir.Sub("t.json.gz");
+  WriteAll(path, bytes);
+  int64_t size = 0;
+  int64_t mtime_ns = 0;
+  absl::StatusOr<uint64_t> hashed = ContentHashOfFile(path, &size, &mtime_ns);
+  ASSERT_TRUE(hashed.ok()) << hashed.status();
+  EXPECT_EQ(*hashed, stored);
+  EXPECT_EQ(size, static_cast<int64_t>(bytes.size()));
+  EXPECT_GT(mtime_ns, 0);
+  EXPECT_FALSE(ContentHashOfFile(dir.Sub("missing"), &size, &mtime_ns).ok());
+  // A FIFO in a trace's place is refused at once, not waited on.
+  ASSERT_EQ(::mkfifo(dir.Sub("fifo.json").c_str(), 0600), 0);
+  EXPECT_THAT(ContentHashOfFile(dir.Sub("fifo.json"), &size, &mtime_ns)
+                  .status()
+                  .message(),
+              HasSubstr("not a regular file"));
 }
 
 // --- TraceWatcher against the mock cluster --------------------------------
@@ -501,6 +656,70 @@ TEST_F(TraceWatcherTest, JobFromTraceMetadataWhenTheNameSaysNothing) {
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].header.job, "meta-job");
   EXPECT_EQ(got[0].header.rank, 4);
+}
+
+// Issue 17 item 10: the watcher read a file whole, hashed it whole and
+// gunzipped it whole for its last 64 bytes: 5.9 GB RSS for a 2 MB .json.gz
+// of 2 GiB of blanks. Streamed, its memory must not follow the content.
+TEST_F(TraceWatcherTest, AGzipInflatingToAGibibyteOfBlanksNeverSitsInMemory) {
+  const std::string path = watched_ + "/blanks.json.gz";
+  WriteGzipWithBlanks(path, "", kGiB, "");
+  ASSERT_LT(fs::file_size(path), 8u << 20);
+  TraceWatcherOptions o = Options();
+  o.job = "j";
+  auto w = Watcher(o);
+  PeakRssGrowth rss;
+  ASSERT_TRUE(w->PollOnce(t0_).ok());
+  ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(3)).ok());
+  EXPECT_EQ(w->stats().files_rejected, 0);  // No '}' yet: maybe still written.
+  ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(31)).ok());
+  EXPECT_EQ(w->stats().rejected_by_reason["truncated"], 1);
+  EXPECT_TRUE(fs::exists(watched_ + "/.bubblewatch-rejected/blanks.json.gz"));
+  EXPECT_LT(rss.bytes(), kMaxRssGrowth)
+      << "peak RSS grew by " << (rss.bytes() >> 20) << " MiB";
+}
+
+// The same blanks inside a whole trace: hashed, checked and read streaming,
+// then sent.
+TEST_F(TraceWatcherTest, ATracePaddedWithAGibibyteOfBlanksIsSentStreaming) {
+  const std::string path = watched_ + "/padded.json.gz";
+  WriteGzipWithBlanks(
+      path,
+      R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 10,
+          "dur": 5, "pid": 0, "tid": 7, "args": {"device": 0, "stream": 7,
+          "correlation": 1}})",
+      kGiB, "]}\n");
+  TraceWatcherOptions o = Options();
+  o.job = "j";
+  auto w = Watcher(o);
+  PeakRssGrowth rss;
+  ASSERT_TRUE(w->PollOnce(t0_).ok());
+  ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(3)).ok());
+  EXPECT_EQ(w->stats().files_sent, 1) << w->stats().files_rejected;
+  EXPECT_EQ(w->stats().events_sent, 1);
+  EXPECT_LT(rss.bytes(), kMaxRssGrowth)
+      << "peak RSS grew by " << (rss.bytes() >> 20) << " MiB";
+}
+
+// A sparse GiB (all NUL, no disk blocks) took the watcher to 2.1 GB. It has
+// no closing '}', so it waits as unfinished and is set aside after the
+// timeout, without its bytes ever sitting in memory.
+TEST_F(TraceWatcherTest, ASparseGibibyteFileNeverSitsInMemory) {
+  const std::string path = watched_ + "/sparse.json";
+  WriteAll(path, "");
+  fs::resize_file(path, kGiB);
+  TraceWatcherOptions o = Options();
+  o.job = "j";
+  auto w = Watcher(o);
+  PeakRssGrowth rss;
+  ASSERT_TRUE(w->PollOnce(t0_).ok());
+  ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(3)).ok());
+  EXPECT_EQ(w->stats().files_rejected, 0);
+  ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(31)).ok());
+  EXPECT_EQ(w->stats().rejected_by_reason["truncated"], 1);
+  EXPECT_TRUE(fs::exists(watched_ + "/.bubblewatch-rejected/sparse.json"));
+  EXPECT_LT(rss.bytes(), kMaxRssGrowth)
+      << "peak RSS grew by " << (rss.bytes() >> 20) << " MiB";
 }
 
 }  // namespace

@@ -227,11 +227,21 @@ void JobWindower::Evict() {
   const int64_t cutoff = finalized_through_ns_ - options_.lateness_ns;
   const int64_t launch_cutoff =
       finalized_through_ns_ - options_.max_launch_lead_ns;
-  // Each device keeps its kernels with the latest end: the culprit before
-  // whatever gap comes next.
+  // Each device keeps its kernels with the latest end at or before the edge:
+  // they start the device's gap across the edge and are its culprit, however
+  // long ago they ended. Only kernels up to the edge count, so that what is
+  // kept does not depend on which later kernels have arrived yet: a replay
+  // evicts after every batch, the live run only when the edge moves or
+  // events come in behind it, and both must keep the same kernels (with the
+  // latest end over all kernels, a kernel [2, 3] s was kept live but
+  // evicted by a replay that had already re-read its device's next kernel at
+  // 16 s, and the gap [10, 16) s was lost after a restart).
   absl::flat_hash_map<int32_t, int64_t> last_end_of_device;
   for (const GpuActivity& a : trace_.gpu) {
-    if (a.kind != GpuActivityKind::kKernel || a.end_ns == a.start_ns) continue;
+    if (a.kind != GpuActivityKind::kKernel || a.end_ns == a.start_ns ||
+        a.end_ns > finalized_through_ns_) {
+      continue;
+    }
     auto [it, inserted] = last_end_of_device.try_emplace(a.device, a.end_ns);
     if (!inserted) it->second = std::max(it->second, a.end_ns);
   }
@@ -241,7 +251,8 @@ void JobWindower::Evict() {
     const GpuActivity& a = trace_.gpu[i];
     bool keep = a.end_ns >= cutoff;
     if (!keep && a.kind == GpuActivityKind::kKernel && a.end_ns > a.start_ns) {
-      keep = last_end_of_device[a.device] == a.end_ns;
+      auto last = last_end_of_device.find(a.device);
+      keep = last != last_end_of_device.end() && last->second == a.end_ns;
     }
     if (!keep) continue;
     NoteOpen(a.start_ns, a.end_ns);

@@ -632,21 +632,27 @@ TEST(JobWindower, GapAcrossAWindowStartSurvivesARestart) {
 
 // The boundary cases of a restart, each a cut at every batch: a kernel
 // across a window start, a device whose last kernel lies in a closed window
-// while another device runs on, and a late kernel that would start the
-// next gap.
+// while another device runs on, a device idle for longer than the lateness
+// across two window starts, and a late kernel that would start the next
+// gap.
 TEST(JobWindower, RestartsAtEveryBatchGiveTheUninterruptedWindows) {
   auto on_device = [](DecodedBatch b, int32_t device) {
     for (GpuActivity& a : b.trace.gpu) a.device = device;
     return b;
   };
   const std::vector<DecodedBatch> kernels = {
-      KernelSeconds(1, 4),         on_device(KernelSeconds(2, 3), 1),
-      KernelSeconds(5, 12),        KernelSeconds(12.5, 13),
-      KernelSeconds(14, 19.9),     KernelSeconds(20.1, 21),
+      KernelSeconds(1, 4), on_device(KernelSeconds(2, 3), 1),
+      KernelSeconds(5, 12), KernelSeconds(12.5, 13), KernelSeconds(14, 19.9),
+      KernelSeconds(20.1, 21),
       KernelSeconds(19.95, 19.98),  // Late once 20 s is final.
-      KernelSeconds(22, 23),       KernelSeconds(24, 25),
-      KernelSeconds(29.5, 31),     KernelSeconds(33, 34),
-      KernelSeconds(36, 37),       KernelSeconds(45, 46)};
+      KernelSeconds(22, 23), KernelSeconds(24, 25), KernelSeconds(29.5, 31),
+      KernelSeconds(33, 34), KernelSeconds(36, 37), KernelSeconds(45, 46),
+      // Device 2 idles longer than the lateness across 40 s and 50 s: its
+      // kernel [41, 42] ends in a closed window while its next one starts
+      // after that window closed, then after the next one closed.
+      on_device(KernelSeconds(38, 42), 2), KernelSeconds(47, 48),
+      KernelSeconds(52, 53), on_device(KernelSeconds(54, 55), 2),
+      KernelSeconds(56, 57)};
   std::vector<const DecodedBatch*> batches;
   for (const DecodedBatch& b : kernels) batches.push_back(&b);
   ExpectRestartsChangeNothing(batches, WindowerOptions{});

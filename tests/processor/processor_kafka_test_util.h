@@ -80,8 +80,8 @@ inline SyntheticFleetOptions Fleet() {
 }
 
 inline std::vector<std::string> ProduceArgs(
-    const std::string& topic, const std::string& brokers = Brokers()) {
-  SyntheticFleetOptions o = Fleet();
+    const std::string& topic, const std::string& brokers = Brokers(),
+    const SyntheticFleetOptions& o = Fleet()) {
   return {"produce",
           "--brokers",
           brokers,
@@ -99,7 +99,7 @@ inline std::vector<std::string> ProduceArgs(
           "--scenario",
           "mix",
           "--seed",
-          "11",
+          std::to_string(o.seed),
           "--log-level",
           "error"};
 }
@@ -117,9 +117,10 @@ inline std::vector<std::string> ProcessArgs(
 }
 
 // The oracle: each job's whole trace through the offline analyzer.
-inline std::vector<WindowSummary> OracleWindows() {
+inline std::vector<WindowSummary> OracleWindows(
+    const SyntheticFleetOptions& fleet_options = Fleet()) {
   absl::StatusOr<std::vector<SyntheticJob>> fleet =
-      GenerateSyntheticFleet(Fleet());
+      GenerateSyntheticFleet(fleet_options);
   EXPECT_TRUE(fleet.ok()) << fleet.status();
   std::vector<WindowSummary> out;
   for (const SyntheticJob& job : *fleet) {

@@ -41,6 +41,8 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ingest/trace_reader.h"
+#include "processor/bubble_analyzer.h"
 #include "schemas/window_summary.h"
 #include "storage/window_store.h"
 #include "tests/kafka/own_broker.h"
@@ -626,6 +628,116 @@ TEST(ProcessorFaultsKafka, RebalanceStormLeavesNoDuplicateOrConflictingWindow) {
   } else {
     for (const StormMember& m : members) std::cout << "log: " << m.log << "\n";
   }
+}
+
+// Issue 17: a restart lost the part of a gap that crossed a window start;
+// five kills did not find it. Here a live producer sends a small fleet in
+// real time (60 s) while the processor is SIGKILLed a hundred times, each
+// after 0.3-1.2 s of life (seeded from the clock and printed;
+// BUBBLEWATCH_KILL_SEED replays a campaign). The fleet is small so that a
+// life's replay (a window plus the lateness) takes a fraction of it: every
+// life then finalizes and commits windows before it dies, and kills land
+// mid-stream on every kind of boundary the fleet has (gaps and kernels across
+// window starts, devices whose last kernel lies in a closed window, replays
+// of replays). The windows must equal the oracle with no late event.
+// Bounded: 100 kills or 200 s.
+TEST(ProcessorFaultsKafka, HundredRandomKillsMidStreamGiveTheSameWindows) {
+  const std::string topic = Unique("bw-campaign");
+  const std::string store = ::testing::TempDir() + "/" + topic;
+  SyntheticFleetOptions fleet = Fleet();
+  fleet.jobs = 3;
+  fleet.duration = absl::Seconds(60);
+  fleet.events_per_second_per_gpu = 800;
+  std::vector<WindowSummary> want = OracleWindows(fleet);
+  // Beside the fleet, a hand-made job with each boundary case at a window
+  // start (tests/testdata/timeline/restart_boundaries.json): the gap
+  // [9.95, 10.05] s of the issue, kernels across 20 s and 30 s, device 1
+  // whose last kernel [2, 3] s lies in window 0 while its next starts at
+  // 12 s, and CPU events every 0.5 s so that the job never goes idle.
+  const std::string boundaries = std::string(BUBBLEWATCH_TESTDATA_DIR) +
+                                 "/timeline/restart_boundaries.json";
+  {
+    absl::StatusOr<Trace> trace = ReadTraceFile(boundaries);
+    ASSERT_TRUE(trace.ok()) << trace.status();
+    AnalyzerOptions options;
+    options.window_ns = kWindowNs;
+    options.top_bubbles = 0;
+    options.top_bubbles_per_window = 3;
+    absl::StatusOr<Analysis> a = AnalyzeTrace(*trace, options);
+    ASSERT_TRUE(a.ok()) << a.status();
+    for (WindowAnalysis& w : a->windows) {
+      WindowSummary summary;
+      summary.job = "boundaries";
+      summary.window = std::move(w);
+      want.push_back(std::move(summary));
+    }
+  }
+  std::sort(want.begin(), want.end(), [](const auto& a, const auto& b) {
+    return std::pair(a.job, a.window.start_ns) <
+           std::pair(b.job, b.window.start_ns);
+  });
+  std::vector<std::string> produce = ProduceArgs(topic, Brokers(), fleet);
+  produce.insert(produce.end(), {"--replay-speed", "1x"});
+  std::vector<pid_t> children;
+  KillOnExit kill_on_exit(&children);
+  const pid_t producer = Spawn(produce, store + ".produce.stderr");
+  children.push_back(producer);
+  const pid_t boundary_producer =
+      Spawn({"produce", "--brokers", Brokers(), "--topic", topic, "--job",
+             "boundaries", "--replay-speed", "1x", "--batch-events", "1",
+             "--log-level", "error", boundaries},
+            store + ".boundaries.stderr");
+  children.push_back(boundary_producer);
+
+  const char* seed_env = std::getenv("BUBBLEWATCH_KILL_SEED");
+  const uint32_t seed =
+      seed_env != nullptr
+          ? static_cast<uint32_t>(std::strtoul(seed_env, nullptr, 10))
+          : static_cast<uint32_t>(
+                std::chrono::system_clock::now().time_since_epoch().count());
+  std::cout << "kill campaign seed " << seed
+            << " (BUBBLEWATCH_KILL_SEED=" << seed << " replays it)"
+            << std::endl;
+  RecordProperty("kill_seed", std::to_string(seed));
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> life_ms(300, 1200);
+  // Static membership: a restarted member takes its predecessor's place at
+  // once instead of waiting for the killed one's session to expire.
+  std::vector<std::string> process = ProcessArgs(topic, store);
+  process.insert(process.end(), {"-X", "group.instance.id=campaign-member"});
+  const absl::Time deadline = absl::Now() + absl::Seconds(200);
+  int kills = 0, mid_stream = 0;
+  size_t stored_before_last = 0;
+  while (kills < 100 && absl::Now() < deadline) {
+    if (kills == 60) {
+      for (const auto& [job, n] : WindowsPerJob(store, JobsOf(want))) {
+        stored_before_last += static_cast<size_t>(n);
+      }
+    }
+    const pid_t pid = Spawn(process);
+    absl::SleepFor(absl::Milliseconds(life_ms(rng)));
+    const bool producing = Running(producer);
+    ::kill(pid, SIGKILL);
+    const int status = Wait(pid);
+    EXPECT_TRUE(status == 128 + SIGKILL || status == 0) << status;
+    ++kills;
+    mid_stream += producing ? 1 : 0;
+  }
+  std::cout << kills << " kills, " << mid_stream
+            << " of them while the producer was sending" << std::endl;
+  EXPECT_GE(mid_stream, 50) << "most kills must land mid-stream";
+  // Lives made progress: windows were finalized during the campaign.
+  EXPECT_GT(stored_before_last, 0u) << "no window stored after 60 kills";
+  EXPECT_LT(stored_before_last, want.size());
+  ASSERT_EQ(WaitWithin(producer, absl::Seconds(120)), 0);
+  ASSERT_EQ(WaitWithin(boundary_producer, absl::Seconds(60)), 0);
+  ASSERT_EQ(WaitWithin(Spawn(process), absl::Seconds(120)), 0);
+  std::vector<WindowSummary> got = StoredWindows(store, JobsOf(want));
+  ExpectSameAnalysis(got, want);
+  for (const WindowSummary& w : got) {
+    EXPECT_EQ(w.late_events, 0) << "a replay was counted as late";
+  }
+  std::filesystem::remove_all(store);
 }
 
 }  // namespace

@@ -413,10 +413,13 @@ void StreamProcessor::Impl::ErrorCallback(rd_kafka_t* rk, int err,
     const rd_kafka_resp_err_t original =
         rd_kafka_fatal_error(rk, fatal, sizeof(fatal));
     self->fatal_ = KafkaErrorToStatus(
-        original, absl::StrCat("consumer failed for good: ", fatal));
+        original,
+        absl::StrCat("consumer failed for good: ", RedactKafkaSecrets(fatal)));
     return;
   }
-  spdlog::warn("librdkafka {} ERROR: {}", rd_kafka_name(rk), reason);
+  // librdkafka's reason is free text that may quote a property's value.
+  spdlog::warn("librdkafka {} ERROR: {}", rd_kafka_name(rk),
+               RedactKafkaSecrets(reason));
   if (IsBrokerUnreachable(code)) {
     self->NoteBrokerDown(absl::Now(), rd_kafka_err2str(code));
   }

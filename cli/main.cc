@@ -4,6 +4,7 @@
 #include <iostream>
 #include <string>
 
+#include "base/logging.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 
@@ -57,6 +58,14 @@ std::string Usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before any command runs: spdlog's own default logger writes to stdout,
+  // so a command that logs without setting up logging itself (RocksDB's
+  // warnings in `query --json`, say) would mix log lines into its output.
+  // Commands with --log-level replace the level later.
+  if (absl::Status s = bubblewatch::InitLogging("info"); !s.ok()) {
+    std::cerr << "bubblewatch: " << s.message() << "\n";
+    return bubblewatch::kExitFailure;
+  }
   if (argc < 2) {
     std::cerr << Usage();
     return bubblewatch::kExitUsage;

@@ -86,8 +86,9 @@ absl::Status EventProducer::FatalError() const {
   rd_kafka_resp_err_t err =
       rd_kafka_fatal_error(producer_.get(), errstr, sizeof(errstr));
   if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return absl::OkStatus();
-  return absl::AbortedError(absl::StrCat("fatal Kafka producer error: ", errstr,
-                                         " (", rd_kafka_err2name(err), ")"));
+  return absl::AbortedError(
+      absl::StrCat("fatal Kafka producer error: ", RedactKafkaSecrets(errstr),
+                   " (", rd_kafka_err2name(err), ")"));
 }
 
 absl::Status EventProducer::WaitUntilReachable(absl::Duration timeout) {

@@ -1,16 +1,95 @@
 #include "kafka/kafka_config.h"
 
+#include <algorithm>
 #include <array>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
 
 namespace bubblewatch {
 namespace {
+
+constexpr char kRedacted[] = "[redacted]";
+constexpr size_t kMinFreeTextSecret = 4;
+
+// The values RedactKafkaSecrets() hides: every redacted value any KafkaConfig
+// of the process was given. librdkafka's log callback has no way to tell
+// which client's configuration a line comes from (rd_kafka_new logs before
+// it returns the handle), so the set is process-wide; it only grows, by the
+// few -X values of a command's clients.
+class SecretValues {
+ public:
+  void Add(absl::string_view value) {
+    // Shorter values are not looked for in librdkafka's text: as words,
+    // "0", "1" or "PL" would blank out partition numbers and counts in
+    // every line, and a secret that short protects nothing. (Where the
+    // configuration itself is printed, every redacted value is hidden.)
+    if (value.size() < kMinFreeTextSecret) return;
+    absl::MutexLock lock(&mu_);
+    if (!seen_.insert(std::string(value)).second) return;
+    values_.emplace_back(value);
+    // Longest first: a secret that contains another is replaced whole.
+    std::stable_sort(values_.begin(), values_.end(),
+                     [](const std::string& a, const std::string& b) {
+                       return a.size() > b.size();
+                     });
+  }
+
+  std::string Redact(absl::string_view text) const {
+    std::string out(text);
+    absl::MutexLock lock(&mu_);
+    for (const std::string& value : values_) out = RedactOne(out, value);
+    return out;
+  }
+
+ private:
+  static std::string RedactOne(const std::string& text,
+                               const std::string& value) {
+    std::string out;
+    size_t done = 0;  // text[0, done) is in `out`.
+    for (size_t at = text.find(value); at != std::string::npos;
+         at = text.find(value, at + 1)) {
+      if (at < done || !StartsAWord(text, at, value) ||
+          !EndsAWord(text, at + value.size(), value)) {
+        continue;
+      }
+      absl::StrAppend(&out, absl::string_view(text).substr(done, at - done),
+                      kRedacted);
+      done = at + value.size();
+    }
+    if (done == 0) return text;
+    absl::StrAppend(&out, absl::string_view(text).substr(done));
+    return out;
+  }
+  static bool IsWordChar(char c) { return absl::ascii_isalnum(c) || c == '_'; }
+  // The match is not the tail of a longer word (only matters when the value
+  // itself begins with a word character).
+  static bool StartsAWord(const std::string& text, size_t at,
+                          const std::string& value) {
+    return at == 0 || !IsWordChar(value.front()) || !IsWordChar(text[at - 1]);
+  }
+  static bool EndsAWord(const std::string& text, size_t end,
+                        const std::string& value) {
+    return end == text.size() || !IsWordChar(value.back()) ||
+           !IsWordChar(text[end]);
+  }
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_set<std::string> seen_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> values_ ABSL_GUARDED_BY(mu_);
+};
+
+SecretValues& Secrets() {
+  static SecretValues* secrets = new SecretValues();
+  return *secrets;
+}
 
 // librdkafka's syslog-style levels (0 emergency .. 7 debug) to spdlog's.
 // Connection errors arrive at level 3; they are expected while a broker
@@ -25,21 +104,71 @@ spdlog::level::level_enum SpdlogLevel(int syslog_level) {
 void LogToSpdlog(const rd_kafka_t* rk, int level, const char* facility,
                  const char* message) {
   spdlog::log(SpdlogLevel(level), "librdkafka {} {}: {}",
-              rk != nullptr ? rd_kafka_name(rk) : "-", facility, message);
+              rk != nullptr ? rd_kafka_name(rk) : "-", facility,
+              RedactKafkaSecrets(message));
+}
+
+// Whether librdkafka's reason for refusing `key`=`value` may be shown when
+// the value is redacted: it must not contain the value, and every quoted
+// part must be a property name (librdkafka quotes the key, its canonical
+// name, or the value or a part of it: "Invalid value \"x\" for ...").
+// `value` as it may be printed for `key`.
+absl::string_view Shown(absl::string_view key, absl::string_view value) {
+  return IsRedactedKafkaProperty(key, value) ? kRedacted : value;
+}
+
+bool ReasonHidesTheValue(absl::string_view reason, absl::string_view key,
+                         absl::string_view value) {
+  if (!value.empty() && absl::StrContains(reason, value)) return false;
+  size_t open = reason.find('"');
+  while (open != absl::string_view::npos) {
+    const size_t close = reason.find('"', open + 1);
+    if (close == absl::string_view::npos) return false;
+    absl::string_view quoted = reason.substr(open + 1, close - open - 1);
+    if (quoted != key && !IsKnownKafkaProperty(quoted)) return false;
+    open = reason.find('"', close + 1);
+  }
+  return true;
 }
 
 }  // namespace
 
 bool IsSecretKafkaProperty(absl::string_view key) {
-  static constexpr std::array<absl::string_view, 5> kSecretParts = {
-      "password", "secret", "sasl.oauthbearer.config", "ssl.key.pem",
-      "ssl.keystore"};
+  static constexpr std::array<absl::string_view, 8> kSecretParts = {
+      "password", "passwd", "pasword",    "secret",
+      "token",    "jaas",   "credential", "key"};
   const std::string lower = absl::AsciiStrToLower(key);
+  if (absl::StartsWith(lower, "sasl.")) return true;
   for (absl::string_view part : kSecretParts) {
     if (absl::StrContains(lower, part)) return true;
   }
-  // "ssl.key.location" names a file, not a key; only the PEM itself is secret.
   return false;
+}
+
+bool IsKnownKafkaProperty(absl::string_view key) {
+  // Setting the property to "" on a throwaway configuration: librdkafka
+  // answers "unknown" only for a name it does not have (global or topic
+  // level), whether or not it accepts an empty value. Nothing outside the
+  // configuration happens (an empty plugin.library.paths loads nothing).
+  RdKafkaConfPtr scratch(rd_kafka_conf_new());
+  char errstr[512];
+  return rd_kafka_conf_set(scratch.get(), std::string(key).c_str(), "", errstr,
+                           sizeof(errstr)) != RD_KAFKA_CONF_UNKNOWN;
+}
+
+bool IsRedactedKafkaProperty(absl::string_view key, absl::string_view value) {
+  const std::string lower = absl::AsciiStrToLower(key);
+  if (lower == "sasl.mechanism" || lower == "sasl.mechanisms") {
+    static constexpr std::array<absl::string_view, 5> kMechanisms = {
+        "GSSAPI", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"};
+    return std::find(kMechanisms.begin(), kMechanisms.end(), value) ==
+           kMechanisms.end();
+  }
+  return IsSecretKafkaProperty(key) || !IsKnownKafkaProperty(key);
+}
+
+std::string RedactKafkaSecrets(absl::string_view text) {
+  return Secrets().Redact(text);
 }
 
 KafkaConfig::KafkaConfig(absl::string_view brokers)
@@ -62,6 +191,7 @@ const std::string* KafkaConfig::Find(absl::string_view key) const {
 }
 
 void KafkaConfig::Set(absl::string_view key, absl::string_view value) {
+  if (IsRedactedKafkaProperty(key, value)) Secrets().Add(value);
   if (std::string* existing = Find(key)) {
     existing->assign(value.data(), value.size());
     return;
@@ -78,11 +208,9 @@ absl::Status KafkaConfig::Require(absl::string_view key,
                                   absl::string_view value) {
   if (const std::string* existing = Find(key);
       existing != nullptr && *existing != value) {
-    const bool secret = IsSecretKafkaProperty(key);
-    return absl::InvalidArgumentError(
-        absl::StrCat("Kafka property ", key, "=",
-                     secret ? "[redacted]" : *existing, " conflicts with the ",
-                     secret ? "[redacted]" : value, " this client needs"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Kafka property ", key, "=", Shown(key, *existing),
+        " conflicts with the ", Shown(key, value), " this client needs"));
   }
   Set(key, value);
   return absl::OkStatus();
@@ -115,8 +243,7 @@ std::optional<std::string> KafkaConfig::Get(absl::string_view key) const {
 
 std::string KafkaConfig::DebugString() const {
   return absl::StrJoin(properties_, ", ", [](std::string* out, const auto& kv) {
-    absl::StrAppend(out, kv.first, "=",
-                    IsSecretKafkaProperty(kv.first) ? "[redacted]" : kv.second);
+    absl::StrAppend(out, kv.first, "=", Shown(kv.first, kv.second));
   });
 }
 
@@ -124,14 +251,22 @@ absl::StatusOr<RdKafkaConfPtr> KafkaConfig::Build() const {
   RdKafkaConfPtr conf(rd_kafka_conf_new());
   char errstr[512];
   for (const auto& [key, value] : properties_) {
-    if (rd_kafka_conf_set(conf.get(), key.c_str(), value.c_str(), errstr,
-                          sizeof(errstr)) != RD_KAFKA_CONF_OK) {
-      // librdkafka's message quotes the value; drop it for secrets.
+    const rd_kafka_conf_res_t res = rd_kafka_conf_set(
+        conf.get(), key.c_str(), value.c_str(), errstr, sizeof(errstr));
+    if (res == RD_KAFKA_CONF_OK) continue;
+    if (!IsRedactedKafkaProperty(key, value)) {
       return absl::InvalidArgumentError(
-          IsSecretKafkaProperty(key)
-              ? absl::StrCat("invalid value for Kafka property ", key)
-              : absl::StrCat("Kafka property ", key, "=", value, ": ", errstr));
+          absl::StrCat("Kafka property ", key, "=", value, ": ", errstr));
     }
+    // librdkafka's reason may quote the value (or part of it): keep it only
+    // where it does not.
+    absl::string_view reason = errstr;
+    if (!ReasonHidesTheValue(reason, key, value)) {
+      reason = res == RD_KAFKA_CONF_UNKNOWN ? "no such configuration property"
+                                            : "invalid value";
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("Kafka property ", key, "=", kRedacted, ": ", reason));
   }
   rd_kafka_conf_set_log_cb(conf.get(), &LogToSpdlog);
   return conf;
@@ -143,9 +278,11 @@ absl::StatusOr<RdKafkaPtr> NewKafkaClient(rd_kafka_type_t type,
   // On success rd_kafka_new() owns the configuration; on failure we still do.
   rd_kafka_t* rk = rd_kafka_new(type, conf.get(), errstr, sizeof(errstr));
   if (rk == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot create the Kafka ",
-        type == RD_KAFKA_PRODUCER ? "producer" : "consumer", ": ", errstr));
+    // Its reason may quote a value ("Unsupported SASL mechanism: ...").
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot create the Kafka ",
+                     type == RD_KAFKA_PRODUCER ? "producer" : "consumer", ": ",
+                     RedactKafkaSecrets(errstr)));
   }
   conf.release();
   return RdKafkaPtr(rk);

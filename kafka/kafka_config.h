@@ -17,8 +17,12 @@
 //   Require    this value, and an error if -X asked for another one (for
 //              properties a guarantee depends on, e.g. enable.idempotence).
 //
-// Secrets (IsSecretKafkaProperty: passwords, secrets, private keys) are never
-// written to logs or error messages: DebugString() redacts them.
+// Values that may be secrets are never written to logs or error messages:
+// those of secret-looking keys (IsSecretKafkaProperty) and of keys librdkafka
+// does not know (a misspelt `sasl.pasword` is as secret as `sasl.password`).
+// DebugString() and every error show "[redacted]" instead, and librdkafka's
+// own log lines and error strings, which may quote a value, pass through
+// RedactKafkaSecrets().
 #ifndef BUBBLEWATCH_KAFKA_KAFKA_CONFIG_H_
 #define BUBBLEWATCH_KAFKA_KAFKA_CONFIG_H_
 
@@ -36,24 +40,49 @@
 
 namespace bubblewatch {
 
-// True for properties whose values must never be logged: any key containing
-// "password", "secret" or "sasl.oauthbearer.config", and private keys
-// ("ssl.key.pem", "ssl.keystore...").
+// True for keys that look like they hold a secret, case-insensitively: any
+// key containing "password" (or the misspellings "passwd", "pasword"),
+// "secret", "token", "jaas", "credential" or "key" (ssl.key.*,
+// ssl.keystore.*, sasl.kerberos.keytab: key material and where it lies), and
+// every "sasl.*" key (usernames, JAAS and OAUTHBEARER configurations,
+// Kerberos commands).
 bool IsSecretKafkaProperty(absl::string_view key);
+
+// True if librdkafka knows `key`, as a client or topic property, an alias, or
+// a Java property it refuses with a reason (sasl.jaas.config).
+bool IsKnownKafkaProperty(absl::string_view key);
+
+// True if `value`, set for `key`, must never be printed: the key looks
+// secret (IsSecretKafkaProperty) or is unknown to librdkafka. One exception:
+// sasl.mechanism(s) set to a mechanism name librdkafka knows (PLAIN,
+// SCRAM-SHA-256, ...) is shown, as librdkafka's own diagnostics name it
+// ("SASL PLAIN mechanism handshake failed"); any other value there is
+// redacted.
+bool IsRedactedKafkaProperty(absl::string_view key, absl::string_view value);
+
+// `text` with every value that a KafkaConfig of this process holds for a
+// redacted property (IsRedactedKafkaProperty), of 4 characters or more,
+// replaced by "[redacted]", where it stands as a whole word (not inside a
+// longer word: a user name "kafka" leaves "rdkafka" alone). For text librdkafka
+// writes: its log lines and error strings may quote a property's value (a
+// CONFWARN line quotes sasl.mechanism's, rd_kafka_new() an unsupported
+// mechanism).
+std::string RedactKafkaSecrets(absl::string_view text);
 
 class KafkaConfig {
  public:
   // `brokers` is librdkafka's bootstrap.servers: "host:port[,host:port...]".
   explicit KafkaConfig(absl::string_view brokers);
 
-  // Sets `key` to `value`, replacing an earlier value.
+  // Sets `key` to `value`, replacing an earlier value. A redacted value
+  // (IsRedactedKafkaProperty) is remembered for RedactKafkaSecrets().
   void Set(absl::string_view key, absl::string_view value);
 
   // Sets `key` to `value` unless it already has a value.
   void SetDefault(absl::string_view key, absl::string_view value);
 
   // Sets `key` to `value`. Returns kInvalidArgument, naming the key (and the
-  // value unless it is secret), if it already holds a different value.
+  // values unless they are redacted), if it already holds a different value.
   absl::Status Require(absl::string_view key, absl::string_view value);
 
   // Applies one "key=value" assignment (the argument of -X). The value may
@@ -74,13 +103,15 @@ class KafkaConfig {
     return properties_;
   }
 
-  // "key=value, key=value, ..." with secret values shown as "[redacted]".
+  // "key=value, key=value, ..." with redacted values (secret-looking or
+  // unknown keys) shown as "[redacted]".
   std::string DebugString() const;
 
   // Creates a librdkafka configuration holding every property, with
   // librdkafka's own log lines routed to the process logger (spdlog).
   // Returns kInvalidArgument naming the property librdkafka rejects (unknown
-  // key or bad value); the message never contains a secret value.
+  // key or bad value); the message never contains a redacted value, and
+  // keeps librdkafka's reason only where that does not quote it.
   absl::StatusOr<RdKafkaConfPtr> Build() const;
 
  private:
@@ -94,7 +125,7 @@ class KafkaConfig {
 // Creates a producer or consumer (`type`) from `conf`, which callers may
 // have customised after KafkaConfig::Build() (callbacks, opaque pointer).
 // Takes ownership of `conf`. Returns kInvalidArgument if librdkafka refuses
-// to create the client (the message says why).
+// to create the client (the message says why, through RedactKafkaSecrets).
 absl::StatusOr<RdKafkaPtr> NewKafkaClient(rd_kafka_type_t type,
                                           RdKafkaConfPtr conf);
 

@@ -1,6 +1,7 @@
 #include "kafka/kafka_status.h"
 
 #include "absl/strings/str_cat.h"
+#include "kafka/kafka_config.h"
 
 namespace bubblewatch {
 
@@ -91,9 +92,11 @@ absl::Status KafkaErrorToStatus(const rd_kafka_error_t* error,
   absl::StatusCode code = KafkaErrorCode(err);
   // A fatal error ends the client whatever its code says.
   if (rd_kafka_error_is_fatal(error)) code = absl::StatusCode::kAborted;
-  return absl::Status(code, absl::StrCat(context, context.empty() ? "" : ": ",
-                                         rd_kafka_error_string(error), " (",
-                                         rd_kafka_error_name(error), ")"));
+  // The error string is librdkafka's free text, which may quote a value.
+  return absl::Status(
+      code, absl::StrCat(context, context.empty() ? "" : ": ",
+                         RedactKafkaSecrets(rd_kafka_error_string(error)), " (",
+                         rd_kafka_error_name(error), ")"));
 }
 
 }  // namespace bubblewatch

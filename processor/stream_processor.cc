@@ -50,6 +50,17 @@ bool IsBrokerUnreachable(rd_kafka_resp_err_t err) {
   return err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN;
 }
 
+// Text of librdkafka 2.0's own diagnosis of a security.protocol mismatch, in
+// a transport error (RD_KAFKA_RESP_ERR__TRANSPORT): a PLAINTEXT client whose
+// first request a TLS listener dropped, or a TLS handshake a PLAINTEXT
+// listener dropped. A broker that is merely down refuses the connection
+// instead ("Connection refused").
+bool IsProtocolMismatch(absl::string_view reason) {
+  return absl::StrContains(reason,
+                           "might be caused by incorrect security.protocol") ||
+         absl::StrContains(reason, "connecting to a PLAINTEXT broker listener");
+}
+
 // True for a "key=value" whose key only a consumer understands.
 bool IsConsumerOnlyProperty(absl::string_view assignment) {
   absl::string_view key = assignment.substr(0, assignment.find('='));
@@ -125,10 +136,19 @@ class StreamProcessor::Impl {
                                const rd_kafka_message_t* message, void* opaque);
   // The consumer's client-level errors (served by rd_kafka_consumer_poll, on
   // Run's thread): logged as librdkafka logs them without a callback; an
-  // unreachable broker starts an outage (NoteBrokerDown); a fatal error
-  // stops Run.
+  // unreachable broker starts an outage (NoteBrokerDown); a fatal error,
+  // and a refused connection at startup (StartupRefusal), stop Run.
   static void ErrorCallback(rd_kafka_t* rk, int err, const char* reason,
                             void* opaque);
+  // Until the broker first accepted the consumer (reached_broker_), an
+  // error that says it never will with this configuration: authentication,
+  // SASL or SSL failures (KafkaErrorCode kUnauthenticated), or librdkafka's
+  // security.protocol mismatch diagnosis, reported a second time (the retry
+  // failed alike). Returns the error Run stops with, else OK. Later, the
+  // same errors are an outage: a broker restarting mid-handshake, or
+  // credentials being rotated, must not stop the processor.
+  absl::Status StartupRefusal(rd_kafka_resp_err_t err,
+                              absl::string_view reason);
   void OnAssign(rd_kafka_topic_partition_list_t* partitions);
   void OnRevoke(rd_kafka_topic_partition_list_t* partitions);
   // Picks the newer of the local and the changelog snapshot of `tp`, sets
@@ -210,6 +230,10 @@ class StreamProcessor::Impl {
   // commit's snapshots are acknowledged (the next flush).
   RdKafkaPartitionListPtr pending_group_offsets_;
   absl::Status fatal_;  // Set by callbacks; Run returns it.
+  // The broker has accepted the consumer: a message, an end of partition or
+  // an assignment (which takes a group join) came back.
+  bool reached_broker_ = false;
+  int protocol_mismatches_ = 0;              // Seen before reached_broker_.
   const std::atomic<bool>* stop_ = nullptr;  // Run's, while it runs.
   bool broker_down_ = false;                 // See NoteBrokerDown.
   absl::Time broker_down_since_;
@@ -330,6 +354,7 @@ void StreamProcessor::Impl::RebalanceCallback(
 
 void StreamProcessor::Impl::OnAssign(
     rd_kafka_topic_partition_list_t* partitions) {
+  reached_broker_ = true;
   last_message_ = absl::Now();
   for (int i = 0; i < partitions->cnt; ++i) {
     rd_kafka_topic_partition_t& tp = partitions->elems[i];
@@ -418,19 +443,51 @@ void StreamProcessor::Impl::OnRevoke(
 void StreamProcessor::Impl::ErrorCallback(rd_kafka_t* rk, int err,
                                           const char* reason, void* opaque) {
   Impl* self = static_cast<Impl*>(opaque);
+  // Run stops with the first failure; what follows it is noise.
+  if (!self->fatal_.ok()) return;
   const auto code = static_cast<rd_kafka_resp_err_t>(err);
   if (code == RD_KAFKA_RESP_ERR__FATAL) {
     char fatal[512];
     const rd_kafka_resp_err_t original =
         rd_kafka_fatal_error(rk, fatal, sizeof(fatal));
     self->fatal_ = KafkaErrorToStatus(
-        original, absl::StrCat("consumer failed for good: ", fatal));
+        original,
+        absl::StrCat("consumer failed for good: ", RedactKafkaSecrets(fatal)));
     return;
   }
-  spdlog::warn("librdkafka {} ERROR: {}", rd_kafka_name(rk), reason);
+  // librdkafka's reason is free text that may quote a property's value.
+  const std::string why = RedactKafkaSecrets(reason);
+  if (absl::Status refused = self->StartupRefusal(code, why); !refused.ok()) {
+    self->fatal_ = refused;  // Run's error line says it all.
+    return;
+  }
+  spdlog::warn("librdkafka {} ERROR: {}", rd_kafka_name(rk), why);
   if (IsBrokerUnreachable(code)) {
     self->NoteBrokerDown(absl::Now(), rd_kafka_err2str(code));
   }
+}
+
+absl::Status StreamProcessor::Impl::StartupRefusal(rd_kafka_resp_err_t err,
+                                                   absl::string_view reason) {
+  if (reached_broker_) return absl::OkStatus();
+  const bool unauthenticated =
+      KafkaErrorCode(err) == absl::StatusCode::kUnauthenticated;
+  if (!unauthenticated) {
+    // One drop in the handshake may be a broker restarting at that moment;
+    // the same drop on the reconnect (librdkafka reports it again within
+    // about a second) is the configuration.
+    if (err != RD_KAFKA_RESP_ERR__TRANSPORT || !IsProtocolMismatch(reason) ||
+        ++protocol_mismatches_ < 2) {
+      return absl::OkStatus();
+    }
+  }
+  return absl::Status(
+      unauthenticated ? absl::StatusCode::kUnauthenticated
+                      : absl::StatusCode::kFailedPrecondition,
+      absl::StrCat("the Kafka broker refused the connection at startup (",
+                   rd_kafka_err2name(err), "): ", reason,
+                   "; check -X security.protocol and the sasl.*/ssl.* "
+                   "properties against the broker's listener"));
 }
 
 void StreamProcessor::Impl::DeliveryCallback(rd_kafka_t*,
@@ -1196,6 +1253,10 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
     RETURN_IF_ERROR(fatal_);
     absl::Time now = absl::Now();
     if (message) {
+      if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR ||
+          message->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+        reached_broker_ = true;
+      }
       if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
         last_message_ = now;
         if (first_message_ == absl::InfinitePast()) first_message_ = now;
@@ -1209,6 +1270,7 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
             RD_KAFKA_RESP_ERR_NO_ERROR) {
           return s;
         }
+        RETURN_IF_ERROR(StartupRefusal(message->err, s.message()));
         if (IsBrokerUnreachable(message->err)) {
           NoteBrokerDown(now, rd_kafka_err2str(message->err));
         }

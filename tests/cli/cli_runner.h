@@ -25,14 +25,20 @@ inline std::string ReadWholeFile(const std::string& path) {
   return ss.str();
 }
 
-// Runs `bubblewatch ARGS` with the working directory `cwd`.
+// Runs `bubblewatch ARGS` with the working directory `cwd`. With
+// `kill_after_s` > 0 the command is killed (SIGKILL; exit_code 137) after that
+// many seconds, for a test whose failure would be a command that never ends.
 inline CliResult RunBubblewatch(const std::string& args,
-                                const std::string& cwd = ".") {
+                                const std::string& cwd = ".",
+                                int kill_after_s = 0) {
   static int counter = 0;
   std::string base = ::testing::TempDir() + "/cli_" + std::to_string(getpid()) +
                      "_" + std::to_string(counter++);
-  std::string cmd = "cd '" + cwd + "' && " + BUBBLEWATCH_BINARY + " " + args +
-                    " >'" + base + ".out' 2>'" + base + ".err'";
+  const std::string kill =
+      kill_after_s > 0 ? "timeout -s KILL " + std::to_string(kill_after_s) + " "
+                       : std::string();
+  std::string cmd = "cd '" + cwd + "' && " + kill + BUBBLEWATCH_BINARY + " " +
+                    args + " >'" + base + ".out' 2>'" + base + ".err'";
   int status = std::system(cmd.c_str());
   CliResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

@@ -75,5 +75,46 @@ TEST(Secrets, RefusedConfigurationDoesNotEchoSecrets) {
   EXPECT_THAT(r.err, Not(HasSubstr(kKeyPassword)));
 }
 
+// Issue 17 item 12: secrets under keys the redaction did not know were
+// printed at the default log level: a Java JAAS line (librdkafka refuses the
+// property; the error quoted the whole value), a misspelt key (unknown; the
+// same), and values librdkafka itself quotes (its CONFWARN line for
+// sasl.mechanism, rd_kafka_new()'s "Unsupported SASL mechanism: ..."). None
+// needs a broker.
+TEST(Secrets, UnexpectedKeysDoNotEchoSecrets) {
+  testing_util::TempDir dir;
+  const std::string process =
+      "process --brokers 127.0.0.1:1 --store '" + dir.Sub("store") + "'";
+  const std::string produce =
+      "produce --brokers 127.0.0.1:1 --synthetic --jobs 1 --gpus-per-job 1 "
+      "--duration 1s --timeout 2s";
+  struct Case {
+    std::string args;
+    int exit_code;
+    std::string says;  // Proof that the line about it was printed.
+  };
+  const Case cases[] = {
+      {process +
+           " -X 'sasl.jaas.config=org.apache.kafka.common.security.plain."
+           "PlainLoginModule required username=\"u\" password=\"hunter2\";'",
+       1, "sasl.jaas.config=[redacted]"},
+      {process + " -X sasl.pasword=hunter2", 1, "sasl.pasword=[redacted]"},
+      {produce + " -X sasl.pasword=hunter2", 2, "sasl.pasword=[redacted]"},
+      {process +
+           " -X security.protocol=SASL_PLAINTEXT -X sasl.mechanism=hunter2",
+       1, "Unsupported SASL mechanism: [redacted]"},
+      // Runs (no broker: exit 1 after --timeout); librdkafka warns.
+      {produce + " -X sasl.mechanism=hunter2", 1,
+       "CONFWARN: [thrd:app]: Configuration property `sasl.mechanism` set "
+       "to `[redacted]`"},
+  };
+  for (const Case& c : cases) {
+    auto r = RunBubblewatch(c.args);
+    EXPECT_EQ(r.exit_code, c.exit_code) << c.args << "\n" << r.err;
+    EXPECT_THAT(r.err, HasSubstr(c.says)) << c.args;
+    EXPECT_THAT(r.out + r.err, Not(HasSubstr("hunter2"))) << c.args;
+  }
+}
+
 }  // namespace
 }  // namespace bubblewatch

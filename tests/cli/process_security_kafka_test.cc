@@ -1,0 +1,156 @@
+// `bubblewatch process` whose security settings do not match the broker's
+// listener exits at startup, with one line that says why, instead of waiting
+// for ever as if the broker were down (issue 17 item 13). Against the real
+// broker (ctest label kafka), which listens in PLAINTEXT: a SASL client and a
+// TLS client. And a PLAINTEXT client against a listener that drops what it
+// reads, as a TLS listener drops a plaintext request.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/cli/cli_runner.h"
+#include "tests/storage/storage_test_util.h"
+
+namespace bubblewatch {
+namespace {
+
+using ::bubblewatch::testing::CliResult;
+using ::bubblewatch::testing::RunBubblewatch;
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
+
+// Without the fix `process` never exits: it is killed after this long, and
+// the test fails on its exit code. With it, it exits within a second or two.
+constexpr int kKillAfterS = 60;
+constexpr auto kPromptly = std::chrono::seconds(20);
+
+std::string Brokers() {
+  const char* env = std::getenv("BUBBLEWATCH_KAFKA_BROKERS");
+  return env != nullptr ? env : "";
+}
+
+struct Timed {
+  CliResult result;
+  std::chrono::steady_clock::duration took;
+};
+
+Timed RunProcess(const std::string& brokers, const std::string& flags) {
+  testing_util::TempDir dir;
+  const std::string name =
+      "it-security-" + std::to_string(getpid()) + "-" +
+      std::to_string(std::chrono::system_clock::now().time_since_epoch() /
+                     std::chrono::milliseconds(1));
+  const auto start = std::chrono::steady_clock::now();
+  CliResult r = RunBubblewatch("process --brokers " + brokers + " --topic " +
+                                   name + " --group " + name + " --store '" +
+                                   dir.Sub("store") + "' " + flags,
+                               ".", kKillAfterS);
+  return {std::move(r), std::chrono::steady_clock::now() - start};
+}
+
+// The last line on stderr: the one the command exits with.
+std::string LastLine(const std::string& text) {
+  std::vector<std::string> lines =
+      absl::StrSplit(text, '\n', absl::SkipWhitespace());
+  return lines.empty() ? "" : lines.back();
+}
+
+TEST(ProcessSecurity, SaslAgainstAPlaintextListenerExitsAtStartup) {
+  ASSERT_FALSE(Brokers().empty())
+      << "BUBBLEWATCH_KAFKA_BROKERS is not set: run through ops/test";
+  Timed t = RunProcess(Brokers(),
+                       "-X security.protocol=SASL_PLAINTEXT "
+                       "-X sasl.mechanism=PLAIN -X sasl.username=u "
+                       "-X sasl.password=p");
+  EXPECT_EQ(t.result.exit_code, 1) << t.result.err;
+  EXPECT_LT(t.took, kPromptly);
+  const std::string line = LastLine(t.result.err);
+  EXPECT_THAT(line, HasSubstr("bubblewatch process: the Kafka broker refused "
+                              "the connection at startup (_AUTHENTICATION)"));
+  EXPECT_THAT(line, HasSubstr("SASL PLAIN mechanism handshake failed"));
+  EXPECT_THAT(line, HasSubstr("security.protocol"));
+  EXPECT_EQ(t.result.out, "");
+}
+
+TEST(ProcessSecurity, TlsAgainstAPlaintextListenerExitsAtStartup) {
+  ASSERT_FALSE(Brokers().empty())
+      << "BUBBLEWATCH_KAFKA_BROKERS is not set: run through ops/test";
+  Timed t = RunProcess(Brokers(), "-X security.protocol=SSL");
+  EXPECT_EQ(t.result.exit_code, 1) << t.result.err;
+  EXPECT_LT(t.took, kPromptly);
+  const std::string line = LastLine(t.result.err);
+  EXPECT_THAT(line, HasSubstr("refused the connection at startup"));
+  // OpenSSL's reading of the dropped handshake (_SSL), or librdkafka's
+  // "connecting to a PLAINTEXT broker listener?" (_TRANSPORT).
+  EXPECT_THAT(line, AnyOf(HasSubstr("(_SSL)"), HasSubstr("(_TRANSPORT)")));
+  EXPECT_THAT(line, HasSubstr("SSL handshake failed"));
+}
+
+// A listener that accepts, reads the first request and hangs up, as a TLS
+// listener does with a plaintext ApiVersion request.
+class DroppingListener {
+ public:
+  DroppingListener() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+        listen(fd_, 16) != 0 ||
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      ADD_FAILURE() << "cannot listen on 127.0.0.1";
+      return;
+    }
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] {
+      while (!stop_.load()) {
+        const int c = accept(fd_, nullptr, nullptr);
+        if (c < 0) continue;
+        timeval two_s{.tv_sec = 2, .tv_usec = 0};
+        setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &two_s, sizeof(two_s));
+        char buffer[4096];
+        (void)!read(c, buffer, sizeof(buffer));
+        close(c);
+      }
+    });
+  }
+  ~DroppingListener() {
+    stop_ = true;
+    shutdown(fd_, SHUT_RDWR);  // Wakes accept().
+    if (thread_.joinable()) thread_.join();
+    close(fd_);
+  }
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+TEST(ProcessSecurity, PlaintextAgainstATlsListenerExitsAtStartup) {
+  DroppingListener listener;
+  ASSERT_NE(listener.port(), 0);
+  Timed t = RunProcess("127.0.0.1:" + std::to_string(listener.port()), "");
+  EXPECT_EQ(t.result.exit_code, 1) << t.result.err;
+  EXPECT_LT(t.took, kPromptly);
+  const std::string line = LastLine(t.result.err);
+  EXPECT_THAT(line,
+              HasSubstr("refused the connection at startup (_TRANSPORT)"));
+  EXPECT_THAT(line, HasSubstr("incorrect security.protocol configuration"));
+}
+
+}  // namespace
+}  // namespace bubblewatch

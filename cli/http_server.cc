@@ -1,6 +1,10 @@
 #include "cli/http_server.h"
 
+#include <sys/socket.h>
+
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -124,15 +128,28 @@ class HttpServer::Impl {
       return absl::InvalidArgumentError(
           absl::StrCat("bad port ", options_.port));
     }
+    // SO_REUSEADDR only: a restarted server may bind while connections of
+    // the previous one are in TIME_WAIT, but not while another socket
+    // listens there. httplib's default adds SO_REUSEPORT, which lets any
+    // number of servers share the port and the kernel spread connections
+    // among them.
+    server_.set_socket_options([](socket_t sock) {
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    });
+    errno = 0;
     if (options_.port == 0) {
       port_ = server_.bind_to_any_port(options_.host);
     } else if (server_.bind_to_port(options_.host, options_.port)) {
       port_ = options_.port;
     }
     if (port_ <= 0) {
-      return absl::UnavailableError(
-          absl::StrCat("cannot listen on ", options_.host, ":", options_.port,
-                       " (address in use or not local?)"));
+      const int err = errno;
+      return absl::UnavailableError(absl::StrCat(
+          "cannot listen on ", options_.host, ":", options_.port, ": ",
+          err == EADDRINUSE ? "address already in use (another server?)"
+          : err != 0        ? std::strerror(err)
+                            : "address not available (not local?)"));
     }
     return absl::OkStatus();
   }

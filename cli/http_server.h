@@ -15,12 +15,13 @@
 // malformed or unknown parameter (with the reason), 401 without the bearer
 // token, 404 for an unknown job or path, 500/503 for store failures.
 //
-// Safety: binds 127.0.0.1 unless told otherwise; with a token, /api/ and
-// /metrics require "Authorization: Bearer TOKEN" (compared in constant time;
-// the dashboard's static files and /healthz do not, the page asks for the
-// token); request bodies are refused beyond 4 KiB, URIs beyond httplib's 8 KiB,
-// periods beyond kMaxQueryRange; static files come from a fixed in-memory
-// table, never the file system.
+// Safety: binds 127.0.0.1 unless told otherwise, and never shares the port
+// with another listener; with a token, /api/ and /metrics require
+// "Authorization: Bearer TOKEN" (compared in constant time; the dashboard's
+// static files and /healthz do not, the page asks for the token); request
+// bodies are refused beyond 4 KiB, URIs beyond httplib's 8 KiB, periods
+// beyond kMaxQueryRange; static files come from a fixed in-memory table,
+// never the file system.
 #ifndef BUBBLEWATCH_CLI_HTTP_SERVER_H_
 #define BUBBLEWATCH_CLI_HTTP_SERVER_H_
 
@@ -60,7 +61,7 @@ class HttpServer {
   // Binds the listening socket. `store` must outlive the server; it is
   // refreshed (WindowStoreReader::Refresh) as options.refresh_interval says.
   // Errors: kInvalidArgument for a bad port; kUnavailable if the address
-  // cannot be bound (in use, not local).
+  // cannot be bound (another socket listens there, not local).
   static absl::StatusOr<std::unique_ptr<HttpServer>> Bind(
       const HttpServerOptions& options, WindowStoreReader* store);
   ~HttpServer();

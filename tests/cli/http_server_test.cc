@@ -50,6 +50,9 @@ class Served {
     return client_->Get(path.c_str(), headers);
   }
   httplib::Client& client() { return *client_; }
+  int port() const { return server_->port(); }
+  std::string url() const { return server_->url(); }
+  WindowStoreReader* store() { return store_.get(); }
 
  private:
   testing_util::TempDir dir_;
@@ -354,6 +357,19 @@ TEST(HttpServer, SeesWindowsTheProcessorCommitsWhileItRuns) {
 
   (*server)->Stop();
   serving.join();
+}
+
+TEST(HttpServer, ASecondServerOnABusyPortFails) {
+  // Issue 17 item 7: with SO_REUSEPORT a second `serve` shared the port and
+  // answered from another store.
+  Served s;
+  HttpServerOptions options;
+  options.port = s.port();
+  auto second = HttpServer::Bind(options, s.store());
+  ASSERT_FALSE(second.ok()) << "a second server listens on " << s.port();
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(second.status().message(), HasSubstr("in use"));
+  EXPECT_EQ(s.Get("/healthz")->status, 200);
 }
 
 TEST(HttpServer, ParseListenAddress) {

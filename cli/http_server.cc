@@ -225,9 +225,12 @@ class HttpServer::Impl {
       return true;
     }
     const std::string header = req.get_header_value("Authorization");
+    // RFC 7235 2.1: the scheme is case-insensitive ("bearer" too), then one
+    // or more spaces, then the token, compared exactly.
     absl::string_view given = header;
-    if (absl::ConsumePrefix(&given, "Bearer ") &&
-        ConstantTimeEquals(given, options_.bearer_token)) {
+    if (absl::StartsWithIgnoreCase(given, "Bearer ") &&
+        ConstantTimeEquals(absl::StripLeadingAsciiWhitespace(given.substr(7)),
+                           options_.bearer_token)) {
       return true;
     }
     res.set_header("WWW-Authenticate", R"(Bearer realm="bubblewatch")");

@@ -17,11 +17,11 @@
 //
 // Safety: binds 127.0.0.1 unless told otherwise, and never shares the port
 // with another listener; with a token, /api/ and /metrics require
-// "Authorization: Bearer TOKEN" (compared in constant time; the dashboard's
-// static files and /healthz do not, the page asks for the token); request
-// bodies are refused beyond 4 KiB, URIs beyond httplib's 8 KiB, periods
-// beyond kMaxQueryRange; static files come from a fixed in-memory table,
-// never the file system.
+// "Authorization: Bearer TOKEN" (scheme in any case, token compared in
+// constant time; the dashboard's static files and /healthz do not, the page
+// asks for the token); request bodies are refused beyond 4 KiB, URIs beyond
+// httplib's 8 KiB, periods beyond kMaxQueryRange; static files come from a
+// fixed in-memory table, never the file system.
 #ifndef BUBBLEWATCH_CLI_HTTP_SERVER_H_
 #define BUBBLEWATCH_CLI_HTTP_SERVER_H_
 

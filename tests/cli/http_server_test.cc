@@ -186,6 +186,26 @@ TEST(HttpServer, BearerTokenGuardsTheApiAndMetricsOnly) {
   EXPECT_EQ(s.Get("/")->status, 200);
 }
 
+TEST(HttpServer, BearerSchemeIsCaseInsensitive) {
+  // RFC 7235 2.1: the auth scheme is a case-insensitive token; the token
+  // itself is compared exactly.
+  HttpServerOptions options;
+  options.bearer_token = "s3cret";
+  Served s(options);
+  for (const char* value : {"Bearer s3cret", "bearer s3cret", "BEARER s3cret",
+                            "bEaReR s3cret", "Bearer  s3cret"}) {
+    auto r = s.Get("/api/v1/jobs", {{"Authorization", value}});
+    ASSERT_TRUE(r) << value;
+    EXPECT_EQ(r->status, 200) << value;
+  }
+  for (const char* value :
+       {"bearer S3CRET", "Bearers3cret", "Basic s3cret", "bearer", "bearer "}) {
+    auto r = s.Get("/api/v1/jobs", {{"Authorization", value}});
+    ASSERT_TRUE(r) << value;
+    EXPECT_EQ(r->status, 401) << value;
+  }
+}
+
 TEST(HttpServer, ConstantTimeEqualsComparesWholeStrings) {
   EXPECT_TRUE(ConstantTimeEquals("abc", "abc"));
   EXPECT_FALSE(ConstantTimeEquals("abd", "abc"));

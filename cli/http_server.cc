@@ -1,15 +1,13 @@
 #include "cli/http_server.h"
 
-#include <sys/socket.h>
-
+#include <algorithm>
 #include <atomic>
-#include <cerrno>
-#include <cstring>
 #include <fstream>
 #include <map>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <thread>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -23,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "base/logging.h"
 #include "cli/dashboard_assets.h"
+#include "cli/http_connections.h"
 #include "cli/query_params.h"
 #include "cli/query_report.h"
 #include "httplib.h"
@@ -111,46 +110,36 @@ absl::StatusOr<bool> Pretty(const std::map<std::string, std::string>& p) {
   return absl::InvalidArgumentError("bad pretty: want 0 or 1");
 }
 
+ConnectionLimits LimitsFor(const HttpServerOptions& options) {
+  ConnectionLimits limits;
+  limits.request_timeout = options.request_timeout;
+  limits.keep_alive_timeout = options.keep_alive_timeout;
+  limits.max_connections = std::max(1, options.max_connections);
+  limits.max_body_bytes = kMaxBodyBytes;
+  // Workers only run handlers (requests arrive whole): CPU work and store
+  // reads of milliseconds. More than the cores lets a read that waits on the
+  // disk not hold the others up (docs/http.md).
+  limits.workers =
+      static_cast<int>(std::max(8u, 2 * std::thread::hardware_concurrency()));
+  return limits;
+}
+
 }  // namespace
 
 class HttpServer::Impl {
  public:
   Impl(const HttpServerOptions& options, WindowStoreReader* store)
-      : options_(options), store_(store) {}
+      : options_(options), store_(store), server_(LimitsFor(options)) {}
 
   absl::Status Bind() {
     Routes();
-    server_.set_payload_max_length(kMaxBodyBytes);
-    server_.set_read_timeout(5, 0);
-    server_.set_write_timeout(10, 0);
-    server_.set_keep_alive_max_count(100);
     if (options_.port < 0 || options_.port > 65535) {
       return absl::InvalidArgumentError(
           absl::StrCat("bad port ", options_.port));
     }
-    // SO_REUSEADDR only: a restarted server may bind while connections of
-    // the previous one are in TIME_WAIT, but not while another socket
-    // listens there. httplib's default adds SO_REUSEPORT, which lets any
-    // number of servers share the port and the kernel spread connections
-    // among them.
-    server_.set_socket_options([](socket_t sock) {
-      int yes = 1;
-      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-    });
-    errno = 0;
-    if (options_.port == 0) {
-      port_ = server_.bind_to_any_port(options_.host);
-    } else if (server_.bind_to_port(options_.host, options_.port)) {
-      port_ = options_.port;
-    }
-    if (port_ <= 0) {
-      const int err = errno;
-      return absl::UnavailableError(absl::StrCat(
-          "cannot listen on ", options_.host, ":", options_.port, ": ",
-          err == EADDRINUSE ? "address already in use (another server?)"
-          : err != 0        ? std::strerror(err)
-                            : "address not available (not local?)"));
-    }
+    absl::StatusOr<int> port = server_.Bind(options_.host, options_.port);
+    if (!port.ok()) return port.status();
+    port_ = *port;
     return absl::OkStatus();
   }
 
@@ -163,7 +152,7 @@ class HttpServer::Impl {
 
   absl::Status Serve() {
     if (stopped_.load()) return absl::OkStatus();
-    if (!server_.listen_after_bind() && !stopped_.load()) {
+    if (!server_.Listen() && !stopped_.load()) {
       return absl::UnavailableError("the HTTP server stopped unexpectedly");
     }
     return absl::OkStatus();
@@ -336,7 +325,7 @@ class HttpServer::Impl {
 
   const HttpServerOptions options_;
   WindowStoreReader* const store_;
-  httplib::Server server_;
+  PollingServer server_;
   int port_ = -1;
   std::atomic<bool> stopped_{false};
   absl::Mutex refresh_mu_;

@@ -1,11 +1,13 @@
 #include "cli/http_server.h"
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <map>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <thread>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -19,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "base/logging.h"
 #include "cli/dashboard_assets.h"
+#include "cli/http_connections.h"
 #include "cli/query_params.h"
 #include "cli/query_report.h"
 #include "httplib.h"
@@ -107,33 +110,36 @@ absl::StatusOr<bool> Pretty(const std::map<std::string, std::string>& p) {
   return absl::InvalidArgumentError("bad pretty: want 0 or 1");
 }
 
+ConnectionLimits LimitsFor(const HttpServerOptions& options) {
+  ConnectionLimits limits;
+  limits.request_timeout = options.request_timeout;
+  limits.keep_alive_timeout = options.keep_alive_timeout;
+  limits.max_connections = std::max(1, options.max_connections);
+  limits.max_body_bytes = kMaxBodyBytes;
+  // Workers only run handlers (requests arrive whole): CPU work and store
+  // reads of milliseconds. More than the cores lets a read that waits on the
+  // disk not hold the others up (docs/http.md).
+  limits.workers =
+      static_cast<int>(std::max(8u, 2 * std::thread::hardware_concurrency()));
+  return limits;
+}
+
 }  // namespace
 
 class HttpServer::Impl {
  public:
   Impl(const HttpServerOptions& options, WindowStoreReader* store)
-      : options_(options), store_(store) {}
+      : options_(options), store_(store), server_(LimitsFor(options)) {}
 
   absl::Status Bind() {
     Routes();
-    server_.set_payload_max_length(kMaxBodyBytes);
-    server_.set_read_timeout(5, 0);
-    server_.set_write_timeout(10, 0);
-    server_.set_keep_alive_max_count(100);
     if (options_.port < 0 || options_.port > 65535) {
       return absl::InvalidArgumentError(
           absl::StrCat("bad port ", options_.port));
     }
-    if (options_.port == 0) {
-      port_ = server_.bind_to_any_port(options_.host);
-    } else if (server_.bind_to_port(options_.host, options_.port)) {
-      port_ = options_.port;
-    }
-    if (port_ <= 0) {
-      return absl::UnavailableError(
-          absl::StrCat("cannot listen on ", options_.host, ":", options_.port,
-                       " (address in use or not local?)"));
-    }
+    absl::StatusOr<int> port = server_.Bind(options_.host, options_.port);
+    if (!port.ok()) return port.status();
+    port_ = *port;
     return absl::OkStatus();
   }
 
@@ -146,7 +152,7 @@ class HttpServer::Impl {
 
   absl::Status Serve() {
     if (stopped_.load()) return absl::OkStatus();
-    if (!server_.listen_after_bind() && !stopped_.load()) {
+    if (!server_.Listen() && !stopped_.load()) {
       return absl::UnavailableError("the HTTP server stopped unexpectedly");
     }
     return absl::OkStatus();
@@ -208,9 +214,12 @@ class HttpServer::Impl {
       return true;
     }
     const std::string header = req.get_header_value("Authorization");
+    // RFC 7235 2.1: the scheme is case-insensitive ("bearer" too), then one
+    // or more spaces, then the token, compared exactly.
     absl::string_view given = header;
-    if (absl::ConsumePrefix(&given, "Bearer ") &&
-        ConstantTimeEquals(given, options_.bearer_token)) {
+    if (absl::StartsWithIgnoreCase(given, "Bearer ") &&
+        ConstantTimeEquals(absl::StripLeadingAsciiWhitespace(given.substr(7)),
+                           options_.bearer_token)) {
       return true;
     }
     res.set_header("WWW-Authenticate", R"(Bearer realm="bubblewatch")");
@@ -316,7 +325,7 @@ class HttpServer::Impl {
 
   const HttpServerOptions options_;
   WindowStoreReader* const store_;
-  httplib::Server server_;
+  PollingServer server_;
   int port_ = -1;
   std::atomic<bool> stopped_{false};
   absl::Mutex refresh_mu_;

@@ -1,6 +1,9 @@
 // HttpServer: the HTTP face of the window store, for `bubblewatch serve` and
-// `bubblewatch process --http`. Built on Debian's cpp-httplib (a thread pool
-// answers requests concurrently; the store's reads are thread-safe).
+// `bubblewatch process --http`. Built on Debian's cpp-httplib with its own
+// connection handling (cli/http_connections.h): one poll thread holds the
+// connections that wait, worker threads answer whole requests concurrently
+// (the store's reads are thread-safe). Keep-alive and pipelining are
+// supported; docs/http.md has the limits and what they cost.
 //
 // Endpoints (README, "Query, HTTP API and dashboard"):
 //   GET /api/v1/jobs                          the job list
@@ -15,12 +18,14 @@
 // malformed or unknown parameter (with the reason), 401 without the bearer
 // token, 404 for an unknown job or path, 500/503 for store failures.
 //
-// Safety: binds 127.0.0.1 unless told otherwise; with a token, /api/ and
-// /metrics require "Authorization: Bearer TOKEN" (compared in constant time;
-// the dashboard's static files and /healthz do not, the page asks for the
-// token); request bodies are refused beyond 4 KiB, URIs beyond httplib's 8 KiB,
-// periods beyond kMaxQueryRange; static files come from a fixed in-memory
-// table, never the file system.
+// Safety: binds 127.0.0.1 unless told otherwise, and never shares the port
+// with another listener; with a token, /api/ and /metrics require
+// "Authorization: Bearer TOKEN" (scheme in any case, token compared in
+// constant time; the dashboard's static files and /healthz do not, the page
+// asks for the token); request bodies are refused beyond 4 KiB, URIs beyond
+// httplib's 8 KiB, request heads beyond 32 KiB, periods beyond
+// kMaxQueryRange; a request must arrive whole within request_timeout; static
+// files come from a fixed in-memory table, never the file system.
 #ifndef BUBBLEWATCH_CLI_HTTP_SERVER_H_
 #define BUBBLEWATCH_CLI_HTTP_SERVER_H_
 
@@ -53,6 +58,17 @@ struct HttpServerOptions {
   // Inside the processor: its counters, added to /metrics. Called from
   // request threads; must be thread-safe.
   std::function<ProcessorStats()> processor_stats;
+
+  // Connection limits (docs/http.md). A request's head and body must arrive
+  // within request_timeout of its first byte: a client that trickles one
+  // (slow loris) is disconnected instead of holding the connection forever.
+  absl::Duration request_timeout = absl::Seconds(10);
+  // A connection waiting for its next request is closed after this.
+  absl::Duration keep_alive_timeout = absl::Seconds(5);
+  // Open connections at most; a new one beyond closes the connection that
+  // has waited longest for a request, so that waiting clients cannot keep a
+  // fresh one out.
+  int max_connections = 512;
 };
 
 class HttpServer {
@@ -60,7 +76,7 @@ class HttpServer {
   // Binds the listening socket. `store` must outlive the server; it is
   // refreshed (WindowStoreReader::Refresh) as options.refresh_interval says.
   // Errors: kInvalidArgument for a bad port; kUnavailable if the address
-  // cannot be bound (in use, not local).
+  // cannot be bound (another socket listens there, not local).
   static absl::StatusOr<std::unique_ptr<HttpServer>> Bind(
       const HttpServerOptions& options, WindowStoreReader* store);
   ~HttpServer();

@@ -20,6 +20,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "base/logging.h"
+#include "base/text_escape.h"
 #include "cli/dashboard_assets.h"
 #include "cli/http_connections.h"
 #include "cli/query_params.h"
@@ -88,7 +89,8 @@ std::string Get(const std::map<std::string, std::string>& params,
 absl::Status HttplibError(const httplib::Request& req, int status) {
   switch (status) {
     case 404:
-      return absl::NotFoundError(absl::StrCat("no such path: ", req.path));
+      return absl::NotFoundError(
+          absl::StrCat("no such path: ", EscapeForLog(req.path)));
     case 405:
       return absl::InvalidArgumentError("method not allowed: use GET");
     case 413:
@@ -307,8 +309,8 @@ class HttpServer::Impl {
     const DashboardAsset* asset =
         absl::StartsWith(name, "api/") ? nullptr : FindDashboardAsset(name);
     if (asset == nullptr) {
-      return ReplyError(
-          res, absl::NotFoundError(absl::StrCat("no such path: ", req.path)));
+      return ReplyError(res, absl::NotFoundError(absl::StrCat(
+                                 "no such path: ", EscapeForLog(req.path))));
     }
     res.set_header("X-Content-Type-Options", "nosniff");
     res.set_header("Content-Security-Policy",

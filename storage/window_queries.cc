@@ -11,12 +11,14 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "base/status_macros.h"
+#include "base/text_escape.h"
 
 namespace bubblewatch {
 namespace {
 
 absl::Status NoWindows(absl::string_view job) {
-  return absl::NotFoundError(absl::StrCat("no windows for job ", job));
+  return absl::NotFoundError(
+      absl::StrCat("no windows for job ", EscapeForLog(job)));
 }
 
 // The job's latest window start, or kNotFound. The job record carries it, so

@@ -29,6 +29,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/text_escape.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
@@ -243,6 +244,22 @@ TEST(HttpServer, UnknownJobIs404WithAJsonError) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 404);
   EXPECT_EQ(ErrorOf(r->body), "no windows for job nope");
+}
+
+// Regression (issue 17): GET /api/v1/jobs/%FF%FE/windows echoed the bytes
+// raw into its JSON error, which then was not valid UTF-8.
+TEST(HttpServer, UnknownJobWithBytesThatAreNotUtf8IsEchoedEscaped) {
+  Served s;
+  auto r = s.Get("/api/v1/jobs/%FF%FEx/windows");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(ErrorOf(r->body), "no windows for job \\xff\\xfex");
+  EXPECT_TRUE(IsPrintableUtf8(r->body)) << r->body;
+  // A path no route takes (a newline stops the job pattern) likewise.
+  r = s.Get("/api/v1/jobs/%FF%0A/windows");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(ErrorOf(r->body), "no such path: /api/v1/jobs/\\xff\\n/windows");
 }
 
 TEST(HttpServer, MalformedParametersAre400WithTheReason) {

@@ -182,40 +182,86 @@ inline void ExpectSameAnalysis(const std::vector<WindowSummary>& got,
   }
 }
 
-// Reads every message of partition 0 of `topic` (a poll loop with a
-// deadline), returning each value's header `bubblewatch.error`.
-inline std::vector<std::string> ReadErrorHeaders(const std::string& topic,
-                                                 size_t expected) {
+// A message as read back from a topic: key, value and headers in order.
+struct TopicMessage {
+  std::string key;
+  std::string payload;
+  std::vector<std::pair<std::string, std::string>> headers;
+  // The value of the last header named `name` ("" if none): what a reader
+  // taking the last header of a name sees.
+  std::string LastHeader(const std::string& name) const {
+    std::string value;
+    for (const auto& [n, v] : headers) {
+      if (n == name) value = v;
+    }
+    return value;
+  }
+};
+
+// Every message of partition 0 of `topic` from the beginning, until its end
+// once at least `at_least` messages were read, or 30 s pass.
+inline std::vector<TopicMessage> ReadTopicMessages(const std::string& topic,
+                                                   size_t at_least = 0) {
   KafkaConfig config(Brokers());
-  config.Set("group.id", topic + "-reader");
+  config.Set("group.id", Unique(topic + "-reader"));
   config.Set("enable.auto.commit", "false");
+  config.Set("enable.partition.eof", "true");
   absl::StatusOr<RdKafkaPtr> consumer =
       NewKafkaClient(RD_KAFKA_CONSUMER, config);
   EXPECT_TRUE(consumer.ok()) << consumer.status();
-  std::vector<std::string> reasons;
-  if (!consumer.ok()) return reasons;
+  std::vector<TopicMessage> out;
+  if (!consumer.ok()) return out;
   RdKafkaPartitionListPtr parts(rd_kafka_topic_partition_list_new(1));
   rd_kafka_topic_partition_list_add(parts.get(), topic.c_str(), 0)->offset =
       RD_KAFKA_OFFSET_BEGINNING;
   rd_kafka_assign(consumer->get(), parts.get());
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (reasons.size() < expected &&
-         std::chrono::steady_clock::now() < deadline) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
     RdKafkaMessagePtr m(rd_kafka_consumer_poll(consumer->get(), 200));
-    if (!m || m->err) continue;
-    rd_kafka_headers_t* headers = nullptr;
-    const void* value = nullptr;
-    size_t size = 0;
-    std::string reason;
-    if (rd_kafka_message_headers(m.get(), &headers) ==
-            RD_KAFKA_RESP_ERR_NO_ERROR &&
-        rd_kafka_header_get_last(headers, "bubblewatch.error", &value, &size) ==
-            RD_KAFKA_RESP_ERR_NO_ERROR) {
-      reason.assign(static_cast<const char*>(value), size);
+    if (!m) continue;
+    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+      if (out.size() >= at_least) break;
+      continue;
     }
-    reasons.push_back(reason);
+    if (m->err) continue;
+    TopicMessage message;
+    if (m->key != nullptr) {
+      message.key.assign(static_cast<const char*>(m->key), m->key_len);
+    }
+    if (m->payload != nullptr) {
+      message.payload.assign(static_cast<const char*>(m->payload), m->len);
+    }
+    rd_kafka_headers_t* headers = nullptr;
+    if (rd_kafka_message_headers(m.get(), &headers) ==
+        RD_KAFKA_RESP_ERR_NO_ERROR) {
+      const char* name = nullptr;
+      const void* value = nullptr;
+      size_t size = 0;
+      for (size_t i = 0;
+           rd_kafka_header_get_all(headers, i, &name, &value, &size) ==
+           RD_KAFKA_RESP_ERR_NO_ERROR;
+           ++i) {
+        message.headers.emplace_back(
+            name, value == nullptr
+                      ? std::string()
+                      : std::string(static_cast<const char*>(value), size));
+      }
+    }
+    out.push_back(std::move(message));
   }
   rd_kafka_consumer_close(consumer->get());
+  return out;
+}
+
+// The header `bubblewatch.error` of each message of `topic` (partition 0),
+// once at least `expected` are there.
+inline std::vector<std::string> ReadErrorHeaders(const std::string& topic,
+                                                 size_t expected) {
+  std::vector<std::string> reasons;
+  for (const TopicMessage& m : ReadTopicMessages(topic, expected)) {
+    reasons.push_back(m.LastHeader("bubblewatch.error"));
+  }
   return reasons;
 }
 

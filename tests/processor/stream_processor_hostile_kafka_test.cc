@@ -14,7 +14,6 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -92,54 +91,6 @@ std::string Batch(const std::string& job, uint64_t producer, uint64_t sequence,
   return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 }
 
-// A dead letter as read back: its headers (last of each name) and sizes.
-struct ReadLetter {
-  std::map<std::string, std::string> headers;
-  size_t key_bytes = 0;
-  size_t payload_bytes = 0;
-};
-
-std::vector<ReadLetter> ReadLetters(const std::string& topic, size_t expected) {
-  KafkaConfig config(Brokers());
-  config.Set("group.id", Unique(topic + "-reader"));
-  config.Set("enable.auto.commit", "false");
-  absl::StatusOr<RdKafkaPtr> consumer =
-      NewKafkaClient(RD_KAFKA_CONSUMER, config);
-  EXPECT_TRUE(consumer.ok()) << consumer.status();
-  std::vector<ReadLetter> out;
-  if (!consumer.ok()) return out;
-  RdKafkaPartitionListPtr parts(rd_kafka_topic_partition_list_new(1));
-  rd_kafka_topic_partition_list_add(parts.get(), topic.c_str(), 0)->offset =
-      RD_KAFKA_OFFSET_BEGINNING;
-  rd_kafka_assign(consumer->get(), parts.get());
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (out.size() < expected && std::chrono::steady_clock::now() < deadline) {
-    RdKafkaMessagePtr m(rd_kafka_consumer_poll(consumer->get(), 200));
-    if (!m || m->err) continue;
-    ReadLetter letter;
-    letter.key_bytes = m->key_len;
-    letter.payload_bytes = m->len;
-    rd_kafka_headers_t* headers = nullptr;
-    if (rd_kafka_message_headers(m.get(), &headers) ==
-        RD_KAFKA_RESP_ERR_NO_ERROR) {
-      const char* name = nullptr;
-      const void* value = nullptr;
-      size_t size = 0;
-      for (size_t i = 0;
-           rd_kafka_header_get_all(headers, i, &name, &value, &size) ==
-           RD_KAFKA_RESP_ERR_NO_ERROR;
-           ++i) {
-        letter.headers[name] =
-            value ? std::string(static_cast<const char*>(value), size) : "";
-      }
-    }
-    out.push_back(std::move(letter));
-  }
-  rd_kafka_consumer_close(consumer->get());
-  return out;
-}
-
 TEST(ProcessorHostileKafka, HostileMessagesAreDeadLetteredAndNothingStops) {
   const std::string topic = Unique("bw-hostile");
   const std::string store = ::testing::TempDir() + "/" + topic;
@@ -171,11 +122,12 @@ TEST(ProcessorHostileKafka, HostileMessagesAreDeadLetteredAndNothingStops) {
 
   ASSERT_EQ(RunToEnd(ProcessArgs(topic, store)), 0);
 
-  std::vector<ReadLetter> letters = ReadLetters(topic + ".dlq", 5);
+  std::vector<TopicMessage> letters = ReadTopicMessages(topic + ".dlq", 5);
   ASSERT_EQ(letters.size(), 5u);
-  auto reason = [&](size_t i) {
-    return letters[i].headers["bubblewatch.error"];
+  auto header = [&](size_t i, const std::string& name) {
+    return letters[i].LastHeader(name);
   };
+  auto reason = [&](size_t i) { return header(i, "bubblewatch.error"); };
   EXPECT_THAT(reason(0), StartsWith("batch_too_large: "));
   EXPECT_THAT(reason(1), StartsWith("undecodable: "));
   EXPECT_THAT(reason(2), StartsWith("timestamps_out_of_range: "));
@@ -183,16 +135,14 @@ TEST(ProcessorHostileKafka, HostileMessagesAreDeadLetteredAndNothingStops) {
   EXPECT_THAT(reason(4), StartsWith("sequence_gap: "));
   // The big ones: a bounded prefix, marked, with their source and headers.
   for (size_t i : {0u, 1u}) {
-    EXPECT_EQ(letters[i].payload_bytes, 256u << 10);
-    EXPECT_EQ(letters[i].headers["bubblewatch.truncated"], "payload");
-    EXPECT_EQ(letters[i].headers["bubblewatch.source.topic"], topic);
-    EXPECT_EQ(letters[i].headers["bubblewatch.source.offset"],
-              std::to_string(i));
-    EXPECT_EQ(letters[i].headers["trace-id"], "t-" + std::to_string(i + 1));
+    EXPECT_EQ(letters[i].payload.size(), 256u << 10);
+    EXPECT_EQ(header(i, "bubblewatch.truncated"), "payload");
+    EXPECT_EQ(header(i, "bubblewatch.source.topic"), topic);
+    EXPECT_EQ(header(i, "bubblewatch.source.offset"), std::to_string(i));
+    EXPECT_EQ(header(i, "trace-id"), "t-" + std::to_string(i + 1));
   }
-  EXPECT_EQ(letters[0].headers["bubblewatch.source.bytes"],
-            std::to_string(70 << 20));
-  EXPECT_EQ(letters[2].headers["bubblewatch.truncated"], "");
+  EXPECT_EQ(header(0, "bubblewatch.source.bytes"), std::to_string(70 << 20));
+  EXPECT_EQ(header(2, "bubblewatch.truncated"), "");
   EXPECT_THAT(reason(3), Not(HasSubstr("\xff")));
 
   // Every real kernel of the good job was counted; the forged one was not.

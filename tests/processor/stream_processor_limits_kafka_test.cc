@@ -92,40 +92,11 @@ struct DeadLetter {
 // Every message of `topic` (partition 0) from the beginning to its end.
 std::vector<DeadLetter> ReadDeadLetters(const std::string& topic) {
   std::vector<DeadLetter> out;
-  KafkaConfig config(Brokers());
-  config.Set("group.id", Unique(topic + "-reader"));
-  config.Set("enable.auto.commit", "false");
-  config.Set("enable.partition.eof", "true");
-  absl::StatusOr<RdKafkaPtr> consumer =
-      NewKafkaClient(RD_KAFKA_CONSUMER, config);
-  EXPECT_TRUE(consumer.ok()) << consumer.status();
-  if (!consumer.ok()) return out;
-  RdKafkaPartitionListPtr parts(rd_kafka_topic_partition_list_new(1));
-  rd_kafka_topic_partition_list_add(parts.get(), topic.c_str(), 0)->offset =
-      RD_KAFKA_OFFSET_BEGINNING;
-  rd_kafka_assign(consumer->get(), parts.get());
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::chrono::steady_clock::now() < deadline) {
-    RdKafkaMessagePtr m(rd_kafka_consumer_poll(consumer->get(), 200));
-    if (!m) continue;
-    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) break;
-    if (m->err) continue;
-    DeadLetter d;
-    rd_kafka_headers_t* headers = nullptr;
-    const void* value = nullptr;
-    size_t size = 0;
-    if (rd_kafka_message_headers(m.get(), &headers) ==
-            RD_KAFKA_RESP_ERR_NO_ERROR &&
-        rd_kafka_header_get_last(headers, "bubblewatch.error", &value, &size) ==
-            RD_KAFKA_RESP_ERR_NO_ERROR) {
-      d.reason.assign(static_cast<const char*>(value), size);
-    }
-    d.key.assign(static_cast<const char*>(m->key), m->key_len);
-    d.payload.assign(static_cast<const char*>(m->payload), m->len);
-    out.push_back(std::move(d));
+  for (TopicMessage& m : ReadTopicMessages(topic)) {
+    out.push_back(DeadLetter{.reason = m.LastHeader("bubblewatch.error"),
+                             .key = std::move(m.key),
+                             .payload = std::move(m.payload)});
   }
-  rd_kafka_consumer_close(consumer->get());
   return out;
 }
 

@@ -153,6 +153,17 @@ std::vector<DecodedBatch> MakeBatches(const Trace& host, int rank,
   return batches;
 }
 
+// The two hosts' batches as they arrive: one of each in turn.
+std::vector<const DecodedBatch*> Interleave(
+    const std::vector<DecodedBatch>& h0, const std::vector<DecodedBatch>& h1) {
+  std::vector<const DecodedBatch*> order;
+  for (size_t i = 0; i < std::max(h0.size(), h1.size()); ++i) {
+    if (i < h0.size()) order.push_back(&h0[i]);
+    if (i < h1.size()) order.push_back(&h1[i]);
+  }
+  return order;
+}
+
 void ExpectSameStats(const UtilizationStats& a, const UtilizationStats& b,
                      const std::string& where) {
   EXPECT_EQ(a.span_ns, b.span_ns) << where;
@@ -503,11 +514,7 @@ TEST(JobWindower, OpenWindowsAreTheSameAfterARestoreAndReplay) {
   std::mt19937 rng(17);
   std::vector<DecodedBatch> h0 = MakeBatches(s.per_host[0], 0, rng);
   std::vector<DecodedBatch> h1 = MakeBatches(s.per_host[1], 1, rng);
-  std::vector<const DecodedBatch*> order;
-  for (size_t i = 0; i < std::max(h0.size(), h1.size()); ++i) {
-    if (i < h0.size()) order.push_back(&h0[i]);
-    if (i < h1.size()) order.push_back(&h1[i]);
-  }
+  std::vector<const DecodedBatch*> order = Interleave(h0, h1);
   WindowerOptions options = SmallWindows();
   const absl::Time t0 = absl::UnixEpoch();
   JobWindower live("job", options);
@@ -665,11 +672,7 @@ TEST(JobWindower, RestartsOnRandomStreamsGiveTheUninterruptedWindows) {
     std::mt19937 rng(seed);
     std::vector<DecodedBatch> h0 = MakeBatches(s.per_host[0], 0, rng);
     std::vector<DecodedBatch> h1 = MakeBatches(s.per_host[1], 1, rng);
-    std::vector<const DecodedBatch*> order;
-    for (size_t i = 0; i < std::max(h0.size(), h1.size()); ++i) {
-      if (i < h0.size()) order.push_back(&h0[i]);
-      if (i < h1.size()) order.push_back(&h1[i]);
-    }
+    std::vector<const DecodedBatch*> order = Interleave(h0, h1);
     ExpectRestartsChangeNothing(order, SmallWindows());
   }
 }

@@ -1,9 +1,11 @@
-"""ops/bench/readme: README's measured tables are the rendering of the results files.
+"""ops/bench/readme: the measured tables of docs/performance.md and docs/comparison.md are the
+rendering of the results files.
 
 Renders from small results files written here (never from the committed ones, so these tests
 do not change when the benchmarks are rerun) and checks that a changed value changes the
 block, that a missing or --quick suite renders as "not measured" rather than a number, and
-that --check fails on a hand-edited block and passes on a rendered one.
+that --check fails on a hand-edited block and passes on a rendered one, in one page or with
+the blocks split over two pages as in docs/.
 """
 import copy
 import importlib.machinery
@@ -186,7 +188,7 @@ class CheckReadmeTest(unittest.TestCase):
     def run_readme(self, *extra):
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            rc = R.main(["--readme", self.readme, "--perf", self.perf,
+            rc = R.main(["--page", self.readme, "--perf", self.perf,
                          "--compare", self.compare] + list(extra))
         return rc, out.getvalue(), err.getvalue()
 
@@ -226,6 +228,68 @@ class CheckReadmeTest(unittest.TestCase):
         rc, _, err = self.run_readme("--check")
         self.assertEqual(rc, 1)
         self.assertIn("block compare-scale is missing", err)
+
+
+class TwoPagesTest(unittest.TestCase):
+    """The layout of docs/: the perf block in one page, the comparison blocks in another."""
+
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        d = self.dir.name
+        self.perf, self.compare = os.path.join(d, "perf.json"), os.path.join(d, "compare.json")
+        with open(self.perf, "w") as f:
+            json.dump(perf_doc(16.3e6), f)
+        with open(self.compare, "w") as f:
+            json.dump(compare_doc(), f)
+        self.pages = {"performance.md": ["perf"],
+                      "comparison.md": [n for n in R.BLOCKS if n != "perf"]}
+        for page, names in self.pages.items():
+            with open(os.path.join(d, page), "w") as f:
+                f.write("# " + page + "\n\n" + "".join(
+                    f"{R.begin_marker(n)}\nstale\n{R.END}\n\nprose\n\n" for n in names))
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def run_readme(self, pages, *extra):
+        args = ["--perf", self.perf, "--compare", self.compare]
+        for page in pages:
+            args += ["--page", os.path.join(self.dir.name, page)]
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = R.main(args + list(extra))
+        return rc, out.getvalue(), err.getvalue()
+
+    def test_the_default_pages_are_those_of_docs(self):
+        self.assertEqual(R.PAGES, ("docs/performance.md", "docs/comparison.md"))
+
+    def test_blocks_split_over_two_pages_render_and_check(self):
+        pages = list(self.pages)
+        rc, out, _ = self.run_readme(pages, "--check")
+        self.assertEqual(rc, 1)
+        self.assertIn("performance.md (as committed)", out)
+        self.assertIn("comparison.md (as committed)", out)
+        self.assertEqual(self.run_readme(pages)[0], 0)
+        self.assertEqual(self.run_readme(pages, "--check")[:2], (0, ""))
+        with open(os.path.join(self.dir.name, "performance.md")) as f:
+            self.assertIn("**16.3 M events/s**", f.read())
+
+    def test_one_page_alone_misses_the_other_pages_blocks(self):
+        rc, _, err = self.run_readme(["performance.md"], "--check")
+        self.assertEqual(rc, 1)
+        self.assertIn("block compare-agreement is missing", err)
+
+    def test_a_block_in_two_pages_fails(self):
+        with open(os.path.join(self.dir.name, "comparison.md"), "a") as f:
+            f.write(f"{R.begin_marker('perf')}\nstale\n{R.END}\n")
+        rc, _, err = self.run_readme(list(self.pages), "--check")
+        self.assertEqual(rc, 1)
+        self.assertIn("block perf appears 2 times", err)
+
+    def test_a_missing_page_fails(self):
+        rc, _, err = self.run_readme(list(self.pages) + ["nowhere.md"], "--check")
+        self.assertEqual(rc, 1)
+        self.assertIn("nowhere.md", err)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 // AlertEvent: one firing, repeat or resolution of an on-call rule, what the
 // evaluator emits and what goes to the `bubblewatch.alerts` topic (as the
-// JSON of AlertEventToJson, schema in README.md) and to Alertmanager.
+// JSON of AlertEventToJson, schema in docs/alerts.md) and to Alertmanager.
 #ifndef BUBBLEWATCH_ALERTS_ALERT_EVENT_H_
 #define BUBBLEWATCH_ALERTS_ALERT_EVENT_H_
 
@@ -62,7 +62,7 @@ struct AlertEvent {
   std::string key() const { return rule + "/" + job; }
 };
 
-// The topic's JSON value (README.md, "Alert events").
+// The topic's JSON value (docs/alerts.md, "Alert events").
 std::string AlertEventToJson(const AlertEvent& event);
 
 // Parses what AlertEventToJson wrote. Errors: kInvalidArgument naming the

@@ -1,5 +1,5 @@
 // Renders an Analysis for people (a terminal report) and for programs (the
-// `--json` object whose shape README documents).
+// `--json` object whose shape docs/analyze.md documents).
 #ifndef BUBBLEWATCH_CLI_ANALYSIS_REPORT_H_
 #define BUBBLEWATCH_CLI_ANALYSIS_REPORT_H_
 

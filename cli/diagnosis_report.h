@@ -12,7 +12,7 @@
 namespace bubblewatch {
 
 // Writes `diagnosis` as one JSON object value (times in microseconds, as in
-// the rest of the report). README documents the keys.
+// the rest of the report). docs/diff.md documents the keys.
 void WriteDiagnosisJson(JsonWriter& w, const Diagnosis& diagnosis);
 
 // The text section, starting with a blank line and a "Diagnosis" heading.

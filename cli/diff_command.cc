@@ -59,7 +59,7 @@ int RunDiffCommand(int argc, char** argv) {
       "largest_bubble, lead_p50, lead_p90,\ncomm_exposed, cause:<cause>, "
       "kernel:<substring>, each optionally with _drop or _rise.\nValues: an "
       "unsigned value compares AFTER's figure, a signed one (+/-) the change; "
-      "units %,\nns, us, ms, s; /step or /s normalize totals. See README "
+      "units %,\nns, us, ms, s; /step or /s normalize totals. See docs/diff.md "
       "(bubblewatch diff).\n\nExit codes: 0 no condition holds, 1 a condition "
       "holds (regression), 2 usage error\n(including a bad condition or one "
       "the traces cannot answer), 3 unreadable input.");

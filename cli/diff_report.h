@@ -43,7 +43,7 @@ std::string RenderDiffText(const DiffSide& before, const DiffSide& after,
                            const std::vector<EvaluatedCondition>& conditions,
                            int top, bool color);
 
-// One JSON object (indented when `pretty`), newline-terminated. README
+// One JSON object (indented when `pretty`), newline-terminated. docs/diff.md
 // documents the keys.
 std::string RenderDiffJson(const DiffSide& before, const DiffSide& after,
                            const std::vector<EvaluatedCondition>& conditions,

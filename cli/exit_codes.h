@@ -1,4 +1,5 @@
-// Process exit codes shared by every subcommand (README documents them).
+// Process exit codes shared by every subcommand (each command's page in
+// docs/ documents them).
 #ifndef BUBBLEWATCH_CLI_EXIT_CODES_H_
 #define BUBBLEWATCH_CLI_EXIT_CODES_H_
 

@@ -5,7 +5,7 @@
 // (the store's reads are thread-safe). Keep-alive and pipelining are
 // supported; docs/http.md has the limits and what they cost.
 //
-// Endpoints (README, "Query, HTTP API and dashboard"):
+// Endpoints (docs/query.md, "`bubblewatch serve` and `process --http`"):
 //   GET /api/v1/jobs                          the job list
 //   GET /api/v1/jobs/{job}/windows?last=1h    a job report (or from=&to=;
 //        bubbles=N, pretty=1)

@@ -1,7 +1,7 @@
 // The /metrics page: Prometheus text exposition format 0.0.4, for
 // `bubblewatch serve` and `bubblewatch process --http`.
 //
-// Families (README, "Query, HTTP API and dashboard", lists them all):
+// Families (docs/query.md, "Metrics", lists them all):
 //   - store and fleet: jobs with windows; fleet utilization and bubble ratio
 //     by cause over every job's latest complete window;
 //   - per job, only for the `top_jobs` jobs that waste the most GPU time

@@ -4,7 +4,7 @@
 // API, which are the same bytes), and parses that JSON back, so that
 // `bubblewatch query --server URL` prints the same report as `--store DIR`.
 //
-// JSON conventions (README, "Query, HTTP API and dashboard"): durations are
+// JSON conventions (docs/query.md, the HTTP API): durations are
 // microseconds as doubles (`*_us`), as in `analyze --json`; event times are
 // integer ns since the epoch (`*_ns`); wall times are RFC 3339 strings;
 // ratios are fractions; `attribution_us` objects list all eight causes.

@@ -3,7 +3,7 @@
 // window's span stacked as compute + bubble time by cause, the rolling
 // figures and the top bubbles.
 //
-// Data comes from the JSON API (README, "Query, HTTP API and dashboard").
+// Data comes from the JSON API (docs/query.md).
 // With a bearer token configured, the token is asked once and kept in
 // sessionStorage (or passed as #token=... in the URL).
 //

@@ -175,7 +175,7 @@ TEST(JobNamePattern, UserPatternWithOnlyAJob) {
 }
 
 TEST(JobNamePattern, ReadmePatternForTorchAndDynologNames) {
-  // README "Deploying on a fleet machine": one pattern for both
+  // docs/deploying.md: one pattern for both
   // bubblewatch_torch names and Dynolog's "<log-file stem>_<pid>.json".
   auto p = JobNamePattern::Create(
       R"(^(?<job>[A-Za-z0-9_-]+?)(?:\.rank(?<rank>\d+)\..*|_\d+\.json)$)");

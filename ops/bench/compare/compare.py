@@ -19,7 +19,7 @@ skipped at a size where its peak RSS, projected linearly from the previous size,
 85 % of MemAvailable.
 Writes DIR/report.md and DIR/results.json, prints a summary; exit 1 if any tool failed.
 With the default DIR (ops/bench/compare/out) and no --only it also writes the compact record
-ops/bench/results/compare.json (committed; ops/bench/readme renders README's comparison tables
+ops/bench/results/compare.json (committed; ops/bench/readme renders docs/comparison.md's tables
 from it); --results PATH writes it elsewhere (or '' never). --report-only rewrites all three from
 an existing DIR/results.json.
 """
@@ -877,7 +877,7 @@ def hta_differences(t):
 
 
 def compact(res):
-    """Only what README's comparison tables need (ops/bench/readme renders them)."""
+    """Only what the tables of docs/comparison.md need (ops/bench/readme renders them)."""
     agreement = []
     for t in res["traces"]:
         if t.get("uncompressed_of"):  # the same trace gunzipped: same figures, speed table only
@@ -927,7 +927,7 @@ def compact(res):
         scale = {"base": res["scale"]["base"], "sizes": sizes}
     return {
         "schema": 1, "generated_by": "ops/bench/compare/run",
-        "note": "compact record of ops/bench/compare/out/results.json for README's comparison "
+        "note": "compact record of ops/bench/compare/out/results.json for docs/comparison.md's "
                 "tables (ops/bench/readme); report.md and results.json hold everything",
         "date": res["date"], "started": res.get("started"), "finished": res.get("finished"),
         "command": reproduce_command(res), "machine": res["machine"], "git": res.get("git"),
@@ -975,7 +975,7 @@ def main():
     ap.add_argument("--report-only", action="store_true",
                     help="rewrite report.md (and the compact record) from an existing results.json")
     ap.add_argument("--results", default="auto", metavar="PATH",
-                    help="compact record for README (default: ops/bench/results/compare.json when "
+                    help="compact record for docs/comparison.md (default: ops/bench/results/compare.json when "
                          "--out is the default and there is no --only; '' = none)")
     args = ap.parse_args()
     if args.report_only:

@@ -12,9 +12,9 @@ and the git commit. A suite that fails records the failure (and the exit status 
 never records a number it did not parse from a benchmark's output.
 
 The results file (ops/bench/results/perf.json by default) is what ops/bench/readme renders
-into README.md. Suites not run this time keep their earlier record (each record carries its
+into docs/performance.md. Suites not run this time keep their earlier record (each record carries its
 own date, machine and commit), unless --fresh. --quick runs are smoke tests: short durations
-and small sizes, written to ops/bench/out/ and never rendered into README.
+and small sizes, written to ops/bench/out/ and never rendered into docs/performance.md.
 
 This module is also the catalogue ops/bench/readme renders from (SUITES, FIGURES): the
 renderer lists every figure here and says "not measured" for those a results file lacks.
@@ -84,7 +84,7 @@ SUITES = [
               "ops/bench/processor_memory_bench"},
 ]
 
-# Every figure a suite records, in the order README lists them.
+# Every figure a suite records, in the order docs/performance.md lists them.
 FIGURES = [
     {"id": "analyzer_10m_events_per_s", "suite": "analyzer", "unit": "events/s",
      "what": "analyzer, 10 M events, events/s of wall time on one core (median of repetitions)",
@@ -575,7 +575,7 @@ def main(argv=None):
         prog="ops/bench/perf/run",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run bubblewatch's performance suites and write their figures to "
-                    "ops/bench/results/perf.json (rendered into README.md by ops/bench/readme).",
+                    "ops/bench/results/perf.json (rendered into docs/performance.md by ops/bench/readme).",
         epilog="suites (default ones run without --only):\n" + "\n".join(
             f"  {s['name']:17s} {'default ' if s['default'] else 'optional'} ~{s['minutes']:g} min  "
             f"{s['about']}" for s in SUITES) +
@@ -590,7 +590,7 @@ def main(argv=None):
                          "'analyzer|query'")
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: short durations, small sizes, a 50-job query store; writes "
-                         "to ops/bench/out/ and is never rendered into README")
+                         "to ops/bench/out/ and is never rendered into docs/")
     ap.add_argument("--out", metavar="DIR",
                     help="write DIR/perf.json (default ops/bench/results, with --quick "
                          "ops/bench/out)")
@@ -625,8 +625,8 @@ def main(argv=None):
         return 2
     out_dir = os.path.abspath(args.out or (QUICK_DIR if args.quick else RESULTS_DIR))
     if args.quick and os.path.realpath(out_dir) == os.path.realpath(RESULTS_DIR):
-        print("perf: --quick results never go to ops/bench/results (README is rendered from "
-              "there)", file=sys.stderr)
+        print("perf: --quick results never go to ops/bench/results (docs/performance.md is "
+              "rendered from there)", file=sys.stderr)
         return 2
     os.makedirs(out_dir, exist_ok=True)
     args.log_dir = os.path.join(QUICK_DIR, "perf-logs")
@@ -669,7 +669,7 @@ def write(path, suites):
     doc = {"schema": SCHEMA, "generated_by": "ops/bench/perf/run",
            "updated": iso(utc_now()),
            "note": "Each suite record carries its own date, machine, load and commit; "
-                   "rendered into README.md by ops/bench/readme.",
+                   "rendered into docs/performance.md by ops/bench/readme.",
            "suites": {k: suites[k] for k in sorted(suites, key=lambda k: order.get(k, 99))}}
     tmp = path + ".tmp"
     with open(tmp, "w") as f:

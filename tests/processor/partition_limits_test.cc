@@ -49,9 +49,10 @@ TEST(PartitionLimits, SequenceMayOnlyAdvanceByABoundedStep) {
   limits.max_sequence_step = 1024;
   absl::flat_hash_map<uint64_t, uint64_t> counted = {{7, 100}};
   auto check = [&](uint64_t producer, uint64_t sequence) {
-    return CheckSequenceStep(
-        counted, BatchHeader{.producer_id = producer, .sequence = sequence},
-        limits);
+    BatchHeader header;
+    header.producer_id = producer;
+    header.sequence = sequence;
+    return CheckSequenceStep(counted, header, limits);
   };
   EXPECT_EQ(check(7, 101), std::nullopt);
   EXPECT_EQ(check(7, 100 + 1024), std::nullopt);

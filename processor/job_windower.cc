@@ -49,17 +49,20 @@ int64_t JobWindower::Add(const DecodedBatch& batch, int64_t offset, bool replay,
   // "Effectively once"). Dropping them here lost the start of a gap that
   // crossed a window start after a restart (issue 17).
   int64_t late = 0;
-  auto count_late = [&](int64_t start_ns, int64_t end_ns) {
-    if (replay || finalized_through_ns_ == INT64_MIN ||
-        end_ns > finalized_through_ns_) {
+  // Whether the batch brought anything behind the finalized edge.
+  bool behind_edge = false;
+  auto note_edge = [&](int64_t start_ns, int64_t end_ns, bool may_be_late) {
+    if (finalized_through_ns_ == INT64_MIN || end_ns > finalized_through_ns_) {
       return;
     }
+    behind_edge = true;
+    if (replay || !may_be_late) return;
     ++late;
     ++late_[WindowStartOf(start_ns, options_.window_ns)];
   };
   for (const GpuActivity& a : in.gpu) {
     clock.max_start_ns = std::max(clock.max_start_ns, a.start_ns);
-    count_late(a.start_ns, a.end_ns);
+    note_edge(a.start_ns, a.end_ns, /*may_be_late=*/true);
     NoteOpen(a.start_ns, a.end_ns);
     GpuActivity copy = a;
     copy.name = remap[a.name];
@@ -69,7 +72,7 @@ int64_t JobWindower::Add(const DecodedBatch& batch, int64_t offset, bool replay,
   for (const CpuEvent& e : in.cpu) {
     clock.max_start_ns = std::max(clock.max_start_ns, e.start_ns);
     // A launch may precede the finalized edge yet explain a gap after it.
-    if (e.correlation == kNoCorrelation) count_late(e.start_ns, e.end_ns);
+    note_edge(e.start_ns, e.end_ns, e.correlation == kNoCorrelation);
     NoteOpen(e.start_ns, e.end_ns);
     CpuEvent copy = e;
     copy.name = remap[e.name];
@@ -78,17 +81,7 @@ int64_t JobWindower::Add(const DecodedBatch& batch, int64_t offset, bool replay,
   }
   // Between finalizations nothing else evicts: what a replayed or late
   // batch brought behind the edge goes now, by the rule that applies to all.
-  if (finalized_through_ns_ != INT64_MIN) {
-    const bool behind_edge =
-        std::any_of(in.gpu.begin(), in.gpu.end(),
-                    [&](const GpuActivity& a) {
-                      return a.end_ns <= finalized_through_ns_;
-                    }) ||
-        std::any_of(in.cpu.begin(), in.cpu.end(), [&](const CpuEvent& e) {
-          return e.end_ns <= finalized_through_ns_;
-        });
-    if (replay || behind_edge) Evict();
-  }
+  if (finalized_through_ns_ != INT64_MIN && (replay || behind_edge)) Evict();
   return late;
 }
 

@@ -11,7 +11,7 @@
 
 namespace bubblewatch {
 
-struct Diagnosis;  // processor/diagnosis.h
+struct Diagnosis;  // analysis/diagnosis.h
 
 // What was read, for the report's header ("workload hints").
 struct InputSummary {

@@ -8,14 +8,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "analysis/bubble_analyzer.h"
+#include "analysis/diagnosis.h"
 #include "cli/analysis_report.h"
 #include "cli/command_line.h"
 #include "cli/commands.h"
 #include "cli/diagnosis_report.h"
 #include "cli/exit_codes.h"
 #include "ingest/trace_reader.h"
-#include "processor/bubble_analyzer.h"
-#include "processor/diagnosis.h"
 #include "schemas/trace.h"
 
 namespace bubblewatch {

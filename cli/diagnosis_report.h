@@ -1,4 +1,4 @@
-// Renders a Diagnosis (processor/diagnosis.h): the `diagnosis` object of
+// Renders a Diagnosis (analysis/diagnosis.h): the `diagnosis` object of
 // `analyze --json` and the "Diagnosis" section of the text report.
 #ifndef BUBBLEWATCH_CLI_DIAGNOSIS_REPORT_H_
 #define BUBBLEWATCH_CLI_DIAGNOSIS_REPORT_H_
@@ -6,8 +6,8 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "analysis/diagnosis.h"
 #include "base/json_writer.h"
-#include "processor/diagnosis.h"
 
 namespace bubblewatch {
 

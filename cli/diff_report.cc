@@ -5,7 +5,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "processor/kernel_stats.h"
+#include "analysis/kernel_stats.h"
 
 namespace bubblewatch {
 namespace {

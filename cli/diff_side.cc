@@ -1,7 +1,7 @@
 #include "cli/diff_side.h"
 
 #include "absl/container/flat_hash_map.h"
-#include "processor/bubble_analyzer.h"
+#include "analysis/bubble_analyzer.h"
 
 namespace bubblewatch {
 

@@ -11,8 +11,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "analysis/diagnosis.h"
 #include "ingest/trace_reader.h"
-#include "processor/diagnosis.h"
 #include "schemas/analysis.h"
 
 namespace bubblewatch {

@@ -4,8 +4,8 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "processor/bubble_analyzer.h"
-#include "processor/window_accumulator.h"
+#include "analysis/bubble_analyzer.h"
+#include "analysis/window_accumulator.h"
 
 namespace bubblewatch {
 

@@ -1,6 +1,6 @@
 // The result of analyzing one job's events: the numbers of docs/semantics.md
 // (#device-metrics, #multi-device, #windows), per device, for the job, and
-// optionally per event-time window. The analyzer (processor/) produces these;
+// optionally per event-time window. The analyzer (analysis/) produces these;
 // the window store (storage/), queries and alerts consume them, so they live
 // with the schemas.
 #ifndef BUBBLEWATCH_SCHEMAS_ANALYSIS_H_

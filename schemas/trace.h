@@ -3,7 +3,7 @@
 //
 // Readers (ingest/) produce a Trace from a file; the EventBatch codec
 // (schemas/event_batch_codec.h) turns a Trace into wire messages and back; the
-// analyzer (processor/) consumes it. Events are plain fixed-size structs with
+// analyzer (analysis/) consumes it. Events are plain fixed-size structs with
 // names as indices into the trace's string table, mirroring the wire format,
 // so decoding is a copy, not a rebuild.
 //

@@ -10,8 +10,8 @@
 #include <algorithm>
 #include <random>
 
+#include "analysis/bubble_analyzer.h"
 #include "benchmark/benchmark.h"
-#include "processor/bubble_analyzer.h"
 
 namespace bubblewatch {
 namespace {

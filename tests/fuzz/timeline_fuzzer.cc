@@ -7,8 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "analysis/bubble_analyzer.h"
 #include "ingest/timeline_reader.h"
-#include "processor/bubble_analyzer.h"
 #include "tests/fuzz/trace_invariants.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -7,10 +7,10 @@
 #include <algorithm>
 #include <random>
 
+#include "analysis/bubble_analyzer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ingest/synthetic_fleet.h"
-#include "processor/bubble_analyzer.h"
 
 namespace bubblewatch {
 namespace {

@@ -20,12 +20,12 @@
 #include <vector>
 
 #include "absl/container/btree_map.h"
+#include "analysis/bubble_analyzer.h"
 #include "gtest/gtest.h"
 #include "ingest/synthetic_fleet.h"
 #include "kafka/kafka_admin.h"
 #include "kafka/kafka_config.h"
 #include "kafka/kafka_handles.h"
-#include "processor/bubble_analyzer.h"
 #include "schemas/window_summary.h"
 #include "schemas/window_summary_codec.h"
 #include "storage/window_store.h"

@@ -29,13 +29,13 @@
 #include <thread>
 #include <vector>
 
+#include "analysis/bubble_analyzer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ingest/event_producer.h"
 #include "ingest/synthetic_fleet.h"
 #include "kafka/kafka_config.h"
 #include "kafka/kafka_handles.h"
-#include "processor/bubble_analyzer.h"
 #include "schemas/event_batch_codec.h"
 #include "storage/window_store.h"
 #include "tests/processor/processor_kafka_test_util.h"

@@ -25,11 +25,11 @@
 #include <thread>
 #include <vector>
 
+#include "analysis/bubble_analyzer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "ingest/event_producer.h"
-#include "processor/bubble_analyzer.h"
 #include "schemas/event_batch_codec.h"
 #include "tests/processor/processor_kafka_test_util.h"
 

@@ -1,0 +1,67 @@
+// AnalyzeTrace computes the bubble semantics of docs/semantics.md (device
+// metrics through windows) for the events of one job: per device and for the
+// job, span, compute and bubble time, the largest bubble and its culprit, and
+// the attribution of every bubble nanosecond to exactly one cause; optionally
+// the same per event-time window.
+//
+// Input may be in any order, with overlapping streams and nested CPU events.
+// Cost: O(n log n) in the number of events (O(n) for the common case of
+// per-stream sorted input), plus O(log n) per bubble.
+//
+// Definitions worth repeating (see docs/semantics.md for all):
+//   - busy set: union of non-empty kernel intervals of a device;
+//   - bubbles: gaps between consecutive busy intervals;
+//   - culprit: the kernel whose end is the gap's start (ties: started last,
+//     then the smaller name, then the lower stream);
+//   - the next kernel N of a gap: among kernels starting at the gap's end, the
+//     one whose launch call started first (kernels without a found launch come
+//     after those with one; then the smaller name, then the lower stream).
+//     Its launch decides gpu_dependency vs launch_overhead vs host-side.
+#ifndef BUBBLEWATCH_ANALYSIS_BUBBLE_ANALYZER_H_
+#define BUBBLEWATCH_ANALYSIS_BUBBLE_ANALYZER_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "schemas/analysis.h"
+#include "schemas/trace.h"
+
+namespace bubblewatch {
+
+struct AnalyzerOptions {
+  // How many of the longest bubbles Analysis::top_bubbles holds.
+  int top_bubbles = 10;
+  // Event-time tumbling window length in ns; 0 disables windows. Windows are
+  // aligned to multiples of their length since the clock's epoch; kernels and
+  // gaps crossing a boundary are split at it. Windows add up to the whole.
+  int64_t window_ns = 0;
+  // How many gap parts each window's top_bubbles holds.
+  int top_bubbles_per_window = 3;
+  // INT64_MIN (none), or a time after which nothing is known yet: a device
+  // whose last kernel ends before it is idle until it (a trailing bubble with
+  // no next kernel, attributed by the no-correlation rule), and spans extend
+  // to it. The streaming processor closes windows this way when a gap
+  // outlasts the allowed lateness (docs/semantics.md#closing-windows). Not 0
+  // for none: 0 is a time, and a trace of negative times got a gap up to it.
+  int64_t open_until_ns = INT64_MIN;
+  // The most windows one analysis may materialize, or 0 for no cap. Every
+  // window between a device's first and last kernel exists (a gap covering a
+  // window is a 0 % window), so one far-off timestamp would otherwise cost
+  // memory for millions of windows. The default is 116 days of 10 s
+  // windows. The streaming processor caps open windows per job itself
+  // (ProcessorLimits::max_open_windows) and passes 0.
+  int64_t max_windows = 1'000'000;
+};
+
+// Analyzes `trace`.
+// Errors: kInvalidArgument (the message names the event or the figure) if an
+// event ends before it starts or lies outside the accepted times
+// (CheckEventTimes), if window_ns is negative or over kMaxWindowNs, or if the
+// trace spans more than max_windows windows. Zero-length kernels are counted
+// and ignored for time.
+absl::StatusOr<Analysis> AnalyzeTrace(const Trace& trace,
+                                      const AnalyzerOptions& options = {});
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_ANALYSIS_BUBBLE_ANALYZER_H_

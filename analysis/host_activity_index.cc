@@ -1,0 +1,191 @@
+#include "analysis/host_activity_index.h"
+
+#include <algorithm>
+
+namespace bubblewatch {
+namespace {
+
+// Cumulative unions from per-class interval lists. A class with no events
+// shares the level below it instead of copying it; a class above a non-empty
+// level is merged into that level in its own list's memory (see
+// IntervalSet::Union).
+HostActivityIndex::Levels BuildLevels(
+    std::array<std::vector<Interval>, kNumExplainingHostClasses> by_class) {
+  HostActivityIndex::Levels levels;
+  for (int k = 0; k < kNumExplainingHostClasses; ++k) {
+    if (k > 0 && by_class[k].empty()) {
+      levels.index[k] = levels.index[k - 1];
+      continue;
+    }
+    IntervalSet level =
+        k > 0 && !levels[k - 1].empty()
+            ? IntervalSet::Union(levels[k - 1], std::move(by_class[k]))
+            : IntervalSet::FromIntervals(std::move(by_class[k]));
+    if (k > 0 && level.empty()) {
+      // Only empty intervals: the level adds nothing.
+      levels.index[k] = levels.index[k - 1];
+      continue;
+    }
+    levels.index[k] = static_cast<uint8_t>(levels.sets.size());
+    levels.sets.push_back(std::move(level));
+  }
+  return levels;
+}
+
+}  // namespace
+
+HostActivityIndex::HostActivityIndex(
+    const Trace& trace,
+    const absl::flat_hash_set<CorrelationId>& pageable_copy_correlations)
+    : trace_(trace) {
+  CpuEventClassCache name_classes(trace);
+  classes_.resize(trace.cpu.size());
+  // Two passes: the first classifies and counts each thread's intervals per
+  // class, so the second fills lists of exactly the right size (growing them
+  // by doubling touched twice the memory: page faults at scale).
+  using Counts = std::array<size_t, kNumExplainingHostClasses>;
+  std::vector<Counts> counts;
+  int slot = 0;
+  for (size_t i = 0; i < trace.cpu.size(); ++i) {
+    const CpuEvent& e = trace.cpu[i];
+    HostClass c = name_classes.Of(e);
+    if (e.correlation != kNoCorrelation &&
+        !pageable_copy_correlations.empty() &&
+        pageable_copy_correlations.contains(e.correlation)) {
+      c = HostClass::kSync;
+    }
+    classes_[i] = c;
+    // Events come in runs of one thread; skip the hash lookup within a run.
+    if (i == 0 || e.thread != trace.cpu[i - 1].thread) {
+      auto [it, inserted] = slots_.try_emplace(e.thread, slots_.size());
+      if (inserted) {
+        counts.emplace_back();
+        rare_events_.emplace_back();
+      }
+      slot = it->second;
+    }
+    if (c == HostClass::kSync || c == HostClass::kAllocator ||
+        c == HostClass::kDataLoading) {
+      rare_events_[slot].push_back(static_cast<uint32_t>(i));
+    }
+    if (c != HostClass::kContext && e.end_ns > e.start_ns) {
+      ++counts[slot][static_cast<int>(c)];
+    }
+  }
+  std::vector<std::array<std::vector<Interval>, kNumExplainingHostClasses>>
+      by_thread(counts.size());
+  for (size_t t = 0; t < counts.size(); ++t) {
+    size_t below = 0;
+    for (int k = 0; k < kNumExplainingHostClasses; ++k) {
+      // Room for the union with the levels below (BuildLevels).
+      const size_t n = counts[t][k];
+      if (n > 0) by_thread[t][k].reserve(n + below);
+      below += n;
+    }
+  }
+  for (size_t i = 0; i < trace.cpu.size(); ++i) {
+    const CpuEvent& e = trace.cpu[i];
+    if (i == 0 || e.thread != trace.cpu[i - 1].thread) {
+      slot = slots_.find(e.thread)->second;
+    }
+    const HostClass c = classes_[i];
+    if (c == HostClass::kContext || e.end_ns <= e.start_ns) continue;
+    by_thread[slot][static_cast<int>(c)].push_back({e.start_ns, e.end_ns});
+  }
+  per_thread_.reserve(by_thread.size());
+  for (auto& lists : by_thread) {
+    per_thread_.push_back(BuildLevels(std::move(lists)));
+  }
+}
+
+HostActivityIndex::Scope HostActivityIndex::ThreadOf(size_t cpu_index) const {
+  return Scope{slots_.find(trace_.cpu[cpu_index].thread)->second};
+}
+
+const HostActivityIndex::Levels& HostActivityIndex::LevelsOf(
+    Scope scope) const {
+  if (scope.thread_slot >= 0) return per_thread_[scope.thread_slot];
+  if (!all_threads_) {
+    std::array<size_t, kNumExplainingHostClasses> counts{};
+    for (size_t i = 0; i < trace_.cpu.size(); ++i) {
+      const CpuEvent& e = trace_.cpu[i];
+      if (classes_[i] != HostClass::kContext && e.end_ns > e.start_ns) {
+        ++counts[static_cast<int>(classes_[i])];
+      }
+    }
+    std::array<std::vector<Interval>, kNumExplainingHostClasses> by_class;
+    size_t below = 0;
+    for (int k = 0; k < kNumExplainingHostClasses; ++k) {
+      if (counts[k] > 0) by_class[k].reserve(counts[k] + below);
+      below += counts[k];
+    }
+    for (size_t i = 0; i < trace_.cpu.size(); ++i) {
+      const CpuEvent& e = trace_.cpu[i];
+      if (classes_[i] != HostClass::kContext && e.end_ns > e.start_ns) {
+        by_class[static_cast<int>(classes_[i])].push_back(
+            {e.start_ns, e.end_ns});
+      }
+    }
+    all_threads_ = BuildLevels(std::move(by_class));
+  }
+  return *all_threads_;
+}
+
+int64_t HostActivityIndex::Attribute(Scope scope, int64_t a, int64_t b,
+                                     Attribution& attribution) const {
+  if (b <= a) return 0;
+  const Levels& levels = LevelsOf(scope);
+  int64_t below = 0;
+  for (int k = 0; k < kNumExplainingHostClasses; ++k) {
+    int64_t covered = levels[k].CoveredLength(a, b);
+    attribution[static_cast<int>(HostClassCause(static_cast<HostClass>(k)))] +=
+        covered - below;
+    below = covered;
+  }
+  return (b - a) - below;
+}
+
+bool HostActivityIndex::SyncOverlaps(Scope scope, int64_t a, int64_t b) const {
+  return LevelsOf(scope)[static_cast<int>(HostClass::kSync)].CoveredLength(
+             a, b) > 0;
+}
+
+std::optional<size_t> HostActivityIndex::FindBlamed(Scope scope,
+                                                    HostClass host_class,
+                                                    int64_t a,
+                                                    int64_t b) const {
+  std::optional<size_t> best;
+  int64_t best_overlap = 0;
+  int64_t best_start = 0;
+  auto consider = [&](size_t i) {
+    if (classes_[i] != host_class) return;
+    const CpuEvent& e = trace_.cpu[i];
+    int64_t overlap = std::min(b, e.end_ns) - std::max(a, e.start_ns);
+    if (overlap <= 0) return;
+    if (overlap > best_overlap ||
+        (overlap == best_overlap && e.start_ns < best_start)) {
+      best = i;
+      best_overlap = overlap;
+      best_start = e.start_ns;
+    }
+  };
+  bool rare = host_class == HostClass::kSync ||
+              host_class == HostClass::kAllocator ||
+              host_class == HostClass::kDataLoading;
+  if (scope.thread_slot >= 0 && rare) {
+    for (uint32_t i : rare_events_[scope.thread_slot]) consider(i);
+  } else if (scope.thread_slot >= 0) {
+    uint64_t thread = 0;
+    for (const auto& [id, slot] : slots_) {
+      if (slot == scope.thread_slot) thread = id;
+    }
+    for (size_t i = 0; i < trace_.cpu.size(); ++i) {
+      if (trace_.cpu[i].thread == thread) consider(i);
+    }
+  } else {
+    for (size_t i = 0; i < trace_.cpu.size(); ++i) consider(i);
+  }
+  return best;
+}
+
+}  // namespace bubblewatch

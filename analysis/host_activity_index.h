@@ -1,0 +1,88 @@
+// HostActivityIndex answers, for a stretch of GPU idle time, "what were the
+// CPU threads doing": how much of [a, b) each class of host activity covers
+// (docs/semantics.md#step-3-host-side-time), on one thread or on all of them.
+//
+// Design: per thread, the cumulative unions V0 = sync, V1 = sync ∪ allocator,
+// V2 = V1 ∪ data loading, V3 = V2 ∪ launch are kept as IntervalSets with
+// prefix sums. The time of [a, b) whose highest-priority class is k is then
+// |V_k ∩ [a,b)| - |V_{k-1} ∩ [a,b)|: four O(log n) queries per stretch,
+// however many events nest or overlap there.
+#ifndef BUBBLEWATCH_ANALYSIS_HOST_ACTIVITY_INDEX_H_
+#define BUBBLEWATCH_ANALYSIS_HOST_ACTIVITY_INDEX_H_
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "analysis/cpu_event_classifier.h"
+#include "analysis/interval_set.h"
+#include "schemas/bubble_cause.h"
+#include "schemas/trace.h"
+
+namespace bubblewatch {
+
+class HostActivityIndex {
+ public:
+  // Which threads a question is about.
+  struct Scope {
+    int thread_slot = -1;  // -1: all threads.
+  };
+  static constexpr Scope kAllThreads{-1};
+
+  // Indexes trace.cpu. A CPU event whose correlation is in
+  // `pageable_copy_correlations` (the launch of a copy touching pageable host
+  // memory) is sync-class whatever its name.
+  // The index borrows `trace`, which must outlive it.
+  HostActivityIndex(
+      const Trace& trace,
+      const absl::flat_hash_set<CorrelationId>& pageable_copy_correlations);
+
+  bool has_cpu_events() const { return !trace_.cpu.empty(); }
+
+  // The cumulative unions V0..V3 of one scope; levels that add nothing share
+  // the set below them.
+  struct Levels {
+    std::vector<IntervalSet> sets;
+    std::array<uint8_t, kNumExplainingHostClasses> index{};
+    const IntervalSet& operator[](int k) const { return sets[index[k]]; }
+  };
+
+  // The scope of the thread that ran CPU event `cpu_index`.
+  Scope ThreadOf(size_t cpu_index) const;
+
+  HostClass ClassOf(size_t cpu_index) const { return classes_[cpu_index]; }
+
+  // Adds to `attribution` the time of [a, b) covered by each explaining class
+  // (sync, allocator, data loading, launch; the highest class wins where they
+  // overlap) and returns the time no explaining event covers.
+  int64_t Attribute(Scope scope, int64_t a, int64_t b,
+                    Attribution& attribution) const;
+
+  // True if a sync-class event in `scope` overlaps [a, b) for a positive time.
+  bool SyncOverlaps(Scope scope, int64_t a, int64_t b) const;
+
+  // The event of class `host_class` in `scope` that overlaps [a, b) the most
+  // (ties: the earlier one), or nullopt. Linear in the events of the scope:
+  // meant for the few bubbles a report shows.
+  std::optional<size_t> FindBlamed(Scope scope, HostClass host_class, int64_t a,
+                                   int64_t b) const;
+
+ private:
+  const Levels& LevelsOf(Scope scope) const;
+
+  const Trace& trace_;
+  std::vector<HostClass> classes_;            // Per CPU event.
+  absl::flat_hash_map<uint64_t, int> slots_;  // Thread id -> slot.
+  // Per thread slot, the indices of its sync, allocator and data-loading
+  // events: few, and the usual subjects of FindBlamed.
+  std::vector<std::vector<uint32_t>> rare_events_;
+  std::vector<Levels> per_thread_;             // Cumulative unions per thread.
+  mutable std::optional<Levels> all_threads_;  // Built on first use.
+};
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_ANALYSIS_HOST_ACTIVITY_INDEX_H_

@@ -1,0 +1,84 @@
+#include "analysis/interval_set.h"
+
+#include <random>
+
+#include "gtest/gtest.h"
+
+namespace bubblewatch {
+namespace {
+
+TEST(IntervalSet, MergesOverlapsAndDropsEmptyIntervals) {
+  IntervalSet s = IntervalSet::FromIntervals(
+      {{10, 20}, {0, 5}, {15, 30}, {40, 40}, {30, 35}});
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s.intervals()[0].start, 0);
+  EXPECT_EQ(s.intervals()[1].start, 10);
+  EXPECT_EQ(s.intervals()[1].end, 35);
+  EXPECT_EQ(s.TotalLength(), 30);
+}
+
+TEST(IntervalSet, CoveredLengthClipsToTheQuery) {
+  IntervalSet s = IntervalSet::FromIntervals({{0, 10}, {20, 30}, {40, 50}});
+  EXPECT_EQ(s.CoveredLength(5, 45), 5 + 10 + 5);
+  EXPECT_EQ(s.CoveredLength(10, 20), 0);
+  EXPECT_EQ(s.CoveredLength(22, 28), 6);
+  EXPECT_EQ(s.CoveredLength(-100, 100), 30);
+  EXPECT_EQ(s.CoveredLength(30, 30), 0);
+  EXPECT_EQ(s.CoveredLength(50, 40), 0);
+}
+
+TEST(IntervalSet, UnionOfTwoSets) {
+  IntervalSet a = IntervalSet::FromIntervals({{0, 10}, {20, 30}});
+  IntervalSet b = IntervalSet::FromIntervals({{5, 25}, {40, 41}});
+  IntervalSet u = IntervalSet::Union(a, b);
+  ASSERT_EQ(u.size(), 2u);
+  EXPECT_EQ(u.TotalLength(), 31);
+}
+
+TEST(IntervalSet, UnionWithAListMatchesTheUnionOfTwoSets) {
+  std::mt19937_64 rng(3);
+  std::uniform_int_distribution<int64_t> at(0, 1000), len(-5, 40);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<Interval> xs, ys;
+    for (int i = 0; i < 30; ++i) {
+      int64_t s = at(rng);
+      xs.push_back({s, s + len(rng)});
+    }
+    for (int i = 0; i < round % 50; ++i) {
+      int64_t s = at(rng);
+      ys.push_back({s, s + len(rng)});
+    }
+    // Sorted lists (the analyzer's usual case) and unsorted ones.
+    if (round % 2 == 0) {
+      std::sort(ys.begin(), ys.end(), [](const Interval& a, const Interval& b) {
+        return a.start < b.start;
+      });
+    }
+    IntervalSet a = IntervalSet::FromIntervals(xs);
+    IntervalSet want = IntervalSet::Union(a, IntervalSet::FromIntervals(ys));
+    IntervalSet got = IntervalSet::Union(a, ys);
+    ASSERT_EQ(got.size(), want.size()) << "round " << round;
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(got.intervals()[i].start, want.intervals()[i].start);
+      EXPECT_EQ(got.intervals()[i].end, want.intervals()[i].end);
+    }
+    EXPECT_EQ(got.TotalLength(), want.TotalLength());
+    EXPECT_EQ(got.CoveredLength(100, 700), want.CoveredLength(100, 700));
+  }
+}
+
+TEST(IntervalSet, ForEachCoveredVisitsClippedPiecesInOrder) {
+  IntervalSet s = IntervalSet::FromIntervals({{0, 10}, {20, 30}});
+  std::vector<Interval> seen;
+  s.ForEachCovered(5, 25, [&](int64_t a, int64_t b) {
+    seen.push_back({a, b});
+  });
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].start, 5);
+  EXPECT_EQ(seen[0].end, 10);
+  EXPECT_EQ(seen[1].start, 20);
+  EXPECT_EQ(seen[1].end, 25);
+}
+
+}  // namespace
+}  // namespace bubblewatch

@@ -1,7 +1,10 @@
 #include "schemas/trace.h"
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "base/text_escape.h"
 
 namespace bubblewatch {
@@ -33,6 +36,14 @@ absl::Status CheckInterval(const Trace& trace, absl::string_view what,
 
 }  // namespace
 
+bool IsCollectiveKernelName(absl::string_view name) {
+  absl::ConsumePrefix(&name, "void ");
+  if (name.size() < 4) return false;
+  absl::string_view head = name.substr(0, 4);
+  return absl::EqualsIgnoreCase(head, "nccl") ||
+         absl::EqualsIgnoreCase(head, "rccl");
+}
+
 void EscapeUnprintableNames(Trace* trace) {
   auto escape = [](std::string& name) {
     if (!IsPrintableUtf8(name)) name = EscapeForLog(name);
@@ -57,6 +68,21 @@ absl::Status CheckEventTimes(const Trace& trace) {
             CheckInterval(trace, "CPU event", i, e.name, e.start_ns, e.end_ns);
         !s.ok()) {
       return s;
+    }
+  }
+  const NameId names = static_cast<NameId>(trace.names.size());
+  for (size_t i = 0; i < trace.collectives.size(); ++i) {
+    const CollectiveKernel& c = trace.collectives[i];
+    if (absl::Status s = CheckInterval(trace, "collective kernel", i,
+                                       c.kernel_name, c.start_ns, c.end_ns);
+        !s.ok()) {
+      return s;
+    }
+    for (NameId id : {c.collective, c.process_group, c.group_ranks, c.dtype}) {
+      if (id != kNoName && id >= names) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "collective kernel #", i, " names string #", id, " of ", names));
+      }
     }
   }
   return absl::OkStatus();

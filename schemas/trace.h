@@ -55,6 +55,42 @@ struct GpuActivity {
   bool pageable = false;
 };
 
+// Marks an absent name in records whose names are optional.
+inline constexpr NameId kNoName = 0xFFFFFFFFu;
+
+// What the profiler says about one collective (NCCL/RCCL) kernel, for
+// matching its instances across the ranks of a job
+// (docs/semantics.md#collectives). Readers add one record per collective
+// kernel to Trace::collectives, beside its GpuActivity in Trace::gpu, which
+// stays as it is (a collective kernel is busy time like any kernel). A kernel
+// is a collective when its name, after an optional "void ", starts with
+// "nccl" or "rccl" in any case. Fields the source does not give stay absent
+// (kNoName, -1): never guessed.
+struct CollectiveKernel {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  int32_t device = 0;
+  int32_t stream = 0;
+  NameId kernel_name = 0;  // The kernel's name.
+  // Kineto's `Collective name` ("allreduce", "send", ...); nsys: the
+  // operation's name when the export has NCCL operation tables.
+  NameId collective = kNoName;
+  // Kineto's `Process Group Name` ("0"); nsys: the communicator hash
+  // (`commHash`) in decimal.
+  NameId process_group = kNoName;
+  // Kineto's `Process Group Ranks` as given ("[0, 1]").
+  NameId group_ranks = kNoName;
+  NameId dtype = kNoName;     // Kineto's `dtype` ("Float").
+  int64_t seq = -1;           // Kineto's `Seq`; nsys `seqNumber`.
+  int64_t in_elements = -1;   // Kineto's `In msg nelems`.
+  int64_t out_elements = -1;  // Kineto's `Out msg nelems`.
+  int32_t group_size = -1;    // Kineto's `Group size`.
+};
+
+// True when a kernel of this name is a collective: after an optional "void ",
+// it starts with "nccl" or "rccl" in any case.
+bool IsCollectiveKernelName(absl::string_view name);
+
 // Where a CPU event came from; decides which events may explain idle time.
 enum class CpuEventCategory : uint8_t {
   kCudaRuntime = 0,     // cudaLaunchKernel, cudaMemcpyAsync, ...
@@ -84,6 +120,8 @@ struct Trace {
   std::vector<std::string> names;  // The string table; NameId indexes it.
   std::vector<GpuActivity> gpu;    // Any order.
   std::vector<CpuEvent> cpu;       // Any order.
+  // One per collective kernel of `gpu` (any order); see CollectiveKernel.
+  std::vector<CollectiveKernel> collectives;
 
   // Workload hints; -1 when the source does not say.
   int32_t rank = -1;
@@ -113,9 +151,10 @@ inline bool IsAcceptedEventTime(int64_t t) {
   return t >= -kMaxEventTimeNs && t <= kMaxEventTimeNs;
 }
 
-// Returns kInvalidArgument naming the first event of `trace` that starts or
-// ends outside the accepted range, or that ends before it starts; OK
-// otherwise. Names are escaped (they come from the input).
+// Returns kInvalidArgument naming the first event of `trace` (GPU, CPU or
+// collective record) that starts or ends outside the accepted range, or that
+// ends before it starts, or a collective record naming a string the table
+// lacks; OK otherwise. Names are escaped (they come from the input).
 absl::Status CheckEventTimes(const Trace& trace);
 
 // Replaces every name of `trace` (the string table, the job and the host)

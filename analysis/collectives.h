@@ -1,0 +1,159 @@
+// AnalyzeCollectives computes the collective semantics of
+// docs/semantics.md#collectives for the ranks of one job: it matches each
+// collective's instances across the ranks, estimates the clock offset of
+// each clock domain (host) from their end times, splits each rank's
+// collective time into waiting and transfer, and blames every other rank's
+// wait on the rank that arrived last, split by what made that rank late
+// (its excess over the median rank since the previous common sync point).
+//
+// Input: one RankInput per rank: a device of a Trace whose collective kernels
+// the reader recorded (Trace::collectives). Several ranks may share a Trace
+// (an Nsight Systems export of a whole node: one rank per device).
+//
+// Cost: O(n log n) in the events of the traces (one AnalyzeTrace per trace,
+// with interval queries), plus O(m log m) in the collective kernels; memory
+// O(n + m), not O(ranks²).
+#ifndef BUBBLEWATCH_ANALYSIS_COLLECTIVES_H_
+#define BUBBLEWATCH_ANALYSIS_COLLECTIVES_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "schemas/analysis.h"
+#include "schemas/bubble_cause.h"
+#include "schemas/trace.h"
+
+namespace bubblewatch {
+
+// One rank of the job: the kernels of `device` in `*trace`.
+struct RankInput {
+  const Trace* trace = nullptr;  // Borrowed; outlives the call.
+  int32_t device = 0;
+  int32_t rank = 0;  // Unique among the inputs.
+  // Ranks with the same clock_domain share a clock (the same host); offsets
+  // are estimated per domain. Usually the host name, else the file.
+  std::string clock_domain;
+  std::string host;  // For reports; may be empty.
+  std::string file;  // For reports; may be empty.
+};
+
+struct CollectiveOptions {
+  // A matched instance is synchronized when its corrected end times agree
+  // within max(sync_floor_ns, sync_fraction × its shortest kernel).
+  int64_t sync_floor_ns = 50'000;
+  double sync_fraction = 0.05;
+  // A clock domain's offset is estimated only from at least this many
+  // matched instances shared with the reference domain; else 0, reported as
+  // not corrected.
+  int min_clock_instances = 3;
+  // Keep CollectiveAnalysis::instances (every matched instance, for tests
+  // and reports); off, only the aggregates are kept.
+  bool keep_instances = false;
+};
+
+// Which key matched instances across ranks (the first one every rank has).
+enum class CollectiveKey : uint8_t {
+  kProcessGroupSeq,    // (process group, Seq): "pg_seq"
+  kProcessGroupOrder,  // (process group, k-th of that group): "pg_order"
+  kStreamOrder,        // (type from the kernel name, k-th such): "stream_order"
+};
+// "pg_seq", "pg_order", "stream_order".
+const char* CollectiveKeyName(CollectiveKey key);
+
+// Where a rank's time went between two common sync points (or what made a
+// late rank late): non-collective compute, time in collectives only, and
+// bubble time by cause. Adds up to the interval's length.
+struct LatenessBreakdown {
+  int64_t compute_ns = 0;
+  int64_t comm_ns = 0;
+  Attribution bubble{};
+  int64_t total_ns() const;
+};
+
+// One matched instance of a collective.
+struct CollectiveInstance {
+  std::string group;    // Process group name, or the collective type.
+  int64_t key = 0;      // Seq or the order index within the group.
+  std::string type;     // "allreduce", or the kernel name's collective part.
+  bool synchronized = false;  // Ends agree; only these are used.
+  // Per participating rank (ordered by rank): its kernel, in its own clock.
+  struct Part {
+    int32_t rank = 0;
+    int64_t start_ns = 0;
+    int64_t end_ns = 0;
+    int64_t wait_ns = 0;  // Comm wait not overlapped by compute (if used).
+  };
+  std::vector<Part> parts;
+  // Used instances only: the arrival (max corrected start, in the reference
+  // clock), the late rank, the wait it caused (sum of the others' wait_ns)
+  // and its split; unattributed_ns is the part no excess explains.
+  int64_t arrival_ns = 0;
+  int32_t late_rank = -1;
+  int64_t wait_caused_ns = 0;
+  int64_t compute_ns = 0;
+  int64_t comm_ns = 0;
+  Attribution causes{};
+  int64_t unattributed_ns = 0;
+};
+
+// One rank's figures over the whole trace.
+struct RankCollectiveStats {
+  int32_t rank = 0;
+  int32_t device = 0;
+  std::string host;
+  std::string file;
+  UtilizationStats stats;  // The device's figures (as `analyze` gives).
+  int64_t comm_ns = 0;           // Union of its collective kernels.
+  int64_t comm_exposed_ns = 0;   // ... not overlapped by other kernels.
+  int64_t comm_wait_ns = 0;      // Waits not overlapped by other kernels.
+  int64_t wait_caused_ns = 0;    // Others' waits blamed on this rank.
+  int64_t arrived_last = 0;      // Used instances where it was late.
+  // Offset of its clock domain: subtract from its times for the reference
+  // clock. clock_instances is how many instances it rests on (0: the
+  // reference domain, or not corrected).
+  int64_t clock_offset_ns = 0;
+  int64_t clock_instances = 0;
+  bool clock_corrected = false;
+  // (busy - comm_wait) / span; 0 when the span is 0.
+  double busy_useful_utilization() const;
+};
+
+// A rank that made others wait, with what made it late.
+struct Straggler {
+  int32_t rank = 0;
+  int64_t wait_caused_ns = 0;
+  int64_t arrived_last = 0;
+  int64_t compute_ns = 0;
+  int64_t comm_ns = 0;
+  Attribution causes{};
+  int64_t unattributed_ns = 0;
+};
+
+struct CollectiveAnalysis {
+  CollectiveKey key = CollectiveKey::kStreamOrder;
+  int32_t world_size = -1;  // From the traces, if they say; else -1.
+  std::vector<RankCollectiveStats> ranks;  // By rank.
+  int64_t collective_kernels = 0;  // Over all ranks.
+  int64_t matched = 0;          // Instances seen on every expected rank.
+  int64_t unmatched = 0;        // Instances missing on some rank.
+  int64_t unsynchronized = 0;   // Matched, but their ends disagree.
+  int64_t used = 0;             // matched - unsynchronized.
+  int64_t unattributed = 0;     // Used instances with no sync point/excess.
+  int64_t seq_backwards = 0;    // Kernels whose Seq went backwards: skipped.
+  std::vector<Straggler> stragglers;  // By wait_caused_ns, descending.
+  std::vector<CollectiveInstance> instances;  // If keep_instances.
+};
+
+// Errors: kInvalidArgument for fewer than one rank, a duplicate rank, ranks
+// of different jobs (Trace::job set and different), or events outside the
+// accepted times (as AnalyzeTrace).
+absl::StatusOr<CollectiveAnalysis> AnalyzeCollectives(
+    absl::Span<const RankInput> ranks, const CollectiveOptions& options = {});
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_ANALYSIS_COLLECTIVES_H_

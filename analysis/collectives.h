@@ -76,9 +76,9 @@ struct LatenessBreakdown {
 
 // One matched instance of a collective.
 struct CollectiveInstance {
-  std::string group;    // Process group name, or the collective type.
-  int64_t key = 0;      // Seq or the order index within the group.
-  std::string type;     // "allreduce", or the kernel name's collective part.
+  std::string group;  // Process group name, or the collective type.
+  int64_t key = 0;    // Seq or the order index within the group.
+  std::string type;   // "allreduce", or the kernel name's collective part.
   bool synchronized = false;  // Ends agree; only these are used.
   // Per participating rank (ordered by rank): its kernel, in its own clock.
   struct Part {
@@ -106,12 +106,12 @@ struct RankCollectiveStats {
   int32_t device = 0;
   std::string host;
   std::string file;
-  UtilizationStats stats;  // The device's figures (as `analyze` gives).
-  int64_t comm_ns = 0;           // Union of its collective kernels.
-  int64_t comm_exposed_ns = 0;   // ... not overlapped by other kernels.
-  int64_t comm_wait_ns = 0;      // Waits not overlapped by other kernels.
-  int64_t wait_caused_ns = 0;    // Others' waits blamed on this rank.
-  int64_t arrived_last = 0;      // Used instances where it was late.
+  UtilizationStats stats;       // The device's figures (as `analyze` gives).
+  int64_t comm_ns = 0;          // Union of its collective kernels.
+  int64_t comm_exposed_ns = 0;  // ... not overlapped by other kernels.
+  int64_t comm_wait_ns = 0;     // Waits not overlapped by other kernels.
+  int64_t wait_caused_ns = 0;   // Others' waits blamed on this rank.
+  int64_t arrived_last = 0;     // Used instances where it was late.
   // Offset of its clock domain: subtract from its times for the reference
   // clock. clock_instances is how many instances it rests on (0: the
   // reference domain, or not corrected).
@@ -137,14 +137,14 @@ struct CollectiveAnalysis {
   CollectiveKey key = CollectiveKey::kStreamOrder;
   int32_t world_size = -1;  // From the traces, if they say; else -1.
   std::vector<RankCollectiveStats> ranks;  // By rank.
-  int64_t collective_kernels = 0;  // Over all ranks.
-  int64_t matched = 0;          // Instances seen on every expected rank.
-  int64_t unmatched = 0;        // Instances missing on some rank.
-  int64_t unsynchronized = 0;   // Matched, but their ends disagree.
-  int64_t used = 0;             // matched - unsynchronized.
-  int64_t unattributed = 0;     // Used instances with no sync point/excess.
-  int64_t seq_backwards = 0;    // Kernels whose Seq went backwards: skipped.
-  std::vector<Straggler> stragglers;  // By wait_caused_ns, descending.
+  int64_t collective_kernels = 0;          // Over all ranks.
+  int64_t matched = 0;         // Instances seen on every expected rank.
+  int64_t unmatched = 0;       // Instances missing on some rank.
+  int64_t unsynchronized = 0;  // Matched, but their ends disagree.
+  int64_t used = 0;            // matched - unsynchronized.
+  int64_t unattributed = 0;    // Used instances with no sync point/excess.
+  int64_t seq_backwards = 0;   // Kernels whose Seq went backwards: skipped.
+  std::vector<Straggler> stragglers;          // By wait_caused_ns, descending.
   std::vector<CollectiveInstance> instances;  // If keep_instances.
 };
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "base/human_duration.h"  // IWYU pragma: export
 #include "schemas/analysis.h"
 #include "schemas/trace.h"
 
@@ -42,9 +43,6 @@ std::string RenderAnalysisJson(const Analysis& analysis,
 // The human-readable report. `color` adds ANSI colors for terminals.
 std::string RenderAnalysisText(const Analysis& analysis,
                                const InputSummary& input, bool color);
-
-// "1.234 ms"-style duration text with a unit fitting the magnitude.
-std::string HumanDuration(int64_t ns);
 
 }  // namespace bubblewatch
 

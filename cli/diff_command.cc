@@ -1,5 +1,5 @@
 // `bubblewatch diff BEFORE AFTER`: compares two traces and, with --fail-if
-// conditions, acts as a CI gate (cli/diff_condition.h has the grammar).
+// conditions, acts as a CI gate (diff/diff_condition.h has the grammar).
 #include <unistd.h>
 
 #include <cstdio>
@@ -11,10 +11,10 @@
 #include "absl/strings/str_cat.h"
 #include "cli/command_line.h"
 #include "cli/commands.h"
-#include "cli/diff_condition.h"
-#include "cli/diff_report.h"
-#include "cli/diff_side.h"
 #include "cli/exit_codes.h"
+#include "diff/diff_condition.h"
+#include "diff/diff_report.h"
+#include "diff/diff_side.h"
 #include "ingest/trace_reader.h"
 
 namespace bubblewatch {

@@ -2,7 +2,7 @@
 // (doubles), ratios fractions, as in `analyze --json`.
 #include "absl/strings/str_cat.h"
 #include "base/json_writer.h"
-#include "cli/diff_report.h"
+#include "diff/diff_report.h"
 
 namespace bubblewatch {
 namespace {

@@ -5,7 +5,7 @@
 #include "absl/strings/str_format.h"
 #include "cli/analysis_report.h"
 #include "cli/diagnosis_report.h"
-#include "cli/diff_report.h"
+#include "diff/diff_report.h"
 
 namespace bubblewatch {
 namespace {

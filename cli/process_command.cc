@@ -11,10 +11,10 @@
 #include "cli/command_line.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
-#include "cli/http_server.h"
 #include "cli/process_alerts.h"
 #include "processor/stream_processor.h"
 #include "schemas/trace.h"
+#include "serve/http_server.h"
 #include "storage/window_store.h"
 
 namespace bubblewatch {

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "cli/query_report.h"
+#include "serve/query_report.h"
 
 namespace bubblewatch {
 namespace {

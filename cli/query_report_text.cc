@@ -8,7 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "cli/analysis_report.h"
-#include "cli/query_report.h"
+#include "serve/query_report.h"
 
 namespace bubblewatch {
 namespace {

@@ -15,7 +15,7 @@
 #include "cli/command_line.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
-#include "cli/http_server.h"
+#include "serve/http_server.h"
 #include "storage/window_store.h"
 
 namespace bubblewatch {

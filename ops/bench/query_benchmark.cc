@@ -35,10 +35,10 @@
 
 #include "absl/strings/str_format.h"
 #include "benchmark/benchmark.h"
-#include "cli/http_server.h"
-#include "cli/prometheus_metrics.h"
-#include "cli/query_report.h"
 #include "httplib.h"
+#include "serve/http_server.h"
+#include "serve/prometheus_metrics.h"
+#include "serve/query_report.h"
 #include "storage/window_queries.h"
 #include "storage/window_store.h"
 

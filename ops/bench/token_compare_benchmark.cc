@@ -1,11 +1,11 @@
-// ConstantTimeEquals (cli/http_server.h), the bearer-token check: its time
+// ConstantTimeEquals (serve/http_server.h), the bearer-token check: its time
 // must not depend on where a wrong token first differs from the right one,
 // or an attacker could guess the token byte by byte from response times.
 // Compare the three cases: they should take the same time within noise.
 #include <string>
 
 #include "benchmark/benchmark.h"
-#include "cli/http_server.h"
+#include "serve/http_server.h"
 
 namespace bubblewatch {
 namespace {

@@ -1,5 +1,5 @@
 // libFuzzer target: the query parameters the HTTP API takes from a URL
-// (cli/query_params.h). The input is split at '&' into last, from, to, top
+// (serve/query_params.h). The input is split at '&' into last, from, to, top
 // and bubbles. Every parse is a value or a kInvalidArgument; a period that
 // parses is non-empty and within kMaxQueryRange.
 #include <cstddef>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
-#include "cli/query_params.h"
+#include "serve/query_params.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace bubblewatch;

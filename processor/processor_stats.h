@@ -1,0 +1,61 @@
+// ProcessorStats: the stream processor's counters, read by logs, /metrics
+// (serve/prometheus_metrics.h) and the demo. Kept apart from
+// stream_processor.h so that readers of the counters do not depend on the
+// Kafka runtime. A snapshot: StreamProcessor::stats() copies it under a lock.
+#ifndef BUBBLEWATCH_PROCESSOR_PROCESSOR_STATS_H_
+#define BUBBLEWATCH_PROCESSOR_PROCESSOR_STATS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+
+namespace bubblewatch {
+
+// The most (job, producer) pairs ProcessorStats::dlq_by_source tracks.
+inline constexpr size_t kMaxDlqSources = 1000;
+
+// Counters for logs and the metrics endpoint.
+struct ProcessorStats {
+  int64_t messages = 0;
+  int64_t events = 0;
+  int64_t replayed_messages = 0;
+  int64_t duplicate_batches = 0;
+  int64_t late_events = 0;
+  int64_t windows_written = 0;
+  // Rejected messages whose dead letter the DLQ topic refused even in its
+  // minimal form (logged each; dead_letter.h).
+  int64_t dead_letters_lost = 0;
+  // Partitions assigned whose state came from the changelog (newer than the
+  // local store's), and snapshots written to it.
+  int64_t state_restores = 0;
+  int64_t state_snapshots_written = 0;
+  int64_t open_jobs = 0;
+  int64_t buffered_events = 0;
+  // Jobs tracked over the partitions owned (what max_jobs_per_partition
+  // limits, per partition), and jobs forgotten after job_expiry.
+  int64_t tracked_jobs = 0;
+  int64_t jobs_forgotten = 0;
+  // Jobs whose host skew is at or above skew_warning, as measured when
+  // their windows last closed (at most kMaxDlqSources).
+  struct HostSkew {
+    int64_t skew_ns = 0;
+    std::string ahead;   // The host with the newest events.
+    std::string behind;  // The host holding the watermark back.
+  };
+  absl::flat_hash_map<std::string, HostSkew> host_skew;
+  absl::flat_hash_map<std::string, int64_t> dlq_by_reason;
+  // Rejected batches that decoded, by (job, producer id): which producer of
+  // which job sends bad batches. At most kMaxDlqSources entries; the rest
+  // are counted under job "" (a hostile stream of made-up job names must
+  // not grow this without bound).
+  absl::flat_hash_map<std::pair<std::string, uint64_t>, int64_t> dlq_by_source;
+  // Per "topic/partition": high watermark - position.
+  absl::flat_hash_map<std::string, int64_t> lag;
+};
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_PROCESSOR_PROCESSOR_STATS_H_

@@ -1,0 +1,269 @@
+#include "serve/prometheus_metrics.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "base/text_escape.h"
+#include "serve/query_report.h"
+#include "storage/window_queries.h"
+
+namespace bubblewatch {
+namespace {
+
+// Builds the page. Samples may be added in any order; Take() writes each
+// family as one group (HELP, TYPE, then its samples), as the format
+// requires, in the order the families were declared.
+class Page {
+ public:
+  void Family(absl::string_view name, absl::string_view type,
+              absl::string_view help) {
+    index_[name] = families_.size();
+    families_.push_back(absl::StrCat("# HELP ", name, " ", help, "\n# TYPE ",
+                                     name, " ", type, "\n"));
+  }
+  void Sample(absl::string_view name, absl::string_view labels, int64_t v) {
+    Append(name, labels, absl::StrCat(v));
+  }
+  void Sample(absl::string_view name, absl::string_view labels, double v) {
+    Append(name, labels, absl::StrFormat("%.15g", v));
+  }
+  std::string Take() && { return absl::StrJoin(families_, ""); }
+
+ private:
+  // REQUIRES: Family(name) was called.
+  void Append(absl::string_view name, absl::string_view labels,
+              absl::string_view value) {
+    std::string& body = families_[index_.at(name)];
+    absl::StrAppend(&body, name, labels.empty() ? "" : "{", labels,
+                    labels.empty() ? "" : "}", " ", value, "\n");
+  }
+
+  std::vector<std::string> families_;
+  absl::flat_hash_map<std::string, size_t> index_;
+};
+
+std::string Label(absl::string_view name, absl::string_view value) {
+  return absl::StrCat(name, "=\"", EscapeLabelValue(value), "\"");
+}
+
+void WriteProcessor(Page& page, const ProcessorStats& p) {
+  struct Counter {
+    const char* name;
+    const char* help;
+    int64_t value;
+  };
+  const Counter counters[] = {
+      {"bubblewatch_processor_messages_total",
+       "Kafka messages consumed (replays of already processed offsets "
+       "excluded).",
+       p.messages},
+      {"bubblewatch_processor_events_total",
+       "Trace events consumed; rate() of it is events per second.", p.events},
+      {"bubblewatch_processor_replayed_messages_total",
+       "Messages re-read after a restart or rebalance to rebuild open "
+       "windows, not counted again.",
+       p.replayed_messages},
+      {"bubblewatch_processor_duplicate_batches_total",
+       "Batches a producer sent twice (same sequence), ignored.",
+       p.duplicate_batches},
+      {"bubblewatch_processor_late_events_total",
+       "Events that arrived after their window was final; counted per job in "
+       "the stored windows, never dropped silently.",
+       p.late_events},
+      {"bubblewatch_processor_windows_written_total",
+       "Finalized windows written to the store.", p.windows_written},
+      {"bubblewatch_processor_dead_letters_lost_total",
+       "Rejected messages whose dead letter the dead-letter topic refused "
+       "even in its minimal form (headers only); each is also logged.",
+       p.dead_letters_lost},
+  };
+  for (const Counter& c : counters) {
+    page.Family(c.name, "counter", c.help);
+    page.Sample(c.name, "", c.value);
+  }
+  page.Family("bubblewatch_processor_dlq_messages_total", "counter",
+              "Malformed messages sent to the dead-letter topic, by reason.");
+  std::vector<std::pair<std::string, int64_t>> dlq(p.dlq_by_reason.begin(),
+                                                   p.dlq_by_reason.end());
+  std::sort(dlq.begin(), dlq.end());
+  for (const auto& [reason, n] : dlq) {
+    page.Sample("bubblewatch_processor_dlq_messages_total",
+                Label("reason", reason), n);
+  }
+  page.Family("bubblewatch_processor_dlq_batches_by_source_total", "counter",
+              "Batches that decoded but broke a rule or limit, sent to the "
+              "dead-letter topic, by job and producer id (job \"\" counts "
+              "sources past the first 1000).");
+  std::vector<std::pair<std::pair<std::string, uint64_t>, int64_t>> sources(
+      p.dlq_by_source.begin(), p.dlq_by_source.end());
+  std::sort(sources.begin(), sources.end());
+  for (const auto& [source, n] : sources) {
+    page.Sample("bubblewatch_processor_dlq_batches_by_source_total",
+                absl::StrCat(Label("job", source.first), ",",
+                             Label("producer", absl::StrCat(source.second))),
+                n);
+  }
+  page.Family("bubblewatch_processor_tracked_jobs", "gauge",
+              "Jobs whose state the owned partitions track (limited per "
+              "partition by --max-jobs-per-partition).");
+  page.Sample("bubblewatch_processor_tracked_jobs", "", p.tracked_jobs);
+  page.Family("bubblewatch_processor_jobs_forgotten_total", "counter",
+              "Jobs forgotten after --job-expiry without events.");
+  page.Sample("bubblewatch_processor_jobs_forgotten_total", "",
+              p.jobs_forgotten);
+  page.Family("bubblewatch_processor_job_host_skew_seconds", "gauge",
+              "Spread between the newest event times of a job's hosts (clock "
+              "skew plus delivery delay) when its windows last closed; only "
+              "jobs at or above --skew-warning, labelled with the host ahead "
+              "and the host behind.");
+  std::vector<std::pair<std::string, ProcessorStats::HostSkew>> skews(
+      p.host_skew.begin(), p.host_skew.end());
+  std::sort(skews.begin(), skews.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [job, skew] : skews) {
+    page.Sample("bubblewatch_processor_job_host_skew_seconds",
+                absl::StrCat(Label("job", job), ",", Label("ahead", skew.ahead),
+                             ",", Label("behind", skew.behind)),
+                static_cast<double>(skew.skew_ns) / 1e9);
+  }
+  page.Family("bubblewatch_processor_open_jobs", "gauge",
+              "Jobs with at least one open window.");
+  page.Sample("bubblewatch_processor_open_jobs", "", p.open_jobs);
+  page.Family("bubblewatch_processor_buffered_events", "gauge",
+              "Events held in open windows.");
+  page.Sample("bubblewatch_processor_buffered_events", "", p.buffered_events);
+  page.Family("bubblewatch_processor_lag_messages", "gauge",
+              "Messages behind the partition's high watermark.");
+  std::vector<std::pair<std::string, int64_t>> lag(p.lag.begin(), p.lag.end());
+  std::sort(lag.begin(), lag.end());
+  for (const auto& [key, n] : lag) {
+    // Keys are "topic/partition"; topics may not contain '/'.
+    const size_t slash = key.rfind('/');
+    const std::string topic =
+        slash == std::string::npos ? key : key.substr(0, slash);
+    const std::string partition =
+        slash == std::string::npos ? "" : key.substr(slash + 1);
+    page.Sample(
+        "bubblewatch_processor_lag_messages",
+        absl::StrCat(Label("topic", topic), ",", Label("partition", partition)),
+        n);
+  }
+}
+
+// Utilization and bubble ratio by cause of `p` in two families
+// `<prefix>_utilization` and `<prefix>_bubble_ratio`, with `labels` first.
+void WritePeriodSamples(Page& page, absl::string_view prefix,
+                        absl::string_view labels, const PeriodStats& p) {
+  const std::string sep = labels.empty() ? "" : ",";
+  page.Sample(absl::StrCat(prefix, "_utilization"), labels, p.utilization());
+  for (BubbleCause c : kAllBubbleCauses) {
+    page.Sample(absl::StrCat(prefix, "_bubble_ratio"),
+                absl::StrCat(labels, sep, Label("cause", BubbleCauseName(c))),
+                p.cause_ratio(c));
+  }
+}
+
+}  // namespace
+
+std::string EscapeLabelValue(absl::string_view value) {
+  // A label value that is not UTF-8 fails the whole scrape (promtool, and
+  // Prometheus itself): such a name is shown escaped (\xHH) instead;
+  // printable names pass unchanged.
+  const std::string printable = EscapeForLog(value);
+  std::string out;
+  out.reserve(printable.size());
+  for (char c : printable) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> RenderPrometheusMetrics(
+    const WindowStoreReader& store, int top_jobs,
+    const ProcessorStats* processor) {
+  // Every job, most bubble time first: the first `top_jobs` get their own
+  // series, the rest are aggregated.
+  ASSIGN_OR_RETURN(
+      FleetReport fleet,
+      QueryFleet(store, FleetOrder{.metric = FleetOrder::Metric::kBubbleTime},
+                 std::numeric_limits<int>::max()));
+  const size_t exported = std::min(fleet.entries.size(),
+                                   static_cast<size_t>(std::max(0, top_jobs)));
+
+  Page page;
+  page.Family("bubblewatch_jobs", "gauge",
+              "Jobs with at least one stored window.");
+  page.Sample("bubblewatch_jobs", "", fleet.jobs);
+  page.Family("bubblewatch_fleet_utilization", "gauge",
+              "GPU utilization (compute / span, GPU-time weighted) over the "
+              "latest complete window of every job.");
+  page.Family("bubblewatch_fleet_bubble_ratio", "gauge",
+              "Bubble time of a cause / span over the latest complete window "
+              "of every job; the causes add up to the bubble ratio.");
+  WritePeriodSamples(page, "bubblewatch_fleet", "", fleet.all);
+
+  page.Family("bubblewatch_job_utilization", "gauge",
+              "GPU utilization of a job over the range ending at its latest "
+              "window; only the jobs with the most bubble time (see "
+              "bubblewatch_other_jobs).");
+  page.Family("bubblewatch_job_bubble_ratio", "gauge",
+              "Bubble time of a cause / span of a job over the range ending "
+              "at its latest window; the causes add up to the bubble ratio.");
+  page.Family("bubblewatch_job_latest_window_end_seconds", "gauge",
+              "Event time (Unix seconds) at which the job's latest stored "
+              "window ends.");
+  for (size_t i = 0; i < exported; ++i) {
+    const FleetEntry& e = fleet.entries[i];
+    absl::StatusOr<std::vector<RollingUtilization>> rolling =
+        QueryRolling(store, e.job);
+    if (absl::IsNotFound(rolling.status())) continue;  // Trimmed meanwhile.
+    if (!rolling.ok()) return rolling.status();
+    const std::string job = Label("job", e.job);
+    for (const RollingUtilization& r : *rolling) {
+      WritePeriodSamples(
+          page, "bubblewatch_job",
+          absl::StrCat(job, ",", Label("range", RangeLabel(r.range))), r.stats);
+    }
+    page.Sample("bubblewatch_job_latest_window_end_seconds", job,
+                static_cast<double>(e.latest.end_ns) / 1e9);
+  }
+
+  PeriodStats others;
+  for (size_t i = exported; i < fleet.entries.size(); ++i) {
+    others.Add(fleet.entries[i].latest.stats);
+  }
+  page.Family("bubblewatch_other_jobs", "gauge",
+              "Jobs with windows but without per-job series (beyond the "
+              "top jobs by bubble time).");
+  page.Sample("bubblewatch_other_jobs", "",
+              static_cast<int64_t>(fleet.entries.size() - exported));
+  page.Family("bubblewatch_other_jobs_utilization", "gauge",
+              "GPU utilization over the latest window of every job without "
+              "per-job series.");
+  page.Family("bubblewatch_other_jobs_bubble_ratio", "gauge",
+              "Bubble time of a cause / span over the latest window of every "
+              "job without per-job series.");
+  WritePeriodSamples(page, "bubblewatch_other_jobs", "", others);
+
+  if (processor != nullptr) WriteProcessor(page, *processor);
+  return std::move(page).Take();
+}
+
+}  // namespace bubblewatch

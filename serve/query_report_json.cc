@@ -1,0 +1,183 @@
+// The JSON objects of `bubblewatch query --json` and the HTTP API. The
+// parser in query_report_json_parse.cc reads exactly these keys back; change
+// both together (the round-trip test in tests/cli pins them).
+#include <optional>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "base/json_writer.h"
+#include "schemas/analysis_json.h"
+#include "serve/query_report.h"
+
+namespace bubblewatch {
+namespace {
+
+double Us(int64_t ns) { return static_cast<double>(ns) / 1e3; }
+
+void WriteAttribution(JsonWriter& w, const Attribution& a) {
+  w.Key("attribution_us").BeginObject();
+  for (BubbleCause c : kAllBubbleCauses) {
+    w.Key(BubbleCauseName(c)).Double(Us(a[static_cast<int>(c)]));
+  }
+  w.EndObject();
+}
+
+void WritePeriod(JsonWriter& w, const PeriodStats& p) {
+  w.Key("windows").Int(p.windows);
+  w.Key("span_us").Double(Us(p.span_ns));
+  w.Key("compute_us").Double(Us(p.compute_ns));
+  w.Key("bubble_us").Double(Us(p.bubble_ns));
+  w.Key("utilization").Double(p.utilization());
+  w.Key("bubble_ratio").Double(p.bubble_ratio());
+  WriteAttribution(w, p.attribution);
+}
+
+void WriteWindow(JsonWriter& w, const WindowPoint& p) {
+  const UtilizationStats& s = p.stats;
+  w.BeginObject();
+  w.Key("start_ns").Int(p.start_ns);
+  w.Key("end_ns").Int(p.end_ns);
+  w.Key("span_us").Double(Us(s.span_ns));
+  w.Key("compute_us").Double(Us(s.compute_ns));
+  w.Key("bubble_us").Double(Us(s.bubble_ns));
+  w.Key("utilization").Double(s.utilization());
+  w.Key("bubble_ratio").Double(s.bubble_ratio());
+  w.Key("largest_bubble_us").Double(Us(s.largest_bubble_ns));
+  w.Key("largest_bubble_start_ns").Int(s.largest_bubble_start_ns);
+  w.Key("culprit_before_bubble");
+  WriteKernelRefJson(w, s.culprit_before_bubble);
+  WriteAttribution(w, s.attribution);
+  w.Key("devices").Int(p.devices);
+  w.Key("gpu_events").Int(p.gpu_events);
+  w.Key("cpu_events").Int(p.cpu_events);
+  w.Key("late_events").Int(p.late_events);
+  w.Key("closed_by").String(ClosedByName(p.closed_by));
+  w.Key("host_skew_us").Double(Us(p.host_skew_ns));
+  w.EndObject();
+}
+
+void WriteBubble(JsonWriter& w, const BubbleReport& b) {
+  w.BeginObject();
+  w.Key("device").Int(b.device);
+  w.Key("start_ns").Int(b.start_ns);
+  w.Key("end_ns").Int(b.end_ns);
+  w.Key("duration_us").Double(Us(b.duration_ns()));
+  w.Key("cause").String(BubbleCauseName(b.cause));
+  w.Key("blamed").String(b.blamed);
+  w.Key("before");
+  WriteKernelRefJson(w, b.before);
+  w.Key("after");
+  WriteKernelRefJson(w, b.after);
+  WriteAttribution(w, b.attribution);
+  w.EndObject();
+}
+
+}  // namespace
+
+std::string RangeLabel(absl::Duration range) {
+  const int64_t s = absl::ToInt64Seconds(range);
+  if (s > 0 && s % 3600 == 0) return absl::StrCat(s / 3600, "h");
+  if (s > 0 && s % 60 == 0) return absl::StrCat(s / 60, "m");
+  return absl::StrCat(s, "s");
+}
+
+std::string RenderJobReportJson(const JobReport& r, bool pretty) {
+  JsonWriter w(pretty ? 2 : 0);
+  w.BeginObject();
+  w.Key("job").String(r.job);
+  w.Key("from_ns").Int(r.from_ns);
+  w.Key("to_ns").Int(r.to_ns);
+  w.Key("anchor_ns").Int(r.anchor_ns);
+  w.Key("windows").BeginArray();
+  for (const WindowPoint& p : r.windows) WriteWindow(w, p);
+  w.EndArray();
+  w.Key("rolling").BeginArray();
+  for (const RollingUtilization& roll : r.rolling) {
+    w.BeginObject();
+    w.Key("range").String(RangeLabel(roll.range));
+    w.Key("range_s").Int(absl::ToInt64Seconds(roll.range));
+    WritePeriod(w, roll.stats);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("summary").BeginObject();
+  WritePeriod(w, r.summary);
+  w.Key("worst_utilization");
+  if (r.worst_utilization.has_value()) {
+    w.Double(*r.worst_utilization);
+  } else {
+    w.Null();
+  }
+  w.Key("worst_window_start_ns").Int(r.worst_window_start_ns);
+  std::optional<BubbleCause> dominant = DominantCause(r.summary.attribution);
+  w.Key("dominant_cause");
+  dominant ? w.String(BubbleCauseName(*dominant)) : w.Null();
+  w.Key("advice");
+  dominant ? w.String(BubbleCauseAdvice(*dominant)) : w.Null();
+  w.EndObject();
+  w.Key("top_bubbles").BeginArray();
+  for (const BubbleReport& b : r.top_bubbles) WriteBubble(w, b);
+  w.EndArray();
+  w.EndObject();
+  return std::move(w).Take();
+}
+
+std::string RenderFleetJson(const FleetReport& r, bool pretty) {
+  JsonWriter w(pretty ? 2 : 0);
+  w.BeginObject();
+  w.Key("by").String(r.by.Name());
+  w.Key("jobs").Int(r.jobs);
+  w.Key("top").BeginArray();
+  int rank = 0;
+  for (const FleetEntry& e : r.entries) {
+    w.BeginObject();
+    w.Key("rank").Int(++rank);
+    w.Key("job").String(e.job);
+    // Ratios as they are; GPU-times in µs like every other duration.
+    w.Key("score").Double(r.by.metric == FleetOrder::Metric::kBubbleRatio
+                              ? e.score
+                              : e.score / 1e3);
+    w.Key("window");
+    WriteWindow(w, e.latest);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("fleet").BeginObject();
+  WritePeriod(w, r.all);
+  w.EndObject();
+  w.EndObject();
+  return std::move(w).Take();
+}
+
+std::string RenderJobsJson(const std::vector<JobInfo>& jobs, bool pretty) {
+  JsonWriter w(pretty ? 2 : 0);
+  w.BeginObject();
+  w.Key("jobs").BeginArray();
+  for (const JobInfo& j : jobs) {
+    w.BeginObject();
+    w.Key("job").String(j.job);
+    w.Key("window_count").Int(j.window_count);
+    w.Key("last_event_ns").Int(j.last_event_ns);
+    w.Key("latest_window_start_ns").Int(j.latest_window_start_ns);
+    w.Key("last_seen")
+        .String(absl::FormatTime(absl::RFC3339_full, j.last_seen_wall,
+                                 absl::UTCTimeZone()));
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  return std::move(w).Take();
+}
+
+std::string RenderErrorJson(const absl::Status& status) {
+  JsonWriter w;
+  w.BeginObject();
+  w.Key("error").String(status.message());
+  w.Key("code").String(
+      absl::AsciiStrToLower(absl::StatusCodeToString(status.code())));
+  w.EndObject();
+  return std::move(w).Take();
+}
+
+}  // namespace bubblewatch

@@ -1,0 +1,289 @@
+// Reads the JSON of query_report_json.cc back into the query results, for
+// `bubblewatch query --server`. Lenient about extra keys (a newer server may
+// add some), strict about the ones it needs.
+#include <cmath>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "serve/query_report.h"
+#include "simdjson.h"
+
+namespace bubblewatch {
+namespace {
+
+using simdjson::dom::array;
+using simdjson::dom::element;
+using simdjson::dom::object;
+
+// Reads fields of one JSON object; the first problem is kept (with the key's
+// path) and later reads return defaults, so callers check status() once.
+class Fields {
+ public:
+  Fields(object obj, std::string path, absl::Status* status)
+      : obj_(obj), path_(std::move(path)), status_(status) {}
+
+  element Get(const char* key) {
+    element e;
+    if (status_->ok() && obj_[key].get(e) != simdjson::SUCCESS) {
+      Fail(key, "missing");
+    }
+    return e;
+  }
+  bool Has(const char* key) {
+    element e;
+    return status_->ok() && obj_[key].get(e) == simdjson::SUCCESS;
+  }
+  bool IsNull(const char* key) {
+    element e = Get(key);
+    return status_->ok() && e.is_null();
+  }
+  int64_t Int(const char* key) {
+    int64_t v = 0;
+    element e = Get(key);
+    if (status_->ok() && e.get_int64().get(v) != simdjson::SUCCESS) {
+      Fail(key, "not an integer");
+    }
+    return v;
+  }
+  double Double(const char* key) {
+    double v = 0;
+    element e = Get(key);
+    if (status_->ok() && e.get_double().get(v) != simdjson::SUCCESS) {
+      Fail(key, "not a number");
+    }
+    return v;
+  }
+  // A `*_us` duration back to integer ns.
+  int64_t Ns(const char* key) { return std::llround(Double(key) * 1e3); }
+  std::string String(const char* key) {
+    std::string_view v;
+    element e = Get(key);
+    if (status_->ok() && e.get_string().get(v) != simdjson::SUCCESS) {
+      Fail(key, "not a string");
+    }
+    return std::string(v);
+  }
+  std::optional<Fields> Object(const char* key) {
+    object o;
+    element e = Get(key);
+    if (!status_->ok() || e.is_null()) return std::nullopt;
+    if (e.get_object().get(o) != simdjson::SUCCESS) {
+      Fail(key, "not an object");
+      return std::nullopt;
+    }
+    return Fields(o, absl::StrCat(path_, ".", key), status_);
+  }
+  // Calls `each(Fields)` for every object of the array at `key`.
+  template <typename F>
+  void Array(const char* key, F each) {
+    array a;
+    element e = Get(key);
+    if (status_->ok() && e.get_array().get(a) != simdjson::SUCCESS) {
+      Fail(key, "not an array");
+    }
+    if (!status_->ok()) return;
+    size_t i = 0;
+    for (element item : a) {
+      object o;
+      std::string path = absl::StrCat(path_, ".", key, "[", i++, "]");
+      if (item.get_object().get(o) != simdjson::SUCCESS) {
+        *status_ = absl::DataLossError(absl::StrCat(path, ": not an object"));
+        return;
+      }
+      Fields f(o, std::move(path), status_);
+      each(f);
+      if (!status_->ok()) return;
+    }
+  }
+
+ private:
+  void Fail(const char* key, const char* what) {
+    *status_ = absl::DataLossError(
+        absl::StrCat("bad server reply: ", path_, ".", key, ": ", what));
+  }
+
+  object obj_;
+  std::string path_;
+  absl::Status* status_;
+};
+
+std::optional<KernelRef> ReadKernel(Fields& f, const char* key) {
+  std::optional<Fields> k = f.Object(key);
+  if (!k.has_value()) return std::nullopt;
+  return KernelRef{.name = k->String("name"),
+                   .start_ns = k->Int("start_ns"),
+                   .end_ns = k->Int("end_ns"),
+                   .stream = static_cast<int32_t>(k->Int("stream"))};
+}
+
+Attribution ReadAttribution(Fields& f) {
+  Attribution a{};
+  if (std::optional<Fields> o = f.Object("attribution_us")) {
+    for (BubbleCause c : kAllBubbleCauses) {
+      const std::string name(BubbleCauseName(c));
+      a[static_cast<int>(c)] = o->Ns(name.c_str());
+    }
+  }
+  return a;
+}
+
+PeriodStats ReadPeriod(Fields& f) {
+  PeriodStats p;
+  p.windows = f.Int("windows");
+  p.span_ns = f.Ns("span_us");
+  p.compute_ns = f.Ns("compute_us");
+  p.bubble_ns = f.Ns("bubble_us");
+  p.attribution = ReadAttribution(f);
+  return p;
+}
+
+WindowPoint ReadWindow(Fields& f) {
+  WindowPoint p;
+  p.start_ns = f.Int("start_ns");
+  p.end_ns = f.Int("end_ns");
+  p.stats.span_ns = f.Ns("span_us");
+  p.stats.compute_ns = f.Ns("compute_us");
+  p.stats.bubble_ns = f.Ns("bubble_us");
+  p.stats.largest_bubble_ns = f.Ns("largest_bubble_us");
+  p.stats.largest_bubble_start_ns = f.Int("largest_bubble_start_ns");
+  p.stats.culprit_before_bubble = ReadKernel(f, "culprit_before_bubble");
+  p.stats.attribution = ReadAttribution(f);
+  p.devices = static_cast<int32_t>(f.Int("devices"));
+  p.gpu_events = f.Int("gpu_events");
+  p.cpu_events = f.Int("cpu_events");
+  p.late_events = f.Int("late_events");
+  p.closed_by = f.String("closed_by") == "idle_timeout"
+                    ? WindowSummary::ClosedBy::kIdleTimeout
+                    : WindowSummary::ClosedBy::kWatermark;
+  // Absent in reports of servers older than the field.
+  p.host_skew_ns = f.Has("host_skew_us") ? f.Ns("host_skew_us") : 0;
+  return p;
+}
+
+BubbleReport ReadBubble(Fields& f) {
+  BubbleReport b;
+  b.device = static_cast<int32_t>(f.Int("device"));
+  b.start_ns = f.Int("start_ns");
+  b.end_ns = f.Int("end_ns");
+  b.cause =
+      ParseBubbleCause(f.String("cause")).value_or(BubbleCause::kUnattributed);
+  b.blamed = f.String("blamed");
+  b.before = ReadKernel(f, "before");
+  b.after = ReadKernel(f, "after");
+  b.attribution = ReadAttribution(f);
+  return b;
+}
+
+// Parses `json` and calls `read(Fields&)` on its top-level object.
+template <typename T, typename F>
+absl::StatusOr<T> ParseTop(absl::string_view json, F read) {
+  simdjson::dom::parser parser;
+  element doc;
+  object root;
+  if (parser.parse(json.data(), json.size()).get(doc) != simdjson::SUCCESS ||
+      doc.get_object().get(root) != simdjson::SUCCESS) {
+    return absl::DataLossError("bad server reply: not a JSON object");
+  }
+  absl::Status status;
+  Fields f(root, "$", &status);
+  T value = read(f);
+  if (!status.ok()) return status;
+  return value;
+}
+
+}  // namespace
+
+absl::StatusOr<JobReport> ParseJobReportJson(absl::string_view json) {
+  return ParseTop<JobReport>(json, [](Fields& f) {
+    JobReport r;
+    r.job = f.String("job");
+    r.from_ns = f.Int("from_ns");
+    r.to_ns = f.Int("to_ns");
+    r.anchor_ns = f.Int("anchor_ns");
+    f.Array("windows", [&](Fields& w) { r.windows.push_back(ReadWindow(w)); });
+    f.Array("rolling", [&](Fields& w) {
+      r.rolling.push_back(RollingUtilization{
+          .range = absl::Seconds(w.Int("range_s")), .stats = ReadPeriod(w)});
+    });
+    if (std::optional<Fields> s = f.Object("summary")) {
+      r.summary = ReadPeriod(*s);
+      if (!s->IsNull("worst_utilization")) {
+        r.worst_utilization = s->Double("worst_utilization");
+      }
+      r.worst_window_start_ns = s->Int("worst_window_start_ns");
+    }
+    f.Array("top_bubbles",
+            [&](Fields& b) { r.top_bubbles.push_back(ReadBubble(b)); });
+    return r;
+  });
+}
+
+absl::StatusOr<FleetReport> ParseFleetJson(absl::string_view json) {
+  absl::Status order_status;
+  auto report = ParseTop<FleetReport>(json, [&](Fields& f) {
+    FleetReport r;
+    absl::StatusOr<FleetOrder> by = ParseFleetOrder(f.String("by"));
+    if (by.ok()) {
+      r.by = *by;
+    } else {
+      order_status = absl::DataLossError("bad server reply: $.by");
+    }
+    r.jobs = f.Int("jobs");
+    f.Array("top", [&](Fields& e) {
+      FleetEntry entry;
+      entry.job = e.String("job");
+      if (std::optional<Fields> w = e.Object("window")) {
+        entry.latest = ReadWindow(*w);
+      }
+      entry.score = r.by.Score(entry.latest.stats);
+      r.entries.push_back(std::move(entry));
+    });
+    if (std::optional<Fields> all = f.Object("fleet")) r.all = ReadPeriod(*all);
+    return r;
+  });
+  if (report.ok() && !order_status.ok()) return order_status;
+  return report;
+}
+
+absl::StatusOr<std::vector<JobInfo>> ParseJobsJson(absl::string_view json) {
+  return ParseTop<std::vector<JobInfo>>(json, [](Fields& f) {
+    std::vector<JobInfo> jobs;
+    f.Array("jobs", [&](Fields& j) {
+      JobInfo info;
+      info.job = j.String("job");
+      info.window_count = j.Int("window_count");
+      info.last_event_ns = j.Int("last_event_ns");
+      info.latest_window_start_ns = j.Int("latest_window_start_ns");
+      std::string err;
+      if (!absl::ParseTime(absl::RFC3339_full, j.String("last_seen"),
+                           &info.last_seen_wall, &err)) {
+        info.last_seen_wall = absl::UnixEpoch();
+      }
+      jobs.push_back(std::move(info));
+    });
+    return jobs;
+  });
+}
+
+absl::Status ParseErrorJson(absl::string_view json) {
+  simdjson::dom::parser parser;
+  element doc;
+  std::string_view message, code;
+  if (parser.parse(json.data(), json.size()).get(doc) != simdjson::SUCCESS ||
+      doc["error"].get_string().get(message) != simdjson::SUCCESS ||
+      doc["code"].get_string().get(code) != simdjson::SUCCESS) {
+    return absl::UnknownError("not an error reply");
+  }
+  absl::StatusCode c = absl::StatusCode::kUnknown;
+  if (code == "not_found") c = absl::StatusCode::kNotFound;
+  if (code == "invalid_argument") c = absl::StatusCode::kInvalidArgument;
+  if (code == "unauthenticated") c = absl::StatusCode::kUnauthenticated;
+  if (code == "unavailable") c = absl::StatusCode::kUnavailable;
+  return absl::Status(c, std::string(message));
+}
+
+}  // namespace bubblewatch

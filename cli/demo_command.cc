@@ -23,7 +23,7 @@
 #include "cli/exit_codes.h"
 #include "ingest/batched_trace.h"
 #include "ingest/event_producer.h"
-#include "ingest/synthetic_fleet.h"
+#include "ingest/synthetic/synthetic_fleet.h"
 #include "ingest/trace_replay.h"
 #include "kafka/embedded_kafka_cluster.h"
 #include "processor/stream_processor.h"

@@ -21,7 +21,7 @@
 #include "cli/produce_watch.h"
 #include "ingest/batched_trace.h"
 #include "ingest/event_producer.h"
-#include "ingest/synthetic_fleet.h"
+#include "ingest/synthetic/synthetic_fleet.h"
 #include "ingest/trace_reader.h"
 #include "ingest/trace_replay.h"
 #include "kafka/embedded_kafka_cluster.h"

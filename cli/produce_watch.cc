@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
 #include "cli/exit_codes.h"
-#include "ingest/job_name_pattern.h"
-#include "ingest/trace_watcher.h"
+#include "ingest/watch/job_name_pattern.h"
+#include "ingest/watch/trace_watcher.h"
 
 namespace bubblewatch {
 namespace {

@@ -1,7 +1,7 @@
 // `bubblewatch produce --watch DIR`: the long-running mode of produce, which
 // follows a directory and sends each finished trace file once (see
-// ingest/trace_watcher.h). Split from produce_command.cc, which parses the
-// flags shared by all modes.
+// ingest/watch/trace_watcher.h). Split from produce_command.cc, which parses
+// the flags shared by all modes.
 #ifndef BUBBLEWATCH_CLI_PRODUCE_WATCH_H_
 #define BUBBLEWATCH_CLI_PRODUCE_WATCH_H_
 

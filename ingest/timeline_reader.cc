@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "base/status_macros.h"
-#include "ingest/json_support.h"
+#include "ingest/trace_io/json_support.h"
 
 namespace bubblewatch {
 namespace {

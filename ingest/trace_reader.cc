@@ -7,10 +7,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "ingest/chrome_trace_reader.h"
-#include "ingest/nsys_reader.h"
+#include "ingest/chrome/chrome_trace_reader.h"
+#include "ingest/nsys/nsys_reader.h"
 #include "ingest/timeline_reader.h"
-#include "ingest/trace_file.h"
+#include "ingest/trace_io/trace_file.h"
 
 namespace bubblewatch {
 namespace {

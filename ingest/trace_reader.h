@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "ingest/chrome_trace_reader.h"
+#include "ingest/chrome/chrome_trace_reader.h"
 #include "schemas/trace.h"
 
 namespace bubblewatch {

@@ -36,8 +36,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "benchmark/benchmark.h"
-#include "ingest/chrome_trace_reader.h"
-#include "ingest/trace_file.h"
+#include "ingest/chrome/chrome_trace_reader.h"
+#include "ingest/trace_io/trace_file.h"
 #include "ingest/trace_reader.h"
 
 namespace bubblewatch {

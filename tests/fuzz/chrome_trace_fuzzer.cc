@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "ingest/chrome_trace_reader.h"
+#include "ingest/chrome/chrome_trace_reader.h"
 #include "tests/fuzz/trace_invariants.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -13,7 +13,7 @@
 #include <cstdio>
 #include <string>
 
-#include "ingest/nsys_reader.h"
+#include "ingest/nsys/nsys_reader.h"
 #include "tests/fuzz/trace_invariants.h"
 
 namespace {

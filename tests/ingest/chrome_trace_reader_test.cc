@@ -1,4 +1,4 @@
-#include "ingest/chrome_trace_reader.h"
+#include "ingest/chrome/chrome_trace_reader.h"
 
 #include <cstdint>
 #include <string>
@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "ingest/decimal_time.h"
-#include "ingest/json_support.h"
+#include "ingest/trace_io/decimal_time.h"
+#include "ingest/trace_io/json_support.h"
 
 namespace bubblewatch {
 namespace {

@@ -16,8 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "ingest/chrome_trace_reader.h"
-#include "ingest/trace_file.h"
+#include "ingest/chrome/chrome_trace_reader.h"
+#include "ingest/trace_io/trace_file.h"
 #include "ingest/trace_reader.h"
 
 namespace bubblewatch {

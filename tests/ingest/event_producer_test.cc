@@ -9,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ingest/batched_trace.h"
-#include "ingest/synthetic_fleet.h"
+#include "ingest/synthetic/synthetic_fleet.h"
 #include "ingest/trace_replay.h"
 #include "kafka/embedded_kafka_cluster.h"
 #include "schemas/event_batch_codec.h"

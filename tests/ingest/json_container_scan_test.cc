@@ -1,4 +1,4 @@
-#include "ingest/json_container_scan.h"
+#include "ingest/chrome/json_container_scan.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "ingest/nsys_reader.h"
+#include "ingest/nsys/nsys_reader.h"
 
 #include <sqlite3.h>
 #include <unistd.h>

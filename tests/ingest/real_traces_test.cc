@@ -13,9 +13,9 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "ingest/chrome_trace_reader.h"
-#include "ingest/nsys_reader.h"
-#include "ingest/trace_file.h"
+#include "ingest/chrome/chrome_trace_reader.h"
+#include "ingest/nsys/nsys_reader.h"
+#include "ingest/trace_io/trace_file.h"
 #include "simdjson.h"
 
 namespace bubblewatch {

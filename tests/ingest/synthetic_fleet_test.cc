@@ -1,4 +1,4 @@
-#include "ingest/synthetic_fleet.h"
+#include "ingest/synthetic/synthetic_fleet.h"
 
 #include <algorithm>
 #include <map>
@@ -7,7 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "ingest/synthetic_names.h"
+#include "ingest/synthetic/synthetic_names.h"
 
 namespace bubblewatch {
 namespace {

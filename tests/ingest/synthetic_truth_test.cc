@@ -1,11 +1,11 @@
-#include "ingest/synthetic_truth.h"
+#include "ingest/synthetic/synthetic_truth.h"
 
 #include <map>
 
 #include "analysis/bubble_analyzer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "ingest/synthetic_fleet.h"
+#include "ingest/synthetic/synthetic_fleet.h"
 
 namespace bubblewatch {
 namespace {

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "ingest/trace_file.h"
+#include "ingest/trace_io/trace_file.h"
 
 namespace bubblewatch {
 namespace {

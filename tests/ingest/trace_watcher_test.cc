@@ -3,7 +3,7 @@
 // embedded (mock) Kafka cluster with a fake clock (PollOnce(now)), so that
 // no test sleeps. The kill-and-restart test against a real broker is in
 // tests/cli/produce_watch_kafka_test.cc.
-#include "ingest/trace_watcher.h"
+#include "ingest/watch/trace_watcher.h"
 
 #include <sys/stat.h>
 #include <zlib.h>
@@ -20,8 +20,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "ingest/job_name_pattern.h"
-#include "ingest/watch_state.h"
+#include "ingest/watch/job_name_pattern.h"
+#include "ingest/watch/watch_state.h"
 #include "kafka/embedded_kafka_cluster.h"
 #include "schemas/event_batch_codec.h"
 #include "tests/kafka/topic_reader.h"

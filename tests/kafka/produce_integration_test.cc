@@ -25,7 +25,7 @@
 #include "gtest/gtest.h"
 #include "ingest/batched_trace.h"
 #include "ingest/event_producer.h"
-#include "ingest/synthetic_fleet.h"
+#include "ingest/synthetic/synthetic_fleet.h"
 #include "ingest/trace_reader.h"
 #include "ingest/trace_replay.h"
 #include "schemas/event_batch_codec.h"

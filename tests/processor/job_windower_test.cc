@@ -10,7 +10,7 @@
 #include "analysis/bubble_analyzer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "ingest/synthetic_fleet.h"
+#include "ingest/synthetic/synthetic_fleet.h"
 
 namespace bubblewatch {
 namespace {

@@ -22,7 +22,7 @@
 #include "absl/container/btree_map.h"
 #include "analysis/bubble_analyzer.h"
 #include "gtest/gtest.h"
-#include "ingest/synthetic_fleet.h"
+#include "ingest/synthetic/synthetic_fleet.h"
 #include "kafka/kafka_admin.h"
 #include "kafka/kafka_config.h"
 #include "kafka/kafka_handles.h"

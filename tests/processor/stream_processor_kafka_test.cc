@@ -33,7 +33,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ingest/event_producer.h"
-#include "ingest/synthetic_fleet.h"
+#include "ingest/synthetic/synthetic_fleet.h"
 #include "kafka/kafka_config.h"
 #include "kafka/kafka_handles.h"
 #include "schemas/event_batch_codec.h"

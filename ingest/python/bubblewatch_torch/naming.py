@@ -4,7 +4,7 @@ import os
 import re
 import time
 
-# The watcher's default --job-from-name pattern (ingest/job_name_pattern.h),
+# The watcher's default --job-from-name pattern (ingest/watch/job_name_pattern.h),
 # in Python's spelling of named groups.
 DEFAULT_JOB_PATTERN = r"(?P<job>[A-Za-z0-9_-]+)\.rank(?P<rank>\d+)\."
 

@@ -21,11 +21,11 @@ try:
 except ImportError:
     HAVE_TORCH = False
 
-# The watcher's default pattern as written in ingest/job_name_pattern.h
+# The watcher's default pattern as written in ingest/watch/job_name_pattern.h
 # (C++ spelling, (?<name>...)), read from the header so that the two cannot
 # drift apart.
 HEADER = os.path.join(os.path.dirname(__file__), "..", "..", "..", "ingest",
-                      "job_name_pattern.h")
+                      "watch", "job_name_pattern.h")
 
 
 def watcher_default_pattern():

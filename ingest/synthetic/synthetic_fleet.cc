@@ -1,0 +1,201 @@
+#include "ingest/synthetic/synthetic_fleet.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "ingest/synthetic/synthetic_names.h"
+#include "ingest/synthetic/synthetic_rank.h"
+#include "ingest/synthetic/synthetic_step.h"
+
+namespace bubblewatch {
+namespace {
+
+constexpr std::array<absl::string_view, 7> kScenarioNames = {
+    "healthy", "sync", "launch", "alloc", "dataloader", "memcpy", "mix"};
+
+// The scenarios `mix` cycles through, by job index.
+constexpr std::array<SyntheticScenario, 6> kMixedScenarios = {
+    SyntheticScenario::kHealthy,    SyntheticScenario::kSync,
+    SyntheticScenario::kLaunch,     SyntheticScenario::kAlloc,
+    SyntheticScenario::kDataloader, SyntheticScenario::kMemcpy};
+
+std::vector<std::string> SyntheticNameTable() {
+  std::vector<std::string> names;
+  names.reserve(kSyntheticNames.size());
+  for (absl::string_view name : kSyntheticNames) {
+    names.emplace_back(name.data(), name.size());
+  }
+  return names;
+}
+
+uint64_t RankSeed(uint64_t seed, int job, int rank) {
+  uint64_t state = seed;
+  uint64_t mixed = SplitMix64(&state);
+  mixed ^= (static_cast<uint64_t>(job) + 1) * 0xd6e8feb86659fd93ULL;
+  mixed ^= (static_cast<uint64_t>(rank) + 1) * 0xa0761d6478bd642fULL;
+  return SplitMix64(&mixed);
+}
+
+Trace GenerateRank(const SyntheticFleetOptions& options, const std::string& job,
+                   SyntheticScenario scenario, int job_index, int rank,
+                   TruthAccumulator* truth, std::vector<PlantedGap>* gaps) {
+  Trace trace;
+  trace.names = SyntheticNameTable();
+  trace.job = job;
+  trace.host = absl::StrFormat("%s-node-%02d", job, rank / 8);
+  trace.rank = rank;
+  trace.world_size = options.gpus_per_job;
+  trace.source_format = "synthetic";
+  const double seconds = absl::ToDoubleSeconds(options.duration);
+  const auto expected_events =
+      static_cast<size_t>(seconds * options.events_per_second_per_gpu * 1.05);
+  trace.gpu.reserve(expected_events * 2 / 5);
+  trace.cpu.reserve(expected_events * 7 / 10);
+
+  // One process per rank; its launching thread is the main thread.
+  const uint64_t pid = 4000 + static_cast<uint64_t>(rank);
+  RankSimulator sim(
+      /*device=*/rank, /*thread=*/(pid << 32) | pid,
+      /*correlation_base=*/(static_cast<uint64_t>(rank) + 1) << 40,
+      options.start_time_ns, options.events_per_second_per_gpu,
+      RankSeed(options.seed, job_index, rank), &trace, truth, gaps);
+  const int64_t end_ns =
+      options.start_time_ns + absl::ToInt64Nanoseconds(options.duration);
+  for (int64_t step = 0; sim.host_now() < end_ns; ++step) {
+    sim.Run(BuildStepPlan(scenario, step, sim.rng()));
+  }
+  sim.Finish();
+  return trace;
+}
+
+}  // namespace
+
+absl::string_view SyntheticScenarioName(SyntheticScenario scenario) {
+  return kScenarioNames[static_cast<int>(scenario)];
+}
+
+std::optional<SyntheticScenario> ParseSyntheticScenario(
+    absl::string_view name) {
+  for (size_t i = 0; i < kScenarioNames.size(); ++i) {
+    if (kScenarioNames[i] == name) return static_cast<SyntheticScenario>(i);
+  }
+  return std::nullopt;
+}
+
+Trace SyntheticJob::MergedTrace() const {
+  Trace merged;
+  merged.names = SyntheticNameTable();
+  merged.job = job;
+  merged.world_size = ranks.empty() ? -1 : ranks.front().world_size;
+  merged.host = ranks.size() == 1 ? ranks.front().host : "";
+  merged.source_format = "synthetic";
+  size_t gpu = 0;
+  size_t cpu = 0;
+  for (const Trace& r : ranks) {
+    gpu += r.gpu.size();
+    cpu += r.cpu.size();
+  }
+  merged.gpu.reserve(gpu);
+  merged.cpu.reserve(cpu);
+  for (const Trace& r : ranks) {
+    merged.gpu.insert(merged.gpu.end(), r.gpu.begin(), r.gpu.end());
+    merged.cpu.insert(merged.cpu.end(), r.cpu.begin(), r.cpu.end());
+  }
+  return merged;
+}
+
+absl::StatusOr<std::vector<SyntheticJob>> GenerateSyntheticFleet(
+    const SyntheticFleetOptions& options) {
+  if (options.jobs < 1 || options.gpus_per_job < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("need at least one job and one GPU per job, got ",
+                     options.jobs, " and ", options.gpus_per_job));
+  }
+  if (options.duration <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("the duration must be positive");
+  }
+  if (!(options.events_per_second_per_gpu > 0)) {
+    return absl::InvalidArgumentError("the event rate must be positive");
+  }
+  if (options.truth_window_ns < 1'000'000) {
+    return absl::InvalidArgumentError("truth windows must be >= 1 ms");
+  }
+  // Ranks are independent (own seed, own device), so they are generated in
+  // parallel; each has its own truth, concatenated per job in rank order.
+  struct RankResult {
+    Trace trace;
+    std::vector<TruthWindow> truth;
+    std::vector<PlantedGap> gaps;
+  };
+  const int num_ranks = options.jobs * options.gpus_per_job;
+  std::vector<RankResult> results(num_ranks);
+  std::vector<std::string> names(options.jobs);
+  std::vector<SyntheticScenario> scenarios(options.jobs);
+  for (int j = 0; j < options.jobs; ++j) {
+    names[j] = absl::StrFormat("%s-%03d", options.job_prefix, j);
+    scenarios[j] = options.scenario == SyntheticScenario::kMix
+                       ? kMixedScenarios[j % kMixedScenarios.size()]
+                       : options.scenario;
+  }
+  std::atomic<int> next{0};
+  auto work = [&] {
+    for (int i = next++; i < num_ranks; i = next++) {
+      const int j = i / options.gpus_per_job;
+      const int r = i % options.gpus_per_job;
+      TruthAccumulator truth(options.truth_window_ns);
+      RankResult& result = results[i];
+      result.trace = GenerateRank(options, names[j], scenarios[j], j, r, &truth,
+                                  options.keep_gaps ? &result.gaps : nullptr);
+      result.truth = truth.Windows();
+    }
+  };
+  const int threads = std::clamp<int>(std::thread::hardware_concurrency(), 1,
+                                      std::min(num_ranks, 16));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+
+  std::vector<SyntheticJob> jobs(options.jobs);
+  for (int j = 0; j < options.jobs; ++j) {
+    SyntheticJob& job = jobs[j];
+    job.job = names[j];
+    job.scenario = scenarios[j];
+    job.truth_window_ns = options.truth_window_ns;
+    for (int r = 0; r < options.gpus_per_job; ++r) {
+      RankResult& result = results[j * options.gpus_per_job + r];
+      job.ranks.push_back(std::move(result.trace));
+      job.truth.insert(job.truth.end(), result.truth.begin(),
+                       result.truth.end());
+      job.gaps.insert(job.gaps.end(),
+                      std::make_move_iterator(result.gaps.begin()),
+                      std::make_move_iterator(result.gaps.end()));
+    }
+  }
+  return jobs;
+}
+
+absl::Status WriteSyntheticTruthFile(const std::vector<SyntheticJob>& jobs,
+                                     absl::string_view path) {
+  std::string text;
+  for (const SyntheticJob& job : jobs) {
+    WriteTruthJsonLines(job.job, SyntheticScenarioName(job.scenario),
+                        job.truth_window_ns, job.truth, &text);
+  }
+  const std::string file(path.data(), path.size());
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  out.close();
+  if (!out) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot write the truth file ", file));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace bubblewatch

@@ -1,0 +1,197 @@
+#include "ingest/watch/watch_state.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+
+namespace bubblewatch {
+namespace {
+
+constexpr char kHeader[] = "bubblewatch-watch-state v1";
+
+absl::Status ErrnoStatus(int err, absl::string_view what) {
+  std::string message = absl::StrCat(what, ": ", std::strerror(err));
+  if (err == EACCES || err == EPERM || err == EROFS) {
+    return absl::PermissionDeniedError(message);
+  }
+  return absl::UnavailableError(message);
+}
+
+// Writes `content` to `path` durably: temp file, fsync, rename, fsync of the
+// directory (so the rename itself survives a power cut).
+absl::Status WriteFileAtomically(const std::string& path,
+                                 const std::string& content) {
+  const std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("creating ", tmp));
+  size_t done = 0;
+  while (done < content.size()) {
+    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return ErrnoStatus(err, absl::StrCat("writing ", tmp));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return ErrnoStatus(err, absl::StrCat("fsync of ", tmp));
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("renaming ", tmp, " to ", path));
+  }
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  int dir_fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dir_fd >= 0) {
+    ::fsync(dir_fd);
+    ::close(dir_fd);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+uint64_t ContentHash(absl::string_view bytes) {
+  ContentHasher hasher;
+  hasher.Update(bytes);
+  return hasher.hash();
+}
+
+void ContentHasher::Update(absl::string_view bytes) {
+  uint64_t h = hash_;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  hash_ = h;
+}
+
+absl::StatusOr<uint64_t> ContentHashOfFile(const std::string& path,
+                                           int64_t* size, int64_t* mtime_ns) {
+  // O_NONBLOCK: a FIFO put in the file's place must not hang the caller.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return ErrnoStatus(errno, "cannot open");
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::UnavailableError("not a regular file");
+  }
+  // 1 MiB: few syscalls, and all the memory a file of any size takes.
+  constexpr size_t kPiece = 1 << 20;
+  std::unique_ptr<char[]> buffer(new char[kPiece]);
+  ContentHasher hasher;
+  while (true) {
+    const ssize_t n = ::read(fd, buffer.get(), kPiece);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return ErrnoStatus(err, "reading");
+    }
+    if (n == 0) break;
+    hasher.Update(absl::string_view(buffer.get(), static_cast<size_t>(n)));
+  }
+  const int stat_rc = ::fstat(fd, &st);
+  const int err = errno;
+  ::close(fd);
+  if (stat_rc != 0) return ErrnoStatus(err, "fstat");
+  *size = st.st_size;
+  *mtime_ns = int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
+  return hasher.hash();
+}
+
+absl::StatusOr<WatchState> WatchState::Open(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return ErrnoStatus(ec.value(),
+                       absl::StrCat("creating the state directory ", dir));
+  }
+  WatchState state((std::filesystem::path(dir) / "watch-state").string());
+  std::ifstream in(state.path_);
+  if (!in) {
+    if (std::filesystem::exists(state.path_)) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("cannot read ", state.path_));
+    }
+    return state;
+  }
+  std::string line;
+  int line_number = 0;
+  auto corrupt = [&](absl::string_view why) {
+    return absl::DataLossError(absl::StrCat(
+        state.path_, " line ", line_number, ": ", why,
+        " (deleting the file is safe: files are then resent and the "
+        "processor drops what it already counted)"));
+  };
+  while (std::getline(in, line)) {
+    ++line_number;
+    if (line_number == 1) {
+      if (line != kHeader) return corrupt("not a bubblewatch watch state");
+      continue;
+    }
+    if (line.empty()) continue;
+    std::pair<std::string, std::string> parts =
+        absl::StrSplit(line, absl::MaxSplits(' ', 1));
+    uint64_t hash = 0;
+    if (parts.first.size() != 16 || !absl::SimpleHexAtoi(parts.first, &hash)) {
+      return corrupt("expected '<16 hex digits> <file name>'");
+    }
+    state.sent_[hash] = parts.second;
+  }
+  return state;
+}
+
+absl::Status WatchState::Add(uint64_t content_hash, absl::string_view name) {
+  sent_[content_hash] = std::string(name);
+  return Write();
+}
+
+absl::Status WatchState::Retain(
+    const absl::flat_hash_set<std::string>& present) {
+  const size_t before = sent_.size();
+  for (auto it = sent_.begin(); it != sent_.end();) {
+    if (present.contains(it->second)) {
+      ++it;
+    } else {
+      sent_.erase(it++);
+    }
+  }
+  if (sent_.size() == before) return absl::OkStatus();
+  return Write();
+}
+
+absl::Status WatchState::Write() const {
+  // Sorted, so that the file is stable and diffable.
+  std::vector<std::pair<std::string, uint64_t>> rows;
+  rows.reserve(sent_.size());
+  for (const auto& [hash, name] : sent_) rows.emplace_back(name, hash);
+  std::sort(rows.begin(), rows.end());
+  std::string out = absl::StrCat(kHeader, "\n");
+  for (const auto& [name, hash] : rows) {
+    absl::StrAppend(&out, absl::StrFormat("%016x", hash), " ", name, "\n");
+  }
+  return WriteFileAtomically(path_, out);
+}
+
+}  // namespace bubblewatch

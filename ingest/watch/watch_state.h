@@ -1,0 +1,89 @@
+// WatchState: the watcher's memory across restarts: which trace files every
+// batch of which the brokers acknowledged, keyed by a hash of the file's
+// bytes (so a file is recognized after a rename, and a rewritten file is
+// not).
+//
+// The state lives in one small text file, "<dir>/watch-state", rewritten
+// whole on every change through a temporary file, fsync and rename, so a
+// crash leaves either the old or the new version, never a torn one.
+// A file missing from the state is simply sent again: the processor drops
+// the batches it already counted (same producer id and sequence), so the
+// state only saves work; it is not what makes delivery exactly-once.
+//
+// Thread safety: none; one watcher owns it.
+#ifndef BUBBLEWATCH_INGEST_WATCH_WATCH_STATE_H_
+#define BUBBLEWATCH_INGEST_WATCH_WATCH_STATE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace bubblewatch {
+
+// A stable 64-bit hash (FNV-1a) of `bytes`: the same on every run and
+// machine, unlike absl::Hash.
+uint64_t ContentHash(absl::string_view bytes);
+
+// ContentHash of bytes given piece by piece, so that a file of any size is
+// hashed with a fixed-size buffer: after Update(a), Update(b), hash() equals
+// ContentHash(a + b), whatever the split (states written before hold hashes
+// of whole files).
+class ContentHasher {
+ public:
+  void Update(absl::string_view bytes);
+  uint64_t hash() const { return hash_; }
+
+ private:
+  uint64_t hash_ = 14695981039346656037ull;  // FNV-1a 64's offset basis.
+};
+
+// ContentHash of the file at `path`, read in fixed-size pieces; `size` and
+// `mtime_ns` get its fstat after the read, so that a caller can tell whether
+// the bytes hashed are those of the version it saw.
+// Errors: kPermissionDenied / kUnavailable, also for a FIFO or other file
+// that is not a regular one (the message does not repeat the path).
+absl::StatusOr<uint64_t> ContentHashOfFile(const std::string& path,
+                                           int64_t* size, int64_t* mtime_ns);
+
+class WatchState {
+ public:
+  // Opens the state in `dir`, creating the directory if missing; an absent
+  // state file is an empty state.
+  // Errors: kPermissionDenied / kUnavailable for the file system; kDataLoss
+  // for a state file that does not parse (the message names it: deleting it
+  // is safe, the files are then resent and deduplicated downstream).
+  static absl::StatusOr<WatchState> Open(const std::string& dir);
+
+  // True if a file with this content hash was fully acknowledged.
+  bool Contains(uint64_t content_hash) const {
+    return sent_.contains(content_hash);
+  }
+  size_t size() const { return sent_.size(); }
+
+  // Records `content_hash` (file `name`, for people reading the state) as
+  // acknowledged and writes the state durably before returning.
+  absl::Status Add(uint64_t content_hash, absl::string_view name);
+
+  // Forgets entries whose file name is not in `present` (files moved away or
+  // deleted after sending), writing the state if anything changed, so that
+  // the state stays as small as the watched directory.
+  absl::Status Retain(const absl::flat_hash_set<std::string>& present);
+
+  const std::string& path() const { return path_; }
+
+ private:
+  explicit WatchState(std::string path) : path_(std::move(path)) {}
+  absl::Status Write() const;
+
+  std::string path_;
+  absl::flat_hash_map<uint64_t, std::string> sent_;  // hash -> name.
+};
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_INGEST_WATCH_WATCH_STATE_H_

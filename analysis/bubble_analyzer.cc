@@ -77,6 +77,10 @@ class Analyzer {
                                 int64_t lo, int64_t hi) const;
   std::string Blame(const DeviceInput& input, const GapContext& ctx,
                     BubbleCause cause, int64_t lo, int64_t hi) const;
+  // Fills the breakdowns of options_.breakdown_intervals on `device`.
+  void BreakDownIntervals(int32_t device, const DeviceTimeline& timeline,
+                          const IntervalSet& copies,
+                          std::vector<IntervalBreakdown>& out) const;
 
   const Trace& trace_;
   const AnalyzerOptions& options_;
@@ -369,6 +373,45 @@ bool LongerGap(int64_t len_a, int64_t start_a, int32_t dev_a, int64_t len_b,
   return dev_a < dev_b;
 }
 
+void Analyzer::BreakDownIntervals(int32_t device,
+                                  const DeviceTimeline& timeline,
+                                  const IntervalSet& copies,
+                                  std::vector<IntervalBreakdown>& out) const {
+  const std::vector<Interval>& busy = timeline.busy();
+  const std::vector<Gap>& gaps = timeline.gaps();
+  if (busy.empty()) return;
+  const int64_t span_start = busy.front().start;
+  const int64_t span_end = std::max(
+      busy.back().end, gaps.empty() ? busy.back().end : gaps.back().end_ns);
+  for (size_t i = 0; i < options_.breakdown_intervals.size(); ++i) {
+    const DeviceInterval& q = options_.breakdown_intervals[i];
+    if (q.device != device || q.end_ns <= q.start_ns) continue;
+    IntervalBreakdown& b = out[i];
+    const int64_t lo = std::max(q.start_ns, span_start);
+    const int64_t hi = std::min(q.end_ns, span_end);
+    b.outside_ns = (q.end_ns - q.start_ns) - std::max<int64_t>(0, hi - lo);
+    if (lo >= hi) continue;
+    // Busy intervals and gaps are sorted and disjoint: start at the first
+    // one ending after lo.
+    auto busy_it = std::upper_bound(
+        busy.begin(), busy.end(), lo,
+        [](int64_t t, const Interval& v) { return t < v.end; });
+    for (; busy_it != busy.end() && busy_it->start < hi; ++busy_it) {
+      b.busy_ns += std::min(hi, busy_it->end) - std::max(lo, busy_it->start);
+    }
+    auto gap_it =
+        std::upper_bound(gaps.begin(), gaps.end(), lo,
+                         [](int64_t t, const Gap& g) { return t < g.end_ns; });
+    for (; gap_it != gaps.end() && gap_it->start_ns < hi; ++gap_it) {
+      GapContext ctx = MakeGapContext(timeline, *gap_it);
+      AttributeGap(ctx, copies, lo, hi,
+                   [&](BubbleCause c, int64_t, int64_t ns) {
+                     b.bubble[static_cast<int>(c)] += ns;
+                   });
+    }
+  }
+}
+
 absl::StatusOr<Analysis> Analyzer::Run() {
   if (absl::Status s = PartitionAndValidate(); !s.ok()) return s;
   launches_.emplace(trace_);
@@ -376,6 +419,12 @@ absl::StatusOr<Analysis> Analyzer::Run() {
 
   Analysis out;
   out.cpu_events = static_cast<int64_t>(trace_.cpu.size());
+  out.breakdowns.resize(options_.breakdown_intervals.size());
+  for (size_t i = 0; i < out.breakdowns.size(); ++i) {
+    const DeviceInterval& q = options_.breakdown_intervals[i];
+    // Until its device says otherwise, all of it lies outside any span.
+    out.breakdowns[i].outside_ns = std::max<int64_t>(0, q.end_ns - q.start_ns);
+  }
   WindowAccumulator windows(options_.window_ns);
 
   struct GapRef {
@@ -471,6 +520,7 @@ absl::StatusOr<Analysis> Analyzer::Run() {
                            });
       }
     }
+    BreakDownIntervals(input.device, timeline, copies, out.breakdowns);
     out.kernels += d.kernels;
     out.copies += d.copies;
     out.kernels_with_launch += d.kernels_with_launch;

@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "schemas/analysis.h"
 #include "schemas/trace.h"
 
@@ -51,6 +52,13 @@ struct AnalyzerOptions {
   // windows. The streaming processor caps open windows per job itself
   // (ProcessorLimits::max_open_windows) and passes 0.
   int64_t max_windows = 1'000'000;
+  // Intervals of one device each to break down (Analysis::breakdowns, in
+  // the same order): how much of each is busy and how its bubble time is
+  // attributed, by exactly the rules of the whole analysis (a gap cut by an
+  // interval's edges is attributed as windows cut it). The collective
+  // analysis asks where a rank's time went between two sync points.
+  // Borrowed: must outlive the call.
+  absl::Span<const DeviceInterval> breakdown_intervals;
 };
 
 // Analyzes `trace`.

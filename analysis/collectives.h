@@ -10,9 +10,12 @@
 // the reader recorded (Trace::collectives). Several ranks may share a Trace
 // (an Nsight Systems export of a whole node: one rank per device).
 //
-// Cost: O(n log n) in the events of the traces (one AnalyzeTrace per trace,
-// with interval queries), plus O(m log m) in the collective kernels; memory
-// O(n + m), not O(ranks²).
+// It runs AnalyzeTrace once per distinct trace (with the interval
+// breakdowns it needs) and returns those analyses too, so a caller never
+// analyzes a trace twice.
+//
+// Cost: O(n log n) in the events of the traces, plus O(m log m) in the
+// collective kernels; memory O(n + m), not O(ranks²).
 #ifndef BUBBLEWATCH_ANALYSIS_COLLECTIVES_H_
 #define BUBBLEWATCH_ANALYSIS_COLLECTIVES_H_
 
@@ -23,6 +26,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "analysis/bubble_analyzer.h"
 #include "schemas/analysis.h"
 #include "schemas/bubble_cause.h"
 #include "schemas/trace.h"
@@ -146,13 +150,20 @@ struct CollectiveAnalysis {
   int64_t seq_backwards = 0;   // Kernels whose Seq went backwards: skipped.
   std::vector<Straggler> stragglers;          // By wait_caused_ns, descending.
   std::vector<CollectiveInstance> instances;  // If keep_instances.
+  // AnalyzeTrace of each distinct trace, in order of first appearance in
+  // the inputs (with the caller's AnalyzerOptions).
+  std::vector<const Trace*> traces;
+  std::vector<Analysis> analyses;
 };
 
-// Errors: kInvalidArgument for fewer than one rank, a duplicate rank, ranks
-// of different jobs (Trace::job set and different), or events outside the
-// accepted times (as AnalyzeTrace).
+// Errors: kInvalidArgument for no rank, a duplicate rank, ranks of different
+// jobs (Trace::job set on both and different), a null trace, or what
+// AnalyzeTrace refuses. Collective kernels whose Seq is not after the
+// previous one of their group on that rank are skipped and counted
+// (seq_backwards), never an error.
 absl::StatusOr<CollectiveAnalysis> AnalyzeCollectives(
-    absl::Span<const RankInput> ranks, const CollectiveOptions& options = {});
+    absl::Span<const RankInput> ranks, const CollectiveOptions& options = {},
+    const AnalyzerOptions& analyzer_options = {});
 
 }  // namespace bubblewatch
 

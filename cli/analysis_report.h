@@ -12,7 +12,8 @@
 
 namespace bubblewatch {
 
-struct Diagnosis;  // analysis/diagnosis.h
+struct Diagnosis;           // analysis/diagnosis.h
+struct CollectiveAnalysis;  // analysis/collectives.h
 
 // What was read, for the report's header ("workload hints").
 struct InputSummary {
@@ -35,10 +36,13 @@ InputSummary SummarizeInput(const Trace& trace, std::string path,
                             std::string format);
 
 // The `--json` object (one line, or indented when `pretty`). With a
-// `diagnosis`, it also holds a "diagnosis" object after "advice".
+// `diagnosis`, it also holds a "diagnosis" object after "advice"; with
+// `collectives` (one trace holding several ranks), "ranks", "collectives"
+// and "stragglers" after "input".
 std::string RenderAnalysisJson(const Analysis& analysis,
                                const InputSummary& input, bool pretty,
-                               const Diagnosis* diagnosis = nullptr);
+                               const Diagnosis* diagnosis = nullptr,
+                               const CollectiveAnalysis* collectives = nullptr);
 
 // The human-readable report. `color` adds ANSI colors for terminals.
 std::string RenderAnalysisText(const Analysis& analysis,

@@ -2,6 +2,7 @@
 // the seed's JSON shape and docs/semantics.md#reports specify.
 #include "base/json_writer.h"
 #include "cli/analysis_report.h"
+#include "cli/collectives_report.h"
 #include "cli/diagnosis_report.h"
 
 namespace bubblewatch {
@@ -87,7 +88,8 @@ void WriteAdvice(JsonWriter& w, const UtilizationStats& s) {
 }  // namespace
 
 std::string RenderAnalysisJson(const Analysis& a, const InputSummary& in,
-                               bool pretty, const Diagnosis* diagnosis) {
+                               bool pretty, const Diagnosis* diagnosis,
+                               const CollectiveAnalysis* collectives) {
   JsonWriter w(pretty ? 2 : 0);
   w.BeginObject();
   WriteStats(w, a.job);
@@ -167,6 +169,7 @@ std::string RenderAnalysisJson(const Analysis& a, const InputSummary& in,
   for (const auto& [reason, count] : skipped) w.Key(reason).Int(count);
   w.EndObject();
   w.EndObject();
+  if (collectives != nullptr) WriteCollectivesJson(w, *collectives);
   w.EndObject();
   std::string out = std::move(w).Take();
   out.push_back('\n');

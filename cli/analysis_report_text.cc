@@ -5,49 +5,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/analysis_report.h"
+#include "cli/text_style.h"
 
 namespace bubblewatch {
 namespace {
 
-std::string Percent(double ratio) {
-  return absl::StrFormat("%.1f%%", ratio * 100.0);
-}
-
-std::string Bar(double ratio, int width) {
-  int filled = static_cast<int>(ratio * width + 0.5);
-  filled = std::clamp(filled, 0, width);
-  std::string bar;
-  for (int i = 0; i < filled; ++i) bar += "\u2588";
-  for (int i = filled; i < width; ++i) bar += "\u00b7";
-  return bar;
-}
-
 std::string Name(const std::optional<KernelRef>& k) {
   return k ? k->name : "-";
 }
-
-// Long kernel names (templated CUDA) are shortened in the middle.
-std::string Shorten(absl::string_view s, size_t max) {
-  if (s.size() <= max) return std::string(s);
-  size_t head = (max - 3) * 2 / 3;
-  size_t tail = max - 3 - head;
-  return absl::StrCat(s.substr(0, head), "...", s.substr(s.size() - tail));
-}
-
-class Styler {
- public:
-  explicit Styler(bool color) : color_(color) {}
-  std::string Bold(absl::string_view s) const { return Wrap("1", s); }
-  std::string Dim(absl::string_view s) const { return Wrap("2", s); }
-  std::string Red(absl::string_view s) const { return Wrap("31", s); }
-
- private:
-  std::string Wrap(absl::string_view code, absl::string_view s) const {
-    if (!color_) return std::string(s);
-    return absl::StrCat("\033[", code, "m", s, "\033[0m");
-  }
-  bool color_;
-};
 
 }  // namespace
 

@@ -1,16 +1,22 @@
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "analysis/bubble_analyzer.h"
+#include "analysis/collectives.h"
 #include "analysis/diagnosis.h"
+#include "base/json_writer.h"
 #include "cli/analysis_report.h"
+#include "cli/collectives_report.h"
 #include "cli/command_line.h"
 #include "cli/commands.h"
 #include "cli/diagnosis_report.h"
@@ -24,6 +30,83 @@ namespace {
 int Fail(int code, absl::string_view message) {
   std::cerr << "bubblewatch analyze: " << message << "\n";
   return code;
+}
+
+// The files named on the command line, a directory standing for the
+// regular, non-hidden files in it, by name.
+absl::StatusOr<std::vector<std::string>> ExpandInputs(
+    const std::vector<std::string>& args) {
+  std::vector<std::string> paths;
+  for (const std::string& arg : args) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(arg, ec)) {
+      paths.push_back(arg);
+      continue;
+    }
+    std::vector<std::string> inside;
+    for (const auto& entry : std::filesystem::directory_iterator(arg, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.empty() || name[0] == '.') continue;
+      std::error_code type_ec;
+      if (entry.is_regular_file(type_ec)) inside.push_back(entry.path());
+    }
+    if (ec) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(arg, ": cannot list the directory: ", ec.message()));
+    }
+    if (inside.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(arg, ": the directory holds no trace file"));
+    }
+    std::sort(inside.begin(), inside.end());
+    paths.insert(paths.end(), inside.begin(), inside.end());
+  }
+  return paths;
+}
+
+// The devices of `trace` that ran kernels, by number.
+std::vector<int32_t> KernelDevices(const Trace& trace) {
+  absl::flat_hash_set<int32_t> seen;
+  for (const GpuActivity& a : trace.gpu) {
+    if (a.kind == GpuActivityKind::kKernel) seen.insert(a.device);
+  }
+  std::vector<int32_t> devices(seen.begin(), seen.end());
+  std::sort(devices.begin(), devices.end());
+  return devices;
+}
+
+// One rank per device of each trace (docs/semantics.md#collective-kernels):
+// a single trace's devices are its ranks; single-device traces that all say
+// their rank keep it; otherwise ranks are numbered in input order.
+std::vector<RankInput> AssignRanks(const std::vector<Trace>& traces,
+                                   const std::vector<std::string>& paths) {
+  std::vector<std::vector<int32_t>> devices;
+  bool all_single_with_rank = true;
+  for (const Trace& t : traces) {
+    devices.push_back(KernelDevices(t));
+    if (devices.back().empty()) devices.back().push_back(0);
+    all_single_with_rank &= devices.back().size() == 1 && t.rank >= 0;
+  }
+  std::vector<RankInput> ranks;
+  int32_t next = 0;
+  for (size_t i = 0; i < traces.size(); ++i) {
+    for (int32_t device : devices[i]) {
+      RankInput in;
+      in.trace = &traces[i];
+      in.device = device;
+      in.rank = traces.size() == 1     ? device
+                : all_single_with_rank ? traces[i].rank
+                                       : next;
+      ++next;
+      in.host = traces[i].host;
+      in.clock_domain = traces[i].host.empty()
+                            ? absl::StrCat("file:", paths[i])
+                            : absl::StrCat("host:", traces[i].host);
+      in.file = paths[i];
+      ranks.push_back(std::move(in));
+    }
+  }
+  return ranks;
 }
 
 }  // namespace
@@ -40,13 +123,17 @@ int RunAnalyzeCommand(int argc, char** argv) {
   absl::Duration window = absl::ZeroDuration();
   int64_t max_windows = AnalyzerOptions{}.max_windows;
   CommandLine cl(
-      "bubblewatch analyze [options] FILE",
+      "bubblewatch analyze [options] FILE|DIR...",
       "Finds the GPU bubbles (idle gaps between kernels) in one trace file and "
       "attributes every idle\nmicrosecond to a cause: host_sync, "
       "launch_overhead, allocator, memcpy, data_loading,\nhost_compute, "
       "gpu_dependency or unattributed. Reads the seed timeline JSON, "
       "PyTorch-profiler\n(Kineto) Chrome traces (.json, .json.gz) and Nsight "
-      "Systems SQLite exports.\n\nExit codes: 0 ok, 2 usage error, 3 "
+      "Systems SQLite exports.\n\nGiven the files (or a directory) of one "
+      "job's ranks, it also matches their NCCL\ncollectives, splits "
+      "collective time into waiting and transfer, and names the rank that\n"
+      "the others waited for, with the cause (docs/semantics.md#collectives)."
+      "\n\nExit codes: 0 ok, 2 usage error, 3 "
       "unreadable or malformed input.");
   cl.AddString("format", &format, "auto|timeline|chrome|nsys",
                "input format; auto decides by content");
@@ -73,9 +160,10 @@ int RunAnalyzeCommand(int argc, char** argv) {
   if (std::optional<int> exit = cl.ParseOrExit(argc, argv, &files)) {
     return *exit;
   }
-  if (files.size() != 1) {
-    std::cerr << "bubblewatch analyze: expected exactly one FILE, got "
-              << files.size() << "\nTry 'bubblewatch analyze --help'.\n";
+  if (files.empty()) {
+    std::cerr << "bubblewatch analyze: expected a FILE (or the files or a "
+                 "directory of one job's ranks)\nTry 'bubblewatch analyze "
+                 "--help'.\n";
     return kExitUsage;
   }
   std::optional<TraceFormat> parsed_format = ParseTraceFormat(format);
@@ -94,7 +182,13 @@ int RunAnalyzeCommand(int argc, char** argv) {
                 absl::StrCat("--window must be at most ", kMaxWindowNs, " ns"));
   }
   if (max_windows < 0) return Fail(kExitUsage, "--max-windows must be >= 0");
-  const std::string& path = files[0];
+  absl::StatusOr<std::vector<std::string>> paths = ExpandInputs(files);
+  if (!paths.ok()) return Fail(kExitBadInput, paths.status().message());
+  if (paths->size() > 1 && rank >= 0) {
+    return Fail(kExitUsage,
+                "--rank picks one trace; with several files every rank is "
+                "analyzed");
+  }
 
   TraceReadOptions read_options;
   read_options.format = *parsed_format;
@@ -102,6 +196,7 @@ int RunAnalyzeCommand(int argc, char** argv) {
   // A progress bar for big inputs, only for a person watching stderr.
   constexpr uint64_t kProgressMinBytes = uint64_t{64} << 20;
   bool progress_shown = false;
+  std::string reading;
   if (isatty(STDERR_FILENO)) {
     read_options.progress = [&](uint64_t done, uint64_t total) {
       if (total < kProgressMinBytes) return;
@@ -109,53 +204,145 @@ int RunAnalyzeCommand(int argc, char** argv) {
       std::string bar(percent / 4, '#');
       bar.resize(25, '.');
       std::fprintf(stderr, "\rreading %s [%s] %3d%% (%llu/%llu MB)",
-                   path.c_str(), bar.c_str(), percent,
+                   reading.c_str(), bar.c_str(), percent,
                    static_cast<unsigned long long>(done >> 20),
                    static_cast<unsigned long long>(total >> 20));
       progress_shown = true;
     };
   }
-  absl::StatusOr<Trace> trace = ReadTraceFile(path, read_options);
-  if (progress_shown) std::fputs("\r\033[K", stderr);
-  if (!trace.ok()) {
-    return Fail(kExitBadInput,
-                absl::StrCat(path, ": ", trace.status().message()));
-  }
-  if (rank >= 0 && trace->rank >= 0 && trace->rank != rank) {
-    return Fail(kExitBadInput, absl::StrCat(path, ": holds rank ", trace->rank,
-                                            ", not rank ", rank));
-  }
-  if (device >= 0) {
-    std::erase_if(trace->gpu,
-                  [&](const GpuActivity& a) { return a.device != device; });
+  std::vector<Trace> traces;
+  traces.reserve(paths->size());
+  for (const std::string& path : *paths) {
+    reading = path;
+    absl::StatusOr<Trace> trace = ReadTraceFile(path, read_options);
+    if (progress_shown) std::fputs("\r\033[K", stderr);
+    progress_shown = false;
+    if (!trace.ok()) {
+      return Fail(kExitBadInput,
+                  absl::StrCat(path, ": ", trace.status().message()));
+    }
+    if (rank >= 0 && trace->rank >= 0 && trace->rank != rank) {
+      return Fail(kExitBadInput,
+                  absl::StrCat(path, ": holds rank ", trace->rank,
+                               ", not rank ", rank));
+    }
+    if (device >= 0) {
+      std::erase_if(trace->gpu,
+                    [&](const GpuActivity& a) { return a.device != device; });
+      std::erase_if(trace->collectives, [&](const CollectiveKernel& c) {
+        return c.device != device;
+      });
+    }
+    traces.push_back(*std::move(trace));
   }
   AnalyzerOptions options;
   options.top_bubbles = top;
   options.window_ns = absl::ToInt64Nanoseconds(window);
   options.max_windows = max_windows;
-  absl::StatusOr<Analysis> analysis = AnalyzeTrace(*trace, options);
-  if (!analysis.ok()) {
-    return Fail(kExitBadInput,
-                absl::StrCat(path, ": ", analysis.status().message()));
-  }
-  absl::StatusOr<Diagnosis> diagnosis = DiagnoseTrace(*trace, *analysis);
-  if (!diagnosis.ok()) {
-    return Fail(kExitBadInput,
-                absl::StrCat(path, ": ", diagnosis.status().message()));
-  }
-  // Name the format actually read, not "auto".
-  std::string format_name(TraceFormatName(*parsed_format));
-  if (*parsed_format == TraceFormat::kAuto) format_name = trace->source_format;
-  InputSummary input = SummarizeInput(*trace, path, format_name);
   const bool color =
       !no_color && isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
-  std::string report =
-      json ? RenderAnalysisJson(*analysis, input, pretty, &*diagnosis)
-           : RenderAnalysisText(*analysis, input, color);
-  if (!json && analysis->kernels > 0) {
-    report += RenderDiagnosisText(*diagnosis, color);
+
+  // Several ranks: several files, or one trace whose collectives run on
+  // several devices (an Nsight Systems export of a node).
+  bool several_ranks = traces.size() > 1;
+  if (traces.size() == 1) {
+    absl::flat_hash_set<int32_t> devices;
+    for (const CollectiveKernel& c : traces[0].collectives) {
+      devices.insert(c.device);
+    }
+    several_ranks = devices.size() > 1;
   }
-  std::fwrite(report.data(), 1, report.size(), stdout);
+  std::optional<CollectiveAnalysis> collectives;
+  std::vector<Analysis> analyses;
+  if (several_ranks) {
+    std::vector<RankInput> ranks = AssignRanks(traces, *paths);
+    absl::StatusOr<CollectiveAnalysis> c =
+        AnalyzeCollectives(ranks, CollectiveOptions{}, options);
+    if (!c.ok()) return Fail(kExitBadInput, c.status().message());
+    collectives = *std::move(c);
+    // In input order (each trace is analyzed once, inside).
+    for (const Trace& t : traces) {
+      auto it =
+          std::find(collectives->traces.begin(), collectives->traces.end(), &t);
+      analyses.push_back(
+          std::move(collectives->analyses[it - collectives->traces.begin()]));
+    }
+  } else {
+    absl::StatusOr<Analysis> analysis = AnalyzeTrace(traces[0], options);
+    if (!analysis.ok()) {
+      return Fail(kExitBadInput,
+                  absl::StrCat((*paths)[0], ": ", analysis.status().message()));
+    }
+    analyses.push_back(*std::move(analysis));
+  }
+
+  // One report per trace; with several files they sit in one job report.
+  std::vector<std::string> reports;
+  for (size_t i = 0; i < traces.size(); ++i) {
+    const std::string& path = (*paths)[i];
+    absl::StatusOr<Diagnosis> diagnosis = DiagnoseTrace(traces[i], analyses[i]);
+    if (!diagnosis.ok()) {
+      return Fail(kExitBadInput,
+                  absl::StrCat(path, ": ", diagnosis.status().message()));
+    }
+    // Name the format actually read, not "auto".
+    std::string format_name(TraceFormatName(*parsed_format));
+    if (*parsed_format == TraceFormat::kAuto) {
+      format_name = traces[i].source_format;
+    }
+    InputSummary input = SummarizeInput(traces[i], path, format_name);
+    const CollectiveAnalysis* inline_collectives =
+        traces.size() == 1 && collectives ? &*collectives : nullptr;
+    if (json) {
+      reports.push_back(RenderAnalysisJson(analyses[i], input, pretty,
+                                           &*diagnosis, inline_collectives));
+      continue;
+    }
+    std::string report = RenderAnalysisText(analyses[i], input, color);
+    if (analyses[i].kernels > 0) {
+      report += RenderDiagnosisText(*diagnosis, color);
+    }
+    if (traces.size() == 1) {
+      report += inline_collectives != nullptr
+                    ? RenderCollectivesText(*inline_collectives, color)
+                    : RenderSingleRankCollectivesText(traces[0], analyses[0]);
+    }
+    reports.push_back(std::move(report));
+  }
+
+  std::string out;
+  if (traces.size() == 1) {
+    out = std::move(reports[0]);
+  } else if (json) {
+    JsonWriter w(pretty ? 2 : 0);
+    w.BeginObject();
+    w.Key("job");
+    if (traces[0].job.empty()) {
+      w.Null();
+    } else {
+      w.String(traces[0].job);
+    }
+    w.Key("files").BeginArray();
+    for (std::string& r : reports) {
+      while (!r.empty() && r.back() == '\n') r.pop_back();
+      w.Raw(r);
+    }
+    w.EndArray();
+    WriteCollectivesJson(w, *collectives);
+    w.EndObject();
+    out = std::move(w).Take();
+    out.push_back('\n');
+  } else {
+    // The job first; each rank's own report after it.
+    out = absl::StrCat("bubblewatch analyze  ", traces.size(), " files",
+                       traces[0].job.empty()
+                           ? std::string()
+                           : absl::StrCat(", job ", traces[0].job),
+                       "\n");
+    out += RenderCollectivesText(*collectives, color);
+    for (const std::string& r : reports) absl::StrAppend(&out, "\n", r);
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
   if (std::fflush(stdout) != 0) {
     return Fail(kExitFailure, "cannot write the report to stdout");
   }

@@ -6,16 +6,13 @@
 #include "absl/strings/str_format.h"
 #include "cli/analysis_report.h"
 #include "cli/diagnosis_report.h"
+#include "cli/text_style.h"
 
 namespace bubblewatch {
 namespace {
 
 std::string Bold(absl::string_view s, bool color) {
   return color ? absl::StrCat("\033[1m", s, "\033[0m") : std::string(s);
-}
-
-std::string Percent(double ratio) {
-  return absl::StrFormat("%.1f%%", ratio * 100.0);
 }
 
 // The queue-depth series as one line of block characters, scaled to its

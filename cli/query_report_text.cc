@@ -8,34 +8,14 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "cli/analysis_report.h"
+#include "cli/text_style.h"
 #include "serve/query_report.h"
 
 namespace bubblewatch {
 namespace {
 
-std::string Percent(double ratio) {
-  return absl::StrFormat("%.1f%%", ratio * 100.0);
-}
-
-std::string Bar(double ratio, int width) {
-  const int filled =
-      std::clamp(static_cast<int>(ratio * width + 0.5), 0, width);
-  std::string bar;
-  for (int i = 0; i < filled; ++i) bar += "\u2588";
-  for (int i = filled; i < width; ++i) bar += "\u00b7";
-  return bar;
-}
-
 std::string Bold(bool color, absl::string_view s) {
   return color ? absl::StrCat("\033[1m", s, "\033[0m") : std::string(s);
-}
-
-// Long kernel names (templated CUDA) are shortened in the middle.
-std::string Shorten(absl::string_view s, size_t max) {
-  if (s.size() <= max) return std::string(s);
-  const size_t head = (max - 3) * 2 / 3;
-  const size_t tail = max - 3 - head;
-  return absl::StrCat(s.substr(0, head), "...", s.substr(s.size() - tail));
 }
 
 std::string KernelName(const std::optional<KernelRef>& k) {

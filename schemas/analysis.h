@@ -71,6 +71,23 @@ struct BubbleReport {
   int64_t duration_ns() const { return end_ns - start_ns; }
 };
 
+// An interval of one device's time, for AnalyzerOptions::breakdown_intervals.
+struct DeviceInterval {
+  int32_t device = 0;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+};
+
+// Where one DeviceInterval's time went: busy (any kernel), bubble time by
+// cause, and time outside the device's span (before its first kernel or
+// after its last, or a device with no kernels). Adds up to the interval's
+// length (0 for an empty or reversed interval).
+struct IntervalBreakdown {
+  int64_t busy_ns = 0;
+  Attribution bubble{};
+  int64_t outside_ns = 0;
+};
+
 // One device's part of an event-time window [start_ns, start_ns + window).
 struct DeviceWindow {
   int32_t device = 0;
@@ -91,6 +108,8 @@ struct Analysis {
   std::vector<DeviceAnalysis> devices;    // By device id.
   std::vector<BubbleReport> top_bubbles;  // Longest first; ties: earliest.
   std::vector<WindowAnalysis> windows;    // Empty unless windowing was asked.
+  // One per AnalyzerOptions::breakdown_intervals, in its order.
+  std::vector<IntervalBreakdown> breakdowns;
 
   // What the input held.
   int64_t kernels = 0;

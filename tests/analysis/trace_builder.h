@@ -43,6 +43,29 @@ class TraceBuilder {
                CpuEventCategory::kCudaRuntime);
   }
 
+  // A collective kernel (name "ncclDevKernel_<type>(...)") and its
+  // CollectiveKernel record: process group `group` (none if empty) and
+  // Seq `seq` (none if negative).
+  TraceBuilder& Collective(const std::string& type, double start_us,
+                           double end_us, const std::string& group = "",
+                           int64_t seq = -1, int stream = 24, int device = 0,
+                           const std::string& group_ranks = "") {
+    const std::string name = "ncclDevKernel_" + type + "(ncclDevComm*)";
+    Gpu(GpuActivityKind::kKernel, name, start_us, end_us, stream, device, 0,
+        false);
+    CollectiveKernel c;
+    c.start_ns = Ns(start_us);
+    c.end_ns = Ns(end_us);
+    c.device = device;
+    c.stream = stream;
+    c.kernel_name = names_.Intern(name);
+    if (!group.empty()) c.process_group = names_.Intern(group);
+    if (!group_ranks.empty()) c.group_ranks = names_.Intern(group_ranks);
+    c.seq = seq;
+    trace_.collectives.push_back(c);
+    return *this;
+  }
+
   Trace Build() const { return trace_; }
   Trace& trace() { return trace_; }
 

@@ -1,0 +1,672 @@
+#include "analysis/collectives.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <optional>
+#include <tuple>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "analysis/interval_set.h"
+
+namespace bubblewatch {
+namespace {
+
+// The ten categories a rank's time between two sync points falls into:
+// compute, comm, then the bubble causes in BubbleCause order.
+constexpr int kCompute = 0;
+constexpr int kComm = 1;
+constexpr int kCategories = 2 + kNumBubbleCauses;
+using Categories = std::array<int64_t, kCategories>;
+
+Categories ToCategories(const LatenessBreakdown& b) {
+  Categories c{};
+  c[kCompute] = b.compute_ns;
+  c[kComm] = b.comm_ns;
+  for (int i = 0; i < kNumBubbleCauses; ++i) c[2 + i] = b.bubble[i];
+  return c;
+}
+
+// The collective's type from a kernel name: the part after the first '_'
+// up to the next '_' or '(' ("ncclDevKernel_SendRecv(...)" -> "SendRecv",
+// "ncclKernel_AllReduce_RING_LL_Sum_float" -> "AllReduce"); the whole name
+// when it has no '_'.
+std::string TypeFromKernelName(absl::string_view name) {
+  absl::ConsumePrefix(&name, "void ");
+  size_t us = name.find('_');
+  if (us == absl::string_view::npos) return std::string(name);
+  absl::string_view rest = name.substr(us + 1);
+  size_t end = rest.find_first_of("_(");
+  return std::string(rest.substr(0, end));
+}
+
+// "[0, 1, 5]" -> {0, 1, 5}; nullopt when it does not parse.
+std::optional<absl::flat_hash_set<int32_t>> ParseRankList(
+    absl::string_view text) {
+  text = absl::StripAsciiWhitespace(text);
+  if (!absl::ConsumePrefix(&text, "[") || !absl::ConsumeSuffix(&text, "]")) {
+    return std::nullopt;
+  }
+  absl::flat_hash_set<int32_t> ranks;
+  if (absl::StripAsciiWhitespace(text).empty()) return ranks;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int32_t r = 0;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &r)) {
+      return std::nullopt;
+    }
+    ranks.insert(r);
+  }
+  return ranks;
+}
+
+// Median of `v` (reordered); for an even count the mean of the two middle
+// values, rounded toward minus infinity. REQUIRES: !v.empty().
+int64_t Median(std::vector<int64_t>& v) {
+  const size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + mid, v.end());
+  const int64_t upper = v[mid];
+  if (v.size() % 2 == 1) return upper;
+  const int64_t lower = *std::max_element(v.begin(), v.begin() + mid);
+  // No overflow: event times are within +-2^62 (CheckEventTimes).
+  const int64_t sum = lower + upper;
+  return sum >= 0 ? sum / 2 : -((-sum + 1) / 2);
+}
+
+// One rank while it is being analyzed.
+struct RankState {
+  const RankInput* input = nullptr;
+  int domain = 0;
+  // Its collective kernels on its device, by (start, end, stream), with
+  // Seq-backwards ones removed.
+  std::vector<const CollectiveKernel*> kernels;
+  IntervalSet compute;     // Non-collective kernels of its device.
+  IntervalSet collective;  // Collective kernels of its device.
+  int64_t offset_ns = 0;   // Its clock domain's offset.
+};
+
+// A matched instance while it is being analyzed: one kernel per rank slot.
+struct Instance {
+  int group = 0;
+  int64_t key = 0;
+  // (rank slot, kernel), by rank slot.
+  std::vector<std::pair<int, const CollectiveKernel*>> parts;
+  bool matched = false;
+  bool synchronized = false;
+  int late = -1;  // Rank slot.
+  int64_t arrival_ns = 0;
+  std::vector<int64_t> wait_ns;  // Per part.
+  int previous = -1;             // Previous used instance of its group.
+  // Per part: the breakdown query index of [previous end, start), or -1.
+  std::vector<int> breakdown;
+};
+
+class CollectiveAnalyzer {
+ public:
+  CollectiveAnalyzer(absl::Span<const RankInput> inputs,
+                     const CollectiveOptions& options,
+                     const AnalyzerOptions& analyzer_options)
+      : inputs_(inputs),
+        options_(options),
+        analyzer_options_(analyzer_options) {}
+
+  absl::StatusOr<CollectiveAnalysis> Run();
+
+ private:
+  absl::Status CheckInputs();
+  void CollectKernels();
+  void ChooseKey();
+  void BuildInstances();
+  void EstimateClocks();
+  void MeasureInstances();
+  absl::Status AnalyzeTraces();
+  void Attribute();
+  void Summarize();
+
+  absl::string_view Name(const RankState& r, NameId id) const {
+    return r.input->trace->Name(id);
+  }
+
+  absl::Span<const RankInput> inputs_;
+  const CollectiveOptions& options_;
+  const AnalyzerOptions& analyzer_options_;
+  std::vector<RankState> ranks_;  // By rank.
+  std::vector<std::string> group_names_;
+  std::vector<Instance> instances_;  // Matched ones, by (group, key).
+  std::vector<DeviceInterval> queries_;
+  std::vector<int> query_trace_;   // Trace slot of each query.
+  std::vector<int> query_local_;   // Index within its trace's queries.
+  std::vector<std::vector<DeviceInterval>> trace_queries_;
+  std::vector<int> trace_of_rank_;  // Trace slot per rank slot.
+  CollectiveAnalysis out_;
+};
+
+absl::Status CollectiveAnalyzer::CheckInputs() {
+  if (inputs_.empty()) {
+    return absl::InvalidArgumentError("no rank to analyze");
+  }
+  absl::flat_hash_map<int32_t, size_t> seen;
+  const RankInput* with_job = nullptr;
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    const RankInput& in = inputs_[i];
+    if (in.trace == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank ", in.rank, " has no trace"));
+    }
+    auto [it, inserted] = seen.try_emplace(in.rank, i);
+    if (!inserted) {
+      const RankInput& first = inputs_[it->second];
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rank ", in.rank, " appears twice: ",
+          first.file.empty() ? "?" : first.file, " (device ", first.device,
+          ") and ", in.file.empty() ? "?" : in.file, " (device ", in.device,
+          ")"));
+    }
+    if (!in.trace->job.empty()) {
+      if (with_job != nullptr && with_job->trace->job != in.trace->job) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the files hold different jobs: '", with_job->trace->job, "' (",
+            with_job->file, ") and '", in.trace->job, "' (", in.file, ")"));
+      }
+      with_job = &in;
+    }
+  }
+  return absl::OkStatus();
+}
+
+void CollectiveAnalyzer::CollectKernels() {
+  std::vector<const RankInput*> sorted;
+  for (const RankInput& in : inputs_) sorted.push_back(&in);
+  std::sort(sorted.begin(), sorted.end(),
+            [](const RankInput* a, const RankInput* b) {
+              return a->rank < b->rank;
+            });
+  absl::flat_hash_map<std::string, int> domains;
+  absl::flat_hash_map<const Trace*, int> trace_slot;
+  for (const RankInput* in : sorted) {
+    RankState r;
+    r.input = in;
+    r.domain = domains.try_emplace(in->clock_domain, domains.size())
+                   .first->second;
+    auto [it, inserted] =
+        trace_slot.try_emplace(in->trace, out_.traces.size());
+    if (inserted) out_.traces.push_back(in->trace);
+    trace_of_rank_.push_back(it->second);
+    for (const CollectiveKernel& c : in->trace->collectives) {
+      if (c.device == in->device) r.kernels.push_back(&c);
+    }
+    std::sort(r.kernels.begin(), r.kernels.end(),
+              [](const CollectiveKernel* a, const CollectiveKernel* b) {
+                return std::tie(a->start_ns, a->end_ns, a->stream) <
+                       std::tie(b->start_ns, b->end_ns, b->stream);
+              });
+    out_.collective_kernels += static_cast<int64_t>(r.kernels.size());
+    // Busy time split into collective and everything else.
+    std::vector<Interval> compute;
+    std::vector<Interval> collective;
+    for (const GpuActivity& a : in->trace->gpu) {
+      if (a.kind != GpuActivityKind::kKernel || a.device != in->device ||
+          a.end_ns <= a.start_ns) {
+        continue;
+      }
+      (IsCollectiveKernelName(in->trace->Name(a.name)) ? collective : compute)
+          .push_back({a.start_ns, a.end_ns});
+    }
+    r.compute = IntervalSet::FromIntervals(std::move(compute));
+    r.collective = IntervalSet::FromIntervals(std::move(collective));
+    if (in->trace->world_size > out_.world_size) {
+      out_.world_size = in->trace->world_size;
+    }
+    ranks_.push_back(std::move(r));
+  }
+}
+
+void CollectiveAnalyzer::ChooseKey() {
+  bool all_seq = true;
+  bool all_group = true;
+  for (const RankState& r : ranks_) {
+    for (const CollectiveKernel* c : r.kernels) {
+      if (c->process_group == kNoName) all_group = false;
+      if (c->process_group == kNoName || c->seq < 0) all_seq = false;
+    }
+  }
+  out_.key = all_seq     ? CollectiveKey::kProcessGroupSeq
+             : all_group ? CollectiveKey::kProcessGroupOrder
+                         : CollectiveKey::kStreamOrder;
+}
+
+void CollectiveAnalyzer::BuildInstances() {
+  absl::flat_hash_map<std::string, int> group_ids;
+  auto group_id = [&](std::string name) {
+    auto [it, inserted] = group_ids.try_emplace(name, group_names_.size());
+    if (inserted) group_names_.push_back(std::move(name));
+    return it->second;
+  };
+  // (group, key) -> instance index.
+  absl::flat_hash_map<std::pair<int, int64_t>, size_t> index;
+  std::vector<Instance> all;
+  // Expected members per instance when the kernels name their group's
+  // ranks: the ranks present among them.
+  std::vector<std::optional<absl::flat_hash_set<int32_t>>> expected;
+  for (size_t slot = 0; slot < ranks_.size(); ++slot) {
+    RankState& r = ranks_[slot];
+    absl::flat_hash_map<int, int64_t> order;     // Per group: next k.
+    absl::flat_hash_map<int, int64_t> last_seq;  // Per group.
+    std::vector<const CollectiveKernel*> kept;
+    kept.reserve(r.kernels.size());
+    for (const CollectiveKernel* c : r.kernels) {
+      int group = 0;
+      int64_t key = 0;
+      switch (out_.key) {
+        case CollectiveKey::kProcessGroupSeq: {
+          group = group_id(std::string(Name(r, c->process_group)));
+          auto [it, first] = last_seq.try_emplace(group, c->seq);
+          if (!first) {
+            if (c->seq <= it->second) {
+              ++out_.seq_backwards;
+              continue;
+            }
+            it->second = c->seq;
+          }
+          key = c->seq;
+          break;
+        }
+        case CollectiveKey::kProcessGroupOrder:
+          group = group_id(std::string(Name(r, c->process_group)));
+          key = order[group]++;
+          break;
+        case CollectiveKey::kStreamOrder:
+          group = group_id(TypeFromKernelName(Name(r, c->kernel_name)));
+          key = order[group]++;
+          break;
+      }
+      kept.push_back(c);
+      auto [it, inserted] = index.try_emplace({group, key}, all.size());
+      if (inserted) {
+        all.emplace_back();
+        all.back().group = group;
+        all.back().key = key;
+        expected.emplace_back();
+        if (c->group_ranks != kNoName) {
+          expected.back() = ParseRankList(Name(r, c->group_ranks));
+        }
+      }
+      all[it->second].parts.emplace_back(static_cast<int>(slot), c);
+    }
+    r.kernels = std::move(kept);
+  }
+  for (size_t i = 0; i < all.size(); ++i) {
+    Instance& inst = all[i];
+    size_t want = ranks_.size();
+    if (expected[i].has_value()) {
+      want = 0;
+      for (const RankState& r : ranks_) {
+        if (expected[i]->contains(r.input->rank)) ++want;
+      }
+    }
+    bool members_ok = true;
+    if (expected[i].has_value()) {
+      for (const auto& [slot, c] : inst.parts) {
+        if (!expected[i]->contains(ranks_[slot].input->rank)) {
+          members_ok = false;
+        }
+      }
+    }
+    inst.matched = members_ok && inst.parts.size() == want && want >= 2;
+    if (inst.matched) {
+      ++out_.matched;
+    } else {
+      ++out_.unmatched;
+    }
+  }
+  std::erase_if(all, [](const Instance& inst) { return !inst.matched; });
+  std::sort(all.begin(), all.end(), [](const Instance& a, const Instance& b) {
+    return std::tie(a.group, a.key) < std::tie(b.group, b.key);
+  });
+  instances_ = std::move(all);
+}
+
+void CollectiveAnalyzer::EstimateClocks() {
+  out_.ranks.resize(ranks_.size());
+  int domains = 0;
+  for (const RankState& r : ranks_) domains = std::max(domains, r.domain + 1);
+  if (domains <= 1) return;
+  const int reference = ranks_.front().domain;  // The lowest rank's.
+  // Per domain: end-time deltas against the reference domain, one per
+  // instance holding both (first rank of each).
+  std::vector<std::vector<int64_t>> deltas(domains);
+  for (const Instance& inst : instances_) {
+    std::vector<const CollectiveKernel*> first(domains, nullptr);
+    for (const auto& [slot, c] : inst.parts) {
+      if (first[ranks_[slot].domain] == nullptr) {
+        first[ranks_[slot].domain] = c;
+      }
+    }
+    if (first[reference] == nullptr) continue;
+    for (int d = 0; d < domains; ++d) {
+      if (d == reference || first[d] == nullptr) continue;
+      deltas[d].push_back(first[d]->end_ns - first[reference]->end_ns);
+    }
+  }
+  std::vector<int64_t> offset(domains, 0);
+  std::vector<int64_t> support(domains, 0);
+  for (int d = 0; d < domains; ++d) {
+    std::vector<int64_t>& v = deltas[d];
+    if (d == reference || v.empty()) continue;
+    // The largest cluster of deltas within sync_floor of each other: the
+    // instances that really ended together. Deltas of instances that did
+    // not (a point-to-point pair among absent ranks, a wrong order match)
+    // must not pull the estimate.
+    std::sort(v.begin(), v.end());
+    size_t best_lo = 0;
+    size_t best_hi = 0;  // Exclusive.
+    for (size_t lo = 0, hi = 0; lo < v.size(); ++lo) {
+      while (hi < v.size() && v[hi] - v[lo] <= options_.sync_floor_ns) ++hi;
+      if (hi - lo > best_hi - best_lo) {
+        best_lo = lo;
+        best_hi = hi;
+      }
+    }
+    if (static_cast<int64_t>(best_hi - best_lo) <
+        options_.min_clock_instances) {
+      continue;
+    }
+    std::vector<int64_t> cluster(v.begin() + best_lo, v.begin() + best_hi);
+    offset[d] = Median(cluster);
+    support[d] = static_cast<int64_t>(best_hi - best_lo);
+  }
+  for (size_t slot = 0; slot < ranks_.size(); ++slot) {
+    RankState& r = ranks_[slot];
+    r.offset_ns = offset[r.domain];
+    RankCollectiveStats& s = out_.ranks[slot];
+    s.clock_offset_ns = offset[r.domain];
+    s.clock_instances = support[r.domain];
+    s.clock_corrected = support[r.domain] > 0;
+  }
+}
+
+void CollectiveAnalyzer::MeasureInstances() {
+  std::vector<int> last_used(group_names_.size(), -1);
+  for (size_t i = 0; i < instances_.size(); ++i) {
+    Instance& inst = instances_[i];
+    int64_t min_end = INT64_MAX;
+    int64_t max_end = INT64_MIN;
+    int64_t shortest = INT64_MAX;
+    for (const auto& [slot, c] : inst.parts) {
+      const int64_t end = c->end_ns - ranks_[slot].offset_ns;
+      min_end = std::min(min_end, end);
+      max_end = std::max(max_end, end);
+      shortest = std::min(shortest, c->end_ns - c->start_ns);
+    }
+    const int64_t tolerance = std::max<int64_t>(
+        options_.sync_floor_ns,
+        static_cast<int64_t>(options_.sync_fraction * shortest));
+    inst.synchronized = max_end - min_end <= tolerance;
+    if (!inst.synchronized) {
+      ++out_.unsynchronized;
+      continue;
+    }
+    ++out_.used;
+    // Arrival: the latest corrected start; ties go to the lowest rank,
+    // which comes first among the parts.
+    inst.arrival_ns = INT64_MIN;
+    for (const auto& [slot, c] : inst.parts) {
+      const int64_t start = c->start_ns - ranks_[slot].offset_ns;
+      if (start > inst.arrival_ns) {
+        inst.arrival_ns = start;
+        inst.late = slot;
+      }
+    }
+    inst.wait_ns.resize(inst.parts.size());
+    for (size_t p = 0; p < inst.parts.size(); ++p) {
+      const auto& [slot, c] = inst.parts[p];
+      const RankState& r = ranks_[slot];
+      const int64_t local_arrival = inst.arrival_ns + r.offset_ns;
+      const int64_t wait_end = std::min(c->end_ns, local_arrival);
+      if (wait_end > c->start_ns) {
+        inst.wait_ns[p] = (wait_end - c->start_ns) -
+                          r.compute.CoveredLength(c->start_ns, wait_end);
+      }
+    }
+    inst.previous = last_used[inst.group];
+    last_used[inst.group] = static_cast<int>(i);
+    // The interval since the previous common sync point, per rank.
+    inst.breakdown.assign(inst.parts.size(), -1);
+    if (inst.previous < 0) continue;
+    const Instance& prev = instances_[inst.previous];
+    for (size_t p = 0; p < inst.parts.size(); ++p) {
+      const auto& [slot, c] = inst.parts[p];
+      const CollectiveKernel* before = nullptr;
+      for (const auto& [prev_slot, prev_c] : prev.parts) {
+        if (prev_slot == slot) before = prev_c;
+      }
+      if (before == nullptr) continue;
+      const int trace = trace_of_rank_[slot];
+      inst.breakdown[p] = static_cast<int>(queries_.size());
+      queries_.push_back({ranks_[slot].input->device, before->end_ns,
+                          std::max(before->end_ns, c->start_ns)});
+      query_trace_.push_back(trace);
+    }
+  }
+}
+
+absl::Status CollectiveAnalyzer::AnalyzeTraces() {
+  trace_queries_.assign(out_.traces.size(), {});
+  query_local_.resize(queries_.size());
+  for (size_t q = 0; q < queries_.size(); ++q) {
+    std::vector<DeviceInterval>& mine = trace_queries_[query_trace_[q]];
+    query_local_[q] = static_cast<int>(mine.size());
+    mine.push_back(queries_[q]);
+  }
+  for (size_t t = 0; t < out_.traces.size(); ++t) {
+    AnalyzerOptions options = analyzer_options_;
+    options.breakdown_intervals = trace_queries_[t];
+    absl::StatusOr<Analysis> analysis = AnalyzeTrace(*out_.traces[t], options);
+    if (!analysis.ok()) return analysis.status();
+    out_.analyses.push_back(*std::move(analysis));
+  }
+  return absl::OkStatus();
+}
+
+void CollectiveAnalyzer::Attribute() {
+  std::vector<Straggler> by_slot(ranks_.size());
+  for (size_t slot = 0; slot < ranks_.size(); ++slot) {
+    by_slot[slot].rank = ranks_[slot].input->rank;
+  }
+  for (Instance& inst : instances_) {
+    if (!inst.synchronized) continue;
+    int64_t wait = 0;
+    size_t late_part = 0;
+    for (size_t p = 0; p < inst.parts.size(); ++p) {
+      if (inst.parts[p].first == inst.late) {
+        late_part = p;
+      } else {
+        wait += inst.wait_ns[p];
+      }
+    }
+    Straggler& s = by_slot[inst.late];
+    ++s.arrived_last;
+    s.wait_caused_ns += wait;
+    // Each rank's time since the previous sync point, by category.
+    std::vector<Categories> spent;
+    bool complete = inst.previous >= 0;
+    for (size_t p = 0; complete && p < inst.parts.size(); ++p) {
+      const int q = inst.breakdown[p];
+      if (q < 0) {
+        complete = false;
+        break;
+      }
+      const auto& [slot, c] = inst.parts[p];
+      const RankState& r = ranks_[slot];
+      const DeviceInterval& interval = queries_[q];
+      const IntervalBreakdown& b =
+          out_.analyses[query_trace_[q]].breakdowns[query_local_[q]];
+      LatenessBreakdown lb;
+      lb.compute_ns =
+          r.compute.CoveredLength(interval.start_ns, interval.end_ns);
+      lb.comm_ns = b.busy_ns - lb.compute_ns;
+      lb.bubble = b.bubble;
+      spent.push_back(ToCategories(lb));
+    }
+    Categories excess{};
+    int64_t total_excess = 0;
+    if (complete && inst.parts.size() >= 2) {
+      std::vector<int64_t> others;
+      for (int k = 0; k < kCategories; ++k) {
+        others.clear();
+        for (size_t p = 0; p < spent.size(); ++p) {
+          if (p != late_part) others.push_back(spent[p][k]);
+        }
+        excess[k] = std::max<int64_t>(0, spent[late_part][k] - Median(others));
+        total_excess += excess[k];
+      }
+    }
+    // With no excess (no previous sync point on some rank, or the late rank
+    // spent no category longer than the median rank), nothing explains the
+    // wait: it is counted as unattributed.
+    Categories share{};
+    int64_t unattributed = 0;
+    if (wait > 0 && total_excess > 0) {
+      // wait * excess / total, in 128 bits; the rounding remainder goes to
+      // the largest excess (the first of equals), so shares add up to wait.
+      int64_t given = 0;
+      int largest = 0;
+      for (int k = 0; k < kCategories; ++k) {
+        share[k] = static_cast<int64_t>(static_cast<__int128>(wait) *
+                                        excess[k] / total_excess);
+        given += share[k];
+        if (excess[k] > excess[largest]) largest = k;
+      }
+      share[largest] += wait - given;
+    } else if (wait > 0) {
+      unattributed = wait;
+      ++out_.unattributed;
+    }
+    s.unattributed_ns += unattributed;
+    s.compute_ns += share[kCompute];
+    s.comm_ns += share[kComm];
+    for (int i = 0; i < kNumBubbleCauses; ++i) s.causes[i] += share[2 + i];
+    if (options_.keep_instances) {
+      CollectiveInstance out;
+      out.group = group_names_[inst.group];
+      out.key = inst.key;
+      out.synchronized = true;
+      out.arrival_ns = inst.arrival_ns;
+      out.late_rank = ranks_[inst.late].input->rank;
+      out.wait_caused_ns = wait;
+      out.compute_ns = share[kCompute];
+      out.comm_ns = share[kComm];
+      for (int i = 0; i < kNumBubbleCauses; ++i) out.causes[i] = share[2 + i];
+      out.unattributed_ns = unattributed;
+      for (size_t p = 0; p < inst.parts.size(); ++p) {
+        const auto& [slot, c] = inst.parts[p];
+        out.parts.push_back({ranks_[slot].input->rank, c->start_ns, c->end_ns,
+                             inst.wait_ns[p]});
+      }
+      out_.instances.push_back(std::move(out));
+    }
+  }
+  for (Straggler& s : by_slot) {
+    if (s.wait_caused_ns > 0) out_.stragglers.push_back(s);
+  }
+  std::sort(out_.stragglers.begin(), out_.stragglers.end(),
+            [](const Straggler& a, const Straggler& b) {
+              if (a.wait_caused_ns != b.wait_caused_ns) {
+                return a.wait_caused_ns > b.wait_caused_ns;
+              }
+              return a.rank < b.rank;
+            });
+  for (size_t slot = 0; slot < ranks_.size(); ++slot) {
+    out_.ranks[slot].wait_caused_ns = by_slot[slot].wait_caused_ns;
+    out_.ranks[slot].arrived_last = by_slot[slot].arrived_last;
+  }
+}
+
+void CollectiveAnalyzer::Summarize() {
+  // Waits per rank as intervals, so that waits of overlapping collectives
+  // (two streams) count once.
+  std::vector<std::vector<Interval>> waits(ranks_.size());
+  for (const Instance& inst : instances_) {
+    if (!inst.synchronized) continue;
+    for (const auto& [slot, c] : inst.parts) {
+      const int64_t local_arrival = inst.arrival_ns + ranks_[slot].offset_ns;
+      const int64_t wait_end = std::min(c->end_ns, local_arrival);
+      if (wait_end > c->start_ns) waits[slot].push_back({c->start_ns, wait_end});
+    }
+  }
+  for (size_t slot = 0; slot < ranks_.size(); ++slot) {
+    const RankState& r = ranks_[slot];
+    RankCollectiveStats& s = out_.ranks[slot];
+    s.rank = r.input->rank;
+    s.device = r.input->device;
+    s.host = r.input->host;
+    s.file = r.input->file;
+    for (const DeviceAnalysis& d :
+         out_.analyses[trace_of_rank_[slot]].devices) {
+      if (d.device == r.input->device) s.stats = d.stats;
+    }
+    s.comm_ns = r.collective.TotalLength();
+    for (const Interval& i : r.collective.intervals()) {
+      s.comm_exposed_ns +=
+          (i.end - i.start) - r.compute.CoveredLength(i.start, i.end);
+    }
+    IntervalSet wait = IntervalSet::FromIntervals(std::move(waits[slot]));
+    for (const Interval& i : wait.intervals()) {
+      s.comm_wait_ns +=
+          (i.end - i.start) - r.compute.CoveredLength(i.start, i.end);
+    }
+  }
+}
+
+absl::StatusOr<CollectiveAnalysis> CollectiveAnalyzer::Run() {
+  if (absl::Status s = CheckInputs(); !s.ok()) return s;
+  for (const RankInput& in : inputs_) {
+    if (absl::Status s = CheckEventTimes(*in.trace); !s.ok()) return s;
+  }
+  CollectKernels();
+  ChooseKey();
+  BuildInstances();
+  EstimateClocks();
+  MeasureInstances();
+  if (absl::Status s = AnalyzeTraces(); !s.ok()) return s;
+  Attribute();
+  Summarize();
+  return std::move(out_);
+}
+
+}  // namespace
+
+const char* CollectiveKeyName(CollectiveKey key) {
+  switch (key) {
+    case CollectiveKey::kProcessGroupSeq:
+      return "pg_seq";
+    case CollectiveKey::kProcessGroupOrder:
+      return "pg_order";
+    case CollectiveKey::kStreamOrder:
+      return "stream_order";
+  }
+  return "stream_order";
+}
+
+int64_t LatenessBreakdown::total_ns() const {
+  return compute_ns + comm_ns + AttributionTotal(bubble);
+}
+
+double RankCollectiveStats::busy_useful_utilization() const {
+  if (stats.span_ns <= 0) return 0.0;
+  return static_cast<double>(stats.compute_ns - comm_wait_ns) /
+         static_cast<double>(stats.span_ns);
+}
+
+absl::StatusOr<CollectiveAnalysis> AnalyzeCollectives(
+    absl::Span<const RankInput> ranks, const CollectiveOptions& options,
+    const AnalyzerOptions& analyzer_options) {
+  return CollectiveAnalyzer(ranks, options, analyzer_options).Run();
+}
+
+}  // namespace bubblewatch

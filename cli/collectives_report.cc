@@ -1,0 +1,235 @@
+#include "cli/collectives_report.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/human_duration.h"
+#include "cli/text_style.h"
+
+namespace bubblewatch {
+namespace {
+
+double Us(int64_t ns) { return static_cast<double>(ns) / 1e3; }
+
+double Ratio(int64_t part, int64_t whole) {
+  return whole > 0 ? static_cast<double>(part) / static_cast<double>(whole)
+                   : 0.0;
+}
+
+// A straggler's wait by category, largest first, for the text report.
+struct Share {
+  std::string category;
+  int64_t ns;
+  std::string advice;
+};
+
+std::vector<Share> Shares(const Straggler& s) {
+  std::vector<Share> shares;
+  shares.push_back({"compute", s.compute_ns,
+                    "it computes longer than the others: balance the work "
+                    "(uneven shards or sequence lengths) or check that GPU "
+                    "for throttling"});
+  shares.push_back({"comm", s.comm_ns,
+                    "it spends longer in other collectives before this one: "
+                    "look at its other process groups"});
+  for (BubbleCause c : kAllBubbleCauses) {
+    shares.push_back({std::string(BubbleCauseName(c)),
+                      s.causes[static_cast<int>(c)],
+                      std::string(BubbleCauseAdvice(c))});
+  }
+  if (s.unattributed_ns > 0) {
+    shares.push_back({"unattributed", s.unattributed_ns,
+                      "no previous sync point, or no excess over the median "
+                      "rank"});
+  }
+  std::stable_sort(shares.begin(), shares.end(),
+                   [](const Share& a, const Share& b) { return a.ns > b.ns; });
+  std::erase_if(shares, [](const Share& s) { return s.ns <= 0; });
+  return shares;
+}
+
+}  // namespace
+
+std::string RenderCollectivesText(const CollectiveAnalysis& c, bool color) {
+  Styler st(color);
+  std::string out;
+  const size_t n = c.ranks.size();
+  std::string of = absl::StrCat(n, " rank", n == 1 ? "" : "s");
+  if (c.world_size > static_cast<int32_t>(n)) {
+    absl::StrAppend(&of, " of ", c.world_size,
+                    " (sampled: waits among these only)");
+  }
+  absl::StrAppend(&out, "\n", st.Bold("Ranks"), "  ", of, "\n");
+  absl::StrAppend(&out,
+                  absl::StrFormat("  %4s %6s %8s %8s %10s %10s %10s %10s %6s "
+                                  "%10s  %s\n",
+                                  "rank", "device", "util", "useful", "comm",
+                                  "exposed", "waited", "caused", "last",
+                                  "clock", "file"));
+  for (const RankCollectiveStats& r : c.ranks) {
+    std::string clock = "-";
+    if (r.clock_corrected) {
+      clock = absl::StrFormat("%+.0f us", Us(r.clock_offset_ns));
+    }
+    absl::StrAppend(
+        &out,
+        absl::StrFormat(
+            "  %4d %6d %8s %8s %10s %10s %10s %10s %6d %10s  %s\n", r.rank,
+            r.device, Percent(r.stats.utilization()),
+            Percent(r.busy_useful_utilization()), HumanDuration(r.comm_ns),
+            HumanDuration(r.comm_exposed_ns), HumanDuration(r.comm_wait_ns),
+            HumanDuration(r.wait_caused_ns), r.arrived_last, clock,
+            Shorten(r.file, 40)));
+  }
+
+  absl::StrAppend(&out, "\n", st.Bold("Collectives and stragglers"), "\n");
+  absl::StrAppend(
+      &out, "  ", c.collective_kernels, " collective kernels; instances by ",
+      CollectiveKeyName(c.key), ": ", c.matched, " matched, ", c.unmatched,
+      " unmatched (not on every rank), ", c.unsynchronized,
+      " unsynchronized (ends disagree), ", c.used, " used\n");
+  if (c.seq_backwards > 0) {
+    absl::StrAppend(&out, "  ", c.seq_backwards,
+                    " kernels skipped: their Seq went backwards\n");
+  }
+  if (c.used == 0) {
+    absl::StrAppend(&out,
+                    "  No instance ended together on every rank: waits are "
+                    "unknown, not zero.\n");
+    return out;
+  }
+  int64_t waited = 0;
+  int64_t span = 0;
+  for (const RankCollectiveStats& r : c.ranks) {
+    waited += r.comm_wait_ns;
+    span += r.stats.span_ns;
+  }
+  absl::StrAppend(&out, "  GPUs waited in collectives ", HumanDuration(waited),
+                  " (", Percent(Ratio(waited, span)),
+                  " of the ranks' GPU time)\n");
+  if (c.stragglers.empty()) {
+    absl::StrAppend(&out, "  No rank made the others wait.\n");
+    return out;
+  }
+  int shown = 0;
+  for (const Straggler& s : c.stragglers) {
+    if (++shown > 3) break;
+    absl::StrAppend(&out, "  ", st.Bold(absl::StrCat("rank ", s.rank)),
+                    " caused ", HumanDuration(s.wait_caused_ns), " of waits (",
+                    Percent(Ratio(s.wait_caused_ns, waited)), "), last in ",
+                    s.arrived_last, " of ", c.used, " instances\n");
+    std::vector<Share> shares = Shares(s);
+    for (size_t i = 0; i < shares.size() && i < 3; ++i) {
+      absl::StrAppend(
+          &out,
+          absl::StrFormat("    %-16s %6s  %s\n", shares[i].category,
+                          Percent(Ratio(shares[i].ns, s.wait_caused_ns)),
+                          i == 0 ? shares[i].advice : ""));
+    }
+  }
+  if (c.unattributed > 0) {
+    absl::StrAppend(&out, "  ", c.unattributed,
+                    " instances caused waits nothing explains (no previous "
+                    "sync point or no excess): unattributed\n");
+  }
+  return out;
+}
+
+void WriteCollectivesJson(JsonWriter& w, const CollectiveAnalysis& c) {
+  w.Key("ranks").BeginArray();
+  for (const RankCollectiveStats& r : c.ranks) {
+    w.BeginObject();
+    w.Key("rank").Int(r.rank);
+    w.Key("device").Int(r.device);
+    w.Key("host");
+    if (r.host.empty()) {
+      w.Null();
+    } else {
+      w.String(r.host);
+    }
+    w.Key("file").String(r.file);
+    w.Key("utilization").Double(r.stats.utilization());
+    w.Key("busy_useful_utilization").Double(r.busy_useful_utilization());
+    w.Key("comm_us").Double(Us(r.comm_ns));
+    w.Key("comm_exposed_us").Double(Us(r.comm_exposed_ns));
+    w.Key("comm_wait_us").Double(Us(r.comm_wait_ns));
+    w.Key("wait_caused_us").Double(Us(r.wait_caused_ns));
+    w.Key("arrived_last").Int(r.arrived_last);
+    w.Key("clock_offset_us");
+    if (r.clock_corrected) {
+      w.Double(Us(r.clock_offset_ns));
+    } else {
+      w.Null();
+    }
+    w.Key("clock_instances").Int(r.clock_instances);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("collectives").BeginObject();
+  w.Key("kernels").Int(c.collective_kernels);
+  w.Key("matched").Int(c.matched);
+  w.Key("unmatched").Int(c.unmatched);
+  w.Key("unsynchronized").Int(c.unsynchronized);
+  w.Key("used").Int(c.used);
+  w.Key("unattributed").Int(c.unattributed);
+  w.Key("seq_backwards").Int(c.seq_backwards);
+  w.Key("key").String(CollectiveKeyName(c.key));
+  w.Key("world_size");
+  if (c.world_size >= 0) {
+    w.Int(c.world_size);
+  } else {
+    w.Null();
+  }
+  w.EndObject();
+  w.Key("stragglers").BeginArray();
+  for (const Straggler& s : c.stragglers) {
+    w.BeginObject();
+    w.Key("rank").Int(s.rank);
+    w.Key("wait_caused_us").Double(Us(s.wait_caused_ns));
+    w.Key("arrived_last").Int(s.arrived_last);
+    w.Key("causes_us").BeginObject();
+    for (BubbleCause cause : kAllBubbleCauses) {
+      w.Key(BubbleCauseName(cause))
+          .Double(Us(s.causes[static_cast<int>(cause)]));
+    }
+    w.Key("compute").Double(Us(s.compute_ns));
+    w.Key("comm").Double(Us(s.comm_ns));
+    w.EndObject();
+    w.Key("unattributed_us").Double(Us(s.unattributed_ns));
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
+std::string RenderSingleRankCollectivesText(const Trace& trace,
+                                            const Analysis& analysis) {
+  if (trace.collectives.empty()) return "";
+  int64_t comm = 0;
+  // The union per device, summed: collective kernels of one device may
+  // overlap on several streams.
+  std::vector<std::pair<int32_t, std::pair<int64_t, int64_t>>> spans;
+  for (const CollectiveKernel& c : trace.collectives) {
+    spans.push_back({c.device, {c.start_ns, c.end_ns}});
+  }
+  std::sort(spans.begin(), spans.end());
+  int32_t device = 0;
+  int64_t end = INT64_MIN;
+  for (const auto& [d, interval] : spans) {
+    if (d != device) end = INT64_MIN;
+    device = d;
+    const int64_t from = std::max(interval.first, end);
+    if (interval.second > from) comm += interval.second - from;
+    end = std::max(end, interval.second);
+  }
+  return absl::StrCat(
+      "\nCollectives\n  ", trace.collectives.size(), " collective kernels, ",
+      HumanDuration(comm), " (",
+      Percent(Ratio(comm, analysis.job.compute_ns)),
+      " of busy time). How much of it was waiting for another rank is "
+      "unknown from one rank:\n  give every rank's trace "
+      "(bubblewatch analyze RANK0 RANK1 ... or a directory).\n");
+}
+
+}  // namespace bubblewatch

@@ -1,0 +1,31 @@
+// Renders a CollectiveAnalysis (analysis/collectives.h) for `analyze` given
+// the ranks of one job: the per-rank table and the "Collectives and
+// stragglers" section for people, and the `ranks`, `collectives` and
+// `stragglers` members of the `--json` report (docs/analyze.md).
+#ifndef BUBBLEWATCH_CLI_COLLECTIVES_REPORT_H_
+#define BUBBLEWATCH_CLI_COLLECTIVES_REPORT_H_
+
+#include <string>
+
+#include "analysis/collectives.h"
+#include "base/json_writer.h"
+
+namespace bubblewatch {
+
+// The per-rank table and the collectives section. `ranks_given` of
+// `world_size` (-1: unknown) is said in the header when fewer.
+std::string RenderCollectivesText(const CollectiveAnalysis& analysis,
+                                  bool color);
+
+// Writes the members "ranks", "collectives" and "stragglers" into the object
+// `w` is inside.
+void WriteCollectivesJson(JsonWriter& w, const CollectiveAnalysis& analysis);
+
+// For one rank's report: collective time is known, its waits are not (they
+// need the other ranks). Empty when the trace has no collective kernel.
+std::string RenderSingleRankCollectivesText(const Trace& trace,
+                                            const Analysis& analysis);
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_CLI_COLLECTIVES_REPORT_H_

@@ -1,0 +1,448 @@
+// AnalyzeCollectives (docs/semantics.md#collectives): hand-made jobs with
+// known waits and stragglers, a brute-force oracle over random jobs, clock
+// skew recovery, bad input; and the analyzer's interval breakdowns it rests
+// on.
+#include "analysis/collectives.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "analysis/bubble_analyzer.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/analysis/trace_builder.h"
+
+namespace bubblewatch {
+namespace {
+
+using ::bubblewatch::testing::TraceBuilder;
+using ::testing::HasSubstr;
+
+constexpr int64_t kUs = 1000;
+
+int64_t Cause(const Attribution& a, BubbleCause c) {
+  return a[static_cast<int>(c)];
+}
+
+RankInput Rank(const Trace& trace, int32_t rank, std::string domain = "host") {
+  RankInput in;
+  in.trace = &trace;
+  in.device = 0;
+  in.rank = rank;
+  in.clock_domain = std::move(domain);
+  in.file = "rank" + std::to_string(rank);
+  return in;
+}
+
+// --- Interval breakdowns -------------------------------------------------
+
+TEST(IntervalBreakdown, AddsUpAndAgreesWithWindows) {
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 30; ++round) {
+    TraceBuilder b;
+    double t = 0;
+    uint64_t corr = 1;
+    for (int i = 0; i < 40; ++i) {
+      t += std::uniform_int_distribution<int>(0, 30)(rng);
+      double len = std::uniform_int_distribution<int>(1, 20)(rng);
+      b.Launch(t - 3, t - 1, corr);
+      if (rng() % 4 == 0) b.Cpu("cudaStreamSynchronize", t - 10, t - 2);
+      if (rng() % 5 == 0) b.Cpu("DataLoader.__next__", t - 25, t - 12);
+      b.Kernel("k", t, t + len, 7, 0, corr++);
+      t += len;
+    }
+    const Trace trace = b.Build();
+    const int64_t window = 50 * kUs;
+    std::vector<DeviceInterval> queries;
+    for (int64_t w = 0; w < static_cast<int64_t>(t * kUs) + window;
+         w += window) {
+      queries.push_back({0, w, w + window});
+    }
+    queries.push_back({0, -100 * kUs, 5 * kUs});  // Before the span.
+    queries.push_back({1, 0, 10 * kUs});          // No such device.
+    queries.push_back({0, 30 * kUs, 30 * kUs});   // Empty.
+    AnalyzerOptions options;
+    options.window_ns = window;
+    options.breakdown_intervals = queries;
+    absl::StatusOr<Analysis> a = AnalyzeTrace(trace, options);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_EQ(a->breakdowns.size(), queries.size());
+    for (size_t i = 0; i < queries.size(); ++i) {
+      const IntervalBreakdown& bd = a->breakdowns[i];
+      EXPECT_EQ(bd.busy_ns + AttributionTotal(bd.bubble) + bd.outside_ns,
+                std::max<int64_t>(0, queries[i].end_ns - queries[i].start_ns))
+          << "query " << i;
+    }
+    // Each window's device figures are the breakdown of that window.
+    for (const WindowAnalysis& w : a->windows) {
+      size_t q = static_cast<size_t>(w.start_ns / window);
+      ASSERT_LT(q, queries.size());
+      ASSERT_EQ(w.devices.size(), 1u);
+      EXPECT_EQ(a->breakdowns[q].busy_ns, w.devices[0].stats.compute_ns);
+      EXPECT_EQ(a->breakdowns[q].bubble, w.devices[0].stats.attribution);
+    }
+    EXPECT_EQ(a->breakdowns[queries.size() - 2].outside_ns, 10 * kUs);
+  }
+}
+
+// --- Hand-made jobs ------------------------------------------------------
+
+// Two ranks; rank 1's data loader stalls 100 us before the second
+// all-reduce, so rank 0 waits 100 us inside it.
+struct DataLoaderJob {
+  Trace rank0;
+  Trace rank1;
+  DataLoaderJob() {
+    TraceBuilder r0;
+    r0.Launch(-2, -1, 1).Kernel("fwd", 0, 100, 7, 0, 1);
+    r0.Collective("AllReduce", 100, 150, "0", 1);
+    r0.Launch(148, 149, 2).Kernel("fwd", 150, 250, 7, 0, 2);
+    r0.Collective("AllReduce", 250, 400, "0", 2);
+    rank0 = r0.Build();
+    TraceBuilder r1;
+    r1.Launch(-2, -1, 1).Kernel("fwd", 0, 100, 7, 0, 1);
+    r1.Collective("AllReduce", 100, 150, "0", 1);
+    r1.Cpu("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 150,
+           248);
+    r1.Launch(248, 249, 2).Kernel("fwd", 250, 350, 7, 0, 2);
+    r1.Collective("AllReduce", 350, 401, "0", 2);
+    rank1 = r1.Build();
+  }
+};
+
+TEST(AnalyzeCollectives, TheLateRanksDataLoaderIsBlamedForTheWait) {
+  DataLoaderJob job;
+  std::vector<RankInput> ranks = {Rank(job.rank0, 0), Rank(job.rank1, 1)};
+  CollectiveOptions options;
+  options.keep_instances = true;
+  absl::StatusOr<CollectiveAnalysis> c = AnalyzeCollectives(ranks, options);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->key, CollectiveKey::kProcessGroupSeq);
+  EXPECT_EQ(c->matched, 2);
+  EXPECT_EQ(c->used, 2);
+  EXPECT_EQ(c->unmatched, 0);
+  EXPECT_EQ(c->unsynchronized, 0);
+  ASSERT_EQ(c->ranks.size(), 2u);
+  EXPECT_EQ(c->ranks[0].comm_wait_ns, 100 * kUs);
+  EXPECT_EQ(c->ranks[1].comm_wait_ns, 0);
+  EXPECT_EQ(c->ranks[0].comm_ns, 200 * kUs);
+  EXPECT_EQ(c->ranks[0].comm_exposed_ns, 200 * kUs);
+  EXPECT_EQ(c->ranks[1].wait_caused_ns, 100 * kUs);
+  EXPECT_EQ(c->ranks[1].arrived_last, 1);
+  // Instance 1: both start at 100; ties go to the lowest rank.
+  EXPECT_EQ(c->ranks[0].arrived_last, 1);
+  // busy_useful = (busy 400 - wait 100) / span 400.
+  EXPECT_DOUBLE_EQ(c->ranks[0].busy_useful_utilization(), 0.75);
+  ASSERT_EQ(c->stragglers.size(), 1u);
+  const Straggler& s = c->stragglers[0];
+  EXPECT_EQ(s.rank, 1);
+  EXPECT_EQ(s.wait_caused_ns, 100 * kUs);
+  // Rank 1's gap before its kernel at 250: 98 us in the data loader, then
+  // 2 us of launching; the wait is split in proportion.
+  EXPECT_EQ(Cause(s.causes, BubbleCause::kDataLoading), 98 * kUs);
+  EXPECT_EQ(AttributionTotal(s.causes) + s.compute_ns + s.comm_ns,
+            100 * kUs);
+  EXPECT_EQ(s.compute_ns, 0);
+  EXPECT_EQ(s.unattributed_ns, 0);
+  ASSERT_EQ(c->instances.size(), 2u);
+  EXPECT_EQ(c->instances[1].late_rank, 1);
+  EXPECT_EQ(c->instances[1].arrival_ns, 350 * kUs);
+  // The first instance has no previous sync point: nothing to explain it
+  // with, but it caused no wait either.
+  EXPECT_EQ(c->unattributed, 0);
+  // The analyses of both traces come back, so nobody analyzes twice.
+  ASSERT_EQ(c->analyses.size(), 2u);
+  EXPECT_EQ(c->analyses[1].devices[0].stats.compute_ns, 301 * kUs);
+}
+
+TEST(AnalyzeCollectives, SlowerComputeIsBlamedOnCompute) {
+  TraceBuilder r0, r1;
+  for (TraceBuilder* b : {&r0, &r1}) {
+    b->Kernel("fwd", 0, 100).Collective("AllReduce", 100, 150, "0", 1);
+  }
+  r0.Kernel("bwd", 150, 250).Collective("AllReduce", 250, 420, "0", 2);
+  r1.Kernel("bwd", 150, 400).Collective("AllReduce", 400, 420, "0", 2);
+  Trace t0 = r0.Build(), t1 = r1.Build();
+  std::vector<RankInput> ranks = {Rank(t0, 0), Rank(t1, 1)};
+  absl::StatusOr<CollectiveAnalysis> c = AnalyzeCollectives(ranks);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->stragglers.size(), 1u);
+  EXPECT_EQ(c->stragglers[0].rank, 1);
+  EXPECT_EQ(c->stragglers[0].wait_caused_ns, 150 * kUs);
+  EXPECT_EQ(c->stragglers[0].compute_ns, 150 * kUs);
+}
+
+TEST(AnalyzeCollectives, EndsThatDisagreeAreUnsynchronizedAndNotUsed) {
+  TraceBuilder r0, r1;
+  r0.Collective("SendRecv", 0, 100).Collective("SendRecv", 200, 300);
+  // The second pair ends 1 ms apart: not one implicit sync.
+  r1.Collective("SendRecv", 10, 100).Collective("SendRecv", 210, 1300);
+  Trace t0 = r0.Build(), t1 = r1.Build();
+  std::vector<RankInput> ranks = {Rank(t0, 0), Rank(t1, 1)};
+  absl::StatusOr<CollectiveAnalysis> c = AnalyzeCollectives(ranks);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->key, CollectiveKey::kStreamOrder);
+  EXPECT_EQ(c->matched, 2);
+  EXPECT_EQ(c->unsynchronized, 1);
+  EXPECT_EQ(c->used, 1);
+  EXPECT_EQ(c->ranks[0].comm_wait_ns, 10 * kUs);
+}
+
+TEST(AnalyzeCollectives, ACollectiveMissingOnARankIsUnmatched) {
+  TraceBuilder r0, r1;
+  r0.Collective("AllReduce", 0, 100, "0").Collective("AllReduce", 200, 300,
+                                                     "0");
+  r1.Collective("AllReduce", 0, 100, "0");
+  Trace t0 = r0.Build(), t1 = r1.Build();
+  std::vector<RankInput> ranks = {Rank(t0, 0), Rank(t1, 1)};
+  absl::StatusOr<CollectiveAnalysis> c = AnalyzeCollectives(ranks);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->key, CollectiveKey::kProcessGroupOrder);
+  EXPECT_EQ(c->matched, 1);
+  EXPECT_EQ(c->unmatched, 1);
+}
+
+TEST(AnalyzeCollectives, GroupRanksNameTheExpectedMembers) {
+  // Group "sub" holds ranks 0 and 1 only; rank 2 is not missing from it.
+  TraceBuilder r0, r1, r2;
+  r0.Collective("AllReduce", 0, 100, "sub", 1, 24, 0, "[0, 1]");
+  r1.Collective("AllReduce", 20, 100, "sub", 1, 24, 0, "[0, 1]");
+  r2.Kernel("k", 0, 100);
+  Trace t0 = r0.Build(), t1 = r1.Build(), t2 = r2.Build();
+  std::vector<RankInput> ranks = {Rank(t0, 0), Rank(t1, 1), Rank(t2, 2)};
+  absl::StatusOr<CollectiveAnalysis> c = AnalyzeCollectives(ranks);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->matched, 1);
+  EXPECT_EQ(c->unmatched, 0);
+  EXPECT_EQ(c->ranks[0].comm_wait_ns, 20 * kUs);
+}
+
+TEST(AnalyzeCollectives, ASingleRankHasNothingToMatch) {
+  DataLoaderJob job;
+  std::vector<RankInput> ranks = {Rank(job.rank0, 0)};
+  absl::StatusOr<CollectiveAnalysis> c = AnalyzeCollectives(ranks);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->matched, 0);
+  EXPECT_EQ(c->unmatched, 2);
+  EXPECT_EQ(c->ranks[0].comm_wait_ns, 0);
+  EXPECT_EQ(c->ranks[0].comm_ns, 200 * kUs);
+}
+
+TEST(AnalyzeCollectives, BadInputIsAClearError) {
+  DataLoaderJob job;
+  std::vector<RankInput> twice = {Rank(job.rank0, 3), Rank(job.rank1, 3)};
+  absl::StatusOr<CollectiveAnalysis> c = AnalyzeCollectives(twice);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(c.status().message(), HasSubstr("rank 3 appears twice"));
+
+  Trace a = job.rank0, b = job.rank1;
+  a.job = "train-a";
+  b.job = "train-b";
+  std::vector<RankInput> jobs = {Rank(a, 0), Rank(b, 1)};
+  c = AnalyzeCollectives(jobs);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(c.status().message(), HasSubstr("different jobs"));
+
+  EXPECT_FALSE(AnalyzeCollectives({}).ok());
+}
+
+TEST(AnalyzeCollectives, SeqGoingBackwardsIsSkippedAndCounted) {
+  TraceBuilder r0, r1;
+  r0.Collective("AllReduce", 0, 100, "0", 5)
+      .Collective("AllReduce", 200, 300, "0", 4)  // Backwards.
+      .Collective("AllReduce", 400, 500, "0", 6);
+  r1.Collective("AllReduce", 0, 100, "0", 5)
+      .Collective("AllReduce", 400, 500, "0", 6);
+  Trace t0 = r0.Build(), t1 = r1.Build();
+  std::vector<RankInput> ranks = {Rank(t0, 0), Rank(t1, 1)};
+  absl::StatusOr<CollectiveAnalysis> c = AnalyzeCollectives(ranks);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->seq_backwards, 1);
+  EXPECT_EQ(c->matched, 2);
+  EXPECT_EQ(c->unmatched, 0);
+}
+
+// --- Clocks --------------------------------------------------------------
+
+TEST(AnalyzeCollectives, PlantedClockSkewIsRecoveredWithin50Us) {
+  std::mt19937_64 rng(11);
+  const std::vector<int64_t> skew_us = {0, 5000, -5000, 3217};
+  std::vector<Trace> traces(skew_us.size());
+  std::vector<TraceBuilder> builders(skew_us.size());
+  double t = 1000;
+  for (int i = 0; i < 40; ++i) {
+    std::vector<double> starts;
+    for (size_t r = 0; r < skew_us.size(); ++r) {
+      starts.push_back(t + std::uniform_int_distribution<int>(0, 400)(rng));
+    }
+    const double end = *std::max_element(starts.begin(), starts.end()) + 200;
+    for (size_t r = 0; r < skew_us.size(); ++r) {
+      // Ends agree within +-10 us in true time.
+      const double jitter = std::uniform_int_distribution<int>(-10, 10)(rng);
+      builders[r].Collective("AllReduce", starts[r] + skew_us[r],
+                             end + jitter + skew_us[r], "0", i);
+    }
+    t = end + 1000;
+  }
+  std::vector<RankInput> ranks;
+  for (size_t r = 0; r < skew_us.size(); ++r) {
+    traces[r] = builders[r].Build();
+    ranks.push_back(
+        Rank(traces[r], static_cast<int32_t>(r), "host" + std::to_string(r)));
+  }
+  absl::StatusOr<CollectiveAnalysis> c = AnalyzeCollectives(ranks);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->used, 40);
+  for (size_t r = 0; r < skew_us.size(); ++r) {
+    EXPECT_NEAR(c->ranks[r].clock_offset_ns, skew_us[r] * kUs, 50 * kUs)
+        << "rank " << r;
+    EXPECT_EQ(c->ranks[r].clock_corrected, r != 0);
+  }
+}
+
+TEST(AnalyzeCollectives, TooFewInstancesLeaveTheClockUncorrected) {
+  TraceBuilder r0, r1;
+  r0.Collective("AllReduce", 0, 100, "0", 1);
+  r1.Collective("AllReduce", 5020, 5100, "0", 1);
+  Trace t0 = r0.Build(), t1 = r1.Build();
+  std::vector<RankInput> ranks = {Rank(t0, 0, "a"), Rank(t1, 1, "b")};
+  absl::StatusOr<CollectiveAnalysis> c = AnalyzeCollectives(ranks);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->ranks[1].clock_corrected);
+  EXPECT_EQ(c->ranks[1].clock_offset_ns, 0);
+  EXPECT_EQ(c->unsynchronized, 1);
+}
+
+// --- Brute-force oracle --------------------------------------------------
+
+// The spec's matching, synchronization, arrival and waits, written the
+// slow way on a microsecond grid: one clock, keys by (group, Seq).
+struct OracleInstance {
+  bool matched = false;
+  bool synchronized = false;
+  int32_t late = -1;
+  int64_t arrival_us = 0;
+  std::map<int32_t, int64_t> wait_us;
+};
+
+std::map<std::pair<std::string, int64_t>, OracleInstance> Oracle(
+    const std::vector<Trace>& traces) {
+  std::map<std::pair<std::string, int64_t>,
+           std::map<int32_t, std::vector<const CollectiveKernel*>>>
+      by_key;
+  for (size_t r = 0; r < traces.size(); ++r) {
+    for (const CollectiveKernel& c : traces[r].collectives) {
+      by_key[{std::string(traces[r].Name(c.process_group)), c.seq}]
+            [static_cast<int32_t>(r)]
+                .push_back(&c);
+    }
+  }
+  std::map<std::pair<std::string, int64_t>, OracleInstance> out;
+  for (const auto& [key, per_rank] : by_key) {
+    OracleInstance& o = out[key];
+    o.matched = per_rank.size() == traces.size();
+    for (const auto& [r, v] : per_rank) o.matched &= v.size() == 1;
+    if (!o.matched) continue;
+    int64_t min_end = INT64_MAX, max_end = INT64_MIN, shortest = INT64_MAX;
+    for (const auto& [r, v] : per_rank) {
+      min_end = std::min(min_end, v[0]->end_ns);
+      max_end = std::max(max_end, v[0]->end_ns);
+      shortest = std::min(shortest, v[0]->end_ns - v[0]->start_ns);
+    }
+    o.synchronized =
+        max_end - min_end <=
+        std::max<int64_t>(50 * kUs, static_cast<int64_t>(0.05 * shortest));
+    if (!o.synchronized) continue;
+    int64_t arrival = INT64_MIN;
+    for (const auto& [r, v] : per_rank) {
+      if (v[0]->start_ns > arrival) {
+        arrival = v[0]->start_ns;
+        o.late = r;
+      }
+    }
+    o.arrival_us = arrival / kUs;
+    for (const auto& [r, v] : per_rank) {
+      int64_t wait = 0;
+      for (int64_t t = v[0]->start_ns / kUs;
+           t < std::min(v[0]->end_ns, arrival) / kUs; ++t) {
+        bool computing = false;
+        for (const GpuActivity& a : traces[r].gpu) {
+          if (a.start_ns <= t * kUs && (t + 1) * kUs <= a.end_ns &&
+              !IsCollectiveKernelName(traces[r].Name(a.name))) {
+            computing = true;
+          }
+        }
+        if (!computing) ++wait;
+      }
+      o.wait_us[r] = wait;
+    }
+  }
+  return out;
+}
+
+TEST(AnalyzeCollectives, AgreesWithABruteForceOracleOnRandomJobs) {
+  std::mt19937_64 rng(2024);
+  auto uniform = [&](int lo, int hi) {
+    return std::uniform_int_distribution<int>(lo, hi)(rng);
+  };
+  for (int round = 0; round < 60; ++round) {
+    const int n = uniform(2, 5);
+    std::vector<TraceBuilder> builders(n);
+    double t = 0;
+    const int instances = uniform(3, 25);
+    for (int i = 0; i < instances; ++i) {
+      std::vector<double> starts(n);
+      for (int r = 0; r < n; ++r) {
+        double s = t + uniform(0, 300);
+        // Compute before and sometimes overlapping the collective.
+        builders[r].Kernel("gemm", s - uniform(5, 60), s + uniform(-5, 40));
+        starts[r] = s;
+      }
+      const double end = *std::max_element(starts.begin(), starts.end()) +
+                         uniform(10, 200);
+      const int dropped = uniform(0, 9) == 0 ? uniform(0, n - 1) : -1;
+      for (int r = 0; r < n; ++r) {
+        if (r == dropped) continue;
+        double e = end;
+        if (uniform(0, 14) == 0) e += uniform(60, 500);  // Not in sync.
+        builders[r].Collective("AllReduce", starts[r], e, "pg", i);
+      }
+      t = end + uniform(50, 400);
+    }
+    std::vector<Trace> traces;
+    for (TraceBuilder& b : builders) traces.push_back(b.Build());
+    std::vector<RankInput> ranks;
+    for (int r = 0; r < n; ++r) ranks.push_back(Rank(traces[r], r));
+    CollectiveOptions options;
+    options.keep_instances = true;
+    absl::StatusOr<CollectiveAnalysis> c = AnalyzeCollectives(ranks, options);
+    ASSERT_TRUE(c.ok()) << c.status();
+    const auto oracle = Oracle(traces);
+    int64_t matched = 0, unsynchronized = 0, used = 0;
+    for (const auto& [key, o] : oracle) {
+      matched += o.matched;
+      unsynchronized += o.matched && !o.synchronized;
+      used += o.synchronized;
+    }
+    EXPECT_EQ(c->matched, matched) << "round " << round;
+    EXPECT_EQ(c->unmatched, static_cast<int64_t>(oracle.size()) - matched);
+    EXPECT_EQ(c->unsynchronized, unsynchronized);
+    ASSERT_EQ(static_cast<int64_t>(c->instances.size()), used);
+    for (const CollectiveInstance& inst : c->instances) {
+      const OracleInstance& o = oracle.at({inst.group, inst.key});
+      EXPECT_EQ(inst.late_rank, o.late) << "round " << round;
+      EXPECT_EQ(inst.arrival_ns, o.arrival_us * kUs);
+      for (const CollectiveInstance::Part& p : inst.parts) {
+        EXPECT_EQ(p.wait_ns, o.wait_us.at(p.rank) * kUs)
+            << "round " << round << " seq " << inst.key << " rank " << p.rank;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace bubblewatch

@@ -16,8 +16,10 @@
 #include "kafka/kafka_config.h"
 #include "kafka/kafka_handles.h"
 #include "kafka/kafka_status.h"
-#include "processor/dead_letter.h"
+#include "processor/broker_health.h"
+#include "processor/dead_letter_sink.h"
 #include "processor/job_state.h"
+#include "processor/runtime_shared.h"
 #include "processor/state_changelog.h"
 #include "schemas/event_batch_codec.h"
 #include "schemas/window_summary_codec.h"
@@ -32,34 +34,10 @@ constexpr int kPollTimeoutMs = 100;
 // hosts stay skewed is warned about again.
 constexpr absl::Duration kJobExpiryInterval = absl::Minutes(1);
 constexpr absl::Duration kSkewWarningInterval = absl::Minutes(10);
-// While the broker is unreachable: how often it is probed, and how long a
-// probe waits.
-constexpr absl::Duration kProbeInterval = absl::Seconds(1);
-constexpr int kProbeTimeoutMs = 500;
 // A flush that waits longer than this means the broker is unreachable.
 constexpr absl::Duration kSlowFlush = absl::Seconds(2);
 // Once asked to stop, how long a flush still waits for acknowledgements.
 constexpr absl::Duration kFlushOnStop = absl::Seconds(30);
-
-// Consumer errors that mean the broker cannot be reached right now. One
-// connection failing (RD_KAFKA_RESP_ERR__TRANSPORT) is not enough: brokers
-// close idle connections, and with several brokers the others still serve
-// (a partition whose leader died waits for the election, seconds, well
-// within an idle timeout).
-bool IsBrokerUnreachable(rd_kafka_resp_err_t err) {
-  return err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN;
-}
-
-// Text of librdkafka 2.0's own diagnosis of a security.protocol mismatch, in
-// a transport error (RD_KAFKA_RESP_ERR__TRANSPORT): a PLAINTEXT client whose
-// first request a TLS listener dropped, or a TLS handshake a PLAINTEXT
-// listener dropped. A broker that is merely down refuses the connection
-// instead ("Connection refused").
-bool IsProtocolMismatch(absl::string_view reason) {
-  return absl::StrContains(reason,
-                           "might be caused by incorrect security.protocol") ||
-         absl::StrContains(reason, "connecting to a PLAINTEXT broker listener");
-}
 
 // True for a "key=value" whose key only a consumer understands.
 bool IsConsumerOnlyProperty(absl::string_view assignment) {
@@ -94,8 +72,8 @@ class StreamProcessor::Impl {
   absl::Status Init();
   absl::Status Run(const std::atomic<bool>& stop);
   ProcessorStats stats() const {
-    absl::MutexLock lock(&stats_mu_);
-    return stats_;
+    absl::MutexLock lock(&stats_.mu);
+    return stats_.stats;
   }
 
  private:
@@ -135,20 +113,10 @@ class StreamProcessor::Impl {
   static void DeliveryCallback(rd_kafka_t* rk,
                                const rd_kafka_message_t* message, void* opaque);
   // The consumer's client-level errors (served by rd_kafka_consumer_poll, on
-  // Run's thread): logged as librdkafka logs them without a callback; an
-  // unreachable broker starts an outage (NoteBrokerDown); a fatal error,
-  // and a refused connection at startup (StartupRefusal), stop Run.
+  // Run's thread), judged by BrokerHealth::OnClientError; what it says Run
+  // must stop with becomes shared_.fatal.
   static void ErrorCallback(rd_kafka_t* rk, int err, const char* reason,
                             void* opaque);
-  // Until the broker first accepted the consumer (reached_broker_), an
-  // error that says it never will with this configuration: authentication,
-  // SASL or SSL failures (KafkaErrorCode kUnauthenticated), or librdkafka's
-  // security.protocol mismatch diagnosis, reported a second time (the retry
-  // failed alike). Returns the error Run stops with, else OK. Later, the
-  // same errors are an outage: a broker restarting mid-handshake, or
-  // credentials being rotated, must not stop the processor.
-  absl::Status StartupRefusal(rd_kafka_resp_err_t err,
-                              absl::string_view reason);
   void OnAssign(rd_kafka_topic_partition_list_t* partitions);
   void OnRevoke(rd_kafka_topic_partition_list_t* partitions);
   // Picks the newer of the local and the changelog snapshot of `tp`, sets
@@ -183,33 +151,12 @@ class StreamProcessor::Impl {
   // Forgets the producers of `state` whose newest event lies more than
   // options_.producer_expiry behind its finalized edge.
   void ForgetOldProducers(JobState& state);
-  // Produces `letter` to the DLQ with `fallback` (its minimal form, freed by
-  // the delivery report) as the message opaque. False, with `error`, when
-  // librdkafka refuses it at once.
-  bool ProduceDeadLetter(const DeadLetter& letter,
-                         std::unique_ptr<DeadLetter> fallback,
-                         rd_kafka_resp_err_t* error);
-  // A dead letter was refused: see the definition.
-  void DeadLetterFailed(const rd_kafka_message_t& message,
-                        std::unique_ptr<DeadLetter> minimal);
-  // Sends the bounded dead letter of `message` (dead_letter.h).
-  // `source`: the batch's header when it decoded, for per-source counts.
-  void SendToDeadLetters(const rd_kafka_message_t& message,
-                         absl::string_view reason, absl::string_view detail,
-                         const BatchHeader* source = nullptr);
   absl::StatusOr<JobEntry*> GetOrLoadJob(const std::string& job,
                                          int32_t partition);
   void CloseIdleJobs(absl::Time now);
   // True when every assigned partition has been read to its end and the
   // broker is reachable.
   bool CaughtUp() const;
-  // Broker outages. Silence while the broker cannot be reached says nothing
-  // about the jobs: the consumer counts as not caught up (no job or host is
-  // idle) from `since` until a probe (ProbeBroker) reaches the broker again;
-  // then every idle period starts afresh, so that producers have a whole
-  // idle timeout to reconnect and resend what they buffered.
-  void NoteBrokerDown(absl::Time since, absl::string_view why);
-  void ProbeBroker(absl::Time now);
   // How long a host may be silent before it stops holding its job's
   // watermark back: the idle timeout when caught up, else forever.
   absl::Duration HostIdle() const;
@@ -222,6 +169,7 @@ class StreamProcessor::Impl {
   RdKafkaPtr consumer_;
   bool consumer_closed_ = false;
   RdKafkaPtr producer_;
+  std::unique_ptr<DeadLetterSink> dead_letters_;
   std::unique_ptr<StateChangelog> changelog_;  // Null without --state-topic.
   bool changelog_prepared_ = false;
   // The changelog was created by this assignment round: nothing to read.
@@ -229,15 +177,12 @@ class StreamProcessor::Impl {
   // Offsets of the last store commit, committed to the group once that
   // commit's snapshots are acknowledged (the next flush).
   RdKafkaPartitionListPtr pending_group_offsets_;
-  absl::Status fatal_;  // Set by callbacks; Run returns it.
-  // The broker has accepted the consumer: a message, an end of partition or
-  // an assignment (which takes a group join) came back.
-  bool reached_broker_ = false;
-  int protocol_mismatches_ = 0;              // Seen before reached_broker_.
+  RuntimeShared shared_;  // Undelivered messages; callbacks' failures.
+  // Outages and startup refusals. The broker has accepted the consumer
+  // (NoteReached) once a message, an end of partition or an assignment
+  // (which takes a group join) came back.
+  BrokerHealth health_;
   const std::atomic<bool>* stop_ = nullptr;  // Run's, while it runs.
-  bool broker_down_ = false;                 // See NoteBrokerDown.
-  absl::Time broker_down_since_;
-  absl::Time last_probe_ = absl::InfinitePast();
   // The first failed store write; once set, Commit writes nothing more.
   absl::Status store_failed_;
 
@@ -247,7 +192,6 @@ class StreamProcessor::Impl {
   // (job, window start) -> late events not yet written.
   absl::flat_hash_map<std::pair<std::string, int64_t>, int64_t> pending_late_;
   bool uncommitted_ = false;
-  int64_t undelivered_ = 0;
   // Wall time of the first message and after the last one handled, for the
   // throughput figure in the progress line.
   absl::Time first_message_ = absl::InfinitePast();
@@ -258,8 +202,7 @@ class StreamProcessor::Impl {
   // broker coming back after an outage).
   absl::Time last_message_ = absl::Now();
 
-  mutable absl::Mutex stats_mu_;
-  ProcessorStats stats_ ABSL_GUARDED_BY(stats_mu_);
+  StatsCell stats_;
 };
 
 absl::Status StreamProcessor::Impl::Init() {
@@ -306,6 +249,8 @@ absl::Status StreamProcessor::Impl::Init() {
   rd_kafka_conf_set_opaque(pconf.get(), this);
   ASSIGN_OR_RETURN(producer_,
                    NewKafkaClient(RD_KAFKA_PRODUCER, std::move(pconf)));
+  dead_letters_ = std::make_unique<DeadLetterSink>(
+      producer_.get(), options_.topic, options_.dlq_topic, &shared_, &stats_);
   if (!options_.state_topic.empty()) {
     KafkaConfig reader_config(options_.brokers);
     // The restore consumer joins no group: group settings (static
@@ -337,7 +282,8 @@ void StreamProcessor::Impl::RebalanceCallback(
     self->OnAssign(partitions);
     if (cooperative) {
       RdKafkaErrorPtr error(rd_kafka_incremental_assign(rk, partitions));
-      if (error) self->fatal_ = KafkaErrorToStatus(error.get(), "assigning");
+      if (error)
+        self->shared_.fatal = KafkaErrorToStatus(error.get(), "assigning");
     } else {
       rd_kafka_assign(rk, partitions);
     }
@@ -345,7 +291,8 @@ void StreamProcessor::Impl::RebalanceCallback(
     self->OnRevoke(partitions);
     if (cooperative) {
       RdKafkaErrorPtr error(rd_kafka_incremental_unassign(rk, partitions));
-      if (error) self->fatal_ = KafkaErrorToStatus(error.get(), "unassigning");
+      if (error)
+        self->shared_.fatal = KafkaErrorToStatus(error.get(), "unassigning");
     } else {
       rd_kafka_assign(rk, nullptr);
     }
@@ -354,13 +301,13 @@ void StreamProcessor::Impl::RebalanceCallback(
 
 void StreamProcessor::Impl::OnAssign(
     rd_kafka_topic_partition_list_t* partitions) {
-  reached_broker_ = true;
+  health_.NoteReached();
   last_message_ = absl::Now();
   for (int i = 0; i < partitions->cnt; ++i) {
     rd_kafka_topic_partition_t& tp = partitions->elems[i];
     PartitionState state;
     if (absl::Status s = RestorePartition(tp, state); !s.ok()) {
-      fatal_ = s;
+      shared_.fatal = s;
       continue;
     }
     partitions_[tp.partition] = std::move(state);
@@ -395,8 +342,8 @@ absl::Status StreamProcessor::Impl::RestorePartition(
     state.committed_position = remote->committed_position;
     state.jobs = std::move(remote->jobs);
     source = "changelog";
-    absl::MutexLock lock(&stats_mu_);
-    ++stats_.state_restores;
+    absl::MutexLock lock(&stats_.mu);
+    ++stats_.stats.state_restores;
   } else if (local) {
     // Resume where an open window still needs data; what lies below the
     // committed position is replay.
@@ -426,15 +373,15 @@ void StreamProcessor::Impl::OnRevoke(
   absl::Status s = Commit(absl::Now());
   // The next owner reads the changelog: it must hold this last snapshot.
   if (s.ok()) s = FlushAndCommitOffsets(/*sync=*/true);
-  if (!s.ok()) fatal_ = s;
+  if (!s.ok()) shared_.fatal = s;
   for (int i = 0; i < partitions->cnt; ++i) {
     int32_t p = partitions->elems[i].partition;
     spdlog::info("revoked {}/{}", partitions->elems[i].topic, p);
     partitions_.erase(p);
     absl::erase_if(jobs_, [&](const auto& kv) {
       if (kv.second.partition != p) return false;
-      absl::MutexLock lock(&stats_mu_);
-      stats_.host_skew.erase(kv.first);
+      absl::MutexLock lock(&stats_.mu);
+      stats_.stats.host_skew.erase(kv.first);
       return true;
     });
   }
@@ -444,193 +391,28 @@ void StreamProcessor::Impl::ErrorCallback(rd_kafka_t* rk, int err,
                                           const char* reason, void* opaque) {
   Impl* self = static_cast<Impl*>(opaque);
   // Run stops with the first failure; what follows it is noise.
-  if (!self->fatal_.ok()) return;
-  const auto code = static_cast<rd_kafka_resp_err_t>(err);
-  if (code == RD_KAFKA_RESP_ERR__FATAL) {
-    char fatal[512];
-    const rd_kafka_resp_err_t original =
-        rd_kafka_fatal_error(rk, fatal, sizeof(fatal));
-    self->fatal_ = KafkaErrorToStatus(
-        original,
-        absl::StrCat("consumer failed for good: ", RedactKafkaSecrets(fatal)));
-    return;
+  if (!self->shared_.fatal.ok()) return;
+  if (absl::Status s = self->health_.OnClientError(rk, err, reason); !s.ok()) {
+    self->shared_.fatal = s;
   }
-  // librdkafka's reason is free text that may quote a property's value.
-  const std::string why = RedactKafkaSecrets(reason);
-  if (absl::Status refused = self->StartupRefusal(code, why); !refused.ok()) {
-    self->fatal_ = refused;  // Run's error line says it all.
-    return;
-  }
-  spdlog::warn("librdkafka {} ERROR: {}", rd_kafka_name(rk), why);
-  if (IsBrokerUnreachable(code)) {
-    self->NoteBrokerDown(absl::Now(), rd_kafka_err2str(code));
-  }
-}
-
-absl::Status StreamProcessor::Impl::StartupRefusal(rd_kafka_resp_err_t err,
-                                                   absl::string_view reason) {
-  if (reached_broker_) return absl::OkStatus();
-  const bool unauthenticated =
-      KafkaErrorCode(err) == absl::StatusCode::kUnauthenticated;
-  if (!unauthenticated) {
-    // One drop in the handshake may be a broker restarting at that moment;
-    // the same drop on the reconnect (librdkafka reports it again within
-    // about a second) is the configuration.
-    if (err != RD_KAFKA_RESP_ERR__TRANSPORT || !IsProtocolMismatch(reason) ||
-        ++protocol_mismatches_ < 2) {
-      return absl::OkStatus();
-    }
-  }
-  return absl::Status(
-      unauthenticated ? absl::StatusCode::kUnauthenticated
-                      : absl::StatusCode::kFailedPrecondition,
-      absl::StrCat("the Kafka broker refused the connection at startup (",
-                   rd_kafka_err2name(err), "): ", reason,
-                   "; check -X security.protocol and the sasl.*/ssl.* "
-                   "properties against the broker's listener"));
 }
 
 void StreamProcessor::Impl::DeliveryCallback(rd_kafka_t*,
                                              const rd_kafka_message_t* message,
                                              void* opaque) {
   Impl* self = static_cast<Impl*>(opaque);
-  --self->undelivered_;
+  --self->shared_.undelivered;
   // Dead letters carry their minimal form; nothing else has a message opaque.
   std::unique_ptr<DeadLetter> minimal(
       static_cast<DeadLetter*>(message->_private));
   if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR) return;
   if (minimal != nullptr) {
-    self->DeadLetterFailed(*message, std::move(minimal));
+    self->dead_letters_->OnDeliveryFailed(*message, std::move(minimal));
     return;
   }
-  self->fatal_ = KafkaErrorToStatus(
+  self->shared_.fatal = KafkaErrorToStatus(
       message->err,
       absl::StrCat("delivering to ", rd_kafka_topic_name(message->rkt)));
-}
-
-bool StreamProcessor::Impl::ProduceDeadLetter(
-    const DeadLetter& letter, std::unique_ptr<DeadLetter> fallback,
-    rd_kafka_resp_err_t* error) {
-  rd_kafka_headers_t* headers =
-      rd_kafka_headers_new(static_cast<int>(letter.headers.size()));
-  for (const auto& [name, value] : letter.headers) {
-    rd_kafka_header_add(headers, name.data(), static_cast<ssize_t>(name.size()),
-                        value.data(), static_cast<ssize_t>(value.size()));
-  }
-  ++undelivered_;
-  rd_kafka_resp_err_t err = rd_kafka_producev(
-      producer_.get(), RD_KAFKA_V_TOPIC(options_.dlq_topic.c_str()),
-      RD_KAFKA_V_KEY(letter.key.data(), letter.key.size()),
-      RD_KAFKA_V_VALUE(const_cast<char*>(letter.payload.data()),
-                       letter.payload.size()),
-      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(headers),
-      RD_KAFKA_V_OPAQUE(fallback.get()), RD_KAFKA_V_END);
-  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    --undelivered_;
-    rd_kafka_headers_destroy(headers);  // Owned by librdkafka only on success.
-    *error = err;
-    return false;
-  }
-  fallback.release();  // The delivery report frees it.
-  return true;
-}
-
-// The bounded form did not fit the topic (its max.message.bytes is lower
-// than the broker's default), or was refused for good: the minimal form
-// goes instead, and the consumer moves on once that one is acknowledged.
-// If even that is refused, the loss is logged and counted, never fatal: a
-// dead-letter topic the processor cannot write to must not stop the fleet.
-// Errors that mean the broker is away (a timed-out message) stay fatal, as
-// for windows and snapshots: the offsets must not move past an
-// unacknowledged dead letter, and a restart retries it.
-void StreamProcessor::Impl::DeadLetterFailed(
-    const rd_kafka_message_t& message, std::unique_ptr<DeadLetter> minimal) {
-  const rd_kafka_resp_err_t err = message.err;
-  const bool refused = err == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE ||
-                       err == RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE ||
-                       err == RD_KAFKA_RESP_ERR_INVALID_RECORD ||
-                       err == RD_KAFKA_RESP_ERR_INVALID_MSG ||
-                       err == RD_KAFKA_RESP_ERR_POLICY_VIOLATION;
-  if (!refused) {
-    fatal_ = KafkaErrorToStatus(err, "delivering to the dead-letter topic");
-    return;
-  }
-  if (!minimal->headers.empty()) {
-    spdlog::warn("{} refused a dead letter ({}); sending its minimal form",
-                 options_.dlq_topic, rd_kafka_err2str(err));
-    DeadLetter retry = std::move(*minimal);
-    rd_kafka_resp_err_t produce_err = RD_KAFKA_RESP_ERR_NO_ERROR;
-    // The minimal form's own fallback is empty: no third try.
-    if (ProduceDeadLetter(retry, std::make_unique<DeadLetter>(),
-                          &produce_err)) {
-      return;
-    }
-  }
-  spdlog::error(
-      "{} refused the dead letter of a rejected message even in its minimal "
-      "form ({}); counted in bubblewatch_dead_letters_lost_total",
-      options_.dlq_topic, rd_kafka_err2str(err));
-  absl::MutexLock lock(&stats_mu_);
-  ++stats_.dead_letters_lost;
-}
-
-void StreamProcessor::Impl::SendToDeadLetters(const rd_kafka_message_t& message,
-                                              absl::string_view reason,
-                                              absl::string_view detail,
-                                              const BatchHeader* source) {
-  RejectedMessage rejected{
-      .topic = options_.topic,
-      .partition = message.partition,
-      .offset = message.offset,
-      .key = absl::string_view(static_cast<const char*>(message.key),
-                               message.key_len),
-      .payload = absl::string_view(static_cast<const char*>(message.payload),
-                                   message.len)};
-  rd_kafka_headers_t* original = nullptr;
-  if (rd_kafka_message_headers(&message, &original) ==
-      RD_KAFKA_RESP_ERR_NO_ERROR) {
-    const char* name = nullptr;
-    const void* value = nullptr;
-    size_t size = 0;
-    for (size_t i = 0;
-         rd_kafka_header_get_all(original, i, &name, &value, &size) ==
-         RD_KAFKA_RESP_ERR_NO_ERROR;
-         ++i) {
-      rejected.headers.emplace_back(
-          name, value == nullptr
-                    ? std::string()
-                    : std::string(static_cast<const char*>(value), size));
-    }
-  }
-  const DeadLetter letter = MakeDeadLetter(rejected, reason, detail);
-  auto minimal = std::make_unique<DeadLetter>(
-      MakeDeadLetter(rejected, reason, detail, /*minimal=*/true));
-  rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
-  if (!ProduceDeadLetter(letter, std::move(minimal), &err)) {
-    // Refused before sending (e.g. over the producer's message.max.bytes):
-    // the minimal form, then the same rules as a refused delivery.
-    rd_kafka_message_t refused{};
-    refused.err = err;
-    DeadLetterFailed(refused, std::make_unique<DeadLetter>(MakeDeadLetter(
-                                  rejected, reason, detail, /*minimal=*/true)));
-  }
-  spdlog::warn(
-      "message {}/{}@{} to {}: {}: {}{}", options_.topic, message.partition,
-      message.offset, options_.dlq_topic, std::string(reason),
-      EscapeForLog(detail.substr(0, 4096)),
-      letter.truncated.empty()
-          ? ""
-          : absl::StrCat(" (dead letter cut: ", letter.truncated, ")"));
-  absl::MutexLock lock(&stats_mu_);
-  ++stats_.dlq_by_reason[std::string(reason)];
-  if (source != nullptr) {
-    std::pair<std::string, uint64_t> key(source->job, source->producer_id);
-    if (stats_.dlq_by_source.size() >= kMaxDlqSources &&
-        !stats_.dlq_by_source.contains(key)) {
-      key = {"", 0};
-    }
-    ++stats_.dlq_by_source[key];
-  }
 }
 
 absl::StatusOr<StreamProcessor::Impl::JobEntry*>
@@ -676,15 +458,15 @@ absl::Status StreamProcessor::Impl::HandleMessage(
   part.next_offset = std::max(part.next_offset, message.offset + 1);
   uncommitted_ = true;
   {
-    absl::MutexLock lock(&stats_mu_);
-    ++stats_.messages;
-    if (replay) ++stats_.replayed_messages;
+    absl::MutexLock lock(&stats_.mu);
+    ++stats_.stats.messages;
+    if (replay) ++stats_.stats.replayed_messages;
   }
   // Checked before decoding: a huge message is not decoded at all.
   if (std::optional<BatchRejection> too_large =
           CheckBatchBytes(message.len, options_.limits)) {
     if (!replay) {
-      SendToDeadLetters(message, too_large->reason, too_large->detail);
+      dead_letters_->Send(message, too_large->reason, too_large->detail);
     }
     return absl::OkStatus();
   }
@@ -693,15 +475,15 @@ absl::Status StreamProcessor::Impl::HandleMessage(
   if (!batch.ok()) {
     // A replayed message went to the DLQ the first time.
     if (!replay) {
-      SendToDeadLetters(message, "undecodable", batch.status().message());
+      dead_letters_->Send(message, "undecodable", batch.status().message());
     }
     return absl::OkStatus();
   }
   if (std::optional<BatchRejection> rejection =
           ValidateBatch(*batch, options_.limits)) {
     if (!replay) {
-      SendToDeadLetters(message, rejection->reason, rejection->detail,
-                        &batch->header);
+      dead_letters_->Send(message, rejection->reason, rejection->detail,
+                          &batch->header);
     }
     return absl::OkStatus();
   }
@@ -747,8 +529,8 @@ absl::Status StreamProcessor::Impl::HandleMessage(
   }
   if (IsDuplicateBatch(*job, batch->header, replay)) {
     if (!replay) {  // A replayed duplicate was counted the first time.
-      absl::MutexLock lock(&stats_mu_);
-      ++stats_.duplicate_batches;
+      absl::MutexLock lock(&stats_.mu);
+      ++stats_.stats.duplicate_batches;
     }
     return absl::OkStatus();
   }
@@ -782,10 +564,10 @@ absl::Status StreamProcessor::Impl::HandleMessage(
     part.jobs.emplace(job_name, job->state.Serialize());
   }
   {
-    absl::MutexLock lock(&stats_mu_);
-    stats_.events +=
+    absl::MutexLock lock(&stats_.mu);
+    stats_.stats.events +=
         static_cast<int64_t>(batch->trace.gpu.size() + batch->trace.cpu.size());
-    stats_.late_events += late;
+    stats_.stats.late_events += late;
   }
   for (WindowSummary& w : done) pending_windows_.push_back(std::move(w));
   return absl::OkStatus();
@@ -796,7 +578,7 @@ void StreamProcessor::Impl::RejectForLimit(const rd_kafka_message_t& message,
                                            const BatchRejection& rejection,
                                            const BatchHeader& header) {
   part.ledger.RecordRejection(message.offset);
-  SendToDeadLetters(message, rejection.reason, rejection.detail, &header);
+  dead_letters_->Send(message, rejection.reason, rejection.detail, &header);
 }
 
 void StreamProcessor::Impl::ForgetExpiredJobs(PartitionState& part,
@@ -839,8 +621,8 @@ void StreamProcessor::Impl::ForgetExpiredJobs(PartitionState& part,
   }
   if (forgotten > 0) {
     part.changed = true;
-    absl::MutexLock lock(&stats_mu_);
-    stats_.jobs_forgotten += forgotten;
+    absl::MutexLock lock(&stats_.mu);
+    stats_.stats.jobs_forgotten += forgotten;
   }
 }
 
@@ -867,12 +649,12 @@ void StreamProcessor::Impl::NoteHostSkew(const std::string& name, JobEntry& job,
                  absl::FormatDuration(absl::Nanoseconds(skew)));
     job.skew_warned = false;
   }
-  absl::MutexLock lock(&stats_mu_);
+  absl::MutexLock lock(&stats_.mu);
   if (!above) {
-    stats_.host_skew.erase(name);
-  } else if (stats_.host_skew.size() < kMaxDlqSources ||
-             stats_.host_skew.contains(name)) {
-    stats_.host_skew[name] =
+    stats_.stats.host_skew.erase(name);
+  } else if (stats_.stats.host_skew.size() < kMaxDlqSources ||
+             stats_.stats.host_skew.contains(name)) {
+    stats_.stats.host_skew[name] =
         ProcessorStats::HostSkew{.skew_ns = skew,
                                  .ahead = std::move(ahead),
                                  .behind = std::move(behind)};
@@ -912,48 +694,11 @@ void StreamProcessor::Impl::ForgetOldProducers(JobState& state) {
 }
 
 bool StreamProcessor::Impl::CaughtUp() const {
-  if (partitions_.empty() || broker_down_) return false;
+  if (partitions_.empty() || health_.down()) return false;
   for (const auto& [p, part] : partitions_) {
     if (!part.at_end) return false;
   }
   return true;
-}
-
-void StreamProcessor::Impl::NoteBrokerDown(absl::Time since,
-                                           absl::string_view why) {
-  if (broker_down_) return;
-  broker_down_ = true;
-  broker_down_since_ = since;
-  last_probe_ = absl::Now();
-  spdlog::warn(
-      "broker unreachable ({}): no job is closed for idleness until it is "
-      "back",
-      std::string(why));
-}
-
-void StreamProcessor::Impl::ProbeBroker(absl::Time now) {
-  if (!broker_down_ || now - last_probe_ < kProbeInterval) return;
-  last_probe_ = now;
-  // Any partition will do: its leader answering means the broker is back
-  // (with several brokers, at least one of them is). With none assigned
-  // there is no job to protect.
-  if (!partitions_.empty()) {
-    int64_t low = 0, high = 0;
-    if (rd_kafka_query_watermark_offsets(
-            consumer_.get(), options_.topic.c_str(), partitions_.begin()->first,
-            &low, &high, kProbeTimeoutMs) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      return;
-    }
-  }
-  broker_down_ = false;
-  const absl::Time back = absl::Now();
-  last_message_ = back;
-  for (auto& [name, job] : jobs_) {
-    if (job.windower) job.windower->RestartIdleTimers(back);
-  }
-  spdlog::warn("broker reachable again after {}; idle timeouts start afresh",
-               absl::FormatDuration(absl::Trunc(back - broker_down_since_,
-                                                absl::Milliseconds(1))));
 }
 
 absl::Duration StreamProcessor::Impl::HostIdle() const {
@@ -980,8 +725,8 @@ void StreamProcessor::Impl::CloseIdleJobs(absl::Time now) {
     job.dirty = true;
     job.skew_warned = false;
     uncommitted_ = true;
-    absl::MutexLock lock(&stats_mu_);
-    stats_.host_skew.erase(name);
+    absl::MutexLock lock(&stats_.mu);
+    stats_.stats.host_skew.erase(name);
   }
 }
 
@@ -1011,24 +756,24 @@ absl::Status StreamProcessor::Impl::AddLateUpdates(StoreBatch& batch) {
 absl::Status StreamProcessor::Impl::FlushAndCommitOffsets(bool sync) {
   // Waits for the acknowledgements as long as the producer keeps trying
   // (message.timeout.ms, 5 min by default, after which the delivery report
-  // fails and sets fatal_): a broker restart is waited out, not fatal. Once
-  // asked to stop, it waits kFlushOnStop at most.
+  // fails and sets shared_.fatal): a broker restart is waited out, not fatal.
+  // Once asked to stop, it waits kFlushOnStop at most.
   const absl::Time start = absl::Now();
   absl::Time next_warning = start + absl::Seconds(10);
-  while (undelivered_ > 0 && fatal_.ok()) {
+  while (shared_.undelivered > 0 && shared_.fatal.ok()) {
     rd_kafka_flush(producer_.get(), 1000);
-    if (undelivered_ == 0) break;
+    if (shared_.undelivered == 0) break;
     const absl::Time now = absl::Now();
     if (now - start >= kSlowFlush) {
-      NoteBrokerDown(start, absl::StrCat("no acknowledgement for ",
-                                         absl::FormatDuration(kSlowFlush)));
+      health_.NoteDown(start, absl::StrCat("no acknowledgement for ",
+                                           absl::FormatDuration(kSlowFlush)));
     }
     // Outside Run (the consumer closing in the destructor) counts as
     // stopping.
     const bool stopping = stop_ == nullptr || stop_->load();
     if (stopping && now - start >= kFlushOnStop) {
       return absl::UnavailableError(absl::StrCat(
-          undelivered_,
+          shared_.undelivered,
           " dead-letter/window/state messages not acknowledged within ",
           absl::FormatDuration(kFlushOnStop),
           " of stopping; not committing past them"));
@@ -1038,11 +783,11 @@ absl::Status StreamProcessor::Impl::FlushAndCommitOffsets(bool sync) {
           "waiting {} for the broker to acknowledge {} dead-letter/window/"
           "state messages (offsets do not move until it does)",
           absl::FormatDuration(absl::Trunc(now - start, absl::Seconds(1))),
-          undelivered_);
+          shared_.undelivered);
       next_warning = now + absl::Seconds(10);
     }
   }
-  RETURN_IF_ERROR(fatal_);
+  RETURN_IF_ERROR(shared_.fatal);
   if (pending_group_offsets_ && pending_group_offsets_->cnt > 0) {
     // Best effort: with a changelog, a new owner resumes from the snapshot;
     // the group offset only matters to one that finds no snapshot, and it
@@ -1068,7 +813,7 @@ absl::Status StreamProcessor::Impl::Commit(absl::Time now) {
   if (!uncommitted_ && pending_windows_.empty() && !observer_wants) {
     return absl::OkStatus();
   }
-  RETURN_IF_ERROR(fatal_);
+  RETURN_IF_ERROR(shared_.fatal);
   StoreBatch batch;
   batch.windows = std::move(pending_windows_);
   pending_windows_.clear();
@@ -1088,14 +833,14 @@ absl::Status StreamProcessor::Impl::Commit(absl::Time now) {
   if (!options_.windows_topic.empty()) {
     for (const WindowSummary& w : batch.windows) {
       std::string value = EncodeWindowSummary(w);
-      ++undelivered_;
+      ++shared_.undelivered;
       rd_kafka_resp_err_t err = rd_kafka_producev(
           producer_.get(), RD_KAFKA_V_TOPIC(options_.windows_topic.c_str()),
           RD_KAFKA_V_KEY(w.job.data(), w.job.size()),
           RD_KAFKA_V_VALUE(value.data(), value.size()),
           RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
       if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        --undelivered_;
+        --shared_.undelivered;
         spdlog::warn("cannot publish window of {}: {}", w.job,
                      rd_kafka_err2str(err));
       }
@@ -1173,7 +918,7 @@ absl::Status StreamProcessor::Impl::Commit(absl::Time now) {
     for (const PartitionProgress& progress : batch.progress) {
       PartitionState& part = partitions_[progress.partition];
       if (!part.changed) continue;
-      ++undelivered_;
+      ++shared_.undelivered;
       absl::Status s = changelog_->Write(
           PartitionSnapshot{.topic = progress.topic,
                             .partition = progress.partition,
@@ -1181,7 +926,7 @@ absl::Status StreamProcessor::Impl::Commit(absl::Time now) {
                             .committed_position = progress.committed_position,
                             .jobs = part.jobs});
       if (!s.ok()) {
-        --undelivered_;
+        --shared_.undelivered;
         return s;
       }
       part.changed = false;
@@ -1189,9 +934,9 @@ absl::Status StreamProcessor::Impl::Commit(absl::Time now) {
     }
   }
   if (offsets->cnt > 0) pending_group_offsets_ = std::move(offsets);
-  absl::MutexLock lock(&stats_mu_);
-  stats_.windows_written += static_cast<int64_t>(batch.windows.size());
-  stats_.state_snapshots_written += snapshots;
+  absl::MutexLock lock(&stats_.mu);
+  stats_.stats.windows_written += static_cast<int64_t>(batch.windows.size());
+  stats_.stats.state_snapshots_written += snapshots;
   return absl::OkStatus();
 }
 
@@ -1215,13 +960,13 @@ void StreamProcessor::Impl::LogProgress() {
   }
   int64_t tracked = 0;
   for (const auto& [p, part] : partitions_) tracked += TrackedJobs(part);
-  absl::MutexLock lock(&stats_mu_);
-  stats_.open_jobs = open;
-  stats_.buffered_events = buffered;
-  stats_.tracked_jobs = tracked;
-  stats_.lag = lag;
+  absl::MutexLock lock(&stats_.mu);
+  stats_.stats.open_jobs = open;
+  stats_.stats.buffered_events = buffered;
+  stats_.stats.tracked_jobs = tracked;
+  stats_.stats.lag = lag;
   int64_t dlq = 0;
-  for (const auto& [reason, n] : stats_.dlq_by_reason) dlq += n;
+  for (const auto& [reason, n] : stats_.stats.dlq_by_reason) dlq += n;
   int64_t total_lag = 0;
   for (const auto& [tp, n] : lag) total_lag += n;
   double busy_s = first_message_ == absl::InfinitePast()
@@ -1231,10 +976,10 @@ void StreamProcessor::Impl::LogProgress() {
       "processed {} messages, {} events ({:.0f} events/s from first to last "
       "message); {} windows written; {} open jobs, {} buffered events; lag "
       "{}; late {}; duplicates {}; DLQ {}",
-      stats_.messages, stats_.events,
-      busy_s > 0 ? static_cast<double>(stats_.events) / busy_s : 0.0,
-      stats_.windows_written, open, buffered, total_lag, stats_.late_events,
-      stats_.duplicate_batches, dlq);
+      stats_.stats.messages, stats_.stats.events,
+      busy_s > 0 ? static_cast<double>(stats_.stats.events) / busy_s : 0.0,
+      stats_.stats.windows_written, open, buffered, total_lag,
+      stats_.stats.late_events, stats_.stats.duplicate_batches, dlq);
 }
 
 absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
@@ -1250,12 +995,12 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
     RdKafkaMessagePtr message(
         rd_kafka_consumer_poll(consumer_.get(), kPollTimeoutMs));
     rd_kafka_poll(producer_.get(), 0);  // Serve delivery reports.
-    RETURN_IF_ERROR(fatal_);
+    RETURN_IF_ERROR(shared_.fatal);
     absl::Time now = absl::Now();
     if (message) {
       if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR ||
           message->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-        reached_broker_ = true;
+        health_.NoteReached();
       }
       if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
         last_message_ = now;
@@ -1270,14 +1015,20 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
             RD_KAFKA_RESP_ERR_NO_ERROR) {
           return s;
         }
-        RETURN_IF_ERROR(StartupRefusal(message->err, s.message()));
-        if (IsBrokerUnreachable(message->err)) {
-          NoteBrokerDown(now, rd_kafka_err2str(message->err));
-        }
-        spdlog::warn("{}", s.ToString());
+        RETURN_IF_ERROR(health_.OnConsumeError(message->err, s, now));
       }
     }
-    ProbeBroker(now);
+    if (std::optional<absl::Time> back = health_.Probe(
+            now, consumer_.get(), options_.topic,
+            partitions_.empty()
+                ? std::nullopt
+                : std::optional<int32_t>(partitions_.begin()->first))) {
+      // Silence during the outage said nothing: idle periods start afresh.
+      last_message_ = *back;
+      for (auto& [name, job] : jobs_) {
+        if (job.windower) job.windower->RestartIdleTimers(*back);
+      }
+    }
     CloseIdleJobs(now);
     if (!pending_windows_.empty() ||
         now - last_commit >= options_.commit_interval) {
@@ -1300,7 +1051,7 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
     }
     // Idle counts only while partitions are assigned (a restarted member may
     // wait for a rebalance before it gets any) and the broker is reachable.
-    if (partitions_.empty() || broker_down_) last_message_ = now;
+    if (partitions_.empty() || health_.down()) last_message_ = now;
     if (options_.exit_when_idle > absl::ZeroDuration() &&
         now - last_message_ >= options_.exit_when_idle) {
       bool all_closed = std::none_of(

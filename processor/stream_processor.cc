@@ -16,9 +16,11 @@
 #include "kafka/kafka_config.h"
 #include "kafka/kafka_handles.h"
 #include "kafka/kafka_status.h"
+#include "processor/batch_admission.h"
 #include "processor/broker_health.h"
 #include "processor/dead_letter_sink.h"
 #include "processor/job_state.h"
+#include "processor/partition_jobs.h"
 #include "processor/runtime_shared.h"
 #include "processor/state_changelog.h"
 #include "schemas/event_batch_codec.h"
@@ -30,10 +32,8 @@ namespace {
 
 constexpr absl::Duration kRetentionInterval = absl::Minutes(1);
 constexpr int kPollTimeoutMs = 100;
-// How often jobs past job_expiry are looked for, and how often a job whose
-// hosts stay skewed is warned about again.
+// How often jobs past job_expiry are looked for.
 constexpr absl::Duration kJobExpiryInterval = absl::Minutes(1);
-constexpr absl::Duration kSkewWarningInterval = absl::Minutes(10);
 // A flush that waits longer than this means the broker is unreachable.
 constexpr absl::Duration kSlowFlush = absl::Seconds(2);
 // Once asked to stop, how long a flush still waits for acknowledgements.
@@ -59,7 +59,7 @@ class StreamProcessor::Impl {
   Impl(const StreamProcessorOptions& options, WindowStore* store)
       : options_(options), store_(store) {}
   // Closes the consumer while every member is still alive: closing runs the
-  // rebalance callback (OnRevoke), which uses jobs_ and partitions_. Left to
+  // rebalance callback (OnRevoke), which uses partition_jobs_. Left to
   // the members' destructors, consumer_ (declared first) would close after
   // those maps were destroyed: a double free whenever Run returned an error.
   ~Impl() {
@@ -77,36 +77,6 @@ class StreamProcessor::Impl {
   }
 
  private:
-  struct PartitionState {
-    int64_t committed_position = 0;  // From the store at assignment.
-    int64_t next_offset = -1;        // After the last message seen.
-    bool at_end = false;  // Reached the partition's end since the last one.
-    // The state of every job of this partition as of the last commit (and
-    // of the snapshot it was restored from): what the snapshots hold.
-    // Also holds the ledger under kLimitLedgerKey, written at each commit.
-    JobStates jobs;
-    // Offsets rejected by a limit at or after the resume offset, and the
-    // partition's event-time clock (partition_limits.h).
-    LimitLedger ledger;
-    int64_t resume_offset = 0;  // Of the last commit.
-    // When a new job at the limit last looked for expired jobs.
-    absl::Time last_expiry_pass = absl::InfinitePast();
-    bool changed = false;  // Since the last snapshot written.
-  };
-  struct JobEntry {
-    std::unique_ptr<JobWindower> windower;  // Null once closed for idleness.
-    JobState state;
-    int32_t partition = 0;
-    int64_t last_event_ns = 0;
-    int64_t last_offset = -1;  // Of the last batch added.
-    bool dirty = false;
-    // A skew warning was logged (at that time) and has not cleared yet.
-    bool skew_warned = false;
-    absl::Time skew_warned_at = absl::InfinitePast();
-    // While replaying: producer id -> highest sequence replayed so far.
-    absl::flat_hash_map<uint64_t, uint64_t> replayed_sequences;
-  };
-
   static void RebalanceCallback(rd_kafka_t* rk, rd_kafka_resp_err_t err,
                                 rd_kafka_topic_partition_list_t* partitions,
                                 void* opaque);
@@ -129,31 +99,6 @@ class StreamProcessor::Impl {
   absl::Status FlushAndCommitOffsets(bool sync = false);
 
   absl::Status HandleMessage(const rd_kafka_message_t& message, absl::Time now);
-  // Sends a batch over a limit to the DLQ and records the decision in its
-  // partition's ledger, so that a replay decides the same.
-  void RejectForLimit(const rd_kafka_message_t& message, PartitionState& part,
-                      const BatchRejection& rejection,
-                      const BatchHeader& header);
-  // Jobs `part` tracks (its snapshot's jobs, the ledger entry aside).
-  static int64_t TrackedJobs(const PartitionState& part) {
-    return static_cast<int64_t>(part.jobs.size() -
-                                part.jobs.count(kLimitLedgerKey));
-  }
-  // Forgets the jobs of `part` past options_.job_expiry that have no open
-  // window and no batch at or after `resume_offset`.
-  void ForgetExpiredJobs(PartitionState& part, int64_t resume_offset);
-  // Measures the host skew of `job` (its windows just closed), logs a
-  // warning when it is over options_.skew_warning and updates the stats.
-  void NoteHostSkew(const std::string& name, JobEntry& job, absl::Time now);
-  // True if `header`'s batch was already counted (see the definition).
-  static bool IsDuplicateBatch(JobEntry& job, const BatchHeader& header,
-                               bool replay);
-  // Forgets the producers of `state` whose newest event lies more than
-  // options_.producer_expiry behind its finalized edge.
-  void ForgetOldProducers(JobState& state);
-  absl::StatusOr<JobEntry*> GetOrLoadJob(const std::string& job,
-                                         int32_t partition);
-  void CloseIdleJobs(absl::Time now);
   // True when every assigned partition has been read to its end and the
   // broker is reachable.
   bool CaughtUp() const;
@@ -186,8 +131,10 @@ class StreamProcessor::Impl {
   // The first failed store write; once set, Commit writes nothing more.
   absl::Status store_failed_;
 
-  absl::flat_hash_map<int32_t, PartitionState> partitions_;
-  absl::flat_hash_map<std::string, JobEntry> jobs_;
+  StatsCell stats_;
+  // The owned partitions and their jobs; what is admitted to them.
+  PartitionJobs partition_jobs_{options_, store_, &stats_};
+  BatchAdmission admission_{options_, &partition_jobs_};
   std::vector<WindowSummary> pending_windows_;
   // (job, window start) -> late events not yet written.
   absl::flat_hash_map<std::pair<std::string, int64_t>, int64_t> pending_late_;
@@ -201,8 +148,6 @@ class StreamProcessor::Impl {
   // silence start afresh (an assignment, whose replay has not begun yet; the
   // broker coming back after an outage).
   absl::Time last_message_ = absl::Now();
-
-  StatsCell stats_;
 };
 
 absl::Status StreamProcessor::Impl::Init() {
@@ -310,7 +255,7 @@ void StreamProcessor::Impl::OnAssign(
       shared_.fatal = s;
       continue;
     }
-    partitions_[tp.partition] = std::move(state);
+    partition_jobs_.partitions()[tp.partition] = std::move(state);
   }
   changelog_created_now_ = false;
 }
@@ -361,7 +306,7 @@ absl::Status StreamProcessor::Impl::RestorePartition(
   spdlog::info(
       "assigned {}/{}: state from {} ({} jobs, {} limit rejections to "
       "replay), resume at {}, replay below {}",
-      tp.topic, tp.partition, source, TrackedJobs(state),
+      tp.topic, tp.partition, source, PartitionJobs::TrackedJobs(state),
       state.ledger.rejections(), tp.offset, state.committed_position);
   return absl::OkStatus();
 }
@@ -377,13 +322,7 @@ void StreamProcessor::Impl::OnRevoke(
   for (int i = 0; i < partitions->cnt; ++i) {
     int32_t p = partitions->elems[i].partition;
     spdlog::info("revoked {}/{}", partitions->elems[i].topic, p);
-    partitions_.erase(p);
-    absl::erase_if(jobs_, [&](const auto& kv) {
-      if (kv.second.partition != p) return false;
-      absl::MutexLock lock(&stats_.mu);
-      stats_.stats.host_skew.erase(kv.first);
-      return true;
-    });
+    partition_jobs_.DropPartition(p);
   }
 }
 
@@ -415,43 +354,9 @@ void StreamProcessor::Impl::DeliveryCallback(rd_kafka_t*,
       absl::StrCat("delivering to ", rd_kafka_topic_name(message->rkt)));
 }
 
-absl::StatusOr<StreamProcessor::Impl::JobEntry*>
-StreamProcessor::Impl::GetOrLoadJob(const std::string& job, int32_t partition) {
-  auto it = jobs_.find(job);
-  if (it == jobs_.end()) {
-    JobEntry entry;
-    entry.partition = partition;
-    // The partition's snapshot is the truth (it may come from another
-    // instance, and this store may hold an older state of the job from a
-    // past ownership); the store's own job record is for jobs no snapshot
-    // has seen (stores written before snapshots existed).
-    std::optional<std::string> stored;
-    if (auto part = partitions_.find(partition); part != partitions_.end()) {
-      if (auto it = part->second.jobs.find(job);
-          it != part->second.jobs.end()) {
-        stored = it->second;
-      }
-    }
-    if (!stored) {
-      ASSIGN_OR_RETURN(stored, store_->JobState(job));
-    }
-    if (stored) {
-      ASSIGN_OR_RETURN(entry.state, JobState::Parse(*stored));
-    }
-    it = jobs_.emplace(job, std::move(entry)).first;
-  }
-  JobEntry& entry = it->second;
-  entry.partition = partition;
-  if (!entry.windower) {
-    entry.windower = std::make_unique<JobWindower>(job, options_.windower);
-    entry.windower->RestoreFinalizedThrough(entry.state.finalized_through_ns);
-  }
-  return &entry;
-}
-
 absl::Status StreamProcessor::Impl::HandleMessage(
     const rd_kafka_message_t& message, absl::Time now) {
-  PartitionState& part = partitions_[message.partition];
+  PartitionState& part = partition_jobs_.partitions()[message.partition];
   part.at_end = false;
   part.changed = true;
   const bool replay = message.offset < part.committed_position;
@@ -462,240 +367,43 @@ absl::Status StreamProcessor::Impl::HandleMessage(
     ++stats_.stats.messages;
     if (replay) ++stats_.stats.replayed_messages;
   }
-  // Checked before decoding: a huge message is not decoded at all.
-  if (std::optional<BatchRejection> too_large =
-          CheckBatchBytes(message.len, options_.limits)) {
-    if (!replay) {
-      dead_letters_->Send(message, too_large->reason, too_large->detail);
-    }
-    return absl::OkStatus();
-  }
-  absl::StatusOr<DecodedBatch> batch = DecodeEventBatch(
-      {static_cast<const uint8_t*>(message.payload), message.len});
-  if (!batch.ok()) {
-    // A replayed message went to the DLQ the first time.
-    if (!replay) {
-      dead_letters_->Send(message, "undecodable", batch.status().message());
-    }
-    return absl::OkStatus();
-  }
-  if (std::optional<BatchRejection> rejection =
-          ValidateBatch(*batch, options_.limits)) {
-    if (!replay) {
-      dead_letters_->Send(message, rejection->reason, rejection->detail,
-                          &batch->header);
-    }
-    return absl::OkStatus();
-  }
-  EscapeUnprintableNames(&*batch);
-  const std::string& job_name = batch->header.job;
-  // The stateful limits. A replayed batch is decided as it was the first
-  // time (its partition's ledger); its dead letter was sent then.
-  if (replay) {
-    if (part.ledger.WasRejected(message.offset)) return absl::OkStatus();
-  } else if (!part.jobs.contains(job_name)) {
-    // At the limit, expired jobs make room first (looked for at most once a
-    // second: a stream of made-up names must not cost a scan each).
-    if (TrackedJobs(part) >= options_.state_limits.max_jobs_per_partition &&
-        now - part.last_expiry_pass >= absl::Seconds(1)) {
-      part.last_expiry_pass = now;
-      ForgetExpiredJobs(part, part.resume_offset);
-    }
-    if (std::optional<BatchRejection> rejection =
-            CheckNewJob(TrackedJobs(part), options_.state_limits)) {
-      RejectForLimit(message, part, *rejection, batch->header);
+  ASSIGN_OR_RETURN(
+      Admission admission,
+      admission_.Admit(
+          {static_cast<const uint8_t*>(message.payload), message.len},
+          message.partition, message.offset, part, replay, now));
+  switch (admission.verdict) {
+    case Admission::Verdict::kSkip:
       return absl::OkStatus();
-    }
-  }
-  ASSIGN_OR_RETURN(JobEntry * job, GetOrLoadJob(job_name, message.partition));
-  if (!replay) {
-    if (std::optional<BatchRejection> rejection = CheckOpenWindows(
-            job->windower->OpenWindowsWith(*batch), options_.windower.window_ns,
-            options_.state_limits)) {
-      RejectForLimit(message, part, *rejection, batch->header);
-      // A job whose first batch this was is not tracked: a stream of
-      // made-up job names must not grow the job table either.
-      if (!part.jobs.contains(job_name)) jobs_.erase(job_name);
+    case Admission::Verdict::kDeadLetter:
+      dead_letters_->Send(message, admission.rejection.reason,
+                          admission.rejection.detail,
+                          admission.source ? &*admission.source : nullptr);
       return absl::OkStatus();
-    }
-  }
-  if (!replay) {
-    if (std::optional<BatchRejection> rejection =
-            CheckSequenceStep(job->state.producer_sequences, batch->header,
-                              options_.state_limits)) {
-      RejectForLimit(message, part, *rejection, batch->header);
-      return absl::OkStatus();
-    }
-  }
-  if (IsDuplicateBatch(*job, batch->header, replay)) {
-    if (!replay) {  // A replayed duplicate was counted the first time.
+    case Admission::Verdict::kDuplicate: {
       absl::MutexLock lock(&stats_.mu);
       ++stats_.stats.duplicate_batches;
+      return absl::OkStatus();
     }
-    return absl::OkStatus();
+    case Admission::Verdict::kAccept:
+      break;
   }
-  int64_t late = job->windower->Add(*batch, message.offset, replay, now);
-  for (const auto& [window, count] : job->windower->TakeLateCounts()) {
-    pending_late_[{batch->header.job, window}] += count;
+  const std::string& job_name = admission.batch.header.job;
+  PartitionJobs::Added added =
+      partition_jobs_.AddBatch(part, job_name, *admission.job, admission.batch,
+                               message.offset, replay, now, HostIdle());
+  for (const auto& [window, count] : added.late_counts) {
+    pending_late_[{job_name, window}] += count;
   }
-  int64_t batch_newest_ns = INT64_MIN;
-  for (const GpuActivity& a : batch->trace.gpu) {
-    batch_newest_ns = std::max(batch_newest_ns, a.end_ns);
+  for (WindowSummary& w : added.windows) {
+    pending_windows_.push_back(std::move(w));
   }
-  for (const CpuEvent& e : batch->trace.cpu) {
-    batch_newest_ns = std::max(batch_newest_ns, e.end_ns);
-  }
-  job->last_event_ns = std::max(job->last_event_ns, batch_newest_ns);
-  job->last_offset = message.offset;
-  if (batch->header.producer_id != 0) {
-    job->state.NoteProducerEvents(batch->header.producer_id, batch_newest_ns);
-  }
-  job->dirty = true;
-  part.ledger.NoteEvent(batch_newest_ns);
-  std::vector<WindowSummary> done =
-      job->windower->FinalizeReady(now, HostIdle());
-  job->state.finalized_through_ns = job->windower->finalized_through_ns();
-  if (!done.empty()) {
-    ForgetOldProducers(job->state);
-    NoteHostSkew(job_name, *job, now);
-  }
-  // Tracked from its first accepted batch (the commit writes its state).
-  if (!part.jobs.contains(job_name)) {
-    part.jobs.emplace(job_name, job->state.Serialize());
-  }
-  {
-    absl::MutexLock lock(&stats_.mu);
-    stats_.stats.events +=
-        static_cast<int64_t>(batch->trace.gpu.size() + batch->trace.cpu.size());
-    stats_.stats.late_events += late;
-  }
-  for (WindowSummary& w : done) pending_windows_.push_back(std::move(w));
   return absl::OkStatus();
 }
 
-void StreamProcessor::Impl::RejectForLimit(const rd_kafka_message_t& message,
-                                           PartitionState& part,
-                                           const BatchRejection& rejection,
-                                           const BatchHeader& header) {
-  part.ledger.RecordRejection(message.offset);
-  dead_letters_->Send(message, rejection.reason, rejection.detail, &header);
-}
-
-void StreamProcessor::Impl::ForgetExpiredJobs(PartitionState& part,
-                                              int64_t resume_offset) {
-  // While replaying, jobs with batches ahead are not loaded yet.
-  if (part.next_offset < part.committed_position) return;
-  const int64_t clock = part.ledger.newest_event_ns();
-  const int64_t expiry = absl::ToInt64Nanoseconds(options_.job_expiry);
-  if (clock == INT64_MIN || clock < INT64_MIN + expiry) return;
-  const int64_t cutoff = clock - expiry;
-  int64_t forgotten = 0;
-  for (auto it = part.jobs.begin(); it != part.jobs.end();) {
-    if (it->first == kLimitLedgerKey) {
-      ++it;
-      continue;
-    }
-    auto live = jobs_.find(it->first);
-    // Open windows, or a batch a replay from the resume offset would read:
-    // the job's state is still needed.
-    // (A dirty one was closed since the last commit: its newest state is
-    // not in the table yet.)
-    if (live != jobs_.end() &&
-        (live->second.windower != nullptr || live->second.dirty ||
-         live->second.last_offset >= resume_offset)) {
-      ++it;
-      continue;
-    }
-    absl::StatusOr<JobState> state = JobState::Parse(it->second);
-    if (!state.ok() || state->NewestEventNs() >= cutoff) {
-      ++it;
-      continue;
-    }
-    spdlog::info(
-        "job {} forgotten: its newest event is more than {} behind "
-        "its partition's",
-        it->first, absl::FormatDuration(options_.job_expiry));
-    if (live != jobs_.end()) jobs_.erase(live);
-    it = part.jobs.erase(it);
-    ++forgotten;
-  }
-  if (forgotten > 0) {
-    part.changed = true;
-    absl::MutexLock lock(&stats_.mu);
-    stats_.stats.jobs_forgotten += forgotten;
-  }
-}
-
-void StreamProcessor::Impl::NoteHostSkew(const std::string& name, JobEntry& job,
-                                         absl::Time now) {
-  const int64_t threshold = absl::ToInt64Nanoseconds(options_.skew_warning);
-  if (threshold <= 0) return;
-  std::string ahead, behind;
-  const int64_t skew =
-      job.windower->HostSkewNs(now, HostIdle(), &ahead, &behind);
-  const bool above = skew >= threshold;
-  if (above &&
-      (!job.skew_warned || now - job.skew_warned_at >= kSkewWarningInterval)) {
-    const std::string by = absl::FormatDuration(absl::Nanoseconds(skew));
-    spdlog::warn(
-        "job {}: host {} is {} ahead of host {} in event time (clock skew or "
-        "delivery delay); its windows close that much later and hold that "
-        "much more of {}'s events (ops/RUNBOOK.md, \"Clock skew\")",
-        name, ahead, by, behind, ahead);
-    job.skew_warned = true;
-    job.skew_warned_at = now;
-  } else if (!above && job.skew_warned && skew < threshold / 2) {
-    spdlog::info("job {}: host skew back to {}", name,
-                 absl::FormatDuration(absl::Nanoseconds(skew)));
-    job.skew_warned = false;
-  }
-  absl::MutexLock lock(&stats_.mu);
-  if (!above) {
-    stats_.stats.host_skew.erase(name);
-  } else if (stats_.stats.host_skew.size() < kMaxDlqSources ||
-             stats_.stats.host_skew.contains(name)) {
-    stats_.stats.host_skew[name] =
-        ProcessorStats::HostSkew{.skew_ns = skew,
-                                 .ahead = std::move(ahead),
-                                 .behind = std::move(behind)};
-  }
-}
-
-// A batch resent by its producer (same id and sequence, e.g. a watcher that
-// resent a file after a crash) counts once. Live, it is checked against the
-// highest sequence counted, stored with the job's state. On replay that
-// stored sequence covers the whole replayed range (those batches were
-// counted before the restart), so a replayed batch is checked against the
-// batches replayed before it instead: a resent copy follows its original in
-// the partition and was dropped the first time too. (A copy whose original
-// lies before the resume offset only holds events of finalized windows,
-// which the windower drops on replay.)
-bool StreamProcessor::Impl::IsDuplicateBatch(JobEntry& job,
-                                             const BatchHeader& header,
-                                             bool replay) {
-  if (header.producer_id == 0) return false;
-  absl::flat_hash_map<uint64_t, uint64_t>& seen =
-      replay ? job.replayed_sequences : job.state.producer_sequences;
-  auto it = seen.find(header.producer_id);
-  if (it != seen.end() && header.sequence <= it->second) return true;
-  seen[header.producer_id] = header.sequence;
-  return false;
-}
-
-// Only when the finalized edge moves, and only by event time, so a replay
-// forgets exactly what the first pass forgot.
-void StreamProcessor::Impl::ForgetOldProducers(JobState& state) {
-  const int64_t expiry = absl::ToInt64Nanoseconds(options_.producer_expiry);
-  if (state.finalized_through_ns == INT64_MIN ||
-      state.finalized_through_ns < INT64_MIN + expiry) {
-    return;
-  }
-  state.ForgetProducersBefore(state.finalized_through_ns - expiry);
-}
-
 bool StreamProcessor::Impl::CaughtUp() const {
-  if (partitions_.empty() || health_.down()) return false;
-  for (const auto& [p, part] : partitions_) {
+  if (partition_jobs_.partitions().empty() || health_.down()) return false;
+  for (const auto& [p, part] : partition_jobs_.partitions()) {
     if (!part.at_end) return false;
   }
   return true;
@@ -705,29 +413,6 @@ absl::Duration StreamProcessor::Impl::HostIdle() const {
   // Silence only means something once the consumer has read everything:
   // while it lags, a host's next batch may simply not be read yet.
   return CaughtUp() ? options_.idle_timeout : absl::InfiniteDuration();
-}
-
-void StreamProcessor::Impl::CloseIdleJobs(absl::Time now) {
-  if (!CaughtUp()) return;
-  for (auto& [name, job] : jobs_) {
-    if (!job.windower ||
-        now - job.windower->last_activity() < options_.idle_timeout) {
-      continue;
-    }
-    for (WindowSummary& w : job.windower->FinalizeAll()) {
-      pending_windows_.push_back(std::move(w));
-    }
-    job.state.finalized_through_ns = job.windower->finalized_through_ns();
-    spdlog::info("job {} idle for {}: closed through {}", name,
-                 absl::FormatDuration(options_.idle_timeout),
-                 job.state.finalized_through_ns);
-    job.windower.reset();
-    job.dirty = true;
-    job.skew_warned = false;
-    uncommitted_ = true;
-    absl::MutexLock lock(&stats_.mu);
-    stats_.stats.host_skew.erase(name);
-  }
 }
 
 absl::Status StreamProcessor::Impl::AddLateUpdates(StoreBatch& batch) {
@@ -848,11 +533,11 @@ absl::Status StreamProcessor::Impl::Commit(absl::Time now) {
   }
   RETURN_IF_ERROR(FlushAndCommitOffsets());
   absl::flat_hash_map<int32_t, int64_t> resume;
-  for (auto& [name, job] : jobs_) {
+  for (auto& [name, job] : partition_jobs_.jobs()) {
     if (job.dirty) {
       std::string state = job.state.Serialize();
-      if (auto part = partitions_.find(job.partition);
-          part != partitions_.end()) {
+      if (auto part = partition_jobs_.partitions().find(job.partition);
+          part != partition_jobs_.partitions().end()) {
         part->second.jobs[name] = state;
         part->second.changed = true;
       }
@@ -874,9 +559,9 @@ absl::Status StreamProcessor::Impl::Commit(absl::Time now) {
   }
   const bool expire_jobs = now - last_job_expiry_ >= kJobExpiryInterval;
   if (expire_jobs) last_job_expiry_ = now;
-  RdKafkaPartitionListPtr offsets(
-      rd_kafka_topic_partition_list_new(static_cast<int>(partitions_.size())));
-  for (auto& [p, part] : partitions_) {
+  RdKafkaPartitionListPtr offsets(rd_kafka_topic_partition_list_new(
+      static_cast<int>(partition_jobs_.partitions().size())));
+  for (auto& [p, part] : partition_jobs_.partitions()) {
     if (part.next_offset < 0) continue;
     PartitionProgress progress;
     progress.topic = options_.topic;
@@ -886,7 +571,8 @@ absl::Status StreamProcessor::Impl::Commit(absl::Time now) {
     progress.committed_position =
         std::max(part.committed_position, part.next_offset);
     part.resume_offset = progress.resume_offset;
-    if (expire_jobs) ForgetExpiredJobs(part, progress.resume_offset);
+    if (expire_jobs)
+      partition_jobs_.ForgetExpired(part, progress.resume_offset);
     // No replay starts below the resume offset: older decisions are done.
     part.ledger.ForgetBefore(progress.resume_offset);
     if (part.ledger.empty()) {
@@ -916,7 +602,7 @@ absl::Status StreamProcessor::Impl::Commit(absl::Time now) {
   int64_t snapshots = 0;
   if (changelog_) {
     for (const PartitionProgress& progress : batch.progress) {
-      PartitionState& part = partitions_[progress.partition];
+      PartitionState& part = partition_jobs_.partitions()[progress.partition];
       if (!part.changed) continue;
       ++shared_.undelivered;
       absl::Status s = changelog_->Write(
@@ -942,13 +628,13 @@ absl::Status StreamProcessor::Impl::Commit(absl::Time now) {
 
 void StreamProcessor::Impl::LogProgress() {
   int64_t open = 0, buffered = 0;
-  for (const auto& [name, job] : jobs_) {
+  for (const auto& [name, job] : partition_jobs_.jobs()) {
     if (!job.windower) continue;
     ++open;
     buffered += static_cast<int64_t>(job.windower->buffered_events());
   }
   absl::flat_hash_map<std::string, int64_t> lag;
-  for (const auto& [p, part] : partitions_) {
+  for (const auto& [p, part] : partition_jobs_.partitions()) {
     int64_t low = 0, high = 0;
     if (rd_kafka_get_watermark_offsets(consumer_.get(), options_.topic.c_str(),
                                        p, &low,
@@ -959,7 +645,8 @@ void StreamProcessor::Impl::LogProgress() {
     }
   }
   int64_t tracked = 0;
-  for (const auto& [p, part] : partitions_) tracked += TrackedJobs(part);
+  for (const auto& [p, part] : partition_jobs_.partitions())
+    tracked += PartitionJobs::TrackedJobs(part);
   absl::MutexLock lock(&stats_.mu);
   stats_.stats.open_jobs = open;
   stats_.stats.buffered_events = buffered;
@@ -1008,7 +695,7 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
         RETURN_IF_ERROR(HandleMessage(*message, now));
         last_handled_ = absl::Now();
       } else if (message->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-        partitions_[message->partition].at_end = true;
+        partition_jobs_.partitions()[message->partition].at_end = true;
       } else {
         absl::Status s = KafkaErrorToStatus(message->err, "consuming");
         if (rd_kafka_fatal_error(consumer_.get(), nullptr, 0) !=
@@ -1020,16 +707,17 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
     }
     if (std::optional<absl::Time> back = health_.Probe(
             now, consumer_.get(), options_.topic,
-            partitions_.empty()
+            partition_jobs_.partitions().empty()
                 ? std::nullopt
-                : std::optional<int32_t>(partitions_.begin()->first))) {
+                : std::optional<int32_t>(
+                      partition_jobs_.partitions().begin()->first))) {
       // Silence during the outage said nothing: idle periods start afresh.
       last_message_ = *back;
-      for (auto& [name, job] : jobs_) {
-        if (job.windower) job.windower->RestartIdleTimers(*back);
-      }
+      partition_jobs_.RestartIdleTimers(*back);
     }
-    CloseIdleJobs(now);
+    if (CaughtUp() && partition_jobs_.CloseIdle(now, pending_windows_) > 0) {
+      uncommitted_ = true;
+    }
     if (!pending_windows_.empty() ||
         now - last_commit >= options_.commit_interval) {
       RETURN_IF_ERROR(Commit(now));
@@ -1051,13 +739,11 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
     }
     // Idle counts only while partitions are assigned (a restarted member may
     // wait for a rebalance before it gets any) and the broker is reachable.
-    if (partitions_.empty() || health_.down()) last_message_ = now;
+    if (partition_jobs_.partitions().empty() || health_.down())
+      last_message_ = now;
     if (options_.exit_when_idle > absl::ZeroDuration() &&
         now - last_message_ >= options_.exit_when_idle) {
-      bool all_closed = std::none_of(
-          jobs_.begin(), jobs_.end(),
-          [](const auto& kv) { return kv.second.windower != nullptr; });
-      if (all_closed) break;
+      if (partition_jobs_.AllClosed()) break;
     }
   }
   RETURN_IF_ERROR(Commit(absl::Now()));

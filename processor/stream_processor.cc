@@ -6,25 +6,19 @@
 #include <optional>
 
 #include "absl/cleanup/cleanup.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "base/status_macros.h"
-#include "base/text_escape.h"
-#include "kafka/kafka_admin.h"
 #include "kafka/kafka_config.h"
 #include "kafka/kafka_handles.h"
 #include "kafka/kafka_status.h"
 #include "processor/batch_admission.h"
 #include "processor/broker_health.h"
+#include "processor/commit_pipeline.h"
 #include "processor/dead_letter_sink.h"
-#include "processor/job_state.h"
 #include "processor/partition_jobs.h"
 #include "processor/runtime_shared.h"
 #include "processor/state_changelog.h"
-#include "schemas/event_batch_codec.h"
-#include "schemas/window_summary_codec.h"
 #include "spdlog/spdlog.h"
 
 namespace bubblewatch {
@@ -32,13 +26,6 @@ namespace {
 
 constexpr absl::Duration kRetentionInterval = absl::Minutes(1);
 constexpr int kPollTimeoutMs = 100;
-// How often jobs past job_expiry are looked for.
-constexpr absl::Duration kJobExpiryInterval = absl::Minutes(1);
-// A flush that waits longer than this means the broker is unreachable.
-constexpr absl::Duration kSlowFlush = absl::Seconds(2);
-// Once asked to stop, how long a flush still waits for acknowledgements.
-constexpr absl::Duration kFlushOnStop = absl::Seconds(30);
-
 // True for a "key=value" whose key only a consumer understands.
 bool IsConsumerOnlyProperty(absl::string_view assignment) {
   absl::string_view key = assignment.substr(0, assignment.find('='));
@@ -89,15 +76,6 @@ class StreamProcessor::Impl {
                             void* opaque);
   void OnAssign(rd_kafka_topic_partition_list_t* partitions);
   void OnRevoke(rd_kafka_topic_partition_list_t* partitions);
-  // Picks the newer of the local and the changelog snapshot of `tp`, sets
-  // tp.offset to its resume offset and fills `state`.
-  absl::Status RestorePartition(rd_kafka_topic_partition_t& tp,
-                                PartitionState& state);
-  // Waits until everything produced (windows, dead letters, snapshots) is
-  // acknowledged, then commits the group offsets of the last Commit.
-  // `sync`: wait for the broker's answer (revocation, shutdown).
-  absl::Status FlushAndCommitOffsets(bool sync = false);
-
   absl::Status HandleMessage(const rd_kafka_message_t& message, absl::Time now);
   // True when every assigned partition has been read to its end and the
   // broker is reachable.
@@ -105,8 +83,6 @@ class StreamProcessor::Impl {
   // How long a host may be silent before it stops holding its job's
   // watermark back: the idle timeout when caught up, else forever.
   absl::Duration HostIdle() const;
-  absl::Status Commit(absl::Time now);
-  absl::Status AddLateUpdates(StoreBatch& batch);
   void LogProgress();
 
   StreamProcessorOptions options_;
@@ -115,35 +91,24 @@ class StreamProcessor::Impl {
   bool consumer_closed_ = false;
   RdKafkaPtr producer_;
   std::unique_ptr<DeadLetterSink> dead_letters_;
-  std::unique_ptr<StateChangelog> changelog_;  // Null without --state-topic.
-  bool changelog_prepared_ = false;
-  // The changelog was created by this assignment round: nothing to read.
-  bool changelog_created_now_ = false;
-  // Offsets of the last store commit, committed to the group once that
-  // commit's snapshots are acknowledged (the next flush).
-  RdKafkaPartitionListPtr pending_group_offsets_;
   RuntimeShared shared_;  // Undelivered messages; callbacks' failures.
   // Outages and startup refusals. The broker has accepted the consumer
   // (NoteReached) once a message, an end of partition or an assignment
   // (which takes a group join) came back.
   BrokerHealth health_;
-  const std::atomic<bool>* stop_ = nullptr;  // Run's, while it runs.
-  // The first failed store write; once set, Commit writes nothing more.
-  absl::Status store_failed_;
 
   StatsCell stats_;
   // The owned partitions and their jobs; what is admitted to them.
   PartitionJobs partition_jobs_{options_, store_, &stats_};
   BatchAdmission admission_{options_, &partition_jobs_};
-  std::vector<WindowSummary> pending_windows_;
-  // (job, window start) -> late events not yet written.
-  absl::flat_hash_map<std::pair<std::string, int64_t>, int64_t> pending_late_;
-  bool uncommitted_ = false;
+  // Windows to the store and the topics, offsets to the group, snapshots
+  // to the changelog (docs/architecture.md#commit-protocol).
+  CommitPipeline commits_{options_, store_,   &partition_jobs_,
+                          &health_, &shared_, &stats_};
   // Wall time of the first message and after the last one handled, for the
   // throughput figure in the progress line.
   absl::Time first_message_ = absl::InfinitePast();
   absl::Time last_handled_ = absl::InfinitePast();
-  absl::Time last_job_expiry_ = absl::Now();
   // For --exit-when-idle: the last message, or the last event that makes a
   // silence start afresh (an assignment, whose replay has not begun yet; the
   // broker coming back after an outage).
@@ -196,6 +161,7 @@ absl::Status StreamProcessor::Impl::Init() {
                    NewKafkaClient(RD_KAFKA_PRODUCER, std::move(pconf)));
   dead_letters_ = std::make_unique<DeadLetterSink>(
       producer_.get(), options_.topic, options_.dlq_topic, &shared_, &stats_);
+  std::unique_ptr<StateChangelog> changelog;  // Null without --state-topic.
   if (!options_.state_topic.empty()) {
     KafkaConfig reader_config(options_.brokers);
     // The restore consumer joins no group: group settings (static
@@ -205,10 +171,11 @@ absl::Status StreamProcessor::Impl::Init() {
         RETURN_IF_ERROR(reader_config.SetAssignment(assignment));
       }
     }
-    ASSIGN_OR_RETURN(changelog_,
+    ASSIGN_OR_RETURN(changelog,
                      StateChangelog::Create(reader_config, options_.state_topic,
                                             producer_.get()));
   }
+  commits_.Connect(consumer_.get(), producer_.get(), std::move(changelog));
 
   RdKafkaPartitionListPtr topics(rd_kafka_topic_partition_list_new(1));
   rd_kafka_topic_partition_list_add(topics.get(), options_.topic.c_str(),
@@ -251,73 +218,22 @@ void StreamProcessor::Impl::OnAssign(
   for (int i = 0; i < partitions->cnt; ++i) {
     rd_kafka_topic_partition_t& tp = partitions->elems[i];
     PartitionState state;
-    if (absl::Status s = RestorePartition(tp, state); !s.ok()) {
+    if (absl::Status s = commits_.RestorePartition(tp, state); !s.ok()) {
       shared_.fatal = s;
       continue;
     }
     partition_jobs_.partitions()[tp.partition] = std::move(state);
   }
-  changelog_created_now_ = false;
-}
-
-absl::Status StreamProcessor::Impl::RestorePartition(
-    rd_kafka_topic_partition_t& tp, PartitionState& state) {
-  ASSIGN_OR_RETURN(std::optional<PartitionProgress> local,
-                   store_->Progress(tp.topic, tp.partition));
-  std::optional<PartitionSnapshot> remote;
-  if (changelog_) {
-    if (!changelog_prepared_) {
-      ASSIGN_OR_RETURN(int partitions,
-                       TopicPartitionCount(consumer_.get(), options_.topic,
-                                           absl::Seconds(15)));
-      ASSIGN_OR_RETURN(changelog_created_now_, changelog_->Prepare(partitions));
-      changelog_prepared_ = true;
-    }
-    if (!changelog_created_now_) {
-      ASSIGN_OR_RETURN(remote, changelog_->ReadLatest(tp.topic, tp.partition));
-    }
-  }
-  // Both are consistent snapshots (progress + job states of one commit);
-  // the newer one is the one that processed more. On a tie the local one is
-  // as good and saves nothing but a decode.
-  const char* source = "none (group offset)";
-  if (remote &&
-      (!local || remote->committed_position > local->committed_position)) {
-    tp.offset = remote->resume_offset;
-    state.committed_position = remote->committed_position;
-    state.jobs = std::move(remote->jobs);
-    source = "changelog";
-    absl::MutexLock lock(&stats_.mu);
-    ++stats_.stats.state_restores;
-  } else if (local) {
-    // Resume where an open window still needs data; what lies below the
-    // committed position is replay.
-    tp.offset = local->resume_offset;
-    state.committed_position = local->committed_position;
-    if (!local->state.empty()) {
-      ASSIGN_OR_RETURN(state.jobs, DecodeJobStates(local->state));
-    }
-    source = "local store";
-  }
-  state.resume_offset = tp.offset;
-  if (auto it = state.jobs.find(kLimitLedgerKey); it != state.jobs.end()) {
-    ASSIGN_OR_RETURN(state.ledger, LimitLedger::Parse(it->second));
-  }
-  spdlog::info(
-      "assigned {}/{}: state from {} ({} jobs, {} limit rejections to "
-      "replay), resume at {}, replay below {}",
-      tp.topic, tp.partition, source, PartitionJobs::TrackedJobs(state),
-      state.ledger.rejections(), tp.offset, state.committed_position);
-  return absl::OkStatus();
+  commits_.AssignmentDone();
 }
 
 void StreamProcessor::Impl::OnRevoke(
     rd_kafka_topic_partition_list_t* partitions) {
   // Everything final is already in the store with its progress; open
   // windows are rebuilt by the next owner from the stored resume offset.
-  absl::Status s = Commit(absl::Now());
+  absl::Status s = commits_.Commit(absl::Now());
   // The next owner reads the changelog: it must hold this last snapshot.
-  if (s.ok()) s = FlushAndCommitOffsets(/*sync=*/true);
+  if (s.ok()) s = commits_.FlushAndCommitOffsets(/*sync=*/true);
   if (!s.ok()) shared_.fatal = s;
   for (int i = 0; i < partitions->cnt; ++i) {
     int32_t p = partitions->elems[i].partition;
@@ -361,7 +277,7 @@ absl::Status StreamProcessor::Impl::HandleMessage(
   part.changed = true;
   const bool replay = message.offset < part.committed_position;
   part.next_offset = std::max(part.next_offset, message.offset + 1);
-  uncommitted_ = true;
+  commits_.MarkUncommitted();
   {
     absl::MutexLock lock(&stats_.mu);
     ++stats_.stats.messages;
@@ -392,11 +308,9 @@ absl::Status StreamProcessor::Impl::HandleMessage(
   PartitionJobs::Added added =
       partition_jobs_.AddBatch(part, job_name, *admission.job, admission.batch,
                                message.offset, replay, now, HostIdle());
-  for (const auto& [window, count] : added.late_counts) {
-    pending_late_[{job_name, window}] += count;
-  }
+  commits_.AddLateCounts(job_name, added.late_counts);
   for (WindowSummary& w : added.windows) {
-    pending_windows_.push_back(std::move(w));
+    commits_.pending_windows().push_back(std::move(w));
   }
   return absl::OkStatus();
 }
@@ -413,217 +327,6 @@ absl::Duration StreamProcessor::Impl::HostIdle() const {
   // Silence only means something once the consumer has read everything:
   // while it lags, a host's next batch may simply not be read yet.
   return CaughtUp() ? options_.idle_timeout : absl::InfiniteDuration();
-}
-
-absl::Status StreamProcessor::Impl::AddLateUpdates(StoreBatch& batch) {
-  for (const auto& [key, count] : pending_late_) {
-    const auto& [job, start] = key;
-    WindowSummary* target = nullptr;
-    for (WindowSummary& w : batch.windows) {
-      if (w.job == job && w.window.start_ns == start) target = &w;
-    }
-    if (target == nullptr) {
-      ASSIGN_OR_RETURN(std::vector<WindowSummary> stored,
-                       store_->Scan(job, absl::FromUnixNanos(start),
-                                    absl::FromUnixNanos(start + 1)));
-      // No stored window (e.g. retention removed it): the job's total in
-      // the stats still counts these events.
-      if (stored.empty()) continue;
-      batch.windows.push_back(std::move(stored.front()));
-      target = &batch.windows.back();
-    }
-    target->late_events += count;
-  }
-  pending_late_.clear();
-  return absl::OkStatus();
-}
-
-absl::Status StreamProcessor::Impl::FlushAndCommitOffsets(bool sync) {
-  // Waits for the acknowledgements as long as the producer keeps trying
-  // (message.timeout.ms, 5 min by default, after which the delivery report
-  // fails and sets shared_.fatal): a broker restart is waited out, not fatal.
-  // Once asked to stop, it waits kFlushOnStop at most.
-  const absl::Time start = absl::Now();
-  absl::Time next_warning = start + absl::Seconds(10);
-  while (shared_.undelivered > 0 && shared_.fatal.ok()) {
-    rd_kafka_flush(producer_.get(), 1000);
-    if (shared_.undelivered == 0) break;
-    const absl::Time now = absl::Now();
-    if (now - start >= kSlowFlush) {
-      health_.NoteDown(start, absl::StrCat("no acknowledgement for ",
-                                           absl::FormatDuration(kSlowFlush)));
-    }
-    // Outside Run (the consumer closing in the destructor) counts as
-    // stopping.
-    const bool stopping = stop_ == nullptr || stop_->load();
-    if (stopping && now - start >= kFlushOnStop) {
-      return absl::UnavailableError(absl::StrCat(
-          shared_.undelivered,
-          " dead-letter/window/state messages not acknowledged within ",
-          absl::FormatDuration(kFlushOnStop),
-          " of stopping; not committing past them"));
-    }
-    if (now >= next_warning) {
-      spdlog::warn(
-          "waiting {} for the broker to acknowledge {} dead-letter/window/"
-          "state messages (offsets do not move until it does)",
-          absl::FormatDuration(absl::Trunc(now - start, absl::Seconds(1))),
-          shared_.undelivered);
-      next_warning = now + absl::Seconds(10);
-    }
-  }
-  RETURN_IF_ERROR(shared_.fatal);
-  if (pending_group_offsets_ && pending_group_offsets_->cnt > 0) {
-    // Best effort: with a changelog, a new owner resumes from the snapshot;
-    // the group offset only matters to one that finds no snapshot, and it
-    // never runs ahead of the acknowledged snapshots.
-    rd_kafka_resp_err_t err = rd_kafka_commit(
-        consumer_.get(), pending_group_offsets_.get(), /*async=*/sync ? 0 : 1);
-    if (sync && err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      spdlog::warn("committing group offsets: {}", rd_kafka_err2str(err));
-    }
-  }
-  pending_group_offsets_.reset();
-  return absl::OkStatus();
-}
-
-absl::Status StreamProcessor::Impl::Commit(absl::Time now) {
-  // After a failed store write nothing more may be written: the failed batch
-  // is gone from memory (its windows, its advanced positions), so a later
-  // commit, e.g. the one a revocation makes while the consumer closes, would
-  // store progress past windows that were never written.
-  if (!store_failed_.ok()) return store_failed_;
-  const bool observer_wants =
-      options_.observer != nullptr && options_.observer->WantsCommit(now);
-  if (!uncommitted_ && pending_windows_.empty() && !observer_wants) {
-    return absl::OkStatus();
-  }
-  RETURN_IF_ERROR(shared_.fatal);
-  StoreBatch batch;
-  batch.windows = std::move(pending_windows_);
-  pending_windows_.clear();
-  RETURN_IF_ERROR(AddLateUpdates(batch));
-  // The order below makes a crash between any two steps harmless:
-  //   1. publish this commit's windows;
-  //   2. flush: windows, dead letters and the previous commit's snapshots
-  //      are acknowledged (a crash before here stores nothing: the windows
-  //      are recomputed and published again, identical);
-  //   3. commit the previous commit's group offsets (their snapshots are
-  //      durable now);
-  //   4. store commit: windows + job states + per-partition snapshots, one
-  //      RocksDB batch (a crash after it: this instance resumes from it;
-  //      another resumes from the older changelog snapshot and replays);
-  //   5. write this commit's snapshots to the changelog; their offsets wait
-  //      for the next flush.
-  if (!options_.windows_topic.empty()) {
-    for (const WindowSummary& w : batch.windows) {
-      std::string value = EncodeWindowSummary(w);
-      ++shared_.undelivered;
-      rd_kafka_resp_err_t err = rd_kafka_producev(
-          producer_.get(), RD_KAFKA_V_TOPIC(options_.windows_topic.c_str()),
-          RD_KAFKA_V_KEY(w.job.data(), w.job.size()),
-          RD_KAFKA_V_VALUE(value.data(), value.size()),
-          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
-      if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        --shared_.undelivered;
-        spdlog::warn("cannot publish window of {}: {}", w.job,
-                     rd_kafka_err2str(err));
-      }
-    }
-  }
-  RETURN_IF_ERROR(FlushAndCommitOffsets());
-  absl::flat_hash_map<int32_t, int64_t> resume;
-  for (auto& [name, job] : partition_jobs_.jobs()) {
-    if (job.dirty) {
-      std::string state = job.state.Serialize();
-      if (auto part = partition_jobs_.partitions().find(job.partition);
-          part != partition_jobs_.partitions().end()) {
-        part->second.jobs[name] = state;
-        part->second.changed = true;
-      }
-      batch.jobs.push_back(JobUpdate{.job = name,
-                                     .last_event_ns = job.last_event_ns,
-                                     .last_seen_wall = now,
-                                     .state = std::move(state)});
-      job.dirty = false;
-    }
-    if (job.windower) {
-      if (std::optional<int64_t> r = job.windower->ResumeOffset()) {
-        spdlog::debug("job {} partition {}: resume {} finalized through {}",
-                      name, job.partition, *r,
-                      job.windower->finalized_through_ns());
-        auto [it, inserted] = resume.try_emplace(job.partition, *r);
-        if (!inserted) it->second = std::min(it->second, *r);
-      }
-    }
-  }
-  const bool expire_jobs = now - last_job_expiry_ >= kJobExpiryInterval;
-  if (expire_jobs) last_job_expiry_ = now;
-  RdKafkaPartitionListPtr offsets(rd_kafka_topic_partition_list_new(
-      static_cast<int>(partition_jobs_.partitions().size())));
-  for (auto& [p, part] : partition_jobs_.partitions()) {
-    if (part.next_offset < 0) continue;
-    PartitionProgress progress;
-    progress.topic = options_.topic;
-    progress.partition = p;
-    auto it = resume.find(p);
-    progress.resume_offset = it != resume.end() ? it->second : part.next_offset;
-    progress.committed_position =
-        std::max(part.committed_position, part.next_offset);
-    part.resume_offset = progress.resume_offset;
-    if (expire_jobs)
-      partition_jobs_.ForgetExpired(part, progress.resume_offset);
-    // No replay starts below the resume offset: older decisions are done.
-    part.ledger.ForgetBefore(progress.resume_offset);
-    if (part.ledger.empty()) {
-      part.jobs.erase(kLimitLedgerKey);
-    } else {
-      part.jobs[kLimitLedgerKey] = part.ledger.Serialize();
-    }
-    progress.state = EncodeJobStates(part.jobs);
-    part.committed_position = progress.committed_position;
-    rd_kafka_topic_partition_list_add(offsets.get(), options_.topic.c_str(), p)
-        ->offset = progress.resume_offset;
-    batch.progress.push_back(std::move(progress));
-  }
-  if (options_.observer != nullptr) {
-    RETURN_IF_ERROR(options_.observer->BeforeCommit(now, batch));
-  }
-  absl::Status written = store_->Commit(batch);
-  if (!written.ok()) {
-    store_failed_ = absl::Status(
-        written.code(), absl::StrCat("cannot write windows to the store, "
-                                     "stopping before offsets move: ",
-                                     written.message()));
-    return store_failed_;
-  }
-  uncommitted_ = false;
-  if (options_.observer != nullptr) options_.observer->AfterCommit(now);
-  int64_t snapshots = 0;
-  if (changelog_) {
-    for (const PartitionProgress& progress : batch.progress) {
-      PartitionState& part = partition_jobs_.partitions()[progress.partition];
-      if (!part.changed) continue;
-      ++shared_.undelivered;
-      absl::Status s = changelog_->Write(
-          PartitionSnapshot{.topic = progress.topic,
-                            .partition = progress.partition,
-                            .resume_offset = progress.resume_offset,
-                            .committed_position = progress.committed_position,
-                            .jobs = part.jobs});
-      if (!s.ok()) {
-        --shared_.undelivered;
-        return s;
-      }
-      part.changed = false;
-      ++snapshots;
-    }
-  }
-  if (offsets->cnt > 0) pending_group_offsets_ = std::move(offsets);
-  absl::MutexLock lock(&stats_.mu);
-  stats_.stats.windows_written += static_cast<int64_t>(batch.windows.size());
-  stats_.stats.state_snapshots_written += snapshots;
-  return absl::OkStatus();
 }
 
 void StreamProcessor::Impl::LogProgress() {
@@ -672,8 +375,8 @@ void StreamProcessor::Impl::LogProgress() {
 absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
   spdlog::info("consuming {} from {} as group {}; store {}", options_.topic,
                options_.brokers, options_.group, store_->Describe());
-  stop_ = &stop;
-  absl::Cleanup forget_stop = [this] { stop_ = nullptr; };
+  commits_.set_stop(&stop);
+  absl::Cleanup forget_stop = [this] { commits_.set_stop(nullptr); };
   absl::Time last_commit = absl::Now();
   absl::Time last_log = absl::Now();
   absl::Time last_retention = absl::InfinitePast();
@@ -715,12 +418,13 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
       last_message_ = *back;
       partition_jobs_.RestartIdleTimers(*back);
     }
-    if (CaughtUp() && partition_jobs_.CloseIdle(now, pending_windows_) > 0) {
-      uncommitted_ = true;
+    if (CaughtUp() &&
+        partition_jobs_.CloseIdle(now, commits_.pending_windows()) > 0) {
+      commits_.MarkUncommitted();
     }
-    if (!pending_windows_.empty() ||
+    if (!commits_.pending_windows().empty() ||
         now - last_commit >= options_.commit_interval) {
-      RETURN_IF_ERROR(Commit(now));
+      RETURN_IF_ERROR(commits_.Commit(now));
       last_commit = now;
     }
     if (now - last_retention >= kRetentionInterval) {
@@ -746,8 +450,8 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
       if (partition_jobs_.AllClosed()) break;
     }
   }
-  RETURN_IF_ERROR(Commit(absl::Now()));
-  RETURN_IF_ERROR(FlushAndCommitOffsets(/*sync=*/true));
+  RETURN_IF_ERROR(commits_.Commit(absl::Now()));
+  RETURN_IF_ERROR(commits_.FlushAndCommitOffsets(/*sync=*/true));
   LogProgress();
   spdlog::info("{}", store_->Describe());
   rd_kafka_consumer_close(consumer_.get());

@@ -1,28 +1,16 @@
 // StreamProcessor: the consumer that turns the `bubblewatch.events` topic into
 // per-job windows in the window store, effectively once.
 //
-// Mechanism (as Kafka Streams and Flink commit state with offsets):
-//   - each job's events feed a JobWindower; finalized windows are
-//     deterministic and upserted by (job, window start);
-//   - every commit writes, in ONE store batch, the new windows, each job's
-//     state (finalized edge, per-producer batch sequence) and, per partition,
-//     the lowest offset an open window still needs (resume_offset) and the
-//     next unprocessed offset (committed_position);
-//   - on assignment (start, crash, rebalance) a partition resumes at its
-//     stored resume_offset; messages below committed_position are replays
-//     that rebuild open windows without being counted again.
-// So a crash at any moment yields the windows of an uninterrupted run; the
-// replay is at most one window plus the lateness.
+// Effectively once: a crash or a rebalance at any moment yields the windows
+// of an uninterrupted run. How (one atomic store commit of windows, job
+// state and partition progress; snapshots mirrored to a compacted changelog;
+// replay from the resume offset): docs/architecture.md#commit-protocol.
+// Several instances in one consumer group (each with its own store) split
+// the partitions.
 //
-// Several instances in one consumer group (each with its own store) split the
-// partitions. Progress and job state of a partition are one snapshot, stored
-// locally with the windows and mirrored, after each store commit, to a
-// compacted changelog topic (processor/state_changelog.h); the group offsets
-// are committed only once that mirror is acknowledged. On assignment a
-// partition resumes from the newer of its local snapshot and the changelog's,
-// so an instance taking a partition over (rebalance, graceful stop, SIGKILL)
-// continues with the previous owner's finalized edges and batch sequences and
-// stores the same windows the previous owner would have.
+// StreamProcessor is the loop that wires the runtime's units
+// (processor/README.md): BatchAdmission, DeadLetterSink, PartitionJobs,
+// BrokerHealth and CommitPipeline.
 //
 // Bad input never stops it: a message that fails decoding or validation, or
 // a batch over a limit that needs state (open windows per job, jobs per

@@ -1,0 +1,135 @@
+// CommitPipeline: takes what the processor finalized (windows, late-event
+// counts, job states, partition progress) to the store, the windows topic,
+// the state changelog and the group offsets, in the order that makes a crash
+// between any two steps harmless, and restores a partition's state on
+// assignment from the newer of the local and the changelog snapshot.
+//
+// The protocol (the order of the steps, what each crash point leaves, how a
+// replay re-finalizes identical windows, the rebalance hand-off) is
+// described once, in docs/architecture.md#commit-protocol; Commit and
+// FlushAndCommitOffsets are its implementation.
+//
+// Promises:
+//   - no group offset is committed before everything produced up to the
+//     previous commit (windows, dead letters, snapshots) is acknowledged;
+//   - after a failed store write nothing more is written (Commit returns
+//     that failure from then on): offsets never move past windows that were
+//     not stored;
+//   - once asked to stop, a flush waits kFlushOnStop (30 s) at most, else as
+//     long as librdkafka retries; a flush unacknowledged for 2 s starts a
+//     broker outage (broker_health.h).
+//
+// Thread safety: Run's thread only (the rebalance callback included).
+#ifndef BUBBLEWATCH_PROCESSOR_COMMIT_PIPELINE_H_
+#define BUBBLEWATCH_PROCESSOR_COMMIT_PIPELINE_H_
+
+#include <librdkafka/rdkafka.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "kafka/kafka_handles.h"
+#include "processor/broker_health.h"
+#include "processor/partition_jobs.h"
+#include "processor/processor_options.h"
+#include "processor/runtime_shared.h"
+#include "processor/state_changelog.h"
+#include "storage/window_store.h"
+
+namespace bubblewatch {
+
+class CommitPipeline {
+ public:
+  // Everything passed must outlive the pipeline.
+  CommitPipeline(const StreamProcessorOptions& options, WindowStore* store,
+                 PartitionJobs* jobs, BrokerHealth* health,
+                 RuntimeShared* shared, StatsCell* stats)
+      : options_(options),
+        store_(store),
+        jobs_(jobs),
+        health_(health),
+        shared_(shared),
+        stats_(stats) {}
+
+  // The clients, once created: `consumer` commits the group offsets,
+  // `producer` publishes windows (its delivery reports decrement
+  // RuntimeShared::undelivered), `changelog` is null without --state-topic.
+  void Connect(rd_kafka_t* consumer, rd_kafka_t* producer,
+               std::unique_ptr<StateChangelog> changelog) {
+    consumer_ = consumer;
+    producer_ = producer;
+    changelog_ = std::move(changelog);
+  }
+  // Run's stop flag while it runs (null: counts as stopping).
+  void set_stop(const std::atomic<bool>* stop) { stop_ = stop; }
+
+  // Windows finalized since the last commit (the loop appends to it).
+  std::vector<WindowSummary>& pending_windows() { return pending_windows_; }
+  // Late events of `job`'s finalized windows (window start -> count), to be
+  // added to the stored windows at the next commit.
+  void AddLateCounts(const std::string& job,
+                     const absl::flat_hash_map<int64_t, int64_t>& counts) {
+    for (const auto& [window, count] : counts) {
+      pending_late_[{job, window}] += count;
+    }
+  }
+  // Something changed (a message, a job closed): the next Commit writes.
+  void MarkUncommitted() { uncommitted_ = true; }
+
+  // Picks the newer of the local and the changelog snapshot of `tp`, sets
+  // tp.offset to its resume offset and fills `state`.
+  absl::Status RestorePartition(rd_kafka_topic_partition_t& tp,
+                                PartitionState& state);
+  // One assignment round is over (the changelog it created, if any, is no
+  // longer new).
+  void AssignmentDone() { changelog_created_now_ = false; }
+
+  // One commit (docs/architecture.md#commit-protocol); nothing when nothing
+  // changed and the observer wants no commit.
+  absl::Status Commit(absl::Time now);
+  // Waits until everything produced (windows, dead letters, snapshots) is
+  // acknowledged, then commits the group offsets of the last Commit.
+  // `sync`: wait for the broker's answer (revocation, shutdown).
+  absl::Status FlushAndCommitOffsets(bool sync = false);
+
+ private:
+  // Adds the pending late-event counts to `batch`'s windows, reading the
+  // stored window when the batch does not hold it.
+  absl::Status AddLateUpdates(StoreBatch& batch);
+
+  const StreamProcessorOptions& options_;
+  WindowStore* store_;
+  PartitionJobs* jobs_;
+  BrokerHealth* health_;
+  RuntimeShared* shared_;
+  StatsCell* stats_;
+  rd_kafka_t* consumer_ = nullptr;
+  rd_kafka_t* producer_ = nullptr;
+  const std::atomic<bool>* stop_ = nullptr;
+
+  std::unique_ptr<StateChangelog> changelog_;  // Null without --state-topic.
+  bool changelog_prepared_ = false;
+  // The changelog was created by this assignment round: nothing to read.
+  bool changelog_created_now_ = false;
+  // Offsets of the last store commit, committed to the group once that
+  // commit's snapshots are acknowledged (the next flush).
+  RdKafkaPartitionListPtr pending_group_offsets_;
+  // The first failed store write; once set, Commit writes nothing more.
+  absl::Status store_failed_;
+  std::vector<WindowSummary> pending_windows_;
+  // (job, window start) -> late events not yet written.
+  absl::flat_hash_map<std::pair<std::string, int64_t>, int64_t> pending_late_;
+  bool uncommitted_ = false;
+  absl::Time last_job_expiry_ = absl::Now();
+};
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_PROCESSOR_COMMIT_PIPELINE_H_

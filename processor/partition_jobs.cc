@@ -1,0 +1,257 @@
+#include "processor/partition_jobs.h"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "base/status_macros.h"
+#include "spdlog/spdlog.h"
+
+namespace bubblewatch {
+namespace {
+
+// How often a job whose hosts stay skewed is warned about again.
+constexpr absl::Duration kSkewWarningInterval = absl::Minutes(10);
+
+}  // namespace
+
+absl::StatusOr<JobEntry*> PartitionJobs::GetOrLoad(const std::string& job,
+                                                   int32_t partition) {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) {
+    JobEntry entry;
+    entry.partition = partition;
+    // The partition's snapshot is the truth (it may come from another
+    // instance, and this store may hold an older state of the job from a
+    // past ownership); the store's own job record is for jobs no snapshot
+    // has seen (stores written before snapshots existed).
+    std::optional<std::string> stored;
+    if (auto part = partitions_.find(partition); part != partitions_.end()) {
+      if (auto it = part->second.jobs.find(job);
+          it != part->second.jobs.end()) {
+        stored = it->second;
+      }
+    }
+    if (!stored) {
+      ASSIGN_OR_RETURN(stored, store_->JobState(job));
+    }
+    if (stored) {
+      ASSIGN_OR_RETURN(entry.state, JobState::Parse(*stored));
+    }
+    it = jobs_.emplace(job, std::move(entry)).first;
+  }
+  JobEntry& entry = it->second;
+  entry.partition = partition;
+  if (!entry.windower) {
+    entry.windower = std::make_unique<JobWindower>(job, options_.windower);
+    entry.windower->RestoreFinalizedThrough(entry.state.finalized_through_ns);
+  }
+  return &entry;
+}
+
+void PartitionJobs::ForgetExpired(PartitionState& part, int64_t resume_offset) {
+  // While replaying, jobs with batches ahead are not loaded yet.
+  if (part.next_offset < part.committed_position) return;
+  const int64_t clock = part.ledger.newest_event_ns();
+  const int64_t expiry = absl::ToInt64Nanoseconds(options_.job_expiry);
+  if (clock == INT64_MIN || clock < INT64_MIN + expiry) return;
+  const int64_t cutoff = clock - expiry;
+  int64_t forgotten = 0;
+  for (auto it = part.jobs.begin(); it != part.jobs.end();) {
+    if (it->first == kLimitLedgerKey) {
+      ++it;
+      continue;
+    }
+    auto live = jobs_.find(it->first);
+    // Open windows, or a batch a replay from the resume offset would read:
+    // the job's state is still needed.
+    // (A dirty one was closed since the last commit: its newest state is
+    // not in the table yet.)
+    if (live != jobs_.end() &&
+        (live->second.windower != nullptr || live->second.dirty ||
+         live->second.last_offset >= resume_offset)) {
+      ++it;
+      continue;
+    }
+    absl::StatusOr<JobState> state = JobState::Parse(it->second);
+    if (!state.ok() || state->NewestEventNs() >= cutoff) {
+      ++it;
+      continue;
+    }
+    spdlog::info(
+        "job {} forgotten: its newest event is more than {} behind "
+        "its partition's",
+        it->first, absl::FormatDuration(options_.job_expiry));
+    if (live != jobs_.end()) jobs_.erase(live);
+    it = part.jobs.erase(it);
+    ++forgotten;
+  }
+  if (forgotten > 0) {
+    part.changed = true;
+    absl::MutexLock lock(&stats_->mu);
+    stats_->stats.jobs_forgotten += forgotten;
+  }
+}
+
+PartitionJobs::Added PartitionJobs::AddBatch(
+    PartitionState& part, const std::string& job_name, JobEntry& entry,
+    const DecodedBatch& decoded, int64_t offset, bool replay, absl::Time now,
+    absl::Duration host_idle) {
+  JobEntry* job = &entry;
+  const DecodedBatch* batch = &decoded;
+  Added added;
+  int64_t late = job->windower->Add(*batch, offset, replay, now);
+  added.late_counts = job->windower->TakeLateCounts();
+  int64_t batch_newest_ns = INT64_MIN;
+  for (const GpuActivity& a : batch->trace.gpu) {
+    batch_newest_ns = std::max(batch_newest_ns, a.end_ns);
+  }
+  for (const CpuEvent& e : batch->trace.cpu) {
+    batch_newest_ns = std::max(batch_newest_ns, e.end_ns);
+  }
+  job->last_event_ns = std::max(job->last_event_ns, batch_newest_ns);
+  job->last_offset = offset;
+  if (batch->header.producer_id != 0) {
+    job->state.NoteProducerEvents(batch->header.producer_id, batch_newest_ns);
+  }
+  job->dirty = true;
+  part.ledger.NoteEvent(batch_newest_ns);
+  std::vector<WindowSummary> done =
+      job->windower->FinalizeReady(now, host_idle);
+  job->state.finalized_through_ns = job->windower->finalized_through_ns();
+  if (!done.empty()) {
+    ForgetOldProducers(job->state);
+    NoteHostSkew(job_name, *job, now, host_idle);
+  }
+  // Tracked from its first accepted batch (the commit writes its state).
+  if (!part.jobs.contains(job_name)) {
+    part.jobs.emplace(job_name, job->state.Serialize());
+  }
+  {
+    absl::MutexLock lock(&stats_->mu);
+    stats_->stats.events +=
+        static_cast<int64_t>(batch->trace.gpu.size() + batch->trace.cpu.size());
+    stats_->stats.late_events += late;
+  }
+  added.windows = std::move(done);
+  return added;
+}
+
+void PartitionJobs::NoteHostSkew(const std::string& name, JobEntry& job,
+                                 absl::Time now, absl::Duration host_idle) {
+  const int64_t threshold = absl::ToInt64Nanoseconds(options_.skew_warning);
+  if (threshold <= 0) return;
+  std::string ahead, behind;
+  const int64_t skew =
+      job.windower->HostSkewNs(now, host_idle, &ahead, &behind);
+  const bool above = skew >= threshold;
+  if (above &&
+      (!job.skew_warned || now - job.skew_warned_at >= kSkewWarningInterval)) {
+    const std::string by = absl::FormatDuration(absl::Nanoseconds(skew));
+    spdlog::warn(
+        "job {}: host {} is {} ahead of host {} in event time (clock skew or "
+        "delivery delay); its windows close that much later and hold that "
+        "much more of {}'s events (ops/RUNBOOK.md, \"Clock skew\")",
+        name, ahead, by, behind, ahead);
+    job.skew_warned = true;
+    job.skew_warned_at = now;
+  } else if (!above && job.skew_warned && skew < threshold / 2) {
+    spdlog::info("job {}: host skew back to {}", name,
+                 absl::FormatDuration(absl::Nanoseconds(skew)));
+    job.skew_warned = false;
+  }
+  absl::MutexLock lock(&stats_->mu);
+  if (!above) {
+    stats_->stats.host_skew.erase(name);
+  } else if (stats_->stats.host_skew.size() < kMaxDlqSources ||
+             stats_->stats.host_skew.contains(name)) {
+    stats_->stats.host_skew[name] =
+        ProcessorStats::HostSkew{.skew_ns = skew,
+                                 .ahead = std::move(ahead),
+                                 .behind = std::move(behind)};
+  }
+}
+
+// A batch resent by its producer (same id and sequence, e.g. a watcher that
+// resent a file after a crash) counts once. Live, it is checked against the
+// highest sequence counted, stored with the job's state. On replay that
+// stored sequence covers the whole replayed range (those batches were
+// counted before the restart), so a replayed batch is checked against the
+// batches replayed before it instead: a resent copy follows its original in
+// the partition and was dropped the first time too. (A copy whose original
+// lies before the resume offset only holds events of finalized windows,
+// which the windower drops on replay.)
+bool PartitionJobs::IsDuplicateBatch(JobEntry& job, const BatchHeader& header,
+                                     bool replay) {
+  if (header.producer_id == 0) return false;
+  absl::flat_hash_map<uint64_t, uint64_t>& seen =
+      replay ? job.replayed_sequences : job.state.producer_sequences;
+  auto it = seen.find(header.producer_id);
+  if (it != seen.end() && header.sequence <= it->second) return true;
+  seen[header.producer_id] = header.sequence;
+  return false;
+}
+
+// Only when the finalized edge moves, and only by event time, so a replay
+// forgets exactly what the first pass forgot.
+void PartitionJobs::ForgetOldProducers(JobState& state) {
+  const int64_t expiry = absl::ToInt64Nanoseconds(options_.producer_expiry);
+  if (state.finalized_through_ns == INT64_MIN ||
+      state.finalized_through_ns < INT64_MIN + expiry) {
+    return;
+  }
+  state.ForgetProducersBefore(state.finalized_through_ns - expiry);
+}
+
+int PartitionJobs::CloseIdle(absl::Time now,
+                             std::vector<WindowSummary>& windows) {
+  int closed = 0;
+  for (auto& [name, job] : jobs_) {
+    if (!job.windower ||
+        now - job.windower->last_activity() < options_.idle_timeout) {
+      continue;
+    }
+    for (WindowSummary& w : job.windower->FinalizeAll()) {
+      windows.push_back(std::move(w));
+    }
+    job.state.finalized_through_ns = job.windower->finalized_through_ns();
+    spdlog::info("job {} idle for {}: closed through {}", name,
+                 absl::FormatDuration(options_.idle_timeout),
+                 job.state.finalized_through_ns);
+    job.windower.reset();
+    job.dirty = true;
+    job.skew_warned = false;
+    ++closed;
+    absl::MutexLock lock(&stats_->mu);
+    stats_->stats.host_skew.erase(name);
+  }
+  return closed;
+}
+
+void PartitionJobs::RestartIdleTimers(absl::Time now) {
+  for (auto& [name, job] : jobs_) {
+    if (job.windower) job.windower->RestartIdleTimers(now);
+  }
+}
+
+void PartitionJobs::DropPartition(int32_t p) {
+  partitions_.erase(p);
+  absl::erase_if(jobs_, [&](const auto& kv) {
+    if (kv.second.partition != p) return false;
+    absl::MutexLock lock(&stats_->mu);
+    stats_->stats.host_skew.erase(kv.first);
+    return true;
+  });
+}
+
+bool PartitionJobs::AllClosed() const {
+  return std::none_of(jobs_.begin(), jobs_.end(), [](const auto& kv) {
+    return kv.second.windower != nullptr;
+  });
+}
+
+}  // namespace bubblewatch

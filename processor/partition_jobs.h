@@ -1,0 +1,159 @@
+// PartitionJobs: the input partitions this instance owns and the jobs that
+// live in them: each job's windower and state, its expiry, its host skew.
+//
+// Per partition (PartitionState): its progress, the state of every job it
+// tracks as of the last commit (what its snapshot holds), and its limit
+// ledger (partition_limits.h). Per job (JobEntry): the JobWindower of its
+// open windows (null once closed for idleness), its JobState (finalized
+// edge, per-producer sequences) and the partition its batches come from
+// (producers key batches by job, so a job lives in one partition).
+//
+// Promises (docs/architecture.md#commit-protocol has why they matter):
+//   - a job's state is loaded from its partition's snapshot when it has
+//     one, else from the store's job record (GetOrLoad);
+//   - every decision that changes what is stored is a function of the
+//     partition's events in offset order (event-time expiry of jobs and
+//     producers, finalization by watermark), so a replay repeats it;
+//     decisions on wall time (idle timeouts, host skew warnings) are not;
+//   - a job is forgotten (ForgetExpired) only without open windows, unsaved
+//     state, or a batch a replay from the resume offset would read.
+//
+// Thread safety: Run's thread only.
+#ifndef BUBBLEWATCH_PROCESSOR_PARTITION_JOBS_H_
+#define BUBBLEWATCH_PROCESSOR_PARTITION_JOBS_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "processor/job_state.h"
+#include "processor/job_windower.h"
+#include "processor/partition_limits.h"
+#include "processor/processor_options.h"
+#include "processor/runtime_shared.h"
+#include "processor/state_changelog.h"
+#include "schemas/event_batch_codec.h"
+#include "storage/window_store.h"
+
+namespace bubblewatch {
+
+// One owned input partition.
+struct PartitionState {
+  int64_t committed_position = 0;  // From the store at assignment.
+  int64_t next_offset = -1;        // After the last message seen.
+  bool at_end = false;  // Reached the partition's end since the last one.
+  // The state of every job of this partition as of the last commit (and
+  // of the snapshot it was restored from): what the snapshots hold.
+  // Also holds the ledger under kLimitLedgerKey, written at each commit.
+  JobStates jobs;
+  // Offsets rejected by a limit at or after the resume offset, and the
+  // partition's event-time clock (partition_limits.h).
+  LimitLedger ledger;
+  int64_t resume_offset = 0;  // Of the last commit.
+  // When a new job at the limit last looked for expired jobs.
+  absl::Time last_expiry_pass = absl::InfinitePast();
+  bool changed = false;  // Since the last snapshot written.
+};
+
+// One live job.
+struct JobEntry {
+  std::unique_ptr<JobWindower> windower;  // Null once closed for idleness.
+  JobState state;
+  int32_t partition = 0;
+  int64_t last_event_ns = 0;
+  int64_t last_offset = -1;  // Of the last batch added.
+  bool dirty = false;
+  // A skew warning was logged (at that time) and has not cleared yet.
+  bool skew_warned = false;
+  absl::Time skew_warned_at = absl::InfinitePast();
+  // While replaying: producer id -> highest sequence replayed so far.
+  absl::flat_hash_map<uint64_t, uint64_t> replayed_sequences;
+};
+
+class PartitionJobs {
+ public:
+  // `options`, `store` and `stats` must outlive this.
+  PartitionJobs(const StreamProcessorOptions& options, WindowStore* store,
+                StatsCell* stats)
+      : options_(options), store_(store), stats_(stats) {}
+
+  absl::flat_hash_map<int32_t, PartitionState>& partitions() {
+    return partitions_;
+  }
+  const absl::flat_hash_map<int32_t, PartitionState>& partitions() const {
+    return partitions_;
+  }
+  absl::flat_hash_map<std::string, JobEntry>& jobs() { return jobs_; }
+  const absl::flat_hash_map<std::string, JobEntry>& jobs() const {
+    return jobs_;
+  }
+
+  // Jobs `part` tracks (its snapshot's jobs, the ledger entry aside).
+  static int64_t TrackedJobs(const PartitionState& part) {
+    return static_cast<int64_t>(part.jobs.size() -
+                                part.jobs.count(kLimitLedgerKey));
+  }
+
+  // The live entry of `job`, loaded (see the top) and given a windower if
+  // it has none.
+  absl::StatusOr<JobEntry*> GetOrLoad(const std::string& job,
+                                      int32_t partition);
+
+  // Forgets the jobs of `part` past options.job_expiry that have no open
+  // window and no batch at or after `resume_offset`.
+  void ForgetExpired(PartitionState& part, int64_t resume_offset);
+
+  // True if `header`'s batch was already counted (see the definition).
+  static bool IsDuplicateBatch(JobEntry& job, const BatchHeader& header,
+                               bool replay);
+
+  // What adding an accepted batch produced.
+  struct Added {
+    std::vector<WindowSummary> windows;  // Finalized by the watermark.
+    // Window start -> late events of this batch for finalized windows.
+    absl::flat_hash_map<int64_t, int64_t> late_counts;
+  };
+  // Adds the accepted `batch` (at `offset` of `part`) to `job`, finalizes
+  // what its watermark allows (hosts silent for `host_idle` no longer hold
+  // it back) and tracks the job in `part` from its first batch.
+  Added AddBatch(PartitionState& part, const std::string& name, JobEntry& job,
+                 const DecodedBatch& batch, int64_t offset, bool replay,
+                 absl::Time now, absl::Duration host_idle);
+
+  // Closes the jobs silent for options.idle_timeout (wall time), appending
+  // their windows to `windows`. Returns how many it closed.
+  int CloseIdle(absl::Time now, std::vector<WindowSummary>& windows);
+
+  // Restarts every open job's idle timers (the broker is back).
+  void RestartIdleTimers(absl::Time now);
+
+  // Drops partition `p` and its jobs (revoked: the next owner rebuilds
+  // them from the snapshot).
+  void DropPartition(int32_t p);
+
+  // True when no job has an open window.
+  bool AllClosed() const;
+
+ private:
+  // Measures the host skew of `job` (its windows just closed), logs a
+  // warning when it is over options.skew_warning and updates the stats.
+  void NoteHostSkew(const std::string& name, JobEntry& job, absl::Time now,
+                    absl::Duration host_idle);
+  // Forgets the producers of `state` whose newest event lies more than
+  // options.producer_expiry behind its finalized edge.
+  void ForgetOldProducers(JobState& state);
+
+  const StreamProcessorOptions& options_;
+  WindowStore* store_;
+  StatsCell* stats_;
+  absl::flat_hash_map<int32_t, PartitionState> partitions_;
+  absl::flat_hash_map<std::string, JobEntry> jobs_;
+};
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_PROCESSOR_PARTITION_JOBS_H_

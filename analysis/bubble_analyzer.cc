@@ -77,10 +77,11 @@ class Analyzer {
                                 int64_t lo, int64_t hi) const;
   std::string Blame(const DeviceInput& input, const GapContext& ctx,
                     BubbleCause cause, int64_t lo, int64_t hi) const;
-  // Fills the breakdowns of options_.breakdown_intervals on `device`.
-  void BreakDownIntervals(int32_t device, const DeviceTimeline& timeline,
-                          const IntervalSet& copies,
-                          std::vector<IntervalBreakdown>& out) const;
+  // The breakdown intervals of `device`, by start, with their outside and
+  // (until the gaps are subtracted) busy time set from the device's span.
+  std::vector<uint32_t> StartBreakdowns(
+      int32_t device, const DeviceTimeline& timeline,
+      std::vector<IntervalBreakdown>& out) const;
 
   const Trace& trace_;
   const AnalyzerOptions& options_;
@@ -373,43 +374,34 @@ bool LongerGap(int64_t len_a, int64_t start_a, int32_t dev_a, int64_t len_b,
   return dev_a < dev_b;
 }
 
-void Analyzer::BreakDownIntervals(int32_t device,
-                                  const DeviceTimeline& timeline,
-                                  const IntervalSet& copies,
-                                  std::vector<IntervalBreakdown>& out) const {
-  const std::vector<Interval>& busy = timeline.busy();
-  const std::vector<Gap>& gaps = timeline.gaps();
-  if (busy.empty()) return;
-  const int64_t span_start = busy.front().start;
-  const int64_t span_end = std::max(
-      busy.back().end, gaps.empty() ? busy.back().end : gaps.back().end_ns);
-  for (size_t i = 0; i < options_.breakdown_intervals.size(); ++i) {
-    const DeviceInterval& q = options_.breakdown_intervals[i];
-    if (q.device != device || q.end_ns <= q.start_ns) continue;
-    IntervalBreakdown& b = out[i];
-    const int64_t lo = std::max(q.start_ns, span_start);
-    const int64_t hi = std::min(q.end_ns, span_end);
-    b.outside_ns = (q.end_ns - q.start_ns) - std::max<int64_t>(0, hi - lo);
-    if (lo >= hi) continue;
-    // Busy intervals and gaps are sorted and disjoint: start at the first
-    // one ending after lo.
-    auto busy_it = std::upper_bound(
-        busy.begin(), busy.end(), lo,
-        [](int64_t t, const Interval& v) { return t < v.end; });
-    for (; busy_it != busy.end() && busy_it->start < hi; ++busy_it) {
-      b.busy_ns += std::min(hi, busy_it->end) - std::max(lo, busy_it->start);
-    }
-    auto gap_it =
-        std::upper_bound(gaps.begin(), gaps.end(), lo,
-                         [](int64_t t, const Gap& g) { return t < g.end_ns; });
-    for (; gap_it != gaps.end() && gap_it->start_ns < hi; ++gap_it) {
-      GapContext ctx = MakeGapContext(timeline, *gap_it);
-      AttributeGap(ctx, copies, lo, hi,
-                   [&](BubbleCause c, int64_t, int64_t ns) {
-                     b.bubble[static_cast<int>(c)] += ns;
-                   });
+std::vector<uint32_t> Analyzer::StartBreakdowns(
+    int32_t device, const DeviceTimeline& timeline,
+    std::vector<IntervalBreakdown>& out) const {
+  std::vector<uint32_t> mine;
+  const absl::Span<const DeviceInterval> queries = options_.breakdown_intervals;
+  for (uint32_t i = 0; i < queries.size(); ++i) {
+    if (queries[i].device == device &&
+        queries[i].end_ns > queries[i].start_ns) {
+      mine.push_back(i);
     }
   }
+  if (mine.empty() || timeline.busy().empty()) return {};
+  const int64_t span_start = timeline.busy().front().start;
+  int64_t span_end = timeline.busy().back().end;
+  if (!timeline.gaps().empty()) {
+    span_end = std::max(span_end, timeline.gaps().back().end_ns);
+  }
+  for (uint32_t i : mine) {
+    const DeviceInterval& q = queries[i];
+    const int64_t inside = std::max<int64_t>(
+        0, std::min(q.end_ns, span_end) - std::max(q.start_ns, span_start));
+    out[i].outside_ns = (q.end_ns - q.start_ns) - inside;
+    out[i].busy_ns = inside;  // Gap time is taken off as gaps come.
+  }
+  std::sort(mine.begin(), mine.end(), [&](uint32_t a, uint32_t b) {
+    return queries[a].start_ns < queries[b].start_ns;
+  });
+  return mine;
 }
 
 absl::StatusOr<Analysis> Analyzer::Run() {
@@ -488,6 +480,12 @@ absl::StatusOr<Analysis> Analyzer::Run() {
                            });
       }
     }
+    // Breakdown intervals are swept along with the gaps, so that each gap's
+    // context is made once.
+    const std::vector<uint32_t> queries =
+        StartBreakdowns(input.device, timeline, out.breakdowns);
+    size_t next_query = 0;
+    std::vector<uint32_t> active_queries;
     for (size_t g = 0; g < timeline.gaps().size(); ++g) {
       const Gap& gap = timeline.gaps()[g];
       GapContext ctx = MakeGapContext(timeline, gap);
@@ -498,6 +496,26 @@ absl::StatusOr<Analysis> Analyzer::Run() {
                        windows.AddBubbleCause(input.device, w, c, ns);
                      }
                    });
+      if (!queries.empty()) {
+        const absl::Span<const DeviceInterval> q = options_.breakdown_intervals;
+        while (next_query < queries.size() &&
+               q[queries[next_query]].start_ns < gap.end_ns) {
+          active_queries.push_back(queries[next_query++]);
+        }
+        std::erase_if(active_queries,
+                      [&](uint32_t i) { return q[i].end_ns <= gap.start_ns; });
+        for (uint32_t i : active_queries) {
+          const int64_t lo = std::max(q[i].start_ns, gap.start_ns);
+          const int64_t hi = std::min(q[i].end_ns, gap.end_ns);
+          if (lo >= hi) continue;
+          IntervalBreakdown& b = out.breakdowns[i];
+          b.busy_ns -= hi - lo;
+          AttributeGap(ctx, copies, lo, hi,
+                       [&](BubbleCause c, int64_t, int64_t ns) {
+                         b.bubble[static_cast<int>(c)] += ns;
+                       });
+        }
+      }
       int64_t length = gap.end_ns - gap.start_ns;
       if (length > s.largest_bubble_ns) {
         s.largest_bubble_ns = length;
@@ -520,7 +538,6 @@ absl::StatusOr<Analysis> Analyzer::Run() {
                            });
       }
     }
-    BreakDownIntervals(input.device, timeline, copies, out.breakdowns);
     out.kernels += d.kernels;
     out.copies += d.copies;
     out.kernels_with_launch += d.kernels_with_launch;

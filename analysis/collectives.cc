@@ -88,6 +88,9 @@ struct RankState {
   IntervalSet compute;     // Non-collective kernels of its device.
   IntervalSet collective;  // Collective kernels of its device.
   int64_t offset_ns = 0;   // Its clock domain's offset.
+  // Where the last query of `compute` was: instances come in time order
+  // within a group, so each query starts its search near the previous one.
+  size_t compute_cursor = 0;
 };
 
 // A matched instance while it is being analyzed: one kernel per rank slot.
@@ -139,8 +142,8 @@ class CollectiveAnalyzer {
   std::vector<std::string> group_names_;
   std::vector<Instance> instances_;  // Matched ones, by (group, key).
   std::vector<DeviceInterval> queries_;
-  std::vector<int> query_trace_;   // Trace slot of each query.
-  std::vector<int> query_local_;   // Index within its trace's queries.
+  std::vector<int> query_trace_;  // Trace slot of each query.
+  std::vector<int> query_local_;  // Index within its trace's queries.
   std::vector<std::vector<DeviceInterval>> trace_queries_;
   std::vector<int> trace_of_rank_;  // Trace slot per rank slot.
   CollectiveAnalysis out_;
@@ -162,10 +165,10 @@ absl::Status CollectiveAnalyzer::CheckInputs() {
     if (!inserted) {
       const RankInput& first = inputs_[it->second];
       return absl::InvalidArgumentError(absl::StrCat(
-          "rank ", in.rank, " appears twice: ",
-          first.file.empty() ? "?" : first.file, " (device ", first.device,
-          ") and ", in.file.empty() ? "?" : in.file, " (device ", in.device,
-          ")"));
+          "rank ", in.rank,
+          " appears twice: ", first.file.empty() ? "?" : first.file,
+          " (device ", first.device, ") and ", in.file.empty() ? "?" : in.file,
+          " (device ", in.device, ")"));
     }
     if (!in.trace->job.empty()) {
       if (with_job != nullptr && with_job->trace->job != in.trace->job) {
@@ -182,19 +185,17 @@ absl::Status CollectiveAnalyzer::CheckInputs() {
 void CollectiveAnalyzer::CollectKernels() {
   std::vector<const RankInput*> sorted;
   for (const RankInput& in : inputs_) sorted.push_back(&in);
-  std::sort(sorted.begin(), sorted.end(),
-            [](const RankInput* a, const RankInput* b) {
-              return a->rank < b->rank;
-            });
+  std::sort(
+      sorted.begin(), sorted.end(),
+      [](const RankInput* a, const RankInput* b) { return a->rank < b->rank; });
   absl::flat_hash_map<std::string, int> domains;
   absl::flat_hash_map<const Trace*, int> trace_slot;
   for (const RankInput* in : sorted) {
     RankState r;
     r.input = in;
-    r.domain = domains.try_emplace(in->clock_domain, domains.size())
-                   .first->second;
-    auto [it, inserted] =
-        trace_slot.try_emplace(in->trace, out_.traces.size());
+    r.domain =
+        domains.try_emplace(in->clock_domain, domains.size()).first->second;
+    auto [it, inserted] = trace_slot.try_emplace(in->trace, out_.traces.size());
     if (inserted) out_.traces.push_back(in->trace);
     trace_of_rank_.push_back(it->second);
     for (const CollectiveKernel& c : in->trace->collectives) {
@@ -425,12 +426,13 @@ void CollectiveAnalyzer::MeasureInstances() {
     inst.wait_ns.resize(inst.parts.size());
     for (size_t p = 0; p < inst.parts.size(); ++p) {
       const auto& [slot, c] = inst.parts[p];
-      const RankState& r = ranks_[slot];
+      RankState& r = ranks_[slot];
       const int64_t local_arrival = inst.arrival_ns + r.offset_ns;
       const int64_t wait_end = std::min(c->end_ns, local_arrival);
       if (wait_end > c->start_ns) {
-        inst.wait_ns[p] = (wait_end - c->start_ns) -
-                          r.compute.CoveredLength(c->start_ns, wait_end);
+        inst.wait_ns[p] =
+            (wait_end - c->start_ns) -
+            r.compute.CoveredLength(c->start_ns, wait_end, &r.compute_cursor);
       }
     }
     inst.previous = last_used[inst.group];
@@ -502,13 +504,13 @@ void CollectiveAnalyzer::Attribute() {
         break;
       }
       const auto& [slot, c] = inst.parts[p];
-      const RankState& r = ranks_[slot];
+      RankState& r = ranks_[slot];
       const DeviceInterval& interval = queries_[q];
       const IntervalBreakdown& b =
           out_.analyses[query_trace_[q]].breakdowns[query_local_[q]];
       LatenessBreakdown lb;
-      lb.compute_ns =
-          r.compute.CoveredLength(interval.start_ns, interval.end_ns);
+      lb.compute_ns = r.compute.CoveredLength(
+          interval.start_ns, interval.end_ns, &r.compute_cursor);
       lb.comm_ns = b.busy_ns - lb.compute_ns;
       lb.bubble = b.bubble;
       spent.push_back(ToCategories(lb));
@@ -596,11 +598,12 @@ void CollectiveAnalyzer::Summarize() {
     for (const auto& [slot, c] : inst.parts) {
       const int64_t local_arrival = inst.arrival_ns + ranks_[slot].offset_ns;
       const int64_t wait_end = std::min(c->end_ns, local_arrival);
-      if (wait_end > c->start_ns) waits[slot].push_back({c->start_ns, wait_end});
+      if (wait_end > c->start_ns)
+        waits[slot].push_back({c->start_ns, wait_end});
     }
   }
   for (size_t slot = 0; slot < ranks_.size(); ++slot) {
-    const RankState& r = ranks_[slot];
+    RankState& r = ranks_[slot];
     RankCollectiveStats& s = out_.ranks[slot];
     s.rank = r.input->rank;
     s.device = r.input->device;
@@ -613,12 +616,14 @@ void CollectiveAnalyzer::Summarize() {
     s.comm_ns = r.collective.TotalLength();
     for (const Interval& i : r.collective.intervals()) {
       s.comm_exposed_ns +=
-          (i.end - i.start) - r.compute.CoveredLength(i.start, i.end);
+          (i.end - i.start) -
+          r.compute.CoveredLength(i.start, i.end, &r.compute_cursor);
     }
     IntervalSet wait = IntervalSet::FromIntervals(std::move(waits[slot]));
     for (const Interval& i : wait.intervals()) {
       s.comm_wait_ns +=
-          (i.end - i.start) - r.compute.CoveredLength(i.start, i.end);
+          (i.end - i.start) -
+          r.compute.CoveredLength(i.start, i.end, &r.compute_cursor);
     }
   }
 }

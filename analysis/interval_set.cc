@@ -85,6 +85,63 @@ size_t IntervalSet::FirstEndingAfter(int64_t t) const {
          intervals_.begin();
 }
 
+size_t IntervalSet::FirstEndingAfter(int64_t t, size_t hint) const {
+  const size_t n = intervals_.size();
+  auto ends_after = [&](size_t i) { return intervals_[i].end > t; };
+  size_t lo = 0;
+  size_t hi = n;  // The answer lies in [lo, hi].
+  if (hint >= n) hint = n == 0 ? 0 : n - 1;
+  if (n == 0) return 0;
+  if (!ends_after(hint)) {
+    // Gallop right.
+    size_t step = 1;
+    lo = hint + 1;
+    while (lo + step - 1 < n && !ends_after(lo + step - 1)) {
+      lo += step;
+      step *= 2;
+    }
+    hi = std::min(n, lo + step - 1);
+  } else {
+    // Gallop left.
+    size_t step = 1;
+    hi = hint;
+    while (hi >= step && ends_after(hi - step)) {
+      hi -= step;
+      step *= 2;
+    }
+    lo = hi >= step ? hi - step + 1 : 0;
+  }
+  return std::upper_bound(
+             intervals_.begin() + lo, intervals_.begin() + hi, t,
+             [](int64_t v, const Interval& iv) { return v < iv.end; }) -
+         intervals_.begin();
+}
+
+size_t IntervalSet::FirstStartingAtOrAfter(int64_t t, size_t from) const {
+  const size_t n = intervals_.size();
+  size_t lo = from;
+  size_t step = 1;
+  while (lo + step - 1 < n && intervals_[lo + step - 1].start < t) {
+    lo += step;
+    step *= 2;
+  }
+  const size_t hi = std::min(n, lo + step - 1);
+  return std::lower_bound(
+             intervals_.begin() + lo, intervals_.begin() + hi, t,
+             [](const Interval& iv, int64_t v) { return iv.start < v; }) -
+         intervals_.begin();
+}
+
+int64_t IntervalSet::CoveredFrom(int64_t a, int64_t b, size_t first) const {
+  // One past the last interval starting before b.
+  const size_t last = FirstStartingAtOrAfter(b, first);
+  if (first >= last) return 0;
+  int64_t covered = prefix_[last - 1] - (first > 0 ? prefix_[first - 1] : 0);
+  if (intervals_[first].start < a) covered -= a - intervals_[first].start;
+  if (intervals_[last - 1].end > b) covered -= intervals_[last - 1].end - b;
+  return covered;
+}
+
 int64_t IntervalSet::CoveredLength(int64_t a, int64_t b) const {
   if (b <= a || intervals_.empty()) return 0;
   size_t first = FirstEndingAfter(a);
@@ -99,6 +156,13 @@ int64_t IntervalSet::CoveredLength(int64_t a, int64_t b) const {
   if (intervals_[first].start < a) covered -= a - intervals_[first].start;
   if (intervals_[last - 1].end > b) covered -= intervals_[last - 1].end - b;
   return covered;
+}
+
+int64_t IntervalSet::CoveredLength(int64_t a, int64_t b, size_t* cursor) const {
+  if (b <= a || intervals_.empty()) return 0;
+  const size_t first = FirstEndingAfter(a, *cursor);
+  *cursor = first;
+  return CoveredFrom(a, b, first);
 }
 
 }  // namespace bubblewatch

@@ -39,6 +39,11 @@ class IntervalSet {
 
   // Length of the part of [a, b) covered by the set; 0 when b <= a.
   int64_t CoveredLength(int64_t a, int64_t b) const;
+  // The same, searching from `*cursor` (any value; start with 0) outwards
+  // instead of bisecting the whole set, and leaving it at this query's
+  // place: O(log d) for a query d intervals away from the previous one,
+  // which makes a sweep of queries in time order about linear.
+  int64_t CoveredLength(int64_t a, int64_t b, size_t* cursor) const;
 
   // Calls fn(start, end) for each maximal piece of the set inside [a, b), in
   // order.
@@ -65,6 +70,13 @@ class IntervalSet {
   static IntervalSet FromSorted(std::vector<Interval> intervals);
   // Index of the first interval whose end is after `t`.
   size_t FirstEndingAfter(int64_t t) const;
+  // The same, galloping from `hint`.
+  size_t FirstEndingAfter(int64_t t, size_t hint) const;
+  // Index of the first interval at or after `from` that starts at or after
+  // `t`, galloping from `from`.
+  size_t FirstStartingAtOrAfter(int64_t t, size_t from) const;
+  // Covered length of [a, b) given the first interval ending after a.
+  int64_t CoveredFrom(int64_t a, int64_t b, size_t first) const;
 
   std::vector<Interval> intervals_;
   // prefix_[i] = total length of intervals_[0..i]; same size as intervals_.

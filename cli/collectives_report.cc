@@ -62,12 +62,12 @@ std::string RenderCollectivesText(const CollectiveAnalysis& c, bool color) {
                     " (sampled: waits among these only)");
   }
   absl::StrAppend(&out, "\n", st.Bold("Ranks"), "  ", of, "\n");
-  absl::StrAppend(&out,
-                  absl::StrFormat("  %4s %6s %8s %8s %10s %10s %10s %10s %6s "
-                                  "%10s  %s\n",
-                                  "rank", "device", "util", "useful", "comm",
-                                  "exposed", "waited", "caused", "last",
-                                  "clock", "file"));
+  absl::StrAppend(
+      &out,
+      absl::StrFormat("  %4s %6s %8s %8s %10s %10s %10s %10s %6s "
+                      "%10s  %s\n",
+                      "rank", "device", "util", "useful", "comm", "exposed",
+                      "waited", "caused", "last", "clock", "file"));
   for (const RankCollectiveStats& r : c.ranks) {
     std::string clock = "-";
     if (r.clock_corrected) {
@@ -123,10 +123,9 @@ std::string RenderCollectivesText(const CollectiveAnalysis& c, bool color) {
     std::vector<Share> shares = Shares(s);
     for (size_t i = 0; i < shares.size() && i < 3; ++i) {
       absl::StrAppend(
-          &out,
-          absl::StrFormat("    %-16s %6s  %s\n", shares[i].category,
-                          Percent(Ratio(shares[i].ns, s.wait_caused_ns)),
-                          i == 0 ? shares[i].advice : ""));
+          &out, absl::StrFormat("    %-16s %6s  %s\n", shares[i].category,
+                                Percent(Ratio(shares[i].ns, s.wait_caused_ns)),
+                                i == 0 ? shares[i].advice : ""));
     }
   }
   if (c.unattributed > 0) {
@@ -225,8 +224,7 @@ std::string RenderSingleRankCollectivesText(const Trace& trace,
   }
   return absl::StrCat(
       "\nCollectives\n  ", trace.collectives.size(), " collective kernels, ",
-      HumanDuration(comm), " (",
-      Percent(Ratio(comm, analysis.job.compute_ns)),
+      HumanDuration(comm), " (", Percent(Ratio(comm, analysis.job.compute_ns)),
       " of busy time). How much of it was waiting for another rank is "
       "unknown from one rank:\n  give every rank's trace "
       "(bubblewatch analyze RANK0 RANK1 ... or a directory).\n");

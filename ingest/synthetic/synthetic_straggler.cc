@@ -220,8 +220,7 @@ StragglerJob MakeStragglerJob(const StragglerJobOptions& o) {
   const int hosts = (n + per_host - 1) / per_host;
   for (int h = 0; h < hosts; ++h) {
     job.truth.host_skew_ns.push_back(
-        o.host_skew_ns.empty() ? 0
-                               : o.host_skew_ns[h % o.host_skew_ns.size()]);
+        o.host_skew_ns.empty() ? 0 : o.host_skew_ns[h % o.host_skew_ns.size()]);
   }
   for (int r = 0; r < n; ++r) {
     builders[r].Shift(job.truth.host_skew_ns[r / per_host]);

@@ -11,7 +11,9 @@
 #include <random>
 
 #include "analysis/bubble_analyzer.h"
+#include "analysis/collectives.h"
 #include "benchmark/benchmark.h"
+#include "ingest/synthetic/synthetic_straggler.h"
 
 namespace bubblewatch {
 namespace {
@@ -111,6 +113,85 @@ void BM_AnalyzeTrace(benchmark::State& state) {
 BENCHMARK(BM_AnalyzeTrace)
     ->Arg(1'000'000)
     ->Arg(10'000'000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// 8 ranks of `events` events each: a synthetic job with a data-loading
+// straggler (13 kernels, 13 launches and a loader range per step, the last
+// kernel an all-reduce), on two hosts whose clocks are 5 ms apart.
+struct RankJob {
+  StragglerJob job;
+  std::vector<RankInput> inputs;
+  int64_t events = 0;
+  int late_rank = 0;
+};
+
+RankJob MakeRankJob(int64_t events_per_rank) {
+  constexpr int kRanks = 8;
+  constexpr int kEventsPerStep = 27;
+  StragglerJobOptions options;
+  options.ranks = kRanks;
+  options.steps = static_cast<int>(events_per_rank / kEventsPerStep);
+  options.host_skew_ns = {0, 5'000'000};
+  options.ranks_per_host = 4;
+  RankJob out;
+  out.job = MakeStragglerJob(options);
+  out.late_rank = options.late_rank;
+  for (int r = 0; r < kRanks; ++r) {
+    const Trace& t = out.job.ranks[r];
+    out.events += static_cast<int64_t>(t.gpu.size() + t.cpu.size());
+    RankInput in;
+    in.trace = &t;
+    in.device = r % options.ranks_per_host;
+    in.rank = r;
+    in.clock_domain = t.host;
+    out.inputs.push_back(in);
+  }
+  return out;
+}
+
+// The collective analysis (issue 19): matching, clocks, waits, straggler
+// attribution and the analysis of every rank, per core. Compare with
+// BM_AnalyzeRanksAlone, the same ranks analyzed one by one without it.
+void BM_AnalyzeCollectives(benchmark::State& state) {
+  RankJob job = MakeRankJob(state.range(0));
+  const double cpu_before = ThreadCpuSeconds();
+  for (auto _ : state) {
+    absl::StatusOr<CollectiveAnalysis> c = AnalyzeCollectives(job.inputs);
+    benchmark::DoNotOptimize(c);
+    if (!c.ok() || c->stragglers.empty() ||
+        c->stragglers[0].rank != job.late_rank) {
+      state.SkipWithError("the planted straggler was not found");
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * job.events);
+  state.counters["events"] = static_cast<double>(job.events);
+  state.counters["cpu_events_per_s"] =
+      static_cast<double>(state.iterations() * job.events) /
+      (ThreadCpuSeconds() - cpu_before);
+}
+
+void BM_AnalyzeRanksAlone(benchmark::State& state) {
+  RankJob job = MakeRankJob(state.range(0));
+  const double cpu_before = ThreadCpuSeconds();
+  for (auto _ : state) {
+    for (const RankInput& in : job.inputs) {
+      absl::StatusOr<Analysis> a = AnalyzeTrace(*in.trace);
+      benchmark::DoNotOptimize(a);
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * job.events);
+  state.counters["events"] = static_cast<double>(job.events);
+  state.counters["cpu_events_per_s"] =
+      static_cast<double>(state.iterations() * job.events) /
+      (ThreadCpuSeconds() - cpu_before);
+}
+BENCHMARK(BM_AnalyzeRanksAlone)
+    ->Arg(1'000'000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_AnalyzeCollectives)
+    ->Arg(1'000'000)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

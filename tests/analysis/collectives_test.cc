@@ -144,8 +144,7 @@ TEST(AnalyzeCollectives, TheLateRanksDataLoaderIsBlamedForTheWait) {
   // Rank 1's gap before its kernel at 250: 98 us in the data loader, then
   // 2 us of launching; the wait is split in proportion.
   EXPECT_EQ(Cause(s.causes, BubbleCause::kDataLoading), 98 * kUs);
-  EXPECT_EQ(AttributionTotal(s.causes) + s.compute_ns + s.comm_ns,
-            100 * kUs);
+  EXPECT_EQ(AttributionTotal(s.causes) + s.compute_ns + s.comm_ns, 100 * kUs);
   EXPECT_EQ(s.compute_ns, 0);
   EXPECT_EQ(s.unattributed_ns, 0);
   ASSERT_EQ(c->instances.size(), 2u);
@@ -194,8 +193,8 @@ TEST(AnalyzeCollectives, EndsThatDisagreeAreUnsynchronizedAndNotUsed) {
 
 TEST(AnalyzeCollectives, ACollectiveMissingOnARankIsUnmatched) {
   TraceBuilder r0, r1;
-  r0.Collective("AllReduce", 0, 100, "0").Collective("AllReduce", 200, 300,
-                                                     "0");
+  r0.Collective("AllReduce", 0, 100, "0")
+      .Collective("AllReduce", 200, 300, "0");
   r1.Collective("AllReduce", 0, 100, "0");
   Trace t0 = r0.Build(), t1 = r1.Build();
   std::vector<RankInput> ranks = {Rank(t0, 0), Rank(t1, 1)};
@@ -402,8 +401,8 @@ TEST(AnalyzeCollectives, AgreesWithABruteForceOracleOnRandomJobs) {
         builders[r].Kernel("gemm", s - uniform(5, 60), s + uniform(-5, 40));
         starts[r] = s;
       }
-      const double end = *std::max_element(starts.begin(), starts.end()) +
-                         uniform(10, 200);
+      const double end =
+          *std::max_element(starts.begin(), starts.end()) + uniform(10, 200);
       const int dropped = uniform(0, 9) == 0 ? uniform(0, n - 1) : -1;
       for (int r = 0; r < n; ++r) {
         if (r == dropped) continue;

@@ -26,8 +26,7 @@ int64_t Blamed(const Straggler& s, StragglerCause cause) {
 }
 
 class PlantedStraggler
-    : public ::testing::TestWithParam<std::tuple<int, StragglerCause, bool>> {
-};
+    : public ::testing::TestWithParam<std::tuple<int, StragglerCause, bool>> {};
 
 TEST_P(PlantedStraggler, IsNamedWithItsCause) {
   const auto [ranks, cause, skewed] = GetParam();

@@ -9,7 +9,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/storage/storage_test_util.h"
+#include "tests/testing/files.h"
+#include "tests/testing/temp_dir.h"
 
 namespace bubblewatch {
 namespace {
@@ -17,11 +18,9 @@ namespace {
 constexpr int64_t kWindowNs = 10'000'000'000;
 const absl::Time kT0 = absl::FromUnixSeconds(1'700'000'000);
 
-using testing_util::TempDir;
+using testing::TempDir;
 
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream(path) << text;
-}
+using testing::WriteFile;
 
 WindowSummary StallWindow(int i, double share) {
   WindowSummary w;

@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "simdjson.h"
+#include "tests/testing/poll.h"
 
 namespace bubblewatch {
 namespace {
@@ -115,14 +116,7 @@ class FlakyServer {
   std::vector<std::string> bodies_;
 };
 
-bool PollUntil(const std::function<bool()>& done) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (absl::Now() < deadline) {
-    if (done()) return true;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return done();
-}
+using testing::PollUntil;
 
 TEST(AlertmanagerClient, RetriesWithBackoffAndKeepsResolutionsUntilDelivered) {
   FlakyServer server(/*failures=*/3);
@@ -134,14 +128,17 @@ TEST(AlertmanagerClient, RetriesWithBackoffAndKeepsResolutionsUntilDelivered) {
   ASSERT_TRUE(client.ok()) << client.status();
   (*client)->Send({Event(AlertStatus::kFiring)});
   (*client)->Send({Event(AlertStatus::kResolved)});
-  ASSERT_TRUE(PollUntil([&] { return !server.bodies().empty(); }));
+  ASSERT_TRUE(PollUntil([&] { return !server.bodies().empty(); },
+                        absl::Seconds(20), absl::Milliseconds(20)));
   EXPECT_EQ(server.attempts(), 4);
   // The one successful POST carries the resolution, which is then dropped.
   EXPECT_THAT(server.bodies().front(), ::testing::HasSubstr("\"endsAt\""));
-  ASSERT_TRUE(PollUntil([&] {
-    return (*client)->stats().pending_resolved == 0 &&
-           (*client)->stats().posts_ok == 1;
-  }));
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        return (*client)->stats().pending_resolved == 0 &&
+               (*client)->stats().posts_ok == 1;
+      },
+      absl::Seconds(20), absl::Milliseconds(20)));
   EXPECT_EQ((*client)->stats().posts_failed, 3);
   EXPECT_EQ((*client)->stats().active, 0);
 }
@@ -153,7 +150,8 @@ TEST(AlertmanagerClient, ReSendsActiveAlertsEveryInterval) {
           {.url = server.url(), .resend_interval = absl::Milliseconds(50)});
   ASSERT_TRUE(client.ok());
   (*client)->Send({Event(AlertStatus::kFiring)});
-  ASSERT_TRUE(PollUntil([&] { return server.bodies().size() >= 3; }));
+  ASSERT_TRUE(PollUntil([&] { return server.bodies().size() >= 3; },
+                        absl::Seconds(20), absl::Milliseconds(20)));
   for (const std::string& body : server.bodies()) {
     EXPECT_THAT(body, ::testing::HasSubstr("\"alertname\":\"sync-stall\""));
     EXPECT_THAT(body, ::testing::Not(::testing::HasSubstr("endsAt")));
@@ -171,12 +169,14 @@ TEST(AlertmanagerClient, ReportsWhatASuccessfulPostCarriedOnce) {
   ASSERT_TRUE(client.ok()) << client.status();
   (*client)->Send({Event(AlertStatus::kResolved)});
   std::vector<AlertEvent> delivered;
-  ASSERT_TRUE(PollUntil([&] {
-    for (AlertEvent& e : (*client)->TakeDelivered()) {
-      delivered.push_back(std::move(e));
-    }
-    return !delivered.empty();
-  }));
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        for (AlertEvent& e : (*client)->TakeDelivered()) {
+          delivered.push_back(std::move(e));
+        }
+        return !delivered.empty();
+      },
+      absl::Seconds(20), absl::Milliseconds(20)));
   // Only after the failing attempts; the event as sent (same sent_at).
   EXPECT_EQ(server.attempts(), 3);
   ASSERT_EQ(delivered.size(), 1u);

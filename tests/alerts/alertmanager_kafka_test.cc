@@ -44,7 +44,9 @@
 #include "kafka/kafka_handles.h"
 #include "simdjson.h"
 #include "storage/window_store.h"
-#include "tests/kafka/child_process.h"
+#include "tests/testing/child_process.h"
+#include "tests/testing/files.h"
+#include "tests/testing/poll.h"
 
 extern char** environ;
 
@@ -82,12 +84,7 @@ pid_t SpawnLogged(const std::string& binary,
   return testing::SpawnChild(binary, args, log, testing::StderrMode::kAppend);
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using testing::ReadFile;
 
 int Wait(pid_t pid) { return testing::WaitChild(pid); }
 
@@ -100,15 +97,7 @@ std::string OpsScript(const std::string& name) {
          name;
 }
 
-// Polls `done` every 200 ms until it holds or `timeout` passes.
-bool PollUntil(const std::function<bool()>& done, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (done()) return true;
-    absl::SleepFor(absl::Milliseconds(200));
-  }
-  return done();
-}
+using testing::PollUntil;
 
 struct ListedAlert {
   std::string alertname, job, severity, cause, state;
@@ -358,7 +347,7 @@ TEST_F(AlertmanagerKafka, SyncStallFiresOnceSurvivesRestartsAndResolves) {
   processor_ = Spawn(BUBBLEWATCH_BINARY, process_args);
   TopicReader reader(topic + ".alerts");
   ASSERT_TRUE(PollUntil([&] { return ListAlerts(am, rule).size() == 1; },
-                        absl::Seconds(60)))
+                        absl::Seconds(60), absl::Milliseconds(200)))
       << "Alertmanager never listed the alert";
   std::vector<ListedAlert> listed = ListAlerts(am, rule);
   ASSERT_EQ(listed.size(), 1u);
@@ -367,7 +356,7 @@ TEST_F(AlertmanagerKafka, SyncStallFiresOnceSurvivesRestartsAndResolves) {
   EXPECT_EQ(listed[0].severity, "critical");
   EXPECT_EQ(listed[0].state, "active");
   ASSERT_TRUE(PollUntil([&] { return reader.Count(AlertStatus::kFiring) >= 1; },
-                        absl::Seconds(10)));
+                        absl::Seconds(10), absl::Milliseconds(200)));
   const AlertEvent fired = reader.Poll().front();
   EXPECT_EQ(fired.status, AlertStatus::kFiring);
   EXPECT_EQ(fired.job, job);
@@ -394,7 +383,7 @@ TEST_F(AlertmanagerKafka, SyncStallFiresOnceSurvivesRestartsAndResolves) {
   EXPECT_TRUE(ListAlerts(am, rule).empty()) << "a fresh Alertmanager";
   processor_ = Spawn(BUBBLEWATCH_BINARY, process_args);
   ASSERT_TRUE(PollUntil([&] { return ListAlerts(am, rule).size() == 1; },
-                        absl::Seconds(30)))
+                        absl::Seconds(30), absl::Milliseconds(200)))
       << "the restored alert was not re-posted";
 
   // 3. Alertmanager becomes unreachable (frozen); the stall ends: 30 s of
@@ -407,12 +396,12 @@ TEST_F(AlertmanagerKafka, SyncStallFiresOnceSurvivesRestartsAndResolves) {
   ASSERT_EQ(produce("healthy", "2026-01-01T00:00:30Z", "2"), 0);
   ASSERT_TRUE(
       PollUntil([&] { return reader.Count(AlertStatus::kResolved) >= 1; },
-                absl::Seconds(60)))
+                absl::Seconds(60), absl::Milliseconds(200)))
       << "no resolution on the alerts topic";
   ASSERT_EQ(kill(frozen_pid_, SIGCONT), 0);
   frozen_pid_ = 0;
   EXPECT_TRUE(PollUntil([&] { return ListAlerts(am, rule).empty(); },
-                        absl::Seconds(40)))
+                        absl::Seconds(40), absl::Milliseconds(200)))
       << "Alertmanager still lists the alert as active";
 
   // Exactly one firing and one resolution, whatever restarted in between.
@@ -455,7 +444,7 @@ TEST_F(AlertmanagerKafka, SighupReloadsRulesAndRefusesABadFile) {
   auto log_has = [&](const std::string& text) {
     return PollUntil(
         [&] { return ReadFile(log).find(text) != std::string::npos; },
-        absl::Seconds(30));
+        absl::Seconds(30), absl::Milliseconds(200));
   };
   // 90 %: the ~15 % host-sync stall does not fire.
   write_rules("90%");
@@ -476,7 +465,7 @@ TEST_F(AlertmanagerKafka, SighupReloadsRulesAndRefusesABadFile) {
         states = *s;
         return true;
       },
-      absl::Seconds(60)));
+      absl::Seconds(60), absl::Milliseconds(200)));
   ASSERT_EQ(states.size(), 1u);
   EXPECT_EQ(states[0].first, "j/" + job);
   AlertEvaluator restored(*ParseAlertRules(ReadFile(rules), "rules"), {});
@@ -495,7 +484,7 @@ TEST_F(AlertmanagerKafka, SighupReloadsRulesAndRefusesABadFile) {
   ASSERT_TRUE(log_has("reloaded 1 rules from " + rules)) << ReadFile(log);
   ASSERT_EQ(produce("2026-01-01T00:00:30Z"), 0);
   ASSERT_TRUE(PollUntil([&] { return reader.Count(AlertStatus::kFiring) == 1; },
-                        absl::Seconds(60)));
+                        absl::Seconds(60), absl::Milliseconds(200)));
   EXPECT_GE(reader.Poll().front().window_start_ns,
             kStallStartNs + 3 * kWindowNs);
   EXPECT_EQ(reader.Poll().front().job, job);
@@ -540,7 +529,7 @@ TEST_F(AlertmanagerKafka, UndeliveredResolutionSurvivesAProcessorKill) {
   processor_ = Spawn(BUBBLEWATCH_BINARY, process_args);
   TopicReader reader(topic + ".alerts");
   ASSERT_TRUE(PollUntil([&] { return ListAlerts(am, rule).size() == 1; },
-                        absl::Seconds(60)))
+                        absl::Seconds(60), absl::Milliseconds(200)))
       << "Alertmanager never listed the alert";
 
   // Alertmanager becomes unreachable; the stall ends and the alert resolves.
@@ -549,7 +538,7 @@ TEST_F(AlertmanagerKafka, UndeliveredResolutionSurvivesAProcessorKill) {
   ASSERT_EQ(produce("healthy", "2026-01-01T00:00:30Z"), 0);
   ASSERT_TRUE(
       PollUntil([&] { return reader.Count(AlertStatus::kResolved) >= 1; },
-                absl::Seconds(60)))
+                absl::Seconds(60), absl::Milliseconds(200)))
       << "no resolution on the alerts topic";
   ASSERT_TRUE(PollUntil(
       [&] {
@@ -558,7 +547,7 @@ TEST_F(AlertmanagerKafka, UndeliveredResolutionSurvivesAProcessorKill) {
         std::vector<AlertEvent> due = ev->ToDeliver();
         return due.size() == 1 && due[0].status == AlertStatus::kResolved;
       },
-      absl::Seconds(30)))
+      absl::Seconds(30), absl::Milliseconds(200)))
       << "the undelivered resolution is not in the stored alert state";
 
   // The processor dies before Alertmanager is back: Alertmanager still
@@ -573,7 +562,7 @@ TEST_F(AlertmanagerKafka, UndeliveredResolutionSurvivesAProcessorKill) {
   ASSERT_TRUE(proxy.Open());
   processor_ = Spawn(BUBBLEWATCH_BINARY, process_args);
   EXPECT_TRUE(PollUntil([&] { return ListAlerts(am, rule).empty(); },
-                        absl::Seconds(30)))
+                        absl::Seconds(30), absl::Milliseconds(200)))
       << "Alertmanager still lists the alert: the resolution was lost";
   // The delivery is committed: nothing left to deliver after another start.
   EXPECT_TRUE(PollUntil(
@@ -581,7 +570,7 @@ TEST_F(AlertmanagerKafka, UndeliveredResolutionSurvivesAProcessorKill) {
         std::optional<AlertEvaluator> ev = StoredAlerts(store, rules);
         return ev && ev->ToDeliver().empty();
       },
-      absl::Seconds(30)))
+      absl::Seconds(30), absl::Milliseconds(200)))
       << "the delivery mark was not committed";
   kill(processor_, SIGTERM);
   EXPECT_EQ(Wait(processor_), 0);

@@ -14,7 +14,7 @@
 namespace bubblewatch {
 namespace {
 
-using ::bubblewatch::testing::ReadWholeFile;
+using ::bubblewatch::testing::ReadFile;
 using ::bubblewatch::testing::RunBubblewatch;
 using ::bubblewatch::testing::WriteTempFile;
 using ::testing::HasSubstr;
@@ -26,8 +26,7 @@ TEST(AnalyzeCommand, SeedSampleJsonMatchesTheGoldenReport) {
   auto r = RunBubblewatch("analyze --json --pretty timeline/seed_sample.json",
                           kTestdata);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out,
-            ReadWholeFile(kTestdata + "/golden/seed_sample.analyze.json"));
+  EXPECT_EQ(r.out, ReadFile(kTestdata + "/golden/seed_sample.analyze.json"));
 }
 
 TEST(AnalyzeCommand, SeedSampleJsonHasTheBriefsKeysAndNumbers) {

@@ -6,9 +6,10 @@
 #include <sys/wait.h>
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
+
+#include "gtest/gtest.h"
+#include "tests/testing/files.h"
 
 namespace bubblewatch::testing {
 
@@ -17,13 +18,6 @@ struct CliResult {
   std::string out;  // stdout
   std::string err;  // stderr
 };
-
-inline std::string ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // Runs `bubblewatch ARGS` with the working directory `cwd`. With
 // `kill_after_s` > 0 the command is killed (SIGKILL; exit_code 137) after that
@@ -42,8 +36,8 @@ inline CliResult RunBubblewatch(const std::string& args,
   int status = std::system(cmd.c_str());
   CliResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = ReadWholeFile(base + ".out");
-  r.err = ReadWholeFile(base + ".err");
+  r.out = ReadFile(base + ".out");
+  r.err = ReadFile(base + ".err");
   std::remove((base + ".out").c_str());
   std::remove((base + ".err").c_str());
   return r;
@@ -53,7 +47,7 @@ inline CliResult RunBubblewatch(const std::string& args,
 inline std::string WriteTempFile(const std::string& name,
                                  const std::string& content) {
   std::string path = ::testing::TempDir() + "/" + name;
-  std::ofstream(path, std::ios::binary) << content;
+  WriteFile(path, content);
   return path;
 }
 

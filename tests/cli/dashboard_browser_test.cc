@@ -16,12 +16,12 @@
 #include "tests/cli/cli_runner.h"
 #include "tests/cli/serve_process.h"
 #include "tests/storage/query_test_windows.h"
-#include "tests/storage/storage_test_util.h"
+#include "tests/testing/temp_dir.h"
 
 namespace bubblewatch {
 namespace {
 
-using ::bubblewatch::testing::ReadWholeFile;
+using ::bubblewatch::testing::ReadFile;
 using ::bubblewatch::testing::ServeProcess;
 using ::testing::HasSubstr;
 
@@ -38,7 +38,7 @@ std::string Chromium(const std::string& profile, const std::string& args,
       out + "' 2>'" + profile + "/stderr'";
   const int status = std::system(cmd.c_str());
   *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return ReadWholeFile(out);
+  return ReadFile(out);
 }
 
 class DashboardBrowserTest : public ::testing::Test {
@@ -52,7 +52,7 @@ class DashboardBrowserTest : public ::testing::Test {
     ASSERT_NE(server_, nullptr);
   }
 
-  testing_util::TempDir dir_;
+  testing::TempDir dir_;
   std::unique_ptr<ServeProcess> server_;
 };
 
@@ -60,7 +60,7 @@ TEST_F(DashboardBrowserTest, JobPageDrawsTheChartOfEveryWindow) {
   int rc = -1;
   const std::string dom = Chromium(dir_.path(), "--dump-dom",
                                    server_->url() + "/?job=alpha&last=1h", &rc);
-  ASSERT_EQ(rc, 0) << ReadWholeFile(dir_.Sub("stderr"));
+  ASSERT_EQ(rc, 0) << ReadFile(dir_.Sub("stderr"));
   EXPECT_THAT(dom, HasSubstr(R"(data-state="rendered")")) << dom;
   EXPECT_THAT(dom, HasSubstr(R"(data-windows="360")"));
   // compute + host_sync + launch_overhead stacked.
@@ -74,7 +74,7 @@ TEST_F(DashboardBrowserTest, FleetPageListsTheJobs) {
   int rc = -1;
   const std::string dom =
       Chromium(dir_.path(), "--dump-dom", server_->url() + "/", &rc);
-  ASSERT_EQ(rc, 0) << ReadWholeFile(dir_.Sub("stderr"));
+  ASSERT_EQ(rc, 0) << ReadFile(dir_.Sub("stderr"));
   EXPECT_THAT(dom, HasSubstr(R"(data-state="rendered")")) << dom;
   EXPECT_THAT(dom, HasSubstr(R"(data-rows="4")"));
   EXPECT_THAT(dom, HasSubstr("?job=odd%2Fjob%20%22x%22"));
@@ -87,11 +87,11 @@ TEST_F(DashboardBrowserTest, KeepsAScreenshotOfTheJobPage) {
   int rc = -1;
   Chromium(dir_.path(), "--window-size=1280,900 --screenshot='" + png + "'",
            server_->url() + "/?job=alpha", &rc);
-  ASSERT_EQ(rc, 0) << ReadWholeFile(dir_.Sub("stderr"));
+  ASSERT_EQ(rc, 0) << ReadFile(dir_.Sub("stderr"));
   ASSERT_TRUE(std::filesystem::exists(png));
   // A drawn chart of 360 stacked bars compresses far worse than a blank page.
   EXPECT_GT(std::filesystem::file_size(png), 30'000u);
-  const std::string head = ReadWholeFile(png).substr(0, 8);
+  const std::string head = ReadFile(png).substr(0, 8);
   EXPECT_EQ(head, "\x89PNG\r\n\x1a\n");
 }
 

@@ -11,7 +11,7 @@
 namespace bubblewatch {
 namespace {
 
-using ::bubblewatch::testing::ReadWholeFile;
+using ::bubblewatch::testing::ReadFile;
 using ::bubblewatch::testing::RunBubblewatch;
 
 const std::string kReal = std::string(BUBBLEWATCH_TESTDATA_DIR) + "/real";
@@ -26,7 +26,7 @@ TEST_P(GoldenReports, AnalyzeJsonEqualsTheCommittedReport) {
     if (c == '/') c = '_';
   }
   const std::string want =
-      ReadWholeFile(kGolden + "/" + golden_name + ".analyze.json");
+      ReadFile(kGolden + "/" + golden_name + ".analyze.json");
   ASSERT_FALSE(want.empty()) << "no golden report; run ops/golden --update";
   // Relative to tests/testdata/real, as ops/golden writes them.
   auto r = RunBubblewatch(

@@ -17,7 +17,9 @@
 #include "httplib.h"
 #include "tests/cli/cli_runner.h"
 #include "tests/cli/serve_process.h"
-#include "tests/storage/storage_test_util.h"
+#include "tests/testing/kafka_broker.h"
+#include "tests/testing/poll.h"
+#include "tests/testing/temp_dir.h"
 
 namespace bubblewatch {
 namespace {
@@ -28,21 +30,15 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 TEST(ProcessHttp, ServesQueriesAndProcessorCountersWhileConsuming) {
-  const char* env = std::getenv("BUBBLEWATCH_KAFKA_BROKERS");
-  ASSERT_TRUE(env != nullptr && *env != '\0')
-      << "BUBBLEWATCH_KAFKA_BROKERS is not set: run through ops/test, which "
-         "starts a real Kafka broker";
-  const std::string brokers = env;
-  const std::string topic =
-      "it-process-http-" + std::to_string(getpid()) + "-" +
-      std::to_string(std::chrono::system_clock::now().time_since_epoch() /
-                     std::chrono::milliseconds(1));
+  const std::string brokers = testing::Brokers();
+  ASSERT_FALSE(HasFailure());  // Not set: no broker to test against.
+  const std::string topic = testing::Unique("it-process-http");
   auto produce = RunBubblewatch(
       "produce --brokers " + brokers + " --topic " + topic +
       " --synthetic --jobs 2 --gpus-per-job 2 --duration 30s --rate 2000");
   ASSERT_EQ(produce.exit_code, 0) << produce.err;
 
-  testing_util::TempDir dir;
+  testing::TempDir dir;
   auto process = ServeProcess::StartCommand(
       "process --brokers " + brokers + " --topic " + topic + " --group " +
       topic + " --windows-topic '' --dlq-topic " + topic +
@@ -54,20 +50,16 @@ TEST(ProcessHttp, ServesQueriesAndProcessorCountersWhileConsuming) {
   // Poll until both jobs have windows and the lag is known (the processor
   // measures it with each progress line, every 10 s).
   std::string page;
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(90);
-  while (std::chrono::steady_clock::now() < deadline) {
-    auto r = client.Get("/metrics");
-    if (r && r->status == 200) {
-      page = r->body;
-      if (page.find("\nbubblewatch_jobs 2\n") != std::string::npos &&
-          page.find("bubblewatch_processor_lag_messages{") !=
-              std::string::npos) {
-        break;
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  testing::PollUntil(
+      [&] {
+        auto r = client.Get("/metrics");
+        if (!r || r->status != 200) return false;
+        page = r->body;
+        return page.find("\nbubblewatch_jobs 2\n") != std::string::npos &&
+               page.find("bubblewatch_processor_lag_messages{") !=
+                   std::string::npos;
+      },
+      absl::Seconds(90), absl::Milliseconds(100));
   ASSERT_THAT(page, HasSubstr("\nbubblewatch_jobs 2\n")) << process->Log();
   EXPECT_THAT(page, HasSubstr("bubblewatch_processor_events_total "));
   EXPECT_THAT(page, Not(HasSubstr("bubblewatch_processor_events_total 0\n")));

@@ -32,9 +32,12 @@
 #include "schemas/event_batch_codec.h"
 #include "schemas/window_summary.h"
 #include "storage/window_store.h"
-#include "tests/kafka/child_process.h"
-#include "tests/kafka/topic_reader.h"
-#include "tests/storage/storage_test_util.h"
+#include "tests/testing/child_process.h"
+#include "tests/testing/files.h"
+#include "tests/testing/kafka_broker.h"
+#include "tests/testing/poll.h"
+#include "tests/testing/temp_dir.h"
+#include "tests/testing/topic_reader.h"
 
 extern char** environ;
 
@@ -42,7 +45,6 @@ namespace bubblewatch {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 
 const std::string kReal = std::string(BUBBLEWATCH_TESTDATA_DIR) + "/real";
 constexpr char kBatchEvents[] = "200";
@@ -75,32 +77,11 @@ const std::vector<TraceFile>& Files() {
 const TraceFile kBig{"hta/rank0.json.gz", "big.rank0.1.pt.trace.json.gz", "big",
                      0};
 
-std::string Brokers() {
-  const char* brokers = std::getenv("BUBBLEWATCH_KAFKA_BROKERS");
-  if (brokers == nullptr || *brokers == '\0') {
-    ADD_FAILURE() << "BUBBLEWATCH_KAFKA_BROKERS is not set: run through "
-                     "ops/test, which starts a real broker";
-    return "127.0.0.1:1";
-  }
-  return brokers;
-}
-
-std::string Unique(const std::string& base) {
-  return base + "-" + std::to_string(getpid()) + "-" +
-         std::to_string(Clock::now().time_since_epoch().count());
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void WriteAll(const std::string& path, absl::string_view bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc)
-      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
+using testing::Brokers;
+using testing::PollUntil;
+using testing::ReadFile;
+using testing::Unique;
+using testing::WriteFile;
 
 // Starts `bubblewatch ARGS...` with stderr appended to `log`.
 pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
@@ -109,17 +90,6 @@ pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
 }
 
 int Wait(pid_t pid) { return testing::WaitChild(pid); }
-
-// Polls `done` every 50 ms until it holds or `seconds` pass.
-template <typename F>
-bool PollUntil(F done, int seconds) {
-  const auto deadline = Clock::now() + std::chrono::seconds(seconds);
-  while (Clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return done();
-}
 
 std::vector<std::string> WatchArgs(const std::string& topic,
                                    const std::string& dir,
@@ -202,7 +172,7 @@ class ProduceWatchKafka : public ::testing::Test {
   // The reference: every file sent once by plain `produce FILE`, per job in
   // the same order as the watcher sends them, then processed.
   static void SetUpTestSuite() {
-    reference_dir_ = new testing_util::TempDir();
+    reference_dir_ = new testing::TempDir();
     const std::string topic = Unique("bw-watch-ref");
     std::vector<TraceFile> all = Files();
     all.push_back(kBig);
@@ -213,12 +183,12 @@ class ProduceWatchKafka : public ::testing::Test {
                       "--batch-events", kBatchEvents, kReal + "/" + f.source},
                      reference_dir_->Sub("produce.log"))),
           0)
-          << ReadAll(reference_dir_->Sub("produce.log"));
+          << ReadFile(reference_dir_->Sub("produce.log"));
     }
     ASSERT_EQ(Process(topic, reference_dir_->Sub("store"),
                       reference_dir_->Sub("process.log")),
               0)
-        << ReadAll(reference_dir_->Sub("process.log"));
+        << ReadFile(reference_dir_->Sub("process.log"));
     reference_ = new std::vector<WindowSummary>(
         StoredWindows(reference_dir_->Sub("store")));
   }
@@ -253,19 +223,20 @@ class ProduceWatchKafka : public ::testing::Test {
       fs::copy_file(kReal + "/" + f.source, tmp);
     }
     fs::rename(tmp, watched_ + "/" + f.name);
-    ASSERT_TRUE(PollUntil([&] { return Sent(f); }, 60)) << f.name;
+    ASSERT_TRUE(PollUntil([&] { return Sent(f); }, absl::Seconds(60)))
+        << f.name;
   }
 
-  std::string Log() const { return ReadAll(dir_.Sub("watch.log")); }
+  std::string Log() const { return ReadFile(dir_.Sub("watch.log")); }
 
-  static testing_util::TempDir* reference_dir_;
+  static testing::TempDir* reference_dir_;
   static std::vector<WindowSummary>* reference_;
-  testing_util::TempDir dir_;
+  testing::TempDir dir_;
   std::string watched_;
   std::string sent_;
 };
 
-testing_util::TempDir* ProduceWatchKafka::reference_dir_ = nullptr;
+testing::TempDir* ProduceWatchKafka::reference_dir_ = nullptr;
 std::vector<WindowSummary>* ProduceWatchKafka::reference_ = nullptr;
 
 TEST_F(ProduceWatchKafka, FilesCopiedInOneByOneEndUpExactlyOnce) {
@@ -280,26 +251,28 @@ TEST_F(ProduceWatchKafka, FilesCopiedInOneByOneEndUpExactlyOnce) {
       // Written in two parts straight under its final name, with a pause
       // longer than --settle in between: the watcher must wait for the rest
       // (no gzip trailer yet / no closing '}').
-      const std::string bytes = ReadAll(kReal + "/" + f.source);
+      const std::string bytes = ReadFile(kReal + "/" + f.source);
       const std::string path = watched_ + "/" + f.name;
-      WriteAll(path, absl::string_view(bytes).substr(0, bytes.size() * 2 / 3));
+      WriteFile(path, absl::string_view(bytes).substr(0, bytes.size() * 2 / 3));
+      // Time passing is the point: nothing may happen in it.
       std::this_thread::sleep_for(std::chrono::milliseconds(2500));
       EXPECT_TRUE(fs::exists(path)) << f.name << " taken while partial";
       EXPECT_FALSE(Sent(f));
-      WriteAll(path, bytes);
-      ASSERT_TRUE(PollUntil([&] { return Sent(f); }, 60)) << f.name << Log();
+      WriteFile(path, bytes);
+      ASSERT_TRUE(PollUntil([&] { return Sent(f); }, absl::Seconds(60)))
+          << f.name << Log();
     } else {
       CopyInAndWait(f);
     }
   }
   // A broken file is set aside and the watcher goes on.
-  WriteAll(watched_ + "/junk.rank0.1.pt.trace.json", "{\"not\": \"a trace\"}");
+  WriteFile(watched_ + "/junk.rank0.1.pt.trace.json", "{\"not\": \"a trace\"}");
   ASSERT_TRUE(PollUntil(
       [&] {
         return fs::exists(watched_ +
                           "/.bubblewatch-rejected/junk.rank0.1.pt.trace.json");
       },
-      30))
+      absl::Seconds(30)))
       << Log();
   ::kill(watcher, SIGTERM);
   EXPECT_EQ(Wait(watcher), 0) << Log();
@@ -307,7 +280,7 @@ TEST_F(ProduceWatchKafka, FilesCopiedInOneByOneEndUpExactlyOnce) {
   EXPECT_THAT(Log(), ::testing::HasSubstr("not a trace: 1"));
 
   ASSERT_EQ(Process(topic, dir_.Sub("store"), dir_.Sub("process.log")), 0)
-      << ReadAll(dir_.Sub("process.log"));
+      << ReadFile(dir_.Sub("process.log"));
   ExpectSameWindows(StoredWindows(dir_.Sub("store")), *reference_);
 }
 
@@ -331,6 +304,7 @@ TEST_F(ProduceWatchKafka, KilledMidFileAndRestartedGivesTheSameWindows) {
   ASSERT_TRUE(PollUntil(
       [&] {
         ::kill(first, SIGCONT);
+        // The slice the watcher runs for (not a wait for a condition).
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
         ::kill(first, SIGSTOP);
         auto n =
@@ -338,19 +312,20 @@ TEST_F(ProduceWatchKafka, KilledMidFileAndRestartedGivesTheSameWindows) {
         stored_before_kill = n.ok() ? *n : 0;
         return stored_before_kill > 0;
       },
-      120))
+      absl::Seconds(120)))
       << Log();
   std::cerr << "batches stored before the kill: " << stored_before_kill << "\n";
   ::kill(first, SIGKILL);
   EXPECT_EQ(Wait(first), 128 + SIGKILL);
   ASSERT_FALSE(Sent(kBig)) << "the kill landed after the file was sent";
-  ASSERT_THAT(ReadAll(watched_ + "/.bubblewatch-state/watch-state"),
+  ASSERT_THAT(ReadFile(watched_ + "/.bubblewatch-state/watch-state"),
               ::testing::Not(::testing::HasSubstr(kBig.name)));
 
   // Restart: it resends the big file, then takes the others.
   const pid_t second =
       Spawn(WatchArgs(topic, watched_, sent_), dir_.Sub("watch.log"));
-  ASSERT_TRUE(PollUntil([&] { return Sent(kBig); }, 120)) << Log();
+  ASSERT_TRUE(PollUntil([&] { return Sent(kBig); }, absl::Seconds(120)))
+      << Log();
   for (const TraceFile& f : Files()) CopyInAndWait(f);
   ::kill(second, SIGTERM);
   EXPECT_EQ(Wait(second), 0) << Log();
@@ -374,7 +349,7 @@ TEST_F(ProduceWatchKafka, KilledMidFileAndRestartedGivesTheSameWindows) {
   EXPECT_GT(resent, 0) << "nothing was resent: the kill did not land mid-file";
 
   ASSERT_EQ(Process(topic, dir_.Sub("store"), dir_.Sub("process.log")), 0)
-      << ReadAll(dir_.Sub("process.log"));
+      << ReadFile(dir_.Sub("process.log"));
   ExpectSameWindows(StoredWindows(dir_.Sub("store")), *reference_);
 }
 
@@ -394,7 +369,7 @@ TEST_F(ProduceWatchKafka, ResentFilesCountOnceThroughProcessorKills) {
                       "--batch-events", kBatchEvents, kReal + "/" + f.source},
                      dir_.Sub("produce.log"))),
           0)
-          << ReadAll(dir_.Sub("produce.log"));
+          << ReadFile(dir_.Sub("produce.log"));
     }
   }
   const std::string store = dir_.Sub("store");
@@ -403,12 +378,14 @@ TEST_F(ProduceWatchKafka, ResentFilesCountOnceThroughProcessorKills) {
                                         {"-X", "session.timeout.ms=6000", "-X",
                                          "heartbeat.interval.ms=1000"}),
                             dir_.Sub("process.log"));
+    // How long each run lives before its kill: the kills must land at
+    // different points of the stream (not a wait for a condition).
     std::this_thread::sleep_for(std::chrono::milliseconds(1500 + 400 * kill));
     ::kill(pid, SIGKILL);
     EXPECT_EQ(Wait(pid), 128 + SIGKILL);
   }
   ASSERT_EQ(Process(topic, store, dir_.Sub("process.log")), 0)
-      << ReadAll(dir_.Sub("process.log"));
+      << ReadFile(dir_.Sub("process.log"));
   ExpectSameWindows(StoredWindows(store), *reference_);
 }
 

@@ -15,7 +15,7 @@
 #include "tests/cli/cli_runner.h"
 #include "tests/cli/serve_process.h"
 #include "tests/storage/query_test_windows.h"
-#include "tests/storage/storage_test_util.h"
+#include "tests/testing/temp_dir.h"
 
 namespace bubblewatch {
 namespace {
@@ -29,16 +29,16 @@ using ::testing::Not;
 class QueryCommandTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new testing_util::TempDir();
+    dir_ = new testing::TempDir();
     ASSERT_TRUE(query_test::WriteFleetStore(dir_->Sub("store")).ok());
   }
   static void TearDownTestSuite() { delete dir_; }
 
   static std::string Store() { return " --store " + dir_->Sub("store"); }
 
-  static testing_util::TempDir* dir_;
+  static testing::TempDir* dir_;
 };
-testing_util::TempDir* QueryCommandTest::dir_ = nullptr;
+testing::TempDir* QueryCommandTest::dir_ = nullptr;
 
 TEST_F(QueryCommandTest, JobsListsEveryJobWithItsWindowCount) {
   auto r = RunBubblewatch("query jobs --json" + Store());
@@ -209,7 +209,7 @@ TEST_F(QueryCommandTest, UnreachableServerExitsOne) {
 }
 
 TEST(QueryOnProcessorStore, AnswersOnTheStoreTheDemoWrote) {
-  testing_util::TempDir dir;
+  testing::TempDir dir;
   const std::string store = dir.Sub("store");
   auto demo = RunBubblewatch("demo --jobs 2 --duration 25s --store " + store);
   ASSERT_EQ(demo.exit_code, 0) << demo.err;
@@ -238,7 +238,7 @@ TEST(QueryOnProcessorStore, AnswersOnTheStoreTheDemoWrote) {
 // every command that did not set up logging itself (query, analyze, diff,
 // alerts).
 TEST(QueryLogs, RocksDbWarningsGoToStderrNotStdout) {
-  testing_util::TempDir dir;
+  testing::TempDir dir;
   const std::string store = dir.Sub("store");
   ASSERT_TRUE(query_test::WriteFleetStore(store).ok());
   {

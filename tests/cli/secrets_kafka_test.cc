@@ -12,7 +12,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/cli/cli_runner.h"
-#include "tests/storage/storage_test_util.h"
+#include "tests/testing/kafka_broker.h"
+#include "tests/testing/temp_dir.h"
 
 namespace bubblewatch {
 namespace {
@@ -31,21 +32,16 @@ std::string SecretFlags() {
 }
 
 TEST(Secrets, NeverAppearInProduceOrProcessOutput) {
-  const char* env = std::getenv("BUBBLEWATCH_KAFKA_BROKERS");
-  ASSERT_TRUE(env != nullptr && *env != '\0')
-      << "BUBBLEWATCH_KAFKA_BROKERS is not set: run through ops/test";
-  const std::string brokers = env;
-  const std::string topic =
-      "it-secrets-" + std::to_string(getpid()) + "-" +
-      std::to_string(std::chrono::system_clock::now().time_since_epoch() /
-                     std::chrono::milliseconds(1));
+  const std::string brokers = testing::Brokers();
+  ASSERT_FALSE(HasFailure());  // Not set: no broker to test against.
+  const std::string topic = testing::Unique("it-secrets");
   auto produce = RunBubblewatch(
       "produce --brokers " + brokers + " --topic " + topic +
       " --synthetic --jobs 1 --gpus-per-job 1 --duration 2s --rate 200" +
       SecretFlags());
   EXPECT_EQ(produce.exit_code, 0) << produce.err;
 
-  testing_util::TempDir dir;
+  testing::TempDir dir;
   auto process = RunBubblewatch(
       "process --brokers " + brokers + " --topic " + topic + " --group " +
       topic + " --windows-topic '' --dlq-topic " + topic +
@@ -65,7 +61,7 @@ TEST(Secrets, NeverAppearInProduceOrProcessOutput) {
 // A configuration the processor refuses fails with a reason that names the
 // offending key and shows no secret next to it.
 TEST(Secrets, RefusedConfigurationDoesNotEchoSecrets) {
-  testing_util::TempDir dir;
+  testing::TempDir dir;
   auto r = RunBubblewatch("process --brokers 127.0.0.1:1 --store '" +
                           dir.Sub("store") + "'" + SecretFlags() +
                           " -X enable.auto.commit=true");
@@ -82,7 +78,7 @@ TEST(Secrets, RefusedConfigurationDoesNotEchoSecrets) {
 // sasl.mechanism, rd_kafka_new()'s "Unsupported SASL mechanism: ..."). None
 // needs a broker.
 TEST(Secrets, UnexpectedKeysDoNotEchoSecrets) {
-  testing_util::TempDir dir;
+  testing::TempDir dir;
   const std::string process =
       "process --brokers 127.0.0.1:1 --store '" + dir.Sub("store") + "'";
   const std::string produce =

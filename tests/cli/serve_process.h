@@ -8,14 +8,13 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 
-#include <chrono>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
-#include <thread>
 
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "tests/testing/files.h"
+#include "tests/testing/poll.h"
 
 namespace bubblewatch::testing {
 
@@ -46,27 +45,31 @@ class ServeProcess {
       _exit(127);
     }
     auto p = std::unique_ptr<ServeProcess>(new ServeProcess(pid, log));
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (std::chrono::steady_clock::now() < deadline) {
-      const std::string text = p->Log();
-      for (const std::string marker : {"listening on ", "serving HTTP on "}) {
-        const size_t at = text.find(marker);
-        if (at == std::string::npos) continue;
-        const size_t begin = at + marker.size();
-        const size_t end = text.find_first_of(" \n", begin);
-        if (end == std::string::npos) continue;
-        p->url_ = text.substr(begin, end - begin);
-        return p;
-      }
-      int status = 0;
-      if (waitpid(pid, &status, WNOHANG) == pid) {
-        p->pid_ = -1;
-        ADD_FAILURE() << "bubblewatch " << args << " exited: " << text;
-        return nullptr;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    bool exited = false;
+    const bool up = PollUntil(
+        [&] {
+          const std::string text = p->Log();
+          for (const std::string marker :
+               {"listening on ", "serving HTTP on "}) {
+            const size_t at = text.find(marker);
+            if (at == std::string::npos) continue;
+            const size_t begin = at + marker.size();
+            const size_t end = text.find_first_of(" \n", begin);
+            if (end == std::string::npos) continue;
+            p->url_ = text.substr(begin, end - begin);
+            return true;
+          }
+          int status = 0;
+          exited = waitpid(pid, &status, WNOHANG) == pid;
+          return exited;
+        },
+        absl::Seconds(60), absl::Milliseconds(20));
+    if (exited) {
+      p->pid_ = -1;
+      ADD_FAILURE() << "bubblewatch " << args << " exited: " << p->Log();
+      return nullptr;
     }
+    if (up) return p;
     ADD_FAILURE() << "bubblewatch " << args << " did not come up: " << p->Log();
     return nullptr;
   }
@@ -86,12 +89,7 @@ class ServeProcess {
   // "http://127.0.0.1:PORT".
   const std::string& url() const { return url_; }
   // What it wrote on stderr so far.
-  std::string Log() const {
-    std::ifstream in(log_);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
+  std::string Log() const { return ReadFile(log_); }
 
  private:
   ServeProcess(pid_t pid, std::string log) : pid_(pid), log_(std::move(log)) {}

@@ -13,7 +13,7 @@
 #include "ingest/trace_replay.h"
 #include "kafka/embedded_kafka_cluster.h"
 #include "schemas/event_batch_codec.h"
-#include "tests/kafka/topic_reader.h"
+#include "tests/testing/topic_reader.h"
 
 namespace bubblewatch {
 namespace {

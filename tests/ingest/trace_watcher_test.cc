@@ -24,8 +24,9 @@
 #include "ingest/watch/watch_state.h"
 #include "kafka/embedded_kafka_cluster.h"
 #include "schemas/event_batch_codec.h"
-#include "tests/kafka/topic_reader.h"
-#include "tests/storage/storage_test_util.h"
+#include "tests/testing/files.h"
+#include "tests/testing/temp_dir.h"
+#include "tests/testing/topic_reader.h"
 
 namespace bubblewatch {
 namespace {
@@ -42,17 +43,8 @@ const std::string kSmallChrome =
     kRealDir + "/hta/benchmark_result_2869224_1695835535_trace.json.gz";
 const std::string kSmallNsys = kRealDir + "/nsys/healthy_1pct.sqlite";
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void WriteAll(const std::string& path, absl::string_view bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc)
-      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
+using testing::ReadFile;
+using testing::WriteFile;
 
 // Writes `prefix`, `blanks` spaces and `suffix` to `path` as one gzip stream.
 // Deflated piece by piece, so that the test itself never holds the inflated
@@ -203,40 +195,40 @@ TEST(JobNamePattern, RejectsPatternsWithoutGroupsOrBadSyntax) {
 // --- Completeness, after-send parsing ---------------------------------------
 
 TEST(CheckCompleteness, GzipWithoutItsTrailerIsIncomplete) {
-  testing_util::TempDir dir;
-  const std::string whole = ReadAll(kSmallChrome);
+  testing::TempDir dir;
+  const std::string whole = ReadFile(kSmallChrome);
   const std::string gz = dir.Sub("a.json.gz");
   std::string why;
-  WriteAll(gz, whole);
+  WriteFile(gz, whole);
   EXPECT_EQ(CheckCompleteness(gz, &why), Completeness::kComplete);
   // The gzip trailer is the last 8 bytes (CRC32, size).
-  WriteAll(gz, absl::string_view(whole).substr(0, whole.size() - 8));
+  WriteFile(gz, absl::string_view(whole).substr(0, whole.size() - 8));
   EXPECT_EQ(CheckCompleteness(gz, &why), Completeness::kIncomplete);
   EXPECT_THAT(why, HasSubstr("gzip"));
-  WriteAll(gz, whole.substr(0, whole.size() / 2));
+  WriteFile(gz, whole.substr(0, whole.size() / 2));
   EXPECT_EQ(CheckCompleteness(gz, &why), Completeness::kIncomplete);
-  WriteAll(gz, "");
+  WriteFile(gz, "");
   EXPECT_EQ(CheckCompleteness(gz, &why), Completeness::kIncomplete);
   EXPECT_THAT(why, HasSubstr("gzip header"));
 }
 
 TEST(CheckCompleteness, JsonMustEndWithItsClosingBrace) {
-  testing_util::TempDir dir;
+  testing::TempDir dir;
   const std::string json = dir.Sub("a.json");
   std::string why;
-  WriteAll(json, "{\"traceEvents\": [] }\n");
+  WriteFile(json, "{\"traceEvents\": [] }\n");
   EXPECT_EQ(CheckCompleteness(json, &why), Completeness::kComplete);
-  WriteAll(json, "{\"traceEvents\": [{\"ph\":");
+  WriteFile(json, "{\"traceEvents\": [{\"ph\":");
   EXPECT_EQ(CheckCompleteness(json, &why), Completeness::kIncomplete);
   EXPECT_THAT(why, HasSubstr("'}'"));
   // Only the end is read: a '}' 64 bytes before it, under blanks, is not
   // seen, as when the whole file was read.
-  WriteAll(json, "{\"traceEvents\": [] }" + std::string(64, '\n'));
+  WriteFile(json, "{\"traceEvents\": [] }" + std::string(64, '\n'));
   EXPECT_EQ(CheckCompleteness(json, &why), Completeness::kIncomplete);
 }
 
 TEST(CheckCompleteness, GunzippedJsonIsJudgedByTheEndOfItsContent) {
-  testing_util::TempDir dir;
+  testing::TempDir dir;
   const std::string gz = dir.Sub("b.json.gz");
   std::string why;
   // The end crosses the check's inflation pieces (64 KiB), and a second
@@ -247,27 +239,27 @@ TEST(CheckCompleteness, GunzippedJsonIsJudgedByTheEndOfItsContent) {
   EXPECT_EQ(CheckCompleteness(gz, &why), Completeness::kIncomplete);
   EXPECT_THAT(why, HasSubstr("'}'"));
   WriteGzipWithBlanks(dir.Sub("part2.gz"), "", 10, "]}\n");
-  std::string both = ReadAll(gz) + ReadAll(dir.Sub("part2.gz"));
-  WriteAll(gz, both);
+  std::string both = ReadFile(gz) + ReadFile(dir.Sub("part2.gz"));
+  WriteFile(gz, both);
   EXPECT_EQ(CheckCompleteness(gz, &why), Completeness::kComplete) << why;
 }
 
 TEST(CheckCompleteness, SqliteWithAJournalBesideItIsIncomplete) {
-  testing_util::TempDir dir;
+  testing::TempDir dir;
   const std::string db = dir.Sub("x.sqlite");
   fs::copy_file(kSmallNsys, db);
-  const std::string bytes = ReadAll(db);
+  const std::string bytes = ReadFile(db);
   std::string why;
   EXPECT_EQ(CheckCompleteness(db, &why), Completeness::kComplete);
   // Cut short: the header's page count says how long it must be.
-  WriteAll(db, absl::string_view(bytes).substr(0, bytes.size() / 2));
+  WriteFile(db, absl::string_view(bytes).substr(0, bytes.size() / 2));
   EXPECT_EQ(CheckCompleteness(db, &why), Completeness::kIncomplete);
   EXPECT_THAT(why, HasSubstr("bytes"));
-  WriteAll(db, absl::string_view(bytes).substr(0, 50));
+  WriteFile(db, absl::string_view(bytes).substr(0, 50));
   EXPECT_EQ(CheckCompleteness(db, &why), Completeness::kIncomplete);
   EXPECT_THAT(why, HasSubstr("header"));
-  WriteAll(db, bytes);
-  WriteAll(db + "-journal", "j");
+  WriteFile(db, bytes);
+  WriteFile(db + "-journal", "j");
   EXPECT_EQ(CheckCompleteness(db, &why), Completeness::kIncomplete);
   EXPECT_THAT(why, HasSubstr("-journal"));
 }
@@ -296,7 +288,7 @@ TEST(WatchedTraceName, PicksTracesAndSkipsHiddenAndOtherFiles) {
 // ---------------------------------------------------------------
 
 TEST(WatchState, SurvivesReopeningAndForgetsFilesThatAreGone) {
-  testing_util::TempDir dir;
+  testing::TempDir dir;
   const std::string state_dir = dir.Sub("state");
   {
     auto state = WatchState::Open(state_dir);
@@ -319,9 +311,9 @@ TEST(WatchState, SurvivesReopeningAndForgetsFilesThatAreGone) {
 }
 
 TEST(WatchState, ACorruptFileIsDataLossNamingTheFile) {
-  testing_util::TempDir dir;
+  testing::TempDir dir;
   fs::create_directories(dir.Sub("state"));
-  WriteAll(dir.Sub("state/watch-state"), "something else\n");
+  WriteFile(dir.Sub("state/watch-state"), "something else\n");
   auto state = WatchState::Open(dir.Sub("state"));
   EXPECT_EQ(state.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(state.status().message(), HasSubstr("watch-state"));
@@ -346,7 +338,7 @@ uint64_t WholeFileHashAsStored(absl::string_view bytes) {
 
 TEST(ContentHash, StreamedInPiecesEqualsTheWholeFileHash) {
   // Over 3 MiB, so that the file's hash crosses its reader's 1 MiB pieces.
-  std::string bytes = ReadAll(kSmallChrome);
+  std::string bytes = ReadFile(kSmallChrome);
   for (uint32_t i = 0; bytes.size() < (3 << 20) + 5; ++i) {
     bytes.push_back(static_cast<char>((i * 2654435761u) >> 13));
   }
@@ -362,9 +354,9 @@ TEST(ContentHash, StreamedInPiecesEqualsTheWholeFileHash) {
   EXPECT_EQ(ContentHasher().hash(), WholeFileHashAsStored(""));
 
   // And from the file, in the reader's own pieces, with its size and mtime.
-  testing_util::TempDir dir;
+  testing::TempDir dir;
   const std::string path = dir.Sub("t.json.gz");
-  WriteAll(path, bytes);
+  WriteFile(path, bytes);
   int64_t size = 0;
   int64_t mtime_ns = 0;
   absl::StatusOr<uint64_t> hashed = ContentHashOfFile(path, &size, &mtime_ns);
@@ -436,7 +428,7 @@ class TraceWatcherTest : public ::testing::Test {
     return out;
   }
 
-  testing_util::TempDir dir_;
+  testing::TempDir dir_;
   std::string watched_;
   std::unique_ptr<EmbeddedKafkaCluster> cluster_;
   std::unique_ptr<EventProducer> producer_;
@@ -444,9 +436,9 @@ class TraceWatcherTest : public ::testing::Test {
 };
 
 TEST_F(TraceWatcherTest, PartialGzipWaitsUntilCompletedThenSendsOnce) {
-  const std::string bytes = ReadAll(kSmallChrome);
+  const std::string bytes = ReadFile(kSmallChrome);
   const std::string path = watched_ + "/jobA.rank2.100.pt.trace.json.gz";
-  WriteAll(path, absl::string_view(bytes).substr(0, bytes.size() / 2));
+  WriteFile(path, absl::string_view(bytes).substr(0, bytes.size() / 2));
   TraceWatcherOptions o = Options();
   o.job_pattern = *JobNamePattern::Create(kDefaultJobNamePattern);
   auto w = Watcher(o);
@@ -458,7 +450,7 @@ TEST_F(TraceWatcherTest, PartialGzipWaitsUntilCompletedThenSendsOnce) {
   EXPECT_EQ(w->stats().files_rejected, 0);
   EXPECT_EQ(producer_->stats().batches_sent, 0);
 
-  WriteAll(path, bytes);  // The writer finishes.
+  WriteFile(path, bytes);  // The writer finishes.
   ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(4)).ok());  // Changed: settle.
   EXPECT_EQ(w->stats().files_sent, 0);
   ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(7)).ok());
@@ -498,9 +490,9 @@ TEST_F(TraceWatcherTest, PartialGzipWaitsUntilCompletedThenSendsOnce) {
 }
 
 TEST_F(TraceWatcherTest, AStableButTruncatedFileIsRejectedAfterTheTimeout) {
-  const std::string bytes = ReadAll(kSmallChrome);
-  WriteAll(watched_ + "/cut.json.gz",
-           absl::string_view(bytes).substr(0, bytes.size() - 8));
+  const std::string bytes = ReadFile(kSmallChrome);
+  WriteFile(watched_ + "/cut.json.gz",
+            absl::string_view(bytes).substr(0, bytes.size() - 8));
   TraceWatcherOptions o = Options();
   o.job = "fixed";
   auto w = Watcher(o);
@@ -515,7 +507,7 @@ TEST_F(TraceWatcherTest, AStableButTruncatedFileIsRejectedAfterTheTimeout) {
 }
 
 TEST_F(TraceWatcherTest, BadFilesAndFilesWithoutAJobAreSetAsideAndCounted) {
-  WriteAll(watched_ + "/notatrace.json", "{\"hello\": 1}\n");
+  WriteFile(watched_ + "/notatrace.json", "{\"hello\": 1}\n");
   fs::copy_file(kSmallChrome, watched_ + "/nojob.json.gz");
   fs::copy_file(kSmallNsys, watched_ + "/good.rank0.x.sqlite");
   // Only the nsys file matches; "good" job, rank 0.
@@ -600,7 +592,8 @@ TEST_F(TraceWatcherTest, FilesReadyTogetherAreSentMergedByEventTime) {
 }
 
 TEST_F(TraceWatcherTest, AReadyFileWaitsForAnotherStillBeingWritten) {
-  const std::string b_bytes = ReadAll(kRealDir + "/hta/sampled_rank-1.json.gz");
+  const std::string b_bytes =
+      ReadFile(kRealDir + "/hta/sampled_rank-1.json.gz");
   fs::copy_file(kRealDir + "/hta/sampled_rank-0.json.gz",
                 watched_ + "/s.rank0.1.json.gz");
   const std::string b = watched_ + "/s.rank1.1.json.gz";
@@ -611,12 +604,12 @@ TEST_F(TraceWatcherTest, AReadyFileWaitsForAnotherStillBeingWritten) {
   size_t written = 0;
   for (int second = 0; second <= 14; second += 2) {
     written += b_bytes.size() / 10;
-    WriteAll(b, absl::string_view(b_bytes).substr(0, written));
+    WriteFile(b, absl::string_view(b_bytes).substr(0, written));
     ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(second)).ok());
     EXPECT_EQ(w->stats().files_sent, 0)
         << "A sent while B was written, at " << second << " s";
   }
-  WriteAll(b, b_bytes);  // B done: both go together once B settles.
+  WriteFile(b, b_bytes);  // B done: both go together once B settles.
   ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(15)).ok());
   EXPECT_EQ(w->stats().files_sent, 0);
   ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(17)).ok());
@@ -624,7 +617,8 @@ TEST_F(TraceWatcherTest, AReadyFileWaitsForAnotherStillBeingWritten) {
 }
 
 TEST_F(TraceWatcherTest, AReadyFileWaitsAtMostTenSettleTimes) {
-  const std::string b_bytes = ReadAll(kRealDir + "/hta/sampled_rank-1.json.gz");
+  const std::string b_bytes =
+      ReadFile(kRealDir + "/hta/sampled_rank-1.json.gz");
   fs::copy_file(kRealDir + "/hta/sampled_rank-0.json.gz",
                 watched_ + "/s.rank0.1.json.gz");
   const std::string b = watched_ + "/s.rank1.1.json.gz";
@@ -632,7 +626,7 @@ TEST_F(TraceWatcherTest, AReadyFileWaitsAtMostTenSettleTimes) {
   o.job_pattern = *JobNamePattern::Create(kDefaultJobNamePattern);
   auto w = Watcher(o);
   for (int second = 0; second <= 22; ++second) {
-    WriteAll(b, absl::string_view(b_bytes).substr(0, 1000 + 100 * second));
+    WriteFile(b, absl::string_view(b_bytes).substr(0, 1000 + 100 * second));
     ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(second)).ok());
     EXPECT_EQ(w->stats().files_sent, second >= 20 ? 1 : 0) << second << " s";
   }
@@ -645,7 +639,7 @@ TEST_F(TraceWatcherTest, JobFromTraceMetadataWhenTheNameSaysNothing) {
             {"ph": "X", "cat": "kernel", "name": "k", "ts": 10, "dur": 5,
              "pid": 0, "tid": 7, "args": {"device": 0, "stream": 7,
              "correlation": 1}}]})";
-  WriteAll(watched_ + "/worker0.123.pt.trace.json", json);
+  WriteFile(watched_ + "/worker0.123.pt.trace.json", json);
   TraceWatcherOptions o = Options();
   o.job_pattern = *JobNamePattern::Create(kDefaultJobNamePattern);
   auto w = Watcher(o);
@@ -706,7 +700,7 @@ TEST_F(TraceWatcherTest, ATracePaddedWithAGibibyteOfBlanksIsSentStreaming) {
 // timeout, without its bytes ever sitting in memory.
 TEST_F(TraceWatcherTest, ASparseGibibyteFileNeverSitsInMemory) {
   const std::string path = watched_ + "/sparse.json";
-  WriteAll(path, "");
+  WriteFile(path, "");
   fs::resize_file(path, kGiB);
   TraceWatcherOptions o = Options();
   o.job = "j";

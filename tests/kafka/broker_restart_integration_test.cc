@@ -1,7 +1,7 @@
 // The producer across a real broker restart (ctest label kafka): batches in
 // flight when the broker stops are retried once it is back, and idempotence
 // keeps them from being stored twice. This test runs its own broker
-// (tests/kafka/own_broker.h) on the shared test broker's port + 50 and
+// (tests/testing/own_broker.h) on the shared test broker's port + 50 and
 // restarts it (SIGTERM) with its data kept.
 //
 // Post-mortem aids: BUBBLEWATCH_TEST_RDKAFKA_DEBUG=eos,msg logs the
@@ -24,22 +24,14 @@
 #include "ingest/trace_replay.h"
 #include "schemas/event_batch_codec.h"
 #include "spdlog/spdlog.h"
-#include "tests/kafka/own_broker.h"
-#include "tests/kafka/topic_reader.h"
+#include "tests/testing/own_broker.h"
+#include "tests/testing/poll.h"
+#include "tests/testing/topic_reader.h"
 
 namespace bubblewatch {
 namespace {
 
-// Polls `done` every 100 ms until it holds or `timeout` passes.
-template <typename F>
-bool PollUntil(F done, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!done()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  return true;
-}
+using testing::PollUntil;
 
 // The shared test broker's port + 50 (39142 by default), so that several
 // checkouts testing at once (each with its own BUBBLEWATCH_KAFKA_BROKERS) do

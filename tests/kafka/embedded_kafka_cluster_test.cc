@@ -3,7 +3,7 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "kafka/kafka_config.h"
-#include "tests/kafka/topic_reader.h"
+#include "tests/testing/topic_reader.h"
 
 namespace bubblewatch {
 namespace {

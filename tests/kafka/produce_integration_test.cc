@@ -29,22 +29,13 @@
 #include "ingest/trace_reader.h"
 #include "ingest/trace_replay.h"
 #include "schemas/event_batch_codec.h"
-#include "tests/kafka/topic_reader.h"
+#include "tests/testing/kafka_broker.h"
+#include "tests/testing/topic_reader.h"
 
 namespace bubblewatch {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string Brokers() {
-  const char* brokers = std::getenv("BUBBLEWATCH_KAFKA_BROKERS");
-  if (brokers == nullptr || *brokers == '\0') {
-    ADD_FAILURE() << "BUBBLEWATCH_KAFKA_BROKERS is not set: run these tests "
-                     "through ops/test, which starts a real Kafka broker";
-    return "";
-  }
-  return brokers;
-}
 
 std::string UniqueTopic(absl::string_view test) {
   static int counter = 0;
@@ -129,8 +120,8 @@ std::pair<int64_t, int64_t> AcknowledgedFromSummary(const std::string& out) {
 class ProduceIntegrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    brokers_ = Brokers();
-    ASSERT_FALSE(brokers_.empty());
+    brokers_ = testing::Brokers();
+    ASSERT_FALSE(HasFailure());  // Not set: no broker to test against.
   }
   std::string brokers_;
 };

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
@@ -29,7 +30,8 @@
 #include "schemas/window_summary.h"
 #include "schemas/window_summary_codec.h"
 #include "storage/window_store.h"
-#include "tests/kafka/child_process.h"
+#include "tests/testing/child_process.h"
+#include "tests/testing/kafka_broker.h"
 
 extern char** environ;
 
@@ -37,21 +39,9 @@ namespace bubblewatch {
 
 inline constexpr int64_t kWindowNs = 10'000'000'000;
 
-inline std::string Brokers() {
-  const char* brokers = std::getenv("BUBBLEWATCH_KAFKA_BROKERS");
-  if (brokers == nullptr || *brokers == '\0') {
-    ADD_FAILURE() << "BUBBLEWATCH_KAFKA_BROKERS is not set: run through "
-                     "ops/test, which starts a real broker";
-    return "127.0.0.1:1";
-  }
-  return brokers;
-}
-
-inline std::string Unique(const std::string& base) {
-  return base + "-" + std::to_string(getpid()) + "-" +
-         std::to_string(
-             std::chrono::steady_clock::now().time_since_epoch().count());
-}
+using testing::Brokers;
+using testing::CreateTopic;
+using testing::Unique;
 
 // Starts `bubblewatch ARGS...`; with `stderr_path`, the child's standard
 // error goes to that file.
@@ -138,6 +128,17 @@ inline std::vector<WindowSummary> OracleWindows(
     }
   }
   return out;
+}
+
+// OracleWindows() sorted by (job, window start), the order of a store's
+// scan.
+inline std::vector<WindowSummary> SortedOracle() {
+  std::vector<WindowSummary> want = OracleWindows();
+  std::sort(want.begin(), want.end(), [](const auto& a, const auto& b) {
+    return std::pair(a.job, a.window.start_ns) <
+           std::pair(b.job, b.window.start_ns);
+  });
+  return want;
 }
 
 inline std::vector<WindowSummary> StoredWindows(
@@ -263,24 +264,6 @@ inline std::vector<std::string> ReadErrorHeaders(const std::string& topic,
     reasons.push_back(m.LastHeader("bubblewatch.error"));
   }
   return reasons;
-}
-
-// Creates `topic` with `partitions` partitions on the test broker (whose
-// auto-created topics have one).
-inline void CreateTopic(const std::string& topic, int partitions,
-                        const std::string& brokers = Brokers()) {
-  KafkaConfig config(brokers);
-  absl::StatusOr<RdKafkaPtr> client = NewKafkaClient(RD_KAFKA_PRODUCER, config);
-  ASSERT_TRUE(client.ok()) << client.status();
-  absl::StatusOr<bool> created = CreateTopicIfMissing(
-      client->get(), topic, partitions, {}, absl::Seconds(30));
-  ASSERT_TRUE(created.ok()) << created.status();
-  ASSERT_TRUE(*created);
-  // Just created: it can be missing from the metadata for a moment.
-  absl::StatusOr<int> count =
-      CreatedTopicPartitionCount(client->get(), topic, absl::Seconds(30));
-  ASSERT_TRUE(count.ok()) << count.status();
-  ASSERT_EQ(*count, partitions);
 }
 
 // Every window published to `topic` (all partitions, from the beginning to

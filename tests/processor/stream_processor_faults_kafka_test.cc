@@ -45,29 +45,16 @@
 #include "ingest/trace_reader.h"
 #include "schemas/window_summary.h"
 #include "storage/window_store.h"
-#include "tests/kafka/own_broker.h"
 #include "tests/processor/processor_kafka_test_util.h"
+#include "tests/testing/files.h"
+#include "tests/testing/own_broker.h"
+#include "tests/testing/poll.h"
 
 namespace bubblewatch {
 namespace {
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Polls `done` every 200 ms until it holds or `timeout` passes.
-template <typename F>
-bool PollUntil(F done, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!done()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(200));
-  }
-  return true;
-}
+using testing::PollUntil;
+using testing::ReadFile;
 
 // True while `pid` (a child) has not exited. Does not reap it (WNOWAIT), so
 // that WaitWithin still gets its exit code.
@@ -80,19 +67,21 @@ bool Running(pid_t pid) {
 // Waits up to `timeout` for `pid`; then kills it (a hung child fails the
 // test instead of hanging it). Returns WaitChild's code, or -1 if killed.
 int WaitWithin(pid_t pid, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    int status = 0;
-    const pid_t done = waitpid(pid, &status, WNOHANG);
-    if (done < 0) {
-      ADD_FAILURE() << "pid " << pid << " is not a child to wait for";
-      return -1;
-    }
-    if (done == pid) {
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    }
-    absl::SleepFor(absl::Milliseconds(100));
-  }
+  int code = -1;
+  const bool ended = PollUntil(
+      [&] {
+        int status = 0;
+        const pid_t done = waitpid(pid, &status, WNOHANG);
+        if (done < 0) {
+          ADD_FAILURE() << "pid " << pid << " is not a child to wait for";
+          return true;
+        }
+        if (done != pid) return false;
+        code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        return true;
+      },
+      timeout, absl::Milliseconds(100));
+  if (ended) return code;
   ::kill(pid, SIGKILL);
   Wait(pid);
   return -1;
@@ -117,15 +106,6 @@ class KillOnExit {
  private:
   std::vector<pid_t>* pids_;
 };
-
-std::vector<WindowSummary> SortedOracle() {
-  std::vector<WindowSummary> want = OracleWindows();
-  std::sort(want.begin(), want.end(), [](const auto& a, const auto& b) {
-    return std::pair(a.job, a.window.start_ns) <
-           std::pair(b.job, b.window.start_ns);
-  });
-  return want;
-}
 
 // Windows of each job in `store`, for polling while a processor writes it:
 // none while it does not exist or is still being created (a store that
@@ -190,7 +170,7 @@ TEST(ProcessorFaultsKafka, BrokerKilledAndRestartedMidStream) {
         return WindowsPerJob(store, jobs).size() == jobs.size() ||
                !Running(producer);
       },
-      absl::Seconds(60)))
+      absl::Seconds(60), absl::Milliseconds(200)))
       << "no window of every job stored within 60 s";
   ASSERT_TRUE(Running(producer))
       << "the producer finished before the broker was killed";
@@ -217,7 +197,7 @@ TEST(ProcessorFaultsKafka, BrokerKilledAndRestartedMidStream) {
         lag_zero_since = std::min(lag_zero_since, absl::Now());
         return absl::Now() - lag_zero_since >= absl::Seconds(1);
       },
-      absl::Seconds(5));
+      absl::Seconds(5), absl::Milliseconds(200));
   const absl::Duration pause_to_kill = absl::Now() - paused;
   const size_t stored_before = StoredWindows(store, jobs).size();
   absl::Duration down_for;
@@ -415,7 +395,7 @@ TEST(ProcessorFaultsKafka,
         return WindowsPerJob(store, jobs).size() == jobs.size() ||
                !Running(producer) || !Running(processor);
       },
-      absl::Seconds(60)))
+      absl::Seconds(60), absl::Milliseconds(200)))
       << "no window of every job stored within 60 s";
   ASSERT_TRUE(Running(producer)) << "the producer finished first";
   ASSERT_TRUE(Running(processor)) << ReadFile(log);
@@ -535,13 +515,14 @@ TEST(ProcessorFaultsKafka, RebalanceStormLeavesNoDuplicateOrConflictingWindow) {
         }
         return with_window.size() == jobs.size();
       },
-      absl::Seconds(60)))
+      absl::Seconds(60), absl::Milliseconds(200)))
       << "no window of every job stored within 60 s";
   const absl::Time storm_began = absl::Now();
   std::mt19937 rng(2026);
   std::vector<std::string> actions;
   int kills = 0, stops = 0, joins = 2;
   for (int i = 0; i < kActions && Running(producer); ++i) {
+    // The storm's pace, not a wait for a condition: one action a second.
     absl::SleepFor(absl::Seconds(1));
     std::vector<StormMember*> up, down;
     for (StormMember& m : members) (running(m) ? up : down).push_back(&m);
@@ -560,7 +541,7 @@ TEST(ProcessorFaultsKafka, RebalanceStormLeavesNoDuplicateOrConflictingWindow) {
             return count_in_log(m, "info assigned ") > assigned_before ||
                    !running(m);
           },
-          absl::Seconds(20)))
+          absl::Seconds(20), absl::Milliseconds(200)))
           << m.name << " got no partition within 20 s of joining";
       EXPECT_TRUE(running(m)) << ReadFile(m.log);
     } else {
@@ -715,6 +696,7 @@ TEST(ProcessorFaultsKafka, HundredRandomKillsMidStreamGiveTheSameWindows) {
       }
     }
     const pid_t pid = Spawn(process);
+    // The member's random life: the kill must land anywhere in its run.
     absl::SleepFor(absl::Milliseconds(life_ms(rng)));
     const bool producing = Running(producer);
     ::kill(pid, SIGKILL);

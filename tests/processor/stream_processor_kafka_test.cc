@@ -39,6 +39,7 @@
 #include "schemas/event_batch_codec.h"
 #include "storage/window_store.h"
 #include "tests/processor/processor_kafka_test_util.h"
+#include "tests/testing/files.h"
 
 namespace bubblewatch {
 namespace {
@@ -105,6 +106,8 @@ TEST(StreamProcessorKafka, KilledAgainAndAgainGivesTheSameWindows) {
     std::vector<std::string> args = ProcessArgs(topic, store);
     args.insert(args.end(), {"-X", "group.instance.id=crash-member"});
     pid_t pid = Spawn(args);
+    // A random run time, not a wait for a condition: the kills must land
+    // at different points of the stream.
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
     ::kill(pid, SIGKILL);
     EXPECT_EQ(Wait(pid), 128 + SIGKILL);
@@ -292,12 +295,7 @@ class SmallFileSystem {
   std::string error_;
 };
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::ReadFile;
 
 TEST(StreamProcessorKafka, FullDiskStopsProcessingAndARerunCatchesUp) {
   std::string topic = Unique("bw-full");

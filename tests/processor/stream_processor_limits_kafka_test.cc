@@ -32,6 +32,9 @@
 #include "ingest/event_producer.h"
 #include "schemas/event_batch_codec.h"
 #include "tests/processor/processor_kafka_test_util.h"
+#include "tests/testing/files.h"
+#include "tests/testing/poll.h"
+#include "tests/testing/topic_reader.h"
 
 namespace bubblewatch {
 namespace {
@@ -42,37 +45,24 @@ constexpr int64_t kBase = int64_t{1'767'225'600} * 1'000'000'000;
 constexpr int64_t kSec = 1'000'000'000;
 constexpr int64_t kMs = 1'000'000;
 
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Polls `fn` every 200 ms until it returns true or `seconds` pass.
-bool PollUntil(int seconds, const std::function<bool()>& fn) {
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (fn()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  return fn();
-}
+using testing::PollUntil;
+using testing::ReadFile;
 
 // The URL a process started with `--http 127.0.0.1:0` logged to `log`.
 std::string HttpUrl(const std::string& log) {
   std::string url;
-  PollUntil(60, [&] {
-    const std::string text = ReadText(log);
-    const size_t at = text.find("serving HTTP on ");
-    if (at == std::string::npos) return false;
-    const size_t begin = at + 16;
-    const size_t end = text.find_first_of(" \n", begin);
-    if (end == std::string::npos) return false;
-    url = text.substr(begin, end - begin);
-    return true;
-  });
+  PollUntil(
+      [&] {
+        const std::string text = ReadFile(log);
+        const size_t at = text.find("serving HTTP on ");
+        if (at == std::string::npos) return false;
+        const size_t begin = at + 16;
+        const size_t end = text.find_first_of(" \n", begin);
+        if (end == std::string::npos) return false;
+        url = text.substr(begin, end - begin);
+        return true;
+      },
+      absl::Seconds(60), absl::Milliseconds(200));
   return url;
 }
 
@@ -263,18 +253,23 @@ TEST(StreamProcessorLimitsKafka,
                              "--http", "127.0.0.1:0", "--log-level", "info"});
   pid_t pid = Spawn(first, log1);
   const std::string url = HttpUrl(log1);
-  ASSERT_FALSE(url.empty()) << ReadText(log1);
+  ASSERT_FALSE(url.empty()) << ReadFile(log1);
   std::vector<DeadLetter> before;
-  EXPECT_TRUE(PollUntil(60, [&] {
-    before = ReadDeadLetters(topic + ".dlq");
-    return static_cast<int>(before.size()) >= hostile;
-  })) << ReadText(log1);
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        before = ReadDeadLetters(topic + ".dlq");
+        return static_cast<int>(before.size()) >= hostile;
+      },
+      absl::Seconds(60), absl::Milliseconds(200)))
+      << ReadFile(log1);
   // Counted by reason and by (job, producer).
   std::string metrics;
-  EXPECT_TRUE(PollUntil(20, [&] {
-    metrics = Metrics(url);
-    return metrics.find("reason=\"too_many_jobs\"") != std::string::npos;
-  }));
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        metrics = Metrics(url);
+        return metrics.find("reason=\"too_many_jobs\"") != std::string::npos;
+      },
+      absl::Seconds(20), absl::Milliseconds(200)));
   EXPECT_THAT(metrics,
               HasSubstr("bubblewatch_processor_dlq_messages_total{reason=\"too_"
                         "many_open_windows\"} 4"));
@@ -286,9 +281,29 @@ TEST(StreamProcessorLimitsKafka,
   EXPECT_THAT(metrics,
               HasSubstr("bubblewatch_processor_dlq_batches_by_source_total{job="
                         "\"made-up-2\",producer=\"66\"}"));
-  // Everything read is committed within the commit interval (1 s); then
-  // the kill leaves the last commit with open windows and a replay range.
-  std::this_thread::sleep_for(std::chrono::seconds(3));
+  // Everything read is committed to the store within the commit interval
+  // (1 s); then the kill leaves the last commit with open windows and a
+  // replay range. Committed: the store's position on every partition is the
+  // topic's end.
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        absl::StatusOr<int64_t> end =
+            testing::StoredMessageCount(Brokers(), topic, absl::Seconds(10));
+        absl::StatusOr<std::unique_ptr<WindowStoreReader>> reader =
+            OpenRocksDbWindowStoreReadOnly(store);
+        if (!end.ok() || !reader.ok()) return false;
+        int64_t committed = 0;
+        for (int32_t p = 0; p < 16; ++p) {
+          absl::StatusOr<std::optional<PartitionProgress>> progress =
+              (*reader)->Progress(topic, p);
+          if (progress.ok() && progress->has_value()) {
+            committed += (*progress)->committed_position;
+          }
+        }
+        return committed == *end;
+      },
+      absl::Seconds(30), absl::Milliseconds(200)))
+      << ReadFile(log1);
   ::kill(pid, SIGKILL);
   EXPECT_EQ(Wait(pid), 128 + SIGKILL);
 
@@ -317,8 +332,8 @@ TEST(StreamProcessorLimitsKafka,
   second.insert(second.end(), {"--idle-timeout", "2s", "--exit-when-idle", "4s",
                                "--log-level", "info"});
   pid = Spawn(second, log2);
-  ASSERT_EQ(Wait(pid), 0) << ReadText(log2);
-  const std::string restart = ReadText(log2);
+  ASSERT_EQ(Wait(pid), 0) << ReadFile(log2);
+  const std::string restart = ReadFile(log2);
   if (size_t at = restart.find("limit rejections"); at != std::string::npos) {
     const size_t from = restart.rfind(", ", at);
     std::cout << "restart replays" << restart.substr(from + 1, at - from + 15)
@@ -386,16 +401,19 @@ TEST(StreamProcessorLimitsKafka, ExpiredJobsMakeRoomForNewOnes) {
   pid_t pid = Spawn(args, log);
   // Both jobs closed for idleness (their windows stored): "old" is 2 h
   // behind its partition and holds nothing open.
-  EXPECT_TRUE(PollUntil(60, [&] {
-    const std::string text = ReadText(log);
-    return text.find("job next idle for 2s") != std::string::npos &&
-           text.find("job old idle for 2s") != std::string::npos;
-  })) << ReadText(log);
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        const std::string text = ReadFile(log);
+        return text.find("job next idle for 2s") != std::string::npos &&
+               text.find("job old idle for 2s") != std::string::npos;
+      },
+      absl::Seconds(60), absl::Milliseconds(200)))
+      << ReadFile(log);
   sender.Send(newest, INT64_MIN, INT64_MAX);  // Takes old's place.
   sender.Send(extra, INT64_MIN, INT64_MAX);   // The table is full again.
   sender.Flush();
-  ASSERT_EQ(Wait(pid), 0) << ReadText(log);
-  const std::string text = ReadText(log);
+  ASSERT_EQ(Wait(pid), 0) << ReadFile(log);
+  const std::string text = ReadFile(log);
   EXPECT_THAT(text, HasSubstr("job old forgotten"));
   EXPECT_THAT(text, ::testing::Not(HasSubstr("job next forgotten")));
   EXPECT_EQ(StoredWindows(store, {"newest"}).size(), 1u);
@@ -444,19 +462,22 @@ TEST(StreamProcessorLimitsKafka,
                            "--http", "127.0.0.1:0", "--log-level", "info"});
   pid_t pid = Spawn(args, log);
   const std::string url = HttpUrl(log);
-  ASSERT_FALSE(url.empty()) << ReadText(log);
+  ASSERT_FALSE(url.empty()) << ReadFile(log);
   // While the job is open (until its idle timeout) /metrics shows the skew.
   std::string metrics;
-  EXPECT_TRUE(PollUntil(60, [&] {
-    metrics = Metrics(url);
-    return metrics.find("bubblewatch_processor_job_host_skew_seconds{") !=
-           std::string::npos;
-  })) << ReadText(log);
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        metrics = Metrics(url);
+        return metrics.find("bubblewatch_processor_job_host_skew_seconds{") !=
+               std::string::npos;
+      },
+      absl::Seconds(60), absl::Milliseconds(200)))
+      << ReadFile(log);
   EXPECT_THAT(metrics, HasSubstr("bubblewatch_processor_job_host_skew_seconds{"
                                  "job=\"skewed\",ahead=\"h-ahead\",behind="
                                  "\"h-behind\"} 17"));
-  ASSERT_EQ(Wait(pid), 0) << ReadText(log);
-  const std::string text = ReadText(log);
+  ASSERT_EQ(Wait(pid), 0) << ReadFile(log);
+  const std::string text = ReadFile(log);
   EXPECT_THAT(text, HasSubstr("job skewed: host h-ahead is 2m5"))
       << "the skew warning (178 s: one batch less than 3 min)";
   EXPECT_THAT(text, HasSubstr("ahead of host h-behind in event time"));

@@ -20,20 +20,12 @@
 #include "gtest/gtest.h"
 #include "schemas/window_summary.h"
 #include "tests/processor/processor_kafka_test_util.h"
+#include "tests/testing/poll.h"
 
 namespace bubblewatch {
 namespace {
 
 constexpr int kPartitions = 4;
-
-std::vector<WindowSummary> SortedOracle() {
-  std::vector<WindowSummary> want = OracleWindows();
-  std::sort(want.begin(), want.end(), [](const auto& a, const auto& b) {
-    return std::pair(a.job, a.window.start_ns) <
-           std::pair(b.job, b.window.start_ns);
-  });
-  return want;
-}
 
 std::vector<std::string> MemberArgs(const std::string& topic,
                                     const std::string& store) {
@@ -120,20 +112,18 @@ TEST_P(StoppedMidStream, TheOtherInstanceTakesOverWithTheSameResult) {
   // the producer is still sending: then its partitions resume past their
   // first events, and a new owner without A's job state (finalized edge)
   // would store a partial first window that conflicts with A's.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    if (!std::filesystem::exists(store_a)) continue;
-    std::map<std::string, int> per_job;
-    for (const WindowSummary& w : StoredWindows(store_a, JobsOf(want))) {
-      ++per_job[w.job];
-    }
-    if (!per_job.empty() &&
-        std::all_of(per_job.begin(), per_job.end(),
-                    [](const auto& kv) { return kv.second >= 2; })) {
-      break;
-    }
-  }
+  testing::PollUntil(
+      [&] {
+        if (!std::filesystem::exists(store_a)) return false;
+        std::map<std::string, int> per_job;
+        for (const WindowSummary& w : StoredWindows(store_a, JobsOf(want))) {
+          ++per_job[w.job];
+        }
+        return !per_job.empty() &&
+               std::all_of(per_job.begin(), per_job.end(),
+                           [](const auto& kv) { return kv.second >= 2; });
+      },
+      absl::Seconds(30), absl::Milliseconds(200));
   int status = 0;
   EXPECT_EQ(waitpid(producer, &status, WNOHANG), 0)
       << "the producer finished before the stop; not mid-stream";

@@ -35,7 +35,7 @@
 #include "httplib.h"
 #include "simdjson.h"
 #include "tests/storage/query_test_windows.h"
-#include "tests/storage/storage_test_util.h"
+#include "tests/testing/temp_dir.h"
 
 namespace bubblewatch {
 namespace {
@@ -73,7 +73,7 @@ class Served {
   WindowStoreReader* store() { return store_.get(); }
 
  private:
-  testing_util::TempDir dir_;
+  testing::TempDir dir_;
   std::unique_ptr<WindowStoreReader> store_;
   std::unique_ptr<HttpServer> server_;
   std::thread thread_;
@@ -495,7 +495,7 @@ TEST(HttpServer, MetricsEscapeJobNamesInLabels) {
 TEST(HttpServer, SeesWindowsTheProcessorCommitsWhileItRuns) {
   // `serve` beside a running processor: the store stays open for writing,
   // the server reads through a secondary instance and catches up.
-  testing_util::TempDir dir;
+  testing::TempDir dir;
   auto writer = OpenRocksDbWindowStore(dir.Sub("store"));
   ASSERT_TRUE(writer.ok()) << writer.status();
   ASSERT_TRUE(query_test::WriteFleet(**writer).ok());
@@ -554,7 +554,8 @@ TEST(HttpServer, AFullServerClosesTheConnectionThatWaitedLongest) {
   for (int i = 0; i < 8; ++i) {
     slow.push_back(std::make_unique<RawConnection>(s.port()));
     ASSERT_TRUE(slow.back()->Send("GET /healthz HTTP/1.1\r\nX-Slow: "));
-    // In order, so that the first ones have waited longest.
+    // In order, so that the first ones have waited longest: the time
+    // between them is the point, not a wait for a condition.
     absl::SleepFor(absl::Milliseconds(20));
   }
   httplib::Client fresh(s.url());
@@ -587,6 +588,7 @@ TEST(HttpServer, ClosesARequestThatTricklesInPastTheRequestTimeout) {
   for (const char* piece :
        {"GET /heal", "thz HTTP/1.1\r\nHo", "st: t\r\n\r\n"}) {
     ASSERT_TRUE(quick.Send(piece));
+    // Apart in time, so that the server reads them as pieces.
     absl::SleepFor(absl::Milliseconds(50));
   }
   auto r = quick.Read();

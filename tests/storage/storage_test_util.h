@@ -1,17 +1,13 @@
-// Helpers shared by the storage tests: a sample window with every field set,
-// and a temporary directory removed at the end of the test.
+// Helpers shared by the storage tests: a sample window with every field set.
 #ifndef BUBBLEWATCH_TESTS_STORAGE_STORAGE_TEST_UTIL_H_
 #define BUBBLEWATCH_TESTS_STORAGE_STORAGE_TEST_UTIL_H_
 
-#include <stdlib.h>
-
 #include <cstdint>
-#include <filesystem>
 #include <string>
-#include <system_error>
 
 #include "gtest/gtest.h"
 #include "schemas/window_summary.h"
+#include "tests/testing/temp_dir.h"
 
 namespace bubblewatch::testing_util {
 
@@ -74,29 +70,9 @@ inline WindowSummary SampleWindow(const std::string& job, int64_t start_ns,
   return s;
 }
 
-// A fresh directory under the system temp dir, removed by the destructor.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "bw-storage-test-XXXXXX")
-            .string();
-    EXPECT_NE(mkdtemp(pattern.data()), nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  std::string Sub(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+// The shared TempDir (tests/testing/temp_dir.h) under the name storage tests
+// have used; new code names bubblewatch::testing::TempDir.
+using ::bubblewatch::testing::TempDir;
 
 }  // namespace bubblewatch::testing_util
 

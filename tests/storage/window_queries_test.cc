@@ -9,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/storage/query_test_windows.h"
-#include "tests/storage/storage_test_util.h"
+#include "tests/testing/temp_dir.h"
 
 namespace bubblewatch {
 namespace {
@@ -42,7 +42,7 @@ class WindowQueriesTest : public ::testing::Test {
     return sum;
   }
 
-  testing_util::TempDir dir_;
+  testing::TempDir dir_;
   std::unique_ptr<WindowStore> store_;
 };
 

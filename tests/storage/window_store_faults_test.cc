@@ -17,9 +17,9 @@
 namespace bubblewatch {
 namespace {
 
+using ::bubblewatch::testing::TempDir;
 using ::bubblewatch::testing_util::kWindowNs;
 using ::bubblewatch::testing_util::SampleWindow;
-using ::bubblewatch::testing_util::TempDir;
 using ::testing::HasSubstr;
 
 enum class Fault { kNone, kNoSpace, kIoError };

@@ -21,9 +21,9 @@
 namespace bubblewatch {
 namespace {
 
+using ::bubblewatch::testing::TempDir;
 using ::bubblewatch::testing_util::kWindowNs;
 using ::bubblewatch::testing_util::SampleWindow;
-using ::bubblewatch::testing_util::TempDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -614,7 +614,7 @@ namespace bubblewatch {
 namespace {
 
 TEST(WindowStore, AlertStatesCommitWithWindowsAndSurviveReopen) {
-  testing_util::TempDir dir;
+  testing::TempDir dir;
   {
     std::unique_ptr<WindowStore> store = OpenOrDie(dir.path());
     ASSERT_NE(store, nullptr);
@@ -642,7 +642,7 @@ TEST(WindowStore, AlertStatesCommitWithWindowsAndSurviveReopen) {
 }
 
 TEST(WindowStore, AlertStateWithEmptyKeyRejectsTheWholeBatch) {
-  testing_util::TempDir dir;
+  testing::TempDir dir;
   std::unique_ptr<WindowStore> store = OpenOrDie(dir.path());
   ASSERT_NE(store, nullptr);
   StoreBatch batch;

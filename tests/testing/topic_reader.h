@@ -1,8 +1,8 @@
 // ReadTopic: a plain librdkafka consumer for tests. Reads a topic from the
 // beginning of every partition, with no consumer group (assign, not
 // subscribe), so that tests see exactly what the brokers stored.
-#ifndef BUBBLEWATCH_TESTS_KAFKA_TOPIC_READER_H_
-#define BUBBLEWATCH_TESTS_KAFKA_TOPIC_READER_H_
+#ifndef BUBBLEWATCH_TESTS_TESTING_TOPIC_READER_H_
+#define BUBBLEWATCH_TESTS_TESTING_TOPIC_READER_H_
 
 #include <cstdint>
 #include <string>
@@ -37,4 +37,4 @@ absl::StatusOr<int64_t> StoredMessageCount(const std::string& brokers,
 
 }  // namespace bubblewatch::testing
 
-#endif  // BUBBLEWATCH_TESTS_KAFKA_TOPIC_READER_H_
+#endif  // BUBBLEWATCH_TESTS_TESTING_TOPIC_READER_H_

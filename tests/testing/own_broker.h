@@ -14,8 +14,8 @@
 // BUBBLEWATCH_TEST_KEEP_BROKER=1 leaves the broker running (stop it with
 // ops/kafka/stop --port PORT --state-dir DIR) so that topics can be
 // inspected with kcat.
-#ifndef BUBBLEWATCH_TESTS_KAFKA_OWN_BROKER_H_
-#define BUBBLEWATCH_TESTS_KAFKA_OWN_BROKER_H_
+#ifndef BUBBLEWATCH_TESTS_TESTING_OWN_BROKER_H_
+#define BUBBLEWATCH_TESTS_TESTING_OWN_BROKER_H_
 
 #include <sys/types.h>
 
@@ -67,4 +67,4 @@ class OwnBroker {
 
 }  // namespace bubblewatch::testing
 
-#endif  // BUBBLEWATCH_TESTS_KAFKA_OWN_BROKER_H_
+#endif  // BUBBLEWATCH_TESTS_TESTING_OWN_BROKER_H_

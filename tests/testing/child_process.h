@@ -1,7 +1,7 @@
 // Starting and reaping child processes (the bubblewatch binary, ops scripts)
 // from integration tests, which kill them with signals at chosen moments.
-#ifndef BUBBLEWATCH_TESTS_KAFKA_CHILD_PROCESS_H_
-#define BUBBLEWATCH_TESTS_KAFKA_CHILD_PROCESS_H_
+#ifndef BUBBLEWATCH_TESTS_TESTING_CHILD_PROCESS_H_
+#define BUBBLEWATCH_TESTS_TESTING_CHILD_PROCESS_H_
 
 #include <sys/types.h>
 
@@ -27,4 +27,4 @@ int WaitChild(pid_t pid);
 
 }  // namespace bubblewatch::testing
 
-#endif  // BUBBLEWATCH_TESTS_KAFKA_CHILD_PROCESS_H_
+#endif  // BUBBLEWATCH_TESTS_TESTING_CHILD_PROCESS_H_

@@ -1,4 +1,4 @@
-#include "tests/kafka/own_broker.h"
+#include "tests/testing/own_broker.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -20,6 +19,8 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/files.h"
+#include "tests/testing/poll.h"
 
 extern char** environ;
 
@@ -30,25 +31,7 @@ std::string ShellQuote(const std::string& s) {
   return absl::StrCat("'", absl::StrReplaceAll(s, {{"'", "'\\''"}}), "'");
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 bool Alive(pid_t pid) { return kill(pid, 0) == 0; }
-
-// Polls `done` every 100 ms until it holds or `timeout` passes.
-template <typename F>
-bool PollUntil(F done, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!done()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  return true;
-}
 
 }  // namespace
 

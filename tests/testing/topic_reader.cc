@@ -1,4 +1,4 @@
-#include "tests/kafka/topic_reader.h"
+#include "tests/testing/topic_reader.h"
 
 #include <algorithm>
 #include <set>

@@ -1,0 +1,92 @@
+// The shared helpers keep the promises their headers make.
+#include <filesystem>
+#include <string>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "tests/testing/files.h"
+#include "tests/testing/poll.h"
+#include "tests/testing/temp_dir.h"
+
+namespace bubblewatch::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(TempDir, IsFreshAndEmptyAndGoneWithItsContentsAfterItsScope) {
+  std::string path;
+  {
+    TempDir a;
+    TempDir b;
+    path = a.path();
+    EXPECT_NE(a.path(), b.path());
+    ASSERT_TRUE(fs::is_directory(a.path()));
+    EXPECT_TRUE(fs::is_empty(a.path()));
+    EXPECT_EQ(a.Sub("x"), a.path() + "/x");
+    fs::create_directories(a.Sub("nested/deeper"));
+    WriteFile(a.Sub("nested/deeper/file"), "bytes");
+  }
+  EXPECT_FALSE(fs::exists(path));
+}
+
+TEST(Files, WriteThenReadGivesTheSameBytes) {
+  TempDir dir;
+  const std::string bytes("line\r\nwith a NUL \0 and\nno final newline", 39);
+  WriteFile(dir.Sub("f"), bytes);
+  EXPECT_EQ(ReadFile(dir.Sub("f")), bytes);
+  // Replaced, not appended to.
+  WriteFile(dir.Sub("f"), "short");
+  EXPECT_EQ(ReadFile(dir.Sub("f")), "short");
+  WriteFile(dir.Sub("f"), "");
+  EXPECT_EQ(ReadFile(dir.Sub("f")), "");
+}
+
+TEST(Files, AMissingFileReadsAsEmptyWithoutAFailure) {
+  TempDir dir;
+  EXPECT_EQ(ReadFile(dir.Sub("not-there")), "");
+}
+
+TEST(PollUntil, ReturnsAsSoonAsTheConditionHolds) {
+  int calls = 0;
+  const absl::Time start = absl::Now();
+  EXPECT_TRUE(PollUntil([&] { return ++calls == 3; }, absl::Seconds(30),
+                        absl::Milliseconds(1)));
+  EXPECT_EQ(calls, 3);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+}
+
+TEST(PollUntil, GivesUpAfterTheTimeoutHavingAskedOnceMoreAtTheEnd) {
+  const absl::Time start = absl::Now();
+  absl::Time last_call;
+  EXPECT_FALSE(PollUntil(
+      [&] {
+        last_call = absl::Now();
+        return false;
+      },
+      absl::Milliseconds(100), absl::Milliseconds(30)));
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(100));
+  EXPECT_GE(last_call - start, absl::Milliseconds(100));
+}
+
+TEST(PollUntil, SeesAConditionThatBecameTrueDuringTheLastInterval) {
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(50);
+  // Asked at the start (false), then, after one interval longer than the
+  // timeout, once more (true by then).
+  EXPECT_TRUE(PollUntil([&] { return absl::Now() >= deadline; },
+                        absl::Milliseconds(50), absl::Milliseconds(200)));
+}
+
+TEST(PollUntil, AZeroTimeoutAsksOnce) {
+  int calls = 0;
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        ++calls;
+        return true;
+      },
+      absl::ZeroDuration()));
+  EXPECT_EQ(calls, 1);
+}
+
+}  // namespace
+}  // namespace bubblewatch::testing

@@ -644,7 +644,53 @@ absl::StatusOr<CollectiveAnalysis> CollectiveAnalyzer::Run() {
   return std::move(out_);
 }
 
+// The devices of `trace` that ran kernels, by number.
+std::vector<int32_t> KernelDevices(const Trace& trace) {
+  absl::flat_hash_set<int32_t> seen;
+  for (const GpuActivity& a : trace.gpu) {
+    if (a.kind == GpuActivityKind::kKernel) seen.insert(a.device);
+  }
+  std::vector<int32_t> devices(seen.begin(), seen.end());
+  std::sort(devices.begin(), devices.end());
+  return devices;
+}
+
 }  // namespace
+
+// One rank per device of each trace (docs/semantics.md#collective-kernels):
+// a single trace's devices are its ranks; single-device traces that all say
+// their rank keep it; otherwise ranks are numbered in input order.
+std::vector<RankInput> RanksOfTraces(absl::Span<const Trace> traces,
+                                     absl::Span<const std::string> files) {
+  std::vector<std::vector<int32_t>> devices;
+  bool all_single_with_rank = true;
+  for (const Trace& t : traces) {
+    devices.push_back(KernelDevices(t));
+    if (devices.back().empty()) devices.back().push_back(0);
+    all_single_with_rank &= devices.back().size() == 1 && t.rank >= 0;
+  }
+  std::vector<RankInput> ranks;
+  int32_t next = 0;
+  for (size_t i = 0; i < traces.size(); ++i) {
+    for (int32_t device : devices[i]) {
+      RankInput in;
+      in.trace = &traces[i];
+      in.device = device;
+      in.rank = traces.size() == 1     ? device
+                : all_single_with_rank ? traces[i].rank
+                                       : next;
+      ++next;
+      in.host = traces[i].host;
+      in.clock_domain = traces[i].host.empty()
+                            ? absl::StrCat("file:", files[i])
+                            : absl::StrCat("host:", traces[i].host);
+      in.file = files[i];
+      ranks.push_back(std::move(in));
+    }
+  }
+  return ranks;
+}
+
 
 const char* CollectiveKeyName(CollectiveKey key) {
   switch (key) {

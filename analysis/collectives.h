@@ -156,6 +156,15 @@ struct CollectiveAnalysis {
   std::vector<Analysis> analyses;
 };
 
+// The ranks of `traces` (read from `files`, same order), by
+// docs/semantics.md#collective-kernels: one per device that ran kernels (a
+// trace without kernels is one rank on device 0); a single trace's ranks
+// are its device numbers; single-device traces that all say their rank keep
+// it; otherwise ranks are numbered in input order. Clock domains are host
+// names, else files. The traces are borrowed.
+std::vector<RankInput> RanksOfTraces(absl::Span<const Trace> traces,
+                                     absl::Span<const std::string> files);
+
 // Errors: kInvalidArgument for no rank, a duplicate rank, ranks of different
 // jobs (Trace::job set on both and different), a null trace, or what
 // AnalyzeTrace refuses. Collective kernels whose Seq is not after the

@@ -64,51 +64,6 @@ absl::StatusOr<std::vector<std::string>> ExpandInputs(
   return paths;
 }
 
-// The devices of `trace` that ran kernels, by number.
-std::vector<int32_t> KernelDevices(const Trace& trace) {
-  absl::flat_hash_set<int32_t> seen;
-  for (const GpuActivity& a : trace.gpu) {
-    if (a.kind == GpuActivityKind::kKernel) seen.insert(a.device);
-  }
-  std::vector<int32_t> devices(seen.begin(), seen.end());
-  std::sort(devices.begin(), devices.end());
-  return devices;
-}
-
-// One rank per device of each trace (docs/semantics.md#collective-kernels):
-// a single trace's devices are its ranks; single-device traces that all say
-// their rank keep it; otherwise ranks are numbered in input order.
-std::vector<RankInput> AssignRanks(const std::vector<Trace>& traces,
-                                   const std::vector<std::string>& paths) {
-  std::vector<std::vector<int32_t>> devices;
-  bool all_single_with_rank = true;
-  for (const Trace& t : traces) {
-    devices.push_back(KernelDevices(t));
-    if (devices.back().empty()) devices.back().push_back(0);
-    all_single_with_rank &= devices.back().size() == 1 && t.rank >= 0;
-  }
-  std::vector<RankInput> ranks;
-  int32_t next = 0;
-  for (size_t i = 0; i < traces.size(); ++i) {
-    for (int32_t device : devices[i]) {
-      RankInput in;
-      in.trace = &traces[i];
-      in.device = device;
-      in.rank = traces.size() == 1     ? device
-                : all_single_with_rank ? traces[i].rank
-                                       : next;
-      ++next;
-      in.host = traces[i].host;
-      in.clock_domain = traces[i].host.empty()
-                            ? absl::StrCat("file:", paths[i])
-                            : absl::StrCat("host:", traces[i].host);
-      in.file = paths[i];
-      ranks.push_back(std::move(in));
-    }
-  }
-  return ranks;
-}
-
 }  // namespace
 
 int RunAnalyzeCommand(int argc, char** argv) {
@@ -255,7 +210,7 @@ int RunAnalyzeCommand(int argc, char** argv) {
   std::optional<CollectiveAnalysis> collectives;
   std::vector<Analysis> analyses;
   if (several_ranks) {
-    std::vector<RankInput> ranks = AssignRanks(traces, *paths);
+    std::vector<RankInput> ranks = RanksOfTraces(traces, *paths);
     absl::StatusOr<CollectiveAnalysis> c =
         AnalyzeCollectives(ranks, CollectiveOptions{}, options);
     if (!c.ok()) return Fail(kExitBadInput, c.status().message());

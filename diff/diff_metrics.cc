@@ -16,7 +16,7 @@ struct PlainMetric {
   bool total;
 };
 
-constexpr std::array<PlainMetric, 9> kPlainMetrics = {{
+constexpr std::array<PlainMetric, 12> kPlainMetrics = {{
     {"utilization", MetricKind::kRatio, false},
     {"bubble_ratio", MetricKind::kRatio, false},
     {"span", MetricKind::kTime, true},
@@ -26,6 +26,11 @@ constexpr std::array<PlainMetric, 9> kPlainMetrics = {{
     {"largest_bubble", MetricKind::kTime, false},
     {"lead_p50", MetricKind::kTime, false},
     {"lead_p90", MetricKind::kTime, false},
+    // Collectives (docs/semantics.md#collectives); only for a trace that
+    // holds several ranks (a node's Nsight Systems export).
+    {"comm_wait", MetricKind::kTime, true},
+    {"busy_useful_utilization", MetricKind::kRatio, false},
+    {"straggler_wait", MetricKind::kTime, true},
 }};
 
 absl::Status NotAvailable(const DiffSide& side, absl::string_view what) {
@@ -40,6 +45,31 @@ absl::StatusOr<double> RawValue(const Metric& m, const DiffSide& side) {
   if (m.name == "span") return static_cast<double>(job.span_ns);
   if (m.name == "compute") return static_cast<double>(job.compute_ns);
   if (m.name == "bubble") return static_cast<double>(job.bubble_ns);
+  if (m.name == "comm_wait" || m.name == "busy_useful_utilization" ||
+      m.name == "straggler_wait") {
+    if (!side.collectives.has_value()) {
+      return NotAvailable(
+          side,
+          "holds one rank: collective waits need every rank of the job in "
+          "one trace");
+    }
+    int64_t wait = 0;
+    int64_t busy = 0;
+    int64_t span = 0;
+    for (const RankCollectiveStats& r : side.collectives->ranks) {
+      wait += r.comm_wait_ns;
+      busy += r.stats.compute_ns;
+      span += r.stats.span_ns;
+    }
+    if (m.name == "comm_wait") return static_cast<double>(wait);
+    if (m.name == "straggler_wait") {
+      return side.collectives->stragglers.empty()
+                 ? 0.0
+                 : static_cast<double>(
+                       side.collectives->stragglers[0].wait_caused_ns);
+    }
+    return span > 0 ? static_cast<double>(busy - wait) / span : 0.0;
+  }
   if (m.name == "comm_exposed") {
     return static_cast<double>(d.kernels.communication.exposed_ns());
   }

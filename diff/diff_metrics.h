@@ -35,6 +35,11 @@ enum class Normalization {
 //                                        contains <substring>
 //   largest_bubble                       the longest single bubble
 //   lead_p50, lead_p90                   launch lead percentiles
+//   comm_wait                            time GPUs waited inside collectives
+//                                        for a later rank, over all ranks
+//   busy_useful_utilization              (busy - comm_wait) / span
+//   straggler_wait                       the waits the worst straggler caused
+// (the last three need every rank in the trace: docs/semantics.md#collectives)
 // The totals (span ... kernel:) may be normalized per step or per second.
 struct Metric {
   std::string name;      // "cause", "kernel", "utilization", ...

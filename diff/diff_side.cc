@@ -1,6 +1,7 @@
 #include "diff/diff_side.h"
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "analysis/bubble_analyzer.h"
 
 namespace bubblewatch {
@@ -14,7 +15,28 @@ absl::StatusOr<DiffSide> LoadDiffSide(absl::string_view path,
   if (!trace.ok()) return trace.status();
   AnalyzerOptions analyzer_options;
   analyzer_options.top_bubbles = top_bubbles;
-  absl::StatusOr<Analysis> analysis = AnalyzeTrace(*trace, analyzer_options);
+  // Several ranks in one trace: the collective analysis analyzes it too.
+  absl::flat_hash_set<int32_t> collective_devices;
+  for (const CollectiveKernel& c : trace->collectives) {
+    collective_devices.insert(c.device);
+  }
+  std::optional<CollectiveAnalysis> collectives;
+  absl::StatusOr<Analysis> analysis;
+  if (collective_devices.size() > 1) {
+    const std::string file(path);
+    std::vector<RankInput> ranks =
+        RanksOfTraces(absl::MakeConstSpan(&*trace, 1),
+                      absl::MakeConstSpan(&file, 1));
+    absl::StatusOr<CollectiveAnalysis> c =
+        AnalyzeCollectives(ranks, CollectiveOptions{}, analyzer_options);
+    if (!c.ok()) return c.status();
+    analysis = std::move(c->analyses[0]);
+    c->analyses.clear();
+    c->traces.clear();
+    collectives = *std::move(c);
+  } else {
+    analysis = AnalyzeTrace(*trace, analyzer_options);
+  }
   if (!analysis.ok()) return analysis.status();
   DiagnosisOptions diagnosis_options;
   diagnosis_options.top_kernels = top_kernels;
@@ -28,6 +50,7 @@ absl::StatusOr<DiffSide> LoadDiffSide(absl::string_view path,
                     ? trace->source_format
                     : std::string(TraceFormatName(format));
   side.analysis = *std::move(analysis);
+  side.collectives = std::move(collectives);
   side.diagnosis = *std::move(diagnosis);
   side.wall_span_ns =
       side.analysis.last_kernel_end_ns - side.analysis.first_kernel_start_ns;

@@ -5,12 +5,14 @@
 #define BUBBLEWATCH_DIFF_DIFF_SIDE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "analysis/collectives.h"
 #include "analysis/diagnosis.h"
 #include "ingest/trace_reader.h"
 #include "schemas/analysis.h"
@@ -27,6 +29,9 @@ struct DiffSide {
   int64_t wall_span_ns = 0;
   // Total GPU time of each kernel name (non-empty kernels), any order.
   std::vector<std::pair<std::string, int64_t>> kernel_time;
+  // When the trace holds several ranks (its collectives run on several
+  // devices), their collective analysis; its `traces` are cleared.
+  std::optional<CollectiveAnalysis> collectives;
 };
 
 // Reads `path` in `format`, analyzes it keeping `top_bubbles` bubbles, and

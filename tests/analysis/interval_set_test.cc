@@ -1,6 +1,7 @@
 #include "analysis/interval_set.h"
 
 #include <random>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -78,6 +79,26 @@ TEST(IntervalSet, ForEachCoveredVisitsClippedPiecesInOrder) {
   EXPECT_EQ(seen[0].end, 10);
   EXPECT_EQ(seen[1].start, 20);
   EXPECT_EQ(seen[1].end, 25);
+}
+
+TEST(IntervalSet, CoveredLengthWithACursorAgreesWhereverTheCursorIs) {
+  std::mt19937_64 rng(5);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<Interval> xs;
+    const int n = static_cast<int>(rng() % 60);
+    for (int i = 0; i < n; ++i) {
+      int64_t a = static_cast<int64_t>(rng() % 1000);
+      xs.push_back({a, a + static_cast<int64_t>(rng() % 40)});
+    }
+    IntervalSet set = IntervalSet::FromIntervals(xs);
+    size_t cursor = static_cast<size_t>(rng() % 80);  // Even past the end.
+    for (int q = 0; q < 50; ++q) {
+      int64_t a = static_cast<int64_t>(rng() % 1100) - 50;
+      int64_t b = a + static_cast<int64_t>(rng() % 300) - 20;
+      EXPECT_EQ(set.CoveredLength(a, b, &cursor), set.CoveredLength(a, b))
+          << "round " << round << " [" << a << ", " << b << ")";
+    }
+  }
 }
 
 }  // namespace

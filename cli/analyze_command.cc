@@ -128,6 +128,10 @@ int RunAnalyzeCommand(int argc, char** argv) {
   if (device >= 0) {
     std::erase_if(trace->gpu,
                   [&](const GpuActivity& a) { return a.device != device; });
+    // Trace::collectives mirrors the collective kernels of Trace::gpu.
+    std::erase_if(trace->collectives, [&](const CollectiveKernel& c) {
+      return c.device != device;
+    });
   }
   AnalyzerOptions options;
   options.top_bubbles = top;

@@ -16,6 +16,15 @@
 //     processes stay distinct. A pid or tid given as a string holding an
 //     integer counts as that integer; any other string gets a stable per-trace
 //     id counted down from 2^32 - 1.
+//   Collectives: a kernel whose name IsCollectiveKernelName (NCCL/RCCL) also
+//     gets a CollectiveKernel in Trace::collectives, from its args:
+//     "Collective name", "Process Group Name", "Process Group Ranks" (as
+//     written, e.g. "[0, 1]"), "dtype" (strings), "Group size", "Seq" (else
+//     "seq"), "In msg nelems", "Out msg nelems" (non-negative JSON
+//     integers). Absent or null: absent (kNoName / -1). Another type: absent
+//     too, counted as "collective arg 'Seq' not a non-negative integer" /
+//     "collective arg 'dtype' not a string" (not an error). Only collective
+//     kernels pay for reading them. A duplicate kernel adds no record.
 // Every other event is skipped and counted in Trace::skipped by reason:
 //   "category 'ac2g'"       a category not listed above (flows, cuda_sync,
 //                           gpu_user_annotation, mtia_*, Trace, ...);

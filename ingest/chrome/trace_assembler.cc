@@ -60,7 +60,7 @@ absl::Status TraceAssembler::Merge(ChromeEventBlock& block) {
         if (duplicates_.IsRepeat(event.hash_low, event.hash_high)) {
           CountSkip({"duplicate event"});
         } else {
-          Keep(event, name);
+          Keep(block, event, name);
         }
         break;
       }
@@ -72,7 +72,8 @@ absl::Status TraceAssembler::Merge(ChromeEventBlock& block) {
   return absl::OkStatus();
 }
 
-void TraceAssembler::Keep(const ParsedChromeEvent& event, NameId name) {
+void TraceAssembler::Keep(const ChromeEventBlock& block,
+                          const ParsedChromeEvent& event, NameId name) {
   max_start_ns_ = std::max(max_start_ns_, event.start_ns);
   // pid before tid: string ids are numbered in the order first seen.
   const uint32_t pid = IdKey(event.pid);
@@ -88,6 +89,9 @@ void TraceAssembler::Keep(const ParsedChromeEvent& event, NameId name) {
     a.stream = static_cast<int32_t>(event.has_stream ? event.stream : tid);
     a.kind = event.category.gpu_kind;
     a.pageable = event.pageable;
+    if (event.collective != ParsedChromeEvent::kNoCollective) {
+      KeepCollective(block.collectives[event.collective], a);
+    }
   } else {
     CpuEvent& e = trace_.cpu.emplace_back();
     e.start_ns = event.start_ns;
@@ -96,6 +100,36 @@ void TraceAssembler::Keep(const ParsedChromeEvent& event, NameId name) {
     e.thread = (static_cast<uint64_t>(pid) << 32) | tid;
     e.name = name;
     e.category = event.category.cpu_category;
+  }
+}
+
+void TraceAssembler::KeepCollective(const ParsedCollective& parsed,
+                                    const GpuActivity& kernel) {
+  CollectiveKernel& c = trace_.collectives.emplace_back();
+  c.start_ns = kernel.start_ns;
+  c.end_ns = kernel.end_ns;
+  c.device = kernel.device;
+  c.stream = kernel.stream;
+  c.kernel_name = kernel.name;
+  auto intern = [this](std::string_view text) {
+    return text.data() == nullptr ? kNoName : names_.Intern(AbslView(text));
+  };
+  c.collective = intern(parsed.collective);
+  c.process_group = intern(parsed.process_group);
+  c.group_ranks = intern(parsed.group_ranks);
+  c.dtype = intern(parsed.dtype);
+  c.seq = parsed.seq;
+  c.in_elements = parsed.in_elements;
+  c.out_elements = parsed.out_elements;
+  c.group_size = parsed.group_size;
+  if (parsed.bad == 0) return;
+  for (int a = 0; a < ParsedCollective::kNumArgs; ++a) {
+    if ((parsed.bad & (1u << a)) == 0) continue;
+    const auto arg = static_cast<ParsedCollective::Arg>(a);
+    CountSkip({"collective arg '", CollectiveArgKey(arg),
+               arg <= ParsedCollective::kDtype
+                   ? "' not a string"
+                   : "' not a non-negative integer"});
   }
 }
 
@@ -193,6 +227,9 @@ absl::Status TraceAssembler::ApplyBaseTime() {
   }
   for (CpuEvent& e : trace_.cpu) {
     overflow |= shift(&e.start_ns) | shift(&e.end_ns);
+  }
+  for (CollectiveKernel& c : trace_.collectives) {
+    overflow |= shift(&c.start_ns) | shift(&c.end_ns);
   }
   if (overflow) {
     return absl::InvalidArgumentError(

@@ -11,6 +11,8 @@
 //     order names are first kept, the first copy of a duplicate kept, string
 //     ids numbered in the order first seen (pid before tid), the first
 //     error of a block returned.
+//   - One CollectiveKernel per kept collective kernel, in file order, its
+//     absent fields absent (kNoName, -1).
 //   - Event vectors grow by the share of the file merged so far (a move or
 //     two, not a doubling every so often).
 #ifndef BUBBLEWATCH_INGEST_CHROME_TRACE_ASSEMBLER_H_
@@ -59,7 +61,13 @@ class TraceAssembler : public TopLevelSink {
   absl::StatusOr<Trace> Finish();
 
  private:
-  void Keep(const ParsedChromeEvent& event, NameId name);
+  void Keep(const ChromeEventBlock& block, const ParsedChromeEvent& event,
+            NameId name);
+  // The collective record of a kept collective kernel: its strings
+  // interned after the kernel's name, wrong-typed args counted in
+  // Trace::skipped ("collective arg 'Seq' not a non-negative integer").
+  void KeepCollective(const ParsedCollective& parsed,
+                      const GpuActivity& kernel);
   // Makes room in the Trace's event vectors for the block's kept events,
   // growing them to what the whole file will hold by the share of it merged
   // so far: a move or two instead of a doubling every so often, each a copy

@@ -74,6 +74,16 @@ class EntryReader {
     a.start_ns = span.start_ns;
     a.end_ns = span.end_ns;
     trace_->gpu.push_back(a);
+    if (a.kind == GpuActivityKind::kKernel &&
+        IsCollectiveKernelName(trace_->Name(a.name))) {
+      // The format has no collective identity: the kernel's name only.
+      CollectiveKernel& c = trace_->collectives.emplace_back();
+      c.start_ns = a.start_ns;
+      c.end_ns = a.end_ns;
+      c.device = a.device;
+      c.stream = a.stream;
+      c.kernel_name = a.name;
+    }
     return absl::OkStatus();
   }
 

@@ -5,7 +5,9 @@
 //    "cpu_events":  [{"name", "start_us", "end_us",
 //                     optional "tid", "correlation"}]}
 // Times are microseconds (numbers, or strings holding a decimal) converted
-// exactly to nanoseconds. Unknown keys are skipped and counted.
+// exactly to nanoseconds. Unknown keys are skipped and counted. A kernel
+// whose name IsCollectiveKernelName also gets a CollectiveKernel (times,
+// device, stream and name only: the format says nothing more).
 #ifndef BUBBLEWATCH_INGEST_TIMELINE_READER_H_
 #define BUBBLEWATCH_INGEST_TIMELINE_READER_H_
 

@@ -1,6 +1,7 @@
 #include "ingest/chrome/chrome_event_parser.h"
 
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <utility>
 
@@ -8,6 +9,7 @@
 #include "base/status_macros.h"
 #include "ingest/chrome/json_token.h"
 #include "ingest/trace_io/json_support.h"
+#include "schemas/trace.h"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -15,6 +17,14 @@
 namespace bubblewatch {
 
 namespace od = simdjson::ondemand;
+
+std::string_view CollectiveArgKey(ParsedCollective::Arg arg) {
+  static constexpr std::string_view kKeys[] = {
+      "Collective name", "Process Group Name", "Process Group Ranks",
+      "dtype",           "Group size",         "Seq",
+      "In msg nelems",   "Out msg nelems"};
+  return arg < ParsedCollective::kNumArgs ? kKeys[arg] : "";
+}
 
 absl::Status ChromeEventError(size_t index, std::string_view what) {
   return absl::InvalidArgumentError(
@@ -37,6 +47,15 @@ struct ChromeEventParser::Fields {
   bool device_bad = false, stream_bad = false;
   uint64_t correlation = 0;
   uint64_t bytes = 0;
+  // Collective args' token text, by ParsedCollective::Arg, and "seq" (the
+  // spelling before "Seq"); read into a ParsedCollective only for a
+  // collective kernel. A string arg with escapes is unescaped into the
+  // parser's buffer at once (its bit set in coll_unescaped): the value
+  // cannot be revisited.
+  std::string_view coll[ParsedCollective::kNumArgs];
+  std::string_view seq_lower;
+  uint8_t coll_unescaped = 0;
+  uint8_t coll_bad = 0;  // Strings simdjson could not unescape.
 };
 
 namespace {
@@ -99,7 +118,22 @@ EventKey KeyOf(const char* k) {
   return EventKey::kOther;
 }
 
-enum class ArgKey { kOther, kDevice, kStream, kCorrelation, kBytes };
+enum class ArgKey {
+  kOther,
+  kDevice,
+  kStream,
+  kCorrelation,
+  kBytes,
+  kSeqLower,
+  // kCollective + ParsedCollective::Arg.
+  kCollective,
+};
+constexpr int kCollectiveArgKey = static_cast<int>(ArgKey::kCollective);
+ArgKey CollectiveKey(ParsedCollective::Arg arg) {
+  return static_cast<ArgKey>(kCollectiveArgKey + arg);
+}
+// Which arg `k` is. Kernel args have a dozen keys and more, every one looked
+// at: the first byte picks at most two candidates.
 ArgKey ArgKeyOf(const char* k) {
   auto is = [k](std::string_view want) {
     for (size_t i = 0; i < want.size(); ++i) {
@@ -110,9 +144,11 @@ ArgKey ArgKeyOf(const char* k) {
   switch (k[0]) {
     case 'd':
       if (is("device")) return ArgKey::kDevice;
+      if (is("dtype")) return CollectiveKey(ParsedCollective::kDtype);
       break;
     case 's':
       if (is("stream")) return ArgKey::kStream;
+      if (is("seq")) return ArgKey::kSeqLower;
       break;
     case 'c':
       if (is("correlation")) return ArgKey::kCorrelation;
@@ -120,8 +156,59 @@ ArgKey ArgKeyOf(const char* k) {
     case 'b':
       if (is("bytes")) return ArgKey::kBytes;
       break;
+    case 'C':
+      if (is("Collective name")) {
+        return CollectiveKey(ParsedCollective::kCollectiveName);
+      }
+      break;
+    case 'P':
+      if (is("Process Group Name")) {
+        return CollectiveKey(ParsedCollective::kProcessGroupName);
+      }
+      if (is("Process Group Ranks")) {
+        return CollectiveKey(ParsedCollective::kProcessGroupRanks);
+      }
+      break;
+    case 'G':
+      if (is("Group size")) return CollectiveKey(ParsedCollective::kGroupSize);
+      break;
+    case 'S':
+      if (is("Seq")) return CollectiveKey(ParsedCollective::kSeq);
+      break;
+    case 'I':
+      if (is("In msg nelems")) {
+        return CollectiveKey(ParsedCollective::kInMsgNelems);
+      }
+      break;
+    case 'O':
+      if (is("Out msg nelems")) {
+        return CollectiveKey(ParsedCollective::kOutMsgNelems);
+      }
+      break;
   }
   return ArgKey::kOther;
+}
+
+// A collective's string arg from its token: absent (null view) when absent
+// or JSON null; false when of another type.
+bool CollectiveString(std::string_view token, std::string_view& out) {
+  if (token.data() == nullptr || token == "null") return true;
+  std::optional<std::string_view> content = StringTokenContent(token);
+  if (!content) return false;
+  out = *content;
+  return true;
+}
+
+// A collective's count arg from its token: a JSON integer in [0, most];
+// absent (-1) when absent or JSON null; false otherwise.
+template <typename Int>
+bool CollectiveCount(std::string_view token, int64_t most, Int& out) {
+  if (token.data() == nullptr || token == "null") return true;
+  if (token.front() == '"') return false;  // A string, even of digits.
+  std::optional<int64_t> value = TokenInteger(token);
+  if (!value || *value < 0 || *value > most) return false;
+  out = static_cast<Int>(*value);
+  return true;
 }
 
 }  // namespace
@@ -157,6 +244,7 @@ void ChromeEventParser::Parse(ChromeEventBlock& block) {
     // Something simdjson rejects: element by element, which says exactly
     // where (and which elements before it are fine).
     block.events.assign(block.spans.size(), ParsedChromeEvent{});
+    block.collectives.clear();
     block.strings.clear();
     block.errors.clear();
     block.skips.Clear();
@@ -258,6 +346,10 @@ bool ChromeEventParser::ParseArray(ChromeEventBlock& block, const char* text,
       rebase(*token);
     }
     if (!f.name_unescaped) rebase(f.name);
+    for (int a = 0; a < ParsedCollective::kNumArgs; ++a) {
+      if ((f.coll_unescaped & (1u << a)) == 0) rebase(f.coll[a]);
+    }
+    rebase(f.seq_lower);
     Finish(block, span, f, block.events[k]);
     ++k;
   }
@@ -320,10 +412,54 @@ void ChromeEventParser::Finish(ChromeEventBlock& block,
   XXH128_hash_t h = XXH3_128bits(block.data + span.begin, span.size);
   out.hash_low = h.low64;
   out.hash_high = h.high64;
+  if (out.category.gpu && out.category.gpu_kind == GpuActivityKind::kKernel &&
+      IsCollectiveKernelName(AbslView(out.name))) {
+    ReadCollective(block, f, out);
+  }
   if (f.name_unescaped) {
     // Unescaped by simdjson into its own buffer, which the next document
     // reuses: the block keeps a copy.
     out.name = block.strings.emplace_back(out.name);
+  }
+}
+
+void ChromeEventParser::ReadCollective(ChromeEventBlock& block, const Fields& f,
+                                       ParsedChromeEvent& out) {
+  ParsedCollective& c = block.collectives.emplace_back();
+  out.collective = static_cast<uint32_t>(block.collectives.size() - 1);
+  c.bad = f.coll_bad;
+  auto bad = [&c](ParsedCollective::Arg arg) {
+    c.bad |= static_cast<uint8_t>(1u << arg);
+  };
+  std::string_view* strings[] = {&c.collective, &c.process_group,
+                                 &c.group_ranks, &c.dtype};
+  for (int a = 0; a <= ParsedCollective::kDtype; ++a) {
+    const auto arg = static_cast<ParsedCollective::Arg>(a);
+    if ((f.coll_unescaped & (1u << a)) != 0) {
+      // In the parser's buffer, which the next document reuses.
+      *strings[a] = block.strings.emplace_back(f.coll[a]);
+    } else if (!CollectiveString(f.coll[a], *strings[a])) {
+      bad(arg);
+    }
+  }
+  constexpr int64_t kMost = std::numeric_limits<int64_t>::max();
+  if (!CollectiveCount(f.coll[ParsedCollective::kGroupSize],
+                       std::numeric_limits<int32_t>::max(), c.group_size)) {
+    bad(ParsedCollective::kGroupSize);
+  }
+  // "Seq" (PyTorch >= 2.12), else the older "seq".
+  const bool has_seq = f.coll[ParsedCollective::kSeq].data() != nullptr;
+  if (!CollectiveCount(has_seq ? f.coll[ParsedCollective::kSeq] : f.seq_lower,
+                       kMost, c.seq)) {
+    bad(ParsedCollective::kSeq);
+  }
+  if (!CollectiveCount(f.coll[ParsedCollective::kInMsgNelems], kMost,
+                       c.in_elements)) {
+    bad(ParsedCollective::kInMsgNelems);
+  }
+  if (!CollectiveCount(f.coll[ParsedCollective::kOutMsgNelems], kMost,
+                       c.out_elements)) {
+    bad(ParsedCollective::kOutMsgNelems);
   }
 }
 
@@ -412,7 +548,8 @@ absl::Status ChromeEventParser::ReadArgs(od::value& value, Fields& f) {
     od::value& arg = field.value();
     int64_t i = 0;
     uint64_t u = 0;
-    switch (ArgKeyOf(field.key().raw())) {
+    const ArgKey key = ArgKeyOf(field.key().raw());
+    switch (key) {
       case ArgKey::kDevice:
         f.device_bad = arg.get_int64().get(i) != simdjson::SUCCESS;
         if (!f.device_bad) f.device = i;
@@ -428,8 +565,29 @@ absl::Status ChromeEventParser::ReadArgs(od::value& value, Fields& f) {
       case ArgKey::kBytes:
         if (arg.get_uint64().get(u) == simdjson::SUCCESS) f.bytes = u;
         break;
+      case ArgKey::kSeqLower:
+        f.seq_lower = TokenText(arg);
+        break;
       case ArgKey::kOther:
         break;
+      default: {
+        const int a = static_cast<int>(key) - kCollectiveArgKey;
+        std::string_view token = TokenText(arg);
+        // A string with escapes: unescaped now, while the value is at hand
+        // (rare; Kineto writes plain names).
+        if (a <= ParsedCollective::kDtype && token.size() >= 2 &&
+            token.front() == '"' &&
+            token.find('\\') != std::string_view::npos) {
+          if (arg.get_string().get(token) == simdjson::SUCCESS) {
+            f.coll_unescaped |= static_cast<uint8_t>(1u << a);
+          } else {
+            f.coll_bad |= static_cast<uint8_t>(1u << a);
+            token = {};
+          }
+        }
+        f.coll[a] = token;
+        break;
+      }
     }
   }
   return absl::OkStatus();

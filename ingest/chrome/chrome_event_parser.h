@@ -1,11 +1,11 @@
 // The part of reading a Chrome trace that needs no state of the whole file:
 // one "traceEvents" element's text in, what it is out (a GPU activity or CPU
 // event with its times converted and checked, a skip with its reason, or an
-// error). chrome_trace_reader.cc cuts the array into blocks of elements,
-// parses blocks with this on several threads, and merges the results in file
-// order (duplicates, name ids, string pid/tid ids, skip counts, the first
-// error). Which events are kept and the error messages are those of
-// chrome_trace_reader.h.
+// error, and a collective kernel's args). TraceEventCutter cuts the array
+// into blocks of elements, BlockPipeline parses blocks with this on several
+// threads, and TraceAssembler merges the results in file order (duplicates,
+// name ids, string pid/tid ids, skip counts, the first error). Which events
+// are kept and the error messages are those of chrome_trace_reader.h.
 #ifndef BUBBLEWATCH_INGEST_CHROME_CHROME_EVENT_PARSER_H_
 #define BUBBLEWATCH_INGEST_CHROME_CHROME_EVENT_PARSER_H_
 
@@ -55,8 +55,40 @@ class SkipTally {
 std::string_view ComposeSkipReason(
     std::initializer_list<std::string_view> parts, char (&buffer)[512]);
 
+// What a collective (NCCL/RCCL) kernel's args say, as parsed
+// (CollectiveKernel's fields, docs/semantics.md#collectives). Views point
+// into the block's bytes or strings; a null view or -1 is absent. `bad`:
+// bits (1 << CollectiveArg) of args present with the wrong type, left absent.
+struct ParsedCollective {
+  // The args read, in the order of their skip reasons' names.
+  enum Arg : uint8_t {
+    kCollectiveName,
+    kProcessGroupName,
+    kProcessGroupRanks,
+    kDtype,
+    kGroupSize,
+    kSeq,
+    kInMsgNelems,
+    kOutMsgNelems,
+    kNumArgs,
+  };
+  std::string_view collective;
+  std::string_view process_group;
+  std::string_view group_ranks;
+  std::string_view dtype;
+  int64_t seq = -1;
+  int64_t in_elements = -1;
+  int64_t out_elements = -1;
+  int32_t group_size = -1;
+  uint8_t bad = 0;
+};
+
+// The arg's key as written in Kineto's args ("Seq" for kSeq).
+std::string_view CollectiveArgKey(ParsedCollective::Arg arg);
+
 // One element as parsed. Views point into the block's bytes or strings.
 struct ParsedChromeEvent {
+  static constexpr uint32_t kNoCollective = 0xFFFFFFFFu;
   // kSkip: counted in the block's skips.
   enum class Outcome : uint8_t { kKeep, kSkip, kError };
   Outcome outcome = Outcome::kSkip;
@@ -80,6 +112,9 @@ struct ParsedChromeEvent {
   ChromeIdToken pid;
   ChromeIdToken tid;
   const absl::Status* error = nullptr;  // kError: the read's error.
+  // kKeep, a kernel whose name IsCollectiveKernelName: its index in the
+  // block's `collectives`; else kNoCollective.
+  uint32_t collective = kNoCollective;
 };
 
 // Where an element lies in its block: data + begin, `size` bytes, the
@@ -105,7 +140,8 @@ struct ChromeEventBlock {
   std::vector<ParsedChromeEvent> events;  // One per span, once parsed.
   size_t kept_gpu = 0;                    // Events kKeep, by kind.
   size_t kept_cpu = 0;
-  std::deque<std::string> strings;  // Unescaped names.
+  std::vector<ParsedCollective> collectives;  // Of collective kernels.
+  std::deque<std::string> strings;  // Unescaped names and collective args.
   std::deque<absl::Status> errors;
   SkipTally skips;  // Of its skipped elements (read only if none failed).
 };
@@ -158,6 +194,9 @@ class ChromeEventParser {
   absl::Status ReadArgs(simdjson::ondemand::value& value, Fields& f);
   absl::Status ToEvent(const Fields& f, const KinetoCategory& category,
                        size_t index, ParsedChromeEvent& out);
+  // A collective kernel's args into a new entry of block.collectives.
+  void ReadCollective(ChromeEventBlock& block, const Fields& f,
+                      ParsedChromeEvent& out);
 
   ChromeJsonDocument json_;
   absl::flat_hash_map<std::string_view, uint32_t> first_of_name_;

@@ -16,6 +16,15 @@
 //     processes stay distinct. A pid or tid given as a string holding an
 //     integer counts as that integer; any other string gets a stable per-trace
 //     id counted down from 2^32 - 1.
+//   Collectives: a kernel whose name IsCollectiveKernelName (NCCL/RCCL) also
+//     gets a CollectiveKernel in Trace::collectives, from its args:
+//     "Collective name", "Process Group Name", "Process Group Ranks" (as
+//     written, e.g. "[0, 1]"), "dtype" (strings), "Group size", "Seq" (else
+//     "seq"), "In msg nelems", "Out msg nelems" (non-negative JSON
+//     integers). Absent or null: absent (kNoName / -1). Another type: absent
+//     too, counted as "collective arg 'Seq' not a non-negative integer" /
+//     "collective arg 'dtype' not a string" (not an error). Only collective
+//     kernels pay for reading them. A duplicate kernel adds no record.
 // Every other event is skipped and counted in Trace::skipped by reason:
 //   "category 'ac2g'"       a category not listed above (flows, cuda_sync,
 //                           gpu_user_annotation, mtia_*, Trace, ...);
@@ -47,47 +56,36 @@
 //   Other keys ("deviceProperties", "schemaVersion", ...) are metadata, not
 //   events: ignored and not counted.
 //
-// Speed and memory: the input is never parsed as one document. A
-// string-aware scanner (AVX2, 64 bytes a step) walks the top level and cuts
-// "traceEvents" into its elements; blocks of about 64 KiB of elements are
-// parsed, each element on its own with simdjson On-Demand, on several
-// threads, and merged in file order on the calling thread (names interned,
-// duplicates dropped, numbers read exactly from their token text), so the
-// result is the same whatever the thread count. From a file
-// (ReadChromeTrace(TraceByteSource&, ...)) the bytes are gunzipped and read
-// into 64 KiB buffers that travel with their block, so peak memory is that
-// of the events kept plus a few blocks in flight, not of the file.
+// Speed and memory: the input is never parsed as one document. The reader
+// is the wiring of four units: EventStreamBuffer (event_stream_buffer.h: the
+// bytes, borrowed or streamed into 64 KiB buffers that travel with their
+// block), TraceEventCutter (trace_event_cutter.h: the top-level walk and a
+// string-aware scanner, AVX2 64 bytes a step, cutting "traceEvents" into
+// blocks of elements), BlockPipeline (block_pipeline.h: blocks parsed with
+// simdjson On-Demand on several threads, merged in file order on the
+// calling thread) and TraceAssembler (trace_assembler.h: names interned,
+// duplicates dropped, numbers read exactly from their token text, metadata
+// applied), so the result is the same whatever the thread count, and peak
+// memory is that of the events kept plus a few blocks in flight, not of the
+// file.
 #ifndef BUBBLEWATCH_INGEST_CHROME_CHROME_TRACE_READER_H_
 #define BUBBLEWATCH_INGEST_CHROME_CHROME_TRACE_READER_H_
 
-#include <cstdint>
-#include <functional>
-
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "ingest/chrome/block_pipeline.h"       // kChromeParseThreadsAuto
+#include "ingest/chrome/event_stream_buffer.h"  // ReadProgressFn
 #include "ingest/trace_io/trace_file.h"
 #include "schemas/trace.h"
 #include "simdjson.h"
 
 namespace bubblewatch {
 
-// Called now and then while reading with how many bytes of the JSON have been
-// read so far and how many there are in all; the last call has done == total.
-// Streaming a gzip file, `total` is an estimate until that last call (the
-// bytes done scaled by the file's size over the compressed bytes consumed).
-using ReadProgressFn =
-    std::function<void(uint64_t done_bytes, uint64_t total_bytes)>;
-
-// How often ReadChromeTrace calls its progress function, in bytes read.
-inline constexpr uint64_t kChromeProgressStepBytes = 4 << 20;
-
-// parse_threads: threads that parse events besides the calling thread;
-// kChromeParseThreadsAuto = one less than the machine's cores, at most 3;
-// 0 = the calling thread alone. Only the speed depends on it.
-inline constexpr int kChromeParseThreadsAuto = -1;
-
 // Reads the Chrome trace in `json`. `progress`, when set, is called about
-// every kChromeProgressStepBytes.
+// every kChromeProgressStepBytes. parse_threads: threads that parse events
+// besides the calling thread; kChromeParseThreadsAuto = one less than the
+// machine's cores, at most 3; 0 = the calling thread alone. Only the speed
+// depends on it.
 // Errors (kInvalidArgument; the message names the place): bad JSON at byte
 // offset K (truncated input included); no "traceEvents" array; a kept event
 // (see above) without "name", "ts" or "dur", or with one of the wrong type;

@@ -28,6 +28,10 @@
 // Tables with no rows are absent from exports and columns differ between
 // schema versions: tables and columns are looked up by name and whatever is
 // missing is treated as absent (an absent srcKind means "not pageable").
+// Collectives: each kernel whose name IsCollectiveKernelName (NCCL/RCCL) also
+// gets a CollectiveKernel in Trace::collectives with its times, device,
+// stream and name only; the identity fields stay absent (NCCL operation
+// tables of newer exports are not read yet).
 // Rank and world size are unknown (-1): an export holds one job.
 #ifndef BUBBLEWATCH_INGEST_NSYS_NSYS_READER_H_
 #define BUBBLEWATCH_INGEST_NSYS_NSYS_READER_H_

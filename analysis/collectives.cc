@@ -691,7 +691,6 @@ std::vector<RankInput> RanksOfTraces(absl::Span<const Trace> traces,
   return ranks;
 }
 
-
 const char* CollectiveKeyName(CollectiveKey key) {
   switch (key) {
     case CollectiveKey::kProcessGroupSeq:

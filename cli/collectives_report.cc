@@ -123,9 +123,12 @@ std::string RenderCollectivesText(const CollectiveAnalysis& c, bool color) {
     std::vector<Share> shares = Shares(s);
     for (size_t i = 0; i < shares.size() && i < 3; ++i) {
       absl::StrAppend(
-          &out, absl::StrFormat("    %-16s %6s  %s\n", shares[i].category,
-                                Percent(Ratio(shares[i].ns, s.wait_caused_ns)),
-                                i == 0 ? shares[i].advice : ""));
+          &out,
+          absl::StrFormat("    %-16s %6s\n", shares[i].category,
+                          Percent(Ratio(shares[i].ns, s.wait_caused_ns))));
+    }
+    if (!shares.empty()) {
+      absl::StrAppend(&out, "    ", st.Dim("fix: "), shares[0].advice, "\n");
     }
   }
   if (c.unattributed > 0) {

@@ -24,9 +24,8 @@ absl::StatusOr<DiffSide> LoadDiffSide(absl::string_view path,
   absl::StatusOr<Analysis> analysis;
   if (collective_devices.size() > 1) {
     const std::string file(path);
-    std::vector<RankInput> ranks =
-        RanksOfTraces(absl::MakeConstSpan(&*trace, 1),
-                      absl::MakeConstSpan(&file, 1));
+    std::vector<RankInput> ranks = RanksOfTraces(
+        absl::MakeConstSpan(&*trace, 1), absl::MakeConstSpan(&file, 1));
     absl::StatusOr<CollectiveAnalysis> c =
         AnalyzeCollectives(ranks, CollectiveOptions{}, analyzer_options);
     if (!c.ok()) return c.status();

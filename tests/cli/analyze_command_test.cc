@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -251,6 +252,92 @@ TEST(AnalyzeCommand, HelpDescribesEveryOption) {
                              "--rank", "--device", "--threads"}) {
     EXPECT_THAT(r.out, HasSubstr(option));
   }
+}
+
+// Several ranks of one job (issue 19, docs/analyze.md).
+TEST(AnalyzeCommand, TwoSampledRanksGiveCollectivesAndTheStraggler) {
+  auto r = RunBubblewatch(
+      "analyze --json real/hta/sampled_rank-0.json.gz "
+      "real/hta/sampled_rank-1.json.gz",
+      kTestdata);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.parse(r.out);
+  simdjson::dom::array files = doc["files"];
+  EXPECT_EQ(files.size(), 2u);
+  EXPECT_EQ(int64_t(files.at(1)["input"]["rank"]), 1);
+  simdjson::dom::element c = doc["collectives"];
+  EXPECT_EQ(int64_t(c["matched"]), 10);
+  EXPECT_EQ(int64_t(c["unsynchronized"]), 6);
+  EXPECT_EQ(int64_t(c["used"]), 4);
+  EXPECT_EQ(std::string_view(c["key"]), "stream_order");
+  EXPECT_EQ(int64_t(c["world_size"]), 128);
+  simdjson::dom::array ranks = doc["ranks"];
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_GT(double(ranks.at(0)["comm_wait_us"]), 0.0);
+  EXPECT_TRUE(ranks.at(1)["clock_offset_us"].is_null());
+  simdjson::dom::array stragglers = doc["stragglers"];
+  ASSERT_EQ(stragglers.size(), 1u);
+  EXPECT_EQ(int64_t(stragglers.at(0)["rank"]), 1);
+  EXPECT_EQ(double(stragglers.at(0)["wait_caused_us"]),
+            double(ranks.at(0)["comm_wait_us"]));
+  EXPECT_EQ(simdjson::dom::object(stragglers.at(0)["causes_us"]).size(), 10u);
+}
+
+TEST(AnalyzeCommand, ADirectoryIsItsFilesAsRanks) {
+  const std::string dir = ::testing::TempDir() + "/ranks-dir";
+  std::filesystem::create_directories(dir);
+  for (const char* f : {"sampled_rank-0.json.gz", "sampled_rank-1.json.gz"}) {
+    std::filesystem::copy_file(
+        kTestdata + "/real/hta/" + f, dir + "/" + f,
+        std::filesystem::copy_options::overwrite_existing);
+  }
+  auto r = RunBubblewatch("analyze --no-color " + dir, kTestdata);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("2 ranks of 128"));
+  EXPECT_THAT(r.out, HasSubstr("10 matched"));
+  EXPECT_THAT(r.out, HasSubstr("6 unsynchronized"));
+  EXPECT_THAT(r.out, HasSubstr("rank 1 caused"));
+}
+
+TEST(AnalyzeCommand, OneExportOfTwoGpusIsTwoRanks) {
+  auto r = RunBubblewatch("analyze --json real/nsys/mfu_2gpu_before.sqlite",
+                          kTestdata);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.parse(r.out);
+  EXPECT_EQ(int64_t(doc["collectives"]["matched"]), 33);
+  EXPECT_EQ(int64_t(doc["collectives"]["unsynchronized"]), 0);
+  EXPECT_EQ(int64_t(doc["stragglers"].at(0)["rank"]), 1);
+  // The report of the file itself is still there, unchanged in its keys.
+  EXPECT_EQ(simdjson::dom::array(doc["devices"]).size(), 2u);
+}
+
+TEST(AnalyzeCommand, OneRankAloneSaysItsWaitsAreUnknown) {
+  auto r = RunBubblewatch("analyze --no-color real/hta/nccl_data.json.gz",
+                          kTestdata);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("21 collective kernels"));
+  EXPECT_THAT(r.out, HasSubstr("unknown from one rank"));
+}
+
+TEST(AnalyzeCommand, TheSameRankTwiceIsBadInput) {
+  auto r = RunBubblewatch(
+      "analyze real/hta/sampled_rank-0.json.gz "
+      "real/hta/sampled_rank-0.json.gz",
+      kTestdata);
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_THAT(r.err, HasSubstr("rank 0 appears twice"));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1);
+}
+
+TEST(AnalyzeCommand, RankWithSeveralFilesIsAUsageError) {
+  auto r = RunBubblewatch(
+      "analyze --rank 0 real/hta/sampled_rank-0.json.gz "
+      "real/hta/sampled_rank-1.json.gz",
+      kTestdata);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--rank"));
 }
 
 }  // namespace

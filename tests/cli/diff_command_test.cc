@@ -351,5 +351,30 @@ TEST(DiffCommand, RealMfuPairRegressesUtilization) {
   EXPECT_EQ(std::string_view(kernels.at(0)["name"]), "flash_fwd_kernel");
 }
 
+// Collective metrics (issue 19): only a trace that holds several ranks.
+TEST(DiffCollectives, CommWaitOfTwoGpuExportsIsCompared) {
+  const std::string real = std::string(BUBBLEWATCH_TESTDATA_DIR) + "/real/";
+  CliResult rise = RunBubblewatch(absl::StrCat(
+      "diff --json --fail-if 'comm_wait>+1ms' --fail-if "
+      "'busy_useful_utilization<0.5' --fail-if 'straggler_wait>+1ms' '",
+      real, "nsys/mfu_2gpu_before.sqlite' '", real,
+      "nsys/mfu_2gpu_after.sqlite'"));
+  EXPECT_EQ(rise.exit_code, 1) << rise.err;
+  EXPECT_THAT(rise.out, HasSubstr("comm_wait"));
+  CliResult same = RunBubblewatch(absl::StrCat(
+      "diff --fail-if 'comm_wait>+1ms' '", real,
+      "nsys/mfu_2gpu_before.sqlite' '", real, "nsys/mfu_2gpu_before.sqlite'"));
+  EXPECT_EQ(same.exit_code, 0) << same.out;
+}
+
+TEST(DiffCollectives, OneRankCannotGiveWaits) {
+  const std::string real = std::string(BUBBLEWATCH_TESTDATA_DIR) + "/real/";
+  CliResult r = RunBubblewatch(
+      absl::StrCat("diff --fail-if 'straggler_wait>1ms' '", real,
+                   "hta/nccl_data.json.gz' '", real, "hta/nccl_data.json.gz'"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("holds one rank"));
+}
+
 }  // namespace
 }  // namespace bubblewatch

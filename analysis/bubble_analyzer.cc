@@ -489,13 +489,17 @@ absl::StatusOr<Analysis> Analyzer::Run() {
     for (size_t g = 0; g < timeline.gaps().size(); ++g) {
       const Gap& gap = timeline.gaps()[g];
       GapContext ctx = MakeGapContext(timeline, gap);
+      Attribution gap_attribution{};
       AttributeGap(ctx, copies, gap.start_ns, gap.end_ns,
                    [&](BubbleCause c, int64_t w, int64_t ns) {
-                     s.attribution[static_cast<int>(c)] += ns;
+                     gap_attribution[static_cast<int>(c)] += ns;
                      if (windows.enabled()) {
                        windows.AddBubbleCause(input.device, w, c, ns);
                      }
                    });
+      for (int c = 0; c < kNumBubbleCauses; ++c) {
+        s.attribution[c] += gap_attribution[c];
+      }
       if (!queries.empty()) {
         const absl::Span<const DeviceInterval> q = options_.breakdown_intervals;
         while (next_query < queries.size() &&
@@ -510,6 +514,13 @@ absl::StatusOr<Analysis> Analyzer::Run() {
           if (lo >= hi) continue;
           IntervalBreakdown& b = out.breakdowns[i];
           b.busy_ns -= hi - lo;
+          if (lo == gap.start_ns && hi == gap.end_ns) {
+            // The whole gap: its attribution is already known.
+            for (int c = 0; c < kNumBubbleCauses; ++c) {
+              b.bubble[c] += gap_attribution[c];
+            }
+            continue;
+          }
           AttributeGap(ctx, copies, lo, hi,
                        [&](BubbleCause c, int64_t, int64_t ns) {
                          b.bubble[static_cast<int>(c)] += ns;

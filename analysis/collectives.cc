@@ -210,13 +210,16 @@ void CollectiveAnalyzer::CollectKernels() {
     // Busy time split into collective and everything else.
     std::vector<Interval> compute;
     std::vector<Interval> collective;
+    // Whether each name is a collective's, decided once per name.
+    std::vector<int8_t> is_collective(in->trace->names.size(), -1);
     for (const GpuActivity& a : in->trace->gpu) {
       if (a.kind != GpuActivityKind::kKernel || a.device != in->device ||
           a.end_ns <= a.start_ns) {
         continue;
       }
-      (IsCollectiveKernelName(in->trace->Name(a.name)) ? collective : compute)
-          .push_back({a.start_ns, a.end_ns});
+      int8_t& known = is_collective[a.name];
+      if (known < 0) known = IsCollectiveKernelName(in->trace->Name(a.name));
+      (known ? collective : compute).push_back({a.start_ns, a.end_ns});
     }
     r.compute = IntervalSet::FromIntervals(std::move(compute));
     r.collective = IntervalSet::FromIntervals(std::move(collective));
@@ -258,6 +261,18 @@ void CollectiveAnalyzer::BuildInstances() {
     RankState& r = ranks_[slot];
     absl::flat_hash_map<int, int64_t> order;     // Per group: next k.
     absl::flat_hash_map<int, int64_t> last_seq;  // Per group.
+    // The group of a name of this trace (a process group's, or the kernel
+    // name's type), found once per name.
+    absl::flat_hash_map<NameId, int> group_of_name;
+    auto group_of = [&](NameId name, bool from_kernel_name) {
+      auto [it, inserted] = group_of_name.try_emplace(name, 0);
+      if (inserted) {
+        it->second =
+            group_id(from_kernel_name ? TypeFromKernelName(Name(r, name))
+                                      : std::string(Name(r, name)));
+      }
+      return it->second;
+    };
     std::vector<const CollectiveKernel*> kept;
     kept.reserve(r.kernels.size());
     for (const CollectiveKernel* c : r.kernels) {
@@ -265,7 +280,7 @@ void CollectiveAnalyzer::BuildInstances() {
       int64_t key = 0;
       switch (out_.key) {
         case CollectiveKey::kProcessGroupSeq: {
-          group = group_id(std::string(Name(r, c->process_group)));
+          group = group_of(c->process_group, false);
           auto [it, first] = last_seq.try_emplace(group, c->seq);
           if (!first) {
             if (c->seq <= it->second) {
@@ -278,11 +293,11 @@ void CollectiveAnalyzer::BuildInstances() {
           break;
         }
         case CollectiveKey::kProcessGroupOrder:
-          group = group_id(std::string(Name(r, c->process_group)));
+          group = group_of(c->process_group, false);
           key = order[group]++;
           break;
         case CollectiveKey::kStreamOrder:
-          group = group_id(TypeFromKernelName(Name(r, c->kernel_name)));
+          group = group_of(c->kernel_name, true);
           key = order[group]++;
           break;
       }

@@ -105,7 +105,6 @@ class StreamProcessor::Impl {
     bool at_end = false;  // Reached the partition's end since the last one.
     // The state of every job of this partition as of the last commit (and
     // of the snapshot it was restored from): what the snapshots hold.
-    // Also holds the ledger under kLimitLedgerKey, written at each commit.
     JobStates jobs;
     // Offsets rejected by a limit at or after the resume offset, and the
     // partition's event-time clock (partition_limits.h).
@@ -166,10 +165,9 @@ class StreamProcessor::Impl {
   void RejectForLimit(const rd_kafka_message_t& message, PartitionState& part,
                       const BatchRejection& rejection,
                       const BatchHeader& header);
-  // Jobs `part` tracks (its snapshot's jobs, the ledger entry aside).
+  // Jobs `part` tracks (its snapshot's jobs).
   static int64_t TrackedJobs(const PartitionState& part) {
-    return static_cast<int64_t>(part.jobs.size() -
-                                part.jobs.count(kLimitLedgerKey));
+    return static_cast<int64_t>(part.jobs.size());
   }
   // Forgets the jobs of `part` past options_.job_expiry that have no open
   // window and no batch at or after `resume_offset`.
@@ -394,6 +392,7 @@ absl::Status StreamProcessor::Impl::RestorePartition(
     tp.offset = remote->resume_offset;
     state.committed_position = remote->committed_position;
     state.jobs = std::move(remote->jobs);
+    state.ledger = std::move(remote->ledger);
     source = "changelog";
     absl::MutexLock lock(&stats_mu_);
     ++stats_.state_restores;
@@ -403,14 +402,14 @@ absl::Status StreamProcessor::Impl::RestorePartition(
     tp.offset = local->resume_offset;
     state.committed_position = local->committed_position;
     if (!local->state.empty()) {
-      ASSIGN_OR_RETURN(state.jobs, DecodeJobStates(local->state));
+      ASSIGN_OR_RETURN(PartitionSnapshot stored,
+                       DecodeStoredPartitionState(local->state));
+      state.jobs = std::move(stored.jobs);
+      state.ledger = std::move(stored.ledger);
     }
     source = "local store";
   }
   state.resume_offset = tp.offset;
-  if (auto it = state.jobs.find(kLimitLedgerKey); it != state.jobs.end()) {
-    ASSIGN_OR_RETURN(state.ledger, LimitLedger::Parse(it->second));
-  }
   spdlog::info(
       "assigned {}/{}: state from {} ({} jobs, {} limit rejections to "
       "replay), resume at {}, replay below {}",
@@ -809,10 +808,6 @@ void StreamProcessor::Impl::ForgetExpiredJobs(PartitionState& part,
   const int64_t cutoff = clock - expiry;
   int64_t forgotten = 0;
   for (auto it = part.jobs.begin(); it != part.jobs.end();) {
-    if (it->first == kLimitLedgerKey) {
-      ++it;
-      continue;
-    }
     auto live = jobs_.find(it->first);
     // Open windows, or a batch a replay from the resume offset would read:
     // the job's state is still needed.
@@ -1144,12 +1139,13 @@ absl::Status StreamProcessor::Impl::Commit(absl::Time now) {
     if (expire_jobs) ForgetExpiredJobs(part, progress.resume_offset);
     // No replay starts below the resume offset: older decisions are done.
     part.ledger.ForgetBefore(progress.resume_offset);
-    if (part.ledger.empty()) {
-      part.jobs.erase(kLimitLedgerKey);
-    } else {
-      part.jobs[kLimitLedgerKey] = part.ledger.Serialize();
-    }
-    progress.state = EncodeJobStates(part.jobs);
+    progress.state = EncodePartitionSnapshot(
+        PartitionSnapshot{.topic = progress.topic,
+                          .partition = p,
+                          .resume_offset = progress.resume_offset,
+                          .committed_position = progress.committed_position,
+                          .jobs = part.jobs,
+                          .ledger = part.ledger});
     part.committed_position = progress.committed_position;
     rd_kafka_topic_partition_list_add(offsets.get(), options_.topic.c_str(), p)
         ->offset = progress.resume_offset;
@@ -1179,7 +1175,8 @@ absl::Status StreamProcessor::Impl::Commit(absl::Time now) {
                             .partition = progress.partition,
                             .resume_offset = progress.resume_offset,
                             .committed_position = progress.committed_position,
-                            .jobs = part.jobs});
+                            .jobs = part.jobs,
+                            .ledger = part.ledger});
       if (!s.ok()) {
         --undelivered_;
         return s;

@@ -27,21 +27,21 @@ namespace bubblewatch::check_internal {
 
 }  // namespace bubblewatch::check_internal
 
-#define BW_CHECK(cond)                                                   \
-  do {                                                                   \
-    if (ABSL_PREDICT_FALSE(!(cond))) {                                   \
+#define BW_CHECK(cond)                                                       \
+  do {                                                                       \
+    if (ABSL_PREDICT_FALSE(!(cond))) {                                       \
       ::bubblewatch::check_internal::CheckFailed(#cond, __FILE__, __LINE__); \
-    }                                                                    \
+    }                                                                        \
   } while (false)
 
 #ifdef NDEBUG
 // Not evaluated, but still compiled: the condition keeps type-checking and
 // the names in it count as used.
-#define BW_DCHECK(cond)      \
-  do {                       \
-    if (false) {             \
+#define BW_DCHECK(cond)        \
+  do {                         \
+    if (false) {               \
       static_cast<void>(cond); \
-    }                        \
+    }                          \
   } while (false)
 #else
 #define BW_DCHECK(cond) BW_CHECK(cond)

@@ -6,9 +6,8 @@
 namespace bubblewatch {
 
 bool IsStateRecord(absl::string_view bytes) {
-  return bytes.size() >= 8 &&
-         flatbuffers::BufferHasIdentifier(bytes.data(),
-                                          fb::StateRecordIdentifier());
+  return bytes.size() >= 8 && flatbuffers::BufferHasIdentifier(
+                                  bytes.data(), fb::StateRecordIdentifier());
 }
 
 std::string FinishStateRecord(flatbuffers::FlatBufferBuilder& builder,
@@ -20,8 +19,9 @@ std::string FinishStateRecord(flatbuffers::FlatBufferBuilder& builder,
                      builder.GetSize());
 }
 
-absl::StatusOr<const fb::StateRecord*> ReadStateRecord(
-    absl::string_view bytes, fb::StateBody type, absl::string_view what) {
+absl::StatusOr<const fb::StateRecord*> ReadStateRecord(absl::string_view bytes,
+                                                       fb::StateBody type,
+                                                       absl::string_view what) {
   if (!IsStateRecord(bytes)) {
     return absl::DataLossError(
         absl::StrCat("corrupt ", what, ": not a state record"));
@@ -44,10 +44,10 @@ absl::StatusOr<const fb::StateRecord*> ReadStateRecord(
         kStateFormatVersion, ")"));
   }
   if (record->body_type() != type) {
-    return absl::DataLossError(absl::StrCat(
-        "corrupt ", what, ": the state record holds a ",
-        fb::EnumNameStateBody(record->body_type()), ", not a ",
-        fb::EnumNameStateBody(type)));
+    return absl::DataLossError(
+        absl::StrCat("corrupt ", what, ": the state record holds a ",
+                     fb::EnumNameStateBody(record->body_type()), ", not a ",
+                     fb::EnumNameStateBody(type)));
   }
   return record;
 }

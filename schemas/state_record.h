@@ -35,8 +35,9 @@ std::string FinishStateRecord(flatbuffers::FlatBufferBuilder& builder,
 // Verifies `bytes` as a StateRecord whose body is `type`, written by a
 // version this build reads. kDataLoss naming `what` otherwise (malformed,
 // another body, or a newer format_version). The record points into `bytes`.
-absl::StatusOr<const fb::StateRecord*> ReadStateRecord(
-    absl::string_view bytes, fb::StateBody type, absl::string_view what);
+absl::StatusOr<const fb::StateRecord*> ReadStateRecord(absl::string_view bytes,
+                                                       fb::StateBody type,
+                                                       absl::string_view what);
 
 }  // namespace bubblewatch
 

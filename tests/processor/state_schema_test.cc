@@ -35,9 +35,10 @@ void ExpectTrainA(const JobState& s) {
   EXPECT_EQ(s.finalized_through_ns, 1'700'000'000'000'000'000);
   EXPECT_THAT(s.producer_sequences,
               UnorderedElementsAre(Pair(7, 3u), Pair(kBigProducer, 41u)));
-  EXPECT_THAT(s.producer_newest_ns,
-              UnorderedElementsAre(Pair(7, 1'699'999'990'000'000'000),
-                                   Pair(kBigProducer, 1'700'000'005'000'000'000)));
+  EXPECT_THAT(
+      s.producer_newest_ns,
+      UnorderedElementsAre(Pair(7, 1'699'999'990'000'000'000),
+                           Pair(kBigProducer, 1'700'000'005'000'000'000)));
 }
 
 JobState TrainA() {
@@ -144,10 +145,9 @@ TEST(LegacyState, ATruncatedOldRecordIsDataLoss) {
     std::string bytes = Fixture(name);
     for (size_t cut : {size_t{0}, size_t{1}, size_t{9}, bytes.size() - 1}) {
       const std::string part = bytes.substr(0, cut);
-      absl::Status status =
-          std::string(name).starts_with("partition")
-              ? DecodePartitionSnapshot(part).status()
-              : DecodeStoredPartitionState(part).status();
+      absl::Status status = std::string(name).starts_with("partition")
+                                ? DecodePartitionSnapshot(part).status()
+                                : DecodeStoredPartitionState(part).status();
       EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss)
           << name << " cut at " << cut;
     }
@@ -155,8 +155,10 @@ TEST(LegacyState, ATruncatedOldRecordIsDataLoss) {
 }
 
 PartitionSnapshot Example() {
-  PartitionSnapshot s{.topic = "events", .partition = 11,
-                      .resume_offset = 1000, .committed_position = 1234};
+  PartitionSnapshot s{.topic = "events",
+                      .partition = 11,
+                      .resume_offset = 1000,
+                      .committed_position = 1234};
   JobState a = TrainA();
   s.jobs["train-a"] = a.Serialize();
   s.jobs[kOddName] = JobState().Serialize();
@@ -216,16 +218,15 @@ std::string HandBuilt(uint16_t version,
   std::vector<flatbuffers::Offset<fb::JobStateEntry>> entries;
   for (const std::string& name : job_names) {
     auto n = b.CreateString(name);
-    auto st = b.CreateVector(
-        reinterpret_cast<const uint8_t*>(job_state.data()), job_state.size());
+    auto st = b.CreateVector(reinterpret_cast<const uint8_t*>(job_state.data()),
+                             job_state.size());
     entries.push_back(fb::CreateJobStateEntry(b, n, st));
   }
-  auto body = fb::CreatePartitionSnapshotRecord(b, b.CreateString("t"), 0, 0,
-                                                0, b.CreateVector(entries));
+  auto body = fb::CreatePartitionSnapshotRecord(b, b.CreateString("t"), 0, 0, 0,
+                                                b.CreateVector(entries));
   fb::FinishStateRecordBuffer(
-      b, fb::CreateStateRecord(b, version,
-                               fb::StateBody::PartitionSnapshotRecord,
-                               body.Union()));
+      b, fb::CreateStateRecord(
+             b, version, fb::StateBody::PartitionSnapshotRecord, body.Union()));
   return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()),
                      b.GetSize());
 }
@@ -243,7 +244,8 @@ TEST(StateSchema, RefusesWhatItCannotTrust) {
       {HandBuilt(1, {"a", "a"}, job), "repeated"},
       {HandBuilt(1, {""}, job), "empty"},
       // A job state that is a snapshot, and one that is legacy text.
-      {HandBuilt(1, {"a"}, EncodePartitionSnapshot({})), "not a JobStateRecord"},
+      {HandBuilt(1, {"a"}, EncodePartitionSnapshot({})),
+       "not a JobStateRecord"},
       {HandBuilt(1, {"a"}, "v2 1 1:2:3 and more"), "does not verify"},
       // The wrong body for the reader.
       {job, "not a PartitionSnapshotRecord"},
@@ -254,9 +256,8 @@ TEST(StateSchema, RefusesWhatItCannotTrust) {
     EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << c.message;
     EXPECT_THAT(status.message(), HasSubstr(c.message));
   }
-  EXPECT_THAT(
-      JobState::Parse(EncodePartitionSnapshot({})).status().message(),
-      HasSubstr("not a JobStateRecord"));
+  EXPECT_THAT(JobState::Parse(EncodePartitionSnapshot({})).status().message(),
+              HasSubstr("not a JobStateRecord"));
 }
 
 }  // namespace

@@ -84,16 +84,14 @@ int RunAnalyzeCommand(int argc, char** argv) {
                 absl::StrCat("unknown --format '", format,
                              "' (want auto, timeline, chrome or nsys)"));
   }
-  if (top < 0) return Fail(kExitUsage, "--top must be >= 0");
   if (threads < -1) return Fail(kExitUsage, "--threads must be >= -1");
-  if (window < absl::ZeroDuration()) {
-    return Fail(kExitUsage, "--window must not be negative");
+  AnalyzerOptions options;
+  options.top_bubbles = top;
+  options.window_ns = absl::ToInt64Nanoseconds(window);
+  options.max_windows = max_windows;
+  if (absl::Status s = options.Validate(); !s.ok()) {
+    return Fail(kExitUsage, s.message());
   }
-  if (window > absl::Nanoseconds(kMaxWindowNs)) {
-    return Fail(kExitUsage,
-                absl::StrCat("--window must be at most ", kMaxWindowNs, " ns"));
-  }
-  if (max_windows < 0) return Fail(kExitUsage, "--max-windows must be >= 0");
   const std::string& path = files[0];
 
   TraceReadOptions read_options;
@@ -129,10 +127,6 @@ int RunAnalyzeCommand(int argc, char** argv) {
     std::erase_if(trace->gpu,
                   [&](const GpuActivity& a) { return a.device != device; });
   }
-  AnalyzerOptions options;
-  options.top_bubbles = top;
-  options.window_ns = absl::ToInt64Nanoseconds(window);
-  options.max_windows = max_windows;
   absl::StatusOr<Analysis> analysis = AnalyzeTrace(*trace, options);
   if (!analysis.ok()) {
     return Fail(kExitBadInput,

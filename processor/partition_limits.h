@@ -25,6 +25,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "base/option_problems.h"
 #include "processor/batch_validator.h"
 
 namespace bubblewatch {
@@ -50,6 +51,10 @@ struct ProcessorLimits {
   // producer id can still make at most this many of its next batches look
   // like duplicates (docs/semantics.md, "What a producer can forge").
   uint64_t max_sequence_step = 1024;
+
+  // kInvalidArgument naming every limit below 1 (OptionProblems).
+  absl::Status Validate() const;
+  void AddProblems(OptionProblems problems) const;
 };
 
 // Returns "sequence_gap" when `header`'s producer has a highest counted

@@ -62,6 +62,9 @@ absl::StatusOr<PartitionSnapshot> FromRecord(
 }  // namespace
 
 std::string EncodePartitionSnapshot(const PartitionSnapshot& snapshot) {
+  // A replay starts at the resume offset and ends at the committed
+  // position; a snapshot the other way round would skip messages.
+  BW_CHECK(snapshot.resume_offset <= snapshot.committed_position);
   flatbuffers::FlatBufferBuilder b(256);
   std::vector<flatbuffers::Offset<fb::JobStateEntry>> entries;
   entries.reserve(snapshot.jobs.size());

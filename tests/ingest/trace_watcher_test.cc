@@ -383,6 +383,23 @@ TEST(WatchState, RefusesARecordOfANewerVersionOrAnotherKind) {
   EXPECT_THAT(state.status().message(), HasSubstr("not a WatchStateRecord"));
 }
 
+TEST(TraceWatcherOptions, ReportsEveryProblemAndCreateRefusesThem) {
+  TraceWatcherOptions options;
+  options.rank = -2;
+  options.settle = absl::Seconds(10);
+  options.incomplete_timeout = absl::Seconds(1);
+  options.poll_interval = absl::ZeroDuration();
+  absl::Status s = options.Validate();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "invalid TraceWatcherOptions: dir is required; rank must be >= -1, "
+            "not -2; incomplete_timeout must be at least settle (10s), not "
+            "1s; poll_interval must be > 0, not 0");
+  auto watcher = TraceWatcher::Create(options, /*producer=*/nullptr);
+  EXPECT_EQ(watcher.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(watcher.status().message(), HasSubstr("rank must be >= -1"));
+}
+
 TEST(ContentHash, IsStableAcrossRuns) {
   // FNV-1a 64 of "a": a fixed value, not a per-process seed.
   EXPECT_EQ(ContentHash("a"), 0xaf63dc4c8601ec8cull);

@@ -1,4 +1,8 @@
 // Options report every problem at once (issue 18).
+#include <algorithm>
+#include <iterator>
+#include <string>
+
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -29,6 +33,7 @@ TEST(StreamProcessorOptions, ReportsEveryProblemInOneMessage) {
   options.log_interval = absl::ZeroDuration();
   absl::Status s = options.Validate();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  const std::string message(s.message());
   const std::string expected[] = {
       "brokers is required",
       "topic is required",
@@ -42,14 +47,14 @@ TEST(StreamProcessorOptions, ReportsEveryProblemInOneMessage) {
       "log_interval must be > 0, not 0",
   };
   for (const std::string& problem : expected) {
-    EXPECT_THAT(s.message(), HasSubstr(problem));
+    EXPECT_THAT(message, HasSubstr(problem));
   }
   // One message, problems separated by "; ", nothing else listed.
-  EXPECT_THAT(s.message(), ::testing::StartsWith(
-                               "invalid StreamProcessorOptions: brokers is "
-                               "required; topic is required; "));
-  EXPECT_EQ(std::count(s.message().begin(), s.message().end(), ';'),
-            std::size(expected) - 1);
+  EXPECT_THAT(message, ::testing::StartsWith(
+                           "invalid StreamProcessorOptions: brokers is "
+                           "required; topic is required; "));
+  EXPECT_EQ(std::count(message.begin(), message.end(), ';'),
+            static_cast<std::ptrdiff_t>(std::size(expected) - 1));
 }
 
 TEST(StreamProcessorOptions, CreateRefusesInvalidOptionsBeforeTouchingKafka) {

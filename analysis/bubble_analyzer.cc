@@ -13,6 +13,7 @@
 #include "analysis/host_activity_index.h"
 #include "analysis/launch_index.h"
 #include "analysis/window_accumulator.h"
+#include "base/option_problems.h"
 
 namespace bubblewatch {
 namespace {
@@ -594,8 +595,30 @@ absl::StatusOr<Analysis> Analyzer::Run() {
 
 }  // namespace
 
+absl::Status AnalyzerOptions::Validate() const {
+  const bool window_ok = window_ns >= 0 && window_ns <= kMaxWindowNs;
+  // The processor analyzes every window: no strings unless something is
+  // wrong.
+  if (top_bubbles >= 0 && window_ok && top_bubbles_per_window >= 0 &&
+      max_windows >= 0) {
+    return absl::OkStatus();
+  }
+  OptionProblems p("AnalyzerOptions");
+  p.Check(top_bubbles >= 0, "top_bubbles",
+          absl::StrCat("must be >= 0, not ", top_bubbles));
+  p.Check(window_ok, "window_ns",
+          absl::StrCat("must be within 0 and ", kMaxWindowNs, " ns, not ",
+                       window_ns));
+  p.Check(top_bubbles_per_window >= 0, "top_bubbles_per_window",
+          absl::StrCat("must be >= 0, not ", top_bubbles_per_window));
+  p.Check(max_windows >= 0, "max_windows",
+          absl::StrCat("must be >= 0 (0: no cap), not ", max_windows));
+  return p.ToStatus();
+}
+
 absl::StatusOr<Analysis> AnalyzeTrace(const Trace& trace,
                                       const AnalyzerOptions& options) {
+  if (absl::Status s = options.Validate(); !s.ok()) return s;
   return Analyzer(trace, options).Run();
 }
 

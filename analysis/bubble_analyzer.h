@@ -22,6 +22,7 @@
 
 #include <cstdint>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "schemas/analysis.h"
@@ -59,14 +60,18 @@ struct AnalyzerOptions {
   // analysis asks where a rank's time went between two sync points.
   // Borrowed: must outlive the call.
   absl::Span<const DeviceInterval> breakdown_intervals;
+
+  // kInvalidArgument listing every field out of range (negative counts, a
+  // window_ns outside 0..kMaxWindowNs); AnalyzeTrace calls it.
+  absl::Status Validate() const;
 };
 
 // Analyzes `trace`.
 // Errors: kInvalidArgument (the message names the event or the figure) if an
 // event ends before it starts or lies outside the accepted times
-// (CheckEventTimes), if window_ns is negative or over kMaxWindowNs, or if the
-// trace spans more than max_windows windows. Zero-length kernels are counted
-// and ignored for time.
+// (CheckEventTimes), if the options are invalid (AnalyzerOptions::Validate),
+// or if the trace spans more than max_windows windows. Zero-length kernels are
+// counted and ignored for time.
 absl::StatusOr<Analysis> AnalyzeTrace(const Trace& trace,
                                       const AnalyzerOptions& options = {});
 

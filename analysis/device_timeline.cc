@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "base/check.h"
+
 namespace bubblewatch {
 namespace {
 
@@ -78,6 +80,9 @@ void SortKernelsByStart(std::vector<KernelSlot>& kernels,
     if ((run_starts.size() - 1) % 2 == 1) merged.push_back(run_starts.back());
     run_starts = std::move(merged);
   }
+  // What DeviceTimeline's sweep assumes; a pass over the kernels, so debug
+  // builds only.
+  BW_DCHECK(std::is_sorted(kernels.begin(), kernels.end(), StartsBefore));
 }
 
 DeviceTimeline::DeviceTimeline(std::vector<KernelSlot> kernels,

@@ -127,16 +127,14 @@ int RunAnalyzeCommand(int argc, char** argv) {
                 absl::StrCat("unknown --format '", format,
                              "' (want auto, timeline, chrome or nsys)"));
   }
-  if (top < 0) return Fail(kExitUsage, "--top must be >= 0");
   if (threads < -1) return Fail(kExitUsage, "--threads must be >= -1");
-  if (window < absl::ZeroDuration()) {
-    return Fail(kExitUsage, "--window must not be negative");
+  AnalyzerOptions options;
+  options.top_bubbles = top;
+  options.window_ns = absl::ToInt64Nanoseconds(window);
+  options.max_windows = max_windows;
+  if (absl::Status s = options.Validate(); !s.ok()) {
+    return Fail(kExitUsage, s.message());
   }
-  if (window > absl::Nanoseconds(kMaxWindowNs)) {
-    return Fail(kExitUsage,
-                absl::StrCat("--window must be at most ", kMaxWindowNs, " ns"));
-  }
-  if (max_windows < 0) return Fail(kExitUsage, "--max-windows must be >= 0");
   absl::StatusOr<std::vector<std::string>> paths = ExpandInputs(files);
   if (!paths.ok()) return Fail(kExitBadInput, paths.status().message());
   if (paths->size() > 1 && rank >= 0) {
@@ -190,10 +188,6 @@ int RunAnalyzeCommand(int argc, char** argv) {
     }
     traces.push_back(*std::move(trace));
   }
-  AnalyzerOptions options;
-  options.top_bubbles = top;
-  options.window_ns = absl::ToInt64Nanoseconds(window);
-  options.max_windows = max_windows;
   const bool color =
       !no_color && isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
 

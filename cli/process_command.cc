@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "base/logging.h"
 #include "cli/command_line.h"
@@ -130,47 +131,29 @@ int RunProcessCommand(int argc, char** argv) {
   if (std::optional<int> exit = cl.ParseOrExit(argc, argv, &positional)) {
     return *exit;
   }
-  std::string usage_error;
-  if (!positional.empty()) usage_error = "unexpected argument " + positional[0];
-  if (options.brokers.empty()) usage_error = "--brokers is required";
-  if (store_path.empty()) usage_error = "--store is required";
+  // Flags the library does not see; the options' own problems come from
+  // StreamProcessorOptions::Validate, all of them in one message.
+  std::vector<std::string> usage_errors;
+  if (!positional.empty()) {
+    usage_errors.push_back("unexpected argument " + positional[0]);
+  }
+  if (store_path.empty()) usage_errors.push_back("--store is required");
   if (store_cache_mb < 1 || store_memtable_mb < 1) {
-    usage_error = "--store-cache-mb and --store-memtable-mb must be >= 1";
+    usage_errors.push_back(
+        "--store-cache-mb and --store-memtable-mb must be >= 1");
   }
-  if (window <= absl::ZeroDuration()) usage_error = "--window must be > 0";
-  // Window ends must fit in int64 ns (schemas/trace.h).
-  if (window > absl::Nanoseconds(kMaxWindowNs)) {
-    usage_error = "--window is longer than 146 years";
-  }
-  if (lateness < absl::ZeroDuration()) usage_error = "--lateness must be >= 0";
-  if (options.producer_expiry <= absl::ZeroDuration()) {
-    usage_error = "--producer-expiry must be > 0";
-  }
-  if (options.log_interval <= absl::ZeroDuration()) {
-    usage_error = "--progress-interval must be > 0";
-  }
-  if (options.limits.max_batch_bytes < 1 || options.limits.max_events < 1 ||
-      options.limits.max_name_bytes < 1 || options.limits.max_names < 1) {
-    usage_error =
-        "--max-batch-bytes, --max-batch-events, --max-name-bytes "
-        "and --max-batch-names must be >= 1";
-  }
-  if (options.state_limits.max_open_windows < 1 ||
-      options.state_limits.max_jobs_per_partition < 1) {
-    usage_error =
-        "--max-open-windows and --max-jobs-per-partition must be >= 1";
-  }
-  if (options.job_expiry <= absl::ZeroDuration()) {
-    usage_error = "--job-expiry must be > 0";
-  }
-  if (options.skew_warning < absl::ZeroDuration()) {
-    usage_error = "--skew-warning must be >= 0";
+  // Converted before Validate: a --window over kMaxWindowNs saturates to
+  // a value Validate refuses; a negative one stays negative.
+  options.windower.window_ns = absl::ToInt64Nanoseconds(window);
+  options.windower.lateness_ns = absl::ToInt64Nanoseconds(lateness);
+  if (absl::Status s = options.Validate(); !s.ok()) {
+    usage_errors.push_back(std::string(s.message()));
   }
   if (!http_listen.empty()) {
     if (absl::Status s =
             ParseListenAddress(http_listen, &http.host, &http.port);
         !s.ok()) {
-      usage_error = absl::StrCat("--http: ", s.message());
+      usage_errors.push_back(absl::StrCat("--http: ", s.message()));
     }
   }
   if (!http_token_file.empty()) {
@@ -178,14 +161,14 @@ int RunProcessCommand(int argc, char** argv) {
     if (token.ok()) {
       http.bearer_token = *token;
     } else {
-      usage_error = std::string(token.status().message());
+      usage_errors.push_back(std::string(token.status().message()));
     }
   }
   if (alert_flags.rules_path.empty() && !alert_flags.alertmanager_url.empty()) {
-    usage_error = "--alertmanager needs --rules";
+    usage_errors.push_back("--alertmanager needs --rules");
   }
-  if (!usage_error.empty()) {
-    std::cerr << "bubblewatch process: " << usage_error
+  if (!usage_errors.empty()) {
+    std::cerr << "bubblewatch process: " << absl::StrJoin(usage_errors, "; ")
               << "\nTry 'bubblewatch process --help'.\n";
     return kExitUsage;
   }
@@ -193,9 +176,6 @@ int RunProcessCommand(int argc, char** argv) {
     std::cerr << "bubblewatch process: " << s.message() << "\n";
     return kExitUsage;
   }
-  options.windower.window_ns = absl::ToInt64Nanoseconds(window);
-  options.windower.lateness_ns = absl::ToInt64Nanoseconds(lateness);
-
   WindowStoreOptions store_options;
   store_options.block_cache_bytes = int64_t{store_cache_mb} << 20;
   store_options.write_buffer_bytes = int64_t{store_memtable_mb} << 20;

@@ -57,12 +57,8 @@ int RunProduceWatch(const ProduceWatchFlags& flags, KafkaConfig config,
   options.use_inotify = !flags.no_inotify;
   options.batching = flags.batching;
   options.flush_timeout = flags.timeout + absl::Seconds(5);
-  if (flags.settle < absl::ZeroDuration() ||
-      flags.poll_interval <= absl::ZeroDuration() ||
-      flags.incomplete_timeout < flags.settle) {
-    return Fail(kExitUsage,
-                "--poll-interval must be positive, --settle not negative and "
-                "--incomplete-timeout at least --settle");
+  if (absl::Status s = options.Validate(); !s.ok()) {
+    return Fail(kExitUsage, s.message());
   }
   absl::StatusOr<AfterSend> after = ParseAfterSend(flags.after_send);
   if (!after.ok()) {

@@ -9,6 +9,8 @@
 #include <optional>
 #include <string>
 
+#include "absl/status/status.h"
+#include "base/option_problems.h"
 #include "schemas/event_batch_codec.h"
 
 namespace bubblewatch {
@@ -38,6 +40,10 @@ struct BatchLimits {
   // Entries in the batch's string table, and their bytes together.
   int64_t max_names = 100'000;
   int64_t max_string_table_bytes = int64_t{16} << 20;
+
+  // kInvalidArgument naming every limit below 1 (OptionProblems).
+  absl::Status Validate() const;
+  void AddProblems(OptionProblems problems) const;
 };
 
 // Returns "batch_too_large" when an encoded message of `bytes` is over

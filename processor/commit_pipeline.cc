@@ -53,6 +53,7 @@ absl::Status CommitPipeline::RestorePartition(rd_kafka_topic_partition_t& tp,
     tp.offset = remote->resume_offset;
     state.committed_position = remote->committed_position;
     state.jobs = std::move(remote->jobs);
+    state.ledger = std::move(remote->ledger);
     source = "changelog";
     absl::MutexLock lock(&stats_->mu);
     ++stats_->stats.state_restores;
@@ -62,14 +63,14 @@ absl::Status CommitPipeline::RestorePartition(rd_kafka_topic_partition_t& tp,
     tp.offset = local->resume_offset;
     state.committed_position = local->committed_position;
     if (!local->state.empty()) {
-      ASSIGN_OR_RETURN(state.jobs, DecodeJobStates(local->state));
+      ASSIGN_OR_RETURN(PartitionSnapshot stored,
+                       DecodeStoredPartitionState(local->state));
+      state.jobs = std::move(stored.jobs);
+      state.ledger = std::move(stored.ledger);
     }
     source = "local store";
   }
   state.resume_offset = tp.offset;
-  if (auto it = state.jobs.find(kLimitLedgerKey); it != state.jobs.end()) {
-    ASSIGN_OR_RETURN(state.ledger, LimitLedger::Parse(it->second));
-  }
   spdlog::info(
       "assigned {}/{}: state from {} ({} jobs, {} limit rejections to "
       "replay), resume at {}, replay below {}",
@@ -230,12 +231,13 @@ absl::Status CommitPipeline::Commit(absl::Time now) {
     if (expire_jobs) jobs_->ForgetExpired(part, progress.resume_offset);
     // No replay starts below the resume offset: older decisions are done.
     part.ledger.ForgetBefore(progress.resume_offset);
-    if (part.ledger.empty()) {
-      part.jobs.erase(kLimitLedgerKey);
-    } else {
-      part.jobs[kLimitLedgerKey] = part.ledger.Serialize();
-    }
-    progress.state = EncodeJobStates(part.jobs);
+    progress.state = EncodePartitionSnapshot(
+        PartitionSnapshot{.topic = progress.topic,
+                          .partition = p,
+                          .resume_offset = progress.resume_offset,
+                          .committed_position = progress.committed_position,
+                          .jobs = part.jobs,
+                          .ledger = part.ledger});
     part.committed_position = progress.committed_position;
     rd_kafka_topic_partition_list_add(offsets.get(), options_.topic.c_str(), p)
         ->offset = progress.resume_offset;
@@ -267,7 +269,8 @@ absl::Status CommitPipeline::Commit(absl::Time now) {
                             .partition = progress.partition,
                             .resume_offset = progress.resume_offset,
                             .committed_position = progress.committed_position,
-                            .jobs = part.jobs});
+                            .jobs = part.jobs,
+                            .ledger = part.ledger});
       if (!s.ok()) {
         --shared_->undelivered;
         return s;

@@ -1,13 +1,13 @@
 #include "processor/job_state.h"
 
 #include <algorithm>
-#include <tuple>
 #include <vector>
 
-#include "absl/container/inlined_vector.h"
-#include "absl/strings/numbers.h"
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
+#include "base/status_macros.h"
+#include "processor/legacy_state.h"
+#include "schemas/state_record.h"
 
 namespace bubblewatch {
 
@@ -39,48 +39,44 @@ int JobState::ForgetProducersBefore(int64_t cutoff_ns) {
 }
 
 std::string JobState::Serialize() const {
-  std::string out = absl::StrCat("v2 ", finalized_through_ns);
   // Sorted, so equal states serialize equally.
-  std::vector<std::tuple<uint64_t, uint64_t, int64_t>> sorted;
-  sorted.reserve(producer_sequences.size());
+  std::vector<fb::ProducerProgress> producers;
+  producers.reserve(producer_sequences.size());
   for (const auto& [producer, sequence] : producer_sequences) {
     auto newest = producer_newest_ns.find(producer);
-    sorted.emplace_back(producer, sequence,
-                        newest != producer_newest_ns.end()
-                            ? newest->second
-                            : finalized_through_ns);
+    producers.emplace_back(producer, sequence,
+                           newest != producer_newest_ns.end()
+                               ? newest->second
+                               : finalized_through_ns);
   }
-  std::sort(sorted.begin(), sorted.end());
-  for (const auto& [producer, sequence, newest] : sorted) {
-    absl::StrAppend(&out, " ", producer, ":", sequence, ":", newest);
-  }
-  return out;
+  std::sort(producers.begin(), producers.end(),
+            [](const fb::ProducerProgress& a, const fb::ProducerProgress& b) {
+              return a.producer_id() < b.producer_id();
+            });
+  flatbuffers::FlatBufferBuilder builder(64 + 24 * producers.size());
+  auto vector = builder.CreateVectorOfStructs(producers);
+  auto body = fb::CreateJobStateRecord(builder, finalized_through_ns, vector);
+  return FinishStateRecord(builder, fb::StateBody::JobStateRecord,
+                           body.Union());
 }
 
-absl::StatusOr<JobState> JobState::Parse(absl::string_view text) {
-  std::vector<absl::string_view> parts =
-      absl::StrSplit(text, ' ', absl::SkipEmpty());
+absl::StatusOr<JobState> JobState::Parse(absl::string_view bytes) {
+  if (!IsStateRecord(bytes)) return LegacyParseJobState(bytes);
+  ASSIGN_OR_RETURN(const fb::StateRecord* record,
+                   ReadStateRecord(bytes, fb::StateBody::JobStateRecord,
+                                   "stored job state"));
+  const fb::JobStateRecord& r = *record->body_as_JobStateRecord();
   JobState state;
-  const bool v2 = !parts.empty() && parts[0] == "v2";
-  if (parts.size() < 2 || (!v2 && parts[0] != "v1") ||
-      !absl::SimpleAtoi(parts[1], &state.finalized_through_ns)) {
-    return absl::DataLossError(absl::StrCat(
-        "stored job state is not readable: '", text.substr(0, 60), "'"));
-  }
-  for (size_t i = 2; i < parts.size(); ++i) {
-    absl::InlinedVector<absl::string_view, 3> fields =
-        absl::StrSplit(parts[i], ':');
-    uint64_t producer = 0, sequence = 0;
-    int64_t newest = state.finalized_through_ns;
-    if (fields.size() != (v2 ? 3u : 2u) ||
-        !absl::SimpleAtoi(fields[0], &producer) ||
-        !absl::SimpleAtoi(fields[1], &sequence) ||
-        (v2 && !absl::SimpleAtoi(fields[2], &newest))) {
-      return absl::DataLossError(absl::StrCat(
-          "stored job state has a bad producer entry '", parts[i], "'"));
+  state.finalized_through_ns = r.finalized_through_ns();
+  if (r.producers() != nullptr) {
+    for (const fb::ProducerProgress* p : *r.producers()) {
+      if (!state.producer_sequences.emplace(p->producer_id(), p->sequence())
+               .second) {
+        return absl::DataLossError(absl::StrCat(
+            "stored job state names producer ", p->producer_id(), " twice"));
+      }
+      state.producer_newest_ns[p->producer_id()] = p->newest_event_ns();
     }
-    state.producer_sequences[producer] = sequence;
-    state.producer_newest_ns[producer] = newest;
   }
   return state;
 }

@@ -39,13 +39,13 @@ struct JobState {
   // returns how many.
   int ForgetProducersBefore(int64_t cutoff_ns);
 
-  // A compact text form: "v2 <finalized> <producer>:<seq>:<newest> ...".
+  // A StateRecord holding a JobStateRecord (schemas/state.fbs,
+  // docs/state.md); equal states serialize to equal bytes.
   std::string Serialize() const;
-  // Parses Serialize()'s output, and the older "v1 <finalized>
-  // <producer>:<seq> ..." (a producer's newest event is then taken to be the
-  // finalized edge, so it is kept for a full expiry); kDataLoss for anything
-  // else.
-  static absl::StatusOr<JobState> Parse(absl::string_view text);
+  // Parses Serialize()'s output, and the text formats written before the
+  // schema (LegacyParseJobState, processor/legacy_state.h); kDataLoss for
+  // anything else.
+  static absl::StatusOr<JobState> Parse(absl::string_view bytes);
 };
 
 }  // namespace bubblewatch

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "analysis/bubble_analyzer.h"
 #include "analysis/window_accumulator.h"
+#include "base/check.h"
 
 namespace bubblewatch {
 
@@ -174,6 +175,11 @@ std::vector<WindowSummary> JobWindower::FinalizeAll() {
 std::vector<WindowSummary> JobWindower::Finalize(
     int64_t target_end_ns, int64_t open_until_ns,
     WindowSummary::ClosedBy closed_by) {
+  // Both callers finalize only past the edge, at a window boundary: the
+  // edge is stored and only ever moves forward.
+  BW_CHECK(finalized_through_ns_ == INT64_MIN ||
+           target_end_ns > finalized_through_ns_);
+  BW_CHECK(WindowStartOf(target_end_ns, options_.window_ns) == target_end_ns);
   std::vector<WindowSummary> out;
   AnalyzerOptions options;
   options.top_bubbles = 0;
@@ -185,8 +191,12 @@ std::vector<WindowSummary> JobWindower::Finalize(
   options.open_until_ns = open_until_ns;
   absl::StatusOr<Analysis> analysis = AnalyzeTrace(trace_, options);
   // Batches were validated on arrival; an error here would be a bug.
+  BW_DCHECK(analysis.ok());
   if (analysis.ok()) {
     for (WindowAnalysis& w : analysis->windows) {
+      // What is stored is keyed by aligned window starts (storage/).
+      BW_CHECK(WindowStartOf(w.start_ns, options_.window_ns) == w.start_ns &&
+               w.end_ns - w.start_ns == options_.window_ns);
       if (w.end_ns > target_end_ns) break;
       if (finalized_through_ns_ != INT64_MIN &&
           w.start_ns < finalized_through_ns_)

@@ -40,6 +40,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
+#include "base/option_problems.h"
 #include "schemas/event_batch_codec.h"
 #include "schemas/trace.h"
 #include "schemas/window_summary.h"
@@ -57,6 +58,10 @@ struct WindowerOptions {
   int64_t max_launch_lead_ns = 10'000'000'000;
   // Top bubbles stored per window.
   int top_bubbles_per_window = 3;
+
+  // kInvalidArgument naming every field out of range (OptionProblems).
+  absl::Status Validate() const;
+  void AddProblems(OptionProblems problems) const;
 };
 
 class JobWindower {

@@ -62,10 +62,6 @@ void PartitionJobs::ForgetExpired(PartitionState& part, int64_t resume_offset) {
   const int64_t cutoff = clock - expiry;
   int64_t forgotten = 0;
   for (auto it = part.jobs.begin(); it != part.jobs.end();) {
-    if (it->first == kLimitLedgerKey) {
-      ++it;
-      continue;
-    }
     auto live = jobs_.find(it->first);
     // Open windows, or a batch a replay from the resume offset would read:
     // the job's state is still needed.

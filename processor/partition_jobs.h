@@ -48,7 +48,6 @@ struct PartitionState {
   bool at_end = false;  // Reached the partition's end since the last one.
   // The state of every job of this partition as of the last commit (and
   // of the snapshot it was restored from): what the snapshots hold.
-  // Also holds the ledger under kLimitLedgerKey, written at each commit.
   JobStates jobs;
   // Offsets rejected by a limit at or after the resume offset, and the
   // partition's event-time clock (partition_limits.h).
@@ -92,10 +91,9 @@ class PartitionJobs {
     return jobs_;
   }
 
-  // Jobs `part` tracks (its snapshot's jobs, the ledger entry aside).
+  // Jobs `part` tracks (its snapshot's jobs).
   static int64_t TrackedJobs(const PartitionState& part) {
-    return static_cast<int64_t>(part.jobs.size() -
-                                part.jobs.count(kLimitLedgerKey));
+    return static_cast<int64_t>(part.jobs.size());
   }
 
   // The live entry of `job`, loaded (see the top) and given a windower if

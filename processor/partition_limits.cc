@@ -1,11 +1,11 @@
 #include "processor/partition_limits.h"
 
 #include <algorithm>
+#include <utility>
 
-#include "absl/strings/numbers.h"
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 
 namespace bubblewatch {
 
@@ -63,32 +63,18 @@ void LimitLedger::ForgetBefore(int64_t offset) {
                   std::lower_bound(rejected_.begin(), rejected_.end(), offset));
 }
 
-std::string LimitLedger::Serialize() const {
-  std::string out = absl::StrCat("L1 ", newest_event_ns_);
-  for (int64_t offset : rejected_) absl::StrAppend(&out, " ", offset);
-  return out;
-}
-
-absl::StatusOr<LimitLedger> LimitLedger::Parse(absl::string_view text) {
-  std::vector<absl::string_view> parts =
-      absl::StrSplit(text, ' ', absl::SkipEmpty());
-  LimitLedger ledger;
-  auto bad = [&] {
-    return absl::DataLossError(absl::StrCat(
-        "stored limit ledger is not readable: '", text.substr(0, 60), "'"));
-  };
-  if (parts.size() < 2 || parts[0] != "L1" ||
-      !absl::SimpleAtoi(parts[1], &ledger.newest_event_ns_)) {
-    return bad();
-  }
-  for (size_t i = 2; i < parts.size(); ++i) {
-    int64_t offset = 0;
-    if (!absl::SimpleAtoi(parts[i], &offset) ||
-        (!ledger.rejected_.empty() && offset <= ledger.rejected_.back())) {
-      return bad();
+absl::StatusOr<LimitLedger> LimitLedger::Restore(
+    int64_t newest_event_ns, std::vector<int64_t> rejected_offsets) {
+  for (size_t i = 1; i < rejected_offsets.size(); ++i) {
+    if (rejected_offsets[i] <= rejected_offsets[i - 1]) {
+      return absl::DataLossError(absl::StrCat(
+          "stored limit ledger is not ascending: offset ", rejected_offsets[i],
+          " after ", rejected_offsets[i - 1]));
     }
-    ledger.rejected_.push_back(offset);
   }
+  LimitLedger ledger;
+  ledger.newest_event_ns_ = newest_event_ns;
+  ledger.rejected_ = std::move(rejected_offsets);
   return ledger;
 }
 

@@ -10,11 +10,11 @@
 // windows, the partition's jobs) that a restored processor no longer has.
 // So the decisions are not recomputed: a partition's LimitLedger remembers
 // the offsets it rejected at or after its resume offset, travels in the
-// partition snapshot (local store and changelog, under the reserved job key
-// kLimitLedgerKey), and a replayed batch is rejected exactly when its offset
-// is in the ledger. Decisions come only from partition-local state, never
-// from which partitions an instance owns, so a partition decides the same
-// on whichever instance reads it.
+// partition snapshot (local store and changelog: its own field of the
+// PartitionSnapshotRecord, schemas/state.fbs), and a replayed batch is
+// rejected exactly when its offset is in the ledger. Decisions come only from
+// partition-local state, never from which partitions an instance owns, so a
+// partition decides the same on whichever instance reads it.
 #ifndef BUBBLEWATCH_PROCESSOR_PARTITION_LIMITS_H_
 #define BUBBLEWATCH_PROCESSOR_PARTITION_LIMITS_H_
 
@@ -25,7 +25,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
+#include "base/option_problems.h"
 #include "processor/batch_validator.h"
 
 namespace bubblewatch {
@@ -51,6 +51,10 @@ struct ProcessorLimits {
   // producer id can still make at most this many of its next batches look
   // like duplicates (docs/semantics.md, "What a producer can forge").
   uint64_t max_sequence_step = 1024;
+
+  // kInvalidArgument naming every limit below 1 (OptionProblems).
+  absl::Status Validate() const;
+  void AddProblems(OptionProblems problems) const;
 };
 
 // Returns "sequence_gap" when `header`'s producer has a highest counted
@@ -71,10 +75,6 @@ std::optional<BatchRejection> CheckOpenWindows(int64_t open_windows,
 // arrives while the partition tracks `tracked_jobs` >= the limit.
 std::optional<BatchRejection> CheckNewJob(int64_t tracked_jobs,
                                           const ProcessorLimits& limits);
-
-// The reserved key of the ledger among a snapshot's job states: no job is
-// named "" (ValidateBatch rejects such a batch as "empty_job").
-inline constexpr char kLimitLedgerKey[] = "";
 
 // One partition's memory of its limit decisions, and its event-time clock.
 class LimitLedger {
@@ -98,10 +98,13 @@ class LimitLedger {
   bool empty() const {
     return rejected_.empty() && newest_event_ns_ == INT64_MIN;
   }
-  // "L1 <newest> <offset> <offset> ...".
-  std::string Serialize() const;
-  // kDataLoss for anything Serialize did not write.
-  static absl::StatusOr<LimitLedger> Parse(absl::string_view text);
+  // Ascending: what the partition snapshot stores.
+  const std::vector<int64_t>& rejected_offsets() const { return rejected_; }
+
+  // A ledger as a snapshot stored it (state_changelog.h encodes it);
+  // kDataLoss when the offsets are not strictly ascending.
+  static absl::StatusOr<LimitLedger> Restore(
+      int64_t newest_event_ns, std::vector<int64_t> rejected_offsets);
 
  private:
   std::vector<int64_t> rejected_;  // Ascending.

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "processor/batch_validator.h"
 #include "processor/commit_observer.h"
@@ -61,6 +62,11 @@ struct StreamProcessorOptions {
   // Optional; must outlive the processor. Sees every batch before it is
   // committed and may add to it (alerts: processor/commit_observer.h).
   CommitObserver* observer = nullptr;
+
+  // kInvalidArgument listing every problem (a missing broker list or topic,
+  // a window, limit, expiry or interval out of range, nested ones named
+  // "windower.window_ns" etc.); Create calls it.
+  absl::Status Validate() const;
 };
 
 }  // namespace bubblewatch

@@ -2,116 +2,111 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/check.h"
 #include "base/status_macros.h"
 #include "kafka/kafka_admin.h"
 #include "kafka/kafka_status.h"
+#include "processor/legacy_state.h"
+#include "schemas/state_record.h"
 #include "spdlog/spdlog.h"
 
 namespace bubblewatch {
 namespace {
 
-constexpr uint8_t kSnapshotFormat = 1;
-
-void PutU64(uint64_t u, std::string& out) {
-  for (int shift = 0; shift < 64; shift += 8) {
-    out.push_back(static_cast<char>((u >> shift) & 0xff));
-  }
-}
-
-void PutBytes(absl::string_view bytes, std::string& out) {
-  PutU64(bytes.size(), out);
-  out.append(bytes.data(), bytes.size());
-}
-
-// Reads from the front of `in`, consuming what it reads; false when `in` is
-// too short.
-bool GetU64(absl::string_view& in, uint64_t& u) {
-  if (in.size() < 8) return false;
-  u = 0;
-  for (int i = 7; i >= 0; --i) u = (u << 8) | static_cast<uint8_t>(in[i]);
-  in.remove_prefix(8);
-  return true;
-}
-
-bool GetBytes(absl::string_view& in, std::string& out) {
-  uint64_t size = 0;
-  if (!GetU64(in, size) || in.size() < size) return false;
-  out.assign(in.data(), size);
-  in.remove_prefix(size);
-  return true;
-}
-
-bool GetJobStates(absl::string_view& in, JobStates& jobs) {
-  uint64_t count = 0;
-  if (!GetU64(in, count)) return false;
-  for (uint64_t i = 0; i < count; ++i) {
-    std::string job, state;
-    if (!GetBytes(in, job) || !GetBytes(in, state)) return false;
-    jobs.emplace(std::move(job), std::move(state));
-  }
-  return true;
-}
-
-void PutJobStates(const JobStates& jobs, std::string& out) {
-  PutU64(jobs.size(), out);
-  for (const auto& [job, state] : jobs) {
-    PutBytes(job, out);
-    PutBytes(state, out);
-  }
-}
-
 std::string SnapshotKey(absl::string_view topic, int32_t partition) {
   return absl::StrCat(topic, "/", partition);
 }
 
+absl::StatusOr<PartitionSnapshot> FromRecord(
+    const fb::PartitionSnapshotRecord& r) {
+  PartitionSnapshot s;
+  if (r.topic() != nullptr) s.topic = r.topic()->str();
+  s.partition = r.partition();
+  s.resume_offset = r.resume_offset();
+  s.committed_position = r.committed_position();
+  if (r.jobs() != nullptr) {
+    for (const fb::JobStateEntry* entry : *r.jobs()) {
+      absl::string_view job(entry->job()->data(), entry->job()->size());
+      absl::string_view state(
+          reinterpret_cast<const char*>(entry->state()->data()),
+          entry->state()->size());
+      // Ascending and unique as written: a map would silently keep one of
+      // two states of a job.
+      if (job.empty() || (!s.jobs.empty() && job <= s.jobs.rbegin()->first)) {
+        return absl::DataLossError(
+            absl::StrCat("corrupt partition snapshot: job '", job.substr(0, 60),
+                         "' empty, repeated or out of order"));
+      }
+      RETURN_IF_ERROR(ReadStateRecord(state, fb::StateBody::JobStateRecord,
+                                      "job state of a partition snapshot")
+                          .status());
+      s.jobs.emplace_hint(s.jobs.end(), job, state);
+    }
+  }
+  if (const fb::LimitLedgerRecord* ledger = r.ledger(); ledger != nullptr) {
+    std::vector<int64_t> offsets;
+    if (ledger->rejected_offsets() != nullptr) {
+      offsets.assign(ledger->rejected_offsets()->begin(),
+                     ledger->rejected_offsets()->end());
+    }
+    ASSIGN_OR_RETURN(s.ledger, LimitLedger::Restore(ledger->newest_event_ns(),
+                                                    std::move(offsets)));
+  }
+  return s;
+}
+
 }  // namespace
 
-std::string EncodeJobStates(const JobStates& jobs) {
-  std::string out;
-  PutJobStates(jobs, out);
-  return out;
-}
-
-absl::StatusOr<JobStates> DecodeJobStates(absl::string_view bytes) {
-  JobStates jobs;
-  if (!GetJobStates(bytes, jobs) || !bytes.empty()) {
-    return absl::DataLossError("corrupt job states of a partition snapshot");
-  }
-  return jobs;
-}
-
 std::string EncodePartitionSnapshot(const PartitionSnapshot& snapshot) {
-  std::string out;
-  out.push_back(static_cast<char>(kSnapshotFormat));
-  PutBytes(snapshot.topic, out);
-  PutU64(static_cast<uint64_t>(snapshot.partition), out);
-  PutU64(static_cast<uint64_t>(snapshot.resume_offset), out);
-  PutU64(static_cast<uint64_t>(snapshot.committed_position), out);
-  PutJobStates(snapshot.jobs, out);
-  return out;
+  // A replay starts at the resume offset and ends at the committed
+  // position; a snapshot the other way round would skip messages.
+  BW_CHECK(snapshot.resume_offset <= snapshot.committed_position);
+  flatbuffers::FlatBufferBuilder b(256);
+  std::vector<flatbuffers::Offset<fb::JobStateEntry>> entries;
+  entries.reserve(snapshot.jobs.size());
+  for (const auto& [job, state] : snapshot.jobs) {
+    // The processor keeps only current encodings (Decode* convert).
+    BW_DCHECK(IsStateRecord(state));
+    auto name = b.CreateString(job);
+    // A nested FlatBuffer: its 8-byte fields stay aligned in the outer one.
+    b.ForceVectorAlignment(state.size(), sizeof(uint8_t), 8);
+    auto bytes = b.CreateVector(reinterpret_cast<const uint8_t*>(state.data()),
+                                state.size());
+    entries.push_back(fb::CreateJobStateEntry(b, name, bytes));
+  }
+  auto jobs = b.CreateVector(entries);
+  flatbuffers::Offset<fb::LimitLedgerRecord> ledger = 0;
+  if (!snapshot.ledger.empty()) {
+    ledger = fb::CreateLimitLedgerRecord(
+        b, snapshot.ledger.newest_event_ns(),
+        b.CreateVector(snapshot.ledger.rejected_offsets()));
+  }
+  auto topic = b.CreateString(snapshot.topic);
+  auto body = fb::CreatePartitionSnapshotRecord(
+      b, topic, snapshot.partition, snapshot.resume_offset,
+      snapshot.committed_position, jobs, ledger);
+  return FinishStateRecord(b, fb::StateBody::PartitionSnapshotRecord,
+                           body.Union());
 }
 
 absl::StatusOr<PartitionSnapshot> DecodePartitionSnapshot(
     absl::string_view bytes) {
-  if (bytes.empty() || static_cast<uint8_t>(bytes[0]) != kSnapshotFormat) {
-    return absl::DataLossError(
-        "partition snapshot: empty or of an unknown format");
-  }
-  bytes.remove_prefix(1);
-  PartitionSnapshot s;
-  uint64_t partition = 0, resume = 0, committed = 0;
-  if (!GetBytes(bytes, s.topic) || !GetU64(bytes, partition) ||
-      !GetU64(bytes, resume) || !GetU64(bytes, committed) ||
-      !GetJobStates(bytes, s.jobs) || !bytes.empty()) {
-    return absl::DataLossError("corrupt partition snapshot");
-  }
-  s.partition = static_cast<int32_t>(partition);
-  s.resume_offset = static_cast<int64_t>(resume);
-  s.committed_position = static_cast<int64_t>(committed);
-  return s;
+  if (!IsStateRecord(bytes)) return LegacyDecodePartitionSnapshot(bytes);
+  ASSIGN_OR_RETURN(
+      const fb::StateRecord* record,
+      ReadStateRecord(bytes, fb::StateBody::PartitionSnapshotRecord,
+                      "partition snapshot"));
+  return FromRecord(*record->body_as_PartitionSnapshotRecord());
+}
+
+absl::StatusOr<PartitionSnapshot> DecodeStoredPartitionState(
+    absl::string_view bytes) {
+  if (!IsStateRecord(bytes)) return LegacyDecodeStoredJobStates(bytes);
+  return DecodePartitionSnapshot(bytes);
 }
 
 absl::StatusOr<std::unique_ptr<StateChangelog>> StateChangelog::Create(

@@ -5,8 +5,9 @@
 // changelog topic, with one difference argued below.
 //
 // What a record holds: a PartitionSnapshot, i.e. ONE input partition's
-// progress (resume offset, committed position) and the state of every job in
-// that partition (finalized edge, per-producer batch sequence), exactly as
+// progress (resume offset, committed position), the state of every job in
+// that partition (finalized edge, per-producer batch sequence) and its limit
+// ledger, exactly as
 // the same store commit wrote them to the local RocksDB store. A record is
 // therefore always a consistent snapshot: there is no moment where the
 // progress of a partition and the state of its jobs come from different
@@ -47,10 +48,12 @@
 #include "absl/time/time.h"
 #include "kafka/kafka_config.h"
 #include "kafka/kafka_handles.h"
+#include "processor/partition_limits.h"
 
 namespace bubblewatch {
 
 // job -> JobState::Serialize(), ordered so that equal states encode equally.
+// No job is named "" (ValidateBatch rejects such a batch as "empty_job").
 using JobStates = std::map<std::string, std::string>;
 
 struct PartitionSnapshot {
@@ -59,16 +62,24 @@ struct PartitionSnapshot {
   int64_t resume_offset = 0;
   int64_t committed_position = 0;
   JobStates jobs;
+  LimitLedger ledger;
 };
 
-// Binary, length-prefixed (job names may hold any byte). The job-state part
-// alone is what the local store keeps beside the partition's progress.
-std::string EncodeJobStates(const JobStates& jobs);
-// kDataLoss for anything EncodeJobStates did not write.
-absl::StatusOr<JobStates> DecodeJobStates(absl::string_view bytes);
+// A StateRecord holding a PartitionSnapshotRecord (schemas/state.fbs,
+// docs/state.md): the changelog's values, and the state the local store
+// keeps beside the partition's progress (the same bytes).
+// REQUIRES: every job state is JobState::Serialize() output.
 std::string EncodePartitionSnapshot(const PartitionSnapshot& snapshot);
-// kDataLoss for anything EncodePartitionSnapshot did not write.
+// Reads EncodePartitionSnapshot's output and the changelog format written
+// before the schema (format byte 1, the ledger under job ""): its job states
+// are converted, so that the result holds only current encodings.
+// kDataLoss for anything else.
 absl::StatusOr<PartitionSnapshot> DecodePartitionSnapshot(
+    absl::string_view bytes);
+// Reads the state of a store's progress record: EncodePartitionSnapshot's
+// output, or the job-state list written before the schema (only jobs and
+// ledger are then filled; the progress record has the offsets).
+absl::StatusOr<PartitionSnapshot> DecodeStoredPartitionState(
     absl::string_view bytes);
 
 class StateChangelog {

@@ -466,6 +466,7 @@ StreamProcessor::~StreamProcessor() = default;
 
 absl::StatusOr<std::unique_ptr<StreamProcessor>> StreamProcessor::Create(
     const StreamProcessorOptions& options, WindowStore* store) {
+  RETURN_IF_ERROR(options.Validate());
   auto impl = std::make_unique<Impl>(options, store);
   RETURN_IF_ERROR(impl->Init());
   return std::unique_ptr<StreamProcessor>(new StreamProcessor(std::move(impl)));

@@ -149,6 +149,7 @@ absl::StatusOr<std::unique_ptr<RocksDbWindowStore>> RocksDbWindowStore::Open(
   const std::string path(path_view);
   const bool secondary = mode == Mode::kSecondary;
   if (path.empty()) return absl::InvalidArgumentError("empty store path");
+  RETURN_IF_ERROR(options.Validate());
   rocksdb::Env* fs = env != nullptr ? env : rocksdb::Env::Default();
   const bool exists = fs->FileExists(path + "/CURRENT").ok();
   if (secondary && !exists) {

@@ -4,9 +4,22 @@
 #include <cstring>
 #include <memory>
 
+#include "absl/strings/str_cat.h"
+#include "base/option_problems.h"
 #include "storage/rocksdb_window_store.h"
 
 namespace bubblewatch {
+
+absl::Status WindowStoreOptions::Validate() const {
+  OptionProblems p("WindowStoreOptions");
+  p.Check(block_cache_bytes >= 1, "block_cache_bytes",
+          absl::StrCat("must be >= 1, not ", block_cache_bytes));
+  p.Check(write_buffer_bytes >= 1, "write_buffer_bytes",
+          absl::StrCat("must be >= 1, not ", write_buffer_bytes));
+  p.Check(max_write_buffers >= 2, "max_write_buffers",
+          absl::StrCat("must be >= 2, not ", max_write_buffers));
+  return p.ToStatus();
+}
 
 void EncodedWindows::Add(int64_t start_ns, absl::string_view bytes) {
   // 64 KiB chunks: a job's hour (360 windows of ~1.2 KiB) takes 7.

@@ -61,6 +61,10 @@ struct WindowStoreOptions {
   // survive or vanish together.
   // Default: false.
   bool sync_commits = false;
+
+  // kInvalidArgument listing every problem: a cache or memtable size below
+  // 1 byte, fewer than 2 memtables. Opening a store calls it.
+  absl::Status Validate() const;
 };
 
 // What the store knows about one job.

@@ -22,6 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "base/logging.h"
+#include "base/option_problems.h"
 #include "base/status_macros.h"
 #include "ingest/trace_io/trace_file.h"
 #include "ingest/trace_reader.h"
@@ -227,8 +228,29 @@ uint64_t WatchedFileProducerId(uint64_t content_hash, absl::string_view job,
   return id == 0 ? 1 : id;
 }
 
+absl::Status TraceWatcherOptions::Validate() const {
+  OptionProblems p("TraceWatcherOptions");
+  const absl::Duration zero = absl::ZeroDuration();
+  p.Check(!dir.empty(), "dir", "is required");
+  p.Check(rank >= -1, "rank", absl::StrCat("must be >= -1, not ", rank));
+  p.Check(settle >= zero, "settle",
+          absl::StrCat("must be >= 0, not ", absl::FormatDuration(settle)));
+  p.Check(
+      incomplete_timeout >= settle, "incomplete_timeout",
+      absl::StrCat("must be at least settle (", absl::FormatDuration(settle),
+                   "), not ", absl::FormatDuration(incomplete_timeout)));
+  p.Check(
+      poll_interval > zero, "poll_interval",
+      absl::StrCat("must be > 0, not ", absl::FormatDuration(poll_interval)));
+  p.Check(
+      flush_timeout > zero, "flush_timeout",
+      absl::StrCat("must be > 0, not ", absl::FormatDuration(flush_timeout)));
+  return p.ToStatus();
+}
+
 absl::StatusOr<std::unique_ptr<TraceWatcher>> TraceWatcher::Create(
     TraceWatcherOptions options, EventProducer* producer) {
+  RETURN_IF_ERROR(options.Validate());
   std::error_code ec;
   if (options.dir.empty() || !fs::is_directory(options.dir, ec)) {
     return absl::InvalidArgumentError(

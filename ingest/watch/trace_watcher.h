@@ -127,6 +127,11 @@ struct TraceWatcherOptions {
   BatchingOptions batching;
   // How long to wait for a file's batches to be acknowledged. Default: 60 s.
   absl::Duration flush_timeout = absl::Seconds(60);
+
+  // kInvalidArgument listing every problem: no dir, a rank below -1, settle
+  // negative, poll_interval or flush_timeout not positive, an
+  // incomplete_timeout shorter than settle. TraceWatcher::Create calls it.
+  absl::Status Validate() const;
 };
 
 // Counters since creation.

@@ -9,21 +9,23 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
-#include <sstream>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "schemas/state_record.h"
 
 namespace bubblewatch {
 namespace {
 
-constexpr char kHeader[] = "bubblewatch-watch-state v1";
+// The first line of the text file written before schemas/state.fbs.
+constexpr char kLegacyHeader[] = "bubblewatch-watch-state v1";
 
 absl::Status ErrnoStatus(int err, absl::string_view what) {
   std::string message = absl::StrCat(what, ": ", std::strerror(err));
@@ -128,7 +130,7 @@ absl::StatusOr<WatchState> WatchState::Open(const std::string& dir) {
                        absl::StrCat("creating the state directory ", dir));
   }
   WatchState state((std::filesystem::path(dir) / "watch-state").string());
-  std::ifstream in(state.path_);
+  std::ifstream in(state.path_, std::ios::binary);
   if (!in) {
     if (std::filesystem::exists(state.path_)) {
       return absl::PermissionDeniedError(
@@ -136,30 +138,54 @@ absl::StatusOr<WatchState> WatchState::Open(const std::string& dir) {
     }
     return state;
   }
-  std::string line;
-  int line_number = 0;
-  auto corrupt = [&](absl::string_view why) {
+  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  if (in.bad()) {
+    return absl::UnavailableError(absl::StrCat("cannot read ", state.path_));
+  }
+  if (absl::Status s = state.Decode(bytes); !s.ok()) {
     return absl::DataLossError(absl::StrCat(
-        state.path_, " line ", line_number, ": ", why,
+        state.path_, ": ", s.message(),
         " (deleting the file is safe: files are then resent and the "
         "processor drops what it already counted)"));
+  }
+  return state;
+}
+
+absl::Status WatchState::Decode(absl::string_view bytes) {
+  if (!IsStateRecord(bytes)) return DecodeLegacyText(bytes);
+  absl::StatusOr<const fb::StateRecord*> record =
+      ReadStateRecord(bytes, fb::StateBody::WatchStateRecord, "watch state");
+  if (!record.ok()) return record.status();
+  const fb::WatchStateRecord& r = *(*record)->body_as_WatchStateRecord();
+  if (r.files() == nullptr) return absl::OkStatus();
+  for (const fb::WatchedFile* f : *r.files()) {
+    sent_[f->content_hash()] = f->name() != nullptr ? f->name()->str() : "";
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WatchState::DecodeLegacyText(absl::string_view text) {
+  int line_number = 0;
+  auto corrupt = [&](absl::string_view why) {
+    return absl::DataLossError(absl::StrCat("line ", line_number, ": ", why));
   };
-  while (std::getline(in, line)) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
     ++line_number;
     if (line_number == 1) {
-      if (line != kHeader) return corrupt("not a bubblewatch watch state");
+      if (line != kLegacyHeader)
+        return corrupt("not a bubblewatch watch state");
       continue;
     }
     if (line.empty()) continue;
-    std::pair<std::string, std::string> parts =
+    std::pair<absl::string_view, absl::string_view> parts =
         absl::StrSplit(line, absl::MaxSplits(' ', 1));
     uint64_t hash = 0;
     if (parts.first.size() != 16 || !absl::SimpleHexAtoi(parts.first, &hash)) {
       return corrupt("expected '<16 hex digits> <file name>'");
     }
-    state.sent_[hash] = parts.second;
+    sent_[hash] = std::string(parts.second);
   }
-  return state;
+  return absl::OkStatus();
 }
 
 absl::Status WatchState::Add(uint64_t content_hash, absl::string_view name) {
@@ -183,15 +209,21 @@ absl::Status WatchState::Retain(
 
 absl::Status WatchState::Write() const {
   // Sorted, so that the file is stable and diffable.
-  std::vector<std::pair<std::string, uint64_t>> rows;
+  std::vector<std::pair<std::string_view, uint64_t>> rows;
   rows.reserve(sent_.size());
   for (const auto& [hash, name] : sent_) rows.emplace_back(name, hash);
   std::sort(rows.begin(), rows.end());
-  std::string out = absl::StrCat(kHeader, "\n");
+  flatbuffers::FlatBufferBuilder builder(64 + 48 * rows.size());
+  std::vector<flatbuffers::Offset<fb::WatchedFile>> files;
+  files.reserve(rows.size());
   for (const auto& [name, hash] : rows) {
-    absl::StrAppend(&out, absl::StrFormat("%016x", hash), " ", name, "\n");
+    files.push_back(
+        fb::CreateWatchedFile(builder, hash, builder.CreateString(name)));
   }
-  return WriteFileAtomically(path_, out);
+  auto body = fb::CreateWatchStateRecord(builder, builder.CreateVector(files));
+  return WriteFileAtomically(
+      path_, FinishStateRecord(builder, fb::StateBody::WatchStateRecord,
+                               body.Union()));
 }
 
 }  // namespace bubblewatch

@@ -3,9 +3,13 @@
 // bytes (so a file is recognized after a rename, and a rewritten file is
 // not).
 //
-// The state lives in one small text file, "<dir>/watch-state", rewritten
+// The state lives in one small file, "<dir>/watch-state": a StateRecord
+// holding a WatchStateRecord (schemas/state.fbs, docs/state.md), rewritten
 // whole on every change through a temporary file, fsync and rename, so a
-// crash leaves either the old or the new version, never a torn one.
+// crash leaves either the old or the new version, never a torn one. The
+// text file written before the schema ("bubblewatch-watch-state v1", then
+// "<16 hex digits> <name>" per line) is still read, and replaced by the new
+// format at the next change.
 // A file missing from the state is simply sent again: the processor drops
 // the batches it already counted (same producer id and sequence), so the
 // state only saves work; it is not what makes delivery exactly-once.
@@ -55,8 +59,9 @@ class WatchState {
   // Opens the state in `dir`, creating the directory if missing; an absent
   // state file is an empty state.
   // Errors: kPermissionDenied / kUnavailable for the file system; kDataLoss
-  // for a state file that does not parse (the message names it: deleting it
-  // is safe, the files are then resent and deduplicated downstream).
+  // for a state file that does not parse, or that a newer bubblewatch wrote
+  // (the message names it: deleting it is safe, the files are then resent
+  // and deduplicated downstream).
   static absl::StatusOr<WatchState> Open(const std::string& dir);
 
   // True if a file with this content hash was fully acknowledged.
@@ -78,6 +83,9 @@ class WatchState {
 
  private:
   explicit WatchState(std::string path) : path_(std::move(path)) {}
+  // Fills sent_ from the file's bytes, current or legacy format.
+  absl::Status Decode(absl::string_view bytes);
+  absl::Status DecodeLegacyText(absl::string_view text);
   absl::Status Write() const;
 
   std::string path_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "analysis/window_accumulator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -327,6 +328,22 @@ TEST(BubbleAnalyzer, WindowsPerAnalysisAreCapped) {
   EXPECT_EQ(MustAnalyze(KernelsAtNs({{0, 1'000}}), options).windows.size(), 1u);
   options.max_windows = 1;
   EXPECT_FALSE(AnalyzeTrace(KernelsAtNs({{0, 1'001}}), options).ok());
+}
+
+TEST(BubbleAnalyzer, InvalidOptionsAreReportedAllAtOnce) {
+  AnalyzerOptions options;
+  EXPECT_TRUE(options.Validate().ok());
+  options.top_bubbles = -1;
+  options.window_ns = -10;
+  options.max_windows = -2;
+  absl::StatusOr<Analysis> a = AnalyzeTrace(KernelsAtNs({{0, 10}}), options);
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(a.status().message(),
+            absl::StrCat("invalid AnalyzerOptions: top_bubbles must be >= 0, "
+                         "not -1; window_ns must be within 0 and ",
+                         kMaxWindowNs,
+                         " ns, not -10; max_windows must be >= 0 (0: no cap), "
+                         "not -2"));
 }
 
 TEST(BubbleAnalyzer, WindowLongerThanTheLimitIsAnError) {

@@ -67,8 +67,8 @@ TEST(FailCondition, MistakesAreExplained) {
            Case{"utilisation>0.5", "unknown metric 'utilisation'"},
            Case{"cause:sync>1ms", "unknown cause 'sync'"},
            Case{"kernel:>1ms", "kernel: needs a name substring"},
-           Case{"bubble>5", ""},         // A time without a unit.
-           Case{"bubble>5%", ""},        // Unsigned % on a time.
+           Case{"bubble>5", ""},          // A time without a unit.
+           Case{"bubble>5%", ""},         // Unsigned % on a time.
            Case{"bubble_ratio 0.3", ""},  // No operator.
            Case{"", ""},
        }) {

@@ -24,6 +24,7 @@
 #include "ingest/watch/watch_state.h"
 #include "kafka/embedded_kafka_cluster.h"
 #include "schemas/event_batch_codec.h"
+#include "schemas/state_record.h"
 #include "tests/testing/files.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/topic_reader.h"
@@ -317,6 +318,78 @@ TEST(WatchState, ACorruptFileIsDataLossNamingTheFile) {
   auto state = WatchState::Open(dir.Sub("state"));
   EXPECT_EQ(state.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(state.status().message(), HasSubstr("watch-state"));
+}
+
+TEST(WatchState, ReadsTheTextFileTheOldWriterWroteAndReplacesIt) {
+  testing::TempDir dir;
+  fs::create_directories(dir.Sub("state"));
+  // Written by WatchState::Write before schemas/state.fbs.
+  WriteFile(dir.Sub("state/watch-state"),
+            ReadFile(std::string(BUBBLEWATCH_TESTDATA_DIR) +
+                     "/state/watch_state_v1.txt"));
+  auto state = WatchState::Open(dir.Sub("state"));
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ(state->size(), 2u);
+  EXPECT_TRUE(state->Contains(0xfedcba9876543210));
+  EXPECT_TRUE(state->Contains(0x00ff00ff00ff00ff));
+  // The next change writes the current format, keeping the old entries.
+  ASSERT_TRUE(state->Add(0x42, "new\nline.json").ok());
+  EXPECT_TRUE(IsStateRecord(ReadFile(state->path())));
+  auto again = WatchState::Open(dir.Sub("state"));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->size(), 3u);
+  EXPECT_TRUE(again->Contains(0xfedcba9876543210));
+  EXPECT_TRUE(again->Contains(0x42));
+  // Names are kept exactly (the old text file could not hold a newline).
+  ASSERT_TRUE(again->Retain({"new\nline.json", "rank0.pt.trace.json"}).ok());
+  again = WatchState::Open(dir.Sub("state"));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->size(), 2u);
+  EXPECT_TRUE(again->Contains(0x42));
+  EXPECT_FALSE(again->Contains(0xfedcba9876543210));
+}
+
+TEST(WatchState, RefusesARecordOfANewerVersionOrAnotherKind) {
+  testing::TempDir dir;
+  fs::create_directories(dir.Sub("state"));
+  flatbuffers::FlatBufferBuilder b;
+  auto body = fb::CreateWatchStateRecord(b);
+  fb::FinishStateRecordBuffer(
+      b, fb::CreateStateRecord(b, kStateFormatVersion + 1,
+                               fb::StateBody::WatchStateRecord, body.Union()));
+  WriteFile(
+      dir.Sub("state/watch-state"),
+      absl::string_view(reinterpret_cast<const char*>(b.GetBufferPointer()),
+                        b.GetSize()));
+  auto state = WatchState::Open(dir.Sub("state"));
+  EXPECT_EQ(state.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(state.status().message(), HasSubstr("newer bubblewatch"));
+  EXPECT_THAT(state.status().message(), HasSubstr("watch-state"));
+
+  flatbuffers::FlatBufferBuilder j;
+  auto job = fb::CreateJobStateRecord(j, 5);
+  WriteFile(dir.Sub("state/watch-state"),
+            FinishStateRecord(j, fb::StateBody::JobStateRecord, job.Union()));
+  state = WatchState::Open(dir.Sub("state"));
+  EXPECT_EQ(state.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(state.status().message(), HasSubstr("not a WatchStateRecord"));
+}
+
+TEST(TraceWatcherOptions, ReportsEveryProblemAndCreateRefusesThem) {
+  TraceWatcherOptions options;
+  options.rank = -2;
+  options.settle = absl::Seconds(10);
+  options.incomplete_timeout = absl::Seconds(1);
+  options.poll_interval = absl::ZeroDuration();
+  absl::Status s = options.Validate();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "invalid TraceWatcherOptions: dir is required; rank must be >= -1, "
+            "not -2; incomplete_timeout must be at least settle (10s), not "
+            "1s; poll_interval must be > 0, not 0");
+  auto watcher = TraceWatcher::Create(options, /*producer=*/nullptr);
+  EXPECT_EQ(watcher.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(watcher.status().message(), HasSubstr("rank must be >= -1"));
 }
 
 TEST(ContentHash, IsStableAcrossRuns) {

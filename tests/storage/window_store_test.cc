@@ -75,6 +75,23 @@ StoreBatch WindowsBatch(const std::string& job, std::vector<int64_t> starts) {
   return batch;
 }
 
+TEST(WindowStore, InvalidOptionsAreAllReportedAndNothingIsCreated) {
+  TempDir dir;
+  WindowStoreOptions options;
+  EXPECT_TRUE(options.Validate().ok());
+  options.block_cache_bytes = 0;
+  options.write_buffer_bytes = -1;
+  options.max_write_buffers = 1;
+  absl::StatusOr<std::unique_ptr<WindowStore>> store =
+      OpenRocksDbWindowStore(dir.Sub("store"), options);
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.status().message(),
+            "invalid WindowStoreOptions: block_cache_bytes must be >= 1, not "
+            "0; write_buffer_bytes must be >= 1, not -1; max_write_buffers "
+            "must be >= 2, not 1");
+  EXPECT_FALSE(std::filesystem::exists(dir.Sub("store") + "/CURRENT"));
+}
+
 TEST(WindowStore, ScanReturnsHalfOpenRangeInStartOrder) {
   TempDir dir;
   auto store = OpenOrDie(dir.path());

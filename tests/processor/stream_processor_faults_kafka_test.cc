@@ -46,6 +46,7 @@
 #include "schemas/window_summary.h"
 #include "storage/window_store.h"
 #include "tests/kafka/own_broker.h"
+#include "tests/kafka/test_time.h"
 #include "tests/processor/processor_kafka_test_util.h"
 
 namespace bubblewatch {
@@ -58,10 +59,11 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
-// Polls `done` every 200 ms until it holds or `timeout` passes.
+// Polls `done` every 200 ms until it holds or `timeout` passes (scaled to
+// the programs' speed, test_time.h).
 template <typename F>
 bool PollUntil(F done, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
+  const absl::Time deadline = absl::Now() + testing::Scaled(timeout);
   while (!done()) {
     if (absl::Now() > deadline) return false;
     absl::SleepFor(absl::Milliseconds(200));
@@ -77,10 +79,11 @@ bool Running(pid_t pid) {
          info.si_pid == 0;
 }
 
-// Waits up to `timeout` for `pid`; then kills it (a hung child fails the
-// test instead of hanging it). Returns WaitChild's code, or -1 if killed.
+// Waits up to `timeout` (scaled, test_time.h) for `pid`; then kills it (a
+// hung child fails the test instead of hanging it). Returns WaitChild's
+// code, or -1 if killed.
 int WaitWithin(pid_t pid, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
+  const absl::Time deadline = absl::Now() + testing::Scaled(timeout);
   while (absl::Now() < deadline) {
     int status = 0;
     const pid_t done = waitpid(pid, &status, WNOHANG);
@@ -179,8 +182,12 @@ TEST(ProcessorFaultsKafka, BrokerKilledAndRestartedMidStream) {
       ProcessArgs(topic, store, broker.brokers());
   process.insert(process.end(),
                  {"--log-level", "info", "--progress-interval", "200ms",
-                  "--idle-timeout", "8s", "-X", "session.timeout.ms=12000",
-                  "-X", "heartbeat.interval.ms=2000"});
+                  "--idle-timeout", testing::ScaledFlag(absl::Seconds(8)),
+                  "-X",
+                  "session.timeout.ms=" + testing::ScaledMs(absl::Seconds(12)),
+                  "-X",
+                  "heartbeat.interval.ms=" +
+                      testing::ScaledMs(absl::Seconds(2))});
   pid_t processor = Spawn(process, process_log);
   children.push_back(processor);
 
@@ -480,7 +487,10 @@ TEST(ProcessorFaultsKafka, RebalanceStormLeavesNoDuplicateOrConflictingWindow) {
   const std::vector<std::string> jobs = JobsOf(want);
 
   std::vector<std::string> produce = ProduceArgs(topic);
-  produce.insert(produce.end(), {"--replay-speed", "1x"});
+  // 1x, slower when the programs are (test_time.h): the storm lasts while
+  // the producer sends, and each action waits for a member to react.
+  const std::vector<std::string> pace = testing::ScaledReplaySpeed(1);
+  produce.insert(produce.end(), pace.begin(), pace.end());
   std::vector<pid_t> children;
   KillOnExit kill_on_exit(&children);
   pid_t producer = Spawn(produce);
@@ -497,7 +507,9 @@ TEST(ProcessorFaultsKafka, RebalanceStormLeavesNoDuplicateOrConflictingWindow) {
   // the end a survivor is still there to take its partitions over.
   auto start = [&](StormMember& m) {
     std::vector<std::string> args = ProcessArgs(topic, m.store);
-    args.insert(args.end(), {"--exit-when-idle", "12s", "--log-level", "info"});
+    args.insert(args.end(), {"--exit-when-idle",
+                             testing::ScaledFlag(absl::Seconds(12)),
+                             "--log-level", "info"});
     // BW_TEST_WITHOUT_STATE_TOPIC=1 turns the changelog off, to see this
     // test fail without it.
     if (std::getenv("BW_TEST_WITHOUT_STATE_TOPIC") != nullptr) {

@@ -19,6 +19,7 @@
 
 #include "gtest/gtest.h"
 #include "schemas/window_summary.h"
+#include "tests/kafka/test_time.h"
 #include "tests/processor/processor_kafka_test_util.h"
 
 namespace bubblewatch {
@@ -43,7 +44,8 @@ std::vector<std::string> MemberArgs(const std::string& topic,
   // BW_TEST_WITHOUT_STATE_TOPIC=1 turns the changelog off, to see these
   // tests fail without it.
   const bool without = std::getenv("BW_TEST_WITHOUT_STATE_TOPIC") != nullptr;
-  args.insert(args.end(), {"--exit-when-idle", "12s", "--state-topic",
+  args.insert(args.end(), {"--exit-when-idle",
+                           testing::ScaledFlag(absl::Seconds(12)), "--state-topic",
                            without ? std::string() : topic + ".state",
                            "--log-level", "info"});
   return args;
@@ -120,7 +122,8 @@ TEST_P(StoppedMidStream, TheOtherInstanceTakesOverWithTheSameResult) {
   // the producer is still sending: then its partitions resume past their
   // first events, and a new owner without A's job state (finalized edge)
   // would store a partial first window that conflicts with A's.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  auto deadline = std::chrono::steady_clock::now() +
+                  absl::ToChronoSeconds(testing::Scaled(absl::Seconds(30)));
   while (std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     if (!std::filesystem::exists(store_a)) continue;

@@ -401,7 +401,10 @@ TEST(ProcessorFaultsKafka,
   const std::vector<std::string> jobs = JobsOf(want);
 
   std::vector<std::string> produce = ProduceArgs(topic);
-  produce.insert(produce.end(), {"--replay-speed", "2x"});
+  // 2x, slower when the programs are (test_time.h): the fault must hit
+  // while the producer still sends.
+  const std::vector<std::string> pace = testing::ScaledReplaySpeed(2);
+  produce.insert(produce.end(), pace.begin(), pace.end());
   std::vector<pid_t> children;
   KillOnExit kill_on_exit(&children);
   pid_t producer = Spawn(produce);

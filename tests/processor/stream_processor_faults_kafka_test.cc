@@ -180,14 +180,12 @@ TEST(ProcessorFaultsKafka, BrokerKilledAndRestartedMidStream) {
   // before the group revokes anything.
   std::vector<std::string> process =
       ProcessArgs(topic, store, broker.brokers());
-  process.insert(process.end(),
-                 {"--log-level", "info", "--progress-interval", "200ms",
-                  "--idle-timeout", testing::ScaledFlag(absl::Seconds(8)),
-                  "-X",
-                  "session.timeout.ms=" + testing::ScaledMs(absl::Seconds(12)),
-                  "-X",
-                  "heartbeat.interval.ms=" +
-                      testing::ScaledMs(absl::Seconds(2))});
+  process.insert(
+      process.end(),
+      {"--log-level", "info", "--progress-interval", "200ms", "--idle-timeout",
+       testing::ScaledFlag(absl::Seconds(8)), "-X",
+       "session.timeout.ms=" + testing::ScaledMs(absl::Seconds(12)), "-X",
+       "heartbeat.interval.ms=" + testing::ScaledMs(absl::Seconds(2))});
   pid_t processor = Spawn(process, process_log);
   children.push_back(processor);
 
@@ -510,9 +508,9 @@ TEST(ProcessorFaultsKafka, RebalanceStormLeavesNoDuplicateOrConflictingWindow) {
   // the end a survivor is still there to take its partitions over.
   auto start = [&](StormMember& m) {
     std::vector<std::string> args = ProcessArgs(topic, m.store);
-    args.insert(args.end(), {"--exit-when-idle",
-                             testing::ScaledFlag(absl::Seconds(12)),
-                             "--log-level", "info"});
+    args.insert(args.end(),
+                {"--exit-when-idle", testing::ScaledFlag(absl::Seconds(12)),
+                 "--log-level", "info"});
     // BW_TEST_WITHOUT_STATE_TOPIC=1 turns the changelog off, to see this
     // test fail without it.
     if (std::getenv("BW_TEST_WITHOUT_STATE_TOPIC") != nullptr) {

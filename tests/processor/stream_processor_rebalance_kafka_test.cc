@@ -44,10 +44,10 @@ std::vector<std::string> MemberArgs(const std::string& topic,
   // BW_TEST_WITHOUT_STATE_TOPIC=1 turns the changelog off, to see these
   // tests fail without it.
   const bool without = std::getenv("BW_TEST_WITHOUT_STATE_TOPIC") != nullptr;
-  args.insert(args.end(), {"--exit-when-idle",
-                           testing::ScaledFlag(absl::Seconds(12)), "--state-topic",
-                           without ? std::string() : topic + ".state",
-                           "--log-level", "info"});
+  args.insert(args.end(),
+              {"--exit-when-idle", testing::ScaledFlag(absl::Seconds(12)),
+               "--state-topic", without ? std::string() : topic + ".state",
+               "--log-level", "info"});
   return args;
 }
 

@@ -653,7 +653,7 @@ TEST(ProcessorFaultsKafka, RebalanceStormLeavesNoDuplicateOrConflictingWindow) {
 // mid-stream on every kind of boundary the fleet has (gaps and kernels across
 // window starts, devices whose last kernel lies in a closed window, replays
 // of replays). The windows must equal the oracle with no late event.
-// Bounded: 100 kills or 200 s.
+// Bounded: 100 kills or 200 s (times BUBBLEWATCH_TEST_TIME_SCALE).
 TEST(ProcessorFaultsKafka, HundredRandomKillsMidStreamGiveTheSameWindows) {
   const std::string topic = Unique("bw-campaign");
   const std::string store = ::testing::TempDir() + "/" + topic;
@@ -689,17 +689,23 @@ TEST(ProcessorFaultsKafka, HundredRandomKillsMidStreamGiveTheSameWindows) {
     return std::pair(a.job, a.window.start_ns) <
            std::pair(b.job, b.window.start_ns);
   });
+  // Event time, slower when the programs are (test_time.h): a life must
+  // reach its first commit, and most kills must land while both producers
+  // still send.
+  const std::vector<std::string> pace = testing::ScaledReplaySpeed(1);
   std::vector<std::string> produce = ProduceArgs(topic, Brokers(), fleet);
-  produce.insert(produce.end(), {"--replay-speed", "1x"});
+  produce.insert(produce.end(), pace.begin(), pace.end());
   std::vector<pid_t> children;
   KillOnExit kill_on_exit(&children);
   const pid_t producer = Spawn(produce, store + ".produce.stderr");
   children.push_back(producer);
+  std::vector<std::string> boundary_produce = {
+      "produce",    "--brokers",      Brokers(), "--topic",     topic,  "--job",
+      "boundaries", "--batch-events", "1",       "--log-level", "error"};
+  boundary_produce.insert(boundary_produce.end(), pace.begin(), pace.end());
+  boundary_produce.push_back(boundaries);
   const pid_t boundary_producer =
-      Spawn({"produce", "--brokers", Brokers(), "--topic", topic, "--job",
-             "boundaries", "--replay-speed", "1x", "--batch-events", "1",
-             "--log-level", "error", boundaries},
-            store + ".boundaries.stderr");
+      Spawn(boundary_produce, store + ".boundaries.stderr");
   children.push_back(boundary_producer);
 
   const char* seed_env = std::getenv("BUBBLEWATCH_KILL_SEED");
@@ -713,12 +719,17 @@ TEST(ProcessorFaultsKafka, HundredRandomKillsMidStreamGiveTheSameWindows) {
             << std::endl;
   RecordProperty("kill_seed", std::to_string(seed));
   std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> life_ms(300, 1200);
+  // 0.3-1.2 s of life, scaled like the pace: under TSan a member needs
+  // seconds to open its store and join before it commits anything.
+  const absl::Duration min_life = testing::Scaled(absl::Milliseconds(300));
+  const absl::Duration max_life = testing::Scaled(absl::Milliseconds(1200));
+  std::uniform_int_distribution<int64_t> life_ms(
+      absl::ToInt64Milliseconds(min_life), absl::ToInt64Milliseconds(max_life));
   // Static membership: a restarted member takes its predecessor's place at
   // once instead of waiting for the killed one's session to expire.
   std::vector<std::string> process = ProcessArgs(topic, store);
   process.insert(process.end(), {"-X", "group.instance.id=campaign-member"});
-  const absl::Time deadline = absl::Now() + absl::Seconds(200);
+  const absl::Time deadline = absl::Now() + testing::Scaled(absl::Seconds(200));
   int kills = 0, mid_stream = 0;
   size_t stored_before_last = 0;
   while (kills < 100 && absl::Now() < deadline) {

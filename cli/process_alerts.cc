@@ -1,5 +1,6 @@
 #include "cli/process_alerts.h"
 
+#include <atomic>
 #include <csignal>
 
 #include "base/status_macros.h"
@@ -7,10 +8,12 @@
 namespace bubblewatch {
 namespace {
 
-AlertHook* g_hook = nullptr;
+// Atomic for the same reason as process_command.cc's g_processor: SIGHUP
+// may be handled on any thread while main sets or clears this.
+std::atomic<AlertHook*> g_hook{nullptr};
 
 void OnSighup(int) {
-  if (g_hook != nullptr) g_hook->RequestReload();
+  if (AlertHook* hook = g_hook.load(); hook != nullptr) hook->RequestReload();
 }
 
 }  // namespace
@@ -63,7 +66,7 @@ absl::StatusOr<ProcessAlerts> SetUpProcessAlerts(
 }
 
 void ReloadRulesOnSighup(AlertHook* hook) {
-  g_hook = hook;
+  g_hook.store(hook);
   std::signal(SIGHUP, hook != nullptr ? OnSighup : SIG_DFL);
 }
 

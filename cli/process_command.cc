@@ -1,3 +1,4 @@
+#include <atomic>
 #include <csignal>
 #include <iostream>
 #include <optional>
@@ -21,10 +22,13 @@
 namespace bubblewatch {
 namespace {
 
-StreamProcessor* g_processor = nullptr;
+// Atomic: the kernel runs the handler on any thread that does not block the
+// signal (the --http server's, RocksDB's), concurrently with main setting
+// and clearing this; a lock-free atomic is also safe in a signal handler.
+std::atomic<StreamProcessor*> g_processor{nullptr};
 
 void OnSignal(int) {
-  if (g_processor != nullptr) g_processor->RequestStop();
+  if (StreamProcessor* p = g_processor.load(); p != nullptr) p->RequestStop();
 }
 
 }  // namespace
@@ -225,13 +229,13 @@ int RunProcessCommand(int argc, char** argv) {
       }
     });
   }
-  g_processor = processor->get();
+  g_processor.store(processor->get());
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   ReloadRulesOnSighup(alerts->hook.get());
   absl::Status run = (*processor)->Run();
   ReloadRulesOnSighup(nullptr);
-  g_processor = nullptr;
+  g_processor.store(nullptr);
   if (server != nullptr) {
     server->Stop();
     server_thread.join();

@@ -32,6 +32,7 @@
 #include "storage/window_store.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/kafka_broker.h"
+#include "tests/testing/test_time.h"
 
 extern char** environ;
 
@@ -97,13 +98,19 @@ inline std::vector<std::string> ProduceArgs(
 inline std::vector<std::string> ProcessArgs(
     const std::string& topic, const std::string& store,
     const std::string& brokers = Brokers()) {
+  // Wall-clock durations scale with the programs' speed (test_time.h);
+  // --lateness is event time and does not.
+  using testing::ScaledFlag;
+  using testing::ScaledMs;
   return {"process", "--brokers", brokers, "--topic", topic, "--group",
           topic + "-group", "--store", store, "--lateness", "5s",
-          "--idle-timeout", "3s", "--exit-when-idle", "4s", "--windows-topic",
-          topic + ".windows", "--dlq-topic", topic + ".dlq", "--state-topic",
-          topic + ".state", "--log-level", "warn",
+          "--idle-timeout", ScaledFlag(absl::Seconds(3)), "--exit-when-idle",
+          ScaledFlag(absl::Seconds(4)), "--windows-topic", topic + ".windows",
+          "--dlq-topic", topic + ".dlq", "--state-topic", topic + ".state",
+          "--log-level", "warn",
           // A killed member leaves the group only when its session expires.
-          "-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=1000"};
+          "-X", "session.timeout.ms=" + ScaledMs(absl::Seconds(6)), "-X",
+          "heartbeat.interval.ms=" + ScaledMs(absl::Seconds(1))};
 }
 
 // The oracle: each job's whole trace through the offline analyzer.
@@ -217,7 +224,8 @@ inline std::vector<TopicMessage> ReadTopicMessages(const std::string& topic,
       RD_KAFKA_OFFSET_BEGINNING;
   rd_kafka_assign(consumer->get(), parts.get());
   const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      std::chrono::steady_clock::now() +
+      absl::ToChronoSeconds(testing::Scaled(absl::Seconds(30)));
   while (std::chrono::steady_clock::now() < deadline) {
     RdKafkaMessagePtr m(rd_kafka_consumer_poll(consumer->get(), 200));
     if (!m) continue;
@@ -290,7 +298,8 @@ inline std::vector<WindowSummary> ReadWindowsTopic(
   }
   rd_kafka_assign(consumer->get(), parts.get());
   int at_end = 0;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  auto deadline = std::chrono::steady_clock::now() +
+                  absl::ToChronoSeconds(testing::Scaled(absl::Seconds(60)));
   while (at_end < *partitions && std::chrono::steady_clock::now() < deadline) {
     RdKafkaMessagePtr m(rd_kafka_consumer_poll(consumer->get(), 200));
     if (!m) continue;

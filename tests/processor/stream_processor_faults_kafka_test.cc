@@ -64,8 +64,9 @@ bool Running(pid_t pid) {
          info.si_pid == 0;
 }
 
-// Waits up to `timeout` for `pid`; then kills it (a hung child fails the
-// test instead of hanging it). Returns WaitChild's code, or -1 if killed.
+// Waits up to `timeout` (scaled, test_time.h) for `pid`; then kills it (a
+// hung child fails the test instead of hanging it). Returns WaitChild's
+// code, or -1 if killed.
 int WaitWithin(pid_t pid, absl::Duration timeout) {
   int code = -1;
   const bool ended = PollUntil(
@@ -157,10 +158,12 @@ TEST(ProcessorFaultsKafka, BrokerKilledAndRestartedMidStream) {
   // before the group revokes anything.
   std::vector<std::string> process =
       ProcessArgs(topic, store, broker.brokers());
-  process.insert(process.end(),
-                 {"--log-level", "info", "--progress-interval", "200ms",
-                  "--idle-timeout", "8s", "-X", "session.timeout.ms=12000",
-                  "-X", "heartbeat.interval.ms=2000"});
+  process.insert(
+      process.end(),
+      {"--log-level", "info", "--progress-interval", "200ms", "--idle-timeout",
+       testing::ScaledFlag(absl::Seconds(8)), "-X",
+       "session.timeout.ms=" + testing::ScaledMs(absl::Seconds(12)), "-X",
+       "heartbeat.interval.ms=" + testing::ScaledMs(absl::Seconds(2))});
   pid_t processor = Spawn(process, process_log);
   children.push_back(processor);
 
@@ -374,7 +377,10 @@ TEST(ProcessorFaultsKafka,
   const std::vector<std::string> jobs = JobsOf(want);
 
   std::vector<std::string> produce = ProduceArgs(topic);
-  produce.insert(produce.end(), {"--replay-speed", "2x"});
+  // 2x, slower when the programs are (test_time.h): the fault must hit
+  // while the producer still sends.
+  const std::vector<std::string> pace = testing::ScaledReplaySpeed(2);
+  produce.insert(produce.end(), pace.begin(), pace.end());
   std::vector<pid_t> children;
   KillOnExit kill_on_exit(&children);
   pid_t producer = Spawn(produce);
@@ -460,7 +466,10 @@ TEST(ProcessorFaultsKafka, RebalanceStormLeavesNoDuplicateOrConflictingWindow) {
   const std::vector<std::string> jobs = JobsOf(want);
 
   std::vector<std::string> produce = ProduceArgs(topic);
-  produce.insert(produce.end(), {"--replay-speed", "1x"});
+  // 1x, slower when the programs are (test_time.h): the storm lasts while
+  // the producer sends, and each action waits for a member to react.
+  const std::vector<std::string> pace = testing::ScaledReplaySpeed(1);
+  produce.insert(produce.end(), pace.begin(), pace.end());
   std::vector<pid_t> children;
   KillOnExit kill_on_exit(&children);
   pid_t producer = Spawn(produce);
@@ -477,7 +486,9 @@ TEST(ProcessorFaultsKafka, RebalanceStormLeavesNoDuplicateOrConflictingWindow) {
   // the end a survivor is still there to take its partitions over.
   auto start = [&](StormMember& m) {
     std::vector<std::string> args = ProcessArgs(topic, m.store);
-    args.insert(args.end(), {"--exit-when-idle", "12s", "--log-level", "info"});
+    args.insert(args.end(),
+                {"--exit-when-idle", testing::ScaledFlag(absl::Seconds(12)),
+                 "--log-level", "info"});
     // BW_TEST_WITHOUT_STATE_TOPIC=1 turns the changelog off, to see this
     // test fail without it.
     if (std::getenv("BW_TEST_WITHOUT_STATE_TOPIC") != nullptr) {
@@ -621,7 +632,7 @@ TEST(ProcessorFaultsKafka, RebalanceStormLeavesNoDuplicateOrConflictingWindow) {
 // mid-stream on every kind of boundary the fleet has (gaps and kernels across
 // window starts, devices whose last kernel lies in a closed window, replays
 // of replays). The windows must equal the oracle with no late event.
-// Bounded: 100 kills or 200 s.
+// Bounded: 100 kills or 200 s (times BUBBLEWATCH_TEST_TIME_SCALE).
 TEST(ProcessorFaultsKafka, HundredRandomKillsMidStreamGiveTheSameWindows) {
   const std::string topic = Unique("bw-campaign");
   const std::string store = ::testing::TempDir() + "/" + topic;
@@ -657,17 +668,23 @@ TEST(ProcessorFaultsKafka, HundredRandomKillsMidStreamGiveTheSameWindows) {
     return std::pair(a.job, a.window.start_ns) <
            std::pair(b.job, b.window.start_ns);
   });
+  // Event time, slower when the programs are (test_time.h): a life must
+  // reach its first commit, and most kills must land while both producers
+  // still send.
+  const std::vector<std::string> pace = testing::ScaledReplaySpeed(1);
   std::vector<std::string> produce = ProduceArgs(topic, Brokers(), fleet);
-  produce.insert(produce.end(), {"--replay-speed", "1x"});
+  produce.insert(produce.end(), pace.begin(), pace.end());
   std::vector<pid_t> children;
   KillOnExit kill_on_exit(&children);
   const pid_t producer = Spawn(produce, store + ".produce.stderr");
   children.push_back(producer);
+  std::vector<std::string> boundary_produce = {
+      "produce",    "--brokers",      Brokers(), "--topic",     topic,  "--job",
+      "boundaries", "--batch-events", "1",       "--log-level", "error"};
+  boundary_produce.insert(boundary_produce.end(), pace.begin(), pace.end());
+  boundary_produce.push_back(boundaries);
   const pid_t boundary_producer =
-      Spawn({"produce", "--brokers", Brokers(), "--topic", topic, "--job",
-             "boundaries", "--replay-speed", "1x", "--batch-events", "1",
-             "--log-level", "error", boundaries},
-            store + ".boundaries.stderr");
+      Spawn(boundary_produce, store + ".boundaries.stderr");
   children.push_back(boundary_producer);
 
   const char* seed_env = std::getenv("BUBBLEWATCH_KILL_SEED");
@@ -681,12 +698,17 @@ TEST(ProcessorFaultsKafka, HundredRandomKillsMidStreamGiveTheSameWindows) {
             << std::endl;
   RecordProperty("kill_seed", std::to_string(seed));
   std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> life_ms(300, 1200);
+  // 0.3-1.2 s of life, scaled like the pace: under TSan a member needs
+  // seconds to open its store and join before it commits anything.
+  const absl::Duration min_life = testing::Scaled(absl::Milliseconds(300));
+  const absl::Duration max_life = testing::Scaled(absl::Milliseconds(1200));
+  std::uniform_int_distribution<int64_t> life_ms(
+      absl::ToInt64Milliseconds(min_life), absl::ToInt64Milliseconds(max_life));
   // Static membership: a restarted member takes its predecessor's place at
   // once instead of waiting for the killed one's session to expire.
   std::vector<std::string> process = ProcessArgs(topic, store);
   process.insert(process.end(), {"-X", "group.instance.id=campaign-member"});
-  const absl::Time deadline = absl::Now() + absl::Seconds(200);
+  const absl::Time deadline = absl::Now() + testing::Scaled(absl::Seconds(200));
   int kills = 0, mid_stream = 0;
   size_t stored_before_last = 0;
   while (kills < 100 && absl::Now() < deadline) {

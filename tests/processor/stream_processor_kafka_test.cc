@@ -40,6 +40,7 @@
 #include "storage/window_store.h"
 #include "tests/processor/processor_kafka_test_util.h"
 #include "tests/testing/files.h"
+#include "tests/testing/test_time.h"
 
 namespace bubblewatch {
 namespace {
@@ -98,7 +99,11 @@ TEST(StreamProcessorKafka, KilledAgainAndAgainGivesTheSameWindows) {
   ASSERT_EQ(RunToEnd(ProduceArgs(topic)), 0);
   std::vector<WindowSummary> want = OracleWindows();
   std::mt19937 rng(99);
-  std::uniform_int_distribution<int> delay_ms(800, 2500);
+  // Long enough for a window to be stored, short enough to land before
+  // the last: both in wall time, so scaled to the processor's speed.
+  std::uniform_int_distribution<int> delay_ms(
+      absl::ToInt64Milliseconds(testing::Scaled(absl::Milliseconds(800))),
+      absl::ToInt64Milliseconds(testing::Scaled(absl::Milliseconds(2500))));
   bool killed_mid_stream = false;
   for (int kill = 0; kill < 5; ++kill) {
     // Static membership: a restarted member takes its predecessor's place

@@ -21,6 +21,7 @@
 #include "schemas/window_summary.h"
 #include "tests/processor/processor_kafka_test_util.h"
 #include "tests/testing/poll.h"
+#include "tests/testing/test_time.h"
 
 namespace bubblewatch {
 namespace {
@@ -35,9 +36,10 @@ std::vector<std::string> MemberArgs(const std::string& topic,
   // BW_TEST_WITHOUT_STATE_TOPIC=1 turns the changelog off, to see these
   // tests fail without it.
   const bool without = std::getenv("BW_TEST_WITHOUT_STATE_TOPIC") != nullptr;
-  args.insert(args.end(), {"--exit-when-idle", "12s", "--state-topic",
-                           without ? std::string() : topic + ".state",
-                           "--log-level", "info"});
+  args.insert(args.end(),
+              {"--exit-when-idle", testing::ScaledFlag(absl::Seconds(12)),
+               "--state-topic", without ? std::string() : topic + ".state",
+               "--log-level", "info"});
   return args;
 }
 
@@ -101,9 +103,11 @@ TEST_P(StoppedMidStream, TheOtherInstanceTakesOverWithTheSameResult) {
   std::string store_b = ::testing::TempDir() + "/" + topic + "-b";
   CreateTopic(topic, kPartitions);
   // A live producer: the 35 s fleet replayed at 2x takes about 18 s, ample
-  // time for A to finalize two windows per job on a loaded machine.
+  // time for A to finalize two windows per job on a loaded machine (slower
+  // when the programs are, test_time.h: A must stop while it still sends).
   std::vector<std::string> produce = ProduceArgs(topic);
-  produce.insert(produce.end(), {"--replay-speed", "2x"});
+  const std::vector<std::string> pace = testing::ScaledReplaySpeed(2);
+  produce.insert(produce.end(), pace.begin(), pace.end());
   pid_t producer = Spawn(produce);
   pid_t a = Spawn(MemberArgs(topic, store_a));
   pid_t b = Spawn(MemberArgs(topic, store_b));

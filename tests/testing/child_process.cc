@@ -1,9 +1,13 @@
 #include "tests/testing/child_process.h"
 
 #include <fcntl.h>
-#include <spawn.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "gtest/gtest.h"
 
@@ -14,25 +18,61 @@ namespace bubblewatch::testing {
 pid_t SpawnChild(const std::string& binary,
                  const std::vector<std::string>& args,
                  const std::string& stderr_path, StderrMode mode) {
+  // Everything the child needs is built before fork: between fork and exec
+  // it may only make async-signal-safe calls.
   std::vector<std::string> storage = {binary};
   storage.insert(storage.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (std::string& a : storage) argv.push_back(a.data());
   argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  if (!stderr_path.empty()) {
-    const int flags =
-        O_WRONLY | O_CREAT | (mode == StderrMode::kAppend ? O_APPEND : O_TRUNC);
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO,
-                                     stderr_path.c_str(), flags, 0644);
+  const int flags =
+      O_WRONLY | O_CREAT | (mode == StderrMode::kAppend ? O_APPEND : O_TRUNC);
+  // The exec's failure comes back through this pipe (closed on a successful
+  // exec), so that "cannot start" stays a test failure here.
+  int report[2];
+  if (pipe2(report, O_CLOEXEC) != 0) {
+    ADD_FAILURE() << "pipe: " << std::strerror(errno);
+    return -1;
   }
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, binary.c_str(), &actions, nullptr,
-                             argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  EXPECT_EQ(rc, 0) << "cannot start " << binary;
-  return rc == 0 ? pid : -1;
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    // Not posix_spawn: the child must die with this process. A test ended
+    // without its destructors (a sanitizer's halt_on_error, a crash) would
+    // otherwise leave its children running, or SIGSTOPped, holding ctest's
+    // output pipe, and ctest waits for them forever.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);  // Died before prctl took effect.
+    int err = 0;
+    if (!stderr_path.empty()) {
+      const int fd = open(stderr_path.c_str(), flags | O_CLOEXEC, 0644);
+      if (fd < 0 || dup2(fd, STDERR_FILENO) < 0) err = errno;
+    }
+    if (err == 0) {
+      execve(binary.c_str(), argv.data(), environ);
+      err = errno;
+    }
+    [[maybe_unused]] ssize_t n = write(report[1], &err, sizeof err);
+    _exit(127);
+  }
+  close(report[1]);
+  if (pid < 0) {
+    close(report[0]);
+    ADD_FAILURE() << "fork: " << std::strerror(errno);
+    return -1;
+  }
+  int err = 0;
+  ssize_t n;
+  do {
+    n = read(report[0], &err, sizeof err);
+  } while (n < 0 && errno == EINTR);
+  close(report[0]);
+  if (n > 0) {
+    WaitChild(pid);
+    ADD_FAILURE() << "cannot start " << binary << ": " << std::strerror(err);
+    return -1;
+  }
+  return pid;
 }
 
 int WaitChild(pid_t pid) {

@@ -16,7 +16,8 @@ enum class StderrMode { kTruncate, kAppend };
 // Starts `binary ARGS...` (argv[0] = binary) with this process's
 // environment; with `stderr_path`, the child's standard error goes to that
 // file. Returns the pid, or -1 (with a test failure recorded) if it could
-// not start.
+// not start. The child is SIGKILLed if the calling thread ends first (the
+// test process died): call it from the test's own thread.
 pid_t SpawnChild(const std::string& binary,
                  const std::vector<std::string>& args,
                  const std::string& stderr_path = "",

@@ -14,6 +14,9 @@ namespace bubblewatch::testing {
 // interval is not missed. `done` runs on the calling thread; it may be
 // called any number of times, including once with a zero timeout.
 //
+// The timeout is scaled by the test time scale (test_time.h: 1 unless a
+// sanitizer build sets BUBBLEWATCH_TEST_TIME_SCALE).
+//
 // Pick `interval` by the cost of `done`: reading a file or a variable can
 // be asked every few milliseconds, a broker or an HTTP server less often.
 bool PollUntil(absl::FunctionRef<bool()> done, absl::Duration timeout,

@@ -21,13 +21,8 @@
 // last `lookback` records the one with the highest committed position wins,
 // which also discards a late write of a fenced-out (zombie) former owner.
 //
-// Ordering that makes crashes harmless (see StreamProcessor::Commit): local
-// store commit N -> changelog write N -> (acknowledged) -> group offsets N.
-// A crash between any two steps leaves every copy a consistent snapshot that
-// is at most one commit behind; the next owner picks the newest of its local
-// store and the changelog (by committed position), resumes at its resume
-// offset, and replays deterministically up to its committed position without
-// counting anything twice.
+// Why the order of commit steps makes a crash harmless, and how the next
+// owner picks and replays a snapshot: docs/architecture.md#commit-protocol.
 //
 // Thread safety: one thread (the processor's poll loop and its rebalance
 // callback).

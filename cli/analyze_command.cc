@@ -133,7 +133,10 @@ int RunAnalyzeCommand(int argc, char** argv) {
   options.window_ns = absl::ToInt64Nanoseconds(window);
   options.max_windows = max_windows;
   if (absl::Status s = options.Validate(); !s.ok()) {
-    return Fail(kExitUsage, s.message());
+    return Fail(kExitUsage,
+                InFlagTerms(s.message(), {{"top_bubbles", "--top"},
+                                          {"window_ns", "--window"},
+                                          {"max_windows", "--max-windows"}}));
   }
   absl::StatusOr<std::vector<std::string>> paths = ExpandInputs(files);
   if (!paths.ok()) return Fail(kExitBadInput, paths.status().message());

@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "cli/exit_codes.h"
 
 namespace bubblewatch {
@@ -189,6 +190,23 @@ std::string CommandLine::Help() const {
   }
   absl::StrAppend(&out, "  -h, --help                  show this help\n");
   return out;
+}
+
+std::string InFlagTerms(
+    absl::string_view message,
+    std::initializer_list<std::pair<absl::string_view, absl::string_view>>
+        flags) {
+  std::vector<std::pair<absl::string_view, absl::string_view>> replacements(
+      flags.begin(), flags.end());
+  std::string text(message);
+  // "invalid AnalyzerOptions: ..." -> "invalid options: ...".
+  if (absl::StartsWith(text, "invalid ")) {
+    const size_t colon = text.find(": ");
+    if (colon != std::string::npos) {
+      text = absl::StrCat("invalid options", text.substr(colon));
+    }
+  }
+  return absl::StrReplaceAll(text, replacements);
 }
 
 }  // namespace bubblewatch

@@ -10,8 +10,10 @@
 #define BUBBLEWATCH_CLI_COMMAND_LINE_H_
 
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -77,6 +79,16 @@ class CommandLine {
   std::vector<std::pair<char, std::string>> aliases_;
   bool help_requested_ = false;
 };
+
+// A library's options error (Validate(): "invalid AnalyzerOptions:
+// window_ns must be ...") in the terms of the command the user typed: each
+// field of `flags` becomes its flag ("--window must be ..."), and
+// "invalid <Struct>" becomes "invalid options". Fields without a flag stay
+// as they are.
+std::string InFlagTerms(
+    absl::string_view message,
+    std::initializer_list<std::pair<absl::string_view, absl::string_view>>
+        flags);
 
 }  // namespace bubblewatch
 

@@ -151,7 +151,16 @@ int RunProcessCommand(int argc, char** argv) {
   options.windower.window_ns = absl::ToInt64Nanoseconds(window);
   options.windower.lateness_ns = absl::ToInt64Nanoseconds(lateness);
   if (absl::Status s = options.Validate(); !s.ok()) {
-    usage_errors.push_back(std::string(s.message()));
+    usage_errors.push_back(
+        InFlagTerms(s.message(), {{"windower.window_ns", "--window"},
+                                  {"windower.lateness_ns", "--lateness"},
+                                  {"idle_timeout", "--idle-timeout"},
+                                  {"producer_expiry", "--producer-expiry"},
+                                  {"job_expiry", "--job-expiry"},
+                                  {"skew_warning", "--skew-warning"},
+                                  {"retention", "--retention"},
+                                  {"log_interval", "--progress-interval"},
+                                  {"exit_when_idle", "--exit-when-idle"}}));
   }
   if (!http_listen.empty()) {
     if (absl::Status s =

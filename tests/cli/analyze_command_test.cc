@@ -331,6 +331,15 @@ TEST(AnalyzeCommand, TheSameRankTwiceIsBadInput) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1);
 }
 
+TEST(AnalyzeCommand, BadOptionsAreAllNamedByTheirFlags) {
+  auto r = RunBubblewatch(
+      "analyze --top=-2 --window=-1s timeline/seed_sample.json", kTestdata);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("invalid options: --top must be >= 0"));
+  EXPECT_THAT(r.err, HasSubstr("--window must be within"));
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("window_ns")));
+}
+
 TEST(AnalyzeCommand, RankWithSeveralFilesIsAUsageError) {
   auto r = RunBubblewatch(
       "analyze --rank 0 real/hta/sampled_rank-0.json.gz "

@@ -144,18 +144,7 @@ int64_t IntervalSet::CoveredFrom(int64_t a, int64_t b, size_t first) const {
 
 int64_t IntervalSet::CoveredLength(int64_t a, int64_t b) const {
   if (b <= a || intervals_.empty()) return 0;
-  size_t first = FirstEndingAfter(a);
-  // One past the last interval starting before b.
-  size_t last =
-      std::lower_bound(
-          intervals_.begin() + first, intervals_.end(), b,
-          [](const Interval& iv, int64_t v) { return iv.start < v; }) -
-      intervals_.begin();
-  if (first >= last) return 0;
-  int64_t covered = prefix_[last - 1] - (first > 0 ? prefix_[first - 1] : 0);
-  if (intervals_[first].start < a) covered -= a - intervals_[first].start;
-  if (intervals_[last - 1].end > b) covered -= intervals_[last - 1].end - b;
-  return covered;
+  return CoveredFrom(a, b, FirstEndingAfter(a));
 }
 
 int64_t IntervalSet::CoveredLength(int64_t a, int64_t b, size_t* cursor) const {

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "analysis/interval_set.h"
 #include "base/human_duration.h"
 #include "cli/text_style.h"
 
@@ -208,22 +210,15 @@ void WriteCollectivesJson(JsonWriter& w, const CollectiveAnalysis& c) {
 std::string RenderSingleRankCollectivesText(const Trace& trace,
                                             const Analysis& analysis) {
   if (trace.collectives.empty()) return "";
-  int64_t comm = 0;
   // The union per device, summed: collective kernels of one device may
   // overlap on several streams.
-  std::vector<std::pair<int32_t, std::pair<int64_t, int64_t>>> spans;
+  absl::flat_hash_map<int32_t, std::vector<Interval>> by_device;
   for (const CollectiveKernel& c : trace.collectives) {
-    spans.push_back({c.device, {c.start_ns, c.end_ns}});
+    by_device[c.device].push_back({c.start_ns, c.end_ns});
   }
-  std::sort(spans.begin(), spans.end());
-  int32_t device = 0;
-  int64_t end = INT64_MIN;
-  for (const auto& [d, interval] : spans) {
-    if (d != device) end = INT64_MIN;
-    device = d;
-    const int64_t from = std::max(interval.first, end);
-    if (interval.second > from) comm += interval.second - from;
-    end = std::max(end, interval.second);
+  int64_t comm = 0;
+  for (auto& [device, intervals] : by_device) {
+    comm += IntervalSet::FromIntervals(std::move(intervals)).TotalLength();
   }
   return absl::StrCat(
       "\nCollectives\n  ", trace.collectives.size(), " collective kernels, ",

@@ -1,6 +1,7 @@
 #include "ingest/trace_reader.h"
 
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -18,6 +19,7 @@ namespace {
 // Decides between the two JSON shapes by looking for their top-level keys
 // near the start; falls back to a full scan only when neither shows up early.
 constexpr size_t kSniffBytes = 1 << 16;
+constexpr absl::string_view kJsonWhitespace = " \t\r\n";
 
 std::optional<TraceFormat> SniffJsonFormat(absl::string_view json) {
   absl::string_view head = json.substr(0, kSniffBytes);
@@ -96,19 +98,37 @@ absl::StatusOr<Trace> ReadTraceFile(absl::string_view path,
     }
     return Admitted(std::move(trace));
   }
-  // The first 64 KiB (uncompressed) decide the format; a Chrome trace then
-  // streams through the reader, everything else is read whole.
+  // The first 64 KiB (uncompressed) after any leading whitespace decide the
+  // format; a Chrome trace then streams through the reader, everything else
+  // is read whole. Leading whitespace is valid JSON and is skipped as it
+  // streams by, so a file that is mostly blanks (issue 17: 2 GiB of them in
+  // a 2 MB .json.gz) never sits in memory.
   ASSIGN_OR_RETURN(std::unique_ptr<TraceByteSource> source,
                    TraceByteSource::Open(path));
   std::string head(kSniffBytes, '\0');
   size_t head_size = 0;
+  uint64_t blanks_skipped = 0;
+  bool content_seen = false;
   while (head_size < head.size()) {
     ASSIGN_OR_RETURN(size_t n, source->Read(head.data() + head_size,
                                             head.size() - head_size));
     if (n == 0) break;
     head_size += n;
+    if (content_seen) continue;
+    const size_t first = absl::string_view(head.data(), head_size)
+                             .find_first_not_of(kJsonWhitespace);
+    content_seen = first != absl::string_view::npos;
+    const size_t blanks = content_seen ? first : head_size;
+    std::memmove(head.data(), head.data() + blanks, head_size - blanks);
+    head_size -= blanks;
+    blanks_skipped += blanks;
   }
   head.resize(head_size);
+  if (head.empty() && blanks_skipped > 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("not a JSON trace: only whitespace (", blanks_skipped,
+                     " bytes", source->compressed() ? " gunzipped" : "", ")"));
+  }
   if (format == TraceFormat::kAuto) {
     // A gzip-compressed SQLite file: not something nsys writes.
     if (HasSqliteMagic(head)) {
@@ -122,9 +142,9 @@ absl::StatusOr<Trace> ReadTraceFile(absl::string_view path,
   // (a sparse file, a binary) is refused now, not after reading it whole
   // (issue 17: 11 s and 4.2 GB for a 2 GB sparse file).
   if (size_t nul = head.find('\0'); nul != std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("not a JSON trace: a NUL byte at offset ", nul,
-                     source->compressed() ? " of the gunzipped data" : ""));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "not a JSON trace: a NUL byte at offset ", blanks_skipped + nul,
+        source->compressed() ? " of the gunzipped data" : ""));
   }
   if (format == TraceFormat::kChrome) {
     absl::StatusOr<Trace> trace =

@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ingest/trace_io/trace_file.h"
+#include "tests/testing/big_input.h"
 
 namespace bubblewatch {
 namespace {
@@ -153,6 +154,39 @@ TEST(ReadTraceFile, ProgressReachesTheTotal) {
   EXPECT_GT(calls, 2);  // 25 MB of JSON: a call every 4 MB and the end.
   EXPECT_EQ(last_done, last_total);
   EXPECT_EQ(last_total, 25762803);
+}
+
+// Issue 17: a gzip whose content starts with blanks was read whole before its
+// format was decided (analyze needed the inflated size in memory; 2 GiB of
+// blanks in a 2 MB .json.gz). Leading whitespace now streams by.
+constexpr uint64_t kBlanks = uint64_t{512} << 20;
+constexpr int64_t kMaxRssGrowth = 64 << 20;
+
+TEST(ReadTraceFile, AGzipOfOnlyBlanksIsRefusedWithoutHoldingThem) {
+  const std::string path = WriteTemp("blanks.json.gz", "");
+  testing::WriteGzipWithBlanks(path, "", kBlanks, "");
+  testing::PeakRssGrowth rss;
+  absl::StatusOr<Trace> trace = ReadTraceFile(path);
+  EXPECT_EQ(trace.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(trace.status().message(), HasSubstr("only whitespace"));
+  EXPECT_LT(rss.bytes(), kMaxRssGrowth)
+      << "peak RSS grew by " << (rss.bytes() >> 20) << " MiB";
+}
+
+TEST(ReadTraceFile, ATimelineAfterManyBlanksIsReadWithoutHoldingThem) {
+  const std::string path = WriteTemp("padded.json.gz", "");
+  testing::WriteGzipWithBlanks(
+      path, "", kBlanks,
+      R"({"gpu_kernels": [{"name": "k", "start_us": 0, "end_us": 5,
+          "stream": 7}], "cpu_events": []})");
+  testing::PeakRssGrowth rss;
+  absl::StatusOr<Trace> trace = ReadTraceFile(path);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  ASSERT_EQ(trace->gpu.size(), 1u);
+  EXPECT_EQ(trace->gpu[0].end_ns - trace->gpu[0].start_ns, 5000);
+  EXPECT_EQ(trace->source_format, "timeline");
+  EXPECT_LT(rss.bytes(), kMaxRssGrowth)
+      << "peak RSS grew by " << (rss.bytes() >> 20) << " MiB";
 }
 
 }  // namespace

@@ -6,7 +6,6 @@
 #include "ingest/watch/trace_watcher.h"
 
 #include <sys/stat.h>
-#include <zlib.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -25,6 +24,7 @@
 #include "kafka/embedded_kafka_cluster.h"
 #include "schemas/event_batch_codec.h"
 #include "schemas/state_record.h"
+#include "tests/testing/big_input.h"
 #include "tests/testing/files.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/topic_reader.h"
@@ -47,79 +47,13 @@ const std::string kSmallNsys = kRealDir + "/nsys/healthy_1pct.sqlite";
 using testing::ReadFile;
 using testing::WriteFile;
 
-// Writes `prefix`, `blanks` spaces and `suffix` to `path` as one gzip stream.
-// Deflated piece by piece, so that the test itself never holds the inflated
-// content it asks the watcher not to hold; Z_RLE keeps a GiB to a second or
-// two and about 1 MB on disk (deflate's limit is about 1:1000).
-void WriteGzipWithBlanks(const std::string& path, absl::string_view prefix,
-                         uint64_t blanks, absl::string_view suffix) {
-  FILE* out = std::fopen(path.c_str(), "wb");
-  ASSERT_NE(out, nullptr) << path;
-  z_stream zs{};
-  ASSERT_EQ(deflateInit2(&zs, 1, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_RLE), Z_OK);
-  const std::string spaces(1 << 20, ' ');
-  std::string buffer(1 << 16, '\0');
-  auto feed = [&](absl::string_view in, int flush) {
-    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-    zs.avail_in = static_cast<uInt>(in.size());
-    do {
-      zs.next_out = reinterpret_cast<Bytef*>(buffer.data());
-      zs.avail_out = static_cast<uInt>(buffer.size());
-      deflate(&zs, flush);
-      std::fwrite(buffer.data(), 1, buffer.size() - zs.avail_out, out);
-    } while (zs.avail_out == 0);
-  };
-  feed(prefix, Z_NO_FLUSH);
-  for (uint64_t left = blanks; left > 0;) {
-    const uint64_t n = std::min<uint64_t>(left, spaces.size());
-    feed(absl::string_view(spaces).substr(0, n), Z_NO_FLUSH);
-    left -= n;
-  }
-  feed(suffix, Z_FINISH);
-  deflateEnd(&zs);
-  ASSERT_EQ(std::fclose(out), 0);
-}
-
-// A "Name:   123 kB" line of /proc/self/status, in bytes; -1 if unknown.
-int64_t ProcStatusBytes(const char* field) {
-  FILE* f = std::fopen("/proc/self/status", "r");
-  if (f == nullptr) return -1;
-  char line[256];
-  int64_t kib = -1;
-  const size_t n = std::strlen(field);
-  while (std::fgets(line, sizeof(line), f) != nullptr) {
-    if (std::strncmp(line, field, n) == 0 && line[n] == ':') {
-      kib = std::strtoll(line + n + 1, nullptr, 10);
-    }
-  }
-  std::fclose(f);
-  return kib < 0 ? -1 : kib * 1024;
-}
-
-// How far the process's peak RSS rose above its RSS at construction. The
-// peak is reset first (Linux >= 4.0), so that an earlier test's peak does
-// not hide this one's; where that fails, growth of the old peak is measured,
-// which can only understate.
-class PeakRssGrowth {
- public:
-  PeakRssGrowth() {
-    if (FILE* f = std::fopen("/proc/self/clear_refs", "w")) {
-      reset_ = std::fputs("5", f) >= 0;
-      reset_ = std::fclose(f) == 0 && reset_;
-    }
-    base_ = ProcStatusBytes(reset_ ? "VmRSS" : "VmHWM");
-  }
-  int64_t bytes() const { return ProcStatusBytes("VmHWM") - base_; }
-
- private:
-  bool reset_ = false;
-  int64_t base_ = 0;
-};
+using testing::kGiB;
+using testing::PeakRssGrowth;
+using testing::WriteGzipWithBlanks;
 
 // Far below the GiB the files below hold (inflated or sparse), and far
 // above the few MiB that streaming them needs.
 constexpr int64_t kMaxRssGrowth = 200 << 20;
-constexpr uint64_t kGiB = uint64_t{1} << 30;
 
 // --- JobNamePattern -------------------------------------------------------
 

@@ -1,10 +1,15 @@
 // The shared helpers keep the promises their headers make.
+#include <zlib.h>
+
+#include <cstring>
 #include <filesystem>
+#include <memory>
 #include <string>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "tests/testing/big_input.h"
 #include "tests/testing/files.h"
 #include "tests/testing/poll.h"
 #include "tests/testing/temp_dir.h"
@@ -86,6 +91,34 @@ TEST(PollUntil, AZeroTimeoutAsksOnce) {
       },
       absl::ZeroDuration()));
   EXPECT_EQ(calls, 1);
+}
+
+TEST(WriteGzipWithBlanks, InflatesToPrefixBlanksAndSuffix) {
+  TempDir dir;
+  const std::string path = dir.Sub("b.gz");
+  WriteGzipWithBlanks(path, "{", 3 << 20, "}");
+  gzFile in = gzopen(path.c_str(), "rb");
+  ASSERT_NE(in, nullptr);
+  std::string inflated;
+  char buffer[1 << 16];
+  for (int n; (n = gzread(in, buffer, sizeof(buffer))) > 0;) {
+    inflated.append(buffer, n);
+  }
+  gzclose(in);
+  ASSERT_EQ(inflated.size(), (3u << 20) + 2);
+  EXPECT_EQ(inflated.front(), '{');
+  EXPECT_EQ(inflated.back(), '}');
+  EXPECT_EQ(inflated.find_first_not_of(' ', 1), inflated.size() - 1);
+  EXPECT_LT(std::filesystem::file_size(path), 64u << 10);
+}
+
+TEST(PeakRssGrowth, SeesMemoryTouchedSinceConstruction) {
+  PeakRssGrowth rss;
+  constexpr size_t kBytes = 64 << 20;
+  auto block = std::make_unique<char[]>(kBytes);
+  std::memset(block.get(), 1, kBytes);
+  EXPECT_GE(rss.bytes(), static_cast<int64_t>(kBytes) / 2);
+  EXPECT_EQ(block[kBytes - 1], 1);
 }
 
 }  // namespace

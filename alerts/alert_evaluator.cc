@@ -9,11 +9,16 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/status_macros.h"
+#include "flatbuffers/flatbuffers.h"
+#include "schemas/state_generated.h"
+#include "schemas/state_record.h"
 
 namespace bubblewatch {
 namespace {
 
-constexpr absl::string_view kStateVersion = "v1";
+// The version tag of the text alert state written before schemas/state.fbs.
+constexpr absl::string_view kLegacyStateVersion = "v1";
 
 // The window's largest bubble: the longest of its top bubbles or, without
 // them, the job's largest gap and its culprit.
@@ -463,11 +468,13 @@ std::vector<AlertEvent> AlertEvaluator::Active() const {
   return out;
 }
 
-// State blob: a header line "v1 TAB last_activity_ns TAB last_window_start
-// [TAB forgotten]", then per rule "name TAB firing TAB hold TAB clear TAB
-// last_sent_ns TAB details JSON [TAB undelivered event JSON or -]". Rule
-// names hold no tabs; JSON escapes control characters. The bracketed fields
-// came later: states without them read as not forgotten, all delivered.
+// State blobs are StateRecords with an AlertStateRecord body
+// (schemas/state.fbs, docs/state.md). Before that schema they were text (still
+// read, DecodeLegacyAlertState): a header line "v1 TAB last_activity_ns TAB
+// last_window_start [TAB forgotten]", then per rule "name TAB firing TAB hold
+// TAB clear TAB last_sent_ns TAB details JSON [TAB undelivered event JSON or
+// -]". The bracketed fields came later: states without them read as not
+// forgotten, all delivered.
 namespace {
 int64_t TimeToNs(absl::Time t) {
   return t == absl::InfinitePast() ? INT64_MIN : absl::ToUnixNanos(t);
@@ -478,23 +485,113 @@ absl::Time NsToTime(int64_t ns) {
 }  // namespace
 
 std::string AlertEvaluator::SerializeJob(const JobAlerts& j) const {
-  std::string out =
-      absl::StrCat(kStateVersion, "\t", TimeToNs(j.last_activity), "\t",
-                   j.last_window_start_ns, "\t", j.forgotten ? 1 : 0, "\n");
-  for (const auto& [name, st] : j.rules) {
-    absl::StrAppend(
-        &out, name, "\t", st.firing ? 1 : 0, "\t", st.hold, "\t", st.clear,
-        "\t", TimeToNs(st.last_sent), "\t",
-        st.last.rule.empty() ? "-" : AlertEventToJson(st.last), "\t",
-        st.undelivered ? AlertEventToJson(*st.undelivered) : "-", "\n");
+  // Rules in name order, so that equal states give equal bytes.
+  std::vector<const std::pair<const std::string, RuleState>*> rules;
+  rules.reserve(j.rules.size());
+  for (const auto& entry : j.rules) rules.push_back(&entry);
+  std::sort(rules.begin(), rules.end(),
+            [](const auto* a, const auto* b) { return a->first < b->first; });
+  flatbuffers::FlatBufferBuilder builder(256 + 1024 * rules.size());
+  std::vector<flatbuffers::Offset<fb::AlertRuleStateRecord>> records;
+  records.reserve(rules.size());
+  for (const auto* entry : rules) {
+    const RuleState& st = entry->second;
+    auto rule = builder.CreateString(entry->first);
+    auto last = st.last.rule.empty()
+                    ? flatbuffers::Offset<flatbuffers::String>()
+                    : builder.CreateString(AlertEventToJson(st.last));
+    auto undelivered =
+        st.undelivered ? builder.CreateString(AlertEventToJson(*st.undelivered))
+                       : flatbuffers::Offset<flatbuffers::String>();
+    records.push_back(fb::CreateAlertRuleStateRecord(
+        builder, rule, st.firing, st.hold, st.clear, TimeToNs(st.last_sent),
+        last, undelivered));
   }
-  return out;
+  auto body = fb::CreateAlertStateRecord(builder, TimeToNs(j.last_activity),
+                                         j.last_window_start_ns, j.forgotten,
+                                         builder.CreateVector(records));
+  return FinishStateRecord(builder, fb::StateBody::AlertStateRecord,
+                           body.Union());
 }
 
 std::string AlertEvaluator::SerializeFleet(const RuleState& st) const {
   JobAlerts j;
   j.rules.emplace("fleet", st);
   return SerializeJob(j);
+}
+
+absl::StatusOr<AlertEvaluator::JobAlerts> AlertEvaluator::DecodeAlertState(
+    absl::string_view blob, absl::string_view key) {
+  ASSIGN_OR_RETURN(const fb::StateRecord* record,
+                   ReadStateRecord(blob, fb::StateBody::AlertStateRecord,
+                                   absl::StrCat("alert state ", key)));
+  const fb::AlertStateRecord* body = record->body_as_AlertStateRecord();
+  JobAlerts j;
+  j.last_activity = NsToTime(body->last_activity_wall_ns());
+  j.last_window_start_ns = body->last_window_start_ns();
+  j.forgotten = body->forgotten();
+  if (body->rules() == nullptr) return j;
+  for (const fb::AlertRuleStateRecord* r : *body->rules()) {
+    RuleState st;
+    st.firing = r->firing();
+    st.hold = r->hold();
+    st.clear = r->clear();
+    st.last_sent = NsToTime(r->last_sent_wall_ns());
+    if (r->last_event() != nullptr) {
+      ASSIGN_OR_RETURN(st.last, ParseAlertEventJson(r->last_event()->str()));
+    }
+    if (r->undelivered_event() != nullptr) {
+      ASSIGN_OR_RETURN(st.undelivered,
+                       ParseAlertEventJson(r->undelivered_event()->str()));
+    }
+    if (!j.rules.emplace(r->rule()->str(), std::move(st)).second) {
+      return absl::DataLossError(absl::StrCat("alert state ", key, ": rule ",
+                                              r->rule()->str(), " twice"));
+    }
+  }
+  return j;
+}
+
+absl::StatusOr<AlertEvaluator::JobAlerts>
+AlertEvaluator::DecodeLegacyAlertState(absl::string_view blob) {
+  JobAlerts j;
+  bool ok = true;
+  std::vector<absl::string_view> lines =
+      absl::StrSplit(blob, '\n', absl::SkipEmpty());
+  for (size_t i = 0; i < lines.size() && ok; ++i) {
+    std::vector<absl::string_view> f = absl::StrSplit(lines[i], '\t');
+    if (i == 0) {
+      int64_t activity = 0;
+      ok = (f.size() == 3 || f.size() == 4) && f[0] == kLegacyStateVersion &&
+           absl::SimpleAtoi(f[1], &activity) &&
+           absl::SimpleAtoi(f[2], &j.last_window_start_ns);
+      j.last_activity = NsToTime(activity);
+      j.forgotten = f.size() == 4 && f[3] == "1";
+      continue;
+    }
+    RuleState st;
+    int64_t sent = 0;
+    ok = (f.size() == 6 || f.size() == 7) && absl::SimpleAtoi(f[2], &st.hold) &&
+         absl::SimpleAtoi(f[3], &st.clear) && absl::SimpleAtoi(f[4], &sent);
+    if (!ok) break;
+    st.firing = f[1] == "1";
+    st.last_sent = NsToTime(sent);
+    if (f[5] != "-") {
+      absl::StatusOr<AlertEvent> e = ParseAlertEventJson(f[5]);
+      ok = e.ok();
+      if (ok) st.last = *std::move(e);
+    }
+    if (ok && f.size() == 7 && f[6] != "-") {
+      absl::StatusOr<AlertEvent> e = ParseAlertEventJson(f[6]);
+      ok = e.ok();
+      if (ok) st.undelivered = *std::move(e);
+    }
+    j.rules.emplace(std::string(f[0]), std::move(st));
+  }
+  if (!ok || lines.empty()) {
+    return absl::DataLossError("not an alert state in the old text format");
+  }
+  return j;
 }
 
 std::vector<AlertStateUpdate> AlertEvaluator::TakeStateUpdates() {
@@ -527,48 +624,16 @@ absl::Status AlertEvaluator::Restore(
     const std::vector<std::pair<std::string, std::string>>& states) {
   std::vector<std::string> bad;
   for (const auto& [key, blob] : states) {
-    JobAlerts j;
-    bool ok = true;
-    std::vector<absl::string_view> lines =
-        absl::StrSplit(blob, '\n', absl::SkipEmpty());
-    for (size_t i = 0; i < lines.size() && ok; ++i) {
-      std::vector<absl::string_view> f = absl::StrSplit(lines[i], '\t');
-      if (i == 0) {
-        int64_t activity = 0;
-        ok = (f.size() == 3 || f.size() == 4) && f[0] == kStateVersion &&
-             absl::SimpleAtoi(f[1], &activity) &&
-             absl::SimpleAtoi(f[2], &j.last_window_start_ns);
-        j.last_activity = NsToTime(activity);
-        j.forgotten = f.size() == 4 && f[3] == "1";
-        continue;
-      }
-      RuleState st;
-      int64_t sent = 0;
-      ok = (f.size() == 6 || f.size() == 7) &&
-           absl::SimpleAtoi(f[2], &st.hold) &&
-           absl::SimpleAtoi(f[3], &st.clear) && absl::SimpleAtoi(f[4], &sent);
-      if (!ok) break;
-      st.firing = f[1] == "1";
-      st.last_sent = NsToTime(sent);
-      if (f[5] != "-") {
-        absl::StatusOr<AlertEvent> e = ParseAlertEventJson(f[5]);
-        ok = e.ok();
-        if (ok) st.last = *std::move(e);
-      }
-      if (ok && f.size() == 7 && f[6] != "-") {
-        absl::StatusOr<AlertEvent> e = ParseAlertEventJson(f[6]);
-        ok = e.ok();
-        if (ok) st.undelivered = *std::move(e);
-      }
-      j.rules.emplace(std::string(f[0]), std::move(st));
-    }
+    absl::StatusOr<JobAlerts> j = IsStateRecord(blob)
+                                      ? DecodeAlertState(blob, key)
+                                      : DecodeLegacyAlertState(blob);
     absl::string_view rest = key;
-    if (!ok || lines.empty()) {
+    if (!j.ok()) {
       bad.push_back(key);
     } else if (absl::ConsumePrefix(&rest, "j/")) {
-      jobs_[rest] = std::move(j);
-    } else if (absl::ConsumePrefix(&rest, "f/") && j.rules.contains("fleet")) {
-      fleet_[rest] = std::move(j.rules["fleet"]);
+      jobs_[rest] = *std::move(j);
+    } else if (absl::ConsumePrefix(&rest, "f/") && j->rules.contains("fleet")) {
+      fleet_[rest] = std::move(j->rules["fleet"]);
     } else {
       bad.push_back(key);
     }

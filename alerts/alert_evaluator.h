@@ -38,6 +38,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "alerts/alert_event.h"
@@ -126,6 +127,12 @@ class AlertEvaluator {
               std::vector<AlertEvent>& out);
   std::string SerializeJob(const JobAlerts& j) const;
   std::string SerializeFleet(const RuleState& s) const;
+  // A StateRecord's AlertStateRecord (kDataLoss naming `key` if malformed),
+  // and the text format written before it.
+  static absl::StatusOr<JobAlerts> DecodeAlertState(absl::string_view blob,
+                                                    absl::string_view key);
+  static absl::StatusOr<JobAlerts> DecodeLegacyAlertState(
+      absl::string_view blob);
 
   AlertRuleSet rules_;
   AlertEvaluatorOptions options_;

@@ -8,6 +8,8 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "schemas/state_record.h"
+#include "tests/testing/files.h"
 
 namespace bubblewatch {
 namespace {
@@ -324,25 +326,105 @@ TEST(AlertEvaluator, UndeliveredResolutionSurvivesRestartUntilDelivered) {
   EXPECT_TRUE(third.ToDeliver().empty());
 }
 
+// The text alert state written before schemas/state.fbs
+// (tests/testdata/state/README.md): job train-a's sync-stall fired, was
+// delivered, and resolved undelivered; fleet rule "many" fired over five
+// jobs, delivered neither.
+std::string LegacyState(const std::string& name) {
+  return testing::ReadFile(
+      absl::StrCat(BUBBLEWATCH_TESTDATA_DIR, "/state/", name));
+}
+
+TEST(AlertEvaluator, OldTextStatesStillRestoreAndAreRewrittenAsRecords) {
+  const std::string job = LegacyState("alert_job_state_v1.txt");
+  const std::string fleet = LegacyState("alert_fleet_state_v1.txt");
+  ASSERT_FALSE(job.empty());
+  ASSERT_FALSE(fleet.empty());
+  AlertEvaluator ev(Rules(R"(rules:
+  - {name: sync-stall, kind: cause_share_above, cause: host_sync,
+     threshold: 30%, for: 2, clear_for: 2}
+  - {name: stall, kind: cause_share_above, cause: host_sync, threshold: 30%}
+  - {name: many, kind: fleet, rule: stall, jobs_firing_more_than: 2}
+)"),
+                    {});
+  ASSERT_TRUE(ev.Restore({{"j/train-a", job}, {"f/many", fleet}}).ok());
+  std::vector<AlertEvent> active = ev.Active();
+  ASSERT_EQ(active.size(), 1u);
+  EXPECT_EQ(active[0].rule, "many");
+  std::vector<AlertEvent> to_deliver = ev.ToDeliver();
+  ASSERT_EQ(to_deliver.size(), 2u);
+  for (const AlertEvent& e : to_deliver) {
+    if (e.rule == "sync-stall") {
+      EXPECT_EQ(e.status, AlertStatus::kResolved);
+      EXPECT_EQ(e.job, "train-a");
+      EXPECT_EQ(e.ends_at, kT0 + absl::Seconds(20));
+    } else {
+      EXPECT_EQ(e.rule, "many");
+      EXPECT_EQ(e.status, AlertStatus::kRepeat);  // Its latest details.
+      EXPECT_EQ(e.jobs.size(), 5u);
+    }
+  }
+  // The next write of the job's state is a StateRecord.
+  ev.MarkDelivered(to_deliver[0]);
+  ev.MarkDelivered(to_deliver[1]);
+  std::vector<AlertStateUpdate> updates = ev.TakeStateUpdates();
+  ASSERT_FALSE(updates.empty());
+  for (const AlertStateUpdate& u : updates) {
+    if (u.state) EXPECT_TRUE(IsStateRecord(*u.state)) << u.key;
+  }
+}
+
 TEST(AlertEvaluator, StateWithoutDeliveryMarksStillLoads) {
-  // A state blob written before delivery marks existed (6 fields per rule,
-  // 3 in the header): everything in it counts as delivered.
-  AlertEvaluator first(Rules(kSyncRule), {});
-  first.OnWindow(Window("j", 0, 0.5), kT0);
-  first.OnWindow(Window("j", 1, 0.5), kT0);
-  std::vector<std::pair<std::string, std::string>> stored = Stored(first);
-  ASSERT_EQ(stored.size(), 1u);
+  // The text state as written before delivery marks existed (6 fields per
+  // rule, 3 in the header): everything in it counts as delivered.
   std::string old;
-  for (absl::string_view line : absl::StrSplit(stored[0].second, '\n')) {
+  for (absl::string_view line :
+       absl::StrSplit(LegacyState("alert_job_state_v1.txt"), '\n')) {
     if (line.empty()) continue;
     std::vector<absl::string_view> f = absl::StrSplit(line, '\t');
     f.pop_back();
     absl::StrAppend(&old, absl::StrJoin(f, "\t"), "\n");
   }
-  AlertEvaluator second(Rules(kSyncRule), {});
-  ASSERT_TRUE(second.Restore({{stored[0].first, old}}).ok()) << old;
-  EXPECT_EQ(second.Active().size(), 1u);
-  EXPECT_EQ(second.ToDeliver().size(), 1u);
+  AlertEvaluator ev(Rules(kSyncRule), {});
+  ASSERT_TRUE(ev.Restore({{"j/train-a", old}}).ok()) << old;
+  EXPECT_TRUE(ev.Active().empty());
+  EXPECT_TRUE(ev.ToDeliver().empty());
+}
+
+TEST(AlertEvaluator, StatesAreDeterministicVersionedRecords) {
+  // Two rules of one job, reached in different orders: equal bytes.
+  const std::string rules = R"(rules:
+  - {name: a-stall, kind: cause_share_above, cause: host_sync, threshold: 30%}
+  - {name: b-stall, kind: cause_share_above, cause: host_sync, threshold: 40%}
+)";
+  AlertEvaluator first(Rules(rules), {});
+  AlertEvaluator second(Rules(rules), {});
+  first.OnWindow(Window("j", 0, 0.5), kT0);
+  second.OnWindow(Window("j", 0, 0.5), kT0);
+  std::vector<std::pair<std::string, std::string>> a = Stored(first);
+  std::vector<std::pair<std::string, std::string>> b = Stored(second);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a, b);
+  EXPECT_TRUE(IsStateRecord(a[0].second));
+  // And it restores to the same state, which writes the same bytes.
+  AlertEvaluator restored(Rules(rules), {});
+  ASSERT_TRUE(restored.Restore(a).ok());
+  EXPECT_EQ(restored.Active().size(), 2u);
+  restored.OnWindow(Window("j", 1, 0.5), kT0);
+  first.OnWindow(Window("j", 1, 0.5), kT0);
+  EXPECT_EQ(Stored(restored), Stored(first));
+}
+
+TEST(AlertEvaluator, ARecordOfAnotherKindIsDataLossNotFatal) {
+  // A watch-state record under an alert key: verified, refused by body.
+  flatbuffers::FlatBufferBuilder builder;
+  auto body = fb::CreateWatchStateRecord(builder);
+  const std::string wrong =
+      FinishStateRecord(builder, fb::StateBody::WatchStateRecord, body.Union());
+  AlertEvaluator ev(Rules(kSyncRule), {});
+  absl::Status s = ev.Restore({{"j/x", wrong}});
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("j/x"));
 }
 
 constexpr char kForgetRules[] = R"(rules:

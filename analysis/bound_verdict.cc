@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "analysis/cpu_event_classifier.h"
+#include "schemas/bubble_cause.h"
 
 namespace bubblewatch {
 namespace {
@@ -30,10 +31,89 @@ std::string LeadText(const std::optional<int64_t>& lead) {
 constexpr absl::string_view kGpuAdvice =
     "The GPU is the bottleneck: take the top kernels to Nsight Compute, and "
     "overlap communication and copies with compute.";
-constexpr absl::string_view kCopyAdvice =
-    "Copies keep the GPU from computing: copy from pinned memory with "
-    "non_blocking=True on a side stream so copies overlap kernels, and move "
-    "fewer, larger buffers.";
+// What to do about the copies of each kind (CopyKind order): overlap them
+// with compute, batch them into fewer larger ones, or avoid them.
+constexpr std::array<absl::string_view, kNumCopyKinds> kCopyAdvice = {
+    // h2d_pageable
+    "Host-to-device copies from pageable memory: pin the source "
+    "(DataLoader pin_memory=True, tensor.pin_memory()) so that "
+    "non_blocking=True copies on a side stream overlap compute; batch small "
+    "copies into one larger one; avoid the copy where the data can stay on "
+    "the GPU or be created there.",
+    // h2d_pinned
+    "Host-to-device copies, already from pinned memory: overlap them with "
+    "compute (non_blocking=True on a side stream, prefetch the next batch "
+    "while this one runs); batch small copies into one larger one; avoid the "
+    "copy where the data can stay on the GPU or be created there.",
+    // d2h_pageable
+    "Device-to-host copies into pageable memory block the host: copy into a "
+    "preallocated pinned buffer with non_blocking=True and synchronize only "
+    "when the values are needed; fetch results less often and in one larger "
+    "copy; avoid the copy (keep metrics on the GPU, log every N steps).",
+    // d2h_pinned
+    "Device-to-host copies into pinned memory: overlap them with compute on "
+    "a side stream and synchronize only when the values are needed; fetch "
+    "results less often and in one larger copy; avoid the copy (keep metrics "
+    "on the GPU, log every N steps).",
+    // d2d
+    "Device-to-device copies: avoid them (views instead of "
+    ".contiguous()/.clone(), in-place ops, no dtype or layout round trips); "
+    "batch small ones; overlap peer copies with compute on a side stream.",
+    // memset
+    "Memsets: avoid zero-filling what is overwritten anyway (torch.empty "
+    "instead of torch.zeros, zero_grad(set_to_none=True)); batch small ones.",
+    // other
+    "Copies keep the GPU from computing: overlap them with compute on a side "
+    "stream, batch small copies into fewer larger ones, or avoid them.",
+};
+
+std::string Bytes(double bytes) {
+  if (bytes < 1024.0) return absl::StrFormat("%.0f B", bytes);
+  if (bytes < 1024.0 * 1024.0) return absl::StrFormat("%.1f KiB", bytes / 1024);
+  return absl::StrFormat("%.1f MiB", bytes / (1024.0 * 1024.0));
+}
+
+// Appends to `reason` the copy kinds holding at least 5% of the bubbles'
+// copy time ("; copies in bubbles: h2d_pinned 97% (466 copies, mean 2.0
+// MiB)") and sets `advice` to the dominant kind's.
+void AppendCopyFigures(const CopyKindBreakdown& copies, std::string* reason,
+                       std::string* advice) {
+  int64_t total = 0;
+  int top = static_cast<int>(CopyKind::kOther);
+  int64_t top_ns = 0;
+  for (int k = 0; k < kNumCopyKinds; ++k) {
+    total += copies[k].bubble_ns;
+    if (copies[k].bubble_ns > top_ns) {
+      top = k;
+      top_ns = copies[k].bubble_ns;
+    }
+  }
+  *advice = std::string(kCopyAdvice[top]);
+  if (total == 0) return;
+  std::array<int, kNumCopyKinds> order;
+  for (int k = 0; k < kNumCopyKinds; ++k) order[k] = k;
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return copies[a].bubble_ns > copies[b].bubble_ns;
+  });
+  std::string parts;
+  for (int k : order) {
+    const CopyKindFigures& f = copies[k];
+    const double share =
+        static_cast<double>(f.bubble_ns) / static_cast<double>(total);
+    if (f.bubble_ns == 0 || share < 0.05) continue;
+    absl::StrAppend(&parts, parts.empty() ? "" : ", ",
+                    CopyKindName(static_cast<CopyKind>(k)), " ", Percent(share),
+                    " (", f.count, f.count == 1 ? " copy" : " copies");
+    if (f.bytes > 0) {
+      absl::StrAppend(
+          &parts, ", mean ",
+          Bytes(static_cast<double>(f.bytes) / static_cast<double>(f.count)));
+    }
+    absl::StrAppend(&parts, ")");
+  }
+  absl::StrAppend(reason, "; copies in bubbles: ", parts);
+}
+
 constexpr absl::string_view kFloodAdvice =
     "Tiny-kernel flood: capture the step with CUDA Graphs, fuse small ops "
     "(torch.compile), or batch work into fewer, larger kernels.";
@@ -121,21 +201,14 @@ std::pair<uint32_t, uint32_t> IdleClassifier::NextKernel(
   return {best, best_launch};
 }
 
-IdleBreakdown IdleClassifier::Classify(const DeviceTimeline& timeline,
-                                       const IntervalSet& copies,
-                                       GapLeads* leads) const {
-  IdleBreakdown out;
+void IdleClassifier::Classify(const DeviceTimeline& timeline,
+                              const IntervalSet& copies,
+                              GapLeads* leads) const {
   for (const Gap& gap : timeline.gaps()) {
     const int64_t g0 = gap.start_ns;
     const int64_t g1 = gap.end_ns;
-    const int64_t copying = copies.CoveredLength(g0, g1);
-    out.copy_ns += copying;
-    const int64_t rest = g1 - g0 - copying;
-    if (rest == 0) continue;
-    if (!gap.has_next()) {
-      out.unknown_ns += rest;
-      continue;
-    }
+    if (copies.CoveredLength(g0, g1) == g1 - g0) continue;
+    if (!gap.has_next()) continue;
     auto [next, launch] = NextKernel(timeline, gap);
     const bool known = launch != LaunchIndex::kNone;
     const ThreadActivity& activity = known ? ActivityOf(launch) : all_threads_;
@@ -146,7 +219,6 @@ IdleBreakdown IdleClassifier::Classify(const DeviceTimeline& timeline,
 
     if (static_cast<double>(activity.data_loading.CoveredLength(g0, g1)) >=
         kInputGapCoverage * static_cast<double>(g1 - g0)) {
-      out.input_ns += rest;
       continue;
     }
     // A sync that returned around the time the GPU went idle, before the
@@ -157,20 +229,55 @@ IdleBreakdown IdleClassifier::Classify(const DeviceTimeline& timeline,
         std::lower_bound(activity.sync_ends.begin(), activity.sync_ends.end(),
                          g0 - kSyncReturnSlackNs);
     if (it != activity.sync_ends.end() && *it <= sync_bound) {
-      out.sync_ns += rest;
-      ++out.sync_gaps;
+      ++leads->sync_gaps;
       if (known) leads->after_sync.push_back(lead);
       continue;
     }
-    if (!known) {
-      out.unknown_ns += rest;
-    } else if (trace_.cpu[launch].end_ns > g0 - kQueuedAheadNs) {
-      out.launch_ns += rest;
-      ++out.launch_gaps;
+    if (known && trace_.cpu[launch].end_ns > g0 - kQueuedAheadNs) {
+      ++leads->launch_gaps;
       leads->after_launch_gap.push_back(lead);
-    } else {
-      out.gpu_side_ns += rest;
     }
+  }
+}
+
+IdleBreakdown GroupAttribution(const Attribution& a,
+                               const IdleClassifier::GapLeads& leads) {
+  auto at = [&a](BubbleCause c) { return a[static_cast<int>(c)]; };
+  IdleBreakdown idle;
+  idle.copy_ns = at(BubbleCause::kMemcpy);
+  idle.input_ns = at(BubbleCause::kDataLoading);
+  idle.sync_ns = at(BubbleCause::kHostSync) + at(BubbleCause::kAllocator);
+  idle.launch_ns =
+      at(BubbleCause::kLaunchOverhead) + at(BubbleCause::kHostCompute);
+  idle.gpu_side_ns = at(BubbleCause::kGpuDependency);
+  idle.unknown_ns = at(BubbleCause::kUnattributed);
+  idle.sync_gaps = leads.sync_gaps;
+  idle.launch_gaps = leads.launch_gaps;
+  return idle;
+}
+
+CopyKindBreakdown CopiesInBubbles(const Trace& trace,
+                                  const DeviceTimeline& timeline,
+                                  const std::vector<uint32_t>& copies) {
+  CopyKindBreakdown out{};
+  const std::vector<Gap>& gaps = timeline.gaps();
+  for (uint32_t i : copies) {
+    const GpuActivity& a = trace.gpu[i];
+    // The first gap ending after the copy starts.
+    auto it =
+        std::upper_bound(gaps.begin(), gaps.end(), a.start_ns,
+                         [](int64_t t, const Gap& g) { return t < g.end_ns; });
+    int64_t covered = 0;
+    for (; it != gaps.end() && it->start_ns < a.end_ns; ++it) {
+      covered +=
+          std::min(a.end_ns, it->end_ns) - std::max(a.start_ns, it->start_ns);
+    }
+    if (covered <= 0) continue;
+    CopyKindFigures& f = out[static_cast<int>(
+        ClassifyCopy(a.kind, trace.Name(a.name), a.pageable))];
+    f.bubble_ns += covered;
+    ++f.count;
+    f.bytes += a.bytes;
   }
   return out;
 }
@@ -210,40 +317,64 @@ BoundVerdict DecideVerdict(const VerdictEvidence& evidence, int64_t kernels) {
   struct Candidate {
     int64_t ns;
     Verdict verdict;
+    std::vector<BubbleCause> causes;  // The attribution causes it groups.
   };
   // Ties go to the earlier entry.
-  const std::array<Candidate, 5> candidates = {{
-      {idle.input_ns, Verdict::kInputBound},
-      {idle.sync_ns, Verdict::kSyncBound},
-      {idle.launch_ns, Verdict::kCpuBound},
-      {idle.gpu_side_ns + idle.copy_ns, Verdict::kGpuBound},
-      {idle.unknown_ns, Verdict::kUnknown},
+  const std::array<Candidate, 6> candidates = {{
+      {idle.input_ns, Verdict::kInputBound, {BubbleCause::kDataLoading}},
+      {idle.sync_ns,
+       Verdict::kSyncBound,
+       {BubbleCause::kHostSync, BubbleCause::kAllocator}},
+      {idle.launch_ns,
+       Verdict::kCpuBound,
+       {BubbleCause::kHostCompute, BubbleCause::kLaunchOverhead}},
+      {idle.copy_ns, Verdict::kCopyBound, {BubbleCause::kMemcpy}},
+      {idle.gpu_side_ns, Verdict::kGpuBound, {BubbleCause::kGpuDependency}},
+      {idle.unknown_ns, Verdict::kUnknown, {BubbleCause::kUnattributed}},
   }};
-  Candidate top = candidates[0];
+  const Candidate* top = &candidates[0];
   for (const Candidate& c : candidates) {
-    if (c.ns > top.ns) top = c;
+    if (c.ns > top->ns) top = &c;
   }
-  const double share =
-      total > 0 ? static_cast<double>(top.ns) / static_cast<double>(total)
-                : 0.0;
-  const std::string head =
-      absl::StrCat(Percent(share), " of bubble time (utilization ",
-                   Percent(e.utilization), ")");
+  auto share_of = [total](int64_t ns) {
+    return total > 0 ? static_cast<double>(ns) / static_cast<double>(total)
+                     : 0.0;
+  };
+  // "host_compute 91% + launch_overhead 6%": the causes with time, largest
+  // first (ties in list order).
+  auto causes_text = [&](std::vector<BubbleCause> causes,
+                         absl::string_view separator) {
+    std::stable_sort(causes.begin(), causes.end(),
+                     [&](BubbleCause a, BubbleCause b) {
+                       return e.attribution[static_cast<int>(a)] >
+                              e.attribution[static_cast<int>(b)];
+                     });
+    std::string out;
+    for (BubbleCause c : causes) {
+      const int64_t ns = e.attribution[static_cast<int>(c)];
+      if (ns == 0) continue;
+      absl::StrAppend(&out, out.empty() ? "" : separator, BubbleCauseName(c),
+                      " ", Percent(share_of(ns)));
+    }
+    return out;
+  };
+  const double share = share_of(top->ns);
   if (total == 0 || share < kDominantIdleShare) {
     v.verdict = Verdict::kBalanced;
-    auto part = [&](int64_t ns) {
-      return Percent(total > 0 ? static_cast<double>(ns) / total : 0.0);
-    };
-    v.reason = absl::StrCat(
-        "utilization ", Percent(e.utilization),
-        "; no single idle class holds half of the bubble time: copy ",
-        part(idle.copy_ns), ", input ", part(idle.input_ns), ", sync ",
-        part(idle.sync_ns), ", launch ", part(idle.launch_ns), ", gpu-side ",
-        part(idle.gpu_side_ns), ", unknown ", part(idle.unknown_ns));
+    std::vector<BubbleCause> all;
+    for (int c = 0; c < kNumBubbleCauses; ++c) {
+      all.push_back(static_cast<BubbleCause>(c));
+    }
+    v.reason = absl::StrCat("utilization ", Percent(e.utilization),
+                            "; no idle class holds half of the bubble time: ",
+                            total > 0 ? causes_text(all, ", ") : "no bubbles");
     return v;
   }
-  v.verdict = top.verdict;
-  switch (top.verdict) {
+  const std::string head = absl::StrCat(
+      Percent(share), " of bubble time (utilization ", Percent(e.utilization),
+      ") is ", causes_text(top->causes, " + "), ":");
+  v.verdict = top->verdict;
+  switch (top->verdict) {
     case Verdict::kInputBound:
       v.reason = absl::StrCat(head,
                               " the launching thread was in the "
@@ -252,8 +383,8 @@ BoundVerdict DecideVerdict(const VerdictEvidence& evidence, int64_t kernels) {
       break;
     case Verdict::kSyncBound:
       v.reason = absl::StrCat(
-          head, " follows host syncs that drained the queue (", idle.sync_gaps,
-          idle.sync_gaps == 1 ? " gap)" : " gaps)");
+          head, " the host waited for the GPU to drain (", idle.sync_gaps,
+          idle.sync_gaps == 1 ? " gap" : " gaps", " after a sync)");
       if (e.post_sync_lead_p50_ns && e.lead_p50_ns) {
         absl::StrAppend(&v.reason, "; launch lead p50 after a sync ",
                         Duration(*e.post_sync_lead_p50_ns), " vs ",
@@ -265,8 +396,8 @@ BoundVerdict DecideVerdict(const VerdictEvidence& evidence, int64_t kernels) {
       const bool flood = e.tiny_kernel_share >= kTinyKernelFloodShare;
       v.reason = absl::StrCat(
           head,
-          " the GPU waited for kernel launches: the kernels ending "
-          "those gaps started ",
+          " the GPU waited while the CPU ran its own work and issued the "
+          "next kernel; kernels ending launch gaps started ",
           LeadText(e.post_launch_gap_lead_p50_ns),
           " after their launch (p50; all kernels ", LeadText(e.lead_p50_ns),
           ")");
@@ -276,31 +407,37 @@ BoundVerdict DecideVerdict(const VerdictEvidence& evidence, int64_t kernels) {
                         Duration(kTinyKernelNs), ": a tiny-kernel flood");
       }
       v.advice = std::string(flood ? kFloodAdvice : kLaunchAdvice);
+      // Host work shows as bubbles only when the queue is empty: if most of
+      // these gaps followed a sync that drained it, the sync is what to
+      // remove first.
+      if (idle.sync_gaps > 0 && idle.sync_gaps >= idle.launch_gaps) {
+        absl::StrAppend(&v.reason, "; ", idle.sync_gaps,
+                        idle.sync_gaps == 1 ? " gap" : " gaps",
+                        " followed a sync that drained the queue");
+        if (e.post_sync_lead_p50_ns && e.lead_p50_ns) {
+          absl::StrAppend(&v.reason, " (launch lead p50 after a sync ",
+                          Duration(*e.post_sync_lead_p50_ns), " vs ",
+                          Duration(*e.lead_p50_ns), " overall)");
+        }
+        v.advice = absl::StrCat(kSyncAdvice, " ", v.advice);
+      }
       break;
     }
+    case Verdict::kCopyBound:
+      v.reason = absl::StrCat(head, " the GPU was copying, not computing");
+      AppendCopyFigures(e.copies, &v.reason, &v.advice);
+      break;
     case Verdict::kGpuBound:
-      if (idle.copy_ns > idle.gpu_side_ns) {
-        v.reason = absl::StrCat(head, " the GPU was copying memory (",
-                                Percent(static_cast<double>(idle.copy_ns) /
-                                        static_cast<double>(total)),
-                                " memcpy/memset)");
-        if (e.lead_p50_ns) {
-          absl::StrAppend(&v.reason, " while the CPU was ",
-                          Duration(*e.lead_p50_ns), " ahead (launch lead p50)");
-        }
-        v.advice = std::string(kCopyAdvice);
-      } else {
-        v.reason = absl::StrCat(
-            head,
-            " kernels were queued in time but waited on the GPU (stream/event "
-            "dependencies, communication, copies); launch lead p50 ",
-            LeadText(e.lead_p50_ns));
-        v.advice = std::string(kGpuAdvice);
-      }
+      v.reason = absl::StrCat(
+          head,
+          " kernels were queued in time but waited on the GPU (stream/event "
+          "dependencies, communication); launch lead p50 ",
+          LeadText(e.lead_p50_ns));
+      v.advice = std::string(kGpuAdvice);
       break;
     default:
       v.reason =
-          absl::StrCat(head, " has no launch call in the trace to explain it");
+          absl::StrCat(head, " the trace has no CPU events to explain it");
       break;
   }
   return v;

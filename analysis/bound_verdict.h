@@ -1,7 +1,7 @@
 // The CPU-bound / GPU-bound verdict of a diagnosis (analysis/diagnosis.h
-// documents the rules and thresholds): first every bubble of a device is put
-// in an idle class by what held up the kernel that ended it, then the
-// classes' shares, utilization and launch lead decide.
+// documents the rules and thresholds): the attribution's causes, grouped
+// into idle classes, utilization and launch lead decide; the gaps are also
+// classed by what held up the kernel that ended each, for lead figures.
 #ifndef BUBBLEWATCH_ANALYSIS_BOUND_VERDICT_H_
 #define BUBBLEWATCH_ANALYSIS_BOUND_VERDICT_H_
 
@@ -23,18 +23,21 @@ class IdleClassifier {
  public:
   IdleClassifier(const Trace& trace, const LaunchIndex& launches);
 
-  // Launch leads of the kernels ending gaps of one class.
+  // The gaps of each class and the launch leads of the kernels ending them.
   struct GapLeads {
+    int64_t sync_gaps = 0;
+    int64_t launch_gaps = 0;
     std::vector<int64_t> after_sync;
     std::vector<int64_t> after_launch_gap;
   };
 
-  // The idle breakdown of `timeline`'s gaps; `copies` holds the device's
-  // memcpy and memset intervals. A trailing gap without a next kernel is
-  // unknown. Appends to `leads` the launch lead of each kernel ending a sync
-  // or launch gap.
-  IdleBreakdown Classify(const DeviceTimeline& timeline,
-                         const IntervalSet& copies, GapLeads* leads) const;
+  // Classes `timeline`'s gaps (diagnosis.h, after the verdict rules);
+  // `copies` holds the device's memcpy and memset intervals, and a gap they
+  // cover entirely is no class. A trailing gap without a next kernel is no
+  // class. Counts each sync or launch gap in `leads` and appends the launch
+  // lead of the kernel ending it.
+  void Classify(const DeviceTimeline& timeline, const IntervalSet& copies,
+                GapLeads* leads) const;
 
  private:
   // Host activity of one thread, or of all threads together.
@@ -55,6 +58,17 @@ class IdleClassifier {
   absl::flat_hash_map<uint64_t, size_t> slot_of_thread_;
   ThreadActivity all_threads_;
 };
+
+// The attribution's causes grouped into idle classes (diagnosis.h, step 1),
+// with the gap counts of `leads`.
+IdleBreakdown GroupAttribution(const Attribution& attribution,
+                               const IdleClassifier::GapLeads& leads);
+
+// The copies (trace.gpu indices `copies`, memcpy and memset activities of the
+// device of `timeline`) inside the timeline's gaps, by kind.
+CopyKindBreakdown CopiesInBubbles(const Trace& trace,
+                                  const DeviceTimeline& timeline,
+                                  const std::vector<uint32_t>& copies);
 
 // Reaches the verdict from `evidence` (file comment of diagnosis.h); `kernels`
 // is the number of non-empty kernels. Fills reason and advice.

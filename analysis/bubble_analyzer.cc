@@ -337,8 +337,13 @@ std::string Analyzer::Blame(const DeviceInput& input, const GapContext& ctx,
       }
       host_class = HostClass::kLaunch;
       break;
-    default:
-      break;  // host_compute: the framework op that was running.
+    default: {
+      // host_compute: the framework op that was running, never a range
+      // around the whole bubble (docs/semantics.md#reports).
+      std::optional<size_t> op = host_->FindBlamedHostCompute(
+          ctx.scope, lo, std::min(hi, ctx.host_end), lo, hi);
+      return op ? std::string(trace_.names[trace_.cpu[*op].name]) : "";
+    }
   }
   std::optional<size_t> blamed =
       host_->FindBlamed(ctx.scope, host_class, lo, std::min(hi, ctx.host_end));

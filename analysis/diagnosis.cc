@@ -19,9 +19,13 @@
 namespace bubblewatch {
 namespace {
 
-constexpr std::array<absl::string_view, 6> kVerdictNames = {
-    "unknown",    "gpu_bound",   "cpu_bound",
-    "sync_bound", "input_bound", "balanced"};
+constexpr std::array<absl::string_view, 7> kVerdictNames = {
+    "unknown",     "gpu_bound", "cpu_bound", "sync_bound",
+    "input_bound", "balanced",  "copy_bound"};
+
+constexpr std::array<absl::string_view, kNumCopyKinds> kCopyKindNames = {
+    "h2d_pageable", "h2d_pinned", "d2h_pageable", "d2h_pinned",
+    "d2d",          "memset",     "other"};
 
 std::optional<int64_t> Median(std::vector<int64_t>& values) {
   if (values.empty()) return std::nullopt;
@@ -39,38 +43,52 @@ int64_t CountSteps(const Trace& trace) {
 }
 
 VerdictEvidence MakeEvidence(const UtilizationStats& stats,
-                             const IdleBreakdown& idle,
+                             const IdleClassifier::GapLeads& gap_leads,
+                             const CopyKindBreakdown& copies,
                              const LaunchLeadStats& lead,
-                             IdleClassifier::GapLeads& gap_leads,
                              const QueueDepthStats& queue,
                              const KernelBreakdown& kernels) {
   VerdictEvidence e;
   e.utilization = stats.utilization();
   e.bubble_ratio = stats.bubble_ratio();
-  e.idle = idle;
+  e.attribution = stats.attribution;
+  e.idle = GroupAttribution(stats.attribution, gap_leads);
+  e.copies = copies;
   if (lead.lead.count > 0) e.lead_p50_ns = lead.lead.p50_ns;
-  e.post_sync_lead_p50_ns = Median(gap_leads.after_sync);
-  e.post_launch_gap_lead_p50_ns = Median(gap_leads.after_launch_gap);
+  std::vector<int64_t> after_sync = gap_leads.after_sync;
+  std::vector<int64_t> after_launch_gap = gap_leads.after_launch_gap;
+  e.post_sync_lead_p50_ns = Median(after_sync);
+  e.post_launch_gap_lead_p50_ns = Median(after_launch_gap);
   e.queue_mean = queue.mean;
   e.tiny_kernel_share = kernels.tiny_share();
   return e;
-}
-
-void AddIdle(const IdleBreakdown& d, IdleBreakdown& sum) {
-  sum.copy_ns += d.copy_ns;
-  sum.input_ns += d.input_ns;
-  sum.sync_ns += d.sync_ns;
-  sum.launch_ns += d.launch_ns;
-  sum.gpu_side_ns += d.gpu_side_ns;
-  sum.unknown_ns += d.unknown_ns;
-  sum.sync_gaps += d.sync_gaps;
-  sum.launch_gaps += d.launch_gaps;
 }
 
 }  // namespace
 
 absl::string_view VerdictName(Verdict verdict) {
   return kVerdictNames[static_cast<size_t>(verdict)];
+}
+
+absl::string_view CopyKindName(CopyKind kind) {
+  return kCopyKindNames[static_cast<size_t>(kind)];
+}
+
+CopyKind ClassifyCopy(GpuActivityKind kind, absl::string_view name,
+                      bool pageable) {
+  if (kind == GpuActivityKind::kMemset) return CopyKind::kMemset;
+  if (absl::StrContains(name, "HtoD")) {
+    return pageable ? CopyKind::kHostToDevicePageable
+                    : CopyKind::kHostToDevicePinned;
+  }
+  if (absl::StrContains(name, "DtoH")) {
+    return pageable ? CopyKind::kDeviceToHostPageable
+                    : CopyKind::kDeviceToHostPinned;
+  }
+  if (absl::StrContains(name, "DtoD") || absl::StrContains(name, "PtoP")) {
+    return CopyKind::kDeviceToDevice;
+  }
+  return CopyKind::kOther;
 }
 
 std::optional<Verdict> ParseVerdict(absl::string_view name) {
@@ -93,6 +111,7 @@ absl::StatusOr<Diagnosis> DiagnoseTrace(const Trace& trace,
   }
   std::vector<std::vector<KernelSlot>> kernels(analysis.devices.size());
   std::vector<std::vector<Interval>> copies(analysis.devices.size());
+  std::vector<std::vector<uint32_t>> copy_indices(analysis.devices.size());
   for (size_t i = 0; i < trace.gpu.size(); ++i) {
     const GpuActivity& a = trace.gpu[i];
     if (a.end_ns <= a.start_ns) continue;
@@ -106,6 +125,7 @@ absl::StatusOr<Diagnosis> DiagnoseTrace(const Trace& trace,
           {a.start_ns, a.end_ns, static_cast<uint32_t>(i)});
     } else {
       copies[it->second].push_back({a.start_ns, a.end_ns});
+      copy_indices[it->second].push_back(static_cast<uint32_t>(i));
     }
   }
 
@@ -117,7 +137,7 @@ absl::StatusOr<Diagnosis> DiagnoseTrace(const Trace& trace,
   timelines.reserve(kernels.size());
   std::vector<DeviceLaunchFigures> launch_figures;
   IdleClassifier::GapLeads job_gap_leads;
-  IdleBreakdown job_idle;
+  CopyKindBreakdown job_copies{};
   for (size_t i = 0; i < kernels.size(); ++i) {
     const DeviceAnalysis& da = analysis.devices[i];
     timelines.emplace_back(std::move(kernels[i]), trace);
@@ -134,18 +154,26 @@ absl::StatusOr<Diagnosis> DiagnoseTrace(const Trace& trace,
     f.kernels = BreakDownKernels(trace, one, timeline.compute_ns(),
                                  options.top_kernels);
     IdleClassifier::GapLeads gap_leads;
-    const IdleBreakdown idle = classifier.Classify(
+    classifier.Classify(
         timeline, IntervalSet::FromIntervals(std::move(copies[i])), &gap_leads);
-    AddIdle(idle, job_idle);
+    job_gap_leads.sync_gaps += gap_leads.sync_gaps;
+    job_gap_leads.launch_gaps += gap_leads.launch_gaps;
     for (auto [from, to] :
          {std::pair(&gap_leads.after_sync, &job_gap_leads.after_sync),
           std::pair(&gap_leads.after_launch_gap,
                     &job_gap_leads.after_launch_gap)}) {
       to->insert(to->end(), from->begin(), from->end());
     }
-    f.verdict = DecideVerdict(
-        MakeEvidence(da.stats, idle, f.launch, gap_leads, f.queue, f.kernels),
-        f.kernels.kernels);
+    const CopyKindBreakdown device_copies =
+        CopiesInBubbles(trace, timeline, copy_indices[i]);
+    for (int k = 0; k < kNumCopyKinds; ++k) {
+      job_copies[k].bubble_ns += device_copies[k].bubble_ns;
+      job_copies[k].count += device_copies[k].count;
+      job_copies[k].bytes += device_copies[k].bytes;
+    }
+    f.verdict = DecideVerdict(MakeEvidence(da.stats, gap_leads, device_copies,
+                                           f.launch, f.queue, f.kernels),
+                              f.kernels.kernels);
     out.devices.push_back(std::move(dd));
   }
 
@@ -156,8 +184,8 @@ absl::StatusOr<Diagnosis> DiagnoseTrace(const Trace& trace,
   job.kernels = BreakDownKernels(trace, all, analysis.job.compute_ns,
                                  options.top_kernels);
   job.verdict =
-      DecideVerdict(MakeEvidence(analysis.job, job_idle, job.launch,
-                                 job_gap_leads, job.queue, job.kernels),
+      DecideVerdict(MakeEvidence(analysis.job, job_gap_leads, job_copies,
+                                 job.launch, job.queue, job.kernels),
                     job.kernels.kernels);
   return out;
 }

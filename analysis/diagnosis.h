@@ -7,30 +7,26 @@
 //   - where the GPU time goes: the top kernels by total time, with NCCL
 //     communication kernels apart and their overlap with compute;
 //   - a verdict, per device and for the job: gpu_bound, cpu_bound,
-//     sync_bound, input_bound or balanced, with the numbers behind it.
+//     sync_bound, input_bound, copy_bound or balanced, with the numbers
+//     behind it.
 //
 // How the verdict is reached (thresholds below, as named constants):
-//   1. Every gap between busy intervals of a device (the bubbles of
-//      docs/semantics.md#device-metrics) is split into idle classes. The
-//      part covered by a memcpy or memset on the device is copy
-//      (docs/semantics.md#step-1-copies: the GPU was copying). The rest
-//      goes to one class, by the kernel N that ends the gap and N's launch
-//      call L, checked in this order:
-//        input    data-loading events (ClassifyCpuEvent kDataLoading) on L's
-//                 thread cover at least kInputGapCoverage of the gap;
-//        sync     a sync or allocator event (ClassifyCpuEvent kSync or
-//                 kAllocator: cudaFree and empty_cache synchronize the
-//                 device; or the launch of a pageable copy) on L's thread
-//                 returned while the GPU was idle or just before
-//                 (end in [gap start - kSyncReturnSlackNs, gap end]) and
-//                 before L began: the host waited for the GPU to drain, so
-//                 the queue was empty when it went on;
-//        launch   L returned later than kQueuedAheadNs before the gap began:
-//                 the GPU was waiting for the CPU to issue N (launch-bound);
-//        gpu_side L returned earlier: N was queued in time and the GPU waited
-//                 on itself (stream/event dependencies, communication peers);
-//        unknown  N's launch is not in the trace and no input or sync event
-//                 explains the gap (then "L's thread" above means all threads).
+//   1. The verdict speaks the attribution's vocabulary: the bubble time of
+//      the device (or the job) is AnalyzeTrace's attribution
+//      (docs/semantics.md#attribution), its causes grouped into idle
+//      classes, so a verdict's share is a share of the attribution a report
+//      shows beside it:
+//        input    data_loading;
+//        sync     host_sync + allocator (cudaFree and empty_cache
+//                 synchronize the device);
+//        launch   launch_overhead + host_compute: the GPU waited for the CPU
+//                 to issue the next kernel, the CPU issuing it or busy with
+//                 its own work first;
+//        copy     memcpy: the GPU was copying, not computing;
+//        gpu_side gpu_dependency: the next kernel was queued in time and the
+//                 GPU waited on itself (stream/event dependencies,
+//                 communication peers);
+//        unknown  unattributed.
 //   2. The verdict, first rule that applies:
 //        unknown      the device ran no non-empty kernel;
 //        gpu_bound    utilization >= kBusyMinUtilization and the CPU is ahead
@@ -38,17 +34,30 @@
 //                     known): kernels back to back, the queue never empties;
 //        balanced     utilization >= kBusyMinUtilization but the CPU is not
 //                     ahead: busy, but any host slowdown will show as bubbles;
-//        input_bound / sync_bound / cpu_bound / gpu_bound
+//        input_bound / sync_bound / cpu_bound / copy_bound / gpu_bound
 //                     the idle class holding the most bubble time (input,
-//                     sync, launch, and gpu_side + copy together: the GPU
-//                     side), if it holds at least kDominantIdleShare of it;
+//                     sync, launch, copy, gpu_side; ties to the earlier), if
+//                     it holds at least kDominantIdleShare of it;
 //        unknown      the unknown class holds at least kDominantIdleShare;
 //        balanced     otherwise: idle time spread over several classes.
+//   A copy_bound verdict's advice follows the copies inside the bubbles
+//   (CopyKindBreakdown): host-to-device or device-to-host, pinned or
+//   pageable host memory, device-to-device, memset.
 //   The job's verdict applies the same rules to the job's figures (sums over
 //   devices, percentiles over all kernels).
+//
+// Beside the shares, each gap is classed by what held up the kernel N that
+// ended it and N's launch call L, for the lead figures only
+// (IdleBreakdown::sync_gaps, launch_gaps and the post-sync and post-launch
+// lead percentiles): a sync gap when a sync-class event on L's thread returned
+// while the GPU was idle or just before (end in [gap start -
+// kSyncReturnSlackNs, min(gap end, L start)]), a launch gap when L returned
+// later than kQueuedAheadNs before the gap began. Gaps mostly covered by
+// data loading (kInputGapCoverage) or by copies are neither.
 #ifndef BUBBLEWATCH_ANALYSIS_DIAGNOSIS_H_
 #define BUBBLEWATCH_ANALYSIS_DIAGNOSIS_H_
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -93,10 +102,11 @@ enum class Verdict : uint8_t {
   kSyncBound = 3,
   kInputBound = 4,
   kBalanced = 5,
+  kCopyBound = 6,
 };
 
 // "unknown", "gpu_bound", "cpu_bound", "sync_bound", "input_bound",
-// "balanced".
+// "balanced", "copy_bound".
 absl::string_view VerdictName(Verdict verdict);
 std::optional<Verdict> ParseVerdict(absl::string_view name);
 
@@ -174,8 +184,9 @@ struct KernelBreakdown {
   }
 };
 
-// Bubble time by idle class (file comment, step 1). Adds up to the bubble
-// time of AnalyzeTrace (for the same device set).
+// Bubble time by idle class: the attribution's causes grouped (file
+// comment, step 1). Adds up to the bubble time of AnalyzeTrace (for the same
+// device set).
 struct IdleBreakdown {
   int64_t copy_ns = 0;
   int64_t input_ns = 0;
@@ -183,18 +194,56 @@ struct IdleBreakdown {
   int64_t launch_ns = 0;
   int64_t gpu_side_ns = 0;
   int64_t unknown_ns = 0;
-  int64_t sync_gaps = 0;    // Gaps (rests after copies) classed sync.
-  int64_t launch_gaps = 0;  // Gaps (rests after copies) classed launch.
+  int64_t sync_gaps = 0;    // Gaps (rests after copies) following a sync.
+  int64_t launch_gaps = 0;  // Gaps (rests after copies) waiting for L.
   int64_t total_ns() const {
     return copy_ns + input_ns + sync_ns + launch_ns + gpu_side_ns + unknown_ns;
   }
 };
+
+// What kind of copy a memcpy or memset is, for copy_bound advice. The
+// direction is read from the copy's name, which both readers write in
+// Kineto's spelling ("Memcpy HtoD (Pinned -> Device)"; the Nsight reader
+// builds it from copyKind, srcKind and dstKind); pageable is
+// GpuActivity::pageable.
+enum class CopyKind : uint8_t {
+  kHostToDevicePageable = 0,
+  kHostToDevicePinned = 1,
+  kDeviceToHostPageable = 2,
+  kDeviceToHostPinned = 3,
+  kDeviceToDevice = 4,  // DtoD and PtoP.
+  kMemset = 5,
+  kOther = 6,  // Any other or unknown direction.
+};
+inline constexpr int kNumCopyKinds = 7;
+
+// "h2d_pageable", "h2d_pinned", "d2h_pageable", "d2h_pinned", "d2d",
+// "memset", "other".
+absl::string_view CopyKindName(CopyKind kind);
+
+// The kind of a memcpy or memset activity named `name`.
+CopyKind ClassifyCopy(GpuActivityKind kind, absl::string_view name,
+                      bool pageable);
+
+// The copies inside a device's bubbles, by kind.
+struct CopyKindFigures {
+  // Time of the bubbles the copies of this kind cover; copies of several
+  // kinds (streams) overlapping the same instant each count it.
+  int64_t bubble_ns = 0;
+  int64_t count = 0;   // Copies overlapping a bubble.
+  uint64_t bytes = 0;  // Their bytes (0 where the trace does not say).
+};
+using CopyKindBreakdown = std::array<CopyKindFigures, kNumCopyKinds>;
 
 // The numbers a verdict was reached from.
 struct VerdictEvidence {
   double utilization = 0.0;
   double bubble_ratio = 0.0;
   IdleBreakdown idle;
+  // The attribution the idle classes group (per cause, adds up to the
+  // bubble time).
+  Attribution attribution{};
+  CopyKindBreakdown copies{};
   // Launch lead p50 of all kernels, of the kernels ending a sync gap (the
   // lead "collapses" after a sync), and of those ending a launch gap;
   // nullopt when none is known.
@@ -207,8 +256,9 @@ struct VerdictEvidence {
 
 struct BoundVerdict {
   Verdict verdict = Verdict::kUnknown;
-  // One sentence with the deciding numbers, e.g. "68% of bubble time: the
-  // GPU waits for kernel launches (lead p50 8 us); 91% of kernels < 10 us".
+  // One sentence with the deciding numbers, e.g. "97% of bubble time
+  // (utilization 23%) is host_compute 91% + launch_overhead 6%: the GPU
+  // waited for the CPU to issue kernels ...".
   std::string reason;
   // What to change, from the seeds; empty for unknown and balanced.
   std::string advice;

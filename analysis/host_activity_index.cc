@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
+
 namespace bubblewatch {
 namespace {
 
@@ -174,17 +176,67 @@ std::optional<size_t> HostActivityIndex::FindBlamed(Scope scope,
               host_class == HostClass::kDataLoading;
   if (scope.thread_slot >= 0 && rare) {
     for (uint32_t i : rare_events_[scope.thread_slot]) consider(i);
-  } else if (scope.thread_slot >= 0) {
-    uint64_t thread = 0;
-    for (const auto& [id, slot] : slots_) {
-      if (slot == scope.thread_slot) thread = id;
-    }
-    for (size_t i = 0; i < trace_.cpu.size(); ++i) {
-      if (trace_.cpu[i].thread == thread) consider(i);
-    }
   } else {
-    for (size_t i = 0; i < trace_.cpu.size(); ++i) consider(i);
+    ForEachEventOf(scope, consider);
   }
+  return best;
+}
+
+template <typename F>
+void HostActivityIndex::ForEachEventOf(Scope scope, F f) const {
+  if (scope.thread_slot < 0) {
+    for (size_t i = 0; i < trace_.cpu.size(); ++i) f(i);
+    return;
+  }
+  uint64_t thread = 0;
+  for (const auto& [id, slot] : slots_) {
+    if (slot == scope.thread_slot) thread = id;
+  }
+  for (size_t i = 0; i < trace_.cpu.size(); ++i) {
+    if (trace_.cpu[i].thread == thread) f(i);
+  }
+}
+
+std::optional<size_t> HostActivityIndex::FindBlamedHostCompute(
+    Scope scope, int64_t a, int64_t b, int64_t lo, int64_t hi) const {
+  std::optional<size_t> best;
+  int best_tier = 0;
+  int64_t best_overlap = 0;
+  ForEachEventOf(scope, [&](size_t i) {
+    if (classes_[i] != HostClass::kContext) return;
+    const CpuEvent& e = trace_.cpu[i];
+    // The Python stack and the profiler's step ranges are where the time
+    // was spent, not what spent it; a range around the whole bubble (a
+    // module's forward, a record_function block) is the same kind of
+    // context.
+    if (e.category == CpuEventCategory::kPythonFunction) return;
+    if (e.start_ns <= lo && e.end_ns >= hi) return;
+    int tier = 0;
+    if (e.category == CpuEventCategory::kUserAnnotation) {
+      if (absl::StartsWith(trace_.Name(e.name), "ProfilerStep#")) return;
+      // An annotation inside the bubble (an NVTX op range of
+      // emit_nvtx, which is all an Nsight trace has of operators) only
+      // when no operator ran there.
+      tier = 1;
+    }
+    const int64_t overlap = std::min(b, e.end_ns) - std::max(a, e.start_ns);
+    if (overlap <= 0) return;
+    if (best) {
+      const CpuEvent& c = trace_.cpu[*best];
+      if (tier != best_tier) {
+        if (tier > best_tier) return;
+      } else if (overlap != best_overlap) {
+        if (overlap < best_overlap) return;
+      } else if (e.start_ns != c.start_ns) {
+        if (e.start_ns < c.start_ns) return;
+      } else if (e.end_ns >= c.end_ns) {
+        return;
+      }
+    }
+    best = i;
+    best_tier = tier;
+    best_overlap = overlap;
+  });
   return best;
 }
 

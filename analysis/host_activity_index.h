@@ -70,8 +70,23 @@ class HostActivityIndex {
   std::optional<size_t> FindBlamed(Scope scope, HostClass host_class, int64_t a,
                                    int64_t b) const;
 
+  // The CPU op blamed for host_compute time in [a, b), the host-side window
+  // of the bubble [lo, hi) (docs/semantics.md#reports): among the context
+  // events of `scope` that overlap [a, b) and do not enclose the whole
+  // bubble, a framework operator (or an event of unknown category) before a
+  // user annotation, then the one overlapping [a, b) the most, then the
+  // later start (the inner one), then the earlier end. Profiler steps
+  // (ProfilerStep#N), Python stack ranges and any range enclosing the bubble
+  // are context and never blamed; nullopt when nothing else overlaps.
+  // Linear in the events of the scope.
+  std::optional<size_t> FindBlamedHostCompute(Scope scope, int64_t a, int64_t b,
+                                              int64_t lo, int64_t hi) const;
+
  private:
   const Levels& LevelsOf(Scope scope) const;
+  // Calls `f(i)` for every CPU event index of `scope`.
+  template <typename F>
+  void ForEachEventOf(Scope scope, F f) const;
 
   const Trace& trace_;
   std::vector<HostClass> classes_;            // Per CPU event.

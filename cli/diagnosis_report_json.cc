@@ -51,6 +51,16 @@ void WriteVerdict(JsonWriter& w, const BoundVerdict& v) {
   w.Key("gpu_side").Double(Us(e.idle.gpu_side_ns));
   w.Key("unknown").Double(Us(e.idle.unknown_ns));
   w.EndObject();
+  w.Key("copies_in_bubbles").BeginObject();
+  for (int k = 0; k < kNumCopyKinds; ++k) {
+    const CopyKindFigures& c = e.copies[k];
+    w.Key(CopyKindName(static_cast<CopyKind>(k))).BeginObject();
+    w.Key("us").Double(Us(c.bubble_ns));
+    w.Key("count").Int(c.count);
+    w.Key("bytes").Int(static_cast<int64_t>(c.bytes));
+    w.EndObject();
+  }
+  w.EndObject();
   w.Key("sync_gaps").Int(e.idle.sync_gaps);
   w.Key("launch_gaps").Int(e.idle.launch_gaps);
   w.Key("launch_lead_p50_us");

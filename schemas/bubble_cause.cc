@@ -48,9 +48,13 @@ absl::string_view BubbleCauseAdvice(BubbleCause cause) {
              "allocator reuse memory "
              "(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True).";
     case BubbleCause::kMemcpy:
-      return "The GPU idled while data was copied. Use pinned memory "
-             "(pin_memory=True) and non_blocking=True copies on a side "
-             "stream so transfers overlap compute; move fewer bytes.";
+      // Whether the copies are pinned or pageable, and their direction, is
+      // known only with the trace: the diagnosis's copy_bound advice says
+      // which of these applies (analysis/diagnosis.h).
+      return "The GPU idled while data was copied. Overlap copies with "
+             "compute (non_blocking=True on a side stream; pageable host "
+             "memory must be pinned first), batch small copies into larger "
+             "ones, or avoid the copy.";
     case BubbleCause::kDataLoading:
       return "Input-bound: the GPU waited for the DataLoader. Raise "
              "num_workers, set pin_memory=True and prefetch_factor, "

@@ -59,6 +59,64 @@ TEST(BubbleAnalyzer, SeedSampleGivesTheSeedsNumbersAndAttribution) {
   EXPECT_EQ(a.top_bubbles[0].after->name, "batch_norm");
 }
 
+// A 190 us gap [10, 200) whose next kernel is launched at 150 us: 140 us of
+// host_compute, 50 us of launch_overhead. Around the whole gap: a profiler
+// step, a record_function range, a Python frame and an operator; inside
+// it, `inside` (if not empty) with a nested child.
+Analysis HostComputeGap(const std::string& inside) {
+  TraceBuilder b;
+  b.Kernel("a", 0, 10, 7, 0, 1).Kernel("b", 200, 210, 7, 0, 2);
+  b.Launch(-5, -4, 1).Launch(150, 160, 2);
+  b.Cpu("ProfilerStep#4", -20, 400, 1, 0, CpuEventCategory::kUserAnnotation);
+  b.Cpu("## forward ##", -15, 300, 1, 0, CpuEventCategory::kUserAnnotation);
+  b.Cpu("train.py(42): step", -12, 290, 1, 0,
+        CpuEventCategory::kPythonFunction);
+  b.Cpu("DistributedDataParallel.forward", -10, 250, 1, 0,
+        CpuEventCategory::kCpuOp);
+  if (!inside.empty()) {
+    b.Cpu(inside, 20, 140, 1, 0, CpuEventCategory::kCpuOp);
+    b.Cpu("aten::as_strided", 30, 40, 1, 0, CpuEventCategory::kCpuOp);
+  }
+  // Another thread's long op overlaps more, but is not the launching thread.
+  b.Cpu("aten::other_thread", 10, 200, 2, 0, CpuEventCategory::kCpuOp);
+  return MustAnalyze(b.Build());
+}
+
+TEST(BubbleAnalyzer, HostComputeBlamesTheOpInsideTheGapNotTheStep) {
+  Analysis a = HostComputeGap("aten::unflatten_dense_tensors");
+  ASSERT_EQ(a.top_bubbles.size(), 1u);
+  EXPECT_EQ(a.top_bubbles[0].cause, BubbleCause::kHostCompute);
+  EXPECT_EQ(Cause(a.job, BubbleCause::kHostCompute), 140 * kUs);
+  EXPECT_EQ(a.top_bubbles[0].blamed, "aten::unflatten_dense_tensors");
+}
+
+TEST(BubbleAnalyzer, HostComputeBlamesAnAnnotationOnlyWithoutAnOperator) {
+  // An NVTX op range inside the gap (an Nsight trace's operators): blamed
+  // when no framework operator ran there, not over one.
+  for (bool with_op : {false, true}) {
+    TraceBuilder b;
+    b.Kernel("a", 0, 10, 7, 0, 1).Kernel("b", 200, 210, 7, 0, 2);
+    b.Launch(-5, -4, 1).Launch(150, 160, 2);
+    b.Cpu("ProfilerStep#4", 5, 140, 1, 0, CpuEventCategory::kUserAnnotation);
+    b.Cpu("aten::layer_norm, seq = 7", 20, 140, 1, 0,
+          CpuEventCategory::kUserAnnotation);
+    if (with_op) b.Cpu("aten::add_", 30, 40, 1, 0, CpuEventCategory::kCpuOp);
+    Analysis a = MustAnalyze(b.Build());
+    ASSERT_EQ(a.top_bubbles.size(), 1u);
+    EXPECT_EQ(a.top_bubbles[0].blamed,
+              with_op ? "aten::add_" : "aten::layer_norm, seq = 7");
+  }
+}
+
+TEST(BubbleAnalyzer, RangesAroundTheWholeGapAreNeverBlamed) {
+  // Only ranges enclosing the gap (and the other thread's op): nothing to
+  // blame, rather than the profiler step.
+  Analysis a = HostComputeGap("");
+  ASSERT_EQ(a.top_bubbles.size(), 1u);
+  EXPECT_EQ(a.top_bubbles[0].cause, BubbleCause::kHostCompute);
+  EXPECT_EQ(a.top_bubbles[0].blamed, "");
+}
+
 TEST(BubbleAnalyzer, LaunchBeforeGapIsGpuDependency) {
   TraceBuilder b;
   b.Kernel("a", 0, 10, 7, 0, 1).Kernel("b", 20, 30, 7, 0, 2);

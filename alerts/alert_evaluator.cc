@@ -646,4 +646,23 @@ absl::Status AlertEvaluator::Restore(
   return absl::OkStatus();
 }
 
+StoredAlerts ReadStoredAlerts(
+    const std::vector<std::pair<std::string, std::string>>& states) {
+  StoredAlerts out;
+  // No rules: Restore and Active read the state as committed, and nothing
+  // is evaluated again. One key at a time, so that a bad blob is named.
+  AlertEvaluator ev(AlertRuleSet{}, AlertEvaluatorOptions{});
+  for (const auto& state : states) {
+    if (!ev.Restore({state}).ok()) {
+      out.unreadable_keys.push_back(state.first);
+      continue;
+    }
+    absl::string_view job = state.first;
+    if (absl::ConsumePrefix(&job, "j/")) out.evaluated_jobs.emplace_back(job);
+  }
+  std::sort(out.evaluated_jobs.begin(), out.evaluated_jobs.end());
+  out.firing = ev.Active();
+  return out;
+}
+
 }  // namespace bubblewatch

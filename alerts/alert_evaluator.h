@@ -145,6 +145,25 @@ class AlertEvaluator {
 std::string JobAlertStateKey(absl::string_view job);
 std::string FleetAlertStateKey(absl::string_view rule);
 
+// What the committed alert state (WindowStoreReader::AlertStates) says, for
+// readers of the store that run no rules of their own (serve/: the alert
+// state of each job on the dashboard). It is as current as the store: the
+// processor commits the state with the windows that changed it.
+struct StoredAlerts {
+  // Every alert firing, as its latest event (AlertEvaluator::Active).
+  std::vector<AlertEvent> firing;
+  // The jobs that have alert state: the processor's rules evaluated them
+  // (firing or not), in job order.
+  std::vector<std::string> evaluated_jobs;
+  // Keys whose blob does not parse; their alerts are left out.
+  std::vector<std::string> unreadable_keys;
+};
+
+// Reads `states` as written by AlertEvaluator::TakeStateUpdates. Never fails:
+// blobs that do not parse are listed, the others read.
+StoredAlerts ReadStoredAlerts(
+    const std::vector<std::pair<std::string, std::string>>& states);
+
 }  // namespace bubblewatch
 
 #endif  // BUBBLEWATCH_ALERTS_ALERT_EVALUATOR_H_

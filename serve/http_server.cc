@@ -23,6 +23,7 @@
 #include "base/text_escape.h"
 #include "httplib.h"
 #include "serve/dashboard_assets.h"
+#include "serve/device_report.h"
 #include "serve/http_connections.h"
 #include "serve/query_params.h"
 #include "serve/query_report.h"
@@ -196,6 +197,14 @@ class HttpServer::Impl {
                 [this](const httplib::Request& req, httplib::Response& res) {
                   JobWindows(req, res);
                 });
+    server_.Get(R"(/api/v1/jobs/(.+)/devices)",
+                [this](const httplib::Request& req, httplib::Response& res) {
+                  JobDevices(req, res);
+                });
+    server_.Get("/api/v1/alerts",
+                [this](const httplib::Request& req, httplib::Response& res) {
+                  Alerts(req, res);
+                });
     server_.Get("/api/v1/fleet",
                 [this](const httplib::Request& req, httplib::Response& res) {
                   Fleet(req, res);
@@ -271,6 +280,32 @@ class HttpServer::Impl {
     Reply(res, RenderJobReportJson(*report, *pretty));
   }
 
+  void JobDevices(const httplib::Request& req, httplib::Response& res) {
+    auto params = Params(req, {"last", "from", "to", "pretty"});
+    if (!params.ok()) return ReplyError(res, params.status());
+    absl::StatusOr<JobPeriod> period = ParseJobPeriod(
+        Get(*params, "last"), Get(*params, "from"), Get(*params, "to"));
+    if (!period.ok()) return ReplyError(res, period.status());
+    absl::StatusOr<bool> pretty = Pretty(*params);
+    if (!pretty.ok()) return ReplyError(res, pretty.status());
+    if (absl::Status s = MaybeRefresh(); !s.ok()) return ReplyError(res, s);
+    absl::StatusOr<JobDeviceReport> report =
+        QueryJobDevices(*store_, req.matches[1].str(), *period);
+    if (!report.ok()) return ReplyError(res, report.status());
+    Reply(res, RenderJobDevicesJson(*report, *pretty));
+  }
+
+  void Alerts(const httplib::Request& req, httplib::Response& res) {
+    auto params = Params(req, {"pretty"});
+    if (!params.ok()) return ReplyError(res, params.status());
+    absl::StatusOr<bool> pretty = Pretty(*params);
+    if (!pretty.ok()) return ReplyError(res, pretty.status());
+    if (absl::Status s = MaybeRefresh(); !s.ok()) return ReplyError(res, s);
+    auto states = store_->AlertStates();
+    if (!states.ok()) return ReplyError(res, states.status());
+    Reply(res, RenderAlertsJson(ReadStoredAlerts(*states), *pretty));
+  }
+
   void Fleet(const httplib::Request& req, httplib::Response& res) {
     auto params = Params(req, {"top", "by", "pretty"});
     if (!params.ok()) return ReplyError(res, params.status());
@@ -322,6 +357,10 @@ class HttpServer::Impl {
 
   static void Reply(httplib::Response& res, std::string json) {
     res.set_header("Cache-Control", "no-store");
+    // RFC 9110 6.6.1: the server's clock, which the dashboard measures "last
+    // seen" against (the browser's own clock may be off).
+    res.set_header("Date", absl::FormatTime("%a, %d %b %Y %H:%M:%S GMT",
+                                            absl::Now(), absl::UTCTimeZone()));
     res.set_content(std::move(json), std::string(kJson));
   }
 

@@ -9,7 +9,10 @@
 //   GET /api/v1/jobs                          the job list
 //   GET /api/v1/jobs/{job}/windows?last=1h    a job report (or from=&to=;
 //        bubbles=N, pretty=1)
+//   GET /api/v1/jobs/{job}/devices?last=1h    the same windows per device
+//        (serve/device_report.h; from=&to=, pretty=1)
 //   GET /api/v1/fleet?top=20&by=bubble_ratio  the fleet ranking (pretty=1)
+//   GET /api/v1/alerts                        the committed alert state
 //   GET /metrics                              Prometheus text format 0.0.4
 //   GET /healthz                              {"status":"ok"}
 //   GET /, /app.js, ...                       the dashboard (built in)

@@ -1,14 +1,19 @@
-// The bubblewatch dashboard. Without ?job= it shows the fleet ranking; with
-// ?job=NAME (and optionally &last=1h) one job's utilization over time, each
-// window's span stacked as compute + bubble time by cause, the rolling
-// figures and the top bubbles.
+// The bubblewatch dashboard. Without ?job= it shows the fleet ranking, with
+// each job's last-seen time (stale jobs dimmed) and alert state; with
+// ?job=NAME (and optionally &last=1h, &y=auto|full|zoom) one job's
+// utilization over time, each window's span stacked as compute + bubble time
+// by cause, the rolling figures, utilization per device per window (lines,
+// or a heat map beyond HEATMAP_FROM devices) and the top bubbles.
 //
 // Data comes from the JSON API (docs/query.md).
 // With a bearer token configured, the token is asked once and kept in
 // sessionStorage (or passed as #token=... in the URL).
 //
 // When the page has drawn what it shows, #status gets data-state="rendered"
-// (plus data-windows / data-rows): the headless-browser test waits for it.
+// plus what the headless-browser test checks (tests/cli/
+// dashboard_browser_test.cc): data-windows / data-rows and the other counts,
+// the page's scroll and view widths, and the boxes (x,y,w,h in CSS px) of the
+// drawn regions, whose pixels the test reads in a screenshot.
 'use strict';
 
 const CAUSES = ['host_sync', 'launch_overhead', 'allocator', 'memcpy',
@@ -19,10 +24,26 @@ const CAUSE_COLORS = {
   gpu_dependency: '#3e4784', unattributed: '#d0d5dd',
 };
 const REFRESH_MS = 15000;
+// A job is stale when it has not reported for STALE_WINDOWS window lengths
+// (its latest window's), and at least STALE_MIN_MS: the processor commits
+// a live job every few seconds, so 3 missed windows is no jitter.
+const STALE_WINDOWS = 3;
+const STALE_MIN_MS = 30000;
+// More devices than lines one can tell apart: a heat map instead.
+const HEATMAP_FROM = 9;
+// Viridis (perceptually uniform, colour-blind safe): 0 % to 100 % busy.
+const HEAT_STOPS = ['#440154', '#3b528b', '#21918c', '#5ec962', '#fde725'];
+const HEAT_EMPTY = '#eaecf0';
+// Lines of the per-device view, device 0 first.
+const DEVICE_COLORS = ['#2f6fdf', '#f79009', '#12b76a', '#d92d20', '#7a5af8',
+  '#06aed4', '#ee46bc', '#3e4784'];
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
-let chart = null;
+const charts = {};
+// The server's clock (the Date header of its last API reply), which "last
+// seen" is measured against; the browser's clock only when there is none.
+let serverNowMs = null;
 
 function setStatus(state, text, data) {
   const s = $('status');
@@ -42,6 +63,8 @@ async function api(path) {
   const t = token();
   if (t) headers.Authorization = 'Bearer ' + t;
   const res = await fetch(path, { headers, cache: 'no-store' });
+  const date = Date.parse(res.headers.get('Date') || '');
+  if (!Number.isNaN(date)) serverNowMs = date;
   const body = await res.json().catch(() => ({ error: 'bad reply' }));
   if (res.status === 401) {
     $('token-form').hidden = false;
@@ -84,8 +107,14 @@ function kernelCell(row, kernel) {
   const max = 40;
   const short = name.length <= max ? name
     : name.slice(0, 25) + '…' + name.slice(name.length - (max - 26));
-  cell(row, short);
-  row.lastChild.title = name;
+  nameCell(row, short, name);
+}
+
+// A cell for a long name, cut to the column's width (style.css td.name);
+// `full` is the tooltip.
+function nameCell(row, text, full) {
+  cell(row, text, 'name');
+  row.lastChild.title = full;
 }
 
 function card(label, value) {
@@ -101,14 +130,78 @@ function card(label, value) {
   return d;
 }
 
+// "12 s ago", "5 min ago", "3 h ago", "2 d ago".
+function ago(ms) {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 120) return s + ' s ago';
+  if (s < 7200) return Math.round(s / 60) + ' min ago';
+  if (s < 172800) return Math.round(s / 3600) + ' h ago';
+  return Math.round(s / 86400) + ' d ago';
+}
+
+// "x,y,w,h" of an element's box in CSS px of the page (for the test's
+// pixel checks).
+function box(el) {
+  const r = el.getBoundingClientRect();
+  return [r.left + scrollX, r.top + scrollY, r.width, r.height]
+    .map((v) => Math.round(v)).join(',');
+}
+
+// The page's layout figures: a page wider than its view scrolls sideways.
+function layout() {
+  const d = document.documentElement;
+  return { scrollWidth: d.scrollWidth, viewWidth: d.clientWidth };
+}
+
+// The alert-state cell of `job`: the rules firing for it, "ok" when the
+// processor's rules evaluated it and none fires, "-" when none did (no
+// rules, or none selecting this job).
+function alertCell(row, job, alerts) {
+  const span = document.createElement('span');
+  let state;
+  if (alerts.error) {
+    state = 'unknown';
+    span.textContent = '?';
+    span.title = 'alert state unavailable: ' + alerts.error;
+  } else {
+    const firing = alerts.firing.filter((a) => a.job === job);
+    if (firing.length > 0) {
+      state = 'firing';
+      span.textContent = firing.map((a) => a.rule).join(', ');
+      span.title = firing.map((a) => `${a.severity}: ${a.summary} (since ${a.starts_at})`).join('\n');
+    } else if (alerts.evaluated_jobs.includes(job)) {
+      state = 'ok';
+      span.textContent = 'ok';
+      span.title = 'alert rules evaluated, none firing';
+    } else {
+      state = 'none';
+      span.textContent = '-';
+      span.title = 'no alert rule evaluated this job';
+    }
+  }
+  span.className = 'alert ' + state;
+  cell(row, span, 'alerts');
+  row.lastChild.dataset.alert = state;
+  return state;
+}
+
 async function showFleet() {
   $('fleet-view').hidden = false;
   const order = $('order');
   order.value = params.get('by') || 'bubble_ratio';
   order.onchange = () => { params.set('by', order.value); location.search = params; };
-  const fleet = await api('api/v1/fleet?top=100&by=' + encodeURIComponent(order.value));
+  // The alert state is optional: a server without it still shows the fleet.
+  const [fleet, jobs, alerts] = await Promise.all([
+    api('api/v1/fleet?top=100&by=' + encodeURIComponent(order.value)),
+    api('api/v1/jobs'),
+    api('api/v1/alerts').catch((err) => ({ error: String(err.message || err) })),
+  ]);
+  const now = serverNowMs !== null ? serverNowMs : Date.now();
+  const info = new Map(jobs.jobs.map((j) => [j.job, j]));
   const body = $('fleet-table').tBodies[0];
   body.replaceChildren();
+  let stale = 0;
+  let firing = 0;
   for (const e of fleet.top) {
     const w = e.window;
     const tr = document.createElement('tr');
@@ -119,28 +212,84 @@ async function showFleet() {
     cell(tr, String(e.rank), 'num');
     cell(tr, link);
     cell(tr, utc(w.start_ns));
+    // Last seen: wall time of the job's last report to the processor.
+    const j = info.get(e.job);
+    const seenMs = j ? Date.parse(j.last_seen) : NaN;
+    const age = now - seenMs;
+    const limit = Math.max(STALE_WINDOWS * (w.end_ns - w.start_ns) / 1e6, STALE_MIN_MS);
+    const isStale = !(age <= limit) || seenMs <= 0;
+    cell(tr, Number.isNaN(seenMs) || seenMs <= 0 ? 'never' : ago(age), 'num seen');
+    tr.lastChild.title = j ? j.last_seen : 'unknown';
+    if (isStale) {
+      tr.classList.add('stale');
+      tr.title = `stale: not seen for more than ${Math.round(limit / 1000)} s`;
+      ++stale;
+    }
     cell(tr, pct(w.utilization), 'num');
     cell(tr, pct(w.bubble_ratio), 'num');
     cell(tr, duration(w.bubble_us), 'num');
     cell(tr, dom ? dom + ' ' + pct(w.attribution_us[dom] / w.bubble_us) : '-');
     kernelCell(tr, w.culprit_before_bubble);
+    if (alertCell(tr, e.job, alerts) === 'firing') ++firing;
+    tr.dataset.job = e.job;
     body.appendChild(tr);
   }
-  $('fleet-summary').textContent = `${fleet.jobs} job(s); fleet utilization ` +
-    `${pct(fleet.fleet.utilization)} over each job's latest window`;
-  setStatus('rendered', `Fleet: top ${fleet.top.length} of ${fleet.jobs} jobs`,
-    { rows: fleet.top.length });
+  let alertText = '';
+  if (!alerts.error) {
+    const fleetAlerts = alerts.firing.filter((a) => a.job === '');
+    alertText = `; ${alerts.firing.length} alert(s) firing` +
+      fleetAlerts.map((a) => ` (fleet: ${a.rule} over ${a.jobs.join(', ')})`).join('');
+  }
+  $('fleet-summary').textContent = `${fleet.jobs} job(s), ${stale} stale; fleet utilization ` +
+    `${pct(fleet.fleet.utilization)} over each job's latest window${alertText}`;
+  const firstOf = (sel) => body.querySelector(sel);
+  const rects = {};
+  const staleRow = firstOf('tr.stale');
+  const freshRow = firstOf('tr:not(.stale)');
+  const firingCell = firstOf('td[data-alert="firing"] .alert');
+  if (staleRow) rects.rectStale = box(staleRow);
+  if (freshRow) rects.rectFresh = box(freshRow);
+  if (firingCell) rects.rectFiring = box(firingCell);
+  const l = layout();
+  setStatus('rendered', `Fleet: top ${fleet.top.length} of ${fleet.jobs} jobs`, {
+    rows: fleet.top.length, stale, firing, scrollWidth: l.scrollWidth,
+    viewWidth: l.viewWidth, ...rects,
+  });
 }
 
-function drawChart(report) {
+// Resolves once `chart` has drawn (Chart.js may draw in its constructor or
+// on a later frame).
+function drawn(make) {
+  return new Promise((resolve) => {
+    make({ id: 'drawn', afterRender: (c) => resolve(c) });
+  });
+}
+
+// The lower end of the y axis. "full": 0. "zoom": just below the lowest
+// busy share shown, so that the bubbles above it fill most of the height (a
+// 0.4 % bubble over 99.6 % busy gets the upper 80 %). "auto": zoom when every
+// bubble is under 10 % of its span (it would be a sliver at 0..100 %).
+function yMin(mode, busyShares) {
+  const shares = busyShares.filter((v) => v !== null && v !== undefined);
+  if (shares.length === 0 || mode === 'full') return 0;
+  const low = Math.min(...shares);
+  if (mode === 'auto' && low < 90) return 0;
+  const min = low - 0.25 * (100 - low);
+  // Round down to a step that keeps 2-4 ticks readable.
+  const step = min > 99 ? 0.1 : min > 90 ? 1 : 5;
+  return Math.max(0, Number((Math.floor(min / step) * step).toFixed(1)));
+}
+
+function drawChart(report, mode) {
   const labels = report.windows.map((w) => clock(w.start_ns));
   // Each window's span as 100 %: compute at the bottom, then each cause's
   // share, so the bar's top edge is always 100 % and the compute part is the
   // utilization.
   const share = (w, us) => (w.span_us > 0 ? (100 * us) / w.span_us : 0);
+  const busy = report.windows.map((w) => share(w, w.compute_us));
   const datasets = [{
     label: 'compute (utilization)',
-    data: report.windows.map((w) => share(w, w.compute_us)),
+    data: busy,
     backgroundColor: '#12b76a',
     stack: 'span',
   }];
@@ -153,33 +302,144 @@ function drawChart(report) {
       stack: 'span',
     });
   }
-  const marker = {
-    id: 'renderedMarker',
-    afterRender: (c) => setStatus('rendered',
-      `${report.job}: ${report.windows.length} windows`,
-      { windows: report.windows.length, datasets: c.data.datasets.length }),
-  };
-  if (chart) chart.destroy();
-  chart = new Chart($('util-chart'), {
-    type: 'bar',
-    data: { labels, datasets },
-    plugins: [marker],
-    options: {
-      animation: false,
-      maintainAspectRatio: false,
-      barPercentage: 1.0,
-      categoryPercentage: 1.0,
-      interaction: { mode: 'index', intersect: false },
-      scales: {
-        x: { stacked: true, ticks: { maxTicksLimit: 12 } },
-        y: { stacked: true, min: 0, max: 100, title: { display: true, text: '% of GPU span' } },
+  const min = yMin(mode, report.windows.filter((w) => w.span_us > 0)
+    .map((w) => share(w, w.compute_us)));
+  if (charts.util) charts.util.destroy();
+  return drawn((plugin) => {
+    charts.util = new Chart($('util-chart'), {
+      type: 'bar',
+      data: { labels, datasets },
+      plugins: [plugin],
+      options: {
+        animation: false,
+        maintainAspectRatio: false,
+        barPercentage: 1.0,
+        categoryPercentage: 1.0,
+        interaction: { mode: 'index', intersect: false },
+        scales: {
+          x: { stacked: true, ticks: { maxTicksLimit: 12 } },
+          y: {
+            stacked: true, min, max: 100,
+            title: { display: true, text: min > 0 ? `% of GPU span (zoomed: ${min}-100)` : '% of GPU span' },
+          },
+        },
+        plugins: {
+          title: { display: true, text: 'Utilization and bubble attribution per window (UTC)' },
+          tooltip: { callbacks: { label: (ctx) => `${ctx.dataset.label}: ${ctx.parsed.y.toFixed(2)}%` } },
+        },
       },
-      plugins: {
-        title: { display: true, text: 'Utilization and bubble attribution per window (UTC)' },
-        tooltip: { callbacks: { label: (ctx) => `${ctx.dataset.label}: ${ctx.parsed.y.toFixed(1)}%` } },
-      },
-    },
+    });
+  }).then((c) => ({ datasets: c.data.datasets.length, yMin: min }));
+}
+
+// Utilization as a colour of HEAT_STOPS, interpolated.
+function heatColor(u) {
+  const x = Math.min(Math.max(u, 0), 1) * (HEAT_STOPS.length - 1);
+  const i = Math.min(Math.floor(x), HEAT_STOPS.length - 2);
+  const f = x - i;
+  const rgb = (h) => [1, 3, 5].map((k) => parseInt(h.slice(k, k + 2), 16));
+  const a = rgb(HEAT_STOPS[i]);
+  const b = rgb(HEAT_STOPS[i + 1]);
+  return 'rgb(' + a.map((v, k) => Math.round(v + f * (b[k] - v))).join(',') + ')';
+}
+
+// One row per device, one column per window, coloured by utilization; the
+// canvas's title names the cell under the pointer.
+function drawHeatmap(devices) {
+  const canvas = $('device-heatmap');
+  const n = devices.window_starts_ns.length;
+  const rows = devices.devices.length;
+  const left = 64;
+  const bottom = 20;
+  const cellH = Math.max(4, Math.min(18, Math.floor(320 / rows)));
+  const pad = getComputedStyle(canvas.parentElement);
+  const width = Math.floor(canvas.parentElement.clientWidth -
+    parseFloat(pad.paddingLeft) - parseFloat(pad.paddingRight));
+  const height = rows * cellH + bottom;
+  canvas.width = width;
+  canvas.height = height;
+  canvas.style.width = width + 'px';
+  canvas.style.height = height + 'px';
+  const ctx = canvas.getContext('2d');
+  ctx.clearRect(0, 0, width, height);
+  const plotW = width - left;
+  const x = (i) => left + Math.round((i * plotW) / n);
+  ctx.font = '11px system-ui, sans-serif';
+  ctx.textBaseline = 'middle';
+  devices.devices.forEach((d, r) => {
+    const y = r * cellH;
+    ctx.fillStyle = '#667085';
+    if (cellH >= 9 || r % Math.ceil(9 / cellH) === 0) ctx.fillText('GPU ' + d.device, 4, y + cellH / 2);
+    d.windows.forEach((u, i) => {
+      ctx.fillStyle = u === null ? HEAT_EMPTY : heatColor(u);
+      ctx.fillRect(x(i), y, x(i + 1) - x(i), cellH);
+    });
   });
+  ctx.fillStyle = '#667085';
+  ctx.textBaseline = 'top';
+  ctx.fillText(clock(devices.window_starts_ns[0]), left, rows * cellH + 4);
+  const end = clock(devices.window_ends_ns[n - 1]);
+  ctx.fillText(end, width - ctx.measureText(end).width - 2, rows * cellH + 4);
+  canvas.onmousemove = (ev) => {
+    const r = Math.floor(ev.offsetY / cellH);
+    const i = Math.floor(((ev.offsetX - left) * n) / plotW);
+    const d = devices.devices[r];
+    if (!d || i < 0 || i >= n) { canvas.title = ''; return; }
+    const u = d.windows[i];
+    canvas.title = `GPU ${d.device}, ${clock(devices.window_starts_ns[i])}: ` +
+      (u === null ? 'no data' : pct(u));
+  };
+  $('heat-legend').hidden = false;
+  return Promise.resolve({ plotBox: [left, 0, plotW, rows * cellH] });
+}
+
+function drawDeviceLines(devices, mode) {
+  const labels = devices.window_starts_ns.map(clock);
+  const datasets = devices.devices.map((d, k) => ({
+    label: 'GPU ' + d.device,
+    data: d.windows.map((u) => (u === null ? null : 100 * u)),
+    borderColor: DEVICE_COLORS[k % DEVICE_COLORS.length],
+    backgroundColor: DEVICE_COLORS[k % DEVICE_COLORS.length],
+    pointRadius: 0,
+    borderWidth: 2,
+    spanGaps: false,
+  }));
+  const min = yMin(mode, datasets.flatMap((d) => d.data));
+  if (charts.devices) charts.devices.destroy();
+  return drawn((plugin) => {
+    charts.devices = new Chart($('device-chart'), {
+      type: 'line',
+      data: { labels, datasets },
+      plugins: [plugin],
+      options: {
+        animation: false,
+        maintainAspectRatio: false,
+        interaction: { mode: 'index', intersect: false },
+        scales: {
+          x: { ticks: { maxTicksLimit: 12 } },
+          y: { min, max: 100, title: { display: true, text: '% busy' } },
+        },
+        plugins: {
+          title: { display: true, text: 'Utilization per device per window (UTC)' },
+          tooltip: { callbacks: { label: (ctx) => `${ctx.dataset.label}: ${ctx.parsed.y.toFixed(2)}%` } },
+        },
+      },
+    });
+  }).then(() => ({}));
+}
+
+// The per-device view: lines for a few devices, a heat map for many.
+function drawDevices(devices, mode) {
+  const heat = devices.devices.length >= HEATMAP_FROM;
+  $('device-lines').hidden = heat;
+  $('device-heat').hidden = !heat;
+  $('heat-legend').hidden = !heat;
+  const lowest = devices.devices.reduce(
+    (a, d) => (d.span_us > 0 && (a === null || d.utilization < a.utilization) ? d : a), null);
+  $('device-note').textContent = `${devices.devices.length} device(s)` +
+    (lowest ? `; least busy: GPU ${lowest.device} at ${pct(lowest.utilization)}` : '');
+  const drawing = heat ? drawHeatmap(devices) : drawDeviceLines(devices, mode);
+  return drawing.then((r) => ({ view: heat ? 'heatmap' : 'lines', ...r }));
 }
 
 async function showJob(job) {
@@ -189,8 +449,15 @@ async function showJob(job) {
   const last = $('last');
   last.value = params.get('last') || '1h';
   last.onchange = () => { params.set('last', last.value); location.search = params; };
-  const report = await api('api/v1/jobs/' + encodeURIComponent(job) +
-    '/windows?bubbles=10&last=' + encodeURIComponent(last.value));
+  const yzoom = $('yzoom');
+  yzoom.value = params.get('y') || 'auto';
+  yzoom.onchange = () => { params.set('y', yzoom.value); location.search = params; };
+  const path = 'api/v1/jobs/' + encodeURIComponent(job);
+  const period = 'last=' + encodeURIComponent(last.value);
+  const [report, devices] = await Promise.all([
+    api(path + '/windows?bubbles=10&' + period),
+    api(path + '/devices?' + period),
+  ]);
   const cards = $('cards');
   cards.replaceChildren();
   for (const r of report.rolling) cards.appendChild(card('utilization, last ' + r.range, pct(r.utilization)));
@@ -211,14 +478,34 @@ async function showJob(job) {
     cell(tr, b.cause);
     kernelCell(tr, b.before);
     kernelCell(tr, b.after);
-    cell(tr, b.blamed || '-');
+    nameCell(tr, b.blamed || '-', b.blamed || '');
     body.appendChild(tr);
   }
   if (report.windows.length === 0) {
+    $('charts').hidden = true;
     setStatus('rendered', `${job}: no windows in this period`, { windows: 0 });
     return;
   }
-  drawChart(report);
+  $('charts').hidden = false;
+  const [util, dev] = await Promise.all([
+    drawChart(report, yzoom.value),
+    drawDevices(devices, yzoom.value),
+  ]);
+  const l = layout();
+  const data = {
+    windows: report.windows.length, datasets: util.datasets, yMin: util.yMin,
+    devices: devices.devices.length, deviceView: dev.view,
+    scrollWidth: l.scrollWidth, viewWidth: l.viewWidth,
+    rectUtil: box($('util-chart')),
+  };
+  if (dev.plotBox) {
+    const c = $('device-heatmap').getBoundingClientRect();
+    const [x, y, w, h] = dev.plotBox;
+    data.rectHeat = [c.left + scrollX + x, c.top + scrollY + y, w, h].map(Math.round).join(',');
+  } else {
+    data.rectDevices = box($('device-chart'));
+  }
+  setStatus('rendered', `${job}: ${report.windows.length} windows`, data);
 }
 
 async function main() {

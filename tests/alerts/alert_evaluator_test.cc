@@ -529,5 +529,25 @@ TEST(AlertEvaluator, ResolutionOfARemovedRuleIsKeptUntilDelivered) {
               ::testing::Not(::testing::HasSubstr("sync-stall")));
 }
 
+TEST(AlertEvaluator, StoredAlertsReadWhatTheProcessorCommitted) {
+  AlertEvaluator ev(Rules(kSyncRule), {});
+  for (int i = 0; i < 2; ++i) ev.OnWindow(Window("stuck", i, 0.5), kT0);
+  ev.OnWindow(Window("fine", 0, 0.1), kT0);
+  std::vector<std::pair<std::string, std::string>> states;
+  for (const AlertStateUpdate& u : ev.TakeStateUpdates()) {
+    states.emplace_back(u.key, *u.state);
+  }
+  states.emplace_back("j/broken", "not a state");
+  const StoredAlerts stored = ReadStoredAlerts(states);
+  ASSERT_EQ(stored.firing.size(), 1u);
+  EXPECT_EQ(stored.firing[0].job, "stuck");
+  EXPECT_EQ(stored.firing[0].rule, "sync-stall");
+  EXPECT_EQ(stored.firing[0].status, AlertStatus::kFiring);
+  EXPECT_THAT(stored.evaluated_jobs, ::testing::ElementsAre("fine", "stuck"));
+  EXPECT_THAT(stored.unreadable_keys, ::testing::ElementsAre("j/broken"));
+  // It evaluates nothing again: with no state there is nothing.
+  EXPECT_TRUE(ReadStoredAlerts({}).firing.empty());
+}
+
 }  // namespace
 }  // namespace bubblewatch

@@ -1,21 +1,29 @@
 // The dashboard in a real browser (ctest label `browser`): `bubblewatch
-// serve` over a store, Debian's Chromium headless on the job page and the
-// fleet page; the page marks #status data-state="rendered" once Chart.js has
-// drawn. Keeps a screenshot of the job page as a test artifact
-// (BUBBLEWATCH_ARTIFACT_DIR/dashboard_job.png).
+// serve` over a store (tests/serve/dashboard_test_fleet.h), Debian's
+// Chromium headless on the job page and the fleet page. The page marks
+// #status data-state="rendered" once it has drawn, with the figures it drew
+// and the boxes of its drawn regions; the tests read those from the DOM and
+// check the pixels of those boxes in a screenshot taken at the same window
+// size (same layout). The screenshots stay as test artifacts
+// (BUBBLEWATCH_ARTIFACT_DIR/dashboard_*.png).
+#include <png.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <regex>
 #include <string>
+#include <vector>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/cli/cli_runner.h"
 #include "tests/cli/serve_process.h"
-#include "tests/storage/query_test_windows.h"
+#include "tests/serve/dashboard_test_fleet.h"
 #include "tests/testing/temp_dir.h"
 
 namespace bubblewatch {
@@ -24,6 +32,7 @@ namespace {
 using ::bubblewatch::testing::ReadFile;
 using ::bubblewatch::testing::ServeProcess;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Runs headless Chromium with `args` on `url`; returns its stdout. The
 // virtual time budget lets the page's fetches and drawing finish before the
@@ -33,7 +42,9 @@ std::string Chromium(const std::string& profile, const std::string& args,
   const std::string out = profile + "/stdout";
   const std::string cmd =
       "chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage "
-      "--no-first-run --hide-scrollbars --user-data-dir='" +
+      "--no-first-run --hide-scrollbars --force-device-scale-factor=1 "
+      "--force-color-profile=srgb "
+      "--user-data-dir='" +
       profile + "' --virtual-time-budget=10000 " + args + " '" + url + "' > '" +
       out + "' 2>'" + profile + "/stderr'";
   const int status = std::system(cmd.c_str());
@@ -41,15 +52,172 @@ std::string Chromium(const std::string& profile, const std::string& args,
   return ReadFile(out);
 }
 
+// The value of attribute `name` of the #status element in `dom`; "" if none.
+std::string StatusData(const std::string& dom, const std::string& name) {
+  std::smatch m;
+  const std::regex tag(R"re(<div id="status"[^>]*>)re");
+  if (!std::regex_search(dom, m, tag)) return "";
+  const std::string status = m.str(0);
+  const std::regex attr(" data-" + name + R"re(="([^"]*)")re");
+  return std::regex_search(status, m, attr) ? m.str(1) : "";
+}
+
+double StatusNumber(const std::string& dom, const std::string& name) {
+  double v = -1;
+  EXPECT_TRUE(absl::SimpleAtod(StatusData(dom, name), &v))
+      << name << " in " << dom.substr(0, 2000);
+  return v;
+}
+
+// The <tr>...</tr> of the fleet table row of `job`; "" if none.
+std::string FleetRow(const std::string& dom, const std::string& job) {
+  const size_t at = dom.find("data-job=\"" + job + "\"");
+  if (at == std::string::npos) return "";
+  const size_t begin = dom.rfind("<tr", at);
+  const size_t end = dom.find("</tr>", at);
+  return dom.substr(begin, end - begin);
+}
+
+struct Box {
+  int x = 0, y = 0, w = 0, h = 0;
+};
+
+// "x,y,w,h" as the page writes it (CSS px = screenshot px at scale 1).
+Box ParseBox(const std::string& text) {
+  std::vector<std::string> parts = absl::StrSplit(text, ',');
+  Box b;
+  EXPECT_EQ(parts.size(), 4u) << text;
+  if (parts.size() == 4) {
+    EXPECT_TRUE(
+        absl::SimpleAtoi(parts[0], &b.x) && absl::SimpleAtoi(parts[1], &b.y) &&
+        absl::SimpleAtoi(parts[2], &b.w) && absl::SimpleAtoi(parts[3], &b.h))
+        << text;
+  }
+  return b;
+}
+
+struct Rgb {
+  int r, g, b;
+};
+
+// A screenshot decoded to RGBA by libpng.
+class Image {
+ public:
+  static Image Load(const std::string& path) {
+    Image img;
+    png_image image{};
+    image.version = PNG_IMAGE_VERSION;
+    if (!png_image_begin_read_from_file(&image, path.c_str())) {
+      ADD_FAILURE() << "not a PNG: " << path << ": " << image.message;
+      return img;
+    }
+    image.format = PNG_FORMAT_RGBA;
+    img.pixels_.resize(PNG_IMAGE_SIZE(image));
+    if (!png_image_finish_read(&image, nullptr, img.pixels_.data(), 0,
+                               nullptr)) {
+      ADD_FAILURE() << "bad PNG: " << path << ": " << image.message;
+      img.pixels_.clear();
+      return img;
+    }
+    img.width_ = static_cast<int>(image.width);
+    img.height_ = static_cast<int>(image.height);
+    return img;
+  }
+
+  int width() const { return width_; }
+  int height() const { return height_; }
+
+  Rgb At(int x, int y) const {
+    const unsigned char* p =
+        &pixels_[4 * (static_cast<size_t>(y) * width_ + x)];
+    return {p[0], p[1], p[2]};
+  }
+
+  // The share of the pixels of `box` (clipped to the image) for which
+  // `pred` holds; 0 for an empty box.
+  double Share(const Box& box, const std::function<bool(Rgb)>& pred) const {
+    int64_t hits = 0, all = 0;
+    for (int y = std::max(box.y, 0); y < std::min(box.y + box.h, height_);
+         ++y) {
+      for (int x = std::max(box.x, 0); x < std::min(box.x + box.w, width_);
+           ++x) {
+        ++all;
+        hits += pred(At(x, y)) ? 1 : 0;
+      }
+    }
+    return all > 0 ? static_cast<double>(hits) / all : 0.0;
+  }
+
+  // The darkest luminance (0..255) in `box`.
+  int Darkest(const Box& box) const {
+    int darkest = 255;
+    for (int y = std::max(box.y, 0); y < std::min(box.y + box.h, height_);
+         ++y) {
+      for (int x = std::max(box.x, 0); x < std::min(box.x + box.w, width_);
+           ++x) {
+        const Rgb c = At(x, y);
+        darkest = std::min(darkest, (299 * c.r + 587 * c.g + 114 * c.b) / 1000);
+      }
+    }
+    return darkest;
+  }
+
+ private:
+  int width_ = 0;
+  int height_ = 0;
+  std::vector<unsigned char> pixels_;
+};
+
+std::function<bool(Rgb)> Near(Rgb want, int tolerance = 3) {
+  return [want, tolerance](Rgb c) {
+    return std::abs(c.r - want.r) <= tolerance &&
+           std::abs(c.g - want.g) <= tolerance &&
+           std::abs(c.b - want.b) <= tolerance;
+  };
+}
+
+// Colours the page draws with (serve/dashboard/app.js).
+constexpr Rgb kHostSyncRed = {0xd9, 0x2d, 0x20};  // CAUSE_COLORS.host_sync.
+constexpr Rgb kDevice0Blue = {0x2f, 0x6f, 0xdf};  // DEVICE_COLORS[0].
+constexpr Rgb kDevice1Orange = {0xf7, 0x90, 0x09};
+// HEAT_STOPS interpolated: 10 % busy lies 0.4 of the way from #440154 to
+// #3b528b, 95 % 0.8 of the way from #5ec962 to #fde725.
+constexpr Rgb kHeat10 = {64, 33, 106};
+constexpr Rgb kHeat95 = {221, 225, 49};
+
 class DashboardBrowserTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_EQ(std::system("command -v chromium >/dev/null"), 0)
         << "chromium is missing: ops/build installs it (Debian package "
            "chromium)";
-    ASSERT_TRUE(query_test::WriteFleetStore(dir_.Sub("store")).ok());
+    ASSERT_TRUE(
+        dashboard_test::WriteDashboardFleetStore(dir_.Sub("store")).ok());
     server_ = ServeProcess::Start(dir_.Sub("store"));
     ASSERT_NE(server_, nullptr);
+  }
+
+  std::string Dom(const std::string& page, const std::string& size) {
+    int rc = -1;
+    const std::string dom =
+        Chromium(dir_.path(), "--window-size=" + size + " --dump-dom",
+                 server_->url() + page, &rc);
+    EXPECT_EQ(rc, 0) << ReadFile(dir_.Sub("stderr"));
+    EXPECT_EQ(StatusData(dom, "state"), "rendered") << dom;
+    return dom;
+  }
+
+  // A screenshot of `page` at `size` ("W,H"), kept as artifact `name`.
+  Image Screenshot(const std::string& page, const std::string& size,
+                   const std::string& name) {
+    const std::string png = std::string(BUBBLEWATCH_ARTIFACT_DIR) + "/" + name;
+    std::filesystem::remove(png);
+    int rc = -1;
+    Chromium(dir_.path(),
+             "--window-size=" + size + " --screenshot='" + png + "'",
+             server_->url() + page, &rc);
+    EXPECT_EQ(rc, 0) << ReadFile(dir_.Sub("stderr"));
+    return Image::Load(png);
   }
 
   testing::TempDir dir_;
@@ -57,42 +225,110 @@ class DashboardBrowserTest : public ::testing::Test {
 };
 
 TEST_F(DashboardBrowserTest, JobPageDrawsTheChartOfEveryWindow) {
-  int rc = -1;
-  const std::string dom = Chromium(dir_.path(), "--dump-dom",
-                                   server_->url() + "/?job=alpha&last=1h", &rc);
-  ASSERT_EQ(rc, 0) << ReadFile(dir_.Sub("stderr"));
-  EXPECT_THAT(dom, HasSubstr(R"(data-state="rendered")")) << dom;
-  EXPECT_THAT(dom, HasSubstr(R"(data-windows="360")"));
+  const std::string dom = Dom("/?job=alpha&last=1h", "1400,1600");
+  EXPECT_EQ(StatusData(dom, "windows"), "360");
   // compute + host_sync + launch_overhead stacked.
-  EXPECT_THAT(dom, HasSubstr(R"(data-datasets="3")"));
+  EXPECT_EQ(StatusData(dom, "datasets"), "3");
+  // Alpha's bubbles reach 90 %: the axis stays at 0..100 %.
+  EXPECT_EQ(StatusData(dom, "y-min"), "0");
+  EXPECT_EQ(StatusData(dom, "devices"), "1");
+  EXPECT_EQ(StatusData(dom, "device-view"), "lines");
   EXPECT_THAT(dom, HasSubstr("utilization, last 1m"));
   EXPECT_THAT(dom, HasSubstr("cudaStreamSynchronize"));  // Top bubbles.
   EXPECT_THAT(dom, HasSubstr("gemm_40"));
 }
 
-TEST_F(DashboardBrowserTest, FleetPageListsTheJobs) {
-  int rc = -1;
-  const std::string dom =
-      Chromium(dir_.path(), "--dump-dom", server_->url() + "/", &rc);
-  ASSERT_EQ(rc, 0) << ReadFile(dir_.Sub("stderr"));
-  EXPECT_THAT(dom, HasSubstr(R"(data-state="rendered")")) << dom;
-  EXPECT_THAT(dom, HasSubstr(R"(data-rows="4")"));
-  EXPECT_THAT(dom, HasSubstr("?job=odd%2Fjob%20%22x%22"));
+TEST_F(DashboardBrowserTest, JobPageZoomsToASmallBubbleAndFitsThePage) {
+  // "steady": 99.6 % and 99.7 % busy, names far wider than the page.
+  const std::string page = "/?job=steady&last=1h";
+  const std::string dom = Dom(page, "1400,1600");
+  EXPECT_EQ(StatusData(dom, "windows"), "30");
+  EXPECT_EQ(StatusData(dom, "devices"), "2");
+  EXPECT_EQ(StatusData(dom, "device-view"), "lines");
+  EXPECT_THAT(dom, HasSubstr("least busy: GPU 0 at 99.6%"));
+  // Auto zoom: the axis starts just below 99.6 %.
+  EXPECT_EQ(StatusNumber(dom, "y-min"), 99.5);
+  // No sideways scroll at 1400 px, though the bubbles table holds names of
+  // 220 characters.
+  EXPECT_EQ(StatusNumber(dom, "view-width"), 1400);
+  EXPECT_LE(StatusNumber(dom, "scroll-width"), 1400);
+  EXPECT_THAT(dom, HasSubstr("aten::item / cudaStreamSynchronize"));
+
+  const Image img = Screenshot(page, "1400,1600", "dashboard_job.png");
+  ASSERT_EQ(img.width(), 1400);
+  // The host_sync part (0.39 % of the span, 78 % of the zoomed axis) fills
+  // much of the chart; at 0..100 % it would be a line of 1-2 px.
+  const Box util = ParseBox(StatusData(dom, "rect-util"));
+  ASSERT_GT(util.w * util.h, 100'000);
+  EXPECT_GT(img.Share(util, Near(kHostSyncRed)), 0.3);
+  // Both devices' lines, apart on the zoomed axis.
+  const Box devices = ParseBox(StatusData(dom, "rect-devices"));
+  EXPECT_GT(img.Share(devices, Near(kDevice0Blue, 30)), 0.002);
+  EXPECT_GT(img.Share(devices, Near(kDevice1Orange, 30)), 0.002);
 }
 
-TEST_F(DashboardBrowserTest, KeepsAScreenshotOfTheJobPage) {
-  const std::string png =
-      std::string(BUBBLEWATCH_ARTIFACT_DIR) + "/dashboard_job.png";
-  std::filesystem::remove(png);
-  int rc = -1;
-  Chromium(dir_.path(), "--window-size=1280,900 --screenshot='" + png + "'",
-           server_->url() + "/?job=alpha", &rc);
-  ASSERT_EQ(rc, 0) << ReadFile(dir_.Sub("stderr"));
-  ASSERT_TRUE(std::filesystem::exists(png));
-  // A drawn chart of 360 stacked bars compresses far worse than a blank page.
-  EXPECT_GT(std::filesystem::file_size(png), 30'000u);
-  const std::string head = ReadFile(png).substr(0, 8);
-  EXPECT_EQ(head, "\x89PNG\r\n\x1a\n");
+TEST_F(DashboardBrowserTest, JobPageFullAxisKeepsTheBubbleThin) {
+  // The same job with the axis forced to 0..100 %: the control works, and
+  // the pixel check above is one that a missing zoom fails.
+  const std::string page = "/?job=steady&last=1h&y=full";
+  const std::string dom = Dom(page, "1400,1600");
+  EXPECT_EQ(StatusData(dom, "y-min"), "0");
+  const Image img = Screenshot(page, "1400,1600", "dashboard_job_full.png");
+  const Box util = ParseBox(StatusData(dom, "rect-util"));
+  EXPECT_LT(img.Share(util, Near(kHostSyncRed)), 0.02);
+}
+
+TEST_F(DashboardBrowserTest, JobPageDrawsAHeatMapForManyDevices) {
+  const std::string page = "/?job=wide&last=1h";
+  const std::string dom = Dom(page, "1400,1600");
+  EXPECT_EQ(StatusData(dom, "devices"), "16");
+  EXPECT_EQ(StatusData(dom, "device-view"), "heatmap");
+  EXPECT_EQ(StatusNumber(dom, "view-width"), 1400);
+  EXPECT_LE(StatusNumber(dom, "scroll-width"), 1400);
+
+  const Image img = Screenshot(page, "1400,1600", "dashboard_devices.png");
+  const Box heat = ParseBox(StatusData(dom, "rect-heat"));
+  ASSERT_GT(heat.w, 1000);
+  ASSERT_EQ(heat.h % dashboard_test::kWideDevices, 0) << heat.h;
+  const int row = heat.h / dashboard_test::kWideDevices;
+  // Each device's row, inset by a pixel from the cell edges.
+  for (int d = 0; d < dashboard_test::kWideDevices; ++d) {
+    const Box band{heat.x + 1, heat.y + d * row + 1, heat.w - 2, row - 2};
+    const Rgb want = d == dashboard_test::kWideSlowDevice ? kHeat10 : kHeat95;
+    EXPECT_GT(img.Share(band, Near(want)), 0.95) << "device " << d;
+  }
+}
+
+TEST_F(DashboardBrowserTest, FleetPageShowsLastSeenStalenessAndAlerts) {
+  const std::string dom = Dom("/", "1400,900");
+  EXPECT_EQ(StatusData(dom, "rows"), "7");
+  EXPECT_EQ(StatusData(dom, "stale"), "1");
+  EXPECT_EQ(StatusData(dom, "firing"), "1");
+  EXPECT_THAT(dom, HasSubstr("?job=odd%2Fjob%20%22x%22"));
+  EXPECT_EQ(StatusNumber(dom, "view-width"), 1400);
+  EXPECT_LE(StatusNumber(dom, "scroll-width"), 1400);
+
+  const std::string stale = FleetRow(dom, "stale");
+  EXPECT_THAT(stale, HasSubstr(R"(class="stale")"));
+  EXPECT_THAT(stale, HasSubstr("2 h ago"));
+  EXPECT_THAT(stale, HasSubstr(R"(data-alert="none")"));
+  const std::string beta = FleetRow(dom, "beta");
+  EXPECT_THAT(beta, Not(HasSubstr(R"(class="stale")")));
+  EXPECT_THAT(beta, HasSubstr(" s ago"));
+  EXPECT_THAT(beta, HasSubstr(R"(data-alert="firing")"));
+  EXPECT_THAT(beta, HasSubstr("low-util"));
+  EXPECT_THAT(FleetRow(dom, "gamma"), HasSubstr(R"(data-alert="ok")"));
+  EXPECT_THAT(FleetRow(dom, "alpha"), HasSubstr(R"(data-alert="none")"));
+
+  const Image img = Screenshot("/", "1400,900", "dashboard_fleet.png");
+  ASSERT_EQ(img.width(), 1400);
+  // A dimmed row has no dark text; a live one has.
+  EXPECT_GT(img.Darkest(ParseBox(StatusData(dom, "rect-stale"))), 110);
+  EXPECT_LT(img.Darkest(ParseBox(StatusData(dom, "rect-fresh"))), 90);
+  // The firing badge is red.
+  EXPECT_GT(
+      img.Share(ParseBox(StatusData(dom, "rect-firing")), Near(kHostSyncRed)),
+      0.4);
 }
 
 }  // namespace

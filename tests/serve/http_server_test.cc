@@ -34,6 +34,7 @@
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "simdjson.h"
+#include "tests/serve/dashboard_test_fleet.h"
 #include "tests/storage/query_test_windows.h"
 #include "tests/testing/temp_dir.h"
 
@@ -236,6 +237,123 @@ TEST(HttpServer, JobWindowsReportsTheLastHour) {
   ASSERT_TRUE(odd);
   ASSERT_EQ(odd->status, 200) << odd->body;
   EXPECT_EQ(std::string_view(parser.parse(odd->body)["job"]), "odd/job \"x\"");
+}
+
+// A server over the dashboard's store (dashboard_test_fleet.h).
+class DashboardServed {
+ public:
+  DashboardServed() {
+    EXPECT_TRUE(
+        dashboard_test::WriteDashboardFleetStore(dir_.Sub("store")).ok());
+    auto store = OpenRocksDbWindowStoreReadOnly(dir_.Sub("store"));
+    EXPECT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+    HttpServerOptions options;
+    options.port = 0;
+    auto server = HttpServer::Bind(options, store_.get());
+    EXPECT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    thread_ = std::thread([this] { EXPECT_TRUE(server_->Serve().ok()); });
+    client_ = std::make_unique<httplib::Client>(server_->url());
+  }
+  ~DashboardServed() {
+    server_->Stop();
+    thread_.join();
+  }
+  httplib::Result Get(const std::string& path) {
+    return client_->Get(path.c_str());
+  }
+
+ private:
+  testing::TempDir dir_;
+  std::unique_ptr<WindowStoreReader> store_;
+  std::unique_ptr<HttpServer> server_;
+  std::thread thread_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+TEST(HttpServer, DevicesReportEachDeviceOfTheJobReportsWindows) {
+  DashboardServed s;
+  auto r = s.Get("/api/v1/jobs/wide/devices?last=1h");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.parse(r->body);
+  EXPECT_EQ(std::string_view(doc["job"]), "wide");
+  simdjson::dom::array starts = doc["window_starts_ns"];
+  ASSERT_EQ(starts.size(), 30u);
+  EXPECT_EQ(int64_t(starts.at(0)),
+            dashboard_test::kT0 + 370 * dashboard_test::kWindow);
+  EXPECT_EQ(simdjson::dom::array(doc["window_ends_ns"]).size(), 30u);
+  simdjson::dom::array devices = doc["devices"];
+  ASSERT_EQ(devices.size(), size_t{dashboard_test::kWideDevices});
+  int device = 0;
+  for (simdjson::dom::element d : devices) {
+    EXPECT_EQ(int64_t(d["device"]), device);
+    const double want = device == dashboard_test::kWideSlowDevice ? 0.1 : 0.95;
+    EXPECT_DOUBLE_EQ(double(d["utilization"]), want);
+    EXPECT_DOUBLE_EQ(double(d["span_us"]), 30 * 10e6);
+    simdjson::dom::array windows = d["windows"];
+    ASSERT_EQ(windows.size(), 30u);
+    for (simdjson::dom::element u : windows) EXPECT_DOUBLE_EQ(double(u), want);
+    ++device;
+  }
+  // The same windows as the job report, for a period given by from/to too.
+  auto w = s.Get("/api/v1/jobs/steady/windows?last=2m");
+  auto d = s.Get("/api/v1/jobs/steady/devices?last=2m");
+  ASSERT_TRUE(w && d);
+  ASSERT_EQ(d->status, 200) << d->body;
+  simdjson::dom::parser parser2;
+  simdjson::dom::element report = parser2.parse(w->body);
+  doc = parser.parse(d->body);
+  simdjson::dom::array report_windows = report["windows"];
+  simdjson::dom::array device_starts = doc["window_starts_ns"];
+  ASSERT_EQ(report_windows.size(), device_starts.size());
+  EXPECT_EQ(report_windows.size(), 12u);
+  EXPECT_EQ(int64_t(report_windows.at(0)["start_ns"]),
+            int64_t(device_starts.at(0)));
+  EXPECT_EQ(simdjson::dom::array(doc["devices"]).size(), 2u);
+  // Errors as the job report's.
+  EXPECT_EQ(s.Get("/api/v1/jobs/nobody/devices")->status, 404);
+  EXPECT_EQ(s.Get("/api/v1/jobs/wide/devices?last=soon")->status, 400);
+  EXPECT_EQ(s.Get("/api/v1/jobs/wide/devices?bubbles=3")->status, 400);
+}
+
+TEST(HttpServer, AlertsShowTheCommittedAlertState) {
+  DashboardServed s;
+  auto r = s.Get("/api/v1/alerts");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  // The server's clock, for the dashboard's "last seen".
+  absl::Time date;
+  std::string err;
+  ASSERT_TRUE(absl::ParseTime("%a, %d %b %Y %H:%M:%S GMT",
+                              r->get_header_value("Date"), &date, &err))
+      << r->get_header_value("Date") << ": " << err;
+  EXPECT_LT(absl::AbsDuration(absl::Now() - date), absl::Minutes(1));
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.parse(r->body);
+  std::vector<std::string> evaluated;
+  for (simdjson::dom::element j : simdjson::dom::array(doc["evaluated_jobs"])) {
+    evaluated.emplace_back(std::string_view(j));
+  }
+  EXPECT_THAT(evaluated, ::testing::ElementsAre("beta", "gamma", "steady"));
+  simdjson::dom::array firing = doc["firing"];
+  ASSERT_EQ(firing.size(), 1u);
+  simdjson::dom::element beta = firing.at(0);
+  EXPECT_EQ(std::string_view(beta["job"]), "beta");
+  EXPECT_EQ(std::string_view(beta["rule"]), "low-util");
+  EXPECT_EQ(std::string_view(beta["severity"]), "critical");
+  EXPECT_EQ(std::string_view(beta["schema"]), "bubblewatch.alert/v1");
+  EXPECT_DOUBLE_EQ(double(beta["measured"]["value"]), 0.2);
+  EXPECT_EQ(simdjson::dom::array(doc["unreadable_keys"]).size(), 0u);
+
+  // A store the processor wrote without rules has no alert state.
+  Served plain;
+  auto none = plain.Get("/api/v1/alerts");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->body,
+            R"({"evaluated_jobs":[],"firing":[],"unreadable_keys":[]})");
 }
 
 TEST(HttpServer, UnknownJobIs404WithAJsonError) {

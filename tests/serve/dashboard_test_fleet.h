@@ -1,0 +1,158 @@
+// The store behind the dashboard's tests (tests/serve for the API it reads,
+// tests/cli/dashboard_browser_test.cc for the pages): query_test::WriteFleet
+// plus what the job and fleet pages show beyond it, with figures simple
+// enough to check by hand and by pixel colour:
+//   "steady": 2 devices, windows 370..399 (the last 5 min of the fleet),
+//             device 0 9.96 s busy of 10 s, device 1 9.97 s: bubbles of 0.4 %
+//             and 0.3 % (all host_sync but 1 ms launch_overhead each) that a
+//             0..100 % axis draws ~1 px high;
+//             kernel and blamed names far wider than a 1400 px page.
+//   "wide":   16 devices, windows 370..399; device 3 is 1 s busy (10 %), the
+//             others 9.5 s (95 %): a heat map with one dark row.
+//   "stale":  windows 397..399, last seen kStaleFor before the store was
+//             written.
+//   alert state: the rule kAlertRule evaluated by the real AlertEvaluator on
+//             the latest windows of beta (20 %: firing), gamma (60 %: clear)
+//             and steady (99.6 %: clear); the other jobs have none.
+#ifndef BUBBLEWATCH_TESTS_SERVE_DASHBOARD_TEST_FLEET_H_
+#define BUBBLEWATCH_TESTS_SERVE_DASHBOARD_TEST_FLEET_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "alerts/alert_evaluator.h"
+#include "alerts/alert_rules.h"
+#include "storage/window_store.h"
+#include "tests/storage/query_test_windows.h"
+
+namespace bubblewatch::dashboard_test {
+
+using query_test::kSecond;
+using query_test::kT0;
+using query_test::kWindow;
+
+inline constexpr int kWideDevices = 16;
+inline constexpr int kWideSlowDevice = 3;
+inline constexpr absl::Duration kStaleFor = absl::Hours(2);
+inline constexpr char kAlertRule[] = R"(rules:
+  - name: low-util
+    kind: utilization_below
+    threshold: 50%
+    for: 1
+    severity: critical
+)";
+
+// Names wider than the page: what real templated kernels and Python stacks
+// look like.
+inline std::string LongName(const std::string& head) {
+  std::string name = head;
+  while (name.size() < 220) name += "<cutlass::gemm::GemmShape<128, 256, 64>>";
+  return name;
+}
+
+// Window `index` of `job`, one device per entry of `compute` (ns busy of the
+// 10 s span): each device's bubble is 1 ms launch_overhead and the rest
+// host_sync (all of it host_sync below 1 ms); the job figures are the sums;
+// the top bubble is the largest device bubble.
+inline WindowSummary DeviceWindows(const std::string& job, int64_t index,
+                                   const std::vector<int64_t>& compute) {
+  WindowSummary s;
+  s.job = job;
+  s.window.start_ns = kT0 + index * kWindow;
+  s.window.end_ns = s.window.start_ns + kWindow;
+  const int64_t ms = 1'000'000;
+  int largest = 0;
+  for (int d = 0; d < static_cast<int>(compute.size()); ++d) {
+    UtilizationStats u;
+    u.span_ns = kWindow;
+    u.compute_ns = compute[d];
+    u.bubble_ns = kWindow - compute[d];
+    const int64_t launch = std::min(u.bubble_ns, ms);
+    u.attribution[static_cast<int>(BubbleCause::kLaunchOverhead)] = launch;
+    u.attribution[static_cast<int>(BubbleCause::kHostSync)] =
+        u.bubble_ns - launch;
+    u.largest_bubble_ns = u.bubble_ns;
+    u.largest_bubble_start_ns = s.window.start_ns + compute[d];
+    s.window.devices.push_back(
+        DeviceWindow{.device = d, .stats = u, .kernels = 100});
+    UtilizationStats& j = s.window.job;
+    j.span_ns += u.span_ns;
+    j.compute_ns += u.compute_ns;
+    j.bubble_ns += u.bubble_ns;
+    for (int c = 0; c < kNumBubbleCauses; ++c) {
+      j.attribution[c] += u.attribution[c];
+    }
+    if (u.largest_bubble_ns > j.largest_bubble_ns) {
+      j.largest_bubble_ns = u.largest_bubble_ns;
+      j.largest_bubble_start_ns = u.largest_bubble_start_ns;
+      largest = d;
+    }
+  }
+  const UtilizationStats& top = s.window.devices[largest].stats;
+  BubbleReport b;
+  b.device = largest;
+  b.start_ns = top.largest_bubble_start_ns;
+  b.end_ns = s.window.end_ns;
+  b.before = KernelRef{LongName("void cutlass::Kernel<"), s.window.start_ns,
+                       b.start_ns, 7};
+  b.after = KernelRef{LongName("void flash_fwd_kernel<"), b.end_ns,
+                      b.end_ns + 1000, 7};
+  b.attribution = top.attribution;
+  b.cause = *DominantCause(top.attribution);
+  b.blamed = LongName("aten::item / cudaStreamSynchronize in train.py:88 ");
+  s.window.top_bubbles.push_back(b);
+  s.window.job.culprit_before_bubble = *b.before;
+  s.gpu_events = 100 * static_cast<int64_t>(compute.size());
+  s.cpu_events = 200;
+  return s;
+}
+
+inline absl::Status WriteDashboardFleet(WindowStore& store) {
+  if (absl::Status s = query_test::WriteFleet(store); !s.ok()) return s;
+  StoreBatch batch;
+  const absl::Time now = absl::Now();
+  auto job = [&](const std::string& name, int64_t last, absl::Time seen) {
+    batch.jobs.push_back(JobUpdate{.job = name,
+                                   .last_event_ns = kT0 + (last + 1) * kWindow,
+                                   .last_seen_wall = seen});
+  };
+  for (int64_t i = 370; i <= 399; ++i) {
+    batch.windows.push_back(
+        DeviceWindows("steady", i, {9'960'000'000, 9'970'000'000}));
+    std::vector<int64_t> wide(kWideDevices, 9'500'000'000);
+    wide[kWideSlowDevice] = 1 * kSecond;
+    batch.windows.push_back(DeviceWindows("wide", i, wide));
+  }
+  for (int64_t i = 397; i <= 399; ++i) {
+    batch.windows.push_back(query_test::MakeWindow("stale", i, 5 * kSecond));
+  }
+  job("steady", 399, now);
+  job("wide", 399, now);
+  job("stale", 399, now - kStaleFor);
+
+  absl::StatusOr<AlertRuleSet> rules = ParseAlertRules(kAlertRule, "test");
+  if (!rules.ok()) return rules.status();
+  AlertEvaluator alerts(*std::move(rules), {});
+  alerts.OnWindow(query_test::MakeWindow("beta", 29, 2 * kSecond), now);
+  alerts.OnWindow(query_test::MakeWindow("gamma", 399, 6 * kSecond), now);
+  alerts.OnWindow(batch.windows[2 * 29], now);  // steady, window 399.
+  batch.alert_states = alerts.TakeStateUpdates();
+  return store.Commit(batch);
+}
+
+inline absl::Status WriteDashboardFleetStore(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<WindowStore>> store =
+      OpenRocksDbWindowStore(path);
+  if (!store.ok()) return store.status();
+  return WriteDashboardFleet(**store);
+}
+
+}  // namespace bubblewatch::dashboard_test
+
+#endif  // BUBBLEWATCH_TESTS_SERVE_DASHBOARD_TEST_FLEET_H_

@@ -34,6 +34,21 @@ absl::Status CheckInterval(const Trace& trace, absl::string_view what,
       " ns, about 146 years, of the clock's epoch)"));
 }
 
+// True if every element's [start, end] is accepted: one branch-free pass, so
+// that checking every event costs little beside analyzing it (the readers,
+// the analyzer and the collectives matching each check). Only a trace that
+// fails it pays for finding and naming the first bad event.
+template <typename T, typename Start, typename End>
+bool AllIntervalsAccepted(const std::vector<T>& events, Start start, End end) {
+  bool ok = true;
+  for (const T& e : events) {
+    const int64_t s = start(e);
+    const int64_t t = end(e);
+    ok &= IsAcceptedEventTime(s) & IsAcceptedEventTime(t) & (t >= s);
+  }
+  return ok;
+}
+
 }  // namespace
 
 bool IsCollectiveKernelName(absl::string_view name) {
@@ -54,7 +69,13 @@ void EscapeUnprintableNames(Trace* trace) {
 }
 
 absl::Status CheckEventTimes(const Trace& trace) {
-  for (size_t i = 0; i < trace.gpu.size(); ++i) {
+  const bool gpu_ok = AllIntervalsAccepted(
+      trace.gpu, [](const GpuActivity& a) { return a.start_ns; },
+      [](const GpuActivity& a) { return a.end_ns; });
+  const bool cpu_ok = AllIntervalsAccepted(
+      trace.cpu, [](const CpuEvent& e) { return e.start_ns; },
+      [](const CpuEvent& e) { return e.end_ns; });
+  for (size_t i = 0; !gpu_ok && i < trace.gpu.size(); ++i) {
     const GpuActivity& a = trace.gpu[i];
     if (absl::Status s = CheckInterval(trace, "GPU activity", i, a.name,
                                        a.start_ns, a.end_ns);
@@ -62,7 +83,7 @@ absl::Status CheckEventTimes(const Trace& trace) {
       return s;
     }
   }
-  for (size_t i = 0; i < trace.cpu.size(); ++i) {
+  for (size_t i = 0; !cpu_ok && i < trace.cpu.size(); ++i) {
     const CpuEvent& e = trace.cpu[i];
     if (absl::Status s =
             CheckInterval(trace, "CPU event", i, e.name, e.start_ns, e.end_ns);

@@ -44,8 +44,7 @@ int RunProcessCommand(int argc, char** argv) {
   HttpServerOptions http;
   ProcessAlertFlags alert_flags;
   CommandLine cl(
-      "bubblewatch process --brokers HOST:PORT[,..]|embedded --store DIR "
-      "[options]",
+      "bubblewatch process --brokers HOST:PORT[,..] --store DIR [options]",
       "Consumes EventBatch messages, computes per-job event-time windows of "
       "GPU utilization and\nbubble attribution, and keeps them in a RocksDB "
       "store, effectively once: windows, job state\nand partition progress "
@@ -55,7 +54,8 @@ int RunProcessCommand(int argc, char** argv) {
       "topic.\n\nExit codes: 0 stopped cleanly (SIGINT/SIGTERM or "
       "--exit-when-idle), 1 store or Kafka failure,\n2 usage error.");
   cl.AddString("brokers", &options.brokers, "HOST:PORT[,..]",
-               "Kafka bootstrap servers");
+               "Kafka bootstrap servers (not 'embedded': see `bubblewatch "
+               "demo`)");
   cl.AddString("store", &store_path, "DIR", "the RocksDB window store");
   int store_cache_mb = 64;
   int store_memtable_mb = 8;
@@ -140,6 +140,17 @@ int RunProcessCommand(int argc, char** argv) {
   std::vector<std::string> usage_errors;
   if (!positional.empty()) {
     usage_errors.push_back("unexpected argument " + positional[0]);
+  }
+  // `produce --brokers embedded` starts librdkafka's mock cluster inside
+  // its own process. Here it would be a private, empty cluster that no
+  // producer can reach, so a processor on it could never see an event; and
+  // taken for a host name, "embedded:9092" never resolves, which the
+  // processor waits out like any outage: forever.
+  if (options.brokers == "embedded") {
+    usage_errors.push_back(
+        "--brokers embedded is not supported: an embedded cluster lives "
+        "inside one process, so a processor alone on one never sees an "
+        "event; `bubblewatch demo` runs producer, processor and store on one");
   }
   if (store_path.empty()) usage_errors.push_back("--store is required");
   if (store_cache_mb < 1 || store_memtable_mb < 1) {

@@ -16,8 +16,12 @@ hidden temporary name in the same directory and is then renamed, so the
 watcher never sees a half-written file.
 
 The default schedule keeps the overhead under 1 %; see ``overhead_fraction``
-for the arithmetic. Only ``profile`` needs torch; the rest is pure Python.
+for the arithmetic. Only ``profile`` needs torch; the rest is pure Python,
+and importing the package never imports torch. ``profile`` without torch
+raises ``TorchNotInstalledError`` (an ImportError) saying what to install.
 """
+
+from bubblewatch_torch._version import __version__  # noqa: F401
 
 from bubblewatch_torch.naming import (  # noqa: F401
     DEFAULT_JOB_PATTERN,
@@ -31,4 +35,8 @@ from bubblewatch_torch.schedule import (  # noqa: F401
     DEFAULT_DUTY_CYCLE,
     overhead_fraction,
 )
-from bubblewatch_torch.profiler import profile, trace_handler  # noqa: F401
+from bubblewatch_torch.profiler import (  # noqa: F401
+    TorchNotInstalledError,
+    profile,
+    trace_handler,
+)

@@ -2,9 +2,37 @@
 package (naming, schedule arithmetic) works without it."""
 
 import os
+import sys
 
 from bubblewatch_torch import naming
 from bubblewatch_torch import schedule as duty
+
+
+class TorchNotInstalledError(ImportError):
+    """profile() was called in a Python that has no torch. An ImportError,
+    but not a ModuleNotFoundError: its message says what to install where."""
+
+
+def _import_torch():
+    """Returns the torch module, or raises TorchNotInstalledError if torch is
+    not installed. Any other failure to import an installed torch (a broken
+    CUDA library, say) propagates as it is: its own message is the useful
+    one."""
+    try:
+        import torch
+        import torch.profiler  # noqa: F401
+    except ModuleNotFoundError as e:
+        if e.name != "torch" and not (e.name or "").startswith("torch."):
+            raise
+        # `from None`: one error, not torch's traceback chained before it.
+        raise TorchNotInstalledError(
+            "bubblewatch_torch.profile() needs PyTorch, which the Python at "
+            "%s cannot import. Install it into that environment: "
+            "`%s -m pip install torch` (or the build for your CUDA version: "
+            "https://pytorch.org/get-started/locally/)"
+            % (sys.executable, sys.executable or "python3"),
+            name="torch") from None
+    return torch
 
 
 def trace_handler(trace_dir, job, rank):
@@ -31,7 +59,7 @@ class _Profile(object):
 
     def __init__(self, trace_dir, job=None, rank=None, cycle=None,
                  activities=None, record_shapes=False, with_stack=False):
-        import torch  # Deferred: see the module doc.
+        torch = _import_torch()  # Deferred: see the module doc.
         from torch.profiler import ProfilerActivity, schedule
 
         job = job if job is not None else naming.detect_job()
@@ -85,5 +113,7 @@ class _Profile(object):
 def profile(trace_dir, job=None, rank=None, cycle=None, **kwargs):
     """Returns the context manager (see the package doc). ``job`` defaults
     to detect_job(), ``rank`` to detect_rank(), ``cycle`` to
-    DEFAULT_DUTY_CYCLE; other keyword arguments go to torch.profiler."""
+    DEFAULT_DUTY_CYCLE; other keyword arguments go to torch.profiler.
+    Raises TorchNotInstalledError (an ImportError) where torch is not
+    installed."""
     return _Profile(trace_dir, job=job, rank=rank, cycle=cycle, **kwargs)

@@ -9,8 +9,11 @@ import gzip
 import json
 import os
 import re
+import subprocess
+import sys
 import tempfile
 import unittest
+from unittest import mock
 
 import bubblewatch_torch as bt
 from bubblewatch_torch import schedule as duty
@@ -24,8 +27,9 @@ except ImportError:
 # The watcher's default pattern as written in ingest/watch/job_name_pattern.h
 # (C++ spelling, (?<name>...)), read from the header so that the two cannot
 # drift apart.
-HEADER = os.path.join(os.path.dirname(__file__), "..", "..", "..", "ingest",
-                      "watch", "job_name_pattern.h")
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                    "..")
+HEADER = os.path.join(ROOT, "ingest", "watch", "job_name_pattern.h")
 
 
 def watcher_default_pattern():
@@ -100,6 +104,52 @@ class ScheduleTest(unittest.TestCase):
             duty.wait_steps(bt.DutyCycle(0, 1, 0, 10))
         with self.assertRaises(ValueError):
             duty.wait_steps(bt.DutyCycle(0, 5, 6, 10))
+
+
+def project_version():
+    """project(bubblewatch VERSION x.y.z) in the top-level CMakeLists.txt."""
+    with open(os.path.join(ROOT, "CMakeLists.txt")) as f:
+        m = re.search(r"project\(bubblewatch\s+VERSION\s+([0-9.]+)", f.read())
+    assert m, "project(bubblewatch VERSION ...) not found in CMakeLists.txt"
+    return m.group(1)
+
+
+class PackageTest(unittest.TestCase):
+
+    def test_version_is_the_projects(self):
+        # pyproject.toml takes the version from _version.py; CMakeLists.txt
+        # is where a release changes it.
+        self.assertEqual(bt.__version__, project_version())
+
+    def test_importing_the_package_does_not_import_torch(self):
+        # In a child: this process may have imported torch already.
+        code = ("import sys, bubblewatch_torch; "
+                "print(sorted(m for m in sys.modules if m == 'torch' "
+                "or m.startswith('torch.')))")
+        out = subprocess.run([sys.executable, "-c", code], check=True,
+                             capture_output=True, text=True).stdout
+        self.assertEqual(out.strip(), "[]")
+
+    def test_profile_without_torch_says_what_to_install(self):
+        # None in sys.modules makes `import torch` fail as it does where torch
+        # is not installed (ModuleNotFoundError, name 'torch'), also here
+        # where it may be.
+        with tempfile.TemporaryDirectory() as d, \
+                mock.patch.dict(sys.modules, {"torch": None,
+                                              "torch.profiler": None}):
+            trace_dir = os.path.join(d, "traces")
+            with self.assertRaises(ImportError) as cm:
+                bt.profile(trace_dir, job="j")
+            self.assertFalse(os.path.exists(trace_dir))
+        e = cm.exception
+        self.assertIsInstance(e, bt.TorchNotInstalledError)
+        self.assertNotIsInstance(e, ModuleNotFoundError)
+        self.assertEqual(e.name, "torch")
+        self.assertIn("needs PyTorch", str(e))
+        self.assertIn("-m pip install torch", str(e))
+        # One error: torch's ModuleNotFoundError is not chained before it.
+        self.assertTrue(e.__suppress_context__)
+        self.assertIsNone(e.__cause__)
 
 
 @unittest.skipUnless(HAVE_TORCH, "torch is not installed here: the profiler "

@@ -9,7 +9,8 @@
 //   GET /api/v1/jobs                          the job list
 //   GET /api/v1/jobs/{job}/windows?last=1h    a job report (or from=&to=;
 //        bubbles=N, pretty=1)
-//   GET /api/v1/fleet?top=20&by=bubble_ratio  the fleet ranking (pretty=1)
+//   GET /api/v1/fleet?last=1h&top=20&by=bubble_time  the fleet ranking over
+//        a period (or from=&to=; pretty=1)
 //   GET /metrics                              Prometheus text format 0.0.4
 //   GET /healthz                              {"status":"ok"}
 //   GET /, /app.js, ...                       the dashboard (built in)

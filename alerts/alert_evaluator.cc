@@ -89,10 +89,9 @@ void AlertEvaluator::Emit(RuleState& s, AlertStatus status, absl::Time now,
   if (status == AlertStatus::kResolved) s.last.ends_at = now;
   s.last_sent = now;
   if (s.last.summary.empty()) {
-    s.last.summary =
-        absl::StrFormat("%s of %s: %s %.3g vs threshold %.3g", s.last.rule,
-                        s.last.job.empty() ? "the fleet" : s.last.job,
-                        s.last.measure, s.last.value, s.last.threshold);
+    s.last.summary = absl::StrCat(s.last.rule, " of ",
+                                  s.last.job.empty() ? "the fleet" : s.last.job,
+                                  ": ", AlertMeasureText(s.last));
   }
   s.undelivered = s.last;
   out.push_back(s.last);

@@ -1,8 +1,11 @@
 #include "alerts/alert_event.h"
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "base/human_duration.h"
 #include "base/json_writer.h"
 #include "base/status_macros.h"
 #include "schemas/analysis_json.h"
@@ -16,6 +19,19 @@ constexpr char kSchema[] = "bubblewatch.alert/v1";
 std::string FormatWall(absl::Time t) {
   return absl::FormatTime("%Y-%m-%d%ET%H:%M:%E*SZ", t, absl::UTCTimeZone());
 }
+
+// An event time (ns since the epoch) as RFC 3339 UTC, with the fraction
+// only when there is one.
+std::string EventTimeRfc3339(int64_t ns) {
+  return absl::FormatTime("%Y-%m-%d%ET%H:%M:%E*SZ", absl::FromUnixNanos(ns),
+                          absl::UTCTimeZone());
+}
+
+std::string PercentText(double fraction) {
+  return absl::StrFormat("%.3g%%", 100 * fraction);
+}
+
+int64_t SecondsToNs(double s) { return static_cast<int64_t>(s * 1e9 + 0.5); }
 
 // Reads fields of one object, remembering the first failure.
 class Fields {
@@ -122,6 +138,7 @@ std::string AlertEventToJson(const AlertEvent& e) {
   w.Key("kind").String(RuleKindName(e.kind));
   w.Key("severity").String(e.severity);
   w.Key("summary").String(e.summary);
+  w.Key("description").String(AlertDescription(e));
   w.Key("job").String(e.job);
   w.Key("cause").String(e.cause);
   w.Key("jobs").BeginArray();
@@ -245,6 +262,61 @@ absl::StatusOr<AlertEvent> ParseAlertEventJson(absl::string_view json) {
   e.dashboard_url = f.Str("dashboard_url");
   RETURN_IF_ERROR(status);
   return e;
+}
+
+std::string AlertMeasureText(const AlertEvent& e) {
+  absl::string_view m = e.measure;
+  if (m == "utilization") {
+    return absl::StrCat("utilization ", PercentText(e.value), " (threshold ",
+                        PercentText(e.threshold), ")");
+  }
+  if (absl::EndsWith(m, "_share")) {
+    m.remove_suffix(6);
+    return absl::StrCat(m, " ", PercentText(e.value),
+                        " of GPU time (threshold ", PercentText(e.threshold),
+                        ")");
+  }
+  if (m == "largest_bubble_s") {
+    return absl::StrCat(
+        "largest bubble ", HumanDurationWords(SecondsToNs(e.value)),
+        " (threshold ", HumanDurationWords(SecondsToNs(e.threshold)), ")");
+  }
+  if (m == "silent_s") {
+    return absl::StrCat("silent for ", HumanDurationWords(SecondsToNs(e.value)),
+                        " (threshold ",
+                        HumanDurationWords(SecondsToNs(e.threshold)), ")");
+  }
+  if (m == "jobs_firing") {
+    return absl::StrFormat("%.0f jobs firing (threshold %.0f)", e.value,
+                           e.threshold);
+  }
+  return absl::StrFormat("%s %.4g (threshold %.4g)", e.measure, e.value,
+                         e.threshold);
+}
+
+std::string AlertDescription(const AlertEvent& e) {
+  std::string d = AlertMeasureText(e);
+  if (e.window_end_ns > e.window_start_ns) {
+    absl::StrAppend(&d, " in the window of ",
+                    HumanDurationWords(e.window_end_ns - e.window_start_ns),
+                    " from ", EventTimeRfc3339(e.window_start_ns),
+                    ", utilization ",
+                    absl::StrFormat("%.1f%%", 100 * e.utilization));
+  }
+  if (!e.jobs.empty()) {
+    absl::StrAppend(&d, "; jobs: ", absl::StrJoin(e.jobs, ", "));
+  }
+  return d;
+}
+
+std::string AlertLargestBubbleText(const BubbleReport& b) {
+  std::string s = absl::StrCat(
+      HumanDurationWords(b.duration_ns()), " on device ", b.device, " at ",
+      EventTimeRfc3339(b.start_ns), ", cause ", BubbleCauseName(b.cause),
+      ", blamed on ", b.blamed.empty() ? "-" : b.blamed);
+  if (b.before) absl::StrAppend(&s, "; after kernel ", b.before->name);
+  if (b.after) absl::StrAppend(&s, "; before kernel ", b.after->name);
+  return s;
 }
 
 std::string DescribeAlertEvent(const AlertEvent& e) {

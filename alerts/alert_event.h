@@ -69,6 +69,23 @@ std::string AlertEventToJson(const AlertEvent& event);
 // missing or malformed field.
 absl::StatusOr<AlertEvent> ParseAlertEventJson(absl::string_view json);
 
+// The alert texts people read (Alertmanager annotations, the topic's
+// `description`): event times as RFC 3339 UTC ("2026-01-01T00:00:10Z"),
+// durations in words (base/human_duration.h), shares as percentages.
+//
+// What was measured against what: "host_sync 16.2% of GPU time (threshold
+// 10%)", "largest bubble 6.2 seconds (threshold 5 seconds)", "silent for 5
+// minutes 12 seconds (threshold 5 minutes)", "12 jobs firing (threshold
+// 10)".
+std::string AlertMeasureText(const AlertEvent& event);
+// AlertMeasureText, then the window it comes from ("in the window of 10
+// seconds from 2026-01-01T00:00:10Z, utilization 62.1%") and a fleet
+// alert's jobs.
+std::string AlertDescription(const AlertEvent& event);
+// "6.2 seconds on device 3 at 2026-01-01T00:00:12.5Z, cause host_sync,
+// blamed on cudaStreamSynchronize; after kernel gemm; before kernel relu".
+std::string AlertLargestBubbleText(const BubbleReport& bubble);
+
 // One line for logs and the demo: "FIRING host-sync-stall job-a: host_sync
 // 41% > 30% (...)".
 std::string DescribeAlertEvent(const AlertEvent& event);

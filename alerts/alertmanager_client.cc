@@ -19,30 +19,6 @@ std::string Rfc3339(absl::Time t) {
   return absl::FormatTime("%Y-%m-%d%ET%H:%M:%E*SZ", t, absl::UTCTimeZone());
 }
 
-std::string Description(const AlertEvent& e) {
-  std::string d = absl::StrFormat("%s = %.4g (threshold %.4g)", e.measure,
-                                  e.value, e.threshold);
-  if (e.window_end_ns > e.window_start_ns) {
-    absl::StrAppendFormat(&d, " in window [%d, %d) ns, utilization %.1f%%",
-                          e.window_start_ns, e.window_end_ns,
-                          100 * e.utilization);
-  }
-  if (!e.jobs.empty()) {
-    absl::StrAppend(&d, "; jobs: ", absl::StrJoin(e.jobs, ", "));
-  }
-  return d;
-}
-
-std::string LargestBubble(const BubbleReport& b) {
-  std::string s = absl::StrFormat(
-      "%.3f ms on device %d at %d ns, cause %s, blamed on %s",
-      b.duration_ns() / 1e6, b.device, b.start_ns, BubbleCauseName(b.cause),
-      b.blamed.empty() ? "-" : b.blamed);
-  if (b.before) absl::StrAppend(&s, "; after kernel ", b.before->name);
-  if (b.after) absl::StrAppend(&s, "; before kernel ", b.after->name);
-  return s;
-}
-
 }  // namespace
 
 std::string AlertmanagerClient::ToAlertmanagerJson(
@@ -61,7 +37,7 @@ std::string AlertmanagerClient::ToAlertmanagerJson(
     w.EndObject();
     w.Key("annotations").BeginObject();
     w.Key("summary").String(e.summary);
-    w.Key("description").String(Description(e));
+    w.Key("description").String(AlertDescription(e));
     if (e.dominant_cause) {
       w.Key("dominant_cause")
           .String(absl::StrFormat("%s (%.0f%% of bubble time)",
@@ -70,7 +46,7 @@ std::string AlertmanagerClient::ToAlertmanagerJson(
       w.Key("advice").String(BubbleCauseAdvice(*e.dominant_cause));
     }
     if (e.largest_bubble) {
-      w.Key("largest_bubble").String(LargestBubble(*e.largest_bubble));
+      w.Key("largest_bubble").String(AlertLargestBubbleText(*e.largest_bubble));
     }
     if (!e.dashboard_url.empty()) w.Key("dashboard").String(e.dashboard_url);
     w.EndObject();

@@ -74,6 +74,17 @@ int Print(const QueryArgs& a, const absl::StatusOr<std::string>& json,
   return kExitOk;
 }
 
+// The period parameters as given (the server applies the same defaults).
+void AddPeriodParams(const QueryArgs& a,
+                     std::multimap<std::string, std::string>& params) {
+  if (!a.from.empty()) {
+    params.emplace("from", a.from);
+    params.emplace("to", a.to);
+  } else if (!a.last.empty()) {
+    params.emplace("last", a.last);
+  }
+}
+
 int Job(const QueryArgs& a, Source& src, const std::string& job,
         const JobPeriod& period, int bubbles) {
   const bool color = !a.no_color && isatty(STDOUT_FILENO);
@@ -90,12 +101,7 @@ int Job(const QueryArgs& a, Source& src, const std::string& job,
   }
   std::multimap<std::string, std::string> params = {
       {"bubbles", std::to_string(bubbles)}};
-  if (!a.from.empty()) {
-    params.emplace("from", a.from);
-    params.emplace("to", a.to);
-  } else if (!a.last.empty()) {
-    params.emplace("last", a.last);
-  }
+  AddPeriodParams(a, params);
   if (a.pretty) params.emplace("pretty", "1");
   return Print<JobReport>(
       a,
@@ -105,17 +111,19 @@ int Job(const QueryArgs& a, Source& src, const std::string& job,
       ParseJobReportJson, render);
 }
 
-int Fleet(const QueryArgs& a, Source& src, const FleetOrder& by, int top) {
+int Fleet(const QueryArgs& a, Source& src, const JobPeriod& period,
+          const FleetOrder& by, int top) {
   const bool color = !a.no_color && isatty(STDOUT_FILENO);
   auto render = [&](const FleetReport& r) { return RenderFleetText(r, color); };
   if (src.store != nullptr) {
-    absl::StatusOr<FleetReport> r = QueryFleet(*src.store, by, top);
+    absl::StatusOr<FleetReport> r = QueryFleet(*src.store, period, by, top);
     if (!r.ok()) return Fail(r.status());
     std::cout << (a.json ? RenderFleetJson(*r, a.pretty) + "\n" : render(*r));
     return kExitOk;
   }
   std::multimap<std::string, std::string> params = {
       {"top", std::to_string(top)}, {"by", by.Name()}};
+  AddPeriodParams(a, params);
   if (a.pretty) params.emplace("pretty", "1");
   return Print<FleetReport>(a, src.client->Get("/api/v1/fleet", params),
                             ParseFleetJson, render);
@@ -144,15 +152,19 @@ int RunQueryCommand(int argc, char** argv) {
   QueryArgs a;
   CommandLine cl(
       "bubblewatch query job JOB [--last 1h | --from T --to T] [options]\n"
-      "       bubblewatch query fleet [--top 20] [--by ORDER] [options]\n"
+      "       bubblewatch query fleet [--last 1h | --from T --to T] [--top 20] "
+      "[--by ORDER]\n"
+      "                               [options]\n"
       "       bubblewatch query jobs [options]\n"
       "  with --store DIR or --server URL",
       "Answers from the window store: `job` reports one job's windows over a "
       "period (default the\nlast hour, ending at its latest window): "
       "utilization over time, rolling 1m/5m/1h utilization,\nbubble time by "
-      "cause, the top bubbles and advice. `fleet` ranks the latest complete "
-      "window\nof every job (ORDER: bubble_ratio, bubble_time, "
-      "cause:<cause>). `jobs` lists known jobs.\n\nT is RFC 3339 "
+      "cause, the top bubbles and advice. `fleet` ranks every job by the GPU "
+      "time it wasted\nover a period (default the last hour, ending at the "
+      "fleet's newest window; ORDER: bubble_time\n(default), bubble_ratio, "
+      "cause:<cause>) and says how many GPU-hours the fleet lost, by\ncause. "
+      "`jobs` lists known jobs.\n\nT is RFC 3339 "
       "(2026-11-29T10:00:00Z) or epoch seconds; a period is at most 24h.\n"
       "--store opens the store read-only (beside a running processor, or a "
       "copy); --server asks\n`bubblewatch serve` or `process --http`.\n\n"
@@ -165,15 +177,17 @@ int RunQueryCommand(int argc, char** argv) {
                "bearer token for --server, from this file");
   cl.AddString(
       "last", &a.last, "DURATION",
-      "job: the period ending at the job's latest window (default 1h)");
-  cl.AddString("from", &a.from, "T", "job: period start (with --to)");
-  cl.AddString("to", &a.to, "T", "job: period end, exclusive (with --from)");
+      "job, fleet: the period ending at the job's (fleet's) latest window "
+      "(default 1h)");
+  cl.AddString("from", &a.from, "T", "job, fleet: period start (with --to)");
+  cl.AddString("to", &a.to, "T",
+               "job, fleet: period end, exclusive (with --from)");
   cl.AddString("bubbles", &a.bubbles, "N", "job: top bubbles to list (10)");
   cl.AddInt("windows", &a.windows, "N",
             "job: rows of the window table: the latest N (0 = all)");
   cl.AddString("top", &a.top, "N", "fleet: jobs to list (20)");
   cl.AddString("by", &a.by, "ORDER",
-               "fleet: bubble_ratio, bubble_time or cause:<cause>");
+               "fleet: bubble_time (default), bubble_ratio or cause:<cause>");
   cl.AddBool("json", &a.json, "print JSON (the HTTP API's objects)");
   cl.AddBool("pretty", &a.pretty, "indent the JSON");
   cl.AddBool("no-color", &a.no_color, "no ANSI colors on a terminal");
@@ -202,10 +216,12 @@ int RunQueryCommand(int argc, char** argv) {
   if (!a.token_file.empty() && a.server.empty()) {
     return Usage("--token-file goes with --server");
   }
-  const bool job_opts =
-      !a.last.empty() || !a.from.empty() || !a.to.empty() || !a.bubbles.empty();
-  if (what != "job" && job_opts) {
-    return Usage("--last, --from, --to and --bubbles apply to `query job`");
+  const bool period_opts = !a.last.empty() || !a.from.empty() || !a.to.empty();
+  if (what == "jobs" && period_opts) {
+    return Usage("--last, --from and --to apply to `query job` and `fleet`");
+  }
+  if (what != "job" && !a.bubbles.empty()) {
+    return Usage("--bubbles applies to `query job`");
   }
   if (what != "fleet" && (!a.top.empty() || !a.by.empty())) {
     return Usage("--top and --by apply to `query fleet`");
@@ -223,7 +239,7 @@ int RunQueryCommand(int argc, char** argv) {
       ParseCount("--top", a.top, kDefaultFleetTop, kMaxFleetTop);
   if (!top.ok()) return Usage(top.status().message());
   absl::StatusOr<FleetOrder> by =
-      ParseFleetOrder(a.by.empty() ? "bubble_ratio" : a.by);
+      ParseFleetOrder(a.by.empty() ? "bubble_time" : a.by);
   if (!by.ok()) return Usage(absl::StrCat("--by: ", by.status().message()));
 
   Source src;
@@ -245,7 +261,7 @@ int RunQueryCommand(int argc, char** argv) {
     src.client = *std::move(client);
   }
   if (what == "job") return Job(a, src, pos[1], *period, *bubbles);
-  if (what == "fleet") return Fleet(a, src, *by, *top);
+  if (what == "fleet") return Fleet(a, src, *period, *by, *top);
   return Jobs(a, src);
 }
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "base/human_duration.h"
 #include "cli/analysis_report.h"
 #include "cli/text_style.h"
 #include "serve/query_report.h"
@@ -22,13 +23,16 @@ std::string KernelName(const std::optional<KernelRef>& k) {
   return k ? Shorten(k->name, 28) : "-";
 }
 
-// "host_sync 79%": a window's dominant cause and its share of the bubble.
+// "host_sync 79%": the dominant cause and its share of the bubble.
+std::string DominantText(int64_t bubble_ns, const Attribution& attribution) {
+  std::optional<BubbleCause> c = DominantCause(attribution);
+  if (!c.has_value() || bubble_ns <= 0) return "-";
+  return absl::StrFormat("%s %.0f%%", BubbleCauseName(*c),
+                         100.0 * attribution[static_cast<int>(*c)] / bubble_ns);
+}
+
 std::string DominantText(const UtilizationStats& s) {
-  std::optional<BubbleCause> c = DominantCause(s.attribution);
-  if (!c.has_value() || s.bubble_ns <= 0) return "-";
-  return absl::StrFormat(
-      "%s %.0f%%", BubbleCauseName(*c),
-      100.0 * s.attribution[static_cast<int>(*c)] / s.bubble_ns);
+  return DominantText(s.bubble_ns, s.attribution);
 }
 
 void AppendCauses(std::string& out, const PeriodStats& p) {
@@ -144,30 +148,56 @@ std::string RenderFleetText(const FleetReport& r, bool color) {
   std::string out;
   absl::StrAppend(&out, Bold(color, "bubblewatch query fleet"), "  by ",
                   r.by.Name(), "; top ", r.entries.size(), " of ", r.jobs,
-                  " job(s), latest complete window of each\n");
+                  " job(s)\n");
+  if (r.to_ns > r.from_ns) {
+    absl::StrAppend(&out, "  period  ", EventTimeText(r.from_ns), " .. ",
+                    EventTimeText(r.to_ns), " UTC (",
+                    HumanDurationWords(r.to_ns - r.from_ns), ")\n");
+  }
   if (r.entries.empty()) {
-    absl::StrAppend(&out, "\n  The store holds no windows.\n");
+    absl::StrAppend(&out, "\n  No windows in this period.\n");
     return out;
   }
-  absl::StrAppendFormat(&out, "\n  %4s  %-24s %-19s %7s %7s %12s  %-22s %s\n",
-                        "#", "job", "window (UTC)", "util", "bubble",
-                        "bubble time", "dominant cause", "culprit");
+  absl::StrAppendFormat(&out, "\n  %4s  %-24s %9s %7s %7s %12s  %-22s %s\n",
+                        "#", "job", "windows", "util", "bubble", "bubble time",
+                        "dominant cause", "latest culprit");
   int rank = 0;
+  bool any_partial = false;
   for (const FleetEntry& e : r.entries) {
-    const UtilizationStats& s = e.latest.stats;
-    absl::StrAppendFormat(&out, "  %4d  %-24s %-19s %7s %7s %12s  %-22s %s\n",
-                          ++rank, Shorten(e.job, 24),
-                          EventTimeText(e.latest.start_ns),
+    const PeriodStats& s = e.period.stats;
+    std::string windows = absl::StrCat(s.windows);
+    if (e.period.partial_windows > 0) {
+      absl::StrAppend(&windows, "*");
+      any_partial = true;
+    }
+    absl::StrAppendFormat(&out, "  %4d  %-24s %9s %7s %7s %12s  %-22s %s\n",
+                          ++rank, Shorten(e.job, 24), windows,
                           Percent(s.utilization()), Percent(s.bubble_ratio()),
-                          HumanDuration(s.bubble_ns), DominantText(s),
-                          KernelName(s.culprit_before_bubble));
+                          HumanDuration(s.bubble_ns),
+                          DominantText(s.bubble_ns, s.attribution),
+                          KernelName(e.latest.stats.culprit_before_bubble));
   }
-  absl::StrAppend(&out, "\n", Bold(color, "Fleet"), " (latest windows of ",
-                  r.jobs, " job(s)): utilization ",
-                  Percent(r.all.utilization()), ", bubble ",
-                  HumanDuration(r.all.bubble_ns), " (",
-                  Percent(r.all.bubble_ratio()), " of span)\n");
-  AppendCauses(out, r.all);
+  if (any_partial) {
+    absl::StrAppend(&out,
+                    "  * with partial windows (a device covered part of the "
+                    "window, e.g. a job's\n    tail): they count by the "
+                    "GPU-time they cover, not as whole windows\n");
+  }
+  const PeriodStats& all = r.all.stats;
+  absl::StrAppendFormat(
+      &out,
+      "\n%s: %.3f GPU-hours lost to bubbles (%s of %.3f GPU-hours "
+      "observed), utilization %s\n",
+      Bold(color, "Fleet"), all.bubble_ns / 3.6e12, Percent(all.bubble_ratio()),
+      all.span_ns / 3.6e12, Percent(all.utilization()));
+  for (BubbleCause c : kAllBubbleCauses) {
+    const int64_t ns = all.attribution[static_cast<int>(c)];
+    if (ns == 0) continue;
+    const double share = all.bubble_ns > 0 ? double(ns) / all.bubble_ns : 0.0;
+    absl::StrAppendFormat(&out, "  %-16s %10.3f GPU-h  %6s  %s\n",
+                          BubbleCauseName(c), ns / 3.6e12, Percent(share),
+                          Bar(share, 24));
+  }
   return out;
 }
 

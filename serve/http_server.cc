@@ -307,19 +307,22 @@ class HttpServer::Impl {
   }
 
   void Fleet(const httplib::Request& req, httplib::Response& res) {
-    auto params = Params(req, {"top", "by", "pretty"});
+    auto params = Params(req, {"top", "by", "last", "from", "to", "pretty"});
     if (!params.ok()) return ReplyError(res, params.status());
+    absl::StatusOr<JobPeriod> period = ParseJobPeriod(
+        Get(*params, "last"), Get(*params, "from"), Get(*params, "to"));
+    if (!period.ok()) return ReplyError(res, period.status());
     absl::StatusOr<int> top =
         ParseCount("top", Get(*params, "top"), kDefaultFleetTop, kMaxFleetTop);
     if (!top.ok()) return ReplyError(res, top.status());
     const std::string by_text = Get(*params, "by");
     absl::StatusOr<FleetOrder> by =
-        ParseFleetOrder(by_text.empty() ? "bubble_ratio" : by_text);
+        ParseFleetOrder(by_text.empty() ? "bubble_time" : by_text);
     if (!by.ok()) return ReplyError(res, by.status());
     absl::StatusOr<bool> pretty = Pretty(*params);
     if (!pretty.ok()) return ReplyError(res, pretty.status());
     if (absl::Status s = MaybeRefresh(); !s.ok()) return ReplyError(res, s);
-    absl::StatusOr<FleetReport> fleet = QueryFleet(*store_, *by, *top);
+    absl::StatusOr<FleetReport> fleet = QueryFleet(*store_, *period, *by, *top);
     if (!fleet.ok()) return ReplyError(res, fleet.status());
     Reply(res, RenderFleetJson(*fleet, *pretty));
   }

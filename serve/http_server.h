@@ -11,7 +11,8 @@
 //        bubbles=N, pretty=1)
 //   GET /api/v1/jobs/{job}/devices?last=1h    the same windows per device
 //        (serve/device_report.h; from=&to=, pretty=1)
-//   GET /api/v1/fleet?top=20&by=bubble_ratio  the fleet ranking (pretty=1)
+//   GET /api/v1/fleet?last=1h&top=20&by=bubble_time  the fleet ranking over
+//        a period (or from=&to=; pretty=1)
 //   GET /api/v1/alerts                        the committed alert state
 //   GET /metrics                              Prometheus text format 0.0.4
 //   GET /healthz                              {"status":"ok"}

@@ -202,8 +202,9 @@ absl::StatusOr<std::string> RenderPrometheusMetrics(
   // series, the rest are aggregated.
   ASSIGN_OR_RETURN(
       FleetReport fleet,
-      QueryFleet(store, FleetOrder{.metric = FleetOrder::Metric::kBubbleTime},
-                 std::numeric_limits<int>::max()));
+      QueryFleetLatest(store,
+                       FleetOrder{.metric = FleetOrder::Metric::kBubbleTime},
+                       std::numeric_limits<int>::max()));
   const size_t exported = std::min(fleet.entries.size(),
                                    static_cast<size_t>(std::max(0, top_jobs)));
 
@@ -217,7 +218,7 @@ absl::StatusOr<std::string> RenderPrometheusMetrics(
   page.Family("bubblewatch_fleet_bubble_ratio", "gauge",
               "Bubble time of a cause / span over the latest complete window "
               "of every job; the causes add up to the bubble ratio.");
-  WritePeriodSamples(page, "bubblewatch_fleet", "", fleet.all);
+  WritePeriodSamples(page, "bubblewatch_fleet", "", fleet.all.stats);
 
   page.Family("bubblewatch_job_utilization", "gauge",
               "GPU utilization of a job over the range ending at its latest "

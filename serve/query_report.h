@@ -31,7 +31,9 @@ std::string RangeLabel(absl::Duration range);
 // {"job", "from_ns", "to_ns", "anchor_ns", "windows": [...], "rolling": [...],
 //  "summary": {...}, "top_bubbles": [...]}
 std::string RenderJobReportJson(const JobReport& report, bool pretty);
-// {"by", "jobs", "top": [{"rank", "job", "score", "window"}], "fleet": {...}}
+// {"by", "from_ns", "to_ns", "jobs",
+//  "top": [{"rank", "job", "score", "period": {...}, "window": {...}}],
+//  "fleet": {..., "bubble_gpu_hours", "gpu_hours_by_cause": {...}}}
 std::string RenderFleetJson(const FleetReport& report, bool pretty);
 // {"jobs": [{"job", "window_count", "last_event_ns",
 //            "latest_window_start_ns", "last_seen"}]}

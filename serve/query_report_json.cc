@@ -33,6 +33,17 @@ void WritePeriod(JsonWriter& w, const PeriodStats& p) {
   WriteAttribution(w, p.attribution);
 }
 
+// A fleet period: the PeriodStats keys, then how much of it is partial
+// windows, the windows' capacity and the share of it covered.
+void WriteFleetPeriod(JsonWriter& w, const FleetJobPeriod& p) {
+  WritePeriod(w, p.stats);
+  w.Key("partial_windows").Int(p.partial_windows);
+  w.Key("capacity_us").Double(Us(p.capacity_ns));
+  w.Key("coverage").Double(p.coverage());
+}
+
+double GpuHours(int64_t ns) { return static_cast<double>(ns) / 3.6e12; }
+
 void WriteWindow(JsonWriter& w, const WindowPoint& p) {
   const UtilizationStats& s = p.stats;
   w.BeginObject();
@@ -127,6 +138,8 @@ std::string RenderFleetJson(const FleetReport& r, bool pretty) {
   JsonWriter w(pretty ? 2 : 0);
   w.BeginObject();
   w.Key("by").String(r.by.Name());
+  w.Key("from_ns").Int(r.from_ns);
+  w.Key("to_ns").Int(r.to_ns);
   w.Key("jobs").Int(r.jobs);
   w.Key("top").BeginArray();
   int rank = 0;
@@ -138,13 +151,24 @@ std::string RenderFleetJson(const FleetReport& r, bool pretty) {
     w.Key("score").Double(r.by.metric == FleetOrder::Metric::kBubbleRatio
                               ? e.score
                               : e.score / 1e3);
+    w.Key("period").BeginObject();
+    WriteFleetPeriod(w, e.period);
+    w.EndObject();
     w.Key("window");
     WriteWindow(w, e.latest);
     w.EndObject();
   }
   w.EndArray();
   w.Key("fleet").BeginObject();
-  WritePeriod(w, r.all);
+  WriteFleetPeriod(w, r.all);
+  // What a fleet owner reports upward: GPU-hours lost, in all and by cause.
+  w.Key("bubble_gpu_hours").Double(GpuHours(r.all.stats.bubble_ns));
+  w.Key("gpu_hours_by_cause").BeginObject();
+  for (BubbleCause c : kAllBubbleCauses) {
+    w.Key(BubbleCauseName(c))
+        .Double(GpuHours(r.all.stats.attribution[static_cast<int>(c)]));
+  }
+  w.EndObject();
   w.EndObject();
   w.EndObject();
   return std::move(w).Take();

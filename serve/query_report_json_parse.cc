@@ -141,6 +141,14 @@ PeriodStats ReadPeriod(Fields& f) {
   return p;
 }
 
+FleetJobPeriod ReadFleetPeriod(Fields& f) {
+  FleetJobPeriod p;
+  p.stats = ReadPeriod(f);
+  p.partial_windows = f.Int("partial_windows");
+  p.capacity_ns = f.Ns("capacity_us");
+  return p;
+}
+
 WindowPoint ReadWindow(Fields& f) {
   WindowPoint p;
   p.start_ns = f.Int("start_ns");
@@ -232,17 +240,24 @@ absl::StatusOr<FleetReport> ParseFleetJson(absl::string_view json) {
     } else {
       order_status = absl::DataLossError("bad server reply: $.by");
     }
+    r.from_ns = f.Int("from_ns");
+    r.to_ns = f.Int("to_ns");
     r.jobs = f.Int("jobs");
     f.Array("top", [&](Fields& e) {
       FleetEntry entry;
       entry.job = e.String("job");
+      if (std::optional<Fields> p = e.Object("period")) {
+        entry.period = ReadFleetPeriod(*p);
+      }
       if (std::optional<Fields> w = e.Object("window")) {
         entry.latest = ReadWindow(*w);
       }
-      entry.score = r.by.Score(entry.latest.stats);
+      entry.score = r.by.Score(entry.period.stats);
       r.entries.push_back(std::move(entry));
     });
-    if (std::optional<Fields> all = f.Object("fleet")) r.all = ReadPeriod(*all);
+    if (std::optional<Fields> all = f.Object("fleet")) {
+      r.all = ReadFleetPeriod(*all);
+    }
     return r;
   });
   if (report.ok() && !order_status.ok()) return order_status;

@@ -119,6 +119,30 @@ bool LongerBubble(const BubbleReport& a, const BubbleReport& b) {
          std::make_tuple(-b.duration_ns(), b.start_ns, b.device);
 }
 
+absl::Status CheckPeriod(const JobPeriod& period) {
+  const absl::Duration max = kMaxQueryRange;
+  if (period.last != absl::ZeroDuration()) {
+    if (period.last < absl::ZeroDuration()) {
+      return absl::InvalidArgumentError("the period must be positive");
+    }
+    if (period.last > max) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the period may be at most ", absl::FormatDuration(max),
+                       ", not ", absl::FormatDuration(period.last)));
+    }
+    return absl::OkStatus();
+  }
+  if (period.from_ns >= period.to_ns) {
+    return absl::InvalidArgumentError("'from' must be before 'to'");
+  }
+  if (absl::FromUnixNanos(period.to_ns) - absl::FromUnixNanos(period.from_ns) >
+      max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the period may be at most ", absl::FormatDuration(max)));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void PeriodStats::Add(const UtilizationStats& window) {
@@ -171,27 +195,7 @@ WindowPoint ToWindowPoint(const WindowSummary& w, bool with_stats) {
 absl::StatusOr<JobReport> QueryJob(const WindowStoreReader& store,
                                    absl::string_view job,
                                    const JobPeriod& period, int top_bubbles) {
-  const absl::Duration max = kMaxQueryRange;
-  if (period.last != absl::ZeroDuration()) {
-    if (period.last < absl::ZeroDuration()) {
-      return absl::InvalidArgumentError("the period must be positive");
-    }
-    if (period.last > max) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the period may be at most ", absl::FormatDuration(max),
-                       ", not ", absl::FormatDuration(period.last)));
-    }
-  } else {
-    if (period.from_ns >= period.to_ns) {
-      return absl::InvalidArgumentError("'from' must be before 'to'");
-    }
-    if (absl::FromUnixNanos(period.to_ns) -
-            absl::FromUnixNanos(period.from_ns) >
-        max) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the period may be at most ", absl::FormatDuration(max)));
-    }
-  }
+  RETURN_IF_ERROR(CheckPeriod(period));
   ASSIGN_OR_RETURN(int64_t latest_start, LatestStart(store, job));
 
   JobReport report;
@@ -316,20 +320,22 @@ std::string FleetOrder::Name() const {
   return "";
 }
 
-double FleetOrder::Score(const UtilizationStats& w) const {
+double FleetOrder::Score(const PeriodStats& p) const {
   switch (metric) {
     case Metric::kBubbleRatio:
-      return w.bubble_ratio();
+      return p.bubble_ratio();
     case Metric::kBubbleTime:
-      return static_cast<double>(w.bubble_ns);
+      return static_cast<double>(p.bubble_ns);
     case Metric::kCause:
-      return static_cast<double>(w.attribution[static_cast<int>(cause)]);
+      return static_cast<double>(p.attribution[static_cast<int>(cause)]);
   }
   return 0;
 }
 
 absl::StatusOr<FleetOrder> ParseFleetOrder(absl::string_view text) {
-  if (text == "bubble_ratio") return FleetOrder{};
+  if (text == "bubble_ratio") {
+    return FleetOrder{.metric = FleetOrder::Metric::kBubbleRatio};
+  }
   if (text == "bubble_time") {
     return FleetOrder{.metric = FleetOrder::Metric::kBubbleTime};
   }
@@ -350,8 +356,88 @@ absl::StatusOr<FleetOrder> ParseFleetOrder(absl::string_view text) {
                    "': want bubble_ratio, bubble_time or cause:<cause>"));
 }
 
+bool IsPartialWindow(const WindowPoint& w) {
+  return w.stats.span_ns <
+         static_cast<int64_t>(w.devices) * (w.end_ns - w.start_ns);
+}
+
+void FleetJobPeriod::Add(const WindowPoint& w) {
+  stats.Add(w.stats);
+  if (IsPartialWindow(w)) ++partial_windows;
+  capacity_ns += static_cast<int64_t>(w.devices) * (w.end_ns - w.start_ns);
+}
+
+double FleetJobPeriod::coverage() const {
+  return capacity_ns > 0 ? static_cast<double>(stats.span_ns) / capacity_ns
+                         : 0.0;
+}
+
+namespace {
+
+// Keeps the `top` highest scores of `entries`, highest first; ties: more
+// bubble time, then job name.
+void RankEntries(std::vector<FleetEntry>& entries, int top) {
+  const size_t keep =
+      std::min(entries.size(), static_cast<size_t>(std::max(0, top)));
+  std::partial_sort(
+      entries.begin(), entries.begin() + keep, entries.end(),
+      [](const FleetEntry& a, const FleetEntry& b) {
+        if (a.score != b.score) return a.score > b.score;
+        if (a.period.stats.bubble_ns != b.period.stats.bubble_ns) {
+          return a.period.stats.bubble_ns > b.period.stats.bubble_ns;
+        }
+        return a.job < b.job;
+      });
+  entries.resize(keep);
+}
+
+}  // namespace
+
 absl::StatusOr<FleetReport> QueryFleet(const WindowStoreReader& store,
+                                       const JobPeriod& period,
                                        const FleetOrder& by, int top) {
+  RETURN_IF_ERROR(CheckPeriod(period));
+  ASSIGN_OR_RETURN(std::vector<WindowSummary> latest, store.LatestOfEveryJob());
+  FleetReport report;
+  report.by = by;
+  if (period.last > absl::ZeroDuration()) {
+    if (latest.empty()) return report;
+    int64_t anchor = std::numeric_limits<int64_t>::min();
+    for (const WindowSummary& w : latest) {
+      anchor = std::max(anchor, w.window.end_ns);
+    }
+    report.to_ns = anchor;
+    report.from_ns =
+        SaturatingSub(anchor, absl::ToInt64Nanoseconds(period.last));
+  } else {
+    report.from_ns = period.from_ns;
+    report.to_ns = period.to_ns;
+  }
+  std::vector<FleetEntry> entries;
+  for (const WindowSummary& w : latest) {
+    // The latest window has the job's latest start: a job whose latest
+    // window starts before the period has nothing in it.
+    if (w.window.start_ns < report.from_ns) continue;
+    ASSIGN_OR_RETURN(ScannedPoints scan,
+                     ScanPoints(store, w.job, report.from_ns, report.to_ns));
+    if (scan.points.empty()) continue;
+    FleetEntry e{.job = w.job};
+    for (const WindowPoint& p : scan.points) e.period.Add(p);
+    e.latest = std::move(scan.points.back());
+    e.score = by.Score(e.period.stats);
+    report.all.stats.Add(e.period.stats);
+    report.all.partial_windows += e.period.partial_windows;
+    report.all.capacity_ns += e.period.capacity_ns;
+    entries.push_back(std::move(e));
+  }
+  report.jobs = static_cast<int64_t>(entries.size());
+  RankEntries(entries, top);
+  report.entries = std::move(entries);
+  return report;
+}
+
+absl::StatusOr<FleetReport> QueryFleetLatest(const WindowStoreReader& store,
+                                             const FleetOrder& by, int top) {
   ASSIGN_OR_RETURN(std::vector<WindowSummary> latest, store.LatestOfEveryJob());
   FleetReport report;
   report.by = by;
@@ -359,23 +445,15 @@ absl::StatusOr<FleetReport> QueryFleet(const WindowStoreReader& store,
   std::vector<FleetEntry> entries;
   entries.reserve(latest.size());
   for (const WindowSummary& w : latest) {
-    report.all.Add(w.window.job);
-    entries.push_back(FleetEntry{.job = w.job,
-                                 .latest = ToWindowPoint(w),
-                                 .score = by.Score(w.window.job)});
+    FleetEntry e{.job = w.job, .latest = ToWindowPoint(w)};
+    e.period.Add(e.latest);
+    e.score = by.Score(e.period.stats);
+    report.all.stats.Add(e.period.stats);
+    report.all.partial_windows += e.period.partial_windows;
+    report.all.capacity_ns += e.period.capacity_ns;
+    entries.push_back(std::move(e));
   }
-  const size_t keep =
-      std::min(entries.size(), static_cast<size_t>(std::max(0, top)));
-  std::partial_sort(
-      entries.begin(), entries.begin() + keep, entries.end(),
-      [](const FleetEntry& a, const FleetEntry& b) {
-        if (a.score != b.score) return a.score > b.score;
-        if (a.latest.stats.bubble_ns != b.latest.stats.bubble_ns) {
-          return a.latest.stats.bubble_ns > b.latest.stats.bubble_ns;
-        }
-        return a.job < b.job;
-      });
-  entries.resize(keep);
+  RankEntries(entries, top);
   report.entries = std::move(entries);
   return report;
 }

@@ -2,8 +2,10 @@
 //   - QueryJob: "what happened to job J in the last hour" — the window
 //     series, rolling utilization over the last 1 min / 5 min / 1 h, a
 //     summary and the top bubbles of the period;
-//   - QueryFleet: "which jobs waste the most GPU time right now" — the
-//     latest complete window of every job, ranked;
+//   - QueryFleet: "which jobs wasted the most GPU time over the last hour"
+//     — every job's windows of a period, summed and ranked, with what the
+//     whole fleet lost by cause; QueryFleetLatest ranks each job's latest
+//     window (what /metrics exports);
 //   - the job list is WindowStoreReader::ListJobs as is.
 // `bubblewatch query`, the HTTP API and the metrics endpoint all call these,
 // so the CLI, JSON and Prometheus figures agree.
@@ -142,44 +144,87 @@ absl::StatusOr<std::vector<RollingUtilization>> QueryRolling(
 // How to rank the fleet; every order puts the most waste first.
 struct FleetOrder {
   enum class Metric {
-    kBubbleRatio,  // bubble / span of the latest window.
-    kBubbleTime,   // Bubble GPU-time of the latest window.
-    kCause,        // GPU-time attributed to `cause` in the latest window.
+    kBubbleRatio,  // bubble / span of the job's windows in the period.
+    kBubbleTime,   // Bubble GPU-time of the job's windows in the period.
+    kCause,        // GPU-time attributed to `cause` in the period.
   };
-  Metric metric = Metric::kBubbleRatio;
+  Metric metric = Metric::kBubbleTime;
   BubbleCause cause = BubbleCause::kHostSync;  // For kCause only.
 
   // "bubble_ratio", "bubble_time" or "cause:<name>", as ParseFleetOrder
   // accepts.
   std::string Name() const;
   // The value an entry is ranked by: a ratio for kBubbleRatio, ns otherwise.
-  double Score(const UtilizationStats& window) const;
+  // Sums over the period, so every window counts by its GPU-time: a short
+  // tail window weighs what it covers, never as much as a whole window.
+  double Score(const PeriodStats& period) const;
 };
 
 // Parses "bubble_ratio", "bubble_time" or "cause:<cause name>".
 // Errors: kInvalidArgument naming what is accepted.
 absl::StatusOr<FleetOrder> ParseFleetOrder(absl::string_view text);
 
+// A window is *partial* when it covers less than its whole length on some
+// device present in it: job span < devices x (end - start). A job's first
+// and last windows usually are (the tail a finished or paused job leaves is
+// often under a second of GPU time).
+bool IsPartialWindow(const WindowPoint& window);
+
+// One job's figures over a fleet period.
+struct FleetJobPeriod {
+  PeriodStats stats;            // Sums over the job's windows in the period.
+  int64_t partial_windows = 0;  // Of those, how many are partial.
+  // devices x (end - start) summed over the windows: the GPU-time the
+  // windows would hold if every device covered each whole window. span /
+  // capacity is the share of it the job's devices covered.
+  int64_t capacity_ns = 0;
+
+  void Add(const WindowPoint& window);
+  // span / capacity; 0 when the capacity is 0.
+  double coverage() const;
+};
+
 struct FleetEntry {
   std::string job;
-  WindowPoint latest;  // The job's latest complete window.
-  double score = 0;    // FleetOrder::Score of it.
+  FleetJobPeriod period;  // What the entry is ranked by.
+  WindowPoint latest;     // The job's latest window in the period.
+  double score = 0;       // FleetOrder::Score of period.stats.
 };
 
 struct FleetReport {
   FleetOrder by;
-  int64_t jobs = 0;  // Jobs with at least one window.
+  // The period: windows starting in [from_ns, to_ns). For "last D" it ends
+  // at the end of the newest window of any job (fleet event time; 0..0 when
+  // the store holds no window). QueryFleetLatest leaves both 0.
+  int64_t from_ns = 0;
+  int64_t to_ns = 0;
+  int64_t jobs = 0;  // Jobs with at least one window in the period.
   // The `top` highest scores, highest first; ties: more bubble time first,
   // then job name.
   std::vector<FleetEntry> entries;
-  // Over the latest window of every job (all of them, not only `entries`).
-  PeriodStats all;
+  // Over every job's windows in the period (all jobs, not only `entries`):
+  // what the fleet lost, by cause.
+  FleetJobPeriod all;
 };
 
-// Ranks the latest complete window of every job by `by` and keeps `top`
-// (REQUIRES: top >= 1). Costs one point read per job.
+// Ranks every job by `by` over its windows that start in `period` and keeps
+// `top` (REQUIRES: top >= 1). For JobPeriod::Last(D) the period is the D
+// ending at the end of the newest window of any job, so a job that stopped
+// more than D before the fleet's newest window is not in it.
+// Costs one read of every job's latest window plus a scan of the job-level
+// figures of each job's windows in the period: about 3 us per window
+// (docs/query.md#speed).
+// Errors: kInvalidArgument for an empty period or one longer than
+// kMaxQueryRange; store errors as in window_store.h.
 absl::StatusOr<FleetReport> QueryFleet(const WindowStoreReader& store,
+                                       const JobPeriod& period,
                                        const FleetOrder& by, int top);
+
+// Ranks the latest complete window of every job by `by` and keeps `top`
+// (REQUIRES: top >= 1): what the per-job gauges of /metrics export. Each
+// entry's period is that one window. Costs one point read per job.
+absl::StatusOr<FleetReport> QueryFleetLatest(const WindowStoreReader& store,
+                                             const FleetOrder& by, int top);
 
 }  // namespace bubblewatch
 

@@ -190,9 +190,19 @@ async function showFleet() {
   const order = $('order');
   order.value = params.get('by') || 'bubble_ratio';
   order.onchange = () => { params.set('by', order.value); location.search = params; };
+  // The fleet is ranked over a period (the API's default, the last hour up
+  // to the fleet's newest window); each row's figures are the period's.
+  const last = $('fleet-last');
+  const period = params.get('last') || '1h';
+  if (![...last.options].some((o) => o.value === period)) {
+    last.add(new Option(period, period));  // A period typed into the URL.
+  }
+  last.value = period;
+  last.onchange = () => { params.set('last', last.value); location.search = params; };
   // The alert state is optional: a server without it still shows the fleet.
   const [fleet, jobs, alerts] = await Promise.all([
-    api('api/v1/fleet?top=100&by=' + encodeURIComponent(order.value)),
+    api('api/v1/fleet?top=100&last=' + encodeURIComponent(period) + '&by=' +
+        encodeURIComponent(order.value)),
     api('api/v1/jobs'),
     api('api/v1/alerts').catch((err) => ({ error: String(err.message || err) })),
   ]);
@@ -204,11 +214,12 @@ async function showFleet() {
   let firing = 0;
   for (const e of fleet.top) {
     const w = e.window;
+    const p = e.period || w;  // The period's totals; a window without them.
     const tr = document.createElement('tr');
     const link = document.createElement('a');
     link.href = '?job=' + encodeURIComponent(e.job);
     link.textContent = e.job;
-    const dom = dominant(w.attribution_us);
+    const dom = dominant(p.attribution_us);
     cell(tr, String(e.rank), 'num');
     cell(tr, link);
     cell(tr, utc(w.start_ns));
@@ -225,10 +236,15 @@ async function showFleet() {
       tr.title = `stale: not seen for more than ${Math.round(limit / 1000)} s`;
       ++stale;
     }
-    cell(tr, pct(w.utilization), 'num');
-    cell(tr, pct(w.bubble_ratio), 'num');
-    cell(tr, duration(w.bubble_us), 'num');
-    cell(tr, dom ? dom + ' ' + pct(w.attribution_us[dom] / w.bubble_us) : '-');
+    cell(tr, pct(p.utilization), 'num');
+    cell(tr, pct(p.bubble_ratio), 'num');
+    cell(tr, duration(p.bubble_us), 'num');
+    if (p.partial_windows > 0) {
+      tr.lastChild.textContent += '*';
+      tr.lastChild.title = `${p.partial_windows} of ${p.windows} window(s) partly ` +
+        'observed, counted by the GPU time they hold';
+    }
+    cell(tr, dom ? dom + ' ' + pct(p.attribution_us[dom] / p.bubble_us) : '-');
     kernelCell(tr, w.culprit_before_bubble);
     if (alertCell(tr, e.job, alerts) === 'firing') ++firing;
     tr.dataset.job = e.job;
@@ -240,8 +256,11 @@ async function showFleet() {
     alertText = `; ${alerts.firing.length} alert(s) firing` +
       fleetAlerts.map((a) => ` (fleet: ${a.rule} over ${a.jobs.join(', ')})`).join('');
   }
-  $('fleet-summary').textContent = `${fleet.jobs} job(s), ${stale} stale; fleet utilization ` +
-    `${pct(fleet.fleet.utilization)} over each job's latest window${alertText}`;
+  const lost = fleet.fleet.bubble_gpu_hours;
+  $('fleet-summary').textContent = `${fleet.jobs} job(s), ${stale} stale; over the last ` +
+    `${period}: fleet utilization ${pct(fleet.fleet.utilization)}` +
+    (typeof lost === 'number' ? `, ${lost.toFixed(2)} GPU-hours lost to bubbles` : '') +
+    alertText;
   const firstOf = (sel) => body.querySelector(sel);
   const rects = {};
   const staleRow = firstOf('tr.stale');

@@ -14,6 +14,8 @@
 namespace bubblewatch {
 namespace {
 
+using ::testing::HasSubstr;
+
 constexpr int64_t kWindowNs = 10'000'000'000;
 const absl::Time kT0 = absl::FromUnixSeconds(1'700'000'000);
 
@@ -178,6 +180,45 @@ TEST(AlertEvaluator, UtilizationBelowAndBubbleLongerThan) {
   std::vector<AlertEvent> r = ev.OnWindow(Window("j", 1, 0.2), kT0);
   EXPECT_THAT(Statuses(r), ::testing::ElementsAre(AlertStatus::kResolved,
                                                   AlertStatus::kResolved));
+}
+
+// The generated summary and the description (Alertmanager and the topic)
+// write times as RFC 3339 and durations in words, never epoch ns.
+TEST(AlertEvaluator, GeneratedTextHasRfc3339TimesAndDurationsInWords) {
+  AlertEvaluator ev(Rules(R"(rules:
+  - {name: long, kind: bubble_longer_than, duration: 5s}
+  - {name: silent, kind: job_silent, duration: 5m}
+  - {name: sync, kind: cause_share_above, cause: host_sync, threshold: 10%}
+)"),
+                    {});
+  ev.OnJobActivity("j", kT0);
+  std::vector<AlertEvent> fired = ev.OnWindow(Window("j", 1, 0.6), kT0);
+  ASSERT_EQ(fired.size(), 2u);
+  const AlertEvent& long_bubble = fired[0].rule == "long" ? fired[0] : fired[1];
+  const AlertEvent& sync = fired[0].rule == "long" ? fired[1] : fired[0];
+  EXPECT_EQ(long_bubble.summary,
+            "long of j: largest bubble 6 seconds (threshold 5 seconds)");
+  EXPECT_EQ(AlertDescription(long_bubble),
+            "largest bubble 6 seconds (threshold 5 seconds) in the window of "
+            "10 seconds from 1970-01-01T00:00:10Z, utilization 40.0%");
+  EXPECT_EQ(sync.summary,
+            "sync of j: host_sync 60% of GPU time (threshold 10%)");
+  EXPECT_THAT(AlertEventToJson(sync),
+              HasSubstr("\"description\":\"host_sync 60% of GPU time "
+                        "(threshold 10%) in the window of 10 seconds from "
+                        "1970-01-01T00:00:10Z, utilization 40.0%\""));
+  ASSERT_TRUE(sync.largest_bubble.has_value());
+  EXPECT_EQ(AlertLargestBubbleText(*sync.largest_bubble),
+            "6 seconds on device 0 at 1970-01-01T00:00:10.000001Z, cause "
+            "host_sync, blamed on cudaStreamSynchronize; after kernel conv; "
+            "before kernel gemm");
+
+  std::vector<AlertEvent> silent =
+      ev.OnTick(kT0 + absl::Minutes(5) + absl::Seconds(12));
+  ASSERT_EQ(silent.size(), 1u);
+  EXPECT_EQ(silent[0].summary,
+            "silent of j: silent for 5 minutes 12 seconds (threshold 5 "
+            "minutes)");
 }
 
 TEST(AlertEvaluator, SilenceFiresAfterTAndResolvesOnActivity) {

@@ -32,9 +32,12 @@ AlertEvent Event(AlertStatus status) {
   e.threshold = 0.3;
   e.dominant_cause = BubbleCause::kHostSync;
   e.dominant_share = 0.9;
+  e.window_start_ns = int64_t{1'767'225'610} * 1'000'000'000;
+  e.window_end_ns = e.window_start_ns + 10'000'000'000;
+  e.utilization = 0.55;
   BubbleReport b;
-  b.start_ns = 0;
-  b.end_ns = 30'000'000;
+  b.start_ns = e.window_start_ns + 2'500'000'000;
+  b.end_ns = b.start_ns + 30'000'000;
   b.blamed = "aten::item";
   b.before = KernelRef{.name = "conv"};
   e.largest_bubble = b;
@@ -56,9 +59,15 @@ TEST(AlertmanagerClient, JsonHasV2LabelsAnnotationsAndTimes) {
   EXPECT_EQ(std::string_view(firing["labels"]["cause"]), "host_sync");
   EXPECT_THAT(std::string(std::string_view(firing["annotations"]["advice"])),
               ::testing::HasSubstr(".item()"));
+  // Times in alert text are RFC 3339, durations in words: no epoch ns.
+  EXPECT_EQ(
+      std::string_view(firing["annotations"]["description"]),
+      "host_sync 40% of GPU time (threshold 30%) in the window of 10 seconds "
+      "from 2026-01-01T00:00:10Z, utilization 55.0%");
   EXPECT_THAT(
       std::string(std::string_view(firing["annotations"]["largest_bubble"])),
-      ::testing::HasSubstr("30.000 ms"));
+      ::testing::StartsWith(
+          "30 milliseconds on device 0 at 2026-01-01T00:00:12.5Z, cause "));
   EXPECT_THAT(
       std::string(std::string_view(firing["annotations"]["largest_bubble"])),
       ::testing::HasSubstr("blamed on aten::item; after kernel conv"));

@@ -299,8 +299,18 @@ TEST_F(DashboardBrowserTest, JobPageDrawsAHeatMapForManyDevices) {
   }
 }
 
+TEST_F(DashboardBrowserTest, FleetPageRanksTheLastHourByDefault) {
+  // beta's windows end 3,700 s before the fleet's newest one: outside the
+  // default period, inside two hours.
+  const std::string hour = Dom("/", "1400,900");
+  EXPECT_EQ(StatusData(hour, "rows"), "6");
+  EXPECT_EQ(FleetRow(hour, "beta"), "");
+  EXPECT_THAT(hour, HasSubstr("over the last 1h: fleet utilization"));
+  EXPECT_THAT(hour, HasSubstr("GPU-hours lost to bubbles"));
+}
+
 TEST_F(DashboardBrowserTest, FleetPageShowsLastSeenStalenessAndAlerts) {
-  const std::string dom = Dom("/", "1400,900");
+  const std::string dom = Dom("/?last=2h", "1400,900");
   EXPECT_EQ(StatusData(dom, "rows"), "7");
   EXPECT_EQ(StatusData(dom, "stale"), "1");
   EXPECT_EQ(StatusData(dom, "firing"), "1");
@@ -320,7 +330,7 @@ TEST_F(DashboardBrowserTest, FleetPageShowsLastSeenStalenessAndAlerts) {
   EXPECT_THAT(FleetRow(dom, "gamma"), HasSubstr(R"(data-alert="ok")"));
   EXPECT_THAT(FleetRow(dom, "alpha"), HasSubstr(R"(data-alert="none")"));
 
-  const Image img = Screenshot("/", "1400,900", "dashboard_fleet.png");
+  const Image img = Screenshot("/?last=2h", "1400,900", "dashboard_fleet.png");
   ASSERT_EQ(img.width(), 1400);
   // A dimmed row has no dark text; a live one has.
   EXPECT_GT(img.Darkest(ParseBox(StatusData(dom, "rect-stale"))), 110);

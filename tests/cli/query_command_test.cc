@@ -105,25 +105,37 @@ TEST_F(QueryCommandTest, JobTextHasChartRollingSummaryAndAdvice) {
   EXPECT_THAT(r.out, Not(HasSubstr("\033[")));
 }
 
-TEST_F(QueryCommandTest, FleetRanksByEachOrder) {
-  auto r =
-      RunBubblewatch("query fleet --json --by bubble_time --top 2" + Store());
+TEST_F(QueryCommandTest, FleetRanksTheLastHourByEachOrder) {
+  auto r = RunBubblewatch("query fleet --json --top 2" + Store());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   simdjson::dom::parser parser;
   simdjson::dom::element doc = parser.parse(r.out);
   EXPECT_EQ(std::string_view(doc["by"]), "bubble_time");
-  EXPECT_EQ(int64_t(doc["jobs"]), 4);
+  // beta's windows ended more than an hour before the fleet's newest.
+  EXPECT_EQ(int64_t(doc["jobs"]), 3);
   simdjson::dom::array top = doc["top"];
   ASSERT_EQ(top.size(), 2u);
-  EXPECT_EQ(std::string_view(top.at(0)["job"]), "beta");
-  EXPECT_EQ(double(top.at(0)["score"]), 8e6);  // µs.
+  EXPECT_EQ(std::string_view(top.at(0)["job"]), "alpha");
+  EXPECT_EQ(double(top.at(0)["score"]), 1620e6);  // 360 x 4.5 s, in µs.
   EXPECT_EQ(std::string_view(top.at(1)["job"]), "gamma");
+
+  auto early = RunBubblewatch(
+      "query fleet --json --from 2025-11-29T10:00:00Z --to 1764410700" +
+      Store());
+  ASSERT_EQ(early.exit_code, 0) << early.err;
+  simdjson::dom::array etop = parser.parse(early.out)["top"];
+  ASSERT_EQ(etop.size(), 2u);
+  EXPECT_EQ(std::string_view(etop.at(0)["job"]), "beta");
 
   auto alloc = RunBubblewatch("query fleet --by cause:allocator" + Store());
   ASSERT_EQ(alloc.exit_code, 0) << alloc.err;
   EXPECT_THAT(alloc.out, HasSubstr("by cause:allocator"));
-  // odd/job ranks first: its line comes before beta's.
-  EXPECT_LT(alloc.out.find("odd/job"), alloc.out.find("beta"));
+  EXPECT_THAT(alloc.out,
+              HasSubstr("period  2025-11-29 10:06:40 .. 2025-11-29 11:06:40 "
+                        "UTC (1 hour)"));
+  // odd/job ranks first: its line comes before alpha's.
+  EXPECT_LT(alloc.out.find("odd/job"), alloc.out.find("alpha"));
+  EXPECT_THAT(alloc.out, HasSubstr("0.473 GPU-hours lost to bubbles"));
 }
 
 TEST_F(QueryCommandTest, UnknownJobExitsOneWithTheReason) {
@@ -139,7 +151,8 @@ TEST_F(QueryCommandTest, BadArgumentsExitTwo) {
         "query job alpha --from 1764410400", "query job alpha --from x --to y",
         "query job alpha --from 1764414000 --to 1764410400",
         "query fleet --by cause:nope", "query fleet --top 0",
-        "query fleet --last 1h", "query jobs --top 3", "query job",
+        "query fleet --last 25h", "query fleet --bubbles 3",
+        "query jobs --last 1h", "query jobs --top 3", "query job",
         "query everything", "query jobs --server http://127.0.0.1:1"}) {
     auto r = RunBubblewatch(args + Store());
     EXPECT_EQ(r.exit_code, 2) << args << ": " << r.err;
@@ -162,6 +175,8 @@ TEST_F(QueryCommandTest, ServerModeGivesTheSameBytesAsStoreMode) {
   for (const std::string q :
        {"query jobs --json", "query fleet --json --by cause:host_sync",
         "query fleet --json --pretty --top 3",
+        "query fleet --json --last 10m --by bubble_ratio",
+        "query fleet --json --from 2025-11-29T10:00:00Z --to 1764410700",
         "query job alpha --json --last 10m --bubbles 3",
         "query job alpha --json --from 2025-11-29T10:10:00Z --to 1764411600",
         "query job odd/job\\ \\\"x\\\" --json"}) {
@@ -172,7 +187,8 @@ TEST_F(QueryCommandTest, ServerModeGivesTheSameBytesAsStoreMode) {
     EXPECT_EQ(local.out, over_http.out) << q;
   }
   // Text reports too (they render what the JSON carries).
-  for (const std::string q : {"query fleet", "query job alpha --windows 0"}) {
+  for (const std::string q : {"query fleet", "query fleet --last 5m",
+                              "query job alpha --windows 0"}) {
     EXPECT_EQ(RunBubblewatch(q + Store()).out, RunBubblewatch(q + remote).out)
         << q;
   }

@@ -399,6 +399,9 @@ TEST(HttpServer, MalformedParametersAre400WithTheReason) {
       {"/api/v1/fleet?top=0", "bad top"},
       {"/api/v1/fleet?top=ten", "bad top"},
       {"/api/v1/fleet?pretty=maybe", "bad pretty"},
+      {"/api/v1/fleet?last=25h", "last may be at most 24h"},
+      {"/api/v1/fleet?last=1h&from=1&to=2", "not both"},
+      {"/api/v1/fleet?from=1764410400", "from and to go together"},
       {"/metrics?x=1", "unknown parameter 'x'"},
   };
   for (const auto& [path, reason] : cases) {
@@ -409,7 +412,7 @@ TEST(HttpServer, MalformedParametersAre400WithTheReason) {
   }
 }
 
-TEST(HttpServer, FleetRanksAndLimits) {
+TEST(HttpServer, FleetRanksTheLastHourAndLimits) {
   Served s;
   auto r = s.Get("/api/v1/fleet?top=2&by=cause:launch_overhead");
   ASSERT_TRUE(r);
@@ -417,12 +420,38 @@ TEST(HttpServer, FleetRanksAndLimits) {
   simdjson::dom::parser parser;
   simdjson::dom::element doc = parser.parse(r->body);
   EXPECT_EQ(std::string_view(doc["by"]), "cause:launch_overhead");
+  // The last hour ends at the fleet's newest window (window 400 of the
+  // test fleet); beta stopped long before it.
+  EXPECT_EQ(int64_t(doc["to_ns"]), query_test::kT0 + 400 * query_test::kWindow);
+  EXPECT_EQ(int64_t(doc["from_ns"]),
+            query_test::kT0 + 40 * query_test::kWindow);
+  EXPECT_EQ(int64_t(doc["jobs"]), 3);
   simdjson::dom::array top = doc["top"];
   ASSERT_EQ(top.size(), 2u);
-  EXPECT_EQ(std::string_view(top.at(0)["job"]), "beta");
+  // 1 ms of launch overhead in each of alpha's 324 windows with a bubble.
+  EXPECT_EQ(std::string_view(top.at(0)["job"]), "alpha");
   EXPECT_EQ(int64_t(top.at(0)["rank"]), 1);
+  EXPECT_EQ(double(top.at(0)["score"]), 324e3);  // µs.
+  EXPECT_EQ(int64_t(top.at(0)["period"]["windows"]), 360);
+  EXPECT_EQ(int64_t(top.at(0)["period"]["partial_windows"]), 0);
   EXPECT_EQ(std::string_view(top.at(1)["job"]), "gamma");
-  EXPECT_EQ(double(doc["fleet"]["utilization"]), 27.0 / 40.0);
+  // Compute over the hour: alpha 360 x 5.5 s, gamma 20 x 6 s, odd/job
+  // 3 x 9 s, of 3,830 s of span.
+  EXPECT_DOUBLE_EQ(double(doc["fleet"]["utilization"]), 2127.0 / 3830.0);
+  EXPECT_DOUBLE_EQ(double(doc["fleet"]["bubble_gpu_hours"]),
+                   (3830.0 - 2127.0) / 3600);
+
+  // The same period parameters as a job report.
+  auto between = s.Get("/api/v1/fleet?from=2025-11-29T10:00:00Z&to=1764410700");
+  ASSERT_TRUE(between);
+  ASSERT_EQ(between->status, 200) << between->body;
+  simdjson::dom::element b = parser.parse(between->body);
+  EXPECT_EQ(std::string_view(b["by"]), "bubble_time");
+  simdjson::dom::array btop = b["top"];
+  ASSERT_EQ(btop.size(), 2u);
+  EXPECT_EQ(std::string_view(btop.at(0)["job"]), "beta");
+  EXPECT_EQ(double(btop.at(0)["score"]), 240e6);  // 30 windows x 8 s, µs.
+  EXPECT_EQ(std::string_view(btop.at(1)["job"]), "alpha");
 }
 
 TEST(HttpServer, BearerTokenGuardsTheApiAndMetricsOnly) {

@@ -217,23 +217,24 @@ std::vector<std::string> Jobs(const FleetReport& r) {
   return out;
 }
 
-TEST_F(WindowQueriesTest, FleetRanksTheLatestWindowOfEveryJob) {
+TEST_F(WindowQueriesTest, FleetLatestRanksTheLatestWindowOfEveryJob) {
   auto by = ParseFleetOrder("bubble_ratio");
   ASSERT_TRUE(by.ok());
-  auto r = QueryFleet(*store_, *by, 20);
+  auto r = QueryFleetLatest(*store_, *by, 20);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->jobs, 4);
   EXPECT_THAT(Jobs(*r), ElementsAre("beta", "gamma", "odd/job \"x\"", "alpha"));
   EXPECT_DOUBLE_EQ(r->entries[0].score, 0.8);
   EXPECT_EQ(r->entries[0].latest.start_ns, kT0 + 29 * kWindow);
   EXPECT_EQ(r->entries[3].latest.start_ns, kT0 + 399 * kWindow);
+  EXPECT_EQ(r->entries[0].period.stats.windows, 1);
   // The fleet aggregate: 4 latest windows, compute 2 + 6 + 9 + 10 s.
-  EXPECT_EQ(r->all.windows, 4);
-  EXPECT_EQ(r->all.compute_ns, 27 * kSecond);
-  EXPECT_DOUBLE_EQ(r->all.utilization(), 27.0 / 40.0);
+  EXPECT_EQ(r->all.stats.windows, 4);
+  EXPECT_EQ(r->all.stats.compute_ns, 27 * kSecond);
+  EXPECT_DOUBLE_EQ(r->all.stats.utilization(), 27.0 / 40.0);
 }
 
-TEST_F(WindowQueriesTest, FleetOrdersByBubbleTimeAndByCause) {
+TEST_F(WindowQueriesTest, FleetLatestOrdersByBubbleTimeAndByCause) {
   StoreBatch batch;  // More GPU-time, lower ratio: 4 devices at 50 %.
   WindowSummary big = MakeWindow("big", 399, 20 * kSecond);
   big.window.job.span_ns = 40 * kSecond;
@@ -243,25 +244,168 @@ TEST_F(WindowQueriesTest, FleetOrdersByBubbleTimeAndByCause) {
   batch.windows.push_back(big);
   ASSERT_TRUE(store_->Commit(batch).ok());
 
-  auto ratio = QueryFleet(*store_, *ParseFleetOrder("bubble_ratio"), 2);
+  auto ratio = QueryFleetLatest(*store_, *ParseFleetOrder("bubble_ratio"), 2);
   ASSERT_TRUE(ratio.ok());
   EXPECT_THAT(Jobs(*ratio), ElementsAre("beta", "big"));
-  auto time = QueryFleet(*store_, *ParseFleetOrder("bubble_time"), 2);
+  auto time = QueryFleetLatest(*store_, *ParseFleetOrder("bubble_time"), 2);
   ASSERT_TRUE(time.ok());
   EXPECT_THAT(Jobs(*time), ElementsAre("big", "beta"));
   EXPECT_DOUBLE_EQ(time->entries[0].score, 20.0 * kSecond);
-  auto alloc = QueryFleet(*store_, *ParseFleetOrder("cause:allocator"), 20);
+  auto alloc =
+      QueryFleetLatest(*store_, *ParseFleetOrder("cause:allocator"), 20);
   ASSERT_TRUE(alloc.ok());
   // odd/job has allocator time; the rest tie at 0 and go by bubble time.
   EXPECT_THAT(Jobs(*alloc),
               ElementsAre("odd/job \"x\"", "big", "beta", "gamma", "alpha"));
   auto launch =
-      QueryFleet(*store_, *ParseFleetOrder("cause:launch_overhead"), 20);
+      QueryFleetLatest(*store_, *ParseFleetOrder("cause:launch_overhead"), 20);
   ASSERT_TRUE(launch.ok());
   // beta 8 s; gamma and odd/job 1 ms each (tie: more bubble first); big and
   // alpha none.
   EXPECT_THAT(Jobs(*launch),
               ElementsAre("beta", "gamma", "odd/job \"x\"", "big", "alpha"));
+}
+
+// Bubble time of alpha's windows [first, last].
+int64_t AlphaBubbleSum(int64_t first, int64_t last) {
+  int64_t sum = 0;
+  for (int64_t i = first; i <= last; ++i) sum += kWindow - AlphaCompute(i);
+  return sum;
+}
+
+TEST_F(WindowQueriesTest, FleetRanksTheBubbleTimeOfTheLastHour) {
+  auto r =
+      QueryFleet(*store_, JobPeriod::Last(absl::Hours(1)), FleetOrder{}, 20);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->by.Name(), "bubble_time");
+  // The fleet's newest window ends at window 400; beta stopped at window 30,
+  // more than an hour before: it lost nothing in this hour.
+  EXPECT_EQ(r->to_ns, kT0 + 400 * kWindow);
+  EXPECT_EQ(r->from_ns, kT0 + 40 * kWindow);
+  EXPECT_EQ(r->jobs, 3);
+  EXPECT_THAT(Jobs(*r), ElementsAre("alpha", "gamma", "odd/job \"x\""));
+  const FleetEntry& alpha = r->entries[0];
+  EXPECT_EQ(alpha.period.stats.windows, 360);
+  EXPECT_EQ(alpha.period.stats.bubble_ns, AlphaBubbleSum(40, 399));
+  EXPECT_DOUBLE_EQ(alpha.score, static_cast<double>(AlphaBubbleSum(40, 399)));
+  EXPECT_EQ(alpha.period.partial_windows, 0);
+  EXPECT_DOUBLE_EQ(alpha.period.coverage(), 1.0);
+  EXPECT_EQ(alpha.latest.start_ns, kT0 + 399 * kWindow);
+  EXPECT_EQ(r->entries[1].period.stats.bubble_ns, 20 * 4 * kSecond);
+  EXPECT_EQ(r->entries[2].period.stats.bubble_ns, 3 * 1 * kSecond);
+  // What the fleet lost: every job's windows of the hour.
+  EXPECT_EQ(r->all.stats.windows, 360 + 20 + 3);
+  EXPECT_EQ(r->all.stats.bubble_ns,
+            AlphaBubbleSum(40, 399) + 80 * kSecond + 3 * kSecond);
+  EXPECT_EQ(AttributionTotal(r->all.stats.attribution), r->all.stats.bubble_ns);
+  EXPECT_EQ(
+      r->all.stats.attribution[static_cast<int>(BubbleCause::kDataLoading)],
+      20 * (4 * kSecond - 1'000'000));
+}
+
+TEST_F(WindowQueriesTest, FleetFromToIsAnAbsolutePeriod) {
+  auto r = QueryFleet(*store_, JobPeriod::Between(kT0, kT0 + 30 * kWindow),
+                      FleetOrder{}, 20);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->from_ns, kT0);
+  EXPECT_EQ(r->to_ns, kT0 + 30 * kWindow);
+  // beta: 30 windows x 8 s; alpha: windows 0..29, 4.5 s on average.
+  EXPECT_THAT(Jobs(*r), ElementsAre("beta", "alpha"));
+  EXPECT_EQ(r->entries[0].period.stats.bubble_ns, 240 * kSecond);
+  EXPECT_EQ(r->entries[1].period.stats.bubble_ns, AlphaBubbleSum(0, 29));
+  EXPECT_EQ(r->entries[1].latest.start_ns, kT0 + 29 * kWindow);
+
+  auto none = QueryFleet(*store_, JobPeriod::Between(kT0 - 10 * kWindow, kT0),
+                         FleetOrder{}, 20);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->jobs, 0);
+  EXPECT_TRUE(none->entries.empty());
+  EXPECT_EQ(none->all.stats.windows, 0);
+}
+
+TEST_F(WindowQueriesTest, FleetRanksByACausesGpuTimeOverThePeriod) {
+  auto r = QueryFleet(*store_, JobPeriod::Last(absl::Hours(1)),
+                      *ParseFleetOrder("cause:data_loading"), 20);
+  ASSERT_TRUE(r.ok());
+  // gamma has all the data loading; the rest tie at 0 and go by bubble time.
+  EXPECT_THAT(Jobs(*r), ElementsAre("gamma", "alpha", "odd/job \"x\""));
+  EXPECT_DOUBLE_EQ(r->entries[0].score,
+                   static_cast<double>(20 * (4 * kSecond - 1'000'000)));
+}
+
+// A job that finished with a 0.3 s tail window, 97 % bubble: ranked by its
+// latest window it tops the fleet; over the period the tail weighs 0.3 s.
+TEST_F(WindowQueriesTest, FleetWeighsAPartialTailByItsSpan) {
+  StoreBatch batch;
+  for (int64_t i = 380; i < 399; ++i) {
+    batch.windows.push_back(
+        MakeWindow("tail", i, 5 * kSecond, BubbleCause::kDataLoading));
+  }
+  WindowSummary tail =
+      MakeWindow("tail", 399, 10'000'000, BubbleCause::kDataLoading);
+  tail.window.job.span_ns = 300'000'000;
+  tail.window.job.bubble_ns = 290'000'000;
+  tail.window.job.attribution = {};
+  tail.window.job.attribution[static_cast<int>(BubbleCause::kDataLoading)] =
+      290'000'000;
+  tail.window.devices[0].stats = tail.window.job;
+  tail.closed_by = WindowSummary::ClosedBy::kIdleTimeout;
+  batch.windows.push_back(tail);
+  ASSERT_TRUE(store_->Commit(batch).ok());
+
+  auto latest = QueryFleetLatest(*store_, *ParseFleetOrder("bubble_ratio"), 1);
+  ASSERT_TRUE(latest.ok());
+  EXPECT_THAT(Jobs(*latest), ElementsAre("tail"));
+
+  auto r = QueryFleet(*store_, JobPeriod::Last(absl::Hours(1)),
+                      *ParseFleetOrder("bubble_ratio"), 20);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const FleetEntry* e = nullptr;
+  for (const FleetEntry& x : r->entries) {
+    if (x.job == "tail") e = &x;
+  }
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->period.stats.windows, 20);
+  EXPECT_EQ(e->period.partial_windows, 1);
+  EXPECT_TRUE(IsPartialWindow(e->latest));
+  EXPECT_EQ(e->period.capacity_ns, 20 * kWindow);
+  const double span = 19.0 * kWindow + 300'000'000;
+  EXPECT_DOUBLE_EQ(e->period.coverage(), span / (20.0 * kWindow));
+  EXPECT_DOUBLE_EQ(e->score, (19.0 * 5 * kSecond + 290'000'000) / span);
+  // beta (0.8) is out of the hour; gamma (0.4 over its 20 windows) and
+  // alpha (0.45) stay below tail's weighted 0.5; odd/job's 0.1 last.
+  EXPECT_THAT(Jobs(*r), ElementsAre("tail", "alpha", "gamma", "odd/job \"x\""));
+  EXPECT_EQ(r->all.partial_windows, 1);
+
+  // Ranked by the cause's GPU-time, the tail adds 0.29 s, not a whole
+  // window's worth.
+  auto dl = QueryFleet(*store_, JobPeriod::Last(absl::Hours(1)),
+                       *ParseFleetOrder("cause:data_loading"), 1);
+  ASSERT_TRUE(dl.ok());
+  EXPECT_THAT(Jobs(*dl), ElementsAre("tail"));
+  EXPECT_DOUBLE_EQ(dl->entries[0].score,
+                   19.0 * (5 * kSecond - 1'000'000) + 290'000'000);
+}
+
+TEST_F(WindowQueriesTest, FleetRefusesAnEmptyOrTooLongPeriod) {
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      QueryFleet(*store_, JobPeriod::Between(kT0, kT0), FleetOrder{}, 5)
+          .status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      QueryFleet(*store_, JobPeriod::Last(absl::Hours(25)), FleetOrder{}, 5)
+          .status()));
+}
+
+TEST(FleetQueryEmptyStore, HasNoJobsAndNoPeriod) {
+  testing::TempDir dir;
+  auto store = OpenRocksDbWindowStore(dir.path());
+  ASSERT_TRUE(store.ok());
+  auto r =
+      QueryFleet(**store, JobPeriod::Last(absl::Hours(1)), FleetOrder{}, 5);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->jobs, 0);
+  EXPECT_EQ(r->from_ns, 0);
+  EXPECT_EQ(r->to_ns, 0);
 }
 
 TEST(FleetOrderTest, ParsesTheDocumentedNamesOnly) {

@@ -44,8 +44,8 @@ Trace MakeInput(int64_t which) {
 }
 
 BatchHeader Identity() {
-  return BatchHeader{.job = "bench-job", .host = "host-0", .rank = 0,
-                     .world_size = 8};
+  return BatchHeader{
+      .job = "bench-job", .host = "host-0", .rank = 0, .world_size = 8};
 }
 
 void BM_EncodeBatches(benchmark::State& state) {

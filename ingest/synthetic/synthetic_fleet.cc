@@ -142,9 +142,39 @@ Trace SyntheticJob::MergedTrace() const {
   }
   merged.gpu.reserve(gpu);
   merged.cpu.reserve(cpu);
+  // Ranks of the bubble scenarios share the synthetic name table; a
+  // straggler job's ranks have tables of their own, remapped here.
+  NameInterner interner(&merged);
+  std::vector<NameId> remap;
+  auto name = [&remap](NameId id) { return id == kNoName ? id : remap[id]; };
   for (const Trace& r : ranks) {
-    merged.gpu.insert(merged.gpu.end(), r.gpu.begin(), r.gpu.end());
-    merged.cpu.insert(merged.cpu.end(), r.cpu.begin(), r.cpu.end());
+    remap.clear();
+    bool identity = true;
+    for (size_t i = 0; i < r.names.size(); ++i) {
+      remap.push_back(interner.Intern(r.names[i]));
+      identity &= remap.back() == i;
+    }
+    if (identity) {
+      merged.gpu.insert(merged.gpu.end(), r.gpu.begin(), r.gpu.end());
+      merged.cpu.insert(merged.cpu.end(), r.cpu.begin(), r.cpu.end());
+    } else {
+      for (GpuActivity a : r.gpu) {
+        a.name = remap[a.name];
+        merged.gpu.push_back(a);
+      }
+      for (CpuEvent e : r.cpu) {
+        e.name = remap[e.name];
+        merged.cpu.push_back(e);
+      }
+    }
+    for (CollectiveKernel c : r.collectives) {
+      c.kernel_name = name(c.kernel_name);
+      c.collective = name(c.collective);
+      c.process_group = name(c.process_group);
+      c.group_ranks = name(c.group_ranks);
+      c.dtype = name(c.dtype);
+      merged.collectives.push_back(c);
+    }
   }
   return merged;
 }

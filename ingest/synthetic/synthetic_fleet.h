@@ -112,7 +112,8 @@ struct SyntheticJob {
   // empty for straggler jobs.
   std::optional<StragglerTruth> straggler;
 
-  // All ranks in one Trace (what the processor assembles for the job).
+  // All ranks in one Trace (what the processor assembles for the job), with
+  // their collective records.
   Trace MergedTrace() const;
 };
 

@@ -208,6 +208,46 @@ TEST_P(FleetStraggler, TruthFileAgreesWithAnalyze) {
 
 INSTANTIATE_TEST_SUITE_P(Gpus, FleetStraggler, ::testing::Values(2, 12));
 
+// The ranks of a straggler job have name tables of their own: the merged
+// trace keeps every event's and record's names.
+TEST(FleetStraggler, MergedTraceKeepsNames) {
+  SyntheticFleetOptions options;
+  options.scenario = SyntheticScenario::kStraggler;
+  options.jobs = 1;
+  options.gpus_per_job = 3;
+  options.duration = absl::Milliseconds(200);
+  absl::StatusOr<std::vector<SyntheticJob>> jobs =
+      GenerateSyntheticFleet(options);
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  const SyntheticJob& job = (*jobs)[0];
+  const Trace merged = job.MergedTrace();
+  size_t g = 0, c = 0, k = 0;
+  for (const Trace& r : job.ranks) {
+    for (const GpuActivity& a : r.gpu) {
+      ASSERT_LT(g, merged.gpu.size());
+      EXPECT_EQ(merged.Name(merged.gpu[g].name), r.Name(a.name));
+      EXPECT_EQ(merged.gpu[g++].start_ns, a.start_ns);
+    }
+    for (const CpuEvent& e : r.cpu) {
+      ASSERT_LT(c, merged.cpu.size());
+      EXPECT_EQ(merged.Name(merged.cpu[c++].name), r.Name(e.name));
+    }
+    for (const CollectiveKernel& x : r.collectives) {
+      ASSERT_LT(k, merged.collectives.size());
+      const CollectiveKernel& m = merged.collectives[k++];
+      EXPECT_EQ(merged.Name(m.kernel_name), r.Name(x.kernel_name));
+      EXPECT_EQ(merged.Name(m.process_group), r.Name(x.process_group));
+      EXPECT_EQ(merged.Name(m.group_ranks), r.Name(x.group_ranks));
+      EXPECT_EQ(m.seq, x.seq);
+    }
+  }
+  EXPECT_EQ(g, merged.gpu.size());
+  EXPECT_EQ(c, merged.cpu.size());
+  EXPECT_EQ(k, merged.collectives.size());
+  EXPECT_GT(k, 0u);
+  EXPECT_TRUE(CheckEventTimes(merged).ok());
+}
+
 TEST(FleetStraggler, NeedsTwoGpusPerJob) {
   SyntheticFleetOptions options;
   options.scenario = SyntheticScenario::kStraggler;

@@ -45,7 +45,8 @@ TEST(ProduceCommand, StragglerScenarioProducesToTheEmbeddedCluster) {
   for (const SyntheticJob& job : *jobs) {
     for (const Trace& rank : job.ranks) {
       records += rank.collectives.size();
-      BatchedTrace batched(rank, BatchHeader{.job = rank.job, .host = rank.host}, {});
+      BatchedTrace batched(rank,
+                           BatchHeader{.job = rank.job, .host = rank.host}, {});
       events += batched.num_events();
       batches += static_cast<int64_t>(batched.num_batches());
     }

@@ -177,12 +177,13 @@ int RunProduceCommand(int argc, char** argv) {
   cl.AddString("rate", &rate_text, "EVENTS_PER_S_PER_GPU",
                "synthetic: approximate trace events per second and GPU");
   cl.AddString("scenario", &scenario,
-               "healthy|sync|launch|alloc|dataloader|memcpy|mix",
-               "synthetic: which bubbles to plant");
+               "healthy|sync|launch|alloc|dataloader|memcpy|straggler|mix",
+               "synthetic: which bubbles (or stragglers) to plant");
   cl.AddInt64("seed", &seed, "S", "synthetic: random seed");
   cl.AddString("truth", &truth_path, "FILE",
                "synthetic: write the planted bubble time per job, device, "
-               "10 s window and cause (JSON lines)");
+               "10 s window and cause, or each job's straggler (rank, "
+               "cause, interval) (JSON lines)");
   cl.AddString("start-time", &start_time, "RFC3339|EPOCH_SECONDS|now",
                "synthetic: event time of the first event");
   cl.AddString("watch", &watch.dir, "DIR",
@@ -254,7 +255,8 @@ int RunProduceCommand(int argc, char** argv) {
     if (!parsed) {
       return UsageError(absl::StrCat(
           "--scenario: '", scenario,
-          "' is not healthy, sync, launch, alloc, dataloader, memcpy or mix"));
+          "' is not healthy, sync, launch, alloc, dataloader, memcpy, "
+          "straggler or mix"));
     }
     fleet.scenario = *parsed;
     fleet.seed = static_cast<uint64_t>(seed);

@@ -1,7 +1,10 @@
 #include "ingest/batched_trace.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 namespace bubblewatch {
 namespace {
@@ -69,6 +72,22 @@ uint64_t StreamProducerId(const Trace& trace, const BatchHeader& identity,
     h.Add(e.thread);
     h.Add((uint64_t{e.name} << 8) | static_cast<uint64_t>(e.category));
   }
+  // Only when present: ids of streams without collectives stay as they were.
+  if (!trace.collectives.empty()) {
+    h.Add(static_cast<uint64_t>(trace.collectives.size()));
+    for (const CollectiveKernel& c : trace.collectives) {
+      h.Add(static_cast<uint64_t>(c.start_ns));
+      h.Add(static_cast<uint64_t>(c.end_ns));
+      h.Add((static_cast<uint64_t>(static_cast<uint32_t>(c.device)) << 32) |
+            static_cast<uint32_t>(c.stream));
+      h.Add((uint64_t{c.kernel_name} << 32) | c.collective);
+      h.Add((uint64_t{c.process_group} << 32) | c.group_ranks);
+      h.Add((uint64_t{c.dtype} << 32) | static_cast<uint32_t>(c.group_size));
+      h.Add(static_cast<uint64_t>(c.seq));
+      h.Add(static_cast<uint64_t>(c.in_elements));
+      h.Add(static_cast<uint64_t>(c.out_elements));
+    }
+  }
   return h.Finish();
 }
 
@@ -90,9 +109,6 @@ BatchedTrace::BatchedTrace(Trace trace, const BatchHeader& identity,
     std::stable_sort(cpu.begin(), cpu.end(), by_start);
   }
   header_.sequence = 0;
-  if (header_.producer_id == 0) {
-    header_.producer_id = StreamProducerId(*trace_, header_, options);
-  }
 
   const int64_t max_events = std::max<int64_t>(1, options.max_events);
   size_t g = 0;
@@ -122,14 +138,89 @@ BatchedTrace::BatchedTrace(Trace trace, const BatchHeader& identity,
     slice.cpu_end = c;
     batches_.push_back(slice);
   }
+  PlaceCollectives();
+  if (header_.producer_id == 0) {
+    header_.producer_id = StreamProducerId(*trace_, header_, options);
+  }
+}
+
+void BatchedTrace::PlaceCollectives() {
+  std::vector<CollectiveKernel>& collectives = trace_->collectives;
+  if (collectives.empty() || batches_.empty()) {
+    // Nothing to place, or no batch to carry it: a trace without events
+    // sends nothing.
+    return;
+  }
+  const std::vector<GpuActivity>& gpu = trace_->gpu;
+  std::stable_sort(collectives.begin(), collectives.end(),
+                   [](const CollectiveKernel& a, const CollectiveKernel& b) {
+                     return a.start_ns < b.start_ns;
+                   });
+  std::vector<bool> claimed(gpu.size(), false);
+  auto batch_of_time = [&](int64_t start_ns) {
+    auto it = std::upper_bound(
+        batches_.begin(), batches_.end(), start_ns,
+        [](int64_t t, const BatchSlice& b) { return t < b.first_start_ns; });
+    return it == batches_.begin()
+               ? size_t{0}
+               : static_cast<size_t>(it - batches_.begin()) - 1;
+  };
+  auto batch_of_gpu = [&](size_t g) {
+    // The first batch whose GPU range ends after g holds it: the ranges
+    // partition gpu in order.
+    auto it = std::upper_bound(
+        batches_.begin(), batches_.end(), g,
+        [](size_t i, const BatchSlice& b) { return i < b.gpu_end; });
+    return static_cast<size_t>(it - batches_.begin());
+  };
+  std::vector<std::pair<size_t, size_t>> order;  // (batch, record index)
+  order.reserve(collectives.size());
+  for (size_t i = 0; i < collectives.size(); ++i) {
+    const CollectiveKernel& c = collectives[i];
+    auto first = std::lower_bound(
+        gpu.begin(), gpu.end(), c.start_ns,
+        [](const GpuActivity& a, int64_t t) { return a.start_ns < t; });
+    size_t batch = SIZE_MAX;
+    for (auto it = first; it != gpu.end() && it->start_ns == c.start_ns; ++it) {
+      const size_t g = static_cast<size_t>(it - gpu.begin());
+      if (claimed[g] || it->kind != GpuActivityKind::kKernel ||
+          it->end_ns != c.end_ns || it->device != c.device ||
+          it->stream != c.stream || it->name != c.kernel_name) {
+        continue;
+      }
+      claimed[g] = true;
+      batch = batch_of_gpu(g);
+      break;
+    }
+    if (batch == SIZE_MAX) batch = batch_of_time(c.start_ns);
+    order.emplace_back(batch, i);
+  }
+  std::stable_sort(
+      order.begin(), order.end(),
+      [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<CollectiveKernel> placed;
+  placed.reserve(collectives.size());
+  for (BatchSlice& b : batches_) {
+    b.collectives_begin = b.collectives_end = 0;
+  }
+  size_t next = 0;
+  for (size_t b = 0; b < batches_.size(); ++b) {
+    batches_[b].collectives_begin = placed.size();
+    while (next < order.size() && order[next].first == b) {
+      placed.push_back(collectives[order[next].second]);
+      ++next;
+    }
+    batches_[b].collectives_end = placed.size();
+  }
+  collectives = std::move(placed);
 }
 
 std::span<const uint8_t> BatchedTrace::Encode(size_t i) {
   const BatchSlice& s = batches_[i];
   BatchHeader header = header_;
   header.sequence = i;
-  return encoder_.Encode(header, s.gpu_begin, s.gpu_end, s.cpu_begin,
-                         s.cpu_end);
+  return encoder_.Encode(header, s.gpu_begin, s.gpu_end, s.cpu_begin, s.cpu_end,
+                         s.collectives_begin, s.collectives_end);
 }
 
 }  // namespace bubblewatch

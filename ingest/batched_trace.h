@@ -6,9 +6,16 @@
 // contiguous run of that merged order, so a consumer sees batches roughly in
 // event time and each batch interleaves GPU and CPU events by time.
 //
+// Collectives: each collective record (Trace::collectives) travels in the
+// batch that holds its kernel (the kernel of the same start, end, device,
+// stream and name), so a consumer sees a kernel and its collective identity
+// together. A record without such a kernel goes with the batch where its
+// start falls in the merged order. Records do not count as events.
+//
 // Identity: every batch carries the stream's producer id and its sequence
 // number (0, 1, 2, ...). The producer id is a hash of the job, host, rank,
-// world size, every event and name, and the batching options, so resending
+// world size, every event, collective record and name, and the batching
+// options, so resending
 // the same file with the same options yields the same (producer id,
 // sequence) pairs, which a consumer can use to drop duplicates; any change
 // to the content or to how it is cut gives a different id.
@@ -42,6 +49,9 @@ struct BatchSlice {
   size_t gpu_end = 0;
   size_t cpu_begin = 0;
   size_t cpu_end = 0;
+  // The batch's records of Trace::collectives (not counted as events).
+  size_t collectives_begin = 0;
+  size_t collectives_end = 0;
   int64_t first_start_ns = 0;  // Start of the batch's earliest event.
   int64_t last_start_ns = 0;   // Start of its latest event.
 
@@ -52,7 +62,8 @@ struct BatchSlice {
 
 class BatchedTrace {
  public:
-  // Takes `trace`, sorts its events and plans the batches. `identity` gives
+  // Takes `trace`, sorts its events (and orders its collective records by
+  // batch) and plans the batches. `identity` gives
   // job, host, rank and world_size for every batch header; if its
   // producer_id is 0 the content hash described above is used instead.
   // REQUIRES: options.max_events >= 1.
@@ -79,12 +90,16 @@ class BatchedTrace {
  private:
   // Behind a pointer: the encoder borrows the Trace by address.
   std::unique_ptr<Trace> trace_;
+  // Orders trace_->collectives by batch and sets each batch's range.
+  void PlaceCollectives();
+
   BatchHeader header_;
   std::vector<BatchSlice> batches_;
   EventBatchEncoder encoder_;
 };
 
 // The content hash used as producer id (see the file comment). Never 0.
+// A trace without collective records hashes as it did before they existed.
 // REQUIRES: `trace`'s events are in the order they will be sent.
 uint64_t StreamProducerId(const Trace& trace, const BatchHeader& identity,
                           const BatchingOptions& options);

@@ -135,6 +135,23 @@ std::optional<BatchRejection> ValidateBatch(const DecodedBatch& batch,
     lo = std::min(lo, e.start_ns);
     hi = std::max(hi, e.end_ns);
   }
+  // A collective record describes one of the batch's kernels: no more of
+  // them than GPU activities, and times like theirs.
+  if (t.collectives.size() > t.gpu.size()) {
+    return BatchRejection{
+        "too_many_events",
+        absl::StrCat(t.collectives.size(), " collective records for ",
+                     t.gpu.size(), " GPU activities (at most one each)")};
+  }
+  for (size_t i = 0; i < t.collectives.size(); ++i) {
+    const CollectiveKernel& c = t.collectives[i];
+    if (auto r = CheckInterval(t, "collective kernel", i, c.kernel_name,
+                               c.start_ns, c.end_ns, limits)) {
+      return r;
+    }
+    lo = std::min(lo, c.start_ns);
+    hi = std::max(hi, c.end_ns);
+  }
   // Subtract in unsigned arithmetic: the spread of hostile values may not
   // fit in int64.
   if (lo <= hi && static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo) >

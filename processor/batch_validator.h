@@ -60,12 +60,16 @@ std::optional<BatchRejection> CheckBatchBytes(size_t bytes,
 //                          is longer than limits.max_name_bytes;
 //   "string_table_too_large"  more names than limits.max_names, or more
 //                          bytes than limits.max_string_table_bytes;
-//   "too_many_events"      more than limits.max_events;
-//   "end_before_start"     an event ends before it starts;
-//   "duration_over_limit"  an event lasts longer than the limit;
-//   "timestamps_out_of_range"  an event time outside the accepted range
-//                          (IsAcceptedEventTime, schemas/trace.h), or
-//                          events days apart (spread over the limit).
+//   "too_many_events"      more than limits.max_events, or more collective
+//                          records than GPU activities (each describes one);
+//   "end_before_start"     an event (or collective record) ends before it
+//                          starts;
+//   "duration_over_limit"  an event (or collective record) lasts longer
+//                          than the limit;
+//   "timestamps_out_of_range"  an event or collective record time outside
+//                          the accepted range (IsAcceptedEventTime,
+//                          schemas/trace.h), or events days apart (spread
+//                          over the limit).
 std::optional<BatchRejection> ValidateBatch(const DecodedBatch& batch,
                                             const BatchLimits& limits = {});
 

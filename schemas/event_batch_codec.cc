@@ -24,11 +24,10 @@ uint32_t EventBatchEncoder::Remap(NameId id) {
   return remap_[id];
 }
 
-std::span<const uint8_t> EventBatchEncoder::Encode(const BatchHeader& header,
-                                                   size_t gpu_begin,
-                                                   size_t gpu_end,
-                                                   size_t cpu_begin,
-                                                   size_t cpu_end) {
+std::span<const uint8_t> EventBatchEncoder::Encode(
+    const BatchHeader& header, size_t gpu_begin, size_t gpu_end,
+    size_t cpu_begin, size_t cpu_end, size_t collectives_begin,
+    size_t collectives_end) {
   ++current_stamp_;
   batch_names_.clear();
   builder_.Clear();
@@ -51,6 +50,23 @@ std::span<const uint8_t> EventBatchEncoder::Encode(const BatchHeader& header,
                               Remap(e.name),
                               static_cast<fb::CpuEventCategory>(e.category));
   }
+  // Left out when there are none, so that such batches are byte for byte
+  // what they were before collectives were carried.
+  flatbuffers::Offset<flatbuffers::Vector<const fb::CollectiveKernel*>>
+      collectives_vec;
+  if (collectives_end > collectives_begin) {
+    fb::CollectiveKernel* coll_out = nullptr;
+    collectives_vec = builder_.CreateUninitializedVectorOfStructs(
+        collectives_end - collectives_begin, &coll_out);
+    for (size_t i = collectives_begin; i < collectives_end; ++i) {
+      const CollectiveKernel& c = trace_->collectives[i];
+      *coll_out++ = fb::CollectiveKernel(
+          c.start_ns, c.end_ns, c.seq, c.in_elements, c.out_elements,
+          Remap(c.kernel_name), RemapOptional(c.collective),
+          RemapOptional(c.process_group), RemapOptional(c.group_ranks),
+          RemapOptional(c.dtype), c.device, c.stream, c.group_size);
+    }
+  }
   std::vector<flatbuffers::Offset<flatbuffers::String>> strings;
   strings.reserve(batch_names_.size());
   for (NameId id : batch_names_) {
@@ -70,6 +86,7 @@ std::span<const uint8_t> EventBatchEncoder::Encode(const BatchHeader& header,
   batch.add_strings(strings_vec);
   batch.add_gpu(gpu_vec);
   batch.add_cpu(cpu_vec);
+  if (!collectives_vec.IsNull()) batch.add_collectives(collectives_vec);
   fb::FinishEventBatchBuffer(builder_, batch.Finish());
   return {builder_.GetBufferPointer(), builder_.GetSize()};
 }
@@ -102,7 +119,10 @@ absl::StatusOr<DecodedBatch> DecodeEventBatch(std::span<const uint8_t> bytes) {
   if ((batch->gpu() != nullptr && batch->gpu()->size() > 0 &&
        misaligned(batch->gpu()->Data(), alignof(fb::GpuActivity))) ||
       (batch->cpu() != nullptr && batch->cpu()->size() > 0 &&
-       misaligned(batch->cpu()->Data(), alignof(fb::CpuEvent)))) {
+       misaligned(batch->cpu()->Data(), alignof(fb::CpuEvent))) ||
+      (batch->collectives() != nullptr && batch->collectives()->size() > 0 &&
+       misaligned(batch->collectives()->Data(),
+                  alignof(fb::CollectiveKernel)))) {
     return absl::InvalidArgumentError(
         "not a valid EventBatch (an event vector is misaligned)");
   }
@@ -174,6 +194,39 @@ absl::StatusOr<DecodedBatch> DecodeEventBatch(std::span<const uint8_t> bytes) {
           .thread = e->thread(),
           .name = e->name(),
           .category = static_cast<CpuEventCategory>(e->category()),
+      });
+    }
+  }
+  if (const auto* collectives = batch->collectives()) {
+    t.collectives.reserve(collectives->size());
+    for (const fb::CollectiveKernel* c : *collectives) {
+      if (c->kernel_name() >= num_names) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("collective kernel name index ", c->kernel_name(),
+                         " is outside the string table of ", num_names));
+      }
+      for (uint32_t id : {c->collective(), c->process_group(), c->group_ranks(),
+                          c->dtype()}) {
+        if (id != kNoName && id >= num_names) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("collective name index ", id,
+                           " is outside the string table of ", num_names));
+        }
+      }
+      t.collectives.push_back(CollectiveKernel{
+          .start_ns = c->start_ns(),
+          .end_ns = c->end_ns(),
+          .device = c->device(),
+          .stream = c->stream(),
+          .kernel_name = c->kernel_name(),
+          .collective = c->collective(),
+          .process_group = c->process_group(),
+          .group_ranks = c->group_ranks(),
+          .dtype = c->dtype(),
+          .seq = c->seq(),
+          .in_elements = c->in_elements(),
+          .out_elements = c->out_elements(),
+          .group_size = c->group_size(),
       });
     }
   }

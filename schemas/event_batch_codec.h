@@ -45,15 +45,25 @@ class EventBatchEncoder {
  public:
   explicit EventBatchEncoder(const Trace* trace);
 
-  // Encodes gpu[gpu_begin, gpu_end) and cpu[cpu_begin, cpu_end) with only the
-  // names they use. The returned bytes stay valid until the next call.
+  // Encodes gpu[gpu_begin, gpu_end), cpu[cpu_begin, cpu_end) and
+  // collectives[collectives_begin, collectives_end) with only the names they
+  // use. Which collective records belong with which kernels is the caller's
+  // choice (BatchedTrace sends each with its kernel). Without collective
+  // records the bytes are exactly those of the encoder before collectives
+  // were added to the wire (tests/testdata/eventbatch/). The returned bytes
+  // stay valid until the next call.
   // REQUIRES: the ranges are within the trace's vectors.
   std::span<const uint8_t> Encode(const BatchHeader& header, size_t gpu_begin,
                                   size_t gpu_end, size_t cpu_begin,
-                                  size_t cpu_end);
+                                  size_t cpu_end, size_t collectives_begin = 0,
+                                  size_t collectives_end = 0);
 
  private:
   uint32_t Remap(NameId id);
+  // Remap for optional names: kNoName stays kNoName.
+  uint32_t RemapOptional(NameId id) {
+    return id == kNoName ? kNoName : Remap(id);
+  }
 
   const Trace* trace_;
   flatbuffers::FlatBufferBuilder builder_;
@@ -65,11 +75,15 @@ class EventBatchEncoder {
   std::vector<NameId> batch_names_;
 };
 
-// Verifies and decodes one EventBatch message.
+// Verifies and decodes one EventBatch message. The batch's collective
+// records, if any, become DecodedBatch::trace.collectives (in batch order);
+// a batch without them (any batch written before they existed) decodes with
+// none.
 // Errors (all kInvalidArgument, the message says which):
 //   fails the FlatBuffers Verifier or lacks the "BWEB" identifier;
 //   schema_version other than kEventBatchSchemaVersion;
-//   an event's name index outside the batch's string table.
+//   an event's or collective record's name index outside the batch's string
+//   table (a collective's optional names may be 0xFFFFFFFF, absent).
 absl::StatusOr<DecodedBatch> DecodeEventBatch(std::span<const uint8_t> bytes);
 
 }  // namespace bubblewatch

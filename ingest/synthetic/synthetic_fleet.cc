@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/json_writer.h"
 #include "ingest/synthetic/synthetic_names.h"
 #include "ingest/synthetic/synthetic_rank.h"
 #include "ingest/synthetic/synthetic_step.h"
@@ -15,8 +16,9 @@
 namespace bubblewatch {
 namespace {
 
-constexpr std::array<absl::string_view, 7> kScenarioNames = {
-    "healthy", "sync", "launch", "alloc", "dataloader", "memcpy", "mix"};
+constexpr std::array<absl::string_view, 8> kScenarioNames = {
+    "healthy",    "sync",   "launch",    "alloc",
+    "dataloader", "memcpy", "straggler", "mix"};
 
 // The scenarios `mix` cycles through, by job index.
 constexpr std::array<SyntheticScenario, 6> kMixedScenarios = {
@@ -73,6 +75,44 @@ Trace GenerateRank(const SyntheticFleetOptions& options, const std::string& job,
   return trace;
 }
 
+// Job `job_index` of the straggler scenario: a StragglerJob whose late rank,
+// cause and late steps are drawn from the seed, over about `duration`.
+SyntheticJob GenerateStragglerJob(const SyntheticFleetOptions& options,
+                                  const std::string& name, int job_index) {
+  uint64_t state = RankSeed(options.seed, job_index, -1);
+  StragglerJobOptions o;
+  o.job = name;
+  o.ranks = options.gpus_per_job;
+  o.ranks_per_host = 8;
+  o.start_time_ns = options.start_time_ns;
+  o.seed = SplitMix64(&state);
+  // A healthy step takes about 6.1 ms (loader 0.5, 12 kernels of 0.4,
+  // transfer 0.8, launch latencies).
+  constexpr int64_t kStepNs = 6'100'000;
+  o.steps = static_cast<int>(std::clamp<int64_t>(
+      absl::ToInt64Nanoseconds(options.duration) / kStepNs, 4, 10'000'000));
+  o.late_rank = static_cast<int>(SplitMix64(&state) %
+                                 static_cast<uint64_t>(options.gpus_per_job));
+  o.cause = static_cast<StragglerCause>(SplitMix64(&state) % 3);
+  const int64_t from_pct = 10 + static_cast<int64_t>(SplitMix64(&state) % 31);
+  const int64_t length_pct = 20 + static_cast<int64_t>(SplitMix64(&state) % 31);
+  o.late_from_step = static_cast<int>(o.steps * from_pct / 100);
+  o.late_until_step =
+      std::max(o.late_from_step + 1,
+               static_cast<int>(o.steps * (from_pct + length_pct) / 100));
+  StragglerJob generated = MakeStragglerJob(o);
+  SyntheticJob job;
+  job.job = name;
+  job.scenario = SyntheticScenario::kStraggler;
+  job.truth_window_ns = options.truth_window_ns;
+  for (Trace& rank : generated.ranks) {
+    rank.host = absl::StrFormat("%s-node-%02d", name, rank.rank / 8);
+    job.ranks.push_back(std::move(rank));
+  }
+  job.straggler = generated.truth;
+  return job;
+}
+
 }  // namespace
 
 absl::string_view SyntheticScenarioName(SyntheticScenario scenario) {
@@ -102,9 +142,39 @@ Trace SyntheticJob::MergedTrace() const {
   }
   merged.gpu.reserve(gpu);
   merged.cpu.reserve(cpu);
+  // Ranks of the bubble scenarios share the synthetic name table; a
+  // straggler job's ranks have tables of their own, remapped here.
+  NameInterner interner(&merged);
+  std::vector<NameId> remap;
+  auto name = [&remap](NameId id) { return id == kNoName ? id : remap[id]; };
   for (const Trace& r : ranks) {
-    merged.gpu.insert(merged.gpu.end(), r.gpu.begin(), r.gpu.end());
-    merged.cpu.insert(merged.cpu.end(), r.cpu.begin(), r.cpu.end());
+    remap.clear();
+    bool identity = true;
+    for (size_t i = 0; i < r.names.size(); ++i) {
+      remap.push_back(interner.Intern(r.names[i]));
+      identity &= remap.back() == i;
+    }
+    if (identity) {
+      merged.gpu.insert(merged.gpu.end(), r.gpu.begin(), r.gpu.end());
+      merged.cpu.insert(merged.cpu.end(), r.cpu.begin(), r.cpu.end());
+    } else {
+      for (GpuActivity a : r.gpu) {
+        a.name = remap[a.name];
+        merged.gpu.push_back(a);
+      }
+      for (CpuEvent e : r.cpu) {
+        e.name = remap[e.name];
+        merged.cpu.push_back(e);
+      }
+    }
+    for (CollectiveKernel c : r.collectives) {
+      c.kernel_name = name(c.kernel_name);
+      c.collective = name(c.collective);
+      c.process_group = name(c.process_group);
+      c.group_ranks = name(c.group_ranks);
+      c.dtype = name(c.dtype);
+      merged.collectives.push_back(c);
+    }
   }
   return merged;
 }
@@ -124,6 +194,18 @@ absl::StatusOr<std::vector<SyntheticJob>> GenerateSyntheticFleet(
   }
   if (options.truth_window_ns < 1'000'000) {
     return absl::InvalidArgumentError("truth windows must be >= 1 ms");
+  }
+  if (options.scenario == SyntheticScenario::kStraggler) {
+    if (options.gpus_per_job < 2) {
+      return absl::InvalidArgumentError(
+          "the straggler scenario needs at least 2 GPUs per job");
+    }
+    std::vector<SyntheticJob> jobs;
+    for (int j = 0; j < options.jobs; ++j) {
+      jobs.push_back(GenerateStragglerJob(
+          options, absl::StrFormat("%s-%03d", options.job_prefix, j), j));
+    }
+    return jobs;
   }
   // Ranks are independent (own seed, own device), so they are generated in
   // parallel; each has its own truth, concatenated per job in rank order.
@@ -180,10 +262,36 @@ absl::StatusOr<std::vector<SyntheticJob>> GenerateSyntheticFleet(
   return jobs;
 }
 
+std::string StragglerTruthJsonLine(const SyntheticJob& job) {
+  const StragglerTruth& t = *job.straggler;
+  std::string host;
+  for (const Trace& r : job.ranks) {
+    if (r.rank == t.late_rank) host = r.host;
+  }
+  JsonWriter j;
+  j.BeginObject();
+  j.Key("job").String(job.job);
+  j.Key("scenario").String("straggler");
+  j.Key("scope").String("straggler");
+  j.Key("ranks").Int(static_cast<int64_t>(job.ranks.size()));
+  j.Key("rank").Int(t.late_rank);
+  j.Key("host").String(host);
+  j.Key("cause").String(StragglerCauseName(t.cause));
+  j.Key("start_ns").Int(t.late_start_ns);
+  j.Key("end_ns").Int(t.late_end_ns);
+  j.Key("planted_wait_ns").Int(t.planted_wait_ns);
+  j.EndObject();
+  return j.str() + "\n";
+}
+
 absl::Status WriteSyntheticTruthFile(const std::vector<SyntheticJob>& jobs,
                                      absl::string_view path) {
   std::string text;
   for (const SyntheticJob& job : jobs) {
+    if (job.straggler) {
+      text += StragglerTruthJsonLine(job);
+      continue;
+    }
     WriteTruthJsonLines(job.job, SyntheticScenarioName(job.scenario),
                         job.truth_window_ns, job.truth, &text);
   }

@@ -19,6 +19,16 @@
 //   dataloader  the DataLoader's __next__ stalls at each step start;
 //   memcpy      a large pinned host-to-device copy on the compute stream at
 //               each step start, which the next kernel waits for;
+//   straggler   multi-rank jobs in lockstep through an all-reduce
+//               (synthetic_straggler.h), each with one straggler that comes
+//               and goes: in job j a seeded rank is late by a seeded cause
+//               (data_loading, host_sync or compute, 3 ms a step) in a
+//               seeded run of steps (10-40 % in, 20-50 % of the steps). Its
+//               steps take about 6 ms (9 ms while late) and emit about 30
+//               events per rank, whatever the rate; the collective kernels
+//               carry their identity (Trace::collectives). Needs at least 2
+//               GPUs per job. Its truth is the straggler (StragglerTruth),
+//               not bubble windows;
 //   mix         job j runs the scenario healthy, sync, launch, alloc,
 //               dataloader, memcpy in turn (j mod 6).
 // Every non-healthy scenario also reads the loss with .item() each step.
@@ -42,6 +52,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "ingest/synthetic/synthetic_straggler.h"
 #include "ingest/synthetic/synthetic_truth.h"
 #include "schemas/trace.h"
 
@@ -54,10 +65,12 @@ enum class SyntheticScenario : uint8_t {
   kAlloc,
   kDataloader,
   kMemcpy,
+  kStraggler,
   kMix,
 };
 
-// "healthy", "sync", "launch", "alloc", "dataloader", "memcpy", "mix".
+// "healthy", "sync", "launch", "alloc", "dataloader", "memcpy", "straggler",
+// "mix".
 absl::string_view SyntheticScenarioName(SyntheticScenario scenario);
 std::optional<SyntheticScenario> ParseSyntheticScenario(absl::string_view name);
 
@@ -94,18 +107,33 @@ struct SyntheticJob {
   int64_t truth_window_ns = 0;
   // Every gap, by device then time; empty unless keep_gaps.
   std::vector<PlantedGap> gaps;
+  // The straggler scenario's truth (true time = the traces' time: its hosts
+  // are not skewed); absent for the other scenarios, whose `truth` is
+  // empty for straggler jobs.
+  std::optional<StragglerTruth> straggler;
 
-  // All ranks in one Trace (what the processor assembles for the job).
+  // All ranks in one Trace (what the processor assembles for the job), with
+  // their collective records.
   Trace MergedTrace() const;
 };
 
 // Generates the fleet. Errors: kInvalidArgument for options out of range
-// (jobs or GPUs < 1, non-positive duration or rate, a window < 1 ms).
+// (jobs or GPUs < 1, non-positive duration or rate, a window < 1 ms, the
+// straggler scenario with one GPU per job).
 absl::StatusOr<std::vector<SyntheticJob>> GenerateSyntheticFleet(
     const SyntheticFleetOptions& options);
 
-// Writes the truth of `jobs` as JSON lines (WriteTruthJsonLines) to `path`.
+// Writes the truth of `jobs` as JSON lines (WriteTruthJsonLines) to `path`;
+// a straggler job writes one line instead (StragglerTruthJsonLine).
 // Errors: kUnavailable when the file cannot be written.
+// One JSON line for a straggler job's truth, times in trace nanoseconds:
+//   {"job":"J","scenario":"straggler","scope":"straggler","ranks":8,
+//    "rank":3,"host":"J-node-00","cause":"data_loading",
+//    "start_ns":...,"end_ns":...,"planted_wait_ns":...}
+// [start_ns, end_ns) is when the rank was late; planted_wait_ns the waits it
+// caused in the other ranks' all-reduce kernels.
+std::string StragglerTruthJsonLine(const SyntheticJob& job);
+
 absl::Status WriteSyntheticTruthFile(const std::vector<SyntheticJob>& jobs,
                                      absl::string_view path);
 

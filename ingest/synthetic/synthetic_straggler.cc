@@ -172,7 +172,8 @@ StragglerJob MakeStragglerJob(const StragglerJobOptions& o) {
   for (int step = 0; step < o.steps; ++step) {
     for (int r = 0; r < n; ++r) {
       RankBuilder& b = builders[r];
-      const bool late = r == o.late_rank;
+      const bool late = r == o.late_rank && step >= o.late_from_step &&
+                        step < o.late_until_step;
       int64_t loader = o.loader_ns + jitter(20 * kUs);
       if (late && o.cause == StragglerCause::kDataLoading) {
         loader += o.delay_ns;
@@ -206,10 +207,17 @@ StragglerJob MakeStragglerJob(const StragglerJobOptions& o) {
     }
     const int64_t arrival = *std::max_element(arrive.begin(), arrive.end());
     const int64_t end = arrival + o.transfer_ns;
+    const bool late_step = step >= o.late_from_step && step < o.late_until_step;
+    if (late_step) {
+      // The ends below jitter by up to 5 us.
+      if (job.truth.late_end_ns == 0) job.truth.late_start_ns = step_start;
+      job.truth.late_end_ns = end + 5 * kUs;
+    }
+    job.truth.end_ns = end + 5 * kUs;
     for (int r = 0; r < n; ++r) {
       builders[r].Collective(arrive[r], end + jitter(5 * kUs), step, n);
-      if (r != o.late_rank && o.late_rank >= 0 && o.late_rank < n &&
-          arrive[o.late_rank] == arrival) {
+      if (late_step && r != o.late_rank && o.late_rank >= 0 &&
+          o.late_rank < n && arrive[o.late_rank] == arrival) {
         const int64_t wait = arrival - arrive[r];
         job.truth.planted_wait_all_steps_ns += wait;
         if (step > 0) job.truth.planted_wait_ns += wait;

@@ -15,6 +15,8 @@
 //   host_sync     a cudaStreamSynchronize in the middle of its step holds
 //                 the host `delay` past its last queued kernel;
 //   compute       its kernels run slower, `delay` in total.
+// The late rank is late only in steps [late_from_step, late_until_step)
+// (all steps by default), so a straggler can come and go.
 // Ranks are grouped into hosts (`ranks_per_host`); each host's clock can be
 // skewed, as the clocks of real hosts are.
 //
@@ -25,6 +27,7 @@
 #define BUBBLEWATCH_INGEST_SYNTHETIC_SYNTHETIC_STRAGGLER_H_
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,6 +51,10 @@ struct StragglerJobOptions {
   int steps = 40;
   int kernels_per_step = 12;
   int late_rank = 3;
+  // The steps in which the late rank is late: [late_from_step,
+  // late_until_step).
+  int late_from_step = 0;
+  int late_until_step = std::numeric_limits<int>::max();
   StragglerCause cause = StragglerCause::kDataLoading;
   int64_t delay_ns = 3'000'000;  // How late the late rank is, per step.
   int64_t kernel_ns = 400'000;   // A compute kernel, before jitter.
@@ -64,11 +71,18 @@ struct StragglerTruth {
   int late_rank = 0;
   StragglerCause cause = StragglerCause::kDataLoading;
   // The waits the late rank caused in the other ranks' all-reduce kernels
-  // (true time), in the steps after the first (the first has no earlier
-  // sync point to compare with), and in all steps.
+  // (true time) in its late steps, in those after the first (the first has no
+  // earlier sync point to compare with), and in all steps.
   int64_t planted_wait_ns = 0;
   int64_t planted_wait_all_steps_ns = 0;
   std::vector<int64_t> host_skew_ns;  // Per host.
+  // When the late rank was late (true time): from the start of its first
+  // late step to the latest end of the all-reduce of its last; both 0 if no
+  // step was late.
+  int64_t late_start_ns = 0;
+  int64_t late_end_ns = 0;
+  // The last step's all-reduce end (true time): where the job's events end.
+  int64_t end_ns = 0;
 };
 
 struct StragglerJob {

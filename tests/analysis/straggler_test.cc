@@ -2,12 +2,18 @@
 // AnalyzeCollectives: the planted rank must be found, and at least 95 % of
 // the wait it caused blamed on the planted cause, for 2, 8 and 64 ranks,
 // with and without skewed host clocks (docs/semantics.md#stragglers).
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "analysis/collectives.h"
 #include "gtest/gtest.h"
+#include "ingest/synthetic/synthetic_fleet.h"
 #include "ingest/synthetic/synthetic_straggler.h"
 
 namespace bubblewatch {
@@ -86,6 +92,169 @@ INSTANTIATE_TEST_SUITE_P(
              std::string(StragglerCauseName(std::get<1>(info.param))) +
              (std::get<2>(info.param) ? "_skewed" : "");
     });
+
+// The value of `"key":` in a flat JSON line (a string's quotes removed).
+std::string Field(const std::string& line, const std::string& key) {
+  const std::string tag = "\"" + key + "\":";
+  const size_t at = line.find(tag);
+  if (at == std::string::npos) return "<missing>";
+  size_t begin = at + tag.size();
+  if (line[begin] == '"') {
+    return line.substr(begin + 1, line.find('"', begin + 1) - begin - 1);
+  }
+  return line.substr(begin, line.find_first_of(",}", begin) - begin);
+}
+
+int64_t IntField(const std::string& line, const std::string& key) {
+  int64_t v = -1;
+  EXPECT_TRUE(absl::SimpleAtoi(Field(line, key), &v)) << key << " in " << line;
+  return v;
+}
+
+// `produce --synthetic --scenario straggler` (issue 20, item 5): the truth
+// file's straggler of each job (rank, cause, interval) is what
+// AnalyzeCollectives finds in the same ranks, and it comes and goes: no
+// instance outside the interval makes anyone wait long.
+class FleetStraggler : public ::testing::TestWithParam<int> {};
+
+TEST_P(FleetStraggler, TruthFileAgreesWithAnalyze) {
+  const int gpus = GetParam();
+  SyntheticFleetOptions options;
+  options.scenario = SyntheticScenario::kStraggler;
+  options.jobs = 6;
+  options.gpus_per_job = gpus;
+  options.duration = absl::Seconds(1);
+  options.seed = 11;
+  absl::StatusOr<std::vector<SyntheticJob>> jobs =
+      GenerateSyntheticFleet(options);
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  const std::string path =
+      ::testing::TempDir() + "/straggler_truth_" + std::to_string(gpus);
+  ASSERT_TRUE(WriteSyntheticTruthFile(*jobs, path).ok());
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), jobs->size());
+
+  std::set<std::string> causes_seen;
+  std::set<int64_t> ranks_seen;
+  for (size_t j = 0; j < jobs->size(); ++j) {
+    const SyntheticJob& job = (*jobs)[j];
+    const std::string& line = lines[j];
+    SCOPED_TRACE(line);
+    EXPECT_EQ(Field(line, "job"), job.job);
+    EXPECT_EQ(Field(line, "scope"), "straggler");
+    EXPECT_EQ(IntField(line, "ranks"), gpus);
+    const int64_t rank = IntField(line, "rank");
+    const std::string cause_name = Field(line, "cause");
+    const int64_t start_ns = IntField(line, "start_ns");
+    const int64_t end_ns = IntField(line, "end_ns");
+    const int64_t planted = IntField(line, "planted_wait_ns");
+    std::optional<StragglerCause> cause = ParseStragglerCause(cause_name);
+    ASSERT_TRUE(cause.has_value());
+    ASSERT_GE(rank, 0);
+    ASSERT_LT(rank, gpus);
+    EXPECT_EQ(Field(line, "host"), job.ranks[rank].host);
+    causes_seen.insert(cause_name);
+    ranks_seen.insert(rank);
+    // It comes and goes: late neither from the first step nor to the last.
+    const int64_t job_start = job.ranks[0].gpu.front().start_ns;
+    int64_t job_end = 0;
+    for (const GpuActivity& a : job.ranks[0].gpu) {
+      job_end = std::max(job_end, a.end_ns);
+    }
+    EXPECT_GT(start_ns, job_start + (job_end - job_start) / 20);
+    EXPECT_LT(end_ns, job_end - (job_end - job_start) / 20);
+    EXPECT_GT(planted, 0);
+
+    std::vector<RankInput> inputs;
+    for (const Trace& t : job.ranks) {
+      inputs.push_back(RankInput{.trace = &t,
+                                 .device = t.rank % 8,
+                                 .rank = t.rank,
+                                 .clock_domain = t.host,
+                                 .host = t.host});
+    }
+    CollectiveOptions copts;
+    copts.keep_instances = true;
+    absl::StatusOr<CollectiveAnalysis> c = AnalyzeCollectives(inputs, copts);
+    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_FALSE(c->stragglers.empty());
+    const Straggler& top = c->stragglers[0];
+    EXPECT_EQ(top.rank, rank);
+    EXPECT_GE(static_cast<double>(Blamed(top, *cause)),
+              0.95 * static_cast<double>(planted))
+        << "blamed " << Blamed(top, *cause) << " on " << cause_name;
+    // Where the waits are: the planted rank's inside the interval; outside
+    // it nobody keeps others waiting more than jitter.
+    int64_t inside = 0;
+    for (const CollectiveInstance& i : c->instances) {
+      if (!i.synchronized) continue;
+      const bool in_interval =
+          i.arrival_ns >= start_ns && i.arrival_ns < end_ns;
+      if (in_interval && i.late_rank == rank) inside += i.wait_caused_ns;
+      if (!in_interval) {
+        EXPECT_LT(i.wait_caused_ns, 200'000 * int64_t{gpus})
+            << "instance " << i.key << " at " << i.arrival_ns
+            << " outside the planted interval, late rank " << i.late_rank;
+      }
+    }
+    EXPECT_GE(static_cast<double>(inside), 0.95 * static_cast<double>(planted));
+  }
+  // The seed spreads the stragglers over ranks and causes.
+  EXPECT_GE(causes_seen.size(), 2u);
+  EXPECT_GE(ranks_seen.size(), 2u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpus, FleetStraggler, ::testing::Values(2, 12));
+
+// The ranks of a straggler job have name tables of their own: the merged
+// trace keeps every event's and record's names.
+TEST(FleetStraggler, MergedTraceKeepsNames) {
+  SyntheticFleetOptions options;
+  options.scenario = SyntheticScenario::kStraggler;
+  options.jobs = 1;
+  options.gpus_per_job = 3;
+  options.duration = absl::Milliseconds(200);
+  absl::StatusOr<std::vector<SyntheticJob>> jobs =
+      GenerateSyntheticFleet(options);
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  const SyntheticJob& job = (*jobs)[0];
+  const Trace merged = job.MergedTrace();
+  size_t g = 0, c = 0, k = 0;
+  for (const Trace& r : job.ranks) {
+    for (const GpuActivity& a : r.gpu) {
+      ASSERT_LT(g, merged.gpu.size());
+      EXPECT_EQ(merged.Name(merged.gpu[g].name), r.Name(a.name));
+      EXPECT_EQ(merged.gpu[g++].start_ns, a.start_ns);
+    }
+    for (const CpuEvent& e : r.cpu) {
+      ASSERT_LT(c, merged.cpu.size());
+      EXPECT_EQ(merged.Name(merged.cpu[c++].name), r.Name(e.name));
+    }
+    for (const CollectiveKernel& x : r.collectives) {
+      ASSERT_LT(k, merged.collectives.size());
+      const CollectiveKernel& m = merged.collectives[k++];
+      EXPECT_EQ(merged.Name(m.kernel_name), r.Name(x.kernel_name));
+      EXPECT_EQ(merged.Name(m.process_group), r.Name(x.process_group));
+      EXPECT_EQ(merged.Name(m.group_ranks), r.Name(x.group_ranks));
+      EXPECT_EQ(m.seq, x.seq);
+    }
+  }
+  EXPECT_EQ(g, merged.gpu.size());
+  EXPECT_EQ(c, merged.cpu.size());
+  EXPECT_EQ(k, merged.collectives.size());
+  EXPECT_GT(k, 0u);
+  EXPECT_TRUE(CheckEventTimes(merged).ok());
+}
+
+TEST(FleetStraggler, NeedsTwoGpusPerJob) {
+  SyntheticFleetOptions options;
+  options.scenario = SyntheticScenario::kStraggler;
+  options.gpus_per_job = 1;
+  EXPECT_EQ(GenerateSyntheticFleet(options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
 
 }  // namespace
 }  // namespace bubblewatch

@@ -1,7 +1,7 @@
 // libFuzzer target: an EventBatch message off the wire. DecodeEventBatch runs
 // the FlatBuffers Verifier first, so no input may read out of bounds; a batch
 // that decodes must pass or fail ValidateBatch cleanly and survive a re-encode
-// and decode with the same events.
+// and decode with the same events and collective records.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -17,10 +17,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)CheckBatchBytes(size, BatchLimits{});
   EventBatchEncoder encoder(&batch->trace);
   std::span<const uint8_t> again = encoder.Encode(
-      batch->header, 0, batch->trace.gpu.size(), 0, batch->trace.cpu.size());
+      batch->header, 0, batch->trace.gpu.size(), 0, batch->trace.cpu.size(), 0,
+      batch->trace.collectives.size());
   absl::StatusOr<DecodedBatch> round = DecodeEventBatch(again);
   if (!round.ok() || round->trace.gpu.size() != batch->trace.gpu.size() ||
       round->trace.cpu.size() != batch->trace.cpu.size() ||
+      round->trace.collectives.size() != batch->trace.collectives.size() ||
       round->header.job != batch->header.job) {
     __builtin_trap();  // A decoded batch must re-encode to itself.
   }

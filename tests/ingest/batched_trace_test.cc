@@ -1,8 +1,15 @@
 #include "ingest/batched_trace.h"
 
+#include <algorithm>
 #include <set>
+#include <string>
+#include <tuple>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "ingest/synthetic/synthetic_straggler.h"
+#include "ingest/trace_reader.h"
 #include "schemas/event_batch_codec.h"
 
 namespace bubblewatch {
@@ -105,6 +112,154 @@ TEST(BatchedTrace, ProducerIdIsStableAndDependsOnContentAndIdentity) {
   BatchHeader fixed = Identity();
   fixed.producer_id = 42;
   EXPECT_EQ(BatchedTrace(Interleaved(5), fixed, {}).header().producer_id, 42u);
+}
+
+// A collective record with its names resolved, comparable across tables.
+using Resolved = std::tuple<int64_t, int64_t, int32_t, int32_t, std::string,
+                            std::string, std::string, std::string, std::string,
+                            int64_t, int64_t, int64_t, int32_t>;
+
+Resolved Resolve(const Trace& t, const CollectiveKernel& c) {
+  auto name = [&](NameId id) {
+    return id == kNoName ? std::string("<absent>") : std::string(t.Name(id));
+  };
+  return {c.start_ns,
+          c.end_ns,
+          c.device,
+          c.stream,
+          name(c.kernel_name),
+          name(c.collective),
+          name(c.process_group),
+          name(c.group_ranks),
+          name(c.dtype),
+          c.seq,
+          c.in_elements,
+          c.out_elements,
+          c.group_size};
+}
+
+std::vector<Resolved> ResolveAll(const Trace& t) {
+  std::vector<Resolved> out;
+  for (const CollectiveKernel& c : t.collectives) out.push_back(Resolve(t, c));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Sends `trace` through BatchedTrace and decodes every batch. Each decoded
+// record must sit in the batch of its kernel; returns all records.
+std::vector<Resolved> RoundTripCollectives(const Trace& trace,
+                                           int64_t max_events,
+                                           size_t* batches_with_records) {
+  BatchHeader identity = Identity();
+  identity.rank = trace.rank;
+  BatchedTrace batched(trace, identity, {.max_events = max_events});
+  std::vector<Resolved> out;
+  int64_t events = 0;
+  *batches_with_records = 0;
+  for (size_t i = 0; i < batched.num_batches(); ++i) {
+    absl::StatusOr<DecodedBatch> d = DecodeEventBatch(batched.Encode(i));
+    if (!d.ok()) {
+      ADD_FAILURE() << "batch " << i << ": " << d.status();
+      return {};
+    }
+    const Trace& t = d->trace;
+    events += static_cast<int64_t>(t.gpu.size() + t.cpu.size());
+    *batches_with_records += !t.collectives.empty();
+    for (const CollectiveKernel& c : t.collectives) {
+      const bool has_kernel =
+          std::any_of(t.gpu.begin(), t.gpu.end(), [&](const GpuActivity& a) {
+            return a.start_ns == c.start_ns && a.end_ns == c.end_ns &&
+                   a.device == c.device && a.stream == c.stream &&
+                   t.Name(a.name) == t.Name(c.kernel_name);
+          });
+      EXPECT_TRUE(has_kernel) << "batch " << i << ": a record without its "
+                              << "kernel, start " << c.start_ns;
+      out.push_back(Resolve(t, c));
+    }
+  }
+  EXPECT_EQ(events, static_cast<int64_t>(trace.gpu.size() + trace.cpu.size()));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The real trace: 21 collectives of process group "0" without Seq, cut into
+// many batches; every record arrives, with its kernel, as read.
+TEST(BatchedTrace, CollectivesOfARealTraceRoundTrip) {
+  absl::StatusOr<Trace> trace = ReadTraceFile(
+      absl::StrCat(BUBBLEWATCH_TESTDATA_DIR, "/real/hta/nccl_data.json.gz"));
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  ASSERT_EQ(trace->collectives.size(), 21u);
+  size_t batches_with_records = 0;
+  EXPECT_EQ(RoundTripCollectives(*trace, 256, &batches_with_records),
+            ResolveAll(*trace));
+  EXPECT_GT(batches_with_records, 1u);
+}
+
+// The synthetic straggler job sets every field (Seq included) on every rank.
+TEST(BatchedTrace, CollectivesOfSyntheticRanksRoundTrip) {
+  StragglerJob job = MakeStragglerJob(
+      {.ranks = 4, .ranks_per_host = 2, .steps = 30, .late_rank = 2});
+  for (const Trace& rank : job.ranks) {
+    ASSERT_EQ(rank.collectives.size(), 30u);
+    size_t batches_with_records = 0;
+    EXPECT_EQ(RoundTripCollectives(rank, 100, &batches_with_records),
+              ResolveAll(rank))
+        << "rank " << rank.rank;
+    EXPECT_GT(batches_with_records, 5u);
+  }
+}
+
+TEST(BatchedTrace, RecordsGoWithTheirKernelEvenAmongEqualStarts) {
+  // Kernels at 0, 10, ... on stream 0, each with a collective twin of the
+  // same start on stream 2, cut one event per batch: a record must follow
+  // its twin, not the first kernel of its start.
+  Trace t = Interleaved(6);
+  NameInterner names(&t);
+  const NameId nccl = names.Intern("ncclDevKernel_AllGather_RING_LL");
+  for (int i = 0; i < 6; ++i) {
+    t.gpu.push_back(GpuActivity{
+        .start_ns = 10 * i, .end_ns = 10 * i + 8, .name = nccl, .stream = 2});
+    t.collectives.push_back(CollectiveKernel{.start_ns = 10 * i,
+                                             .end_ns = 10 * i + 8,
+                                             .stream = 2,
+                                             .kernel_name = nccl,
+                                             .seq = i});
+  }
+  std::reverse(t.collectives.begin(), t.collectives.end());
+  size_t batches_with_records = 0;
+  EXPECT_EQ(RoundTripCollectives(t, 1, &batches_with_records), ResolveAll(t));
+  EXPECT_EQ(batches_with_records, 6u);
+}
+
+TEST(BatchedTrace, ARecordWithoutItsKernelStillTravels) {
+  Trace t = Interleaved(10);
+  NameInterner names(&t);
+  t.collectives.push_back(CollectiveKernel{
+      .start_ns = 42, .end_ns = 43, .kernel_name = names.Intern("ncclX")});
+  BatchedTrace batched(t, Identity(), {.max_events = 4});
+  int found = 0;
+  for (size_t i = 0; i < batched.num_batches(); ++i) {
+    absl::StatusOr<DecodedBatch> d = DecodeEventBatch(batched.Encode(i));
+    ASSERT_TRUE(d.ok()) << d.status();
+    if (d->trace.collectives.empty()) continue;
+    ++found;
+    // The batch whose time range holds its start: [40, 60).
+    EXPECT_LE(batched.batch(i).first_start_ns, 42);
+    EXPECT_GE(batched.batch(i).last_start_ns, 42);
+  }
+  EXPECT_EQ(found, 1);
+}
+
+TEST(BatchedTrace, ProducerIdDependsOnCollectiveRecords) {
+  StragglerJob job = MakeStragglerJob({.ranks = 2, .steps = 5, .late_rank = 1});
+  Trace with = job.ranks[0];
+  const uint64_t id = BatchedTrace(with, Identity(), {}).header().producer_id;
+  Trace other_seq = with;
+  other_seq.collectives[3].seq += 100;
+  EXPECT_NE(BatchedTrace(other_seq, Identity(), {}).header().producer_id, id);
+  Trace without = with;
+  without.collectives.clear();
+  EXPECT_NE(BatchedTrace(without, Identity(), {}).header().producer_id, id);
 }
 
 TEST(BatchedTrace, EmptyTraceHasNoBatches) {

@@ -37,6 +37,41 @@ TEST(BatchValidator, AcceptsASaneBatch) {
   EXPECT_EQ(Reason(ValidateBatch(Batch(3))), "accepted");
 }
 
+TEST(BatchValidator, CollectiveRecordsAreCheckedLikeEvents) {
+  DecodedBatch ok = Batch(2);
+  ok.trace.collectives.push_back(
+      CollectiveKernel{.start_ns = 1000, .end_ns = 1005, .kernel_name = 0});
+  EXPECT_EQ(Reason(ValidateBatch(ok)), "accepted");
+
+  DecodedBatch backwards = ok;
+  backwards.trace.collectives[0].end_ns = 990;
+  std::optional<BatchRejection> r = ValidateBatch(backwards);
+  EXPECT_EQ(Reason(r), "end_before_start");
+  EXPECT_THAT(r->detail, HasSubstr("collective kernel #0"));
+
+  DecodedBatch far = ok;
+  far.trace.collectives[0].end_ns = 1000 + int64_t{2} * 86'400'000'000'000;
+  EXPECT_EQ(Reason(ValidateBatch(far)), "duration_over_limit");
+  far.trace.collectives[0].start_ns = std::numeric_limits<int64_t>::max() - 1;
+  far.trace.collectives[0].end_ns = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(Reason(ValidateBatch(far)), "timestamps_out_of_range");
+
+  DecodedBatch spread = ok;
+  spread.trace.collectives[0].start_ns = int64_t{3} * 86'400'000'000'000;
+  spread.trace.collectives[0].end_ns = spread.trace.collectives[0].start_ns;
+  EXPECT_EQ(Reason(ValidateBatch(spread)), "timestamps_out_of_range");
+
+  // One record per kernel at most.
+  DecodedBatch many = Batch(1);
+  for (int i = 0; i < 2; ++i) {
+    many.trace.collectives.push_back(
+        CollectiveKernel{.start_ns = 1000, .end_ns = 1005, .kernel_name = 0});
+  }
+  r = ValidateBatch(many);
+  EXPECT_EQ(Reason(r), "too_many_events");
+  EXPECT_THAT(r->detail, HasSubstr("2 collective records for 1 GPU"));
+}
+
 TEST(BatchValidator, BatchBytesLimitIsCheckedBeforeDecoding) {
   BatchLimits limits;
   limits.max_batch_bytes = 1000;

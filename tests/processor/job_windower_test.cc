@@ -10,7 +10,11 @@
 #include "analysis/bubble_analyzer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ingest/batched_trace.h"
 #include "ingest/synthetic/synthetic_fleet.h"
+#include "ingest/synthetic/synthetic_straggler.h"
+#include "processor/batch_validator.h"
+#include "schemas/window_summary_codec.h"
 
 namespace bubblewatch {
 namespace {
@@ -265,6 +269,60 @@ TEST(JobWindower, FinalizedWindowsEqualTheOfflineOracle) {
       EXPECT_EQ(got[i].job, "job");
     }
   }
+}
+
+// Collective records ride along (issue 20) but do not change any window
+// yet: the windows of a multi-rank job, sent with and without them, are the
+// same bytes.
+TEST(JobWindower, CollectiveRecordsLeaveTheWindowsAsTheyWere) {
+  StragglerJob job = MakeStragglerJob(
+      {.ranks = 4, .ranks_per_host = 2, .steps = 400, .late_rank = 1});
+  auto windows = [&](bool with_collectives) {
+    std::vector<DecodedBatch> batches;
+    for (const Trace& rank : job.ranks) {
+      Trace t = rank;
+      if (!with_collectives) t.collectives.clear();
+      BatchedTrace batched(
+          std::move(t),
+          BatchHeader{.job = "job", .host = rank.host, .rank = rank.rank},
+          {.max_events = 256});
+      for (size_t i = 0; i < batched.num_batches(); ++i) {
+        absl::StatusOr<DecodedBatch> d = DecodeEventBatch(batched.Encode(i));
+        EXPECT_TRUE(d.ok()) << d.status();
+        if (!d.ok()) return std::vector<std::string>{};
+        EXPECT_EQ(ValidateBatch(*d), std::nullopt) << "batch " << i;
+        batches.push_back(*std::move(d));
+      }
+    }
+    size_t records = 0;
+    for (const DecodedBatch& b : batches) records += b.trace.collectives.size();
+    EXPECT_EQ(records, with_collectives ? 4u * 400u : 0u);
+    // In event-time order of each batch's first event, as a broker would
+    // interleave the ranks' streams.
+    std::stable_sort(batches.begin(), batches.end(),
+                     [](const DecodedBatch& a, const DecodedBatch& b) {
+                       return a.trace.gpu.front().start_ns <
+                              b.trace.gpu.front().start_ns;
+                     });
+    WindowerOptions options;
+    options.window_ns = 100'000'000;
+    options.lateness_ns = 20'000'000;
+    JobWindower windower("job", options);
+    std::vector<std::string> out;
+    absl::Time now = absl::UnixEpoch();
+    int64_t offset = 0;
+    for (const DecodedBatch& b : batches) {
+      windower.Add(b, offset++, /*replay=*/false, now);
+      for (const WindowSummary& w : windower.FinalizeReady(now, absl::Hours(1)))
+        out.push_back(EncodeWindowSummary(w));
+    }
+    for (const WindowSummary& w : windower.FinalizeAll())
+      out.push_back(EncodeWindowSummary(w));
+    return out;
+  };
+  const std::vector<std::string> with = windows(true);
+  EXPECT_GT(with.size(), 3u);
+  EXPECT_EQ(with, windows(false));
 }
 
 TEST(JobWindower, EventsBehindTheFinalizedEdgeAreCountedLate) {

@@ -2,10 +2,13 @@
 
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "schemas/event_batch_generated.h"
@@ -56,6 +59,152 @@ BatchHeader Header() {
                      .world_size = 8,
                      .producer_id = 0x1234,
                      .sequence = 17};
+}
+
+// The trace of tests/testdata/eventbatch/v1_before_collectives.bweb.
+Trace PreCollectivesTrace() {
+  Trace t;
+  NameInterner names(&t);
+  const int64_t base = 1'767'225'600'000'000'000;
+  t.gpu.push_back(GpuActivity{.start_ns = base + 1'000,
+                              .end_ns = base + 51'000,
+                              .correlation = 11,
+                              .name = names.Intern("ampere_sgemm_128x64_tn"),
+                              .device = 0,
+                              .stream = 7,
+                              .kind = GpuActivityKind::kKernel});
+  t.gpu.push_back(GpuActivity{
+      .start_ns = base + 52'000,
+      .end_ns = base + 90'000,
+      .correlation = 12,
+      .name =
+          names.Intern("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, "
+                       "unsigned long, ncclWork*)"),
+      .device = 0,
+      .stream = 23,
+      .kind = GpuActivityKind::kKernel});
+  t.gpu.push_back(
+      GpuActivity{.start_ns = base + 91'000,
+                  .end_ns = base + 99'000,
+                  .correlation = 13,
+                  .bytes = 1 << 20,
+                  .name = names.Intern("Memcpy HtoD (Pinned -> Device)"),
+                  .device = 0,
+                  .stream = 9,
+                  .kind = GpuActivityKind::kMemcpy});
+  t.gpu.push_back(GpuActivity{.start_ns = base + 99'500,
+                              .end_ns = base + 99'700,
+                              .bytes = 4096,
+                              .name = names.Intern("Memset (Device)"),
+                              .device = 0,
+                              .stream = 9,
+                              .kind = GpuActivityKind::kMemset,
+                              .pageable = true});
+  t.cpu.push_back(CpuEvent{.start_ns = base,
+                           .end_ns = base + 600,
+                           .correlation = 11,
+                           .thread = 4242,
+                           .name = names.Intern("cudaLaunchKernel"),
+                           .category = CpuEventCategory::kCudaRuntime});
+  t.cpu.push_back(CpuEvent{.start_ns = base - 5'000,
+                           .end_ns = base + 100'000,
+                           .thread = 4242,
+                           .name = names.Intern("ProfilerStep#3"),
+                           .category = CpuEventCategory::kUserAnnotation});
+  return t;
+}
+
+BatchHeader PreCollectivesHeader() {
+  return BatchHeader{.job = "fixture-job",
+                     .host = "host-a",
+                     .rank = 1,
+                     .world_size = 2,
+                     .producer_id = 0xfeedbeef,
+                     .sequence = 5};
+}
+
+// A collective record with its names resolved against its trace's table, so
+// records from tables of different order compare equal.
+struct ResolvedCollective {
+  int64_t start_ns, end_ns;
+  int32_t device, stream;
+  std::string kernel_name, collective, process_group, group_ranks, dtype;
+  int64_t seq, in_elements, out_elements;
+  int32_t group_size;
+  bool operator==(const ResolvedCollective&) const = default;
+};
+
+std::string OptionalName(const Trace& t, NameId id) {
+  return id == kNoName ? "<absent>" : std::string(t.Name(id));
+}
+
+ResolvedCollective Resolve(const Trace& t, const CollectiveKernel& c) {
+  return ResolvedCollective{c.start_ns,
+                            c.end_ns,
+                            c.device,
+                            c.stream,
+                            std::string(t.Name(c.kernel_name)),
+                            OptionalName(t, c.collective),
+                            OptionalName(t, c.process_group),
+                            OptionalName(t, c.group_ranks),
+                            OptionalName(t, c.dtype),
+                            c.seq,
+                            c.in_elements,
+                            c.out_elements,
+                            c.group_size};
+}
+
+// SampleTrace plus a collective kernel with every field and one with none.
+Trace TraceWithCollectives() {
+  Trace t = SampleTrace();
+  NameInterner names(&t);
+  const NameId nccl = names.Intern(
+      "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, "
+      "ncclWork*)");
+  t.gpu.push_back(GpuActivity{.start_ns = 100,
+                              .end_ns = 900,
+                              .correlation = 44,
+                              .name = nccl,
+                              .device = 3,
+                              .stream = 21,
+                              .kind = GpuActivityKind::kKernel});
+  t.collectives.push_back(
+      CollectiveKernel{.start_ns = 100,
+                       .end_ns = 900,
+                       .device = 3,
+                       .stream = 21,
+                       .kernel_name = nccl,
+                       .collective = names.Intern("allreduce"),
+                       .process_group = names.Intern("0"),
+                       .group_ranks = names.Intern("[0, 1, 2, 3]"),
+                       .dtype = names.Intern("Float"),
+                       .seq = 7,
+                       .in_elements = 1 << 20,
+                       .out_elements = 1 << 20,
+                       .group_size = 4});
+  t.gpu.push_back(GpuActivity{.start_ns = 1000,
+                              .end_ns = 1500,
+                              .correlation = 45,
+                              .name = nccl,
+                              .device = 3,
+                              .stream = 21,
+                              .kind = GpuActivityKind::kKernel});
+  // Only the kernel: every optional field absent.
+  t.collectives.push_back(CollectiveKernel{.start_ns = 1000,
+                                           .end_ns = 1500,
+                                           .device = 3,
+                                           .stream = 21,
+                                           .kernel_name = nccl});
+  return t;
+}
+
+std::string TestdataPath(absl::string_view name) {
+  return absl::StrCat(BUBBLEWATCH_TESTDATA_DIR, "/eventbatch/", name);
+}
+
+std::vector<uint8_t> ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 TEST(EventBatchCodec, RoundTripsEveryField) {
@@ -220,6 +369,129 @@ TEST(EventBatchCodec, BatchesWithAnEmptyEventVectorDecode) {
 TEST(EventBatchCodec, StructsHaveTheDocumentedFixedSizes) {
   EXPECT_EQ(sizeof(fb::GpuActivity), 48u);
   EXPECT_EQ(sizeof(fb::CpuEvent), 40u);
+  EXPECT_EQ(sizeof(fb::CollectiveKernel), 72u);
+}
+
+TEST(EventBatchCodec, CollectivesRoundTripWithAbsentFieldsAbsent) {
+  Trace t = TraceWithCollectives();
+  EventBatchEncoder encoder(&t);
+  std::span<const uint8_t> bytes = encoder.Encode(
+      Header(), 0, t.gpu.size(), 0, t.cpu.size(), 0, t.collectives.size());
+  std::vector<uint8_t> copy(bytes.begin(), bytes.end());
+  absl::StatusOr<DecodedBatch> batch = DecodeEventBatch(copy);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  const Trace& d = batch->trace;
+  ASSERT_EQ(d.collectives.size(), t.collectives.size());
+  for (size_t i = 0; i < t.collectives.size(); ++i) {
+    EXPECT_TRUE(Resolve(d, d.collectives[i]) == Resolve(t, t.collectives[i]))
+        << "collective #" << i;
+  }
+  // Absent names stay kNoName, not an index of some name.
+  EXPECT_EQ(d.collectives[1].collective, kNoName);
+  EXPECT_EQ(d.collectives[1].process_group, kNoName);
+  EXPECT_EQ(d.collectives[1].seq, -1);
+  EXPECT_EQ(d.collectives[1].group_size, -1);
+  // The batch's table holds only the names it uses, once each: the kernel
+  // name shared by both records crosses once.
+  int nccl_names = 0;
+  for (const std::string& n : d.names) nccl_names += n.starts_with("nccl");
+  EXPECT_EQ(nccl_names, 1);
+}
+
+TEST(EventBatchCodec, CollectivesOfARangeOnly) {
+  Trace t = TraceWithCollectives();
+  EventBatchEncoder encoder(&t);
+  std::span<const uint8_t> bytes =
+      encoder.Encode(Header(), 0, t.gpu.size(), 0, 0, 1, 2);
+  absl::StatusOr<DecodedBatch> batch =
+      DecodeEventBatch(std::vector<uint8_t>(bytes.begin(), bytes.end()));
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  ASSERT_EQ(batch->trace.collectives.size(), 1u);
+  EXPECT_TRUE(Resolve(batch->trace, batch->trace.collectives[0]) ==
+              Resolve(t, t.collectives[1]));
+  // A name only the unsent record uses does not cross.
+  for (const std::string& n : batch->trace.names) EXPECT_NE(n, "allreduce");
+}
+
+// Bytes written by the encoder before collective records existed (commit
+// d502c14), from PreCollectivesTrace(): they still decode, with no records,
+// and today's encoder writes the very same bytes for a trace without any.
+TEST(EventBatchCodec, BatchesFromBeforeCollectivesStillDecode) {
+  const std::vector<uint8_t> old_bytes =
+      ReadBytes(TestdataPath("v1_before_collectives.bweb"));
+  ASSERT_FALSE(old_bytes.empty());
+  absl::StatusOr<DecodedBatch> batch = DecodeEventBatch(old_bytes);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  const Trace want = PreCollectivesTrace();
+  const BatchHeader header = PreCollectivesHeader();
+  EXPECT_EQ(batch->header.job, header.job);
+  EXPECT_EQ(batch->header.host, header.host);
+  EXPECT_EQ(batch->header.rank, header.rank);
+  EXPECT_EQ(batch->header.world_size, header.world_size);
+  EXPECT_EQ(batch->header.producer_id, header.producer_id);
+  EXPECT_EQ(batch->header.sequence, header.sequence);
+  const Trace& d = batch->trace;
+  EXPECT_TRUE(d.collectives.empty());
+  ASSERT_EQ(d.gpu.size(), want.gpu.size());
+  for (size_t i = 0; i < want.gpu.size(); ++i) {
+    const GpuActivity& a = d.gpu[i];
+    const GpuActivity& w = want.gpu[i];
+    EXPECT_EQ(a.start_ns, w.start_ns);
+    EXPECT_EQ(a.end_ns, w.end_ns);
+    EXPECT_EQ(a.correlation, w.correlation);
+    EXPECT_EQ(a.bytes, w.bytes);
+    EXPECT_EQ(d.Name(a.name), want.Name(w.name));
+    EXPECT_EQ(a.device, w.device);
+    EXPECT_EQ(a.stream, w.stream);
+    EXPECT_EQ(a.kind, w.kind);
+    EXPECT_EQ(a.pageable, w.pageable);
+  }
+  ASSERT_EQ(d.cpu.size(), want.cpu.size());
+  for (size_t i = 0; i < want.cpu.size(); ++i) {
+    const CpuEvent& e = d.cpu[i];
+    const CpuEvent& w = want.cpu[i];
+    EXPECT_EQ(e.start_ns, w.start_ns);
+    EXPECT_EQ(e.end_ns, w.end_ns);
+    EXPECT_EQ(e.correlation, w.correlation);
+    EXPECT_EQ(e.thread, w.thread);
+    EXPECT_EQ(d.Name(e.name), want.Name(w.name));
+    EXPECT_EQ(e.category, w.category);
+  }
+  EventBatchEncoder encoder(&want);
+  std::span<const uint8_t> now =
+      encoder.Encode(header, 0, want.gpu.size(), 0, want.cpu.size());
+  EXPECT_TRUE(
+      std::equal(now.begin(), now.end(), old_bytes.begin(), old_bytes.end()))
+      << "a batch without collectives no longer encodes as before";
+}
+
+TEST(EventBatchCodec, CollectiveNameIndexOutsideTheTableIsRejected) {
+  for (int bad_field = 0; bad_field < 2; ++bad_field) {
+    flatbuffers::FlatBufferBuilder b;
+    std::vector<fb::GpuActivity> gpu = {fb::GpuActivity(
+        0, 1, 0, 0, /*name=*/0, 0, 0, fb::GpuActivityKind::Kernel, false)};
+    // bad_field 0: the kernel name; 1: the process group. The collective
+    // type is absent (0xFFFFFFFF), which is allowed.
+    std::vector<fb::CollectiveKernel> coll = {fb::CollectiveKernel(
+        0, 1, -1, -1, -1, /*kernel_name=*/bad_field == 0 ? 1 : 0,
+        /*collective=*/kNoName, /*process_group=*/bad_field == 1 ? 7 : kNoName,
+        kNoName, kNoName, 0, 0, -1)};
+    auto strings = b.CreateVectorOfStrings({"ncclKernel"});
+    auto gpu_vec = b.CreateVectorOfStructs(gpu);
+    auto coll_vec = b.CreateVectorOfStructs(coll);
+    auto job = b.CreateString("j");
+    fb::EventBatchBuilder eb(b);
+    eb.add_job(job);
+    eb.add_strings(strings);
+    eb.add_gpu(gpu_vec);
+    eb.add_collectives(coll_vec);
+    fb::FinishEventBatchBuffer(b, eb.Finish());
+    absl::StatusOr<DecodedBatch> batch =
+        DecodeEventBatch({b.GetBufferPointer(), b.GetSize()});
+    ASSERT_FALSE(batch.ok()) << "field " << bad_field;
+    EXPECT_THAT(batch.status().message(),
+                HasSubstr("outside the string table"));
+  }
 }
 
 }  // namespace

@@ -59,10 +59,11 @@ TEST(CommandLine, SingleValuedOptionsTakeTheirValue) {
   Flags f;
   CommandLine cl = MakeCommandLine(f);
   std::vector<std::string> positional;
-  ASSERT_TRUE(ParseArgs(cl, {"--store", "A", "--top=5", "--window", "1m",
-                             "file", "--json"},
-                        &positional)
-                  .ok());
+  ASSERT_TRUE(
+      ParseArgs(cl,
+                {"--store", "A", "--top=5", "--window", "1m", "file", "--json"},
+                &positional)
+          .ok());
   EXPECT_EQ(f.store, "A");
   EXPECT_EQ(f.top, 5);
   EXPECT_EQ(f.window, absl::Minutes(1));
@@ -83,12 +84,10 @@ TEST(CommandLine, RepeatedSingleValuedOptionIsAnErrorNamingTheFlag) {
     CommandLine cl = MakeCommandLine(f);
     std::vector<std::string> positional;
     absl::Status s = ParseArgs(cl, args, &positional);
-    const std::string name = args[0] == "-s" ? "store"
-                             : absl::StartsWith(args[0], "--top")
-                                 ? "top"
-                             : absl::StartsWith(args[0], "--window")
-                                 ? "window"
-                                 : "store";
+    const std::string name = args[0] == "-s"                         ? "store"
+                             : absl::StartsWith(args[0], "--top")    ? "top"
+                             : absl::StartsWith(args[0], "--window") ? "window"
+                                                                     : "store";
     EXPECT_TRUE(absl::IsInvalidArgument(s)) << args[0] << ": " << s;
     EXPECT_THAT(s.message(), HasSubstr("given more than once"));
     EXPECT_THAT(s.message(), HasSubstr("--" + name + " takes one value"));
@@ -107,11 +106,11 @@ TEST(CommandLine, ListsAndBooleanFlagsRepeat) {
   Flags f;
   CommandLine cl = MakeCommandLine(f);
   std::vector<std::string> positional;
-  ASSERT_TRUE(ParseArgs(cl,
-                        {"-X", "a=1", "--property", "b=2", "-Xc=3", "--json",
-                         "--json"},
-                        &positional)
-                  .ok());
+  ASSERT_TRUE(
+      ParseArgs(cl,
+                {"-X", "a=1", "--property", "b=2", "-Xc=3", "--json", "--json"},
+                &positional)
+          .ok());
   EXPECT_THAT(f.properties, ElementsAre("a=1", "b=2", "c=3"));
   EXPECT_TRUE(f.json);
   EXPECT_THAT(positional, IsEmpty());
@@ -184,15 +183,15 @@ TEST(CommandLine, HelpWrapsLongTextIndentedAndReflowsLineBreaks) {
   std::string a, b;
   CommandLine cl("bubblewatch cmd", "A command.");
   cl.AddString("short", &a, "X",
-               "a long help text that goes on and on, " +
-                   std::string(60, 'w') + " and has a\nline break inside");
+               "a long help text that goes on and on, " + std::string(60, 'w') +
+                   " and has a\nline break inside");
   cl.AddString("a-very-long-option-name", &b, "VALUE", "text");
   const std::string help = cl.Help();
   EXPECT_THAT(LayoutProblems("cmd", help), IsEmpty()) << help;
   EXPECT_THAT(help, Not(HasSubstr("a\nline")));
-  EXPECT_THAT(help, HasSubstr("  --a-very-long-option-name VALUE\n" +
-                              std::string(CommandLine::kHelpColumn, ' ') +
-                              "text\n"));
+  EXPECT_THAT(help,
+              HasSubstr("  --a-very-long-option-name VALUE\n" +
+                        std::string(CommandLine::kHelpColumn, ' ') + "text\n"));
 }
 
 TEST(CommandLine, LayoutCheckFindsWhatIssue23Saw) {
@@ -257,8 +256,8 @@ TEST(CliFlags, RepeatedSingleValuedFlagIsAUsageErrorInEveryCommand) {
        }) {
     auto r = RunBubblewatch(c.args);
     EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.err;
-    EXPECT_THAT(r.err, HasSubstr(std::string("'") + c.flag +
-                                 "' given more than once"))
+    EXPECT_THAT(r.err,
+                HasSubstr(std::string("'") + c.flag + "' given more than once"))
         << c.args;
     EXPECT_THAT(r.out, IsEmpty()) << c.args;
   }

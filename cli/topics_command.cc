@@ -51,9 +51,9 @@ std::string RetentionText(const std::string& ms_text) {
 }
 
 // The configs `describe` shows; the JSON form gives them as they are.
-constexpr const char* kShownConfigs[] = {
-    "cleanup.policy", "retention.ms", "segment.ms", "min.insync.replicas",
-    "min.cleanable.dirty.ratio"};
+constexpr const char* kShownConfigs[] = {"cleanup.policy", "retention.ms",
+                                         "segment.ms", "min.insync.replicas",
+                                         "min.cleanable.dirty.ratio"};
 
 std::string DescribeJson(const std::vector<TopicDescription>& topics,
                          bool pretty) {
@@ -91,21 +91,20 @@ std::string DescribeText(const std::vector<TopicDescription>& topics) {
   for (const TopicDescription& d : topics) {
     width = std::max(width, d.name.size());
   }
-  std::string out =
-      absl::StrFormat("%-*s  %10s  %11s  %-14s  %s\n", width, "topic",
-                      "partitions", "replication", "cleanup.policy",
-                      "retention");
+  std::string out = absl::StrFormat("%-*s  %10s  %11s  %-14s  %s\n", width,
+                                    "topic", "partitions", "replication",
+                                    "cleanup.policy", "retention");
   for (const TopicDescription& d : topics) {
     if (!d.exists) {
-      absl::StrAppend(&out, absl::StrFormat("%-*s  (missing)\n", width, d.name));
+      absl::StrAppend(&out,
+                      absl::StrFormat("%-*s  (missing)\n", width, d.name));
       continue;
     }
     absl::StrAppend(
-        &out,
-        absl::StrFormat("%-*s  %10d  %11d  %-14s  %s\n", width, d.name,
-                        d.partitions, d.replication_factor,
-                        ConfigOr(d, "cleanup.policy", "?"),
-                        RetentionText(ConfigOr(d, "retention.ms", "?"))));
+        &out, absl::StrFormat("%-*s  %10d  %11d  %-14s  %s\n", width, d.name,
+                              d.partitions, d.replication_factor,
+                              ConfigOr(d, "cleanup.policy", "?"),
+                              RetentionText(ConfigOr(d, "retention.ms", "?"))));
   }
   return out;
 }
@@ -169,8 +168,8 @@ int RunTopicsCommand(int argc, char** argv) {
   if (positional.empty()) return Usage("want an action: create or describe");
   const std::string action = positional[0];
   if (action != "create" && action != "describe") {
-    return Usage(absl::StrCat("unknown action '", action,
-                              "': want create or describe"));
+    return Usage(
+        absl::StrCat("unknown action '", action, "': want create or describe"));
   }
   if (action == "create" && positional.size() > 1) {
     return Usage(absl::StrCat("unexpected argument ", positional[1]));

@@ -75,8 +75,7 @@ TEST(TopicsCommand, CreateThenDescribeRoundTrips) {
     ASSERT_TRUE(d.exists) << d.name;
     EXPECT_EQ(d.partitions, want.at(d.name).first) << d.name;
     EXPECT_EQ(d.replication_factor, 1) << d.name;
-    EXPECT_EQ(d.configs.at("cleanup.policy"), want.at(d.name).second)
-        << d.name;
+    EXPECT_EQ(d.configs.at("cleanup.policy"), want.at(d.name).second) << d.name;
   }
   EXPECT_EQ(cluster[0].configs.at("retention.ms"),
             std::to_string(3 * 24 * 3600 * 1000LL));
@@ -86,7 +85,7 @@ TEST(TopicsCommand, CreateThenDescribeRoundTrips) {
 
   // describe --json says the same.
   auto described = RunBubblewatch("topics describe --json --brokers " +
-                                   brokers + FleetFlags(base));
+                                  brokers + FleetFlags(base));
   ASSERT_EQ(described.exit_code, 0) << described.err;
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
@@ -134,9 +133,9 @@ TEST(TopicsCommand, UsageErrors) {
   EXPECT_EQ(
       RunBubblewatch("topics create --brokers a:1 --partitions 0").exit_code,
       2);
-  auto twice =
-      RunBubblewatch("topics create --brokers a:1 --partitions 2 "
-                     "--partitions 3");
+  auto twice = RunBubblewatch(
+      "topics create --brokers a:1 --partitions 2 "
+      "--partitions 3");
   EXPECT_EQ(twice.exit_code, 2);
   EXPECT_THAT(twice.err, HasSubstr("'--partitions' given more than once"));
 }
@@ -159,7 +158,8 @@ TEST(ProcessTopics, WindowsTopicIsCreatedCompactedWithTheEventsPartitions) {
           topic + " --windows-topic " + topic + ".windows --state-topic " +
           topic + ".state --dlq-topic " + topic +
           ".dlq --idle-timeout 1s --exit-when-idle 3s --log-level info"
-          " --store '" + dir.Sub("store") + "'",
+          " --store '" +
+          dir.Sub("store") + "'",
       ".", /*kill_after_s=*/300);
   ASSERT_EQ(process.exit_code, 0) << process.err;
   EXPECT_THAT(process.err, HasSubstr("created windows topic " + topic +
@@ -195,7 +195,8 @@ TEST(ProcessTopics, WindowsTopicIsCreatedCompactedWithTheEventsPartitions) {
   EXPECT_EQ(jobs.size(), 6u);
   // The jobs spread over more than one partition: the check above can fail.
   std::set<int32_t> partitions;
-  for (const auto& [job, p] : event_partitions) partitions.insert(p.begin(), p.end());
+  for (const auto& [job, p] : event_partitions)
+    partitions.insert(p.begin(), p.end());
   EXPECT_GT(partitions.size(), 1u);
 }
 

@@ -4,11 +4,13 @@
 #include <iostream>
 #include <optional>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/flags/marshalling.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "cli/exit_codes.h"
 
 namespace bubblewatch {
@@ -66,18 +68,22 @@ void CommandLine::AddDuration(std::string name, absl::Duration* target,
 }
 
 void CommandLine::AddBool(std::string name, bool* target, std::string help) {
-  Add({name, "", help, "", [target](absl::string_view) {
+  Add({name, "", help, "",
+       [target](absl::string_view) {
          *target = true;
          return absl::OkStatus();
-       }});
+       },
+       /*repeatable=*/true});
 }
 
 void CommandLine::AddList(std::string name, std::vector<std::string>* target,
                           std::string value_name, std::string help) {
-  Add({name, value_name, help, "", [target](absl::string_view v) {
+  Add({name, value_name, help, "",
+       [target](absl::string_view v) {
          target->emplace_back(v);
          return absl::OkStatus();
-       }});
+       },
+       /*repeatable=*/true});
 }
 
 void CommandLine::AddAlias(char short_name, std::string name) {
@@ -93,6 +99,9 @@ const CommandLine::Option* CommandLine::Find(absl::string_view name) const {
 
 absl::Status CommandLine::Parse(int argc, char** argv,
                                 std::vector<std::string>* positional) {
+  // How the user spelt each single-valued option already given ("--store",
+  // "-s"), to name both in the error.
+  absl::flat_hash_map<const Option*, std::string> given;
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
     if (arg == "--") {
@@ -129,6 +138,22 @@ absl::Status CommandLine::Parse(int argc, char** argv,
     if (option == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat("unknown option '--", name, "'"));
+    }
+    if (!option->repeatable) {
+      // What the user typed, without the value: "--store", "-s".
+      const std::string typed = absl::StartsWith(arg, "--")
+                                    ? absl::StrCat("--", name)
+                                    : std::string(arg.substr(0, 2));
+      auto [it, first] = given.try_emplace(option, typed);
+      if (!first) {
+        const std::string spelt =
+            it->second == typed
+                ? absl::StrCat("'", typed, "'")
+                : absl::StrCat("'", it->second, "' and '", typed, "'");
+        return absl::InvalidArgumentError(
+            absl::StrCat("option ", spelt, " given more than once; --", name,
+                         " takes one value"));
+      }
     }
     if (option->value_name.empty()) {
       if (value) {
@@ -167,6 +192,41 @@ std::optional<int> CommandLine::ParseOrExit(
   return std::nullopt;
 }
 
+namespace {
+
+// Appends one option entry: `lhs` (already indented) and its help text
+// starting at `column`, wrapped to `width`, continuation lines indented to
+// `column`. Line breaks in `help` are reflowed like spaces.
+void AppendOptionEntry(std::string& out, absl::string_view lhs,
+                       absl::string_view help, int column, int width) {
+  std::string line(lhs);
+  // At least two spaces between the left side and the text, so that a
+  // value name ("1x|10x|max") never reads as the start of the text.
+  if (static_cast<int>(line.size()) + 2 > column) {
+    absl::StrAppend(&out, line, "\n");
+    line.clear();
+  }
+  line.resize(column, ' ');
+  bool line_has_words = false;
+  for (absl::string_view word :
+       absl::StrSplit(help, absl::ByAnyChar(" \n"), absl::SkipEmpty())) {
+    if (line_has_words &&
+        static_cast<int>(line.size() + 1 + word.size()) > width) {
+      absl::StrAppend(&out, line, "\n");
+      line.assign(column, ' ');
+      line_has_words = false;
+    }
+    if (line_has_words) line.push_back(' ');
+    absl::StrAppend(&line, word);
+    line_has_words = true;
+  }
+  // An option without help text leaves no trailing spaces.
+  if (!line_has_words) line.erase(line.find_last_not_of(' ') + 1);
+  absl::StrAppend(&out, line, "\n");
+}
+
+}  // namespace
+
 std::string CommandLine::Help() const {
   std::string out = absl::StrCat("usage: ", usage_, "\n\n", description_, "\n");
   if (options_.empty()) return out;
@@ -182,13 +242,10 @@ std::string CommandLine::Help() const {
     if (!o.default_text.empty()) {
       absl::StrAppend(&help, " (default: ", o.default_text, ")");
     }
-    if (lhs.size() < 28) {
-      absl::StrAppend(&out, absl::StrFormat("%-28s%s\n", lhs, help));
-    } else {
-      absl::StrAppend(&out, lhs, "\n", std::string(28, ' '), help, "\n");
-    }
+    AppendOptionEntry(out, lhs, help, kHelpColumn, kHelpWidth);
   }
-  absl::StrAppend(&out, "  -h, --help                  show this help\n");
+  AppendOptionEntry(out, "  -h, --help", "show this help", kHelpColumn,
+                    kHelpWidth);
   return out;
 }
 

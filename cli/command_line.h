@@ -3,6 +3,11 @@
 // --help text, and typed values parsed by Abseil's flag marshalling
 // (absl::ParseFlag: integers, doubles, durations like "10s").
 //
+// An option that takes one value may be given once: a second occurrence is a
+// usage error naming the flag, never a silent override (`query fleet --store
+// A --store B` must not quietly read only B). Only AddList options repeat;
+// a repeated boolean flag is harmless and accepted.
+//
 // Why not absl/flags directly: its flags are process-global, so every
 // subcommand's --help would list every other subcommand's flags, and a usage
 // error exits with status 1 where bubblewatch promises 2.
@@ -39,7 +44,7 @@ class CommandLine {
   void AddDuration(std::string name, absl::Duration* target,
                    std::string value_name, std::string help);
   void AddBool(std::string name, bool* target, std::string help);
-  // A repeatable option; each occurrence appends its value.
+  // The one repeatable kind of option; each occurrence appends its value.
   void AddList(std::string name, std::vector<std::string>* target,
                std::string value_name, std::string help);
   // `short_name` (a single letter, used as "-X value") for option `name`.
@@ -47,7 +52,8 @@ class CommandLine {
 
   // Parses argv[1..argc) (argv[0] is the subcommand). Non-option arguments
   // go to `positional`; "--" ends options. Returns kInvalidArgument with a
-  // one-line reason for unknown options, missing or malformed values.
+  // one-line reason for unknown options, missing or malformed values, and a
+  // single-valued option given more than once.
   // Sets help_requested() for -h/--help instead of failing.
   absl::Status Parse(int argc, char** argv,
                      std::vector<std::string>* positional);
@@ -60,7 +66,17 @@ class CommandLine {
                                  std::vector<std::string>* positional);
 
   bool help_requested() const { return help_requested_; }
+  // The --help page: usage, description, then one entry per option. Every
+  // entry starts at column 2 (`--name VALUE` or `-X, --name VALUE`, the
+  // built-in `-h, --help` last); its help text starts at column
+  // kHelpColumn, at least two spaces after the left side (else on the next
+  // line), and is wrapped to kHelpWidth columns, each continuation line
+  // indented to kHelpColumn. Line breaks inside an option's help text are
+  // reflowed.
   std::string Help() const;
+
+  static constexpr int kHelpColumn = 28;
+  static constexpr int kHelpWidth = 100;
 
  private:
   struct Option {
@@ -69,6 +85,7 @@ class CommandLine {
     std::string help;
     std::string default_text;
     std::function<absl::Status(absl::string_view)> set;
+    bool repeatable = false;  // AddList (and boolean flags: no value).
   };
   const Option* Find(absl::string_view name) const;
   void Add(Option option);

@@ -33,6 +33,10 @@ int RunServeCommand(int argc, char** argv);
 // `bubblewatch alerts check RULES...`: validates on-call rules files.
 int RunAlertsCommand(int argc, char** argv);
 
+// `bubblewatch topics create|describe --brokers B`: the fleet's Kafka
+// topics (processor/fleet_topics.h).
+int RunTopicsCommand(int argc, char** argv);
+
 }  // namespace bubblewatch
 
 #endif  // BUBBLEWATCH_CLI_COMMANDS_H_

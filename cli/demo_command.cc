@@ -165,15 +165,13 @@ int RunDemoCommand(int argc, char** argv) {
   if (!cluster.ok()) return Fail(cluster.status().message());
   const std::string topic = "bubblewatch.events";
   // The mock cluster has no CreateTopics API: the processor's state
-  // changelog is created here, as an operator would.
-  if (absl::Status s = (*cluster)->CreateTopic(topic, kDemoPartitions);
-      !s.ok()) {
-    return Fail(s.message());
-  }
-  if (absl::Status s = (*cluster)->CreateTopic(
-          StreamProcessorOptions().state_topic, kDemoPartitions);
-      !s.ok()) {
-    return Fail(s.message());
+  // changelog and windows topic are created here, as an operator would.
+  for (const std::string& name : {topic, StreamProcessorOptions().state_topic,
+                                  StreamProcessorOptions().windows_topic}) {
+    if (absl::Status s = (*cluster)->CreateTopic(name, kDemoPartitions);
+        !s.ok()) {
+      return Fail(s.message());
+    }
   }
   std::cout << "2. producing to the embedded Kafka cluster at "
             << (*cluster)->bootstrap_servers() << "\n";

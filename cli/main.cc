@@ -39,6 +39,9 @@ constexpr Command kCommands[] = {
      bubblewatch::RunServeCommand},
     {"alerts", "check on-call alert rules files (like promtool check rules)",
      bubblewatch::RunAlertsCommand},
+    {"topics",
+     "create the fleet's Kafka topics (partitions, compaction), describe them",
+     bubblewatch::RunTopicsCommand},
 };
 
 std::string Usage() {

@@ -1,12 +1,15 @@
-// Topic administration the processor needs at run time: how many partitions
-// a topic has, and creating a topic (e.g. a compacted changelog) when it is
-// missing. Blocking calls with a deadline; meant for start-up and rebalances,
-// not the per-message path.
+// Topic administration: how many partitions a topic has, creating a topic
+// (e.g. a compacted changelog) when it is missing, and describing topics
+// (partitions, replication factor, configs) for `bubblewatch topics`.
+// Blocking calls with a deadline; meant for start-up, rebalances and the
+// command line, not the per-message path. Any client handle works (the
+// admin API needs no dedicated one).
 #ifndef BUBBLEWATCH_KAFKA_KAFKA_ADMIN_H_
 #define BUBBLEWATCH_KAFKA_KAFKA_ADMIN_H_
 
 #include <librdkafka/rdkafka.h>
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,6 +42,39 @@ absl::StatusOr<int> CreatedTopicPartitionCount(rd_kafka_t* client,
 absl::StatusOr<bool> CreateTopicIfMissing(
     rd_kafka_t* client, absl::string_view topic, int partitions,
     const std::vector<std::pair<std::string, std::string>>& configs,
+    absl::Duration timeout);
+
+// A topic to create: what CreateTopics sends.
+struct TopicSpec {
+  std::string name;
+  int partitions = 1;
+  int replication_factor = -1;  // -1: the broker's default.replication.factor.
+  std::vector<std::pair<std::string, std::string>> configs;
+};
+
+// CreateTopicIfMissing for a full spec (replication factor included).
+absl::StatusOr<bool> CreateTopicIfMissing(rd_kafka_t* client,
+                                          const TopicSpec& spec,
+                                          absl::Duration timeout);
+
+// What the cluster says of one topic.
+struct TopicDescription {
+  std::string name;
+  bool exists = false;
+  int partitions = 0;
+  // Replicas of partition 0 (Kafka gives every partition of a topic as many
+  // unless someone reassigned them by hand).
+  int replication_factor = 0;
+  // The topic's effective configs (cleanup.policy, retention.ms, ...): its
+  // own overrides and the broker's defaults, as DescribeConfigs reports.
+  std::map<std::string, std::string> configs;
+};
+
+// Describes each of `topics`: a missing one has exists == false and nothing
+// else; an error of the request (or of one existing topic's configs) is
+// returned as is.
+absl::StatusOr<std::vector<TopicDescription>> DescribeTopics(
+    rd_kafka_t* client, const std::vector<std::string>& topics,
     absl::Duration timeout);
 
 }  // namespace bubblewatch

@@ -10,6 +10,7 @@
 #include "base/status_macros.h"
 #include "kafka/kafka_admin.h"
 #include "kafka/kafka_status.h"
+#include "processor/fleet_topics.h"
 #include "processor/job_state.h"
 #include "processor/partition_limits.h"
 #include "schemas/window_summary_codec.h"
@@ -24,6 +25,8 @@ constexpr absl::Duration kJobExpiryInterval = absl::Minutes(1);
 constexpr absl::Duration kSlowFlush = absl::Seconds(2);
 // Once asked to stop, how long a flush still waits for acknowledgements.
 constexpr absl::Duration kFlushOnStop = absl::Seconds(30);
+// Topic metadata and creation on the first assignment.
+constexpr absl::Duration kAdminTimeout = absl::Seconds(15);
 
 }  // namespace
 
@@ -32,14 +35,17 @@ absl::Status CommitPipeline::RestorePartition(rd_kafka_topic_partition_t& tp,
   ASSIGN_OR_RETURN(std::optional<PartitionProgress> local,
                    store_->Progress(tp.topic, tp.partition));
   std::optional<PartitionSnapshot> remote;
-  if (changelog_) {
-    if (!changelog_prepared_) {
-      ASSIGN_OR_RETURN(
-          int partitions,
-          TopicPartitionCount(consumer_, options_.topic, absl::Seconds(15)));
+  if (!topics_prepared_ && (changelog_ || !options_.windows_topic.empty())) {
+    ASSIGN_OR_RETURN(
+        int partitions,
+        TopicPartitionCount(consumer_, options_.topic, kAdminTimeout));
+    if (changelog_) {
       ASSIGN_OR_RETURN(changelog_created_now_, changelog_->Prepare(partitions));
-      changelog_prepared_ = true;
     }
+    if (!options_.windows_topic.empty()) PrepareWindowsTopic(partitions);
+    topics_prepared_ = true;
+  }
+  if (changelog_) {
     if (!changelog_created_now_) {
       ASSIGN_OR_RETURN(remote, changelog_->ReadLatest(tp.topic, tp.partition));
     }
@@ -77,6 +83,47 @@ absl::Status CommitPipeline::RestorePartition(rd_kafka_topic_partition_t& tp,
       tp.topic, tp.partition, source, PartitionJobs::TrackedJobs(state),
       state.ledger.rejections(), tp.offset, state.committed_position);
   return absl::OkStatus();
+}
+
+void CommitPipeline::PrepareWindowsTopic(int input_partitions) {
+  const std::string& topic = options_.windows_topic;
+  absl::StatusOr<int> partitions =
+      TopicPartitionCount(consumer_, topic, kAdminTimeout);
+  bool created = false;
+  if (absl::IsNotFound(partitions.status())) {
+    absl::StatusOr<bool> made = CreateTopicIfMissing(
+        consumer_,
+        TopicSpec{.name = topic,
+                  .partitions = input_partitions,
+                  .replication_factor = -1,
+                  .configs = WindowsTopicConfigs(options_.retention)},
+        kAdminTimeout);
+    if (!made.ok()) {
+      spdlog::warn(
+          "windows topic {} is missing and could not be created ({}); the "
+          "broker may create it on the first window with its defaults, not "
+          "compacted: create it with `bubblewatch topics create`",
+          topic, std::string(made.status().message()));
+      return;
+    }
+    created = *made;
+    partitions = CreatedTopicPartitionCount(consumer_, topic, kAdminTimeout);
+  }
+  if (!partitions.ok()) {
+    spdlog::warn(
+        "windows topic {}: {}; its windows go to the partition their "
+        "key hashes to",
+        topic, std::string(partitions.status().message()));
+    return;
+  }
+  windows_partitions_ = *partitions;
+  if (created) {
+    spdlog::info("created windows topic {}: {} partitions, compacted", topic,
+                 windows_partitions_);
+  }
+  // An existing topic is used as it is: whether it is compacted is for
+  // `bubblewatch topics describe` to show (DescribeConfigs here would hang
+  // the assignment on clusters that do not answer it, like the mock one).
 }
 
 absl::Status CommitPipeline::AddLateUpdates(StoreBatch& batch) {
@@ -173,10 +220,18 @@ absl::Status CommitPipeline::Commit(absl::Time now) {
   if (!options_.windows_topic.empty()) {
     for (const WindowSummary& w : batch.windows) {
       std::string value = EncodeWindowSummary(w);
+      const std::string key = WindowTopicKey(w.job, w.window.start_ns);
+      // Co-partitioned with the events when the partition count is known;
+      // else the partitioner hashes the key.
+      const int32_t partition =
+          windows_partitions_ > 0
+              ? WindowTopicPartition(w.job, windows_partitions_)
+              : RD_KAFKA_PARTITION_UA;
       ++shared_->undelivered;
       rd_kafka_resp_err_t err = rd_kafka_producev(
           producer_, RD_KAFKA_V_TOPIC(options_.windows_topic.c_str()),
-          RD_KAFKA_V_KEY(w.job.data(), w.job.size()),
+          RD_KAFKA_V_PARTITION(partition),
+          RD_KAFKA_V_KEY(key.data(), key.size()),
           RD_KAFKA_V_VALUE(value.data(), value.size()),
           RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
       if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {

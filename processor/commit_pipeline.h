@@ -100,6 +100,11 @@ class CommitPipeline {
   absl::Status FlushAndCommitOffsets(bool sync = false);
 
  private:
+  // Looks the windows topic up, creating it when missing with the input
+  // topic's partition count, compacted (fleet_topics.h), and sets
+  // windows_partitions_. Failures only warn: publishing windows is not
+  // what the store's correctness depends on.
+  void PrepareWindowsTopic(int input_partitions);
   // Adds the pending late-event counts to `batch`'s windows, reading the
   // stored window when the batch does not hold it.
   absl::Status AddLateUpdates(StoreBatch& batch);
@@ -115,7 +120,12 @@ class CommitPipeline {
   const std::atomic<bool>* stop_ = nullptr;
 
   std::unique_ptr<StateChangelog> changelog_;  // Null without --state-topic.
-  bool changelog_prepared_ = false;
+  // The changelog and the windows topic were looked up (and created when
+  // missing) at the first assignment.
+  bool topics_prepared_ = false;
+  // The windows topic's partitions; 0 when unknown (windows then go where
+  // their key hashes to).
+  int windows_partitions_ = 0;
   // The changelog was created by this assignment round: nothing to read.
   bool changelog_created_now_ = false;
   // Offsets of the last store commit, committed to the group once that

@@ -10,6 +10,7 @@
 #include "base/status_macros.h"
 #include "kafka/kafka_admin.h"
 #include "kafka/kafka_status.h"
+#include "processor/fleet_topics.h"
 #include "processor/legacy_state.h"
 #include "schemas/state_record.h"
 #include "spdlog/spdlog.h"
@@ -139,16 +140,9 @@ absl::StatusOr<bool> StateChangelog::Prepare(int input_partitions) {
     return false;
   }
   if (!absl::IsNotFound(existing.status())) return existing.status();
-  ASSIGN_OR_RETURN(
-      bool created,
-      CreateTopicIfMissing(
-          reader_.get(), topic_, input_partitions,
-          {{"cleanup.policy", "compact"},
-           // Compaction only touches closed segments: roll them often so the
-           // topic stays about one record per partition.
-           {"segment.ms", "600000"},
-           {"min.cleanable.dirty.ratio", "0.1"}},
-          kTimeout));
+  ASSIGN_OR_RETURN(bool created,
+                   CreateTopicIfMissing(reader_.get(), topic_, input_partitions,
+                                        StateTopicConfigs(), kTimeout));
   // Just created (here or, a moment ago, by another instance: then
   // `created` is false), the topic can be missing from the metadata for a
   // while; a processor killed right after creating it left exactly that to

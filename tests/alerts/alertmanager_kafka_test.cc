@@ -45,6 +45,7 @@
 #include "simdjson.h"
 #include "storage/window_store.h"
 #include "tests/testing/child_process.h"
+#include "tests/testing/command_flags.h"
 #include "tests/testing/files.h"
 #include "tests/testing/poll.h"
 
@@ -174,10 +175,10 @@ std::vector<std::string> ProcessArgs(const std::string& brokers,
                                    "-X",
                                    "heartbeat.interval.ms=1000"};
   if (!alertmanager.empty()) {
-    args.insert(args.end(), {"--alertmanager", alertmanager,
-                             "--alertmanager-resend", "1s"});
+    testing::SetFlags(
+        args, {"--alertmanager", alertmanager, "--alertmanager-resend", "1s"});
   }
-  args.insert(args.end(), extra.begin(), extra.end());
+  testing::SetFlags(args, extra);
   return args;
 }
 
@@ -192,7 +193,7 @@ int ProduceSynthetic(const std::string& brokers, const std::string& topic,
       "--gpus-per-job", "2",          "--duration", "30s",          "--rate",
       "3000",           "--scenario", scenario,     "--start-time", start,
       "--log-level",    "error"};
-  args.insert(args.end(), extra.begin(), extra.end());
+  testing::SetFlags(args, extra);
   return RunToEnd(BUBBLEWATCH_BINARY, args);
 }
 

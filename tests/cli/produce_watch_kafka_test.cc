@@ -33,6 +33,7 @@
 #include "schemas/window_summary.h"
 #include "storage/window_store.h"
 #include "tests/testing/child_process.h"
+#include "tests/testing/command_flags.h"
 #include "tests/testing/files.h"
 #include "tests/testing/kafka_broker.h"
 #include "tests/testing/poll.h"
@@ -100,7 +101,7 @@ std::vector<std::string> WatchArgs(const std::string& topic,
       topic,          "--watch",     dir,       "--after-send",
       "move:" + sent, "--settle",    "1s",      "--batch-events",
       kBatchEvents,   "--log-level", "info"};
-  args.insert(args.end(), extra.begin(), extra.end());
+  testing::SetFlags(args, extra);
   return args;
 }
 
@@ -127,7 +128,7 @@ std::vector<std::string> ProcessArgs(const std::string& topic,
                                    topic + ".dlq",
                                    "--log-level",
                                    "warn"};
-  args.insert(args.end(), extra.begin(), extra.end());
+  testing::SetFlags(args, extra);
   return args;
 }
 

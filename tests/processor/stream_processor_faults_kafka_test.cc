@@ -46,6 +46,7 @@
 #include "schemas/window_summary.h"
 #include "storage/window_store.h"
 #include "tests/processor/processor_kafka_test_util.h"
+#include "tests/testing/command_flags.h"
 #include "tests/testing/files.h"
 #include "tests/testing/own_broker.h"
 #include "tests/testing/poll.h"
@@ -147,8 +148,8 @@ TEST(ProcessorFaultsKafka, BrokerKilledAndRestartedMidStream) {
   // timeout (--timeout) outlasts the outage, so it retries instead of
   // failing; idempotence keeps retries from being stored twice.
   std::vector<std::string> produce = ProduceArgs(topic, broker.brokers());
-  produce.insert(produce.end(), {"--replay-speed", "1x", "--timeout", "180s",
-                                 "--log-level", "info"});
+  testing::SetFlags(produce, {"--replay-speed", "1x", "--timeout", "180s",
+                              "--log-level", "info"});
   std::vector<pid_t> children;
   KillOnExit kill_on_exit(&children);
   pid_t producer = Spawn(produce, produce_log);
@@ -158,8 +159,8 @@ TEST(ProcessorFaultsKafka, BrokerKilledAndRestartedMidStream) {
   // before the group revokes anything.
   std::vector<std::string> process =
       ProcessArgs(topic, store, broker.brokers());
-  process.insert(
-      process.end(),
+  testing::SetFlags(
+      process,
       {"--log-level", "info", "--progress-interval", "200ms", "--idle-timeout",
        testing::ScaledFlag(absl::Seconds(8)), "-X",
        "session.timeout.ms=" + testing::ScaledMs(absl::Seconds(12)), "-X",
@@ -380,7 +381,7 @@ TEST(ProcessorFaultsKafka,
   // 2x, slower when the programs are (test_time.h): the fault must hit
   // while the producer still sends.
   const std::vector<std::string> pace = testing::ScaledReplaySpeed(2);
-  produce.insert(produce.end(), pace.begin(), pace.end());
+  testing::SetFlags(produce, pace);
   std::vector<pid_t> children;
   KillOnExit kill_on_exit(&children);
   pid_t producer = Spawn(produce);
@@ -431,7 +432,7 @@ TEST(ProcessorFaultsKafka,
   // Writable again: the rerun resumes and ends with a clean run's windows.
   const std::string rerun_log = dir + ".rerun.stderr";
   std::vector<std::string> rerun = process;
-  rerun.insert(rerun.end(), {"--log-level", "info"});
+  testing::SetFlags(rerun, {"--log-level", "info"});
   EXPECT_EQ(WaitWithin(Spawn(rerun, rerun_log), absl::Seconds(120)), 0)
       << ReadFile(rerun_log);
   std::vector<WindowSummary> got = StoredWindows(store, jobs);
@@ -469,7 +470,7 @@ TEST(ProcessorFaultsKafka, RebalanceStormLeavesNoDuplicateOrConflictingWindow) {
   // 1x, slower when the programs are (test_time.h): the storm lasts while
   // the producer sends, and each action waits for a member to react.
   const std::vector<std::string> pace = testing::ScaledReplaySpeed(1);
-  produce.insert(produce.end(), pace.begin(), pace.end());
+  testing::SetFlags(produce, pace);
   std::vector<pid_t> children;
   KillOnExit kill_on_exit(&children);
   pid_t producer = Spawn(produce);
@@ -486,13 +487,13 @@ TEST(ProcessorFaultsKafka, RebalanceStormLeavesNoDuplicateOrConflictingWindow) {
   // the end a survivor is still there to take its partitions over.
   auto start = [&](StormMember& m) {
     std::vector<std::string> args = ProcessArgs(topic, m.store);
-    args.insert(args.end(),
-                {"--exit-when-idle", testing::ScaledFlag(absl::Seconds(12)),
-                 "--log-level", "info"});
+    testing::SetFlags(
+        args, {"--exit-when-idle", testing::ScaledFlag(absl::Seconds(12)),
+               "--log-level", "info"});
     // BW_TEST_WITHOUT_STATE_TOPIC=1 turns the changelog off, to see this
     // test fail without it.
     if (std::getenv("BW_TEST_WITHOUT_STATE_TOPIC") != nullptr) {
-      args.insert(args.end(), {"--state-topic", ""});
+      testing::SetFlags(args, {"--state-topic", ""});
     }
     m.pid = testing::SpawnChild(BUBBLEWATCH_BINARY, args, m.log,
                                 testing::StderrMode::kAppend);
@@ -673,7 +674,7 @@ TEST(ProcessorFaultsKafka, HundredRandomKillsMidStreamGiveTheSameWindows) {
   // still send.
   const std::vector<std::string> pace = testing::ScaledReplaySpeed(1);
   std::vector<std::string> produce = ProduceArgs(topic, Brokers(), fleet);
-  produce.insert(produce.end(), pace.begin(), pace.end());
+  testing::SetFlags(produce, pace);
   std::vector<pid_t> children;
   KillOnExit kill_on_exit(&children);
   const pid_t producer = Spawn(produce, store + ".produce.stderr");
@@ -681,7 +682,7 @@ TEST(ProcessorFaultsKafka, HundredRandomKillsMidStreamGiveTheSameWindows) {
   std::vector<std::string> boundary_produce = {
       "produce",    "--brokers",      Brokers(), "--topic",     topic,  "--job",
       "boundaries", "--batch-events", "1",       "--log-level", "error"};
-  boundary_produce.insert(boundary_produce.end(), pace.begin(), pace.end());
+  testing::SetFlags(boundary_produce, pace);
   boundary_produce.push_back(boundaries);
   const pid_t boundary_producer =
       Spawn(boundary_produce, store + ".boundaries.stderr");
@@ -707,7 +708,7 @@ TEST(ProcessorFaultsKafka, HundredRandomKillsMidStreamGiveTheSameWindows) {
   // Static membership: a restarted member takes its predecessor's place at
   // once instead of waiting for the killed one's session to expire.
   std::vector<std::string> process = ProcessArgs(topic, store);
-  process.insert(process.end(), {"-X", "group.instance.id=campaign-member"});
+  testing::SetFlags(process, {"-X", "group.instance.id=campaign-member"});
   const absl::Time deadline = absl::Now() + testing::Scaled(absl::Seconds(200));
   int kills = 0, mid_stream = 0;
   size_t stored_before_last = 0;

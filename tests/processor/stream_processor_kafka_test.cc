@@ -40,6 +40,7 @@
 #include "schemas/event_batch_codec.h"
 #include "storage/window_store.h"
 #include "tests/processor/processor_kafka_test_util.h"
+#include "tests/testing/command_flags.h"
 #include "tests/testing/files.h"
 #include "tests/testing/test_time.h"
 
@@ -120,7 +121,7 @@ TEST(StreamProcessorKafka, KilledAgainAndAgainGivesTheSameWindows) {
     // Static membership: a restarted member takes its predecessor's place
     // at once instead of waiting for the killed one's session to expire.
     std::vector<std::string> args = ProcessArgs(topic, store);
-    args.insert(args.end(), {"-X", "group.instance.id=crash-member"});
+    testing::SetFlags(args, {"-X", "group.instance.id=crash-member"});
     pid_t pid = Spawn(args);
     // A random run time, not a wait for a condition: the kills must land
     // at different points of the stream.
@@ -144,7 +145,7 @@ TEST(StreamProcessorKafka, KilledAgainAndAgainGivesTheSameWindows) {
   EXPECT_TRUE(killed_mid_stream)
       << "no kill landed between the first and the last window: " << lives;
   std::vector<std::string> args = ProcessArgs(topic, store);
-  args.insert(args.end(), {"-X", "group.instance.id=crash-member"});
+  testing::SetFlags(args, {"-X", "group.instance.id=crash-member"});
   ASSERT_EQ(RunToEnd(args), 0);
   std::vector<WindowSummary> got = StoredWindows(store, JobsOf(want));
   ExpectSameAnalysis(got, want);
@@ -197,7 +198,7 @@ TEST(StreamProcessorKafka, LateEventsUpdateOpenWindowsAndAreCountedOnceFinal) {
   ASSERT_TRUE((*producer)->Flush(absl::Seconds(30)).ok());
 
   std::vector<std::string> args = ProcessArgs(topic, store);
-  args.insert(args.end(), {"--lateness", "2s"});
+  testing::SetFlags(args, {"--lateness", "2s"});
   ASSERT_EQ(RunToEnd(args), 0);
   std::vector<WindowSummary> windows = StoredWindows(store, {"job-late"});
   ASSERT_EQ(windows.size(), 3u);  // [0, 10), [10, 20), [20, 30) s.

@@ -32,6 +32,7 @@
 #include "ingest/event_producer.h"
 #include "schemas/event_batch_codec.h"
 #include "tests/processor/processor_kafka_test_util.h"
+#include "tests/testing/command_flags.h"
 #include "tests/testing/files.h"
 #include "tests/testing/poll.h"
 #include "tests/testing/topic_reader.h"
@@ -246,11 +247,11 @@ TEST(StreamProcessorLimitsKafka,
   // 1. A processor that keeps its windows open (long idle timeout) until
   //    it is killed; at most 3 jobs per partition.
   std::vector<std::string> args = ProcessArgs(topic, store);
-  args.insert(args.end(), {"--lateness", "2s", "--max-jobs-per-partition", "3",
+  testing::SetFlags(args, {"--lateness", "2s", "--max-jobs-per-partition", "3",
                            "-X", "group.instance.id=limits-member"});
   std::vector<std::string> first = args;
-  first.insert(first.end(), {"--idle-timeout", "120s", "--exit-when-idle", "0",
-                             "--http", "127.0.0.1:0", "--log-level", "info"});
+  testing::SetFlags(first, {"--idle-timeout", "120s", "--exit-when-idle", "0",
+                            "--http", "127.0.0.1:0", "--log-level", "info"});
   pid_t pid = Spawn(first, log1);
   const std::string url = HttpUrl(log1);
   ASSERT_FALSE(url.empty()) << ReadFile(log1);
@@ -329,8 +330,8 @@ TEST(StreamProcessorLimitsKafka,
   // 2. Restart: it replays the rejected batches' offsets and decides the
   //    same from the ledger, then closes the windows.
   std::vector<std::string> second = args;
-  second.insert(second.end(), {"--idle-timeout", "2s", "--exit-when-idle", "4s",
-                               "--log-level", "info"});
+  testing::SetFlags(second, {"--idle-timeout", "2s", "--exit-when-idle", "4s",
+                             "--log-level", "info"});
   pid = Spawn(second, log2);
   ASSERT_EQ(Wait(pid), 0) << ReadFile(log2);
   const std::string restart = ReadFile(log2);
@@ -395,7 +396,7 @@ TEST(StreamProcessorLimitsKafka, ExpiredJobsMakeRoomForNewOnes) {
   sender.Flush();
 
   std::vector<std::string> args = ProcessArgs(topic, store);
-  args.insert(args.end(), {"--lateness", "2s", "--max-jobs-per-partition", "2",
+  testing::SetFlags(args, {"--lateness", "2s", "--max-jobs-per-partition", "2",
                            "--job-expiry", "1h", "--idle-timeout", "2s",
                            "--exit-when-idle", "10s", "--log-level", "info"});
   pid_t pid = Spawn(args, log);
@@ -457,7 +458,7 @@ TEST(StreamProcessorLimitsKafka,
   ASSERT_EQ(want.size(), 42u);  // [0, 420) s.
 
   std::vector<std::string> args = ProcessArgs(topic, store);
-  args.insert(args.end(), {"--lateness", "2s", "--idle-timeout", "8s",
+  testing::SetFlags(args, {"--lateness", "2s", "--idle-timeout", "8s",
                            "--exit-when-idle", "10s", "--skew-warning", "60s",
                            "--http", "127.0.0.1:0", "--log-level", "info"});
   pid_t pid = Spawn(args, log);

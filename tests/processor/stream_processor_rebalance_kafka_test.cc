@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "schemas/window_summary.h"
 #include "tests/processor/processor_kafka_test_util.h"
+#include "tests/testing/command_flags.h"
 #include "tests/testing/poll.h"
 #include "tests/testing/test_time.h"
 
@@ -36,10 +37,10 @@ std::vector<std::string> MemberArgs(const std::string& topic,
   // BW_TEST_WITHOUT_STATE_TOPIC=1 turns the changelog off, to see these
   // tests fail without it.
   const bool without = std::getenv("BW_TEST_WITHOUT_STATE_TOPIC") != nullptr;
-  args.insert(args.end(),
-              {"--exit-when-idle", testing::ScaledFlag(absl::Seconds(12)),
-               "--state-topic", without ? std::string() : topic + ".state",
-               "--log-level", "info"});
+  testing::SetFlags(
+      args, {"--exit-when-idle", testing::ScaledFlag(absl::Seconds(12)),
+             "--state-topic", without ? std::string() : topic + ".state",
+             "--log-level", "info"});
   return args;
 }
 
@@ -107,7 +108,7 @@ TEST_P(StoppedMidStream, TheOtherInstanceTakesOverWithTheSameResult) {
   // when the programs are, test_time.h: A must stop while it still sends).
   std::vector<std::string> produce = ProduceArgs(topic);
   const std::vector<std::string> pace = testing::ScaledReplaySpeed(2);
-  produce.insert(produce.end(), pace.begin(), pace.end());
+  testing::SetFlags(produce, pace);
   pid_t producer = Spawn(produce);
   pid_t a = Spawn(MemberArgs(topic, store_a));
   pid_t b = Spawn(MemberArgs(topic, store_b));

@@ -5,11 +5,14 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/big_input.h"
+#include "tests/testing/command_flags.h"
 #include "tests/testing/files.h"
 #include "tests/testing/poll.h"
 #include "tests/testing/temp_dir.h"
@@ -119,6 +122,18 @@ TEST(PeakRssGrowth, SeesMemoryTouchedSinceConstruction) {
   std::memset(block.get(), 1, kBytes);
   EXPECT_GE(rss.bytes(), static_cast<int64_t>(kBytes) / 2);
   EXPECT_EQ(block[kBytes - 1], 1);
+}
+
+TEST(SetFlags, ReplacesFlagsItHasAndAppendsTheRest) {
+  std::vector<std::string> args = {
+      "process",   "--lateness",      "5s", "--windows-topic",
+      "t.windows", "--store-no-sync", "-X", "a=1"};
+  SetFlags(args, {"--lateness", "2s", "--windows-topic", "", "--store-no-sync",
+                  "-X", "a=2", "--http", "127.0.0.1:0", "--json"});
+  EXPECT_THAT(args, ::testing::ElementsAre(
+                        "process", "--lateness", "2s", "--windows-topic", "",
+                        "--store-no-sync", "-X", "a=1", "-X", "a=2", "--http",
+                        "127.0.0.1:0", "--json"));
 }
 
 }  // namespace

@@ -1,0 +1,68 @@
+#include "processor/fleet_topics.h"
+
+#include <librdkafka/rdkafka.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+
+namespace bubblewatch {
+namespace {
+
+std::string Ms(absl::Duration d) {
+  return absl::StrCat(absl::ToInt64Milliseconds(d));
+}
+
+}  // namespace
+
+std::string WindowTopicKey(absl::string_view job, int64_t window_start_ns) {
+  return absl::StrCat(job, "@", window_start_ns);
+}
+
+int32_t WindowTopicPartition(absl::string_view job, int partitions) {
+  // librdkafka's own murmur2 partitioner (Java-client compatible); it reads
+  // neither the topic handle nor the opaques.
+  return rd_kafka_msg_partitioner_murmur2(nullptr, job.data(), job.size(),
+                                          partitions, nullptr, nullptr);
+}
+
+TopicConfigs WindowsTopicConfigs(absl::Duration retention) {
+  return {{"cleanup.policy", "compact,delete"},
+          {"retention.ms", Ms(std::max(retention, kDefaultTopicRetention))},
+          // Retention and compaction act on closed segments only: an hour
+          // per segment keeps what is past retention from lingering a week.
+          {"segment.ms", "3600000"}};
+}
+
+TopicConfigs StateTopicConfigs() {
+  return {{"cleanup.policy", "compact"},
+          // Compaction only touches closed segments: roll them often so the
+          // topic stays about one record per partition.
+          {"segment.ms", "600000"},
+          {"min.cleanable.dirty.ratio", "0.1"}};
+}
+
+TopicConfigs DeleteTopicConfigs(absl::Duration retention) {
+  return {{"cleanup.policy", "delete"}, {"retention.ms", Ms(retention)}};
+}
+
+std::vector<TopicSpec> FleetTopicSpecs(const FleetTopicOptions& o) {
+  std::vector<TopicSpec> specs;
+  auto add = [&](const std::string& name, int partitions,
+                 TopicConfigs configs) {
+    if (name.empty()) return;
+    specs.push_back(TopicSpec{.name = name,
+                              .partitions = partitions,
+                              .replication_factor = o.replication_factor,
+                              .configs = std::move(configs)});
+  };
+  add(o.events_topic, o.partitions, DeleteTopicConfigs(o.retention));
+  add(o.windows_topic, o.partitions, WindowsTopicConfigs(o.retention));
+  add(o.state_topic, o.partitions, StateTopicConfigs());
+  add(o.dlq_topic, 1, DeleteTopicConfigs(o.retention));
+  add(o.alerts_topic, 1, DeleteTopicConfigs(o.retention));
+  return specs;
+}
+
+}  // namespace bubblewatch

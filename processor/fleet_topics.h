@@ -1,0 +1,86 @@
+// The Kafka topics of a bubblewatch fleet and how each should be made:
+// partitions, cleanup policy, retention. One place for the layout that
+// `bubblewatch topics create` sets up and that `process` uses when it
+// creates a missing windows or state topic itself (docs/topics.md says why
+// each setting).
+//
+//   events   N partitions (the unit of scale-out: at most N processors
+//            share the work), delete after `retention`;
+//   windows  N partitions, compact,delete: one record per (job, window)
+//            kept for at least `retention`; co-partitioned with the events
+//            (a job's windows go to the partition its events are in);
+//   state    N partitions, compacted (the processor's changelog);
+//   dlq      1 partition, delete after `retention`;
+//   alerts   1 partition (one order of every alert event), delete after
+//            `retention`.
+#ifndef BUBBLEWATCH_PROCESSOR_FLEET_TOPICS_H_
+#define BUBBLEWATCH_PROCESSOR_FLEET_TOPICS_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "kafka/kafka_admin.h"
+
+namespace bubblewatch {
+
+using TopicConfigs = std::vector<std::pair<std::string, std::string>>;
+
+// The recommended partition count of the events topic for a fleet: 12
+// splits evenly over 1, 2, 3, 4, 6 or 12 processor instances.
+inline constexpr int kDefaultFleetPartitions = 12;
+// How long events, dead letters, alerts and (at least) windows are kept:
+// Kafka's own default, and a week of replay for a rebuilt store.
+inline constexpr absl::Duration kDefaultTopicRetention = absl::Hours(24 * 7);
+
+// The configs of the windows topic. Keys are (job, window start)
+// (WindowTopicKey), so compaction keeps a window's latest version (its
+// late-event count included) and never two; deletion after `retention`
+// (at least kDefaultTopicRetention) bounds the topic, as Kafka Streams does
+// for its windowed changelogs.
+TopicConfigs WindowsTopicConfigs(absl::Duration retention);
+
+// The configs of the processor's state changelog (one snapshot per input
+// partition): compacted, with segments rolled often so that it stays about
+// one record per partition.
+TopicConfigs StateTopicConfigs();
+
+// The configs of a plain topic (events, dead letters, alerts).
+TopicConfigs DeleteTopicConfigs(absl::Duration retention);
+
+// The key of a window on the windows topic: "JOB@START_NS" (the window's
+// start, nanoseconds since the epoch, in decimal). Unique per (job, window),
+// also for jobs whose name holds '@': the part after the last '@' is the
+// start. Readable with kcat; the value (the encoded WindowSummary) carries
+// both fields, so consumers need not parse it.
+std::string WindowTopicKey(absl::string_view job, int64_t window_start_ns);
+
+// The partition of a window of `job` on a windows topic of `partitions`
+// partitions: murmur2(job) mod partitions, the partition the producer's
+// murmur2 partitioner gives the job's events on an events topic of as many
+// partitions. Every version of a window thus stays in one partition, in
+// order, and the windows topic is co-partitioned with the events.
+int32_t WindowTopicPartition(absl::string_view job, int partitions);
+
+struct FleetTopicOptions {
+  int partitions = kDefaultFleetPartitions;
+  int replication_factor = -1;  // -1: the broker's default.
+  absl::Duration retention = kDefaultTopicRetention;
+  // The names, as `process` takes them; "" leaves that topic out.
+  std::string events_topic = "bubblewatch.events";
+  std::string windows_topic = "bubblewatch.windows";
+  std::string state_topic = "bubblewatch.processor.state";
+  std::string dlq_topic = "bubblewatch.events.dlq";
+  std::string alerts_topic = "bubblewatch.alerts";
+};
+
+// The topics to create for a fleet, in the order above, without those
+// whose name is "".
+std::vector<TopicSpec> FleetTopicSpecs(const FleetTopicOptions& options);
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_PROCESSOR_FLEET_TOPICS_H_

@@ -123,7 +123,17 @@ absl::Status EventProducer::WaitUntilReachable(absl::Duration timeout) {
                  ? KafkaErrorToStatus(t.err, "")
                  : absl::UnavailableError("the topic has no partitions yet");
     }
-    RETURN_IF_ERROR(FatalError());
+    if (absl::Status fatal = FatalError(); !fatal.ok()) {
+      // librdkafka's own idempotence check may refuse the broker before
+      // the metadata answer comes: say so the same way, with its features.
+      if (KnownBrokerFeatures(rd_kafka_name(producer_.get()), true)) {
+        absl::Status features =
+            ReportBrokerFeatures(producer_.get(), kNeedIdempotence, true)
+                .value_or(absl::OkStatus());
+        if (!features.ok()) return features;
+      }
+      return fatal;
+    }
     rd_kafka_poll(producer_.get(),
                   std::min(100, std::max(0, ToMillis(deadline - absl::Now()))));
   }

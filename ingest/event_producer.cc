@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
+#include "kafka/broker_features.h"
 #include "kafka/kafka_status.h"
 
 namespace bubblewatch {
@@ -31,6 +32,7 @@ absl::StatusOr<std::unique_ptr<EventProducer>> EventProducer::Create(
   config.SetDefault("message.timeout.ms",
                     absl::StrCat(ToMillis(options.delivery_timeout)));
   config.SetDefault("client.id", "bubblewatch-produce");
+  config.WatchBrokerFeatures();
   spdlog::debug("Kafka producer properties: {}", config.DebugString());
 
   std::unique_ptr<EventProducer> producer(
@@ -110,13 +112,28 @@ absl::Status EventProducer::WaitUntilReachable(absl::Duration timeout) {
       const rd_kafka_metadata_topic_t& t = metadata->topics[0];
       // A topic being auto-created briefly has no leader: ask again.
       if (t.err == RD_KAFKA_RESP_ERR_NO_ERROR && t.partition_cnt > 0) {
-        return absl::OkStatus();
+        // A broker answered, so it has told librdkafka its features: log
+        // them once, and refuse a broker without idempotent producers here
+        // rather than on the first send.
+        return ReportBrokerFeatures(producer_.get(), kNeedIdempotence,
+                                    /*answered=*/true)
+            .value_or(absl::OkStatus());
       }
       last = t.err != RD_KAFKA_RESP_ERR_NO_ERROR
                  ? KafkaErrorToStatus(t.err, "")
                  : absl::UnavailableError("the topic has no partitions yet");
     }
-    RETURN_IF_ERROR(FatalError());
+    if (absl::Status fatal = FatalError(); !fatal.ok()) {
+      // librdkafka's own idempotence check may refuse the broker before
+      // the metadata answer comes: say so the same way, with its features.
+      if (KnownBrokerFeatures(rd_kafka_name(producer_.get()), true)) {
+        absl::Status features =
+            ReportBrokerFeatures(producer_.get(), kNeedIdempotence, true)
+                .value_or(absl::OkStatus());
+        if (!features.ok()) return features;
+      }
+      return fatal;
+    }
     rd_kafka_poll(producer_.get(),
                   std::min(100, std::max(0, ToMillis(deadline - absl::Now()))));
   }

@@ -79,8 +79,11 @@ class EventProducer {
   // Waits until a broker answers a metadata request for the topic (creating
   // it when the cluster auto-creates topics), so that an unreachable cluster
   // is reported as such instead of as N failed batches.
+  // Then logs, once, the protocol features librdkafka negotiated with that
+  // broker (kafka/broker_features.h).
   // Errors: kDeadlineExceeded / kUnavailable after `timeout`, naming the
-  // brokers; kNotFound if the topic does not exist and is not created.
+  // brokers; kNotFound if the topic does not exist and is not created;
+  // kFailedPrecondition if the broker has no idempotent producers.
   absl::Status WaitUntilReachable(absl::Duration timeout);
 
   // Queues one message with `key` (the job id); the bytes are copied.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
@@ -12,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
+#include "kafka/broker_features.h"
 
 namespace bubblewatch {
 namespace {
@@ -101,8 +103,18 @@ spdlog::level::level_enum SpdlogLevel(int syslog_level) {
   return spdlog::level::debug;
 }
 
+// Whether some client of the process was given a `debug` property: only
+// then are librdkafka's debug lines (level 7) logged. Without it librdkafka
+// writes none, except those of the "feature" context that
+// WatchBrokerFeatures() switches on for kafka/broker_features.h.
+std::atomic<bool> g_user_debug{false};
+
 void LogToSpdlog(const rd_kafka_t* rk, int level, const char* facility,
                  const char* message) {
+  if (rk != nullptr) {
+    ObserveBrokerFeatureLine(rd_kafka_name(rk), facility, message);
+  }
+  if (level >= 7 && !g_user_debug.load(std::memory_order_relaxed)) return;
   spdlog::log(SpdlogLevel(level), "librdkafka {} {}: {}",
               rk != nullptr ? rd_kafka_name(rk) : "-", facility,
               RedactKafkaSecrets(message));
@@ -267,6 +279,19 @@ absl::StatusOr<RdKafkaConfPtr> KafkaConfig::Build() const {
     }
     return absl::InvalidArgumentError(
         absl::StrCat("Kafka property ", key, "=", kRedacted, ": ", reason));
+  }
+  const std::optional<std::string> debug = Get("debug");
+  if (debug.has_value() && !debug->empty()) g_user_debug.store(true);
+  if (watch_features_) {
+    // The user's contexts, if any, plus "feature" (a repeated context is
+    // harmless to librdkafka).
+    const std::string contexts =
+        debug.has_value() && !debug->empty() ? *debug + ",feature" : "feature";
+    if (rd_kafka_conf_set(conf.get(), "debug", contexts.c_str(), errstr,
+                          sizeof(errstr)) != RD_KAFKA_CONF_OK) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Kafka property debug=", contexts, ": ", errstr));
+    }
   }
   rd_kafka_conf_set_log_cb(conf.get(), &LogToSpdlog);
   return conf;

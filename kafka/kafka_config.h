@@ -103,6 +103,13 @@ class KafkaConfig {
     return properties_;
   }
 
+  // Has Build() switch on librdkafka's "feature" debug context (added to any
+  // `debug` the user set), whose lines kafka/broker_features.h collects, so
+  // that ReportBrokerFeatures() can log and check what the broker supports.
+  // Debug lines the user did not ask for (no `debug` property on any client)
+  // are dropped, not logged. Not shown by properties() or DebugString().
+  void WatchBrokerFeatures() { watch_features_ = true; }
+
   // "key=value, key=value, ..." with redacted values (secret-looking or
   // unknown keys) shown as "[redacted]".
   std::string DebugString() const;
@@ -120,6 +127,7 @@ class KafkaConfig {
 
   std::string brokers_;
   std::vector<std::pair<std::string, std::string>> properties_;
+  bool watch_features_ = false;
 };
 
 // Creates a producer or consumer (`type`) from `conf`, which callers may

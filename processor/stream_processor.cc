@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "kafka/broker_features.h"
 #include "kafka/kafka_config.h"
 #include "kafka/kafka_handles.h"
 #include "kafka/kafka_status.h"
@@ -96,6 +97,10 @@ class StreamProcessor::Impl {
   // (NoteReached) once a message, an end of partition or an assignment
   // (which takes a group join) came back.
   BrokerHealth health_;
+  // What the brokers must support (kafka/broker_features.h), and whether
+  // their features were logged and checked.
+  int feature_needs_ = kNeedConsumerGroups;
+  bool features_checked_ = false;
 
   StatsCell stats_;
   // The owned partitions and their jobs; what is admitted to them.
@@ -134,6 +139,7 @@ absl::Status StreamProcessor::Impl::Init() {
   // long backlog fills: memory that grows with lag, not with open windows.
   // 16 MiB is still a third of a second at 1 M events/s.
   consumer_config.SetDefault("queued.max.messages.kbytes", "16384");
+  consumer_config.WatchBrokerFeatures();
   ASSIGN_OR_RETURN(RdKafkaConfPtr conf, consumer_config.Build());
   rd_kafka_conf_set_rebalance_cb(conf.get(), &Impl::RebalanceCallback);
   rd_kafka_conf_set_error_cb(conf.get(), &Impl::ErrorCallback);
@@ -154,6 +160,11 @@ absl::Status StreamProcessor::Impl::Init() {
   producer_config.SetDefault("acks", "all");
   producer_config.SetDefault("partitioner", "murmur2_random");
   producer_config.SetDefault("compression.type", "lz4");
+  // The consumer's brokers are the producer's: its feature set (which the
+  // consumer learns first, at its bootstrap) is checked for both.
+  if (producer_config.Get("enable.idempotence") == "true") {
+    feature_needs_ |= kNeedIdempotence;
+  }
   ASSIGN_OR_RETURN(RdKafkaConfPtr pconf, producer_config.Build());
   rd_kafka_conf_set_dr_msg_cb(pconf.get(), &Impl::DeliveryCallback);
   rd_kafka_conf_set_opaque(pconf.get(), this);
@@ -387,6 +398,16 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
     rd_kafka_poll(producer_.get(), 0);  // Serve delivery reports.
     RETURN_IF_ERROR(shared_.fatal);
     absl::Time now = absl::Now();
+    // Once the consumer's first broker has told its features (it may be
+    // down at startup: no wait here), log them and refuse a broker without
+    // consumer groups or idempotent producers.
+    if (!features_checked_) {
+      if (std::optional<absl::Status> s = ReportBrokerFeatures(
+              consumer_.get(), feature_needs_, /*answered=*/false)) {
+        RETURN_IF_ERROR(*s);
+        features_checked_ = true;
+      }
+    }
     if (message) {
       if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR ||
           message->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {

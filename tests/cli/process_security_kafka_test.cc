@@ -3,7 +3,8 @@
 // for ever as if the broker were down (issue 17 item 13). Against the real
 // broker (ctest label kafka), which listens in PLAINTEXT: a SASL client and a
 // TLS client. And a PLAINTEXT client against a listener that drops what it
-// reads, as a TLS listener drops a plaintext request.
+// reads, as a TLS listener drops a plaintext request. And a broker without
+// idempotent producers or consumer groups (as librdkafka sees it).
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -145,6 +146,60 @@ TEST(ProcessSecurity, PlaintextAgainstATlsListenerExitsAtStartup) {
   EXPECT_THAT(line,
               HasSubstr("refused the connection at startup (_TRANSPORT)"));
   EXPECT_THAT(line, HasSubstr("incorrect security.protocol configuration"));
+}
+
+// A broker without idempotent producers or consumer groups (issue 23): the
+// real broker, seen through librdkafka told not to ask its API versions and
+// to assume an old release instead (broker.version.fallback), so that the
+// feature set librdkafka negotiates lacks them. `produce` and `process` log
+// that set and exit 1 with one line, before sending or joining anything.
+TEST(BrokerFeatures, ProduceRefusesABrokerWithoutIdempotentProducers) {
+  const std::string brokers = Brokers();
+  ASSERT_FALSE(HasFailure());
+  const std::string topic = testing::Unique("it-features");
+  CliResult r = RunBubblewatch(
+      "produce --brokers " + brokers + " --topic " + topic +
+          " --synthetic --jobs 1 --duration 1s --log-level info "
+          "-X api.version.request=false -X broker.version.fallback=0.9.0",
+      ".", kKillAfterS);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("features (librdkafka "));
+  EXPECT_THAT(LastLine(r.err),
+              HasSubstr("bubblewatch produce: the Kafka broker at " + brokers +
+                        " does not support idempotent producers"));
+  EXPECT_THAT(LastLine(r.err), HasSubstr("disabled IdempotentProducer"));
+}
+
+TEST(BrokerFeatures, ProcessRefusesABrokerWithoutConsumerGroups) {
+  const std::string brokers = Brokers();
+  ASSERT_FALSE(HasFailure());
+  Timed t = RunProcess(brokers,
+                       "-X api.version.request=false "
+                       "-X broker.version.fallback=0.8.2 "
+                       "-X enable.idempotence=false");
+  EXPECT_EQ(t.result.exit_code, 1) << t.result.err;
+  EXPECT_LT(t.took, kPromptly);
+  EXPECT_THAT(t.result.err, HasSubstr("features (librdkafka "));
+  const std::string line = LastLine(t.result.err);
+  EXPECT_THAT(line, HasSubstr("bubblewatch process: the Kafka broker at " +
+                              brokers + " does not support consumer groups"));
+  EXPECT_THAT(line, HasSubstr("disabled BrokerBalancedConsumer"));
+  EXPECT_THAT(line, ::testing::Not(HasSubstr("idempotent")));
+}
+
+// Against the real broker the same commands log a set with both, and go on.
+TEST(BrokerFeatures, ProduceLogsTheRealBrokersFeatures) {
+  const std::string brokers = Brokers();
+  ASSERT_FALSE(HasFailure());
+  CliResult r =
+      RunBubblewatch("produce --brokers " + brokers + " --topic " +
+                         testing::Unique("it-features") +
+                         " --synthetic --jobs 1 --duration 1s --log-level info",
+                     ".", kKillAfterS);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, ::testing::ContainsRegex(
+                         "info Kafka broker [0-9.:]+ features \\(librdkafka "
+                         "[^)]*\\): [A-Za-z0-9,]*IdempotentProducer"));
 }
 
 }  // namespace

@@ -30,7 +30,7 @@ LaunchIndex::LaunchIndex(const Trace& trace) : trace_(trace) {
   if (dense_) {
     base_ = lo;
     table_.assign(hi - lo + 1, kNone);
-  } else {
+  } else if (!BuildRanges(trace)) {
     sparse_.reserve(with_correlation);
   }
   for (size_t i = 0; i < trace.cpu.size(); ++i) {
@@ -38,6 +38,51 @@ LaunchIndex::LaunchIndex(const Trace& trace) : trace_(trace) {
       Insert(trace.cpu[i].correlation, static_cast<uint32_t>(i));
     }
   }
+}
+
+bool LaunchIndex::BuildRanges(const Trace& trace) {
+  struct Extent {
+    uint64_t high;
+    CorrelationId lo = UINT64_MAX, hi = 0;
+    uint64_t count = 0;
+  };
+  std::vector<Extent> extents;
+  size_t last = 0;
+  for (const CpuEvent& e : trace.cpu) {
+    if (e.correlation == kNoCorrelation) continue;
+    const uint64_t high = e.correlation >> 32;
+    // Events come in runs of one thread, so of one high value.
+    if (extents.empty() || extents[last].high != high) {
+      last = 0;
+      while (last < extents.size() && extents[last].high != high) ++last;
+      if (last == extents.size()) {
+        if (extents.size() == kMaxRanges) return false;
+        extents.push_back(Extent{.high = high});
+      }
+    }
+    Extent& x = extents[last];
+    x.lo = std::min(x.lo, e.correlation);
+    x.hi = std::max(x.hi, e.correlation);
+    ++x.count;
+  }
+  uint64_t total = 0;
+  for (const Extent& x : extents) {
+    // The dense rule of the whole table, per range.
+    if (x.hi - x.lo >= 4 * x.count + 1024) return false;
+    total += x.hi - x.lo + 1;
+  }
+  std::sort(extents.begin(), extents.end(),
+            [](const Extent& a, const Extent& b) { return a.high < b.high; });
+  ranges_.reserve(extents.size());
+  size_t offset = 0;
+  for (const Extent& x : extents) {
+    const uint64_t size = x.hi - x.lo + 1;
+    ranges_.push_back(
+        Range{.high = x.high, .base = x.lo, .size = size, .offset = offset});
+    offset += size;
+  }
+  table_.assign(total, kNone);
+  return true;
 }
 
 bool LaunchIndex::Prefer(uint32_t candidate, uint32_t current) const {
@@ -51,6 +96,8 @@ void LaunchIndex::Insert(CorrelationId correlation, uint32_t cpu_index) {
   uint32_t* slot;
   if (dense_) {
     slot = &table_[correlation - base_];
+  } else if (!ranges_.empty()) {
+    slot = &table_[RangeSlot(correlation)];
   } else {
     slot = &sparse_.try_emplace(correlation, kNone).first->second;
   }

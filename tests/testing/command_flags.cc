@@ -13,8 +13,7 @@ void SetFlags(std::vector<std::string>& args,
     const bool has_value = i + 1 < flags.size() &&
                            !absl::StartsWith(flags[i + 1], "--") &&
                            flags[i + 1] != "-X";
-    if (flag == "-X" || flag == "--property" ||
-        !absl::StartsWith(flag, "--")) {
+    if (flag == "-X" || flag == "--property" || !absl::StartsWith(flag, "--")) {
       args.push_back(flag);
       if (i + 1 < flags.size()) args.push_back(flags[++i]);
       continue;

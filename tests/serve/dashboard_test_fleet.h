@@ -28,6 +28,7 @@
 #include "absl/time/time.h"
 #include "alerts/alert_evaluator.h"
 #include "alerts/alert_rules.h"
+#include "analysis/window_accumulator.h"
 #include "storage/window_store.h"
 #include "tests/storage/query_test_windows.h"
 
@@ -81,18 +82,11 @@ inline WindowSummary DeviceWindows(const std::string& job, int64_t index,
     u.largest_bubble_start_ns = s.window.start_ns + compute[d];
     s.window.devices.push_back(
         DeviceWindow{.device = d, .stats = u, .kernels = 100});
-    UtilizationStats& j = s.window.job;
-    j.span_ns += u.span_ns;
-    j.compute_ns += u.compute_ns;
-    j.bubble_ns += u.bubble_ns;
-    for (int c = 0; c < kNumBubbleCauses; ++c) {
-      j.attribution[c] += u.attribution[c];
-    }
-    if (u.largest_bubble_ns > j.largest_bubble_ns) {
-      j.largest_bubble_ns = u.largest_bubble_ns;
-      j.largest_bubble_start_ns = u.largest_bubble_start_ns;
+    if (u.largest_bubble_ns >
+        s.window.devices[largest].stats.largest_bubble_ns) {
       largest = d;
     }
+    AddDeviceStats(u, s.window.job);
   }
   const UtilizationStats& top = s.window.devices[largest].stats;
   BubbleReport b;

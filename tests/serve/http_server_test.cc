@@ -44,11 +44,14 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-// A server over the test fleet, serving on its own thread.
+// A server over a store that `write_store` fills (the test fleet by
+// default), serving on its own thread.
 class Served {
  public:
-  explicit Served(HttpServerOptions options = {}) {
-    EXPECT_TRUE(query_test::WriteFleetStore(dir_.Sub("store")).ok());
+  using StoreWriter = absl::Status (*)(const std::string& path);
+  explicit Served(HttpServerOptions options = {},
+                  StoreWriter write_store = query_test::WriteFleetStore) {
+    EXPECT_TRUE(write_store(dir_.Sub("store")).ok());
     auto store = OpenRocksDbWindowStoreReadOnly(dir_.Sub("store"));
     EXPECT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
@@ -240,36 +243,9 @@ TEST(HttpServer, JobWindowsReportsTheLastHour) {
 }
 
 // A server over the dashboard's store (dashboard_test_fleet.h).
-class DashboardServed {
+class DashboardServed : public Served {
  public:
-  DashboardServed() {
-    EXPECT_TRUE(
-        dashboard_test::WriteDashboardFleetStore(dir_.Sub("store")).ok());
-    auto store = OpenRocksDbWindowStoreReadOnly(dir_.Sub("store"));
-    EXPECT_TRUE(store.ok()) << store.status();
-    store_ = *std::move(store);
-    HttpServerOptions options;
-    options.port = 0;
-    auto server = HttpServer::Bind(options, store_.get());
-    EXPECT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    thread_ = std::thread([this] { EXPECT_TRUE(server_->Serve().ok()); });
-    client_ = std::make_unique<httplib::Client>(server_->url());
-  }
-  ~DashboardServed() {
-    server_->Stop();
-    thread_.join();
-  }
-  httplib::Result Get(const std::string& path) {
-    return client_->Get(path.c_str());
-  }
-
- private:
-  testing::TempDir dir_;
-  std::unique_ptr<WindowStoreReader> store_;
-  std::unique_ptr<HttpServer> server_;
-  std::thread thread_;
-  std::unique_ptr<httplib::Client> client_;
+  DashboardServed() : Served({}, dashboard_test::WriteDashboardFleetStore) {}
 };
 
 TEST(HttpServer, DevicesReportEachDeviceOfTheJobReportsWindows) {

@@ -6,6 +6,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "kafka/kafka_handles.h"
 #include "kafka/kafka_status.h"
 
@@ -23,27 +24,44 @@ using AdminOptions = std::unique_ptr<rd_kafka_AdminOptions_t,
 using AdminEvent =
     std::unique_ptr<rd_kafka_event_t, decltype(&rd_kafka_event_destroy)>;
 
-}  // namespace
-
-absl::StatusOr<int> TopicPartitionCount(rd_kafka_t* client,
-                                        absl::string_view topic,
-                                        absl::Duration timeout) {
+// The metadata of all topics: asking for named ones could make the broker
+// auto-create them.
+absl::StatusOr<RdKafkaMetadataPtr> AllTopicsMetadata(rd_kafka_t* client,
+                                                     absl::Duration timeout) {
   const rd_kafka_metadata_t* raw = nullptr;
   rd_kafka_resp_err_t err = rd_kafka_metadata(client, /*all_topics=*/1, nullptr,
                                               &raw, TimeoutMs(timeout));
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
     return KafkaErrorToStatus(err, "reading topic metadata");
   }
-  RdKafkaMetadataPtr metadata(raw);
-  for (int i = 0; i < metadata->topic_cnt; ++i) {
-    const rd_kafka_metadata_topic_t& t = metadata->topics[i];
-    if (topic != t.topic) continue;
-    if (t.err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      return KafkaErrorToStatus(t.err, absl::StrCat("topic ", topic));
-    }
-    return t.partition_cnt;
+  return RdKafkaMetadataPtr(raw);
+}
+
+// The entry of topic `name` in `metadata`, or nullptr.
+const rd_kafka_metadata_topic_t* FindTopic(const rd_kafka_metadata_t& metadata,
+                                           absl::string_view name) {
+  for (int i = 0; i < metadata.topic_cnt; ++i) {
+    if (name == metadata.topics[i].topic) return &metadata.topics[i];
   }
-  return absl::NotFoundError(absl::StrCat("topic ", topic, " does not exist"));
+  return nullptr;
+}
+
+}  // namespace
+
+absl::StatusOr<int> TopicPartitionCount(rd_kafka_t* client,
+                                        absl::string_view topic,
+                                        absl::Duration timeout) {
+  ASSIGN_OR_RETURN(RdKafkaMetadataPtr metadata,
+                   AllTopicsMetadata(client, timeout));
+  const rd_kafka_metadata_topic_t* t = FindTopic(*metadata, topic);
+  if (t == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("topic ", topic, " does not exist"));
+  }
+  if (t->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return KafkaErrorToStatus(t->err, absl::StrCat("topic ", topic));
+  }
+  return t->partition_cnt;
 }
 
 absl::StatusOr<int> CreatedTopicPartitionCount(rd_kafka_t* client,
@@ -136,29 +154,21 @@ absl::StatusOr<std::vector<TopicDescription>> DescribeTopics(
     rd_kafka_t* client, const std::vector<std::string>& topics,
     absl::Duration timeout) {
   std::vector<TopicDescription> out;
-  // Partitions and replicas from the metadata of all topics (asking for
-  // named ones could make the broker auto-create them).
-  const rd_kafka_metadata_t* raw = nullptr;
-  rd_kafka_resp_err_t err = rd_kafka_metadata(client, /*all_topics=*/1, nullptr,
-                                              &raw, TimeoutMs(timeout));
-  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    return KafkaErrorToStatus(err, "reading topic metadata");
-  }
-  RdKafkaMetadataPtr metadata(raw);
+  // Partitions and replicas from the metadata.
+  ASSIGN_OR_RETURN(RdKafkaMetadataPtr metadata,
+                   AllTopicsMetadata(client, timeout));
   for (const std::string& name : topics) {
     TopicDescription d;
     d.name = name;
-    for (int i = 0; i < metadata->topic_cnt; ++i) {
-      const rd_kafka_metadata_topic_t& t = metadata->topics[i];
-      if (name != t.topic) continue;
-      if (t.err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) break;
-      if (t.err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        return KafkaErrorToStatus(t.err, absl::StrCat("topic ", name));
+    const rd_kafka_metadata_topic_t* t = FindTopic(*metadata, name);
+    if (t != nullptr && t->err != RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
+      if (t->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        return KafkaErrorToStatus(t->err, absl::StrCat("topic ", name));
       }
       d.exists = true;
-      d.partitions = t.partition_cnt;
+      d.partitions = t->partition_cnt;
       d.replication_factor =
-          t.partition_cnt > 0 ? t.partitions[0].replica_cnt : 0;
+          t->partition_cnt > 0 ? t->partitions[0].replica_cnt : 0;
     }
     out.push_back(std::move(d));
   }

@@ -367,6 +367,12 @@ void FleetJobPeriod::Add(const WindowPoint& w) {
   capacity_ns += static_cast<int64_t>(w.devices) * (w.end_ns - w.start_ns);
 }
 
+void FleetJobPeriod::Add(const FleetJobPeriod& other) {
+  stats.Add(other.stats);
+  partial_windows += other.partial_windows;
+  capacity_ns += other.capacity_ns;
+}
+
 double FleetJobPeriod::coverage() const {
   return capacity_ns > 0 ? static_cast<double>(stats.span_ns) / capacity_ns
                          : 0.0;
@@ -425,9 +431,7 @@ absl::StatusOr<FleetReport> QueryFleet(const WindowStoreReader& store,
     for (const WindowPoint& p : scan.points) e.period.Add(p);
     e.latest = std::move(scan.points.back());
     e.score = by.Score(e.period.stats);
-    report.all.stats.Add(e.period.stats);
-    report.all.partial_windows += e.period.partial_windows;
-    report.all.capacity_ns += e.period.capacity_ns;
+    report.all.Add(e.period);
     entries.push_back(std::move(e));
   }
   report.jobs = static_cast<int64_t>(entries.size());
@@ -448,9 +452,7 @@ absl::StatusOr<FleetReport> QueryFleetLatest(const WindowStoreReader& store,
     FleetEntry e{.job = w.job, .latest = ToWindowPoint(w)};
     e.period.Add(e.latest);
     e.score = by.Score(e.period.stats);
-    report.all.stats.Add(e.period.stats);
-    report.all.partial_windows += e.period.partial_windows;
-    report.all.capacity_ns += e.period.capacity_ns;
+    report.all.Add(e.period);
     entries.push_back(std::move(e));
   }
   RankEntries(entries, top);

@@ -180,6 +180,8 @@ struct FleetJobPeriod {
   int64_t capacity_ns = 0;
 
   void Add(const WindowPoint& window);
+  // Another job's (or the fleet's) period: every figure adds up.
+  void Add(const FleetJobPeriod& other);
   // span / capacity; 0 when the capacity is 0.
   double coverage() const;
 };

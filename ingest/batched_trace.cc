@@ -200,9 +200,6 @@ void BatchedTrace::PlaceCollectives() {
       [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<CollectiveKernel> placed;
   placed.reserve(collectives.size());
-  for (BatchSlice& b : batches_) {
-    b.collectives_begin = b.collectives_end = 0;
-  }
   size_t next = 0;
   for (size_t b = 0; b < batches_.size(); ++b) {
     batches_[b].collectives_begin = placed.size();

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace bubblewatch {
@@ -47,6 +48,37 @@ TopicConfigs DeleteTopicConfigs(absl::Duration retention) {
   return {{"cleanup.policy", "delete"}, {"retention.ms", Ms(retention)}};
 }
 
+TopicConfigs EventsTopicConfigs(absl::Duration retention,
+                                int64_t max_record_bytes) {
+  TopicConfigs configs = DeleteTopicConfigs(retention);
+  if (max_record_bytes > 0) {
+    configs.emplace_back(kMaxDecompressedRecordConfig,
+                         absl::StrCat(max_record_bytes));
+  }
+  return configs;
+}
+
+absl::StatusOr<bool> CreateFleetTopicIfMissing(rd_kafka_t* client,
+                                               TopicSpec spec,
+                                               absl::Duration timeout,
+                                               std::string* dropped_config) {
+  dropped_config->clear();
+  absl::StatusOr<bool> created = CreateTopicIfMissing(client, spec, timeout);
+  auto bounded = std::find_if(
+      spec.configs.begin(), spec.configs.end(),
+      [](const auto& c) { return c.first == kMaxDecompressedRecordConfig; });
+  // The broker names the config it does not know ("Unknown topic config
+  // name: ..."); any other refusal stands.
+  if (created.ok() || bounded == spec.configs.end() ||
+      !absl::StrContains(created.status().message(),
+                         kMaxDecompressedRecordConfig)) {
+    return created;
+  }
+  spec.configs.erase(bounded);
+  *dropped_config = kMaxDecompressedRecordConfig;
+  return CreateTopicIfMissing(client, spec, timeout);
+}
+
 std::vector<TopicSpec> FleetTopicSpecs(const FleetTopicOptions& o) {
   std::vector<TopicSpec> specs;
   auto add = [&](const std::string& name, int partitions,
@@ -57,7 +89,8 @@ std::vector<TopicSpec> FleetTopicSpecs(const FleetTopicOptions& o) {
                               .replication_factor = o.replication_factor,
                               .configs = std::move(configs)});
   };
-  add(o.events_topic, o.partitions, DeleteTopicConfigs(o.retention));
+  add(o.events_topic, o.partitions,
+      EventsTopicConfigs(o.retention, o.max_record_bytes));
   add(o.windows_topic, o.partitions, WindowsTopicConfigs(o.retention));
   add(o.state_topic, o.partitions, StateTopicConfigs());
   add(o.dlq_topic, 1, DeleteTopicConfigs(o.retention));

@@ -26,10 +26,9 @@ class Problem {
   explicit Problem(absl::string_view path) : path_(path) {}
   absl::Status At(const YAML::Mark& mark, absl::string_view key,
                   absl::string_view message) const {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path_, ":", mark.line + 1, ": ",
-                     key.empty() ? "" : absl::StrCat("'", key, "': "),
-                     message));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path_, ":", mark.line + 1, ": ",
+        key.empty() ? "" : absl::StrCat("'", key, "': "), message));
   }
 
  private:
@@ -96,8 +95,9 @@ absl::StatusOr<std::vector<ConfigSetting>> ParseConfigFile(
         return problem.At(mark, key,
                           "unknown key; -X is --property: write 'property:'");
       }
-      return problem.At(mark, key, "unknown key (not an option of this "
-                                   "command; see --help)");
+      return problem.At(mark, key,
+                        "unknown key (not an option of this "
+                        "command; see --help)");
     }
     if (!seen.insert(key).second) {
       return problem.At(mark, key, "given twice");
@@ -106,9 +106,9 @@ absl::StatusOr<std::vector<ConfigSetting>> ParseConfigFile(
     auto wrong = [&](absl::string_view want) {
       return problem.At(
           mark, key,
-          absl::StrCat("wrong type: want ", want, ", not ", Shape(value),
-                       value.IsNull() ? " (write \"\" for an empty value)"
-                                      : ""));
+          absl::StrCat(
+              "wrong type: want ", want, ", not ", Shape(value),
+              value.IsNull() ? " (write \"\" for an empty value)" : ""));
     };
     std::string scalar;
     switch (kind->second) {
@@ -203,9 +203,8 @@ std::vector<std::string> ChangedConfigKeys(
     const std::vector<ConfigSetting>& before,
     const std::vector<ConfigSetting>& after) {
   auto find = [](const std::vector<ConfigSetting>& in, const std::string& key) {
-    return std::find_if(in.begin(), in.end(), [&](const ConfigSetting& s) {
-      return s.key == key;
-    });
+    return std::find_if(in.begin(), in.end(),
+                        [&](const ConfigSetting& s) { return s.key == key; });
   };
   std::vector<std::string> changed;
   for (const ConfigSetting& s : after) {

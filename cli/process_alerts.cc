@@ -102,8 +102,8 @@ std::function<std::string(const std::string&)> RulesPathFromConfigOnReload(
     }
     if (!restart.empty()) {
       spdlog::warn(
-          "config {}: {} changed since the start; not applied, they take "
-          "effect at the next restart",
+          "config {}: {} changed since the start; not applied, needs a "
+          "restart",
           path, absl::StrJoin(restart, ", "));
     }
     auto rules = std::find_if(now->begin(), now->end(),

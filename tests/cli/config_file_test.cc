@@ -22,10 +22,12 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 const ConfigSchema& Schema() {
-  static const ConfigSchema* schema = new ConfigSchema{
-      {"store", ConfigKind::kScalar},   {"window", ConfigKind::kScalar},
-      {"json", ConfigKind::kSwitch},    {"fail-if", ConfigKind::kList},
-      {"property", ConfigKind::kProperties}};
+  static const ConfigSchema* schema =
+      new ConfigSchema{{"store", ConfigKind::kScalar},
+                       {"window", ConfigKind::kScalar},
+                       {"json", ConfigKind::kSwitch},
+                       {"fail-if", ConfigKind::kList},
+                       {"property", ConfigKind::kProperties}};
   return *schema;
 }
 
@@ -63,17 +65,17 @@ TEST(ConfigFile, EachShapeBecomesItsSettings) {
   EXPECT_THAT((*s)[3].values,
               ElementsAre("bubble_ratio>+0.05", "utilization<-0.1"));
   EXPECT_EQ((*s)[4].line, 6);
-  EXPECT_THAT((*s)[4].values,
-              ElementsAre("security.protocol=SASL_SSL",
-                          "sasl.password.file=/run/secrets/kafka",
-                          "linger.ms=5"));
+  EXPECT_THAT(
+      (*s)[4].values,
+      ElementsAre("security.protocol=SASL_SSL",
+                  "sasl.password.file=/run/secrets/kafka", "linger.ms=5"));
 }
 
 TEST(ConfigFile, ListsTakeOneScalarAndPropertiesAListOfAssignments) {
-  absl::StatusOr<std::vector<ConfigSetting>> s =
-      Parse("fail-if: bubble_ratio>+0.05\njson: false\n"
-            "property: [acks=all, 'sasl.oauthbearer.config=a=b c=d']\n"
-            "store: ''\n");
+  absl::StatusOr<std::vector<ConfigSetting>> s = Parse(
+      "fail-if: bubble_ratio>+0.05\njson: false\n"
+      "property: [acks=all, 'sasl.oauthbearer.config=a=b c=d']\n"
+      "store: ''\n");
   ASSERT_TRUE(s.ok()) << s.status();
   ASSERT_EQ(s->size(), 4u);
   EXPECT_THAT((*s)[0].values, ElementsAre("bubble_ratio>+0.05"));
@@ -193,11 +195,11 @@ class ConfigCommandLine : public ::testing::Test {
 };
 
 TEST_F(ConfigCommandLine, TheCommandLineWinsOverTheFile) {
-  const std::string path =
-      Config("store: /from/file\nwindow: 30s\nstore-cache-mb: 128\n"
-             "json: true\n"
-             "property: {security.protocol: SASL_SSL, linger.ms: 5}\n"
-             "fail-if: [a, b]\n");
+  const std::string path = Config(
+      "store: /from/file\nwindow: 30s\nstore-cache-mb: 128\n"
+      "json: true\n"
+      "property: {security.protocol: SASL_SSL, linger.ms: 5}\n"
+      "fail-if: [a, b]\n");
   ASSERT_TRUE(Parse({"--store", "/from/cli", "--config", path, "-X",
                      "linger.ms=7", "--fail-if", "c", "FILE"})
                   .ok());
@@ -234,9 +236,9 @@ TEST_F(ConfigCommandLine, AFileValueThatDoesNotParseNamesItsLine) {
               HasSubstr(dir_.Sub("bw.yaml") + ":2: 'window': '10 parsecs' is "
                                               "not a duration"));
   // The command line's value would have won: the file's is not parsed.
-  EXPECT_TRUE(Parse({"--window", "5s", "--config",
-                     Config("window: 10 parsecs\n")})
-                  .ok());
+  EXPECT_TRUE(
+      Parse({"--window", "5s", "--config", Config("window: 10 parsecs\n")})
+          .ok());
 }
 
 TEST_F(ConfigCommandLine, ConfigIsOneFileAndHelpReadsNone) {

@@ -11,6 +11,7 @@
 #include "cli/command_line.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/cli/cli_runner.h"
 #include "tests/testing/files.h"
 #include "tests/testing/temp_dir.h"
 
@@ -268,6 +269,82 @@ TEST_F(ConfigCommandLine, ReadConfigFileSeesTheFileAsItIsNow) {
   Config("store: s\nwindw: 20s\n");
   EXPECT_THAT(cl_.ReadConfigFile().status().message(),
               HasSubstr("bw.yaml:2: 'windw': unknown key"));
+}
+
+// The binary: a file's options act as the same flags would; every problem
+// is a usage error (exit 2) naming the file, the line and the key, before
+// anything starts.
+TEST(ConfigBinary, AnalyzeWithAConfigPrintsWhatTheFlagsPrint) {
+  testing::TempDir dir;
+  const std::string trace =
+      std::string(BUBBLEWATCH_TESTDATA_DIR) + "/timeline/seed_sample.json";
+  const std::string config = dir.Sub("analyze.yaml");
+  // The seed's sample has two bubbles: --top 1 and --top 2 differ.
+  testing::WriteFile(config, "json: true\ntop: 1\nwindow: 5ms\n");
+  auto analyze = [&](const std::string& args) {
+    testing::CliResult r = testing::RunBubblewatch("analyze " + args);
+    EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.err;
+    return r.out;
+  };
+  const std::string top1 = analyze("--json --top 1 --window 5ms " + trace);
+  const std::string top2 = analyze("--json --top 2 --window 5ms " + trace);
+  ASSERT_NE(top1, top2);
+  EXPECT_TRUE(analyze("--config " + config + " " + trace) == top1);
+  // The command line's --top wins over the file's.
+  EXPECT_TRUE(analyze("--config " + config + " --top 2 " + trace) == top2);
+}
+
+TEST(ConfigBinary, ProblemsAreOneUsageErrorNamingFileLineAndKey) {
+  testing::TempDir dir;
+  const std::string bad = dir.Sub("process.yaml");
+  testing::WriteFile(
+      bad, "brokers: 127.0.0.1:1\nstore: " + dir.Sub("s") + "\nwindw: 10s\n");
+  testing::CliResult r = testing::RunBubblewatch("process --config " + bad);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("bubblewatch process: " + bad +
+                               ":3: 'windw': unknown key"));
+  EXPECT_TRUE(r.out.empty());
+
+  r = testing::RunBubblewatch("query --config " + dir.Sub("none.yaml") +
+                              " jobs");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("config file '" + dir.Sub("none.yaml") +
+                               "': cannot read"));
+
+  testing::WriteFile(bad, "store: [a, b]\n");
+  r = testing::RunBubblewatch("serve --config " + bad);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr(bad + ":1: 'store': wrong type"));
+  // A command without options has no --config.
+  EXPECT_EQ(
+      testing::RunBubblewatch("alerts --config " + bad + " check x").exit_code,
+      2);
+}
+
+TEST(ConfigBinary, AMissingSecretFileIsAUsageErrorThatNamesOnlyThePath) {
+  testing::TempDir dir;
+  const std::string missing = dir.Sub("kafka-password");
+  for (const std::string& command :
+       {"process --brokers 127.0.0.1:1 --store " + dir.Sub("s"),
+        std::string("produce --brokers 127.0.0.1:1 --synthetic --duration 1s"),
+        std::string("topics describe --brokers 127.0.0.1:1")}) {
+    testing::CliResult r = testing::RunBubblewatch(
+        command + " -X sasl.password.file=" + missing, ".", 60);
+    EXPECT_EQ(r.exit_code, 2) << command << "\n" << r.err;
+    EXPECT_THAT(r.err, HasSubstr("sasl.password.file: cannot read the secret "
+                                 "file '" +
+                                 missing + "'"))
+        << command;
+  }
+  // In a config file too.
+  const std::string config = dir.Sub("process.yaml");
+  testing::WriteFile(
+      config, "brokers: 127.0.0.1:1\nstore: " + dir.Sub("s") +
+                  "\nproperty:\n  sasl.password.file: " + missing + "\n");
+  testing::CliResult r =
+      testing::RunBubblewatch("process --config " + config, ".", 60);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("cannot read the secret file '" + missing));
 }
 
 }  // namespace

@@ -47,8 +47,8 @@ absl::Status WindowMaterializerOptions::Validate() const {
   if (windows_topic.empty()) problems.push_back("windows_topic is empty");
   auto positive = [&](absl::string_view name, absl::Duration d) {
     if (d <= absl::ZeroDuration()) {
-      problems.push_back(absl::StrCat(name, " must be > 0, got ",
-                                      absl::FormatDuration(d)));
+      problems.push_back(
+          absl::StrCat(name, " must be > 0, got ", absl::FormatDuration(d)));
     }
   };
   positive("retention", retention);
@@ -171,19 +171,17 @@ class WindowMaterializer::Impl {
     while (static_cast<int>(batch.size()) < options_.max_batch_messages &&
            !stop_.load()) {
       const int timeout_ms =
-          batch.empty()
-              ? kPollMs
-              : static_cast<int>(std::clamp<int64_t>(
-                    absl::ToInt64Milliseconds(deadline - absl::Now()), 0,
-                    kPollMs));
+          batch.empty() ? kPollMs
+                        : static_cast<int>(std::clamp<int64_t>(
+                              absl::ToInt64Milliseconds(deadline - absl::Now()),
+                              0, kPollMs));
       RdKafkaMessagePtr m(rd_kafka_consumer_poll(consumer_.get(), timeout_ms));
       if (!m) break;
       if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) continue;
       if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
         absl::Status s = KafkaErrorToStatus(
             m->err, absl::StrCat("consuming ", options_.windows_topic));
-        if (absl::IsUnauthenticated(s) ||
-            m->err == RD_KAFKA_RESP_ERR__FATAL) {
+        if (absl::IsUnauthenticated(s) || m->err == RD_KAFKA_RESP_ERR__FATAL) {
           return s;
         }
         Warn(s.ToString());
@@ -226,9 +224,8 @@ class WindowMaterializer::Impl {
         latest[{std::move(job), start}] = std::nullopt;
         continue;
       }
-      absl::StatusOr<WindowSummary> w =
-          DecodeWindowSummary(Bytes(m->payload, m->len),
-                              WindowDetail::kFull, &scratch);
+      absl::StatusOr<WindowSummary> w = DecodeWindowSummary(
+          Bytes(m->payload, m->len), WindowDetail::kFull, &scratch);
       if (!w.ok()) {
         skip(w.status().message());
         continue;
@@ -297,8 +294,8 @@ class WindowMaterializer::Impl {
       if (high < 0 && may_query) {
         next_watermark_query_ = now + kWatermarkQueryInterval;
         if (rd_kafka_query_watermark_offsets(
-                consumer_.get(), options_.windows_topic.c_str(), p, &low,
-                &high, 1000) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+                consumer_.get(), options_.windows_topic.c_str(), p, &low, &high,
+                1000) != RD_KAFKA_RESP_ERR_NO_ERROR) {
           high = -1;
         }
       }

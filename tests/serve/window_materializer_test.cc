@@ -152,7 +152,8 @@ TEST(WindowMaterializer, ReplacesDeletesSkipsAndResumesFromStoredOffsets) {
   {
     auto store = OpenRocksDbWindowStore(dir.path());
     ASSERT_TRUE(store.ok()) << store.status();
-    const MaterializerStatus s = MaterializeUntilCaughtUp(brokers, store->get());
+    const MaterializerStatus s =
+        MaterializeUntilCaughtUp(brokers, store->get());
     EXPECT_EQ(s.invalid_messages, 2);
     EXPECT_EQ(s.windows_deleted, 1);
     // 21 versions of windows arrived; a batch keeps the last version of a
@@ -162,9 +163,8 @@ TEST(WindowMaterializer, ReplacesDeletesSkipsAndResumesFromStoredOffsets) {
     EXPECT_LE(s.windows_applied, 21);
 
     const WindowStore& st = **store;
-    EXPECT_THAT(Starts(st, "job-a"),
-                ElementsAre(0, kWindowNs, 2 * kWindowNs, 3 * kWindowNs,
-                            4 * kWindowNs));
+    EXPECT_THAT(Starts(st, "job-a"), ElementsAre(0, kWindowNs, 2 * kWindowNs,
+                                                 3 * kWindowNs, 4 * kWindowNs));
     EXPECT_THAT(Starts(st, "job-b"),
                 ElementsAre(0, kWindowNs, 2 * kWindowNs, 4 * kWindowNs));
     EXPECT_THAT(Starts(st, "job-c").size(), 5u);
@@ -257,9 +257,8 @@ TEST(WindowTopicKey, ParsesBackWhatItWrites) {
   }
   std::string job;
   int64_t start = 0;
-  for (const char* bad :
-       {"", "job", "@5", "job@", "job@+5", "job@ 5", "job@5x", "job@5-1",
-        "job@99999999999999999999"}) {
+  for (const char* bad : {"", "job", "@5", "job@", "job@+5", "job@ 5", "job@5x",
+                          "job@5-1", "job@99999999999999999999"}) {
     EXPECT_FALSE(ParseWindowTopicKey(bad, &job, &start)) << bad;
   }
 }

@@ -55,9 +55,9 @@ int RunServeCommand(int argc, char** argv) {
       "the one a running\nprocessor writes (new windows show up within "
       "--refresh) or a copy.\n--brokers B: the whole fleet. The windows "
       "topic every processor publishes to is\nmaterialized into a store of "
-      "serve's own (--store, default $TMPDIR or /var/tmp, then\n"
-      "/bubblewatch-serve-TOPIC), resumed from its stored offsets after a "
-      "restart; /healthz\nand /metrics report the lag. Stops on "
+      "serve's own (--store, default\n/var/tmp/bubblewatch-serve-TOPIC, "
+      "under $TMPDIR when set), resumed from its stored offsets\nafter a "
+      "restart; /healthz and /metrics report the lag. Stops on "
       "SIGINT/SIGTERM.\n\nExit codes: 0 stopped by a signal, 1 store, "
       "listen or Kafka failure, 2 usage error.");
   cl.AddString("store", &store_path, "DIR",

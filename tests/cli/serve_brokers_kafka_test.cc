@@ -49,8 +49,8 @@ std::vector<std::string> Paths(const std::vector<std::string>& jobs) {
   return paths;
 }
 
-std::map<std::string, std::string> Bodies(const ServeProcess& s,
-                                          const std::vector<std::string>& paths) {
+std::map<std::string, std::string> Bodies(
+    const ServeProcess& s, const std::vector<std::string>& paths) {
   std::map<std::string, std::string> out;
   for (const std::string& p : paths) out[p] = Body(s, p);
   return out;
@@ -95,11 +95,11 @@ TEST(ServeBrokers, ReplicasAnswerAsTheProcessorsStoreAndSurviveSigkill) {
   testing::TempDir dir;
 
   // Replica 1 starts first: the windows topic does not exist yet.
-  const std::string serve_args = " --brokers " + brokers +
-                                 " --windows-topic " + windows +
+  const std::string serve_args = " --brokers " + brokers + " --windows-topic " +
+                                 windows +
                                  " --listen 127.0.0.1:0 --log-level info";
-  auto first = ServeProcess::StartCommand(
-      "serve --store '" + dir.Sub("serve1") + "'" + serve_args);
+  auto first = ServeProcess::StartCommand("serve --store '" +
+                                          dir.Sub("serve1") + "'" + serve_args);
   ASSERT_NE(first, nullptr);
 
   auto produce = RunBubblewatch(
@@ -116,8 +116,8 @@ TEST(ServeBrokers, ReplicasAnswerAsTheProcessorsStoreAndSurviveSigkill) {
           dir.Sub("processor") + "'",
       ".", /*kill_after_s=*/300);
   ASSERT_EQ(process.exit_code, 0) << process.err;
-  EXPECT_THAT(process.err, HasSubstr("created windows topic " + windows +
-                                     ": 4 partitions"));
+  EXPECT_THAT(process.err,
+              HasSubstr("created windows topic " + windows + ": 4 partitions"));
 
   // The oracle: `serve --store` over the processor's own store.
   auto oracle = ServeProcess::Start(dir.Sub("processor"));
@@ -131,8 +131,7 @@ TEST(ServeBrokers, ReplicasAnswerAsTheProcessorsStoreAndSurviveSigkill) {
     jobs.emplace_back(std::string_view(j["job"]));
   }
   ASSERT_EQ(jobs.size(), 8u) << jobs_body;
-  const std::map<std::string, std::string> want =
-      Bodies(*oracle, Paths(jobs));
+  const std::map<std::string, std::string> want = Bodies(*oracle, Paths(jobs));
   for (const auto& [p, body] : want) {
     ASSERT_EQ(body.substr(0, 4), "200 ") << p << ": " << body;
   }
@@ -145,8 +144,8 @@ TEST(ServeBrokers, ReplicasAnswerAsTheProcessorsStoreAndSurviveSigkill) {
   for (simdjson::dom::element j :
        parser.parse(jobs_body.substr(4))["jobs"].get_array()) {
     EXPECT_THAT(first_jobs,
-                HasSubstr("\"job\":\"" + std::string(std::string_view(j["job"])) +
-                          "\""));
+                HasSubstr("\"job\":\"" +
+                          std::string(std::string_view(j["job"])) + "\""));
   }
   EXPECT_THAT(first->Log(), HasSubstr("does not exist (yet)"));
 
@@ -167,8 +166,7 @@ TEST(ServeBrokers, ReplicasAnswerAsTheProcessorsStoreAndSurviveSigkill) {
       "serve --store '" + dir.Sub("serve1") + "'" + serve_args);
   ASSERT_NE(restarted, nullptr);
   EXPECT_TRUE(CatchesUp(*restarted, want))
-      << Differences(want, Bodies(*restarted, Paths(jobs)))
-      << restarted->Log();
+      << Differences(want, Bodies(*restarted, Paths(jobs))) << restarted->Log();
   const std::string metrics = Body(*restarted, "/metrics");
   EXPECT_THAT(metrics, HasSubstr("\nbubblewatch_serve_windows_applied_total{"
                                  "topic=\"" +
@@ -182,8 +180,7 @@ TEST(ServeBrokers, UsageErrors) {
   EXPECT_EQ(RunBubblewatch("serve").exit_code, 2);
   EXPECT_EQ(RunBubblewatch("serve --store x --windows-topic t").exit_code, 2);
   EXPECT_EQ(RunBubblewatch("serve --brokers embedded").exit_code, 2);
-  auto twice =
-      RunBubblewatch("serve --brokers a:1 --brokers b:1 --store x");
+  auto twice = RunBubblewatch("serve --brokers a:1 --brokers b:1 --store x");
   EXPECT_EQ(twice.exit_code, 2);
   EXPECT_THAT(twice.err, HasSubstr("'--brokers' given more than once"));
 }

@@ -5,16 +5,19 @@
 // store of its own, answer /api/v1/fleet and every job's windows with the
 // very bytes `serve --store` gives over the processor's own store. A serve
 // killed with SIGKILL comes back with the same answers, re-applying
-// nothing (its offsets are in its store).
+// nothing (its offsets are in its store). With two processor instances in
+// one group, one serve shows exactly the union of their stores.
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "simdjson.h"
+#include "storage/window_store.h"
 #include "tests/cli/cli_runner.h"
 #include "tests/cli/serve_process.h"
 #include "tests/testing/kafka_broker.h"
@@ -174,6 +177,90 @@ TEST(ServeBrokers, ReplicasAnswerAsTheProcessorsStoreAndSurviveSigkill) {
   EXPECT_THAT(metrics, HasSubstr("\nbubblewatch_serve_lag_messages{topic=\"" +
                                  windows + "\"} 0\n"));
   EXPECT_THAT(restarted->Log(), HasSubstr("from the store"));
+}
+
+// The windows of `stores` (processor stores, read-only) committed into one
+// new store at `path`: the union a fleet-wide view must show.
+// `windows_per_store` gets each store's window count.
+void MergeStores(const std::vector<std::string>& stores,
+                 const std::string& path,
+                 std::vector<size_t>* windows_per_store) {
+  auto merged = OpenRocksDbWindowStore(path);
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  for (const std::string& dir : stores) {
+    windows_per_store->push_back(0);
+    auto store = OpenRocksDbWindowStoreReadOnly(dir);
+    ASSERT_TRUE(store.ok()) << dir << ": " << store.status();
+    auto jobs = (*store)->ListJobs();
+    ASSERT_TRUE(jobs.ok()) << jobs.status();
+    for (const JobInfo& j : *jobs) {
+      auto windows =
+          (*store)->Scan(j.job, absl::InfinitePast(), absl::InfiniteFuture());
+      ASSERT_TRUE(windows.ok()) << windows.status();
+      if (windows->empty()) continue;
+      windows_per_store->back() += windows->size();
+      StoreBatch batch;
+      batch.windows = *std::move(windows);
+      ASSERT_TRUE((*merged)->Commit(batch).ok());
+    }
+  }
+}
+
+TEST(ServeBrokers, OneServeShowsTheUnionOfTwoProcessorInstances) {
+  const std::string brokers = testing::Brokers();
+  ASSERT_FALSE(HasFailure());
+  const std::string topic = testing::Unique("it-serve-pair");
+  const std::string windows = topic + ".windows";
+  ASSERT_NO_FATAL_FAILURE(testing::CreateTopic(topic, 4, brokers));
+  ASSERT_NO_FATAL_FAILURE(testing::CreateTopic(windows, 4, brokers));
+  testing::TempDir dir;
+  auto serve = ServeProcess::StartCommand(
+      "serve --store '" + dir.Sub("serve") + "' --brokers " + brokers +
+      " --windows-topic " + windows + " --listen 127.0.0.1:0");
+  ASSERT_NE(serve, nullptr);
+  auto produce = RunBubblewatch(
+      "produce --brokers " + brokers + " --topic " + topic +
+      " --synthetic --jobs 12 --gpus-per-job 1 --duration 40s --rate 300"
+      " --log-level error");
+  ASSERT_EQ(produce.exit_code, 0) << produce.err;
+  // Two members of one group split the partitions (and rebalance as the
+  // second joins); serve follows the windows topic while they run.
+  auto member = [&](const std::string& name, testing::CliResult* out) {
+    *out = RunBubblewatch(
+        "process --brokers " + brokers + " --topic " + topic + " --group " +
+            topic + " --windows-topic " + windows + " --state-topic " + topic +
+            ".state --dlq-topic " + topic +
+            ".dlq --idle-timeout 1s --exit-when-idle 10s --log-level info"
+            " --store '" +
+            dir.Sub(name) + "'",
+        ".", /*kill_after_s=*/300);
+  };
+  testing::CliResult a, b;
+  std::thread ta(member, "a", &a), tb(member, "b", &b);
+  ta.join();
+  tb.join();
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  std::vector<size_t> per_store;
+  ASSERT_NO_FATAL_FAILURE(
+      MergeStores({dir.Sub("a"), dir.Sub("b")}, dir.Sub("union"), &per_store));
+  // Both instances finalized windows: the union is of two stores.
+  EXPECT_GT(per_store.at(0), 0u) << a.err;
+  EXPECT_GT(per_store.at(1), 0u) << b.err;
+  auto oracle = ServeProcess::Start(dir.Sub("union"));
+  ASSERT_NE(oracle, nullptr);
+  simdjson::dom::parser parser;
+  const std::string jobs_body = Body(*oracle, "/api/v1/jobs");
+  ASSERT_EQ(jobs_body.substr(0, 4), "200 ") << jobs_body;
+  std::vector<std::string> jobs;
+  for (simdjson::dom::element j :
+       parser.parse(jobs_body.substr(4))["jobs"].get_array()) {
+    jobs.emplace_back(std::string_view(j["job"]));
+  }
+  ASSERT_EQ(jobs.size(), 12u) << jobs_body;
+  const std::map<std::string, std::string> want = Bodies(*oracle, Paths(jobs));
+  EXPECT_TRUE(CatchesUp(*serve, want))
+      << Differences(want, Bodies(*serve, Paths(jobs))) << serve->Log();
 }
 
 TEST(ServeBrokers, UsageErrors) {

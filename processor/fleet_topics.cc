@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace bubblewatch {
@@ -19,6 +20,24 @@ std::string Ms(absl::Duration d) {
 
 std::string WindowTopicKey(absl::string_view job, int64_t window_start_ns) {
   return absl::StrCat(job, "@", window_start_ns);
+}
+
+bool ParseWindowTopicKey(absl::string_view key, std::string* job,
+                         int64_t* window_start_ns) {
+  const size_t at = key.rfind('@');
+  if (at == absl::string_view::npos || at == 0) return false;
+  const absl::string_view start = key.substr(at + 1);
+  // SimpleAtoi also takes "+5" and surrounding spaces: keys are written
+  // with StrCat, so anything but [-]digits is not one of ours.
+  if (start.empty() ||
+      start.find_first_not_of("-0123456789", start[0] == '-' ? 1 : 0) !=
+          absl::string_view::npos ||
+      start.find('-', 1) != absl::string_view::npos) {
+    return false;
+  }
+  if (!absl::SimpleAtoi(start, window_start_ns)) return false;
+  *job = std::string(key.substr(0, at));
+  return true;
 }
 
 int32_t WindowTopicPartition(absl::string_view job, int partitions) {

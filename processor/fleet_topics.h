@@ -84,6 +84,12 @@ absl::StatusOr<bool> CreateFleetTopicIfMissing(rd_kafka_t* client,
 // both fields, so consumers need not parse it.
 std::string WindowTopicKey(absl::string_view job, int64_t window_start_ns);
 
+// Splits a WindowTopicKey back into the job and the window start (what a
+// tombstone, which has no value, says). Returns false when `key` is not one:
+// no '@', an empty job, or no decimal integer after the last '@'.
+bool ParseWindowTopicKey(absl::string_view key, std::string* job,
+                         int64_t* window_start_ns);
+
 // The partition of a window of `job` on a windows topic of `partitions`
 // partitions: murmur2(job) mod partitions, the partition the producer's
 // murmur2 partitioner gives the job's events on an events topic of as many

@@ -360,6 +360,13 @@ RocksDbWindowStore::PeriodSumsOfEveryJob(absl::Time begin,
     }
     return r;
   };
+  // The newest record of each job, read in one pass beside the job list
+  // (same order): the last record of a period that reaches past the job's
+  // newest window, without a seek into the big range.
+  std::unique_ptr<rocksdb::Iterator> newest(
+      db_->NewIterator(rocksdb::ReadOptions(), db_->DefaultColumnFamily()));
+  const std::string newest_prefix = SumsLastKeyPrefix();
+  newest->Seek(newest_prefix);
   for (const JobInfo& job : jobs) {
     // The record's latest start and the sums are written in one batch.
     if (job.window_count == 0 || job.latest_window_start_ns < *lo) continue;
@@ -371,6 +378,31 @@ RocksDbWindowStore::PeriodSumsOfEveryJob(absl::Time begin,
       continue;  // No window of the job starts in the period.
     }
     ASSIGN_OR_RETURN(const RunningSumsRecord first, decode(job.job));
+    if (!hi || job.latest_window_start_ns < *hi) {
+      const std::string newest_key = SumsLastKey(job.job);
+      while (newest->Valid() && newest->key().starts_with(newest_prefix) &&
+             newest->key().compare(newest_key) < 0) {
+        newest->Next();
+      }
+      if (newest->Valid() && newest->key() == rocksdb::Slice(newest_key)) {
+        int64_t start = 0;
+        absl::StatusOr<RunningSumsRecord> last =
+            DecodeLastRunningSums(View(newest->value()), &start);
+        if (!last.ok()) {
+          return absl::DataLossError(absl::StrCat(
+              "running sums of job ", job.job, ": ", last.status().message()));
+        }
+        // A commit between the two reads moves it on; then seek below.
+        if (start == job.latest_window_start_ns) {
+          JobPeriodSums sums{
+              .job = job.job, .sums = last->through(), .last_start_ns = start};
+          sums.sums.Subtract(first.before);
+          out.push_back(std::move(sums));
+          continue;
+        }
+      }
+      RETURN_IF_ERROR(FromRocksDb(newest->status(), "reading running sums"));
+    }
     // The last record below `upper`: at or after `first`.
     it->SeekForPrev(upper);
     if (it->Valid() && it->key().compare(upper) == 0) it->Prev();
@@ -411,6 +443,7 @@ absl::Status RocksDbWindowStore::BuildRunningSums() {
     wb.DeleteRange(db_->DefaultColumnFamily(), SumsKeyPrefix(job.job),
                    SumsKeyLimit(job.job));
     RunningSumsRecord record;
+    std::optional<int64_t> last_start;
     JobWindowRange range(*db_, windows_, job.job, absl::InfinitePast(),
                          absl::InfiniteFuture());
     for (; range.Valid(); range.Next()) {
@@ -427,13 +460,18 @@ absl::Status RocksDbWindowStore::BuildRunningSums() {
                                                 " at ", start_ns, ": ",
                                                 own.status().message()));
       }
+      if (last_start.has_value()) record.before.Add(record.own);
       record.own = *own;
       wb.Put(db_->DefaultColumnFamily(), SumsKey(job.job, start_ns),
              EncodeRunningSums(record));
-      record.before.Add(record.own);
+      last_start = start_ns;
     }
     RETURN_IF_ERROR(FromRocksDb(
         range.status(), absl::StrCat("scanning the windows of job ", job.job)));
+    if (last_start.has_value()) {
+      wb.Put(db_->DefaultColumnFamily(), SumsLastKey(job.job),
+             EncodeLastRunningSums(*last_start, record));
+    }
     if (wb.Count() >= 10'000) RETURN_IF_ERROR(flush());
   }
   wb.Put(db_->DefaultColumnFamily(), SumsCompleteKey(), "1");

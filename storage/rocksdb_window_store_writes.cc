@@ -123,10 +123,20 @@ class RunningSumsUpdate {
 
   void WriteTo(rocksdb::WriteBatch& wb) const {
     for (const auto& [job, js] : jobs_) {
+      bool dirty = false;
       for (const auto& [start, entry] : js.records) {
         if (entry.dirty) {
           wb.Put(family_, SumsKey(job, start), EncodeRunningSums(entry.record));
+          dirty = true;
         }
+      }
+      // The job's newest record is the last one here: a window past the
+      // latest is added after its predecessor, and any other change loads
+      // every record after it.
+      if (dirty) {
+        const auto& [start, entry] = *js.records.rbegin();
+        wb.Put(family_, SumsLastKey(job),
+               EncodeLastRunningSums(start, entry.record));
       }
     }
   }

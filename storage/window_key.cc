@@ -96,6 +96,14 @@ bool ParseSumsKey(absl::string_view key, absl::string_view* job,
   return ParseWindowKey(key, job, start_ns);
 }
 
+std::string SumsLastKeyPrefix() {
+  return std::string("window_sums_last\0", 17);
+}
+
+std::string SumsLastKey(absl::string_view job) {
+  return absl::StrCat(SumsLastKeyPrefix(), job);
+}
+
 std::string SumsCompleteKey() { return std::string("meta\0window_sums", 16); }
 
 }  // namespace bubblewatch

@@ -7,6 +7,8 @@
 //   default:  "alert_state\0" key                 → alert-state blob (alerts/)
 //   default:  "window_sums\0" job '\0' BE64(start XOR 2^63)
 //                                                → RunningSumsRecord
+//   default:  "window_sums_last\0" job          → BE64 start + the job's
+//                                                  newest RunningSumsRecord
 //   default:  "meta\0window_sums"                 → "1" once the running
 //                                                  sums cover every window
 //
@@ -58,6 +60,13 @@ std::string SumsKeyLimit(absl::string_view job);
 // Splits a sums key. Returns false if `key` is not one.
 bool ParseSumsKey(absl::string_view key, absl::string_view* job,
                   int64_t* start_ns);
+// "window_sums_last" '\0' + job: a copy of the running sums of the job's
+// newest window, with its start, in a small contiguous range that a fleet
+// query reads in one pass (and the block cache keeps).
+std::string SumsLastKey(absl::string_view job);
+// Every SumsLastKey starts with it.
+std::string SumsLastKeyPrefix();
+
 // The default-family key whose presence says the running sums cover every
 // stored window (written when a primary has built them).
 std::string SumsCompleteKey();

@@ -132,4 +132,23 @@ absl::StatusOr<RunningSumsRecord> DecodeRunningSums(absl::string_view bytes) {
   return r;
 }
 
+std::string EncodeLastRunningSums(int64_t start_ns,
+                                  const RunningSumsRecord& record) {
+  std::string out;
+  out.reserve(8 + kRecordBytes);
+  PutInt64(start_ns, out);
+  out.append(EncodeRunningSums(record));
+  return out;
+}
+
+absl::StatusOr<RunningSumsRecord> DecodeLastRunningSums(absl::string_view bytes,
+                                                        int64_t* start_ns) {
+  if (bytes.size() < 8) {
+    return absl::DataLossError(absl::StrCat(
+        "corrupt newest running-sums record: ", bytes.size(), " bytes"));
+  }
+  *start_ns = GetInt64(bytes.data());
+  return DecodeRunningSums(bytes.substr(8));
+}
+
 }  // namespace bubblewatch

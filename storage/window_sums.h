@@ -71,6 +71,14 @@ std::string EncodeRunningSums(const RunningSumsRecord& record);
 // kDataLoss for a malformed record.
 absl::StatusOr<RunningSumsRecord> DecodeRunningSums(absl::string_view bytes);
 
+// The job's newest window's record with its start (SumsLastKey): 8 bytes
+// little-endian start, then EncodeRunningSums.
+std::string EncodeLastRunningSums(int64_t start_ns,
+                                  const RunningSumsRecord& record);
+// kDataLoss for a malformed value.
+absl::StatusOr<RunningSumsRecord> DecodeLastRunningSums(absl::string_view bytes,
+                                                        int64_t* start_ns);
+
 }  // namespace bubblewatch
 
 #endif  // BUBBLEWATCH_STORAGE_WINDOW_SUMS_H_

@@ -486,9 +486,7 @@ absl::StatusOr<FleetReport> QueryFleet(const WindowStoreReader& store,
   if (!sums.has_value()) return QueryFleetByScan(store, period, by, top);
   std::vector<FleetEntry> entries;
   entries.reserve(sums->size());
-  size_t li = 0;  // Both lists are in job order.
   for (JobPeriodSums& s : *sums) {
-    while (li < latest.jobs.size() && latest.jobs[li] < s.job) ++li;
     FleetEntry e{.job = std::move(s.job)};
     PeriodStats& stats = e.period.stats;
     stats.windows = s.sums.windows;
@@ -498,31 +496,40 @@ absl::StatusOr<FleetReport> QueryFleet(const WindowStoreReader& store,
     stats.attribution = s.sums.attribution;
     e.period.partial_windows = s.sums.partial_windows;
     e.period.capacity_ns = s.sums.capacity_ns;
-    // The entry shows the last window of the period: for "last D" nearly
-    // always the job's newest, read above; else one more read.
-    absl::StatusOr<WindowPoint> point;
-    if (li < latest.jobs.size() && latest.jobs[li] == e.job &&
-        views[li].start_ns() == s.last_start_ns) {
-      point = PointOf(views[li]);
-    } else {
-      ASSIGN_OR_RETURN(ScannedPoints last,
-                       ScanPoints(store, e.job, s.last_start_ns,
-                                  SaturatingSub(s.last_start_ns, -1)));
-      if (last.points.empty()) {
-        return absl::AbortedError(absl::StrCat(
-            "window of job ", e.job, " at ", s.last_start_ns,
-            " vanished during the query (retention ran); ask again"));
-      }
-      point = std::move(last.points.back());
-    }
-    if (!point.ok()) return WindowError(e.job, s.last_start_ns, point.status());
-    e.latest = *std::move(point);
+    // Only the start until ranking is done: the rest of the point is read
+    // for the entries kept.
+    e.latest.start_ns = s.last_start_ns;
     e.score = by.Score(e.period.stats);
     report.all.Add(e.period);
     entries.push_back(std::move(e));
   }
   report.jobs = static_cast<int64_t>(entries.size());
   RankEntries(entries, top);
+  // Each kept entry shows the last window of the period: for "last D"
+  // nearly always the job's newest, opened above; else one more read.
+  for (FleetEntry& e : entries) {
+    const int64_t last_start = e.latest.start_ns;
+    const auto it =
+        std::lower_bound(latest.jobs.begin(), latest.jobs.end(), e.job);
+    const size_t li = static_cast<size_t>(it - latest.jobs.begin());
+    absl::StatusOr<WindowPoint> point;
+    if (it != latest.jobs.end() && *it == e.job &&
+        views[li].start_ns() == last_start) {
+      point = PointOf(views[li]);
+    } else {
+      ASSIGN_OR_RETURN(
+          ScannedPoints last,
+          ScanPoints(store, e.job, last_start, SaturatingSub(last_start, -1)));
+      if (last.points.empty()) {
+        return absl::AbortedError(absl::StrCat(
+            "window of job ", e.job, " at ", last_start,
+            " vanished during the query (retention ran); ask again"));
+      }
+      point = std::move(last.points.back());
+    }
+    if (!point.ok()) return WindowError(e.job, last_start, point.status());
+    e.latest = *std::move(point);
+  }
   report.entries = std::move(entries);
   return report;
 }

@@ -216,10 +216,10 @@ struct FleetReport {
 // Costs one read of every job's latest window (job-level figures only) plus
 // two seeks per job into the running sums the store keeps per window
 // (WindowStoreReader::PeriodSumsOfEveryJob), whatever the period's length,
-// and one window read per job whose last window in the period is not its
-// newest (docs/query.md#speed). A store without running sums (written before
-// them, opened read-only) is answered as QueryFleetByScan answers it.
-// Errors: kInvalidArgument for an empty period or one longer than
+// and one window read per entry kept whose last window in the period is
+// not its job's newest (docs/query.md#speed). A store without running sums
+// (written before them, opened read-only) is answered as QueryFleetByScan
+// answers it. Errors: kInvalidArgument for an empty period or one longer than
 // kMaxQueryRange; store errors as in window_store.h.
 absl::StatusOr<FleetReport> QueryFleet(const WindowStoreReader& store,
                                        const JobPeriod& period,

@@ -201,6 +201,7 @@ absl::StatusOr<std::unique_ptr<RocksDbWindowStore>> RocksDbWindowStore::Open(
   if (exists && !had_latest && !secondary) {
     RETURN_IF_ERROR(store->PopulateLatest());
   }
+  if (!secondary) RETURN_IF_ERROR(store->BuildRunningSums());
   return store;
 }
 
@@ -301,6 +302,184 @@ absl::StatusOr<std::vector<WindowSummary>> RocksDbWindowStore::LatestBySeeking()
     if (w) out.push_back(std::move(*w));
   }
   return out;
+}
+
+absl::StatusOr<EncodedLatestWindows>
+RocksDbWindowStore::LatestOfEveryJobEncoded() const {
+  EncodedLatestWindows out;
+  if (latest_ == nullptr) {
+    ASSIGN_OR_RETURN(std::vector<WindowSummary> latest, LatestBySeeking());
+    for (const WindowSummary& w : latest) {
+      out.jobs.push_back(w.job);
+      out.windows.Add(w.window.start_ns, EncodeWindowSummary(w));
+    }
+    return out;
+  }
+  // A pass over the whole family (tens of MB for 10,000 jobs): kept out of
+  // the block cache, so that it does not evict what the fleet query reads
+  // next (the running sums' blocks, which a repeated query finds there).
+  rocksdb::ReadOptions ro;
+  ro.fill_cache = false;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, latest_));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    out.jobs.emplace_back(View(it->key()));
+    // The key holds no start; readers take it from the window.
+    out.windows.Add(0, View(it->value()));
+  }
+  RETURN_IF_ERROR(
+      FromRocksDb(it->status(), "reading the latest window of every job"));
+  return out;
+}
+
+absl::StatusOr<bool> RocksDbWindowStore::HasRunningSums() const {
+  rocksdb::PinnableSlice value;
+  const rocksdb::Status s =
+      db_->Get(rocksdb::ReadOptions(), db_->DefaultColumnFamily(),
+               SumsCompleteKey(), &value);
+  if (s.IsNotFound()) return false;
+  RETURN_IF_ERROR(FromRocksDb(s, "reading the running-sums marker"));
+  return true;
+}
+
+absl::StatusOr<std::optional<std::vector<JobPeriodSums>>>
+RocksDbWindowStore::PeriodSumsOfEveryJob(absl::Time begin,
+                                         absl::Time end) const {
+  ASSIGN_OR_RETURN(const bool has_sums, HasRunningSums());
+  if (!has_sums) return std::nullopt;
+  std::vector<JobPeriodSums> out;
+  const std::optional<int64_t> lo = CeilNs(begin);
+  if (!lo || begin >= end) return out;
+  const std::optional<int64_t> hi = CeilNs(end);
+  ASSIGN_OR_RETURN(std::vector<JobInfo> jobs, ListJobs());
+  // One iterator for every job: jobs come in key order, so its seeks move
+  // forward through the family.
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_->NewIterator(rocksdb::ReadOptions(), db_->DefaultColumnFamily()));
+  auto decode =
+      [&](absl::string_view job) -> absl::StatusOr<RunningSumsRecord> {
+    absl::StatusOr<RunningSumsRecord> r = DecodeRunningSums(View(it->value()));
+    if (!r.ok()) {
+      return absl::DataLossError(absl::StrCat("running sums of job ", job, ": ",
+                                              r.status().message()));
+    }
+    return r;
+  };
+  // The newest record of each job, read in one pass beside the job list
+  // (same order): the last record of a period that reaches past the job's
+  // newest window, without a seek into the big range.
+  std::unique_ptr<rocksdb::Iterator> newest(
+      db_->NewIterator(rocksdb::ReadOptions(), db_->DefaultColumnFamily()));
+  const std::string newest_prefix = SumsLastKeyPrefix();
+  newest->Seek(newest_prefix);
+  for (const JobInfo& job : jobs) {
+    // The record's latest start and the sums are written in one batch.
+    if (job.window_count == 0 || job.latest_window_start_ns < *lo) continue;
+    const std::string upper =
+        hi ? SumsKey(job.job, *hi) : SumsKeyLimit(job.job);
+    it->Seek(SumsKey(job.job, *lo));
+    if (!it->Valid() || it->key().compare(upper) >= 0) {
+      RETURN_IF_ERROR(FromRocksDb(it->status(), "reading running sums"));
+      continue;  // No window of the job starts in the period.
+    }
+    ASSIGN_OR_RETURN(const RunningSumsRecord first, decode(job.job));
+    if (!hi || job.latest_window_start_ns < *hi) {
+      const std::string newest_key = SumsLastKey(job.job);
+      while (newest->Valid() && newest->key().starts_with(newest_prefix) &&
+             newest->key().compare(newest_key) < 0) {
+        newest->Next();
+      }
+      if (newest->Valid() && newest->key() == rocksdb::Slice(newest_key)) {
+        int64_t start = 0;
+        absl::StatusOr<RunningSumsRecord> last =
+            DecodeLastRunningSums(View(newest->value()), &start);
+        if (!last.ok()) {
+          return absl::DataLossError(absl::StrCat(
+              "running sums of job ", job.job, ": ", last.status().message()));
+        }
+        // A commit between the two reads moves it on; then seek below.
+        if (start == job.latest_window_start_ns) {
+          JobPeriodSums sums{
+              .job = job.job, .sums = last->through(), .last_start_ns = start};
+          sums.sums.Subtract(first.before);
+          out.push_back(std::move(sums));
+          continue;
+        }
+      }
+      RETURN_IF_ERROR(FromRocksDb(newest->status(), "reading running sums"));
+    }
+    // The last record below `upper`: at or after `first`.
+    it->SeekForPrev(upper);
+    if (it->Valid() && it->key().compare(upper) == 0) it->Prev();
+    absl::string_view key_job;
+    int64_t last_start = 0;
+    if (!it->Valid() || !ParseSumsKey(View(it->key()), &key_job, &last_start) ||
+        key_job != job.job) {
+      RETURN_IF_ERROR(FromRocksDb(it->status(), "reading running sums"));
+      return absl::DataLossError(
+          absl::StrCat("running sums of job ", job.job, " vanished mid-read"));
+    }
+    ASSIGN_OR_RETURN(const RunningSumsRecord last, decode(job.job));
+    JobPeriodSums sums{
+        .job = job.job, .sums = last.through(), .last_start_ns = last_start};
+    sums.sums.Subtract(first.before);
+    out.push_back(std::move(sums));
+  }
+  return out;
+}
+
+absl::Status RocksDbWindowStore::BuildRunningSums() {
+  ASSIGN_OR_RETURN(const bool has_sums, HasRunningSums());
+  if (has_sums) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::vector<JobInfo> jobs, ListJobs());
+  rocksdb::WriteOptions wo;
+  wo.sync = sync_commits_;
+  rocksdb::WriteBatch wb;
+  std::vector<uint64_t> scratch;
+  auto flush = [&]() -> absl::Status {
+    RETURN_IF_ERROR(FromRocksDb(
+        db_->Write(wo, &wb),
+        absl::StrCat("writing the running sums of the windows in ", path_)));
+    wb.Clear();
+    return absl::OkStatus();
+  };
+  for (const JobInfo& job : jobs) {
+    // Whatever an interrupted build left of this job goes first.
+    wb.DeleteRange(db_->DefaultColumnFamily(), SumsKeyPrefix(job.job),
+                   SumsKeyLimit(job.job));
+    RunningSumsRecord record;
+    std::optional<int64_t> last_start;
+    JobWindowRange range(*db_, windows_, job.job, absl::InfinitePast(),
+                         absl::InfiniteFuture());
+    for (; range.Valid(); range.Next()) {
+      absl::string_view key_job;
+      int64_t start_ns = 0;
+      if (!ParseWindowKey(View(range.key()), &key_job, &start_ns)) {
+        return absl::DataLossError(absl::StrCat("malformed window key of job ",
+                                                job.job, " in the store"));
+      }
+      absl::StatusOr<WindowSums> own =
+          SumsOfEncodedWindow(View(range.value()), scratch);
+      if (!own.ok()) {
+        return absl::DataLossError(absl::StrCat("window of job ", job.job,
+                                                " at ", start_ns, ": ",
+                                                own.status().message()));
+      }
+      if (last_start.has_value()) record.before.Add(record.own);
+      record.own = *own;
+      wb.Put(db_->DefaultColumnFamily(), SumsKey(job.job, start_ns),
+             EncodeRunningSums(record));
+      last_start = start_ns;
+    }
+    RETURN_IF_ERROR(FromRocksDb(
+        range.status(), absl::StrCat("scanning the windows of job ", job.job)));
+    if (last_start.has_value()) {
+      wb.Put(db_->DefaultColumnFamily(), SumsLastKey(job.job),
+             EncodeLastRunningSums(*last_start, record));
+    }
+    if (wb.Count() >= 10'000) RETURN_IF_ERROR(flush());
+  }
+  wb.Put(db_->DefaultColumnFamily(), SumsCompleteKey(), "1");
+  return flush();
 }
 
 absl::Status RocksDbWindowStore::PopulateLatest() {

@@ -4,7 +4,8 @@
 //
 // Column families (storage/README.md): `windows` (job, start → WindowSummary),
 // `jobs` (job → JobRecord), `progress` (topic, partition → ProgressRecord),
-// `latest` (job → a copy of its newest window); key layout in window_key.h.
+// `latest` (job → a copy of its newest window), and in `default` the running
+// sums of every window (storage/window_sums.h); key layout in window_key.h.
 #ifndef BUBBLEWATCH_STORAGE_ROCKSDB_WINDOW_STORE_H_
 #define BUBBLEWATCH_STORAGE_ROCKSDB_WINDOW_STORE_H_
 
@@ -58,6 +59,9 @@ class RocksDbWindowStore final : public WindowStore {
   absl::StatusOr<std::optional<WindowSummary>> Latest(
       absl::string_view job) const override;
   absl::StatusOr<std::vector<WindowSummary>> LatestOfEveryJob() const override;
+  absl::StatusOr<EncodedLatestWindows> LatestOfEveryJobEncoded() const override;
+  absl::StatusOr<std::optional<std::vector<JobPeriodSums>>>
+  PeriodSumsOfEveryJob(absl::Time begin, absl::Time end) const override;
   absl::StatusOr<std::vector<JobInfo>> ListJobs() const override;
   absl::StatusOr<std::optional<JobInfo>> Job(
       absl::string_view job) const override;
@@ -97,6 +101,8 @@ class RocksDbWindowStore final : public WindowStore {
           upserted,
       absl::FunctionRef<absl::StatusOr<JobRecord*>(const std::string&)>
           record_of,
+      // Called for each stored window deleted (its running sums go too).
+      absl::FunctionRef<absl::Status(const std::string&, int64_t)> on_delete,
       rocksdb::WriteBatch& wb);
   // Deletes `job`'s windows with start <= newest start - retention_ns
   // (one range delete) and updates its record; adds to `stats`.
@@ -105,6 +111,12 @@ class RocksDbWindowStore final : public WindowStore {
   absl::Status WritableOrError() const;
   // Fills `latest` from the windows, for a store written before it existed.
   absl::Status PopulateLatest();
+  // Builds the running sums of every window (storage/window_sums.h) when
+  // the store lacks them or a build was cut short: a store written before
+  // they existed. Reads every window once.
+  absl::Status BuildRunningSums();
+  // Whether the running sums cover every window (their marker is there).
+  absl::StatusOr<bool> HasRunningSums() const;
   // LatestOfEveryJob without `latest`: one seek per job.
   absl::StatusOr<std::vector<WindowSummary>> LatestBySeeking() const;
 

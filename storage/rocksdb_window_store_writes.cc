@@ -3,12 +3,14 @@
 // Both read-modify-write job records (window count, latest start), so they
 // run under write_mu_; readers never lock.
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -66,6 +68,206 @@ std::optional<int64_t> RetentionCutoff(const JobRecord& r,
   return r.latest_window_start_ns - retention_ns;
 }
 
+absl::string_view View(const rocksdb::Slice& s) { return {s.data(), s.size()}; }
+
+// The running sums (storage/window_sums.h) a Commit changes, kept in memory
+// until the batch is written: the records it read or wrote, per job.
+class RunningSumsUpdate {
+ public:
+  RunningSumsUpdate(rocksdb::DB& db, rocksdb::ColumnFamilyHandle* family)
+      : db_(db), family_(family) {}
+
+  // `job`'s window at `start` now has the sums `own`. `appended`: the
+  // window starts after every window of the job (the usual case: nothing
+  // later to move); `prev_latest` is then the start of the job's latest
+  // window before it, when `has_prev`.
+  absl::Status Set(const std::string& job, int64_t start, const WindowSums& own,
+                   bool appended, bool has_prev, int64_t prev_latest) {
+    Job& js = jobs_[job];
+    if (appended) {
+      RunningSumsRecord record{.before = {}, .own = own};
+      if (has_prev) {
+        ASSIGN_OR_RETURN(Entry * prev, Find(js, job, prev_latest));
+        record.before = prev->record.through();
+      }
+      js.records[start] = Entry{.record = record, .dirty = true};
+      return absl::OkStatus();
+    }
+    RETURN_IF_ERROR(LoadFromPredecessor(js, job, start));
+    auto it = js.records.find(start);
+    if (it != js.records.end()) {
+      // A rewrite: this window and every later one move by the difference.
+      WindowSums delta = own;
+      delta.Subtract(it->second.record.own);
+      if (delta == WindowSums{}) return absl::OkStatus();  // A replay.
+      it->second.record.own = own;
+      it->second.dirty = true;
+      for (++it; it != js.records.end(); ++it) {
+        it->second.record.before.Add(delta);
+        it->second.dirty = true;
+      }
+      return absl::OkStatus();
+    }
+    // A new window before the job's latest (out of order, or older than
+    // what retention kept): after its predecessor, and every later one
+    // moves by its sums.
+    auto next = js.records.upper_bound(start);
+    RunningSumsRecord record{.before = {}, .own = own};
+    if (next != js.records.begin()) {
+      record.before = std::prev(next)->second.record.through();
+    } else if (next != js.records.end()) {
+      record.before = next->second.record.before;
+    }
+    for (auto later = next; later != js.records.end(); ++later) {
+      later->second.record.before.Add(own);
+      later->second.dirty = true;
+    }
+    js.records.emplace(start, Entry{.record = record, .dirty = true});
+    return absl::OkStatus();
+  }
+
+  // `job`'s stored window at `start` is deleted (a tombstone from the
+  // windows topic): its record goes, and every later one moves back by its
+  // sums, so that a period's difference of two records leaves it out.
+  absl::Status Remove(const std::string& job, int64_t start) {
+    Job& js = jobs_[job];
+    RETURN_IF_ERROR(LoadFromPredecessor(js, job, start));
+    auto it = js.records.find(start);
+    if (it == js.records.end()) {
+      return Corrupt(job, start, absl::NotFoundError("missing"));
+    }
+    const WindowSums own = it->second.record.own;
+    for (auto later = std::next(it); later != js.records.end(); ++later) {
+      later->second.record.before.Subtract(own);
+      later->second.dirty = true;
+    }
+    js.records.erase(it);
+    js.removed.push_back(start);
+    return absl::OkStatus();
+  }
+
+  void WriteTo(rocksdb::WriteBatch& wb) const {
+    for (const auto& [job, js] : jobs_) {
+      for (int64_t start : js.removed) wb.Delete(family_, SumsKey(job, start));
+      // Remove loaded every record from the predecessor on: none left
+      // means the job has none at all.
+      if (!js.removed.empty() && js.records.empty()) {
+        wb.Delete(family_, SumsLastKey(job));
+        continue;
+      }
+      bool dirty = !js.removed.empty();
+      for (const auto& [start, entry] : js.records) {
+        if (entry.dirty) {
+          wb.Put(family_, SumsKey(job, start), EncodeRunningSums(entry.record));
+          dirty = true;
+        }
+      }
+      // The job's newest record is the last one here: a window past the
+      // latest is added after its predecessor, and any other change loads
+      // every record after it.
+      if (dirty) {
+        const auto& [start, entry] = *js.records.rbegin();
+        wb.Put(family_, SumsLastKey(job),
+               EncodeLastRunningSums(start, entry.record));
+      }
+    }
+  }
+
+ private:
+  struct Entry {
+    RunningSumsRecord record;
+    bool dirty = false;  // Changed by this batch.
+  };
+  struct Job {
+    // Stored records as read, overlaid with this batch's.
+    std::map<int64_t, Entry> records;
+    // Every stored record of the job starting at or after this is in
+    // `records`; nullopt: none was loaded.
+    std::optional<int64_t> loaded_from;
+    // Starts whose records this batch deletes (Remove).
+    std::vector<int64_t> removed;
+  };
+
+  absl::Status Corrupt(const std::string& job, int64_t start,
+                       const absl::Status& status) {
+    return absl::DataLossError(absl::StrCat("running sums of job ", job, " at ",
+                                            start, ": ", status.message()));
+  }
+
+  // The record at `start`, which must exist.
+  absl::StatusOr<Entry*> Find(Job& js, const std::string& job, int64_t start) {
+    auto it = js.records.find(start);
+    if (it != js.records.end()) return &it->second;
+    rocksdb::PinnableSlice value;
+    const rocksdb::Status s =
+        db_.Get(rocksdb::ReadOptions(), family_, SumsKey(job, start), &value);
+    if (s.IsNotFound()) {
+      return Corrupt(job, start, absl::NotFoundError("missing"));
+    }
+    RETURN_IF_ERROR(FromRocksDb(s, "reading running sums"));
+    absl::StatusOr<RunningSumsRecord> r = DecodeRunningSums(View(value));
+    if (!r.ok()) return Corrupt(job, start, r.status());
+    return &js.records.emplace(start, Entry{.record = *r}).first->second;
+  }
+
+  // Makes `js.records` hold every stored record of `job` from the last one
+  // before `start` (or from the job's first) on.
+  absl::Status LoadFromPredecessor(Job& js, const std::string& job,
+                                   int64_t start) {
+    if (js.loaded_from.has_value()) {
+      if (*js.loaded_from == std::numeric_limits<int64_t>::min()) {
+        return absl::OkStatus();
+      }
+      // A record in [loaded_from, start) is loaded: the stored ones between
+      // it and `start` are too, so the predecessor is known.
+      auto it = js.records.lower_bound(*js.loaded_from);
+      if (it != js.records.end() && it->first < start) return absl::OkStatus();
+    }
+    const std::string lower = SumsKeyPrefix(job);
+    const std::string upper = SumsKeyLimit(job);
+    const rocksdb::Slice lower_slice(lower);
+    const rocksdb::Slice upper_slice(upper);
+    rocksdb::ReadOptions ro;
+    ro.iterate_lower_bound = &lower_slice;
+    ro.iterate_upper_bound = &upper_slice;
+    std::unique_ptr<rocksdb::Iterator> it(db_.NewIterator(ro, family_));
+    const std::string at = SumsKey(job, start);
+    it->SeekForPrev(at);
+    if (it->Valid() && it->key() == rocksdb::Slice(at)) it->Prev();
+    int64_t from = std::numeric_limits<int64_t>::min();
+    if (it->Valid()) {
+      absl::string_view key_job;
+      if (!ParseSumsKey(View(it->key()), &key_job, &from)) {
+        return Corrupt(job, start, absl::InternalError("malformed key"));
+      }
+    } else {
+      RETURN_IF_ERROR(FromRocksDb(it->status(), "reading running sums"));
+      it->SeekToFirst();
+    }
+    for (; it->Valid(); it->Next()) {
+      absl::string_view key_job;
+      int64_t key_start = 0;
+      if (!ParseSumsKey(View(it->key()), &key_job, &key_start)) {
+        return Corrupt(job, start, absl::InternalError("malformed key"));
+      }
+      // From loaded_from on, `records` has them (and this batch's win).
+      if (js.loaded_from.has_value() && key_start >= *js.loaded_from) break;
+      if (js.records.contains(key_start)) continue;
+      absl::StatusOr<RunningSumsRecord> r =
+          DecodeRunningSums(View(it->value()));
+      if (!r.ok()) return Corrupt(job, key_start, r.status());
+      js.records.emplace(key_start, Entry{.record = *r});
+    }
+    RETURN_IF_ERROR(FromRocksDb(it->status(), "reading running sums"));
+    js.loaded_from = from;
+    return absl::OkStatus();
+  }
+
+  rocksdb::DB& db_;
+  rocksdb::ColumnFamilyHandle* const family_;
+  std::map<std::string, Job> jobs_;
+};
+
 }  // namespace
 
 absl::Status RocksDbWindowStore::WritableOrError() const {
@@ -106,9 +308,13 @@ absl::Status RocksDbWindowStore::Commit(const StoreBatch& batch) {
   // and start, for a job whose newest window is deleted (the next newest
   // may be one of these).
   absl::flat_hash_map<std::string, std::map<int64_t, std::string>> upserted;
+  RunningSumsUpdate sums(*db_, db_->DefaultColumnFamily());
+  std::vector<uint64_t> scratch;
   for (const WindowSummary& w : batch.windows) {
     ASSIGN_OR_RETURN(JobRecord * r, record_of(w.job));
     const int64_t start = w.window.start_ns;
+    const bool appended =
+        r->window_count == 0 || start > r->latest_window_start_ns;
     std::string key = WindowKey(w.job, start);
     bool is_new = false;
     if (keys_in_batch.insert(key).second) {
@@ -122,6 +328,7 @@ absl::Status RocksDbWindowStore::Commit(const StoreBatch& batch) {
         is_new = !exists;
       }
     }
+    const int64_t prev_latest_start = r->latest_window_start_ns;
     const bool is_latest =
         r->window_count == 0 || start >= r->latest_window_start_ns;
     if (is_latest) r->latest_window_start_ns = start;
@@ -130,8 +337,13 @@ absl::Status RocksDbWindowStore::Commit(const StoreBatch& batch) {
     } else {
       r->oldest_window_start_ns = std::min(r->oldest_window_start_ns, start);
     }
+    const bool has_prev = r->window_count > 0;
     if (is_new) ++r->window_count;
     const std::string value = EncodeWindowSummary(w);
+    // The sums are read back from the encoding, as a scan reads them.
+    ASSIGN_OR_RETURN(const WindowSums own, SumsOfEncodedWindow(value, scratch));
+    RETURN_IF_ERROR(
+        sums.Set(w.job, start, own, appended, has_prev, prev_latest_start));
     wb.Put(windows_, key, value);
     // A copy for LatestOfEveryJob; a later Put of the same job in this batch
     // wins, and it is only made for a start at least as late.
@@ -139,9 +351,14 @@ absl::Status RocksDbWindowStore::Commit(const StoreBatch& batch) {
     if (!batch.window_deletes.empty()) upserted[w.job][start] = value;
   }
   if (!batch.window_deletes.empty()) {
-    RETURN_IF_ERROR(AddDeletes(batch.window_deletes, keys_in_batch, upserted,
-                               record_of, wb));
+    RETURN_IF_ERROR(AddDeletes(
+        batch.window_deletes, keys_in_batch, upserted, record_of,
+        [&](const std::string& job, int64_t start) {
+          return sums.Remove(job, start);
+        },
+        wb));
   }
+  sums.WriteTo(wb);
   for (const JobUpdate& u : batch.jobs) {
     ASSIGN_OR_RETURN(JobRecord * r, record_of(u.job));
     r->last_event_ns = std::max(r->last_event_ns, u.last_event_ns);
@@ -188,6 +405,7 @@ absl::Status RocksDbWindowStore::AddDeletes(
     const absl::flat_hash_map<std::string, std::map<int64_t, std::string>>&
         upserted,
     absl::FunctionRef<absl::StatusOr<JobRecord*>(const std::string&)> record_of,
+    absl::FunctionRef<absl::Status(const std::string&, int64_t)> on_delete,
     rocksdb::WriteBatch& wb) {
   // job -> the starts of its stored windows this batch deletes.
   absl::flat_hash_map<std::string, absl::flat_hash_set<int64_t>> deleted;
@@ -202,6 +420,7 @@ absl::Status RocksDbWindowStore::AddDeletes(
     ASSIGN_OR_RETURN(const bool exists, WindowExists(key));
     if (!exists) continue;
     deleted[d.job].insert(d.start_ns);
+    RETURN_IF_ERROR(on_delete(d.job, d.start_ns));
     ASSIGN_OR_RETURN(JobRecord * r, record_of(d.job));
     r->window_count = std::max<int64_t>(0, r->window_count - 1);
     wb.Delete(windows_, key);
@@ -359,7 +578,13 @@ absl::Status RocksDbWindowStore::TrimJob(const std::string& job,
   record->oldest_window_start_ns = oldest_kept;
   record->window_count = std::max<int64_t>(0, record->window_count - expired);
   rocksdb::WriteBatch wb;
-  if (expired > 0) wb.DeleteRange(windows_, lower, upper);
+  if (expired > 0) {
+    wb.DeleteRange(windows_, lower, upper);
+    // Their running sums go too; the first kept record's `before` still
+    // counts them, so differences stay exact.
+    wb.DeleteRange(db_->DefaultColumnFamily(), SumsKeyPrefix(job),
+                   SumsKey(job, *cutoff + 1));
+  }
   wb.Put(jobs_, job, EncodeJobRecord(*record));  // At least the new oldest.
   rocksdb::WriteOptions wo;
   wo.sync = sync_commits_;

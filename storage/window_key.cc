@@ -2,6 +2,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace bubblewatch {
 namespace {
@@ -72,5 +73,37 @@ std::string AlertStateKey(absl::string_view key) {
   out.append(key.data(), key.size());
   return out;
 }
+
+namespace {
+constexpr absl::string_view kSumsPrefix("window_sums\0", 12);
+}  // namespace
+
+std::string SumsKey(absl::string_view job, int64_t start_ns) {
+  return absl::StrCat(kSumsPrefix, WindowKey(job, start_ns));
+}
+
+std::string SumsKeyPrefix(absl::string_view job) {
+  return absl::StrCat(kSumsPrefix, WindowKeyPrefix(job));
+}
+
+std::string SumsKeyLimit(absl::string_view job) {
+  return absl::StrCat(kSumsPrefix, WindowKeyLimit(job));
+}
+
+bool ParseSumsKey(absl::string_view key, absl::string_view* job,
+                  int64_t* start_ns) {
+  if (!absl::ConsumePrefix(&key, kSumsPrefix)) return false;
+  return ParseWindowKey(key, job, start_ns);
+}
+
+std::string SumsLastKeyPrefix() {
+  return std::string("window_sums_last\0", 17);
+}
+
+std::string SumsLastKey(absl::string_view job) {
+  return absl::StrCat(SumsLastKeyPrefix(), job);
+}
+
+std::string SumsCompleteKey() { return std::string("meta\0window_sums", 16); }
 
 }  // namespace bubblewatch

@@ -5,6 +5,12 @@
 //   jobs:     job                                → JobRecord
 //   progress: topic '\0' BE32(partition)         → ProgressRecord
 //   default:  "alert_state\0" key                 → alert-state blob (alerts/)
+//   default:  "window_sums\0" job '\0' BE64(start XOR 2^63)
+//                                                → RunningSumsRecord
+//   default:  "window_sums_last\0" job          → BE64 start + the job's
+//                                                  newest RunningSumsRecord
+//   default:  "meta\0window_sums"                 → "1" once the running
+//                                                  sums cover every window
 //
 // Flipping the sign bit and writing big-endian makes bytewise key order equal
 // numeric order of signed start times, so one job's windows between two
@@ -43,6 +49,27 @@ std::string ProgressKey(absl::string_view topic, int32_t partition);
 
 // "alert_state" '\0' + key: alert-state blobs live in the default family.
 std::string AlertStateKey(absl::string_view key);
+
+// "window_sums" '\0' + WindowKey(job, start_ns): the running sums
+// (storage/window_sums.h) of one window, in the default family. Ordered as
+// the windows are. REQUIRES: ValidateJobName(job).ok().
+std::string SumsKey(absl::string_view job, int64_t start_ns);
+// Every sums key of `job` starts with it / is below it.
+std::string SumsKeyPrefix(absl::string_view job);
+std::string SumsKeyLimit(absl::string_view job);
+// Splits a sums key. Returns false if `key` is not one.
+bool ParseSumsKey(absl::string_view key, absl::string_view* job,
+                  int64_t* start_ns);
+// "window_sums_last" '\0' + job: a copy of the running sums of the job's
+// newest window, with its start, in a small contiguous range that a fleet
+// query reads in one pass (and the block cache keeps).
+std::string SumsLastKey(absl::string_view job);
+// Every SumsLastKey starts with it.
+std::string SumsLastKeyPrefix();
+
+// The default-family key whose presence says the running sums cover every
+// stored window (written when a primary has built them).
+std::string SumsCompleteKey();
 
 }  // namespace bubblewatch
 

@@ -50,6 +50,20 @@ absl::Status WindowError(absl::string_view job, int64_t start_ns,
                                           start_ns, ": ", status.message()));
 }
 
+// The job-level point of a window read in place.
+absl::StatusOr<WindowPoint> PointOf(const WindowSummaryView& view) {
+  ASSIGN_OR_RETURN(UtilizationStats stats, view.DecodeJobStats());
+  return WindowPoint{.start_ns = view.start_ns(),
+                     .end_ns = view.end_ns(),
+                     .stats = std::move(stats),
+                     .devices = view.device_count(),
+                     .gpu_events = view.gpu_events(),
+                     .cpu_events = view.cpu_events(),
+                     .late_events = view.late_events(),
+                     .closed_by = view.closed_by(),
+                     .host_skew_ns = view.host_skew_ns()};
+}
+
 absl::StatusOr<ScannedPoints> ScanPoints(const WindowStoreReader& store,
                                          absl::string_view job,
                                          int64_t begin_ns, int64_t end_ns) {
@@ -64,19 +78,11 @@ absl::StatusOr<ScannedPoints> ScanPoints(const WindowStoreReader& store,
     if (!view.ok()) {
       return WindowError(job, out.encoded.start_ns(i), view.status());
     }
-    absl::StatusOr<UtilizationStats> stats = view->DecodeJobStats();
-    if (!stats.ok()) {
-      return WindowError(job, out.encoded.start_ns(i), stats.status());
+    absl::StatusOr<WindowPoint> point = PointOf(*view);
+    if (!point.ok()) {
+      return WindowError(job, out.encoded.start_ns(i), point.status());
     }
-    out.points.push_back(WindowPoint{.start_ns = view->start_ns(),
-                                     .end_ns = view->end_ns(),
-                                     .stats = *std::move(stats),
-                                     .devices = view->device_count(),
-                                     .gpu_events = view->gpu_events(),
-                                     .cpu_events = view->cpu_events(),
-                                     .late_events = view->late_events(),
-                                     .closed_by = view->closed_by(),
-                                     .host_skew_ns = view->host_skew_ns()});
+    out.points.push_back(*std::move(point));
     out.views.push_back(*view);
   }
   return out;
@@ -399,9 +405,9 @@ void RankEntries(std::vector<FleetEntry>& entries, int top) {
 
 }  // namespace
 
-absl::StatusOr<FleetReport> QueryFleet(const WindowStoreReader& store,
-                                       const JobPeriod& period,
-                                       const FleetOrder& by, int top) {
+absl::StatusOr<FleetReport> QueryFleetByScan(const WindowStoreReader& store,
+                                             const JobPeriod& period,
+                                             const FleetOrder& by, int top) {
   RETURN_IF_ERROR(CheckPeriod(period));
   ASSIGN_OR_RETURN(std::vector<WindowSummary> latest, store.LatestOfEveryJob());
   FleetReport report;
@@ -436,6 +442,94 @@ absl::StatusOr<FleetReport> QueryFleet(const WindowStoreReader& store,
   }
   report.jobs = static_cast<int64_t>(entries.size());
   RankEntries(entries, top);
+  report.entries = std::move(entries);
+  return report;
+}
+
+absl::StatusOr<FleetReport> QueryFleet(const WindowStoreReader& store,
+                                       const JobPeriod& period,
+                                       const FleetOrder& by, int top) {
+  RETURN_IF_ERROR(CheckPeriod(period));
+  ASSIGN_OR_RETURN(EncodedLatestWindows latest,
+                   store.LatestOfEveryJobEncoded());
+  std::vector<WindowSummaryView> views;
+  views.reserve(latest.jobs.size());
+  for (size_t i = 0; i < latest.jobs.size(); ++i) {
+    absl::StatusOr<WindowSummaryView> view =
+        WindowSummaryView::Open(latest.windows.bytes(i));
+    if (!view.ok()) {
+      return absl::DataLossError(absl::StrCat("latest window of job ",
+                                              latest.jobs[i], ": ",
+                                              view.status().message()));
+    }
+    views.push_back(*view);
+  }
+  FleetReport report;
+  report.by = by;
+  if (period.last > absl::ZeroDuration()) {
+    if (views.empty()) return report;
+    int64_t anchor = std::numeric_limits<int64_t>::min();
+    for (const WindowSummaryView& v : views) {
+      anchor = std::max(anchor, v.end_ns());
+    }
+    report.to_ns = anchor;
+    report.from_ns =
+        SaturatingSub(anchor, absl::ToInt64Nanoseconds(period.last));
+  } else {
+    report.from_ns = period.from_ns;
+    report.to_ns = period.to_ns;
+  }
+  ASSIGN_OR_RETURN(std::optional<std::vector<JobPeriodSums>> sums,
+                   store.PeriodSumsOfEveryJob(TimeOfNs(report.from_ns),
+                                              TimeOfNs(report.to_ns)));
+  // A store without running sums (written before them, read-only).
+  if (!sums.has_value()) return QueryFleetByScan(store, period, by, top);
+  std::vector<FleetEntry> entries;
+  entries.reserve(sums->size());
+  for (JobPeriodSums& s : *sums) {
+    FleetEntry e{.job = std::move(s.job)};
+    PeriodStats& stats = e.period.stats;
+    stats.windows = s.sums.windows;
+    stats.span_ns = s.sums.span_ns;
+    stats.compute_ns = s.sums.compute_ns;
+    stats.bubble_ns = s.sums.bubble_ns;
+    stats.attribution = s.sums.attribution;
+    e.period.partial_windows = s.sums.partial_windows;
+    e.period.capacity_ns = s.sums.capacity_ns;
+    // Only the start until ranking is done: the rest of the point is read
+    // for the entries kept.
+    e.latest.start_ns = s.last_start_ns;
+    e.score = by.Score(e.period.stats);
+    report.all.Add(e.period);
+    entries.push_back(std::move(e));
+  }
+  report.jobs = static_cast<int64_t>(entries.size());
+  RankEntries(entries, top);
+  // Each kept entry shows the last window of the period: for "last D"
+  // nearly always the job's newest, opened above; else one more read.
+  for (FleetEntry& e : entries) {
+    const int64_t last_start = e.latest.start_ns;
+    const auto it =
+        std::lower_bound(latest.jobs.begin(), latest.jobs.end(), e.job);
+    const size_t li = static_cast<size_t>(it - latest.jobs.begin());
+    absl::StatusOr<WindowPoint> point;
+    if (it != latest.jobs.end() && *it == e.job &&
+        views[li].start_ns() == last_start) {
+      point = PointOf(views[li]);
+    } else {
+      ASSIGN_OR_RETURN(
+          ScannedPoints last,
+          ScanPoints(store, e.job, last_start, SaturatingSub(last_start, -1)));
+      if (last.points.empty()) {
+        return absl::AbortedError(absl::StrCat(
+            "window of job ", e.job, " at ", last_start,
+            " vanished during the query (retention ran); ask again"));
+      }
+      point = std::move(last.points.back());
+    }
+    if (!point.ok()) return WindowError(e.job, last_start, point.status());
+    e.latest = *std::move(point);
+  }
   report.entries = std::move(entries);
   return report;
 }

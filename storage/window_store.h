@@ -34,6 +34,7 @@
 #include "absl/time/time.h"
 #include "schemas/window_summary.h"
 #include "schemas/window_summary_codec.h"
+#include "storage/window_sums.h"
 
 namespace bubblewatch {
 
@@ -180,6 +181,19 @@ class EncodedWindows {
   std::vector<Entry> windows_;
 };
 
+// Every job's newest window, undecoded (LatestOfEveryJobEncoded).
+struct EncodedLatestWindows {
+  std::vector<std::string> jobs;  // Job order.
+  EncodedWindows windows;         // windows.bytes(i) is jobs[i]'s newest.
+};
+
+// One job's sums over a period (PeriodSumsOfEveryJob).
+struct JobPeriodSums {
+  std::string job;
+  WindowSums sums;            // Over the job's windows starting in the period.
+  int64_t last_start_ns = 0;  // The start of the last of them.
+};
+
 // Read access: the processor's store, a secondary instance following it, or
 // a copy of a store.
 class WindowStoreReader {
@@ -219,6 +233,21 @@ class WindowStoreReader {
   // window; never touches older windows.
   virtual absl::StatusOr<std::vector<WindowSummary>> LatestOfEveryJob()
       const = 0;
+
+  // As LatestOfEveryJob, undecoded, for readers that use part of each
+  // window (a fleet ranking: the job-level figures).
+  virtual absl::StatusOr<EncodedLatestWindows> LatestOfEveryJobEncoded()
+      const = 0;
+
+  // The sums of every job's windows whose start is in [begin, end), in job
+  // order, jobs without a window there left out: what a fleet period query
+  // ranks by. Read from the running sums the store keeps beside each window
+  // (storage/window_sums.h): two seeks per job, no window decoded, whatever
+  // the period's length. nullopt when the store has no complete running
+  // sums (a store written before them, opened read-only; a primary builds
+  // them when it opens one): the caller then sums the windows itself.
+  virtual absl::StatusOr<std::optional<std::vector<JobPeriodSums>>>
+  PeriodSumsOfEveryJob(absl::Time begin, absl::Time end) const = 0;
 
   // Returns every known job, in job order.
   virtual absl::StatusOr<std::vector<JobInfo>> ListJobs() const = 0;

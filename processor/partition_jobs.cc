@@ -102,6 +102,11 @@ PartitionJobs::Added PartitionJobs::AddBatch(
   Added added;
   int64_t late = job->windower->Add(*batch, offset, replay, now);
   added.late_counts = job->windower->TakeLateCounts();
+  added.late_collective_counts = job->windower->TakeLateCollectiveCounts();
+  int64_t late_collectives = 0;
+  for (const auto& [window, count] : added.late_collective_counts) {
+    late_collectives += count;
+  }
   int64_t batch_newest_ns = INT64_MIN;
   for (const GpuActivity& a : batch->trace.gpu) {
     batch_newest_ns = std::max(batch_newest_ns, a.end_ns);
@@ -132,6 +137,7 @@ PartitionJobs::Added PartitionJobs::AddBatch(
     stats_->stats.events +=
         static_cast<int64_t>(batch->trace.gpu.size() + batch->trace.cpu.size());
     stats_->stats.late_events += late;
+    stats_->stats.late_collectives += late_collectives;
   }
   added.windows = std::move(done);
   return added;

@@ -114,6 +114,8 @@ class PartitionJobs {
     std::vector<WindowSummary> windows;  // Finalized by the watermark.
     // Window start -> late events of this batch for finalized windows.
     absl::flat_hash_map<int64_t, int64_t> late_counts;
+    // Window start -> late collective records of this batch.
+    absl::flat_hash_map<int64_t, int64_t> late_collective_counts;
   };
   // Adds the accepted `batch` (at `offset` of `part`) to `job`, finalizes
   // what its watermark allows (hosts silent for `host_idle` no longer hold

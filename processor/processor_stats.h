@@ -24,6 +24,9 @@ struct ProcessorStats {
   int64_t replayed_messages = 0;
   int64_t duplicate_batches = 0;
   int64_t late_events = 0;
+  // Collective records that arrived after their window was final
+  // (docs/semantics.md#streaming-collectives).
+  int64_t late_collectives = 0;
   int64_t windows_written = 0;
   // Rejected messages whose dead letter the DLQ topic refused even in its
   // minimal form (logged each; dead_letter.h).

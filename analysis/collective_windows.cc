@@ -31,14 +31,14 @@ WindowCollectives SummarizeWindowCollectives(
   }
   out.stragglers.reserve(analysis.stragglers.size());
   for (const Straggler& s : analysis.stragglers) {
-    out.stragglers.push_back(StragglerWindow{
-        .rank = s.rank,
-        .wait_caused_ns = s.wait_caused_ns,
-        .arrived_last = s.arrived_last,
-        .compute_ns = s.compute_ns,
-        .comm_ns = s.comm_ns,
-        .causes = s.causes,
-        .unattributed_ns = s.unattributed_ns});
+    out.stragglers.push_back(
+        StragglerWindow{.rank = s.rank,
+                        .wait_caused_ns = s.wait_caused_ns,
+                        .arrived_last = s.arrived_last,
+                        .compute_ns = s.compute_ns,
+                        .comm_ns = s.comm_ns,
+                        .causes = s.causes,
+                        .unattributed_ns = s.unattributed_ns});
   }
   return out;
 }

@@ -32,9 +32,9 @@ WindowCollectives SummarizeWindowCollectives(
     const CollectiveAnalysis& analysis);
 
 // The ranks of `traces` (each one source's events that start in the
-// window, unclipped; RanksOfTraces numbers them, `labels` stand in for file names),
-// analyzed when at least two ranks ran a collective kernel on their device;
-// nullopt otherwise, so windows of single-rank jobs stay as they were.
+// window, unclipped; RanksOfTraces numbers them, `labels` stand in for file
+// names), analyzed when at least two ranks ran a collective kernel on their
+// device; nullopt otherwise, so windows of single-rank jobs stay as they were.
 // Errors: as AnalyzeCollectives (e.g. two sources claiming one rank).
 absl::StatusOr<std::optional<WindowCollectives>> AnalyzeWindowCollectives(
     absl::Span<const Trace> traces, absl::Span<const std::string> labels,

@@ -186,6 +186,18 @@ double RankWindow::busy_useful_utilization() const {
          static_cast<double>(span_ns);
 }
 
+absl::string_view WindowCollectiveKeyName(uint8_t key) {
+  switch (key) {
+    case 0:
+      return "pg_seq";
+    case 1:
+      return "pg_order";
+    case 2:
+      return "stream_order";
+  }
+  return "?";
+}
+
 absl::string_view ClosedByName(WindowSummary::ClosedBy closed_by) {
   switch (closed_by) {
     case WindowSummary::ClosedBy::kWatermark:

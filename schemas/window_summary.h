@@ -52,7 +52,7 @@ struct StragglerWindow {
 // The collective analysis of a window of a job whose collective kernels ran
 // on at least two ranks in it (analysis/collective_windows.h).
 struct WindowCollectives {
-  uint8_t key = 0;  // analysis/collectives.h CollectiveKey.
+  uint8_t key = 0;  // analysis/collectives.h CollectiveKey (0, 1, 2).
   int64_t kernels = 0;
   int64_t matched = 0;
   int64_t unmatched = 0;
@@ -98,6 +98,11 @@ struct WindowSummary {
 // difference, e.g. "window.devices[1].stats.attribution[host_sync]: 79 vs 80".
 bool SameWindow(const WindowSummary& a, const WindowSummary& b,
                 std::string* diff = nullptr);
+
+// The name of a WindowCollectives::key, as analysis/collectives.h
+// CollectiveKeyName gives it: "pg_seq", "pg_order", "stream_order" ("?" for
+// another value).
+absl::string_view WindowCollectiveKeyName(uint8_t key);
 
 // The name of `closed_by` for reports and JSON: "watermark", "idle_timeout".
 absl::string_view ClosedByName(WindowSummary::ClosedBy closed_by);

@@ -18,6 +18,9 @@
 #include "processor/batch_validator.h"
 #include "processor/job_windower.h"
 #include "schemas/window_summary_codec.h"
+#include "storage/window_queries.h"
+#include "storage/window_store.h"
+#include "tests/testing/temp_dir.h"
 
 namespace bubblewatch {
 namespace {
@@ -233,8 +236,8 @@ TEST(JobWindowerCollectives, StragglerWindowsEqualTheOfflineOracle) {
     WindowerOptions options;
     options.window_ns = 100'000'000;
     options.lateness_ns = 30'000'000;
-    std::vector<WindowSummary> windows = Stream(
-        Batches(sources, 200, static_cast<uint32_t>(cause)), options);
+    std::vector<WindowSummary> windows =
+        Stream(Batches(sources, 200, static_cast<uint32_t>(cause)), options);
     ASSERT_GT(windows.size(), 15u);
     const int analyzed = ExpectWindowsEqualTheOracle(sources, windows);
     EXPECT_GE(analyzed, static_cast<int>(windows.size()) - 1);
@@ -242,8 +245,8 @@ TEST(JobWindowerCollectives, StragglerWindowsEqualTheOfflineOracle) {
     // planted wait (each window loses its first instance, which has no
     // earlier sync point in the window).
     options.window_ns = 1'000'000'000;
-    windows = Stream(Batches(sources, 200, static_cast<uint32_t>(cause)),
-                     options);
+    windows =
+        Stream(Batches(sources, 200, static_cast<uint32_t>(cause)), options);
     EXPECT_GE(ExpectWindowsEqualTheOracle(sources, windows), 2);
     int64_t blamed = 0;
     for (const WindowSummary& w : windows) {
@@ -265,6 +268,76 @@ TEST(JobWindowerCollectives, StragglerWindowsEqualTheOfflineOracle) {
     }
     EXPECT_GE(static_cast<double>(blamed),
               0.95 * static_cast<double>(truth.planted_wait_ns));
+  }
+}
+
+// Through the store: the windows of a straggler job, committed and read back
+// by QueryJob, name the planted rank first among the period's stragglers
+// with the planted cause carrying >= 95 % of the planted wait; each rank's
+// period figures are the sums of its windows'.
+TEST(JobWindowerCollectives, QueryJobNamesThePlantedStragglerAndCause) {
+  StragglerJobOptions job = Job(4, 2, 400, 3);
+  job.late_from_step = 100;
+  job.late_until_step = 300;
+  job.cause = StragglerCause::kHostSync;
+  job.host_skew_ns = {0, -4'000'000};
+  StragglerTruth truth;
+  std::vector<Source> sources = StragglerSources(job, &truth);
+  WindowerOptions options;
+  options.window_ns = 1'000'000'000;
+  options.lateness_ns = 100'000'000;
+  std::vector<WindowSummary> windows =
+      Stream(Batches(sources, 300, /*seed=*/9), options);
+  ASSERT_GE(windows.size(), 3u);
+  testing::TempDir dir;
+  absl::StatusOr<std::unique_ptr<WindowStore>> store =
+      OpenRocksDbWindowStore(dir.path());
+  ASSERT_TRUE(store.ok()) << store.status();
+  StoreBatch batch;
+  batch.windows = windows;
+  batch.jobs.push_back(JobUpdate{.job = "job",
+                                 .last_event_ns = truth.end_ns,
+                                 .last_seen_wall = absl::Now()});
+  ASSERT_TRUE((*store)->Commit(batch).ok());
+  absl::StatusOr<JobReport> report =
+      QueryJob(**store, "job", JobPeriod::Last(absl::Hours(1)));
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->windows.size(), windows.size());
+  ASSERT_TRUE(report->collectives.has_value());
+  const WindowCollectives& period = *report->collectives;
+  ASSERT_FALSE(period.stragglers.empty());
+  EXPECT_EQ(period.stragglers[0].rank, truth.late_rank);
+  const int64_t host_sync =
+      period.stragglers[0].causes[static_cast<int>(BubbleCause::kHostSync)];
+  EXPECT_GE(static_cast<double>(host_sync),
+            0.95 * static_cast<double>(truth.planted_wait_ns));
+  ASSERT_EQ(period.ranks.size(), 4u);
+  for (const RankWindow& r : period.ranks) {
+    int64_t wait = 0;
+    int64_t caused = 0;
+    for (const WindowSummary& w : windows) {
+      if (!w.collectives) continue;
+      for (const RankWindow& x : w.collectives->ranks) {
+        if (x.rank != r.rank) continue;
+        wait += x.comm_wait_ns;
+        caused += x.wait_caused_ns;
+      }
+    }
+    EXPECT_EQ(r.comm_wait_ns, wait) << "rank " << r.rank;
+    EXPECT_EQ(r.wait_caused_ns, caused) << "rank " << r.rank;
+    EXPECT_EQ(r.host, sources[r.rank].host);
+  }
+  // The late rank waits least and causes the wait of the others.
+  EXPECT_GT(period.ranks[truth.late_rank].wait_caused_ns,
+            period.ranks[0].wait_caused_ns);
+}
+
+TEST(JobWindowerCollectives, StoredKeyNamesAreTheAnalyzersNames) {
+  for (CollectiveKey key :
+       {CollectiveKey::kProcessGroupSeq, CollectiveKey::kProcessGroupOrder,
+        CollectiveKey::kStreamOrder}) {
+    EXPECT_EQ(WindowCollectiveKeyName(static_cast<uint8_t>(key)),
+              CollectiveKeyName(key));
   }
 }
 
@@ -305,8 +378,8 @@ TEST(JobWindowerCollectives, LateCollectiveRecordsAreCountedNotUsed) {
       windows.push_back(std::move(w));
   }
   ASSERT_FALSE(windows.empty());
-  const int64_t window = WindowStartOf(late.trace.collectives.front().start_ns,
-                                       options.window_ns);
+  const int64_t window =
+      WindowStartOf(late.trace.collectives.front().start_ns, options.window_ns);
   ASSERT_LT(window, windower.finalized_through_ns());
   windower.Add(late, offset++, /*replay=*/false, now);
   absl::flat_hash_map<int64_t, int64_t> counts =
@@ -351,7 +424,8 @@ TEST(JobWindowerCollectives, RestartsAtEveryBatchGiveTheUninterruptedWindows) {
   const std::vector<WindowSummary> live_idle = live.FinalizeAll();
   int with_collectives = 0;
   for (const auto& ws : live_after) {
-    for (const WindowSummary& w : ws) with_collectives += w.collectives.has_value();
+    for (const WindowSummary& w : ws)
+      with_collectives += w.collectives.has_value();
   }
   ASSERT_GT(with_collectives, 5);
   JobWindower before("job", options);

@@ -389,6 +389,8 @@ std::optional<WindowCollectives> JobWindower::AnalyzeCollectivesOf(
       AnalyzeWindowCollectives(present, labels);
   if (!result.ok()) {
     ++collective_errors_;
+    ++untaken_collective_errors_;
+    last_collective_error_ = std::string(result.status().message());
     return std::nullopt;
   }
   return *std::move(result);
@@ -398,6 +400,13 @@ absl::flat_hash_map<int64_t, int64_t> JobWindower::TakeLateCounts() {
   absl::flat_hash_map<int64_t, int64_t> out;
   out.swap(late_);
   return out;
+}
+
+int64_t JobWindower::TakeCollectiveErrors(std::string* last_reason) {
+  const int64_t n = untaken_collective_errors_;
+  untaken_collective_errors_ = 0;
+  if (last_reason != nullptr) *last_reason = last_collective_error_;
+  return n;
 }
 
 absl::flat_hash_map<int64_t, int64_t> JobWindower::TakeLateCollectiveCounts() {

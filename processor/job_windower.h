@@ -137,8 +137,11 @@ class JobWindower {
   }
   size_t buffered_collectives() const { return collectives_.size(); }
   // Windows whose collective analysis refused the ranks (e.g. two sources
-  // claiming one rank): stored without collectives, counted here.
+  // claiming one rank): stored without collectives, counted here (in all,
+  // and since the last TakeCollectiveErrors, which also gives the last
+  // reason).
   int64_t collective_errors() const { return collective_errors_; }
+  int64_t TakeCollectiveErrors(std::string* last_reason = nullptr);
   absl::Time last_activity() const { return last_activity_; }
   // HostSkewNs as of the last windows closed by the watermark (what those
   // windows store as host_skew_ns).
@@ -191,6 +194,8 @@ class JobWindower {
   std::vector<uint32_t> collective_source_;
   absl::flat_hash_map<int64_t, int64_t> late_collectives_;
   int64_t collective_errors_ = 0;
+  int64_t untaken_collective_errors_ = 0;
+  std::string last_collective_error_;
   absl::flat_hash_map<std::string, HostClock> hosts_;
   absl::flat_hash_map<int64_t, int64_t> late_;
   int64_t finalized_through_ns_ = INT64_MIN;

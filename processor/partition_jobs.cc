@@ -123,6 +123,7 @@ PartitionJobs::Added PartitionJobs::AddBatch(
   part.ledger.NoteEvent(batch_newest_ns);
   std::vector<WindowSummary> done =
       job->windower->FinalizeReady(now, host_idle);
+  NoteCollectiveErrors(job_name, *job);
   job->state.finalized_through_ns = job->windower->finalized_through_ns();
   if (!done.empty()) {
     ForgetOldProducers(job->state);
@@ -141,6 +142,18 @@ PartitionJobs::Added PartitionJobs::AddBatch(
   }
   added.windows = std::move(done);
   return added;
+}
+
+void PartitionJobs::NoteCollectiveErrors(const std::string& name,
+                                         JobEntry& job) {
+  std::string reason;
+  const int64_t errors = job.windower->TakeCollectiveErrors(&reason);
+  if (errors == 0) return;
+  spdlog::warn(
+      "job {}: {} window(s) stored without their collective analysis: {}", name,
+      errors, reason);
+  absl::MutexLock lock(&stats_->mu);
+  stats_->stats.collective_errors += errors;
 }
 
 void PartitionJobs::NoteHostSkew(const std::string& name, JobEntry& job,
@@ -220,6 +233,7 @@ int PartitionJobs::CloseIdle(absl::Time now,
     for (WindowSummary& w : job.windower->FinalizeAll()) {
       windows.push_back(std::move(w));
     }
+    NoteCollectiveErrors(name, job);
     job.state.finalized_through_ns = job.windower->finalized_through_ns();
     spdlog::info("job {} idle for {}: closed through {}", name,
                  absl::FormatDuration(options_.idle_timeout),

@@ -141,6 +141,9 @@ class PartitionJobs {
  private:
   // Measures the host skew of `job` (its windows just closed), logs a
   // warning when it is over options.skew_warning and updates the stats.
+  // Counts (ProcessorStats::collective_errors) and logs the windows whose
+  // collective analysis refused the job's ranks since the last call.
+  void NoteCollectiveErrors(const std::string& name, JobEntry& job);
   void NoteHostSkew(const std::string& name, JobEntry& job, absl::Time now,
                     absl::Duration host_idle);
   // Forgets the producers of `state` whose newest event lies more than

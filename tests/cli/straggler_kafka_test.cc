@@ -61,10 +61,10 @@ TEST(StragglerKafka, QueryJobNamesThePlantedRankAndCause) {
   const std::string store = dir.Sub("store");
   auto process = RunBubblewatch(
       "process --brokers " + brokers + " --topic " + topic + " --group " +
-      topic + " --windows-topic '' --dlq-topic " + topic +
-      ".dlq --store '" + store + "' --idle-timeout " +
-      testing::ScaledFlag(absl::Seconds(3)) + " --exit-when-idle " +
-      testing::ScaledFlag(absl::Seconds(4)) + " --log-level warn");
+      topic + " --windows-topic '' --dlq-topic " + topic + ".dlq --store '" +
+      store + "' --idle-timeout " + testing::ScaledFlag(absl::Seconds(3)) +
+      " --exit-when-idle " + testing::ScaledFlag(absl::Seconds(4)) +
+      " --log-level warn");
   ASSERT_EQ(process.exit_code, 0) << process.err;
 
   double planted = 0;
@@ -72,8 +72,8 @@ TEST(StragglerKafka, QueryJobNamesThePlantedRankAndCause) {
   simdjson::dom::parser parser;
   for (const Truth& t : truth) {
     SCOPED_TRACE(t.job + " rank " + std::to_string(t.rank) + " " + t.cause);
-    auto q = RunBubblewatch("query job " + t.job + " --json --store '" +
-                            store + "'");
+    auto q = RunBubblewatch("query job " + t.job + " --json --store '" + store +
+                            "'");
     ASSERT_EQ(q.exit_code, 0) << q.err;
     simdjson::dom::element doc = parser.parse(q.out);
     simdjson::dom::array stragglers;
@@ -101,9 +101,10 @@ TEST(StragglerKafka, QueryJobNamesThePlantedRankAndCause) {
   EXPECT_GT(planted, 0);
   EXPECT_GE(attributed, 0.95 * planted)
       << "attributed " << attributed << " of " << planted << " ns planted";
-  std::printf("planted straggler wait attributed to the planted rank and "
-              "cause: %.4f of %.0f ms\n",
-              attributed / planted, planted / 1e6);
+  std::printf(
+      "planted straggler wait attributed to the planted rank and "
+      "cause: %.4f of %.0f ms\n",
+      attributed / planted, planted / 1e6);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "analysis/collectives.h"
 #include "analysis/window_accumulator.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ingest/batched_trace.h"
 #include "ingest/synthetic/synthetic_straggler.h"
@@ -330,6 +331,38 @@ TEST(JobWindowerCollectives, QueryJobNamesThePlantedStragglerAndCause) {
   // The late rank waits least and causes the wait of the others.
   EXPECT_GT(period.ranks[truth.late_rank].wait_caused_ns,
             period.ranks[0].wait_caused_ns);
+}
+
+// Bad input: two hosts claiming one rank. The windows are stored without a
+// collective analysis, each counted with the reason; nothing crashes.
+TEST(JobWindowerCollectives, ARankClaimedByTwoHostsIsCountedNotAnalyzed) {
+  std::vector<Source> sources = StragglerSources(Job(2, 1, 100, 1));
+  sources[1].rank = 0;  // Host 1 says it is rank 0 too.
+  WindowerOptions options;
+  options.window_ns = 100'000'000;
+  options.lateness_ns = 30'000'000;
+  JobWindower windower("job", options);
+  const absl::Time now = absl::UnixEpoch();
+  int64_t offset = 0;
+  size_t windows = 0;
+  for (const DecodedBatch& b : Batches(sources, 200, 1)) {
+    windower.Add(b, offset++, /*replay=*/false, now);
+    for (const WindowSummary& w : windower.FinalizeReady(now, absl::Hours(1))) {
+      EXPECT_FALSE(w.collectives.has_value());
+      ++windows;
+    }
+  }
+  for (const WindowSummary& w : windower.FinalizeAll()) {
+    EXPECT_FALSE(w.collectives.has_value());
+    ++windows;
+  }
+  ASSERT_GT(windows, 3u);
+  std::string reason;
+  EXPECT_EQ(windower.TakeCollectiveErrors(&reason),
+            static_cast<int64_t>(windows));
+  EXPECT_THAT(reason, ::testing::HasSubstr("rank 0 appears twice"));
+  EXPECT_EQ(windower.TakeCollectiveErrors(), 0);
+  EXPECT_EQ(windower.collective_errors(), static_cast<int64_t>(windows));
 }
 
 TEST(JobWindowerCollectives, StoredKeyNamesAreTheAnalyzersNames) {

@@ -315,8 +315,9 @@ void JobWindower::Evict() {
   trace_.cpu.resize(out);
   cpu_offset_.resize(out);
   cpu_source_.resize(out);
-  // Collective records by the rule of GPU activities: a window still open
-  // needs only those starting in it (they end after the edge).
+  // Collective records by the lateness rule of events (without the
+  // last-kernel exception: a window still open needs only the records that
+  // start in it, and they end after the edge).
   out = 0;
   for (size_t i = 0; i < collectives_.size(); ++i) {
     if (collectives_[i].end_ns < cutoff) continue;

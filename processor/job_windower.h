@@ -188,7 +188,8 @@ class JobWindower {
   std::vector<std::pair<std::string, int32_t>> sources_;
   absl::flat_hash_map<std::pair<std::string, int32_t>, uint32_t> source_ids_;
   // Buffered collective records (names in trace_'s table), with their batch
-  // offset and source; evicted by the rule of GPU activities.
+  // offset and source; kept while they end within the lateness before the
+  // finalized edge.
   std::vector<CollectiveKernel> collectives_;
   std::vector<int64_t> collective_offset_;
   std::vector<uint32_t> collective_source_;

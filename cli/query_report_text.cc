@@ -45,6 +45,59 @@ void AppendCauses(std::string& out, const PeriodStats& p) {
   }
 }
 
+// The dominant part of a straggler's caused wait: compute, comm, a bubble
+// cause or unattributed, with its share.
+std::string StragglerCauseText(const StragglerWindow& s) {
+  std::string name = "compute";
+  int64_t most = s.compute_ns;
+  if (s.comm_ns > most) {
+    name = "comm";
+    most = s.comm_ns;
+  }
+  for (BubbleCause c : kAllBubbleCauses) {
+    if (s.causes[static_cast<int>(c)] > most) {
+      name = std::string(BubbleCauseName(c));
+      most = s.causes[static_cast<int>(c)];
+    }
+  }
+  if (s.unattributed_ns > most) {
+    name = "(no excess)";
+    most = s.unattributed_ns;
+  }
+  return absl::StrCat(
+      name, " ",
+      Percent(s.wait_caused_ns > 0 ? double(most) / s.wait_caused_ns : 0.0));
+}
+
+// The per-rank table and the stragglers of a multi-rank job's period
+// (docs/semantics.md#streaming-collectives).
+void AppendRanks(std::string& out, const WindowCollectives& c, bool color) {
+  absl::StrAppend(&out, "\n", Bold(color, "Ranks"), " (", c.used, " of ",
+                  c.matched + c.unmatched,
+                  " collective instances used; waits from the windows)\n");
+  absl::StrAppendFormat(&out, "  %5s %-20s %4s %7s %12s %12s %12s %12s %6s\n",
+                        "rank", "host", "dev", "useful", "comm wait",
+                        "comm exposed", "comm", "wait caused", "last");
+  for (const RankWindow& r : c.ranks) {
+    absl::StrAppendFormat(
+        &out, "  %5d %-20s %4d %7s %12s %12s %12s %12s %6d\n", r.rank,
+        r.host.empty() ? "-" : r.host, r.device,
+        Percent(r.busy_useful_utilization()), HumanDuration(r.comm_wait_ns),
+        HumanDuration(r.comm_exposed_ns), HumanDuration(r.comm_ns),
+        HumanDuration(r.wait_caused_ns), r.arrived_last);
+  }
+  if (c.stragglers.empty()) return;
+  absl::StrAppend(&out, "\n", Bold(color, "Stragglers"),
+                  " (the wait each rank caused, and what made it late)\n");
+  absl::StrAppendFormat(&out, "  %5s %12s %6s  %s\n", "rank", "wait caused",
+                        "last", "dominant cause");
+  for (const StragglerWindow& s : c.stragglers) {
+    absl::StrAppendFormat(&out, "  %5d %12s %6d  %s\n", s.rank,
+                          HumanDuration(s.wait_caused_ns), s.arrived_last,
+                          StragglerCauseText(s));
+  }
+}
+
 }  // namespace
 
 std::string RenderJobReportText(const JobReport& r, const JobTextOptions& o) {
@@ -109,6 +162,8 @@ std::string RenderJobReportText(const JobReport& r, const JobTextOptions& o) {
                             b.blamed.empty() ? "-" : b.blamed);
     }
   }
+
+  if (r.collectives.has_value()) AppendRanks(out, *r.collectives, o.color);
 
   if (std::optional<BubbleCause> c = DominantCause(s.attribution)) {
     absl::StrAppend(

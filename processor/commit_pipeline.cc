@@ -143,7 +143,8 @@ absl::Status CommitPipeline::AddLateUpdates(StoreBatch& batch) {
       batch.windows.push_back(std::move(stored.front()));
       target = &batch.windows.back();
     }
-    target->late_events += count;
+    target->late_events += count.events;
+    target->late_collectives += count.collectives;
   }
   pending_late_.clear();
   return absl::OkStatus();

@@ -72,12 +72,18 @@ class CommitPipeline {
 
   // Windows finalized since the last commit (the loop appends to it).
   std::vector<WindowSummary>& pending_windows() { return pending_windows_; }
-  // Late events of `job`'s finalized windows (window start -> count), to be
-  // added to the stored windows at the next commit.
-  void AddLateCounts(const std::string& job,
-                     const absl::flat_hash_map<int64_t, int64_t>& counts) {
+  // Late events and late collective records of `job`'s finalized windows
+  // (window start -> count), to be added to the stored windows at the next
+  // commit.
+  void AddLateCounts(
+      const std::string& job,
+      const absl::flat_hash_map<int64_t, int64_t>& counts,
+      const absl::flat_hash_map<int64_t, int64_t>& collective_counts = {}) {
     for (const auto& [window, count] : counts) {
-      pending_late_[{job, window}] += count;
+      pending_late_[{job, window}].events += count;
+    }
+    for (const auto& [window, count] : collective_counts) {
+      pending_late_[{job, window}].collectives += count;
     }
   }
   // Something changed (a message, a job closed): the next Commit writes.
@@ -135,7 +141,12 @@ class CommitPipeline {
   absl::Status store_failed_;
   std::vector<WindowSummary> pending_windows_;
   // (job, window start) -> late events not yet written.
-  absl::flat_hash_map<std::pair<std::string, int64_t>, int64_t> pending_late_;
+  struct LateCounts {
+    int64_t events = 0;
+    int64_t collectives = 0;
+  };
+  absl::flat_hash_map<std::pair<std::string, int64_t>, LateCounts>
+      pending_late_;
   bool uncommitted_ = false;
   absl::Time last_job_expiry_ = absl::Now();
 };

@@ -1,10 +1,12 @@
 #include "processor/job_windower.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "analysis/bubble_analyzer.h"
+#include "analysis/collective_windows.h"
 #include "analysis/window_accumulator.h"
 #include "base/check.h"
 
@@ -38,6 +40,7 @@ int64_t JobWindower::Add(const DecodedBatch& batch, int64_t offset, bool replay,
   if (clock.host.empty()) clock.host = batch.header.host;
   clock.last_seen = now;
   last_activity_ = now;
+  const uint32_t source = SourceOf(batch.header);
   if (trace_.rank < 0) trace_.rank = batch.header.rank;
   if (trace_.world_size < 0) trace_.world_size = batch.header.world_size;
   // An event entirely inside finalized windows no longer counts in any
@@ -69,6 +72,7 @@ int64_t JobWindower::Add(const DecodedBatch& batch, int64_t offset, bool replay,
     copy.name = remap[a.name];
     trace_.gpu.push_back(copy);
     gpu_offset_.push_back(offset);
+    gpu_source_.push_back(source);
   }
   for (const CpuEvent& e : in.cpu) {
     clock.max_start_ns = std::max(clock.max_start_ns, e.start_ns);
@@ -79,6 +83,27 @@ int64_t JobWindower::Add(const DecodedBatch& batch, int64_t offset, bool replay,
     copy.name = remap[e.name];
     trace_.cpu.push_back(copy);
     cpu_offset_.push_back(offset);
+    cpu_source_.push_back(source);
+  }
+  auto optional_name = [&remap](NameId id) {
+    return id == kNoName ? id : remap[id];
+  };
+  for (const CollectiveKernel& c : in.collectives) {
+    // Its window's analysis has run without it: counted, never used
+    // (docs/semantics.md#streaming-collectives).
+    if (!replay && finalized_through_ns_ != INT64_MIN &&
+        c.start_ns < finalized_through_ns_) {
+      ++late_collectives_[WindowStartOf(c.start_ns, options_.window_ns)];
+    }
+    CollectiveKernel copy = c;
+    copy.kernel_name = remap[c.kernel_name];
+    copy.collective = optional_name(c.collective);
+    copy.process_group = optional_name(c.process_group);
+    copy.group_ranks = optional_name(c.group_ranks);
+    copy.dtype = optional_name(c.dtype);
+    collectives_.push_back(copy);
+    collective_offset_.push_back(offset);
+    collective_source_.push_back(source);
   }
   // Between finalizations nothing else evicts: what a replayed or late
   // batch brought behind the edge goes now, by the rule that applies to all.
@@ -213,6 +238,9 @@ std::vector<WindowSummary> JobWindower::Finalize(
         if (e.start_ns >= w.start_ns && e.start_ns < w.end_ns)
           ++summary.cpu_events;
       }
+      if (!collectives_.empty()) {
+        summary.collectives = AnalyzeCollectivesOf(w.start_ns, w.end_ns);
+      }
       summary.window = std::move(w);
       out.push_back(std::move(summary));
     }
@@ -262,10 +290,12 @@ void JobWindower::Evict() {
     if (a.correlation != kNoCorrelation) kept_kernels.insert(a.correlation);
     trace_.gpu[out] = a;
     gpu_offset_[out] = gpu_offset_[i];
+    gpu_source_[out] = gpu_source_[i];
     ++out;
   }
   trace_.gpu.resize(out);
   gpu_offset_.resize(out);
+  gpu_source_.resize(out);
   out = 0;
   for (size_t i = 0; i < trace_.cpu.size(); ++i) {
     const CpuEvent& e = trace_.cpu[i];
@@ -279,10 +309,92 @@ void JobWindower::Evict() {
     NoteOpen(e.start_ns, e.end_ns);
     trace_.cpu[out] = e;
     cpu_offset_[out] = cpu_offset_[i];
+    cpu_source_[out] = cpu_source_[i];
     ++out;
   }
   trace_.cpu.resize(out);
   cpu_offset_.resize(out);
+  cpu_source_.resize(out);
+  // Collective records by the lateness rule of events (without the
+  // last-kernel exception: a window still open needs only the records that
+  // start in it, and they end after the edge).
+  out = 0;
+  for (size_t i = 0; i < collectives_.size(); ++i) {
+    if (collectives_[i].end_ns < cutoff) continue;
+    collectives_[out] = collectives_[i];
+    collective_offset_[out] = collective_offset_[i];
+    collective_source_[out] = collective_source_[i];
+    ++out;
+  }
+  collectives_.resize(out);
+  collective_offset_.resize(out);
+  collective_source_.resize(out);
+}
+
+uint32_t JobWindower::SourceOf(const BatchHeader& header) {
+  auto [it, inserted] = source_ids_.try_emplace(
+      std::pair(header.host, header.rank), sources_.size());
+  if (inserted) sources_.emplace_back(header.host, header.rank);
+  return it->second;
+}
+
+std::optional<WindowCollectives> JobWindower::AnalyzeCollectivesOf(
+    int64_t start_ns, int64_t end_ns) {
+  auto inside = [&](int64_t t) { return t >= start_ns && t < end_ns; };
+  // Without a collective record in the window nothing else is cut.
+  if (std::none_of(
+          collectives_.begin(), collectives_.end(),
+          [&](const CollectiveKernel& c) { return inside(c.start_ns); })) {
+    return std::nullopt;
+  }
+  // One trace per source with events in the window, ordered by (rank, host)
+  // so that the ranks are numbered the same on every replay.
+  std::vector<uint32_t> order(sources_.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    return std::tie(sources_[a].second, sources_[a].first) <
+           std::tie(sources_[b].second, sources_[b].first);
+  });
+  std::vector<Trace> traces(sources_.size());
+  std::vector<bool> used(sources_.size(), false);
+  for (size_t i = 0; i < trace_.gpu.size(); ++i) {
+    if (!inside(trace_.gpu[i].start_ns)) continue;
+    traces[gpu_source_[i]].gpu.push_back(trace_.gpu[i]);
+    used[gpu_source_[i]] = true;
+  }
+  for (size_t i = 0; i < trace_.cpu.size(); ++i) {
+    if (!inside(trace_.cpu[i].start_ns)) continue;
+    traces[cpu_source_[i]].cpu.push_back(trace_.cpu[i]);
+    used[cpu_source_[i]] = true;
+  }
+  for (size_t i = 0; i < collectives_.size(); ++i) {
+    if (!inside(collectives_[i].start_ns)) continue;
+    traces[collective_source_[i]].collectives.push_back(collectives_[i]);
+    used[collective_source_[i]] = true;
+  }
+  std::vector<Trace> present;
+  std::vector<std::string> labels;
+  for (uint32_t source : order) {
+    if (!used[source]) continue;
+    Trace& t = traces[source];
+    t.names = trace_.names;
+    t.job = job_;
+    t.host = sources_[source].first;
+    t.rank = sources_[source].second;
+    t.world_size = trace_.world_size;
+    labels.push_back(
+        absl::StrCat(sources_[source].first, "/", sources_[source].second));
+    present.push_back(std::move(t));
+  }
+  absl::StatusOr<std::optional<WindowCollectives>> result =
+      AnalyzeWindowCollectives(present, labels);
+  if (!result.ok()) {
+    ++collective_errors_;
+    ++untaken_collective_errors_;
+    last_collective_error_ = std::string(result.status().message());
+    return std::nullopt;
+  }
+  return *std::move(result);
 }
 
 absl::flat_hash_map<int64_t, int64_t> JobWindower::TakeLateCounts() {
@@ -291,8 +403,24 @@ absl::flat_hash_map<int64_t, int64_t> JobWindower::TakeLateCounts() {
   return out;
 }
 
+int64_t JobWindower::TakeCollectiveErrors(std::string* last_reason) {
+  const int64_t n = untaken_collective_errors_;
+  untaken_collective_errors_ = 0;
+  if (last_reason != nullptr) *last_reason = last_collective_error_;
+  return n;
+}
+
+absl::flat_hash_map<int64_t, int64_t> JobWindower::TakeLateCollectiveCounts() {
+  absl::flat_hash_map<int64_t, int64_t> out;
+  out.swap(late_collectives_);
+  return out;
+}
+
 std::optional<int64_t> JobWindower::ResumeOffset() const {
   std::optional<int64_t> lowest;
+  for (int64_t o : collective_offset_) {
+    if (!lowest || o < *lowest) lowest = o;
+  }
   for (int64_t o : gpu_offset_) {
     if (!lowest || o < *lowest) lowest = o;
   }

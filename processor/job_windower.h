@@ -29,6 +29,16 @@
 // windows can crash anywhere, replay from ResumeOffset() and reach the same
 // state.
 //
+// Collectives (docs/semantics.md#streaming-collectives): the windower also
+// buffers the batches' collective records and remembers which (host, rank)
+// sent each event. When a window closes and at least two ranks ran
+// collective kernels in it, each rank's events that start in the window are
+// analyzed by AnalyzeWindowCollectives (analysis/collective_windows.h) and
+// the result is stored in the window; jobs without collective records pay
+// nothing. A collective record that starts in a finalized window arrives
+// too late for its instance to be matched: it is counted
+// (TakeLateCollectiveCounts, the window's late_collectives), not used.
+//
 // Thread safety: none; one owner.
 #ifndef BUBBLEWATCH_PROCESSOR_JOB_WINDOWER_H_
 #define BUBBLEWATCH_PROCESSOR_JOB_WINDOWER_H_
@@ -90,6 +100,9 @@ class JobWindower {
 
   // Late events since the last call, by window start.
   absl::flat_hash_map<int64_t, int64_t> TakeLateCounts();
+  // Late collective records since the last call, by window start (records
+  // starting in a finalized window; not counted again on replay).
+  absl::flat_hash_map<int64_t, int64_t> TakeLateCollectiveCounts();
 
   // The lowest offset of a batch that still has buffered events; nullopt if
   // nothing is buffered.
@@ -122,6 +135,13 @@ class JobWindower {
   size_t buffered_events() const {
     return trace_.gpu.size() + trace_.cpu.size();
   }
+  size_t buffered_collectives() const { return collectives_.size(); }
+  // Windows whose collective analysis refused the ranks (e.g. two sources
+  // claiming one rank): stored without collectives, counted here (in all,
+  // and since the last TakeCollectiveErrors, which also gives the last
+  // reason).
+  int64_t collective_errors() const { return collective_errors_; }
+  int64_t TakeCollectiveErrors(std::string* last_reason = nullptr);
   absl::Time last_activity() const { return last_activity_; }
   // HostSkewNs as of the last windows closed by the watermark (what those
   // windows store as host_skew_ns).
@@ -148,6 +168,13 @@ class JobWindower {
                                       WindowSummary::ClosedBy closed_by);
   // Drops events no open window can need.
   void Evict();
+  // The collective analysis of [start_ns, end_ns) over the buffer, per
+  // source; nullopt when fewer than two ranks ran collectives in it or the
+  // analysis refused the ranks (counted in collective_errors_).
+  std::optional<WindowCollectives> AnalyzeCollectivesOf(int64_t start_ns,
+                                                        int64_t end_ns);
+  // The index of the (host, rank) that sent a batch.
+  uint32_t SourceOf(const BatchHeader& header);
 
   std::string job_;
   WindowerOptions options_;
@@ -155,6 +182,21 @@ class JobWindower {
   NameInterner names_;
   std::vector<int64_t> gpu_offset_;  // Source offset per buffered event.
   std::vector<int64_t> cpu_offset_;
+  // Who sent each buffered event: an index into sources_ (host, rank).
+  std::vector<uint32_t> gpu_source_;
+  std::vector<uint32_t> cpu_source_;
+  std::vector<std::pair<std::string, int32_t>> sources_;
+  absl::flat_hash_map<std::pair<std::string, int32_t>, uint32_t> source_ids_;
+  // Buffered collective records (names in trace_'s table), with their batch
+  // offset and source; kept while they end within the lateness before the
+  // finalized edge.
+  std::vector<CollectiveKernel> collectives_;
+  std::vector<int64_t> collective_offset_;
+  std::vector<uint32_t> collective_source_;
+  absl::flat_hash_map<int64_t, int64_t> late_collectives_;
+  int64_t collective_errors_ = 0;
+  int64_t untaken_collective_errors_ = 0;
+  std::string last_collective_error_;
   absl::flat_hash_map<std::string, HostClock> hosts_;
   absl::flat_hash_map<int64_t, int64_t> late_;
   int64_t finalized_through_ns_ = INT64_MIN;

@@ -102,6 +102,11 @@ PartitionJobs::Added PartitionJobs::AddBatch(
   Added added;
   int64_t late = job->windower->Add(*batch, offset, replay, now);
   added.late_counts = job->windower->TakeLateCounts();
+  added.late_collective_counts = job->windower->TakeLateCollectiveCounts();
+  int64_t late_collectives = 0;
+  for (const auto& [window, count] : added.late_collective_counts) {
+    late_collectives += count;
+  }
   int64_t batch_newest_ns = INT64_MIN;
   for (const GpuActivity& a : batch->trace.gpu) {
     batch_newest_ns = std::max(batch_newest_ns, a.end_ns);
@@ -118,6 +123,7 @@ PartitionJobs::Added PartitionJobs::AddBatch(
   part.ledger.NoteEvent(batch_newest_ns);
   std::vector<WindowSummary> done =
       job->windower->FinalizeReady(now, host_idle);
+  NoteCollectiveErrors(job_name, *job);
   job->state.finalized_through_ns = job->windower->finalized_through_ns();
   if (!done.empty()) {
     ForgetOldProducers(job->state);
@@ -132,9 +138,22 @@ PartitionJobs::Added PartitionJobs::AddBatch(
     stats_->stats.events +=
         static_cast<int64_t>(batch->trace.gpu.size() + batch->trace.cpu.size());
     stats_->stats.late_events += late;
+    stats_->stats.late_collectives += late_collectives;
   }
   added.windows = std::move(done);
   return added;
+}
+
+void PartitionJobs::NoteCollectiveErrors(const std::string& name,
+                                         JobEntry& job) {
+  std::string reason;
+  const int64_t errors = job.windower->TakeCollectiveErrors(&reason);
+  if (errors == 0) return;
+  spdlog::warn(
+      "job {}: {} window(s) stored without their collective analysis: {}", name,
+      errors, reason);
+  absl::MutexLock lock(&stats_->mu);
+  stats_->stats.collective_errors += errors;
 }
 
 void PartitionJobs::NoteHostSkew(const std::string& name, JobEntry& job,
@@ -214,6 +233,7 @@ int PartitionJobs::CloseIdle(absl::Time now,
     for (WindowSummary& w : job.windower->FinalizeAll()) {
       windows.push_back(std::move(w));
     }
+    NoteCollectiveErrors(name, job);
     job.state.finalized_through_ns = job.windower->finalized_through_ns();
     spdlog::info("job {} idle for {}: closed through {}", name,
                  absl::FormatDuration(options_.idle_timeout),

@@ -114,6 +114,8 @@ class PartitionJobs {
     std::vector<WindowSummary> windows;  // Finalized by the watermark.
     // Window start -> late events of this batch for finalized windows.
     absl::flat_hash_map<int64_t, int64_t> late_counts;
+    // Window start -> late collective records of this batch.
+    absl::flat_hash_map<int64_t, int64_t> late_collective_counts;
   };
   // Adds the accepted `batch` (at `offset` of `part`) to `job`, finalizes
   // what its watermark allows (hosts silent for `host_idle` no longer hold
@@ -139,6 +141,9 @@ class PartitionJobs {
  private:
   // Measures the host skew of `job` (its windows just closed), logs a
   // warning when it is over options.skew_warning and updates the stats.
+  // Counts (ProcessorStats::collective_errors) and logs the windows whose
+  // collective analysis refused the job's ranks since the last call.
+  void NoteCollectiveErrors(const std::string& name, JobEntry& job);
   void NoteHostSkew(const std::string& name, JobEntry& job, absl::Time now,
                     absl::Duration host_idle);
   // Forgets the producers of `state` whose newest event lies more than

@@ -24,6 +24,13 @@ struct ProcessorStats {
   int64_t replayed_messages = 0;
   int64_t duplicate_batches = 0;
   int64_t late_events = 0;
+  // Collective records that arrived after their window was final
+  // (docs/semantics.md#streaming-collectives).
+  int64_t late_collectives = 0;
+  // Windows of multi-rank jobs stored without their collective analysis
+  // because it refused the ranks (e.g. two hosts claiming one rank); each
+  // job's first such window is also logged with the reason.
+  int64_t collective_errors = 0;
   int64_t windows_written = 0;
   // Rejected messages whose dead letter the DLQ topic refused even in its
   // minimal form (logged each; dead_letter.h).

@@ -319,7 +319,8 @@ absl::Status StreamProcessor::Impl::HandleMessage(
   PartitionJobs::Added added =
       partition_jobs_.AddBatch(part, job_name, *admission.job, admission.batch,
                                message.offset, replay, now, HostIdle());
-  commits_.AddLateCounts(job_name, added.late_counts);
+  commits_.AddLateCounts(job_name, added.late_counts,
+                         added.late_collective_counts);
   for (WindowSummary& w : added.windows) {
     commits_.pending_windows().push_back(std::move(w));
   }

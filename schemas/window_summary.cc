@@ -88,6 +88,54 @@ class Differ {
     Field(path + ".blamed", a.blamed, b.blamed);
   }
 
+  void Rank(const std::string& path, const RankWindow& a, const RankWindow& b) {
+    Field(path + ".rank", a.rank, b.rank);
+    Field(path + ".host", a.host, b.host);
+    Field(path + ".device", a.device, b.device);
+    Field(path + ".span_ns", a.span_ns, b.span_ns);
+    Field(path + ".compute_ns", a.compute_ns, b.compute_ns);
+    Field(path + ".comm_ns", a.comm_ns, b.comm_ns);
+    Field(path + ".comm_exposed_ns", a.comm_exposed_ns, b.comm_exposed_ns);
+    Field(path + ".comm_wait_ns", a.comm_wait_ns, b.comm_wait_ns);
+    Field(path + ".wait_caused_ns", a.wait_caused_ns, b.wait_caused_ns);
+    Field(path + ".arrived_last", a.arrived_last, b.arrived_last);
+    Field(path + ".clock_offset_ns", a.clock_offset_ns, b.clock_offset_ns);
+  }
+
+  void Straggler(const std::string& path, const StragglerWindow& a,
+                 const StragglerWindow& b) {
+    Field(path + ".rank", a.rank, b.rank);
+    Field(path + ".wait_caused_ns", a.wait_caused_ns, b.wait_caused_ns);
+    Field(path + ".arrived_last", a.arrived_last, b.arrived_last);
+    Field(path + ".compute_ns", a.compute_ns, b.compute_ns);
+    Field(path + ".comm_ns", a.comm_ns, b.comm_ns);
+    Causes(path + ".causes", a.causes, b.causes);
+    Field(path + ".unattributed_ns", a.unattributed_ns, b.unattributed_ns);
+  }
+
+  void Collectives(const std::string& path,
+                   const std::optional<WindowCollectives>& a,
+                   const std::optional<WindowCollectives>& b) {
+    if (found_) return;
+    if (a.has_value() != b.has_value()) {
+      Report(path,
+             absl::StrCat(a ? "set" : "none", " vs ", b ? "set" : "none"));
+      return;
+    }
+    if (!a) return;
+    Field(path + ".key", int{a->key}, int{b->key});
+    Field(path + ".kernels", a->kernels, b->kernels);
+    Field(path + ".matched", a->matched, b->matched);
+    Field(path + ".unmatched", a->unmatched, b->unmatched);
+    Field(path + ".unsynchronized", a->unsynchronized, b->unsynchronized);
+    Field(path + ".used", a->used, b->used);
+    Field(path + ".unattributed", a->unattributed, b->unattributed);
+    Field(path + ".seq_backwards", a->seq_backwards, b->seq_backwards);
+    List(path + ".ranks", a->ranks, b->ranks, &Differ::Rank);
+    List(path + ".stragglers", a->stragglers, b->stragglers,
+         &Differ::Straggler);
+  }
+
   template <typename T, typename Fn>
   void List(const std::string& path, const std::vector<T>& a,
             const std::vector<T>& b, Fn each) {
@@ -123,11 +171,31 @@ bool SameWindow(const WindowSummary& a, const WindowSummary& b,
   d.Field("cpu_events", a.cpu_events, b.cpu_events);
   d.Field("late_events", a.late_events, b.late_events);
   d.Field("host_skew_ns", a.host_skew_ns, b.host_skew_ns);
+  d.Collectives("collectives", a.collectives, b.collectives);
+  d.Field("late_collectives", a.late_collectives, b.late_collectives);
   if (!d.found() && a.closed_by != b.closed_by) {
     d.Field("closed_by", std::string(ClosedByName(a.closed_by)),
             std::string(ClosedByName(b.closed_by)));
   }
   return !d.found();
+}
+
+double RankWindow::busy_useful_utilization() const {
+  if (span_ns <= 0) return 0.0;
+  return static_cast<double>(compute_ns - comm_wait_ns) /
+         static_cast<double>(span_ns);
+}
+
+absl::string_view WindowCollectiveKeyName(uint8_t key) {
+  switch (key) {
+    case 0:
+      return "pg_seq";
+    case 1:
+      return "pg_order";
+    case 2:
+      return "stream_order";
+  }
+  return "?";
 }
 
 absl::string_view ClosedByName(WindowSummary::ClosedBy closed_by) {

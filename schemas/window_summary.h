@@ -7,7 +7,9 @@
 #define BUBBLEWATCH_SCHEMAS_WINDOW_SUMMARY_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "schemas/analysis.h"
@@ -16,6 +18,52 @@ namespace bubblewatch {
 
 // Units: every `*_ns` field is integer nanoseconds on the events' clock
 // (ns since the Unix epoch, or the trace's own clock without one).
+
+// One rank of a multi-rank job in one window: the per-rank figures of
+// docs/semantics.md#collectives over the rank's events that start in the
+// window (docs/semantics.md#streaming-collectives).
+struct RankWindow {
+  int32_t rank = 0;
+  std::string host;
+  int32_t device = 0;
+  int64_t span_ns = 0;     // The rank's device span in its window trace.
+  int64_t compute_ns = 0;  // Its busy time (every kernel).
+  int64_t comm_ns = 0;     // Union of its collective kernels.
+  int64_t comm_exposed_ns = 0;
+  int64_t comm_wait_ns = 0;
+  int64_t wait_caused_ns = 0;  // Others' waits blamed on this rank.
+  int64_t arrived_last = 0;
+  int64_t clock_offset_ns = 0;  // Its clock domain's offset in the window.
+  // (compute - comm_wait) / span; 0 when the span is 0.
+  double busy_useful_utilization() const;
+};
+
+// A rank that made others wait in the window, with what made it late.
+struct StragglerWindow {
+  int32_t rank = 0;
+  int64_t wait_caused_ns = 0;
+  int64_t arrived_last = 0;
+  int64_t compute_ns = 0;
+  int64_t comm_ns = 0;
+  Attribution causes{};  // Bubble time by cause.
+  int64_t unattributed_ns = 0;
+};
+
+// The collective analysis of a window of a job whose collective kernels ran
+// on at least two ranks in it (analysis/collective_windows.h).
+struct WindowCollectives {
+  uint8_t key = 0;  // analysis/collectives.h CollectiveKey (0, 1, 2).
+  int64_t kernels = 0;
+  int64_t matched = 0;
+  int64_t unmatched = 0;
+  int64_t unsynchronized = 0;
+  int64_t used = 0;
+  int64_t unattributed = 0;
+  int64_t seq_backwards = 0;
+  std::vector<RankWindow> ranks;            // By rank.
+  std::vector<StragglerWindow> stragglers;  // By wait caused, descending.
+};
+
 struct WindowSummary {
   // Why the window became final (docs/semantics.md#closing-windows).
   enum class ClosedBy : uint8_t {
@@ -35,14 +83,26 @@ struct WindowSummary {
   // window closed: clock skew between them plus differences in how late they
   // deliver (0 with one host; windows stored before this field read 0).
   int64_t host_skew_ns = 0;
+  // Multi-rank jobs only: the window's collective analysis; absent for
+  // windows where fewer than two ranks ran collective kernels (and in
+  // windows stored before the field).
+  std::optional<WindowCollectives> collectives;
+  // Collective kernels that arrived after the window was final (their
+  // instance could not be matched in it); counted, never silently dropped.
+  int64_t late_collectives = 0;
 };
 
 // Compares two summaries field by field (every field of WindowAnalysis, the
-// counts and closed_by). Returns true when they are equal. Otherwise, when
-// `diff` is not null, sets it to a description of the first difference,
-// e.g. "window.devices[1].stats.attribution[host_sync]: 79 vs 80".
+// counts, closed_by and the collectives). Returns true when they are equal.
+// Otherwise, when `diff` is not null, sets it to a description of the first
+// difference, e.g. "window.devices[1].stats.attribution[host_sync]: 79 vs 80".
 bool SameWindow(const WindowSummary& a, const WindowSummary& b,
                 std::string* diff = nullptr);
+
+// The name of a WindowCollectives::key, as analysis/collectives.h
+// CollectiveKeyName gives it: "pg_seq", "pg_order", "stream_order" ("?" for
+// another value).
+absl::string_view WindowCollectiveKeyName(uint8_t key);
 
 // The name of `closed_by` for reports and JSON: "watermark", "idle_timeout".
 absl::string_view ClosedByName(WindowSummary::ClosedBy closed_by);

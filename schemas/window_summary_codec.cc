@@ -53,6 +53,33 @@ Offset<fb::BubbleReport> EncodeBubble(FlatBufferBuilder& b,
                                 static_cast<uint8_t>(r.cause), blamed);
 }
 
+Offset<fb::WindowCollectives> EncodeCollectives(
+    FlatBufferBuilder& b, const std::optional<WindowCollectives>& c) {
+  if (!c) return 0;  // Absent: single-rank windows keep their bytes.
+  std::vector<Offset<fb::RankWindow>> ranks;
+  ranks.reserve(c->ranks.size());
+  for (const RankWindow& r : c->ranks) {
+    auto host = b.CreateSharedString(r.host);
+    ranks.push_back(fb::CreateRankWindow(
+        b, r.rank, host, r.device, r.span_ns, r.compute_ns, r.comm_ns,
+        r.comm_exposed_ns, r.comm_wait_ns, r.wait_caused_ns, r.arrived_last,
+        r.clock_offset_ns));
+  }
+  auto ranks_vec = b.CreateVector(ranks);
+  std::vector<Offset<fb::StragglerWindow>> stragglers;
+  stragglers.reserve(c->stragglers.size());
+  for (const StragglerWindow& s : c->stragglers) {
+    auto attribution = EncodeAttribution(b, s.causes);
+    stragglers.push_back(fb::CreateStragglerWindow(
+        b, s.rank, s.wait_caused_ns, s.arrived_last, s.compute_ns, s.comm_ns,
+        attribution, s.unattributed_ns));
+  }
+  auto stragglers_vec = b.CreateVector(stragglers);
+  return fb::CreateWindowCollectives(
+      b, c->key, c->kernels, c->matched, c->unmatched, c->unsynchronized,
+      c->used, c->unattributed, c->seq_backwards, ranks_vec, stragglers_vec);
+}
+
 // ---- Decoding (after the Verifier) ----
 
 absl::Status DataLoss(absl::string_view what) {
@@ -105,6 +132,54 @@ absl::Status DecodeBubble(const fb::BubbleReport* r, BubbleReport& out) {
   return DecodeAttribution(r->attribution_ns(), out.attribution);
 }
 
+absl::Status DecodeCollectives(const fb::WindowCollectives* in,
+                               std::optional<WindowCollectives>& out) {
+  out.reset();
+  if (in == nullptr) return absl::OkStatus();
+  if (in->key() > 2) {
+    return DataLoss(absl::StrCat("unknown collective key ", in->key()));
+  }
+  WindowCollectives& c = out.emplace();
+  c.key = in->key();
+  c.kernels = in->kernels();
+  c.matched = in->matched();
+  c.unmatched = in->unmatched();
+  c.unsynchronized = in->unsynchronized();
+  c.used = in->used();
+  c.unattributed = in->unattributed();
+  c.seq_backwards = in->seq_backwards();
+  if (const auto* ranks = in->ranks()) {
+    c.ranks.reserve(ranks->size());
+    for (const fb::RankWindow* r : *ranks) {
+      c.ranks.push_back(RankWindow{.rank = r->rank(),
+                                   .host = r->host() ? r->host()->str() : "",
+                                   .device = r->device(),
+                                   .span_ns = r->span_ns(),
+                                   .compute_ns = r->compute_ns(),
+                                   .comm_ns = r->comm_ns(),
+                                   .comm_exposed_ns = r->comm_exposed_ns(),
+                                   .comm_wait_ns = r->comm_wait_ns(),
+                                   .wait_caused_ns = r->wait_caused_ns(),
+                                   .arrived_last = r->arrived_last(),
+                                   .clock_offset_ns = r->clock_offset_ns()});
+    }
+  }
+  if (const auto* stragglers = in->stragglers()) {
+    c.stragglers.reserve(stragglers->size());
+    for (const fb::StragglerWindow* s : *stragglers) {
+      StragglerWindow& o = c.stragglers.emplace_back();
+      o.rank = s->rank();
+      o.wait_caused_ns = s->wait_caused_ns();
+      o.arrived_last = s->arrived_last();
+      o.compute_ns = s->compute_ns();
+      o.comm_ns = s->comm_ns();
+      o.unattributed_ns = s->unattributed_ns();
+      RETURN_IF_ERROR(DecodeAttribution(s->attribution_ns(), o.causes));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string EncodeWindowSummary(const WindowSummary& summary) {
@@ -125,6 +200,7 @@ std::string EncodeWindowSummary(const WindowSummary& summary) {
   auto bubbles_vec = b.CreateVector(bubbles);
   auto job_stats = EncodeStats(b, w.job);
   auto job = b.CreateString(summary.job);
+  auto collectives = EncodeCollectives(b, summary.collectives);
   fb::WindowSummaryBuilder out(b);
   out.add_schema_version(kWindowSummarySchemaVersion);
   out.add_job(job);
@@ -138,6 +214,9 @@ std::string EncodeWindowSummary(const WindowSummary& summary) {
   out.add_late_events(summary.late_events);
   out.add_closed_by(static_cast<fb::ClosedBy>(summary.closed_by));
   out.add_host_skew_ns(summary.host_skew_ns);
+  // Both added later: absent (0, none) they leave the bytes as before.
+  if (!collectives.IsNull()) out.add_collectives(collectives);
+  out.add_late_collectives(summary.late_collectives);
   fb::FinishWindowSummaryBuffer(b, out.Finish());
   return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()),
                      b.GetSize());
@@ -210,6 +289,8 @@ absl::StatusOr<WindowSummary> DecodeWindowSummary(
   out.late_events = in->late_events();
   out.closed_by = static_cast<WindowSummary::ClosedBy>(in->closed_by());
   out.host_skew_ns = in->host_skew_ns();
+  out.late_collectives = in->late_collectives();
+  RETURN_IF_ERROR(DecodeCollectives(in->collectives(), out.collectives));
   return out;
 }
 
@@ -229,6 +310,17 @@ int64_t WindowSummaryView::late_events() const { return root_->late_events(); }
 
 int64_t WindowSummaryView::host_skew_ns() const {
   return root_->host_skew_ns();
+}
+
+int64_t WindowSummaryView::late_collectives() const {
+  return root_->late_collectives();
+}
+
+absl::StatusOr<std::optional<WindowCollectives>>
+WindowSummaryView::DecodeCollectives() const {
+  std::optional<WindowCollectives> out;
+  RETURN_IF_ERROR(::bubblewatch::DecodeCollectives(root_->collectives(), out));
+  return out;
 }
 
 WindowSummary::ClosedBy WindowSummaryView::closed_by() const {

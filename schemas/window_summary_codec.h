@@ -7,6 +7,7 @@
 #define BUBBLEWATCH_SCHEMAS_WINDOW_SUMMARY_CODEC_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,7 +68,11 @@ class WindowSummaryView {
   int64_t gpu_events() const;
   int64_t cpu_events() const;
   int64_t late_events() const;
-  int64_t host_skew_ns() const;  // 0 for windows stored before the field.
+  int64_t host_skew_ns() const;      // 0 for windows stored before the field.
+  int64_t late_collectives() const;  // 0 likewise.
+  // The collective analysis (multi-rank windows); nullopt when absent.
+  // Errors: kDataLoss for an unknown key or a bad attribution length.
+  absl::StatusOr<std::optional<WindowCollectives>> DecodeCollectives() const;
   WindowSummary::ClosedBy closed_by() const;
   int32_t device_count() const;
   // The job-level stats (sums over devices).

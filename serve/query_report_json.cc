@@ -44,6 +44,64 @@ void WriteFleetPeriod(JsonWriter& w, const FleetJobPeriod& p) {
 
 double GpuHours(int64_t ns) { return static_cast<double>(ns) / 3.6e12; }
 
+// The members "ranks", "stragglers" and "collectives" of a multi-rank window
+// or period, with the keys `analyze --json` uses (docs/query.md); a period's
+// ranks carry no clock offset (it is per window).
+void WriteCollectives(JsonWriter& w, const WindowCollectives& c,
+                      int64_t late_collectives, bool window) {
+  w.Key("ranks").BeginArray();
+  for (const RankWindow& r : c.ranks) {
+    w.BeginObject();
+    w.Key("rank").Int(r.rank);
+    w.Key("device").Int(r.device);
+    w.Key("host");
+    r.host.empty() ? w.Null() : w.String(r.host);
+    w.Key("span_us").Double(Us(r.span_ns));
+    w.Key("compute_us").Double(Us(r.compute_ns));
+    w.Key("utilization")
+        .Double(r.span_ns > 0 ? static_cast<double>(r.compute_ns) / r.span_ns
+                              : 0.0);
+    w.Key("busy_useful_utilization").Double(r.busy_useful_utilization());
+    w.Key("comm_us").Double(Us(r.comm_ns));
+    w.Key("comm_exposed_us").Double(Us(r.comm_exposed_ns));
+    w.Key("comm_wait_us").Double(Us(r.comm_wait_ns));
+    w.Key("wait_caused_us").Double(Us(r.wait_caused_ns));
+    w.Key("arrived_last").Int(r.arrived_last);
+    if (window) w.Key("clock_offset_us").Double(Us(r.clock_offset_ns));
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("stragglers").BeginArray();
+  for (const StragglerWindow& s : c.stragglers) {
+    w.BeginObject();
+    w.Key("rank").Int(s.rank);
+    w.Key("wait_caused_us").Double(Us(s.wait_caused_ns));
+    w.Key("arrived_last").Int(s.arrived_last);
+    w.Key("causes_us").BeginObject();
+    for (BubbleCause cause : kAllBubbleCauses) {
+      w.Key(BubbleCauseName(cause))
+          .Double(Us(s.causes[static_cast<int>(cause)]));
+    }
+    w.Key("compute").Double(Us(s.compute_ns));
+    w.Key("comm").Double(Us(s.comm_ns));
+    w.EndObject();
+    w.Key("unattributed_us").Double(Us(s.unattributed_ns));
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("collectives").BeginObject();
+  w.Key("kernels").Int(c.kernels);
+  w.Key("matched").Int(c.matched);
+  w.Key("unmatched").Int(c.unmatched);
+  w.Key("unsynchronized").Int(c.unsynchronized);
+  w.Key("used").Int(c.used);
+  w.Key("unattributed").Int(c.unattributed);
+  w.Key("seq_backwards").Int(c.seq_backwards);
+  w.Key("key").String(WindowCollectiveKeyName(c.key));
+  w.Key("late").Int(late_collectives);
+  w.EndObject();
+}
+
 void WriteWindow(JsonWriter& w, const WindowPoint& p) {
   const UtilizationStats& s = p.stats;
   w.BeginObject();
@@ -65,6 +123,12 @@ void WriteWindow(JsonWriter& w, const WindowPoint& p) {
   w.Key("late_events").Int(p.late_events);
   w.Key("closed_by").String(ClosedByName(p.closed_by));
   w.Key("host_skew_us").Double(Us(p.host_skew_ns));
+  // Multi-rank windows only: a single-rank job's JSON is as it was.
+  if (p.collectives.has_value()) {
+    WriteCollectives(w, *p.collectives, p.late_collectives, /*window=*/true);
+  } else if (p.late_collectives > 0) {
+    w.Key("late_collectives").Int(p.late_collectives);
+  }
   w.EndObject();
 }
 
@@ -130,6 +194,9 @@ std::string RenderJobReportJson(const JobReport& r, bool pretty) {
   w.Key("top_bubbles").BeginArray();
   for (const BubbleReport& b : r.top_bubbles) WriteBubble(w, b);
   w.EndArray();
+  if (r.collectives.has_value()) {
+    WriteCollectives(w, *r.collectives, r.late_collectives, /*window=*/false);
+  }
   w.EndObject();
   return std::move(w).Take();
 }

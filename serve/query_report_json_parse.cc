@@ -149,6 +149,58 @@ FleetJobPeriod ReadFleetPeriod(Fields& f) {
   return p;
 }
 
+// The "ranks", "stragglers" and "collectives" members of query_report_json.cc
+// WriteCollectives; nullopt when absent (single-rank windows and jobs).
+std::optional<WindowCollectives> ReadCollectives(Fields& f,
+                                                 int64_t* late_collectives) {
+  if (!f.Has("ranks")) return std::nullopt;
+  WindowCollectives c;
+  f.Array("ranks", [&](Fields& r) {
+    RankWindow& o = c.ranks.emplace_back();
+    o.rank = static_cast<int32_t>(r.Int("rank"));
+    o.device = static_cast<int32_t>(r.Int("device"));
+    o.host = r.IsNull("host") ? "" : r.String("host");
+    o.span_ns = r.Ns("span_us");
+    o.compute_ns = r.Ns("compute_us");
+    o.comm_ns = r.Ns("comm_us");
+    o.comm_exposed_ns = r.Ns("comm_exposed_us");
+    o.comm_wait_ns = r.Ns("comm_wait_us");
+    o.wait_caused_ns = r.Ns("wait_caused_us");
+    o.arrived_last = r.Int("arrived_last");
+    if (r.Has("clock_offset_us")) o.clock_offset_ns = r.Ns("clock_offset_us");
+  });
+  f.Array("stragglers", [&](Fields& s) {
+    StragglerWindow& o = c.stragglers.emplace_back();
+    o.rank = static_cast<int32_t>(s.Int("rank"));
+    o.wait_caused_ns = s.Ns("wait_caused_us");
+    o.arrived_last = s.Int("arrived_last");
+    if (std::optional<Fields> causes = s.Object("causes_us")) {
+      for (BubbleCause cause : kAllBubbleCauses) {
+        const std::string name(BubbleCauseName(cause));
+        o.causes[static_cast<int>(cause)] = causes->Ns(name.c_str());
+      }
+      o.compute_ns = causes->Ns("compute");
+      o.comm_ns = causes->Ns("comm");
+    }
+    o.unattributed_ns = s.Ns("unattributed_us");
+  });
+  if (std::optional<Fields> n = f.Object("collectives")) {
+    c.kernels = n->Int("kernels");
+    c.matched = n->Int("matched");
+    c.unmatched = n->Int("unmatched");
+    c.unsynchronized = n->Int("unsynchronized");
+    c.used = n->Int("used");
+    c.unattributed = n->Int("unattributed");
+    c.seq_backwards = n->Int("seq_backwards");
+    const std::string key = n->String("key");
+    for (uint8_t k = 0; k < 3; ++k) {
+      if (WindowCollectiveKeyName(k) == key) c.key = k;
+    }
+    *late_collectives = n->Int("late");
+  }
+  return c;
+}
+
 WindowPoint ReadWindow(Fields& f) {
   WindowPoint p;
   p.start_ns = f.Int("start_ns");
@@ -169,6 +221,10 @@ WindowPoint ReadWindow(Fields& f) {
                     : WindowSummary::ClosedBy::kWatermark;
   // Absent in reports of servers older than the field.
   p.host_skew_ns = f.Has("host_skew_us") ? f.Ns("host_skew_us") : 0;
+  p.collectives = ReadCollectives(f, &p.late_collectives);
+  if (f.Has("late_collectives")) {
+    p.late_collectives = f.Int("late_collectives");
+  }
   return p;
 }
 
@@ -226,6 +282,7 @@ absl::StatusOr<JobReport> ParseJobReportJson(absl::string_view json) {
     }
     f.Array("top_bubbles",
             [&](Fields& b) { r.top_bubbles.push_back(ReadBubble(b)); });
+    r.collectives = ReadCollectives(f, &r.late_collectives);
     return r;
   });
 }

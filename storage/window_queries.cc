@@ -82,6 +82,15 @@ absl::StatusOr<ScannedPoints> ScanPoints(const WindowStoreReader& store,
     if (!point.ok()) {
       return WindowError(job, out.encoded.start_ns(i), point.status());
     }
+    // The collective part only here: a job's report shows it, the fleet's
+    // ranking (PointOf alone) does not.
+    absl::StatusOr<std::optional<WindowCollectives>> collectives =
+        view->DecodeCollectives();
+    if (!collectives.ok()) {
+      return WindowError(job, out.encoded.start_ns(i), collectives.status());
+    }
+    point->collectives = *std::move(collectives);
+    point->late_collectives = view->late_collectives();
     out.points.push_back(*std::move(point));
     out.views.push_back(*view);
   }
@@ -195,7 +204,58 @@ WindowPoint ToWindowPoint(const WindowSummary& w, bool with_stats) {
                      .cpu_events = w.cpu_events,
                      .late_events = w.late_events,
                      .closed_by = w.closed_by,
-                     .host_skew_ns = w.host_skew_ns};
+                     .host_skew_ns = w.host_skew_ns,
+                     .collectives = w.collectives,
+                     .late_collectives = w.late_collectives};
+}
+
+void AddWindowCollectives(const WindowCollectives& window,
+                          WindowCollectives& period) {
+  period.key = window.key;
+  period.kernels += window.kernels;
+  period.matched += window.matched;
+  period.unmatched += window.unmatched;
+  period.unsynchronized += window.unsynchronized;
+  period.used += window.used;
+  period.unattributed += window.unattributed;
+  period.seq_backwards += window.seq_backwards;
+  for (const RankWindow& r : window.ranks) {
+    auto it = std::lower_bound(
+        period.ranks.begin(), period.ranks.end(), r.rank,
+        [](const RankWindow& a, int32_t rank) { return a.rank < rank; });
+    if (it == period.ranks.end() || it->rank != r.rank) {
+      it = period.ranks.insert(it, RankWindow{.rank = r.rank});
+    }
+    it->host = r.host;
+    it->device = r.device;
+    it->span_ns += r.span_ns;
+    it->compute_ns += r.compute_ns;
+    it->comm_ns += r.comm_ns;
+    it->comm_exposed_ns += r.comm_exposed_ns;
+    it->comm_wait_ns += r.comm_wait_ns;
+    it->wait_caused_ns += r.wait_caused_ns;
+    it->arrived_last += r.arrived_last;
+  }
+  for (const StragglerWindow& s : window.stragglers) {
+    auto it = std::find_if(
+        period.stragglers.begin(), period.stragglers.end(),
+        [&](const StragglerWindow& p) { return p.rank == s.rank; });
+    if (it == period.stragglers.end()) {
+      period.stragglers.push_back(StragglerWindow{.rank = s.rank});
+      it = period.stragglers.end() - 1;
+    }
+    it->wait_caused_ns += s.wait_caused_ns;
+    it->arrived_last += s.arrived_last;
+    it->compute_ns += s.compute_ns;
+    it->comm_ns += s.comm_ns;
+    for (int c = 0; c < kNumBubbleCauses; ++c) it->causes[c] += s.causes[c];
+    it->unattributed_ns += s.unattributed_ns;
+  }
+  std::sort(period.stragglers.begin(), period.stragglers.end(),
+            [](const StragglerWindow& a, const StragglerWindow& b) {
+              return std::tie(b.wait_caused_ns, a.rank) <
+                     std::tie(a.wait_caused_ns, b.rank);
+            });
 }
 
 absl::StatusOr<JobReport> QueryJob(const WindowStoreReader& store,
@@ -264,6 +324,11 @@ absl::StatusOr<JobReport> QueryJob(const WindowStoreReader& store,
   for (size_t i = first_in_period; i < context.size(); ++i) {
     const WindowPoint& w = context[i];
     report.summary.Add(w.stats);
+    report.late_collectives += w.late_collectives;
+    if (w.collectives.has_value()) {
+      if (!report.collectives.has_value()) report.collectives.emplace();
+      AddWindowCollectives(*w.collectives, *report.collectives);
+    }
     if (w.stats.span_ns > 0) {
       const double u = w.stats.utilization();
       if (!report.worst_utilization.has_value() ||

@@ -75,6 +75,10 @@ struct WindowPoint {
   int64_t late_events = 0;
   WindowSummary::ClosedBy closed_by = WindowSummary::ClosedBy::kWatermark;
   int64_t host_skew_ns = 0;  // WindowSummary::host_skew_ns.
+  // Multi-rank windows: the collective analysis (per rank, stragglers,
+  // counts; docs/semantics.md#streaming-collectives); nullopt otherwise.
+  std::optional<WindowCollectives> collectives;
+  int64_t late_collectives = 0;  // WindowSummary::late_collectives.
 };
 
 // The point of `window`; without its stats (left default) unless
@@ -123,7 +127,21 @@ struct JobReport {
   // longest first; ties: earliest. The kernels around each and the CPU call
   // blamed come with it.
   std::vector<BubbleReport> top_bubbles;
+  // The collective figures of the period's multi-rank windows summed
+  // (AddWindowCollectives); nullopt when no window of the period has any,
+  // so a single-rank job's report is what it was.
+  std::optional<WindowCollectives> collectives;
+  int64_t late_collectives = 0;  // Summed over the period's windows.
 };
+
+// Adds one window's collective figures to a period's: counts summed; per
+// rank (by rank) span, busy, comm, comm_exposed, comm_wait, wait caused and
+// arrived_last summed, host and device of the latest window, clock offset
+// left 0 (it is per window); stragglers per rank summed, then ordered by
+// wait caused (descending; ties: lower rank). The key is the latest
+// window's.
+void AddWindowCollectives(const WindowCollectives& window,
+                          WindowCollectives& period);
 
 // Reports `job` over `period`, with at most `top_bubbles` bubbles.
 // Errors: kNotFound when the store has no window of `job`;

@@ -26,6 +26,8 @@ using ::bubblewatch::testing::WriteTempFile;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
+constexpr int64_t kSecondNs = 1'000'000'000;
+
 class QueryCommandTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -222,6 +224,119 @@ TEST_F(QueryCommandTest, UnreachableServerExitsOne) {
   auto r = RunBubblewatch("query jobs --server http://127.0.0.1:1");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("no reply from http://127.0.0.1:1"));
+}
+
+// A two-rank job's windows with their collective analysis
+// (docs/semantics.md#streaming-collectives): rank 1 makes rank 0 wait, by
+// data loading, in windows 0 and 2; window 1 has no analysis.
+WindowSummary RankedWindow(int64_t index, bool with_collectives) {
+  WindowSummary w = query_test::MakeWindow("ranked", index, 5 * kSecondNs);
+  if (!with_collectives) return w;
+  WindowCollectives& c = w.collectives.emplace();
+  c.kernels = 20;
+  c.matched = 10;
+  c.used = 9;
+  c.unsynchronized = 1;
+  c.unattributed = 1;
+  const int64_t ms = 1'000'000;
+  c.ranks.push_back(RankWindow{.rank = 0,
+                               .host = "node-a",
+                               .device = 0,
+                               .span_ns = 10'000 * ms,
+                               .compute_ns = 6'000 * ms,
+                               .comm_ns = 3'000 * ms,
+                               .comm_exposed_ns = 2'000 * ms,
+                               .comm_wait_ns = 1'000 * ms * (index + 1),
+                               .wait_caused_ns = 0,
+                               .arrived_last = 1,
+                               .clock_offset_ns = 0});
+  c.ranks.push_back(RankWindow{.rank = 1,
+                               .host = "node-b",
+                               .device = 0,
+                               .span_ns = 10'000 * ms,
+                               .compute_ns = 5'000 * ms,
+                               .comm_ns = 1'000 * ms,
+                               .comm_exposed_ns = 500 * ms,
+                               .comm_wait_ns = 0,
+                               .wait_caused_ns = 1'000 * ms * (index + 1),
+                               .arrived_last = 8,
+                               .clock_offset_ns = -2 * ms});
+  StragglerWindow& s = c.stragglers.emplace_back();
+  s.rank = 1;
+  s.wait_caused_ns = 1'000 * ms * (index + 1);
+  s.arrived_last = 8;
+  s.causes[static_cast<int>(BubbleCause::kDataLoading)] = s.wait_caused_ns - ms;
+  s.unattributed_ns = ms;
+  return w;
+}
+
+TEST(QueryRanks, JobJsonHasRanksAndStragglersForThePeriodAndEachWindow) {
+  testing::TempDir dir;
+  const std::string store = dir.Sub("store");
+  {
+    auto s = OpenRocksDbWindowStore(store);
+    ASSERT_TRUE(s.ok()) << s.status();
+    StoreBatch batch;
+    for (int64_t i = 0; i < 3; ++i) {
+      batch.windows.push_back(RankedWindow(i, /*with_collectives=*/i != 1));
+    }
+    batch.jobs.push_back(JobUpdate{.job = "ranked",
+                                   .last_event_ns = query_test::kT0,
+                                   .last_seen_wall = absl::Now()});
+    ASSERT_TRUE((*s)->Commit(batch).ok());
+  }
+  auto r = RunBubblewatch("query job ranked --json --store " + store);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.parse(r.out);
+  // The period: windows 0 and 2 summed.
+  simdjson::dom::array ranks = doc["ranks"];
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_EQ(int64_t(ranks.at(0)["rank"]), 0);
+  EXPECT_EQ(std::string_view(ranks.at(0)["host"]), "node-a");
+  EXPECT_EQ(double(ranks.at(0)["comm_wait_us"]), 4e6);  // 1 s + 3 s.
+  EXPECT_EQ(double(ranks.at(0)["busy_useful_utilization"]),
+            (12e9 - 4e9) / 20e9);
+  EXPECT_EQ(double(ranks.at(1)["wait_caused_us"]), 4e6);
+  EXPECT_EQ(int64_t(ranks.at(1)["arrived_last"]), 16);
+  simdjson::dom::array stragglers = doc["stragglers"];
+  ASSERT_EQ(stragglers.size(), 1u);
+  EXPECT_EQ(int64_t(stragglers.at(0)["rank"]), 1);
+  EXPECT_EQ(double(stragglers.at(0)["causes_us"]["data_loading"]), 4e6 - 2e3);
+  EXPECT_EQ(double(stragglers.at(0)["unattributed_us"]), 2e3);
+  EXPECT_EQ(int64_t(doc["collectives"]["used"]), 18);
+  EXPECT_EQ(std::string_view(doc["collectives"]["key"]), "pg_seq");
+  // Each window: its own figures; none in the window without an analysis.
+  simdjson::dom::array windows = doc["windows"];
+  ASSERT_EQ(windows.size(), 3u);
+  EXPECT_EQ(double(windows.at(2)["ranks"].at(0)["comm_wait_us"]), 3e6);
+  EXPECT_EQ(double(windows.at(2)["ranks"].at(1)["clock_offset_us"]), -2e3);
+  EXPECT_EQ(double(windows.at(0)["stragglers"].at(0)["wait_caused_us"]), 1e6);
+  EXPECT_EQ(windows.at(1)["ranks"].error(), simdjson::NO_SUCH_FIELD);
+
+  auto text = RunBubblewatch("query job ranked --store " + store);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("Ranks"));
+  EXPECT_THAT(text.out, HasSubstr("node-b"));
+  EXPECT_THAT(text.out, HasSubstr("data_loading 100.0%"));
+
+  // The server gives the same bytes, and the client renders the same text.
+  auto server = ServeProcess::Start(store);
+  ASSERT_NE(server, nullptr);
+  for (const std::string q : {"query job ranked --json", "query job ranked"}) {
+    EXPECT_EQ(RunBubblewatch(q + " --store " + store).out,
+              RunBubblewatch(q + " --server " + server->url()).out)
+        << q;
+  }
+}
+
+TEST_F(QueryCommandTest, SingleRankJobsHaveNoRanks) {
+  auto r = RunBubblewatch("query job alpha --json" + Store());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, Not(HasSubstr("\"ranks\"")));
+  EXPECT_THAT(r.out, Not(HasSubstr("\"stragglers\"")));
+  auto text = RunBubblewatch("query job alpha" + Store());
+  EXPECT_THAT(text.out, Not(HasSubstr("Stragglers")));
 }
 
 TEST(QueryOnProcessorStore, AnswersOnTheStoreTheDemoWrote) {

@@ -271,10 +271,11 @@ TEST(JobWindower, FinalizedWindowsEqualTheOfflineOracle) {
   }
 }
 
-// Collective records ride along (issue 20) but do not change any window
-// yet: the windows of a multi-rank job, sent with and without them, are the
-// same bytes.
-TEST(JobWindower, CollectiveRecordsLeaveTheWindowsAsTheyWere) {
+// Collective records add the windows' collective analysis
+// (job_windower_collectives_test.cc) and change nothing else: the windows
+// of a multi-rank job, sent with and without them, are the same bytes once
+// the analysis is taken out, and only the windows sent with them hold one.
+TEST(JobWindower, CollectiveRecordsLeaveTheBubbleFiguresAsTheyWere) {
   StragglerJob job = MakeStragglerJob(
       {.ranks = 4, .ranks_per_host = 2, .steps = 400, .late_rank = 1});
   auto windows = [&](bool with_collectives) {
@@ -311,13 +312,23 @@ TEST(JobWindower, CollectiveRecordsLeaveTheWindowsAsTheyWere) {
     std::vector<std::string> out;
     absl::Time now = absl::UnixEpoch();
     int64_t offset = 0;
+    int with_analysis = 0;
+    auto keep = [&](WindowSummary w) {
+      with_analysis += w.collectives.has_value();
+      w.collectives.reset();
+      out.push_back(EncodeWindowSummary(w));
+    };
     for (const DecodedBatch& b : batches) {
       windower.Add(b, offset++, /*replay=*/false, now);
-      for (const WindowSummary& w : windower.FinalizeReady(now, absl::Hours(1)))
-        out.push_back(EncodeWindowSummary(w));
+      for (WindowSummary& w : windower.FinalizeReady(now, absl::Hours(1)))
+        keep(std::move(w));
     }
-    for (const WindowSummary& w : windower.FinalizeAll())
-      out.push_back(EncodeWindowSummary(w));
+    for (WindowSummary& w : windower.FinalizeAll()) keep(std::move(w));
+    if (with_collectives) {
+      EXPECT_EQ(with_analysis, static_cast<int>(out.size()));
+    } else {
+      EXPECT_EQ(with_analysis, 0);
+    }
     return out;
   };
   const std::vector<std::string> with = windows(true);

@@ -75,6 +75,91 @@ TEST(WindowSummaryCodec, WindowsWrittenBeforeHostSkewDecodeWithZero) {
   EXPECT_EQ(out->host_skew_ns, 0);
 }
 
+// The collective analysis of a multi-rank window round-trips; a window
+// without one stores no trace of the field (its bytes are those written
+// before the field existed: FlatBuffers leaves absent fields out).
+TEST(WindowSummaryCodec, RoundTripsTheCollectives) {
+  WindowSummary in = SampleWindow("job-a", 1'700'000'000'000'000'000, 3);
+  const std::string without = EncodeWindowSummary(in);
+  WindowCollectives& c = in.collectives.emplace();
+  c.key = 1;
+  c.kernels = 40;
+  c.matched = 19;
+  c.unmatched = 1;
+  c.unsynchronized = 2;
+  c.used = 17;
+  c.unattributed = 3;
+  c.seq_backwards = 4;
+  c.ranks.push_back(RankWindow{.rank = 0,
+                               .host = "node-a",
+                               .device = 0,
+                               .span_ns = 1000,
+                               .compute_ns = 900,
+                               .comm_ns = 300,
+                               .comm_exposed_ns = 200,
+                               .comm_wait_ns = 150,
+                               .wait_caused_ns = 0,
+                               .arrived_last = 2,
+                               .clock_offset_ns = 0});
+  c.ranks.push_back(RankWindow{.rank = 1,
+                               .host = "node-b",
+                               .device = 0,
+                               .span_ns = 1001,
+                               .compute_ns = 950,
+                               .comm_ns = 200,
+                               .comm_exposed_ns = 120,
+                               .comm_wait_ns = 5,
+                               .wait_caused_ns = 150,
+                               .arrived_last = 15,
+                               .clock_offset_ns = -3'000'000});
+  StragglerWindow& s = c.stragglers.emplace_back();
+  s.rank = 1;
+  s.wait_caused_ns = 150;
+  s.arrived_last = 15;
+  s.compute_ns = 10;
+  s.comm_ns = 5;
+  s.causes[static_cast<int>(BubbleCause::kDataLoading)] = 130;
+  s.unattributed_ns = 5;
+  in.late_collectives = 6;
+  const std::string with = EncodeWindowSummary(in);
+  absl::StatusOr<WindowSummary> out = DecodeWindowSummary(with);
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::string diff;
+  EXPECT_TRUE(SameWindow(in, *out, &diff)) << diff;
+  ASSERT_TRUE(out->collectives.has_value());
+  EXPECT_EQ(out->collectives->ranks[1].clock_offset_ns, -3'000'000);
+  EXPECT_EQ(out->collectives->stragglers[0]
+                .causes[static_cast<int>(BubbleCause::kDataLoading)],
+            130);
+  EXPECT_EQ(out->late_collectives, 6);
+  EXPECT_DOUBLE_EQ(out->collectives->ranks[0].busy_useful_utilization(),
+                   (900.0 - 150.0) / 1000.0);
+
+  // Taken out again, the bytes are those of the window without it.
+  in.collectives.reset();
+  in.late_collectives = 0;
+  EXPECT_EQ(EncodeWindowSummary(in), without);
+  const auto* table = reinterpret_cast<const flatbuffers::Table*>(
+      fb::GetWindowSummary(without.data()));
+  EXPECT_FALSE(table->CheckField(fb::WindowSummary::VT_COLLECTIVES));
+  EXPECT_FALSE(table->CheckField(fb::WindowSummary::VT_LATE_COLLECTIVES));
+
+  // The view reads it too.
+  std::vector<uint64_t> aligned((with.size() + 7) / 8);
+  std::memcpy(aligned.data(), with.data(), with.size());
+  absl::StatusOr<WindowSummaryView> view =
+      WindowSummaryView::Open(absl::string_view(
+          reinterpret_cast<const char*>(aligned.data()), with.size()));
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_EQ(view->late_collectives(), 6);
+  absl::StatusOr<std::optional<WindowCollectives>> read =
+      view->DecodeCollectives();
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_TRUE(read->has_value());
+  EXPECT_EQ((*read)->ranks.size(), 2u);
+  EXPECT_EQ((*read)->stragglers[0].rank, 1);
+}
+
 // RocksDB hands values over at any address; found by ops/test --sanitize
 // (UBSan: misaligned FlatBuffers reads in every store test). Decoding must
 // work, without misaligned reads, from every shift.

@@ -1,0 +1,68 @@
+#include "analysis/collective_windows.h"
+
+#include <vector>
+
+namespace bubblewatch {
+
+WindowCollectives SummarizeWindowCollectives(
+    const CollectiveAnalysis& analysis) {
+  WindowCollectives out;
+  out.key = static_cast<uint8_t>(analysis.key);
+  out.kernels = analysis.collective_kernels;
+  out.matched = analysis.matched;
+  out.unmatched = analysis.unmatched;
+  out.unsynchronized = analysis.unsynchronized;
+  out.used = analysis.used;
+  out.unattributed = analysis.unattributed;
+  out.seq_backwards = analysis.seq_backwards;
+  out.ranks.reserve(analysis.ranks.size());
+  for (const RankCollectiveStats& r : analysis.ranks) {
+    out.ranks.push_back(RankWindow{.rank = r.rank,
+                                   .host = r.host,
+                                   .device = r.device,
+                                   .span_ns = r.stats.span_ns,
+                                   .compute_ns = r.stats.compute_ns,
+                                   .comm_ns = r.comm_ns,
+                                   .comm_exposed_ns = r.comm_exposed_ns,
+                                   .comm_wait_ns = r.comm_wait_ns,
+                                   .wait_caused_ns = r.wait_caused_ns,
+                                   .arrived_last = r.arrived_last,
+                                   .clock_offset_ns = r.clock_offset_ns});
+  }
+  out.stragglers.reserve(analysis.stragglers.size());
+  for (const Straggler& s : analysis.stragglers) {
+    out.stragglers.push_back(
+        StragglerWindow{.rank = s.rank,
+                        .wait_caused_ns = s.wait_caused_ns,
+                        .arrived_last = s.arrived_last,
+                        .compute_ns = s.compute_ns,
+                        .comm_ns = s.comm_ns,
+                        .causes = s.causes,
+                        .unattributed_ns = s.unattributed_ns});
+  }
+  return out;
+}
+
+absl::StatusOr<std::optional<WindowCollectives>> AnalyzeWindowCollectives(
+    absl::Span<const Trace> traces, absl::Span<const std::string> labels,
+    const CollectiveOptions& options) {
+  std::vector<RankInput> ranks = RanksOfTraces(traces, labels);
+  int with_collectives = 0;
+  for (const RankInput& r : ranks) {
+    for (const CollectiveKernel& c : r.trace->collectives) {
+      if (c.device == r.device) {
+        ++with_collectives;
+        break;
+      }
+    }
+  }
+  if (with_collectives < 2) return std::nullopt;
+  AnalyzerOptions analyzer;
+  analyzer.top_bubbles = 0;
+  absl::StatusOr<CollectiveAnalysis> analysis =
+      AnalyzeCollectives(ranks, options, analyzer);
+  if (!analysis.ok()) return analysis.status();
+  return SummarizeWindowCollectives(*analysis);
+}
+
+}  // namespace bubblewatch

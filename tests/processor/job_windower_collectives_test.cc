@@ -1,0 +1,538 @@
+// The windower's collective analysis against its oracle
+// (docs/semantics.md#streaming-collectives): for a multi-rank job streamed
+// through the windower, each stored window's ranks, stragglers and counts
+// equal AnalyzeCollectives over the ranks' own traces cut into the same
+// window (events starting in it), whatever the batching and interleaving.
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "analysis/collectives.h"
+#include "analysis/window_accumulator.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ingest/batched_trace.h"
+#include "ingest/synthetic/synthetic_straggler.h"
+#include "ingest/trace_reader.h"
+#include "processor/batch_validator.h"
+#include "processor/job_windower.h"
+#include "schemas/window_summary_codec.h"
+#include "storage/window_queries.h"
+#include "storage/window_store.h"
+#include "tests/testing/temp_dir.h"
+
+namespace bubblewatch {
+namespace {
+
+// One rank's (or one host's) stream.
+struct Source {
+  Trace trace;
+  std::string host;
+  int32_t rank = -1;
+};
+
+// Every source cut into batches of `max_events`, decoded as the processor
+// decodes them, in the order a broker would interleave the streams: by each
+// batch's first event start (ties: by source), with `jitter` batches swapped
+// at random among neighbours.
+std::vector<DecodedBatch> Batches(const std::vector<Source>& sources,
+                                  int64_t max_events, uint32_t seed) {
+  struct Timed {
+    int64_t first;
+    size_t source;
+    DecodedBatch batch;
+  };
+  std::vector<Timed> all;
+  for (size_t s = 0; s < sources.size(); ++s) {
+    BatchedTrace batched(sources[s].trace,
+                         BatchHeader{.job = "job",
+                                     .host = sources[s].host,
+                                     .rank = sources[s].rank,
+                                     .world_size = sources[s].trace.world_size},
+                         {.max_events = max_events});
+    for (size_t i = 0; i < batched.num_batches(); ++i) {
+      absl::StatusOr<DecodedBatch> d = DecodeEventBatch(batched.Encode(i));
+      EXPECT_TRUE(d.ok()) << d.status();
+      if (!d.ok()) continue;
+      EXPECT_EQ(ValidateBatch(*d), std::nullopt) << "batch " << i;
+      all.push_back({batched.batch(i).first_start_ns, s, *std::move(d)});
+    }
+  }
+  std::stable_sort(all.begin(), all.end(), [](const Timed& a, const Timed& b) {
+    return std::tie(a.first, a.source) < std::tie(b.first, b.source);
+  });
+  // Neighbouring batches of different sources arrive in either order.
+  std::mt19937 rng(seed);
+  for (size_t i = 0; i + 1 < all.size(); ++i) {
+    if (rng() % 3 == 0) std::swap(all[i], all[i + 1]);
+  }
+  std::vector<DecodedBatch> out;
+  for (Timed& t : all) out.push_back(std::move(t.batch));
+  return out;
+}
+
+std::vector<WindowSummary> Stream(const std::vector<DecodedBatch>& batches,
+                                  const WindowerOptions& options) {
+  JobWindower windower("job", options);
+  std::vector<WindowSummary> out;
+  const absl::Time now = absl::UnixEpoch();
+  int64_t offset = 0;
+  for (const DecodedBatch& b : batches) {
+    EXPECT_EQ(windower.Add(b, offset++, /*replay=*/false, now), 0);
+    for (WindowSummary& w : windower.FinalizeReady(now, absl::Hours(1))) {
+      out.push_back(std::move(w));
+    }
+  }
+  for (WindowSummary& w : windower.FinalizeAll()) out.push_back(std::move(w));
+  EXPECT_TRUE(windower.TakeLateCollectiveCounts().empty());
+  EXPECT_EQ(windower.collective_errors(), 0);
+  return out;
+}
+
+// The oracle's cut: the events of `t` that start in [start, end).
+Trace Cut(const Trace& t, int64_t start, int64_t end) {
+  Trace out = t;
+  auto outside = [&](const auto& e) {
+    return e.start_ns < start || e.start_ns >= end;
+  };
+  std::erase_if(out.gpu, outside);
+  std::erase_if(out.cpu, outside);
+  std::erase_if(out.collectives, outside);
+  return out;
+}
+
+// Checks one stored window against AnalyzeCollectives over the sources cut
+// into it; adds 1 to `analyzed` when it holds a collective analysis.
+void ExpectWindowEqualsTheOracle(const std::vector<Source>& sources,
+                                 const WindowSummary& w, int* analyzed) {
+  {
+    SCOPED_TRACE(absl::StrCat("window ", w.window.start_ns));
+    EXPECT_EQ(w.late_collectives, 0);
+    std::vector<Trace> cut;
+    std::vector<std::string> labels;
+    for (const Source& s : sources) {
+      Trace t = Cut(s.trace, w.window.start_ns, w.window.end_ns);
+      if (t.gpu.empty() && t.cpu.empty() && t.collectives.empty()) continue;
+      t.host = s.host;
+      labels.push_back(s.host);
+      cut.push_back(std::move(t));
+    }
+    std::vector<RankInput> ranks = RanksOfTraces(cut, labels);
+    int with_collectives = 0;
+    for (const RankInput& r : ranks) {
+      with_collectives += std::any_of(
+          r.trace->collectives.begin(), r.trace->collectives.end(),
+          [&](const CollectiveKernel& c) { return c.device == r.device; });
+    }
+    if (with_collectives < 2) {
+      EXPECT_FALSE(w.collectives.has_value());
+      return;
+    }
+    absl::StatusOr<CollectiveAnalysis> want = AnalyzeCollectives(ranks);
+    ASSERT_TRUE(want.ok()) << want.status();
+    ASSERT_TRUE(w.collectives.has_value()) << "no collective analysis stored";
+    ++*analyzed;
+    const WindowCollectives& got = *w.collectives;
+    EXPECT_EQ(got.key, static_cast<uint8_t>(want->key));
+    EXPECT_EQ(got.kernels, want->collective_kernels);
+    EXPECT_EQ(got.matched, want->matched);
+    EXPECT_EQ(got.unmatched, want->unmatched);
+    EXPECT_EQ(got.unsynchronized, want->unsynchronized);
+    EXPECT_EQ(got.used, want->used);
+    EXPECT_EQ(got.unattributed, want->unattributed);
+    EXPECT_EQ(got.seq_backwards, want->seq_backwards);
+    ASSERT_EQ(got.ranks.size(), want->ranks.size());
+    for (size_t i = 0; i < got.ranks.size(); ++i) {
+      const RankWindow& g = got.ranks[i];
+      const RankCollectiveStats& r = want->ranks[i];
+      SCOPED_TRACE(absl::StrCat("rank ", r.rank));
+      EXPECT_EQ(g.rank, r.rank);
+      EXPECT_EQ(g.host, r.host);
+      EXPECT_EQ(g.device, r.device);
+      EXPECT_EQ(g.span_ns, r.stats.span_ns);
+      EXPECT_EQ(g.compute_ns, r.stats.compute_ns);
+      EXPECT_EQ(g.comm_ns, r.comm_ns);
+      EXPECT_EQ(g.comm_exposed_ns, r.comm_exposed_ns);
+      EXPECT_EQ(g.comm_wait_ns, r.comm_wait_ns);
+      EXPECT_EQ(g.wait_caused_ns, r.wait_caused_ns);
+      EXPECT_EQ(g.arrived_last, r.arrived_last);
+      EXPECT_EQ(g.clock_offset_ns, r.clock_offset_ns);
+      EXPECT_DOUBLE_EQ(g.busy_useful_utilization(),
+                       r.busy_useful_utilization());
+    }
+    ASSERT_EQ(got.stragglers.size(), want->stragglers.size());
+    for (size_t i = 0; i < got.stragglers.size(); ++i) {
+      const StragglerWindow& g = got.stragglers[i];
+      const Straggler& s = want->stragglers[i];
+      EXPECT_EQ(g.rank, s.rank);
+      EXPECT_EQ(g.wait_caused_ns, s.wait_caused_ns);
+      EXPECT_EQ(g.arrived_last, s.arrived_last);
+      EXPECT_EQ(g.compute_ns, s.compute_ns);
+      EXPECT_EQ(g.comm_ns, s.comm_ns);
+      EXPECT_EQ(g.causes, s.causes);
+      EXPECT_EQ(g.unattributed_ns, s.unattributed_ns);
+    }
+    // What is stored round-trips.
+    absl::StatusOr<WindowSummary> decoded =
+        DecodeWindowSummary(EncodeWindowSummary(w));
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    std::string diff;
+    EXPECT_TRUE(SameWindow(*decoded, w, &diff)) << diff;
+  }
+}
+
+// Every window against the oracle; returns how many hold an analysis.
+int ExpectWindowsEqualTheOracle(const std::vector<Source>& sources,
+                                const std::vector<WindowSummary>& windows) {
+  int analyzed = 0;
+  for (const WindowSummary& w : windows) {
+    ExpectWindowEqualsTheOracle(sources, w, &analyzed);
+  }
+  return analyzed;
+}
+
+StragglerJobOptions Job(int ranks, int ranks_per_host, int steps,
+                        int late_rank) {
+  StragglerJobOptions o;
+  o.ranks = ranks;
+  o.ranks_per_host = ranks_per_host;
+  o.steps = steps;
+  o.late_rank = late_rank;
+  return o;
+}
+
+std::vector<Source> StragglerSources(const StragglerJobOptions& options,
+                                     StragglerTruth* truth = nullptr) {
+  StragglerJob job = MakeStragglerJob(options);
+  if (truth != nullptr) *truth = job.truth;
+  std::vector<Source> sources;
+  for (Trace& t : job.ranks) {
+    Source s;
+    s.host = t.host;
+    s.rank = t.rank;
+    s.trace = std::move(t);
+    sources.push_back(std::move(s));
+  }
+  return sources;
+}
+
+TEST(JobWindowerCollectives, StragglerWindowsEqualTheOfflineOracle) {
+  for (StragglerCause cause :
+       {StragglerCause::kDataLoading, StragglerCause::kHostSync,
+        StragglerCause::kCompute}) {
+    SCOPED_TRACE(StragglerCauseName(cause));
+    // Two hosts of two ranks, their clocks 3 ms apart; the straggler comes
+    // and goes.
+    StragglerJobOptions job = Job(4, 2, 300, 2);
+    job.late_from_step = 60;
+    job.late_until_step = 200;
+    job.cause = cause;
+    job.host_skew_ns = {0, 3'000'000};
+    job.seed = static_cast<uint64_t>(cause) + 1;
+    StragglerTruth truth;
+    std::vector<Source> sources = StragglerSources(job, &truth);
+    // Short windows: many of them, each checked against the oracle.
+    WindowerOptions options;
+    options.window_ns = 100'000'000;
+    options.lateness_ns = 30'000'000;
+    std::vector<WindowSummary> windows =
+        Stream(Batches(sources, 200, static_cast<uint32_t>(cause)), options);
+    ASSERT_GT(windows.size(), 15u);
+    const int analyzed = ExpectWindowsEqualTheOracle(sources, windows);
+    EXPECT_GE(analyzed, static_cast<int>(windows.size()) - 1);
+    // 1 s windows: the planted rank and cause carry at least 95 % of the
+    // planted wait (each window loses its first instance, which has no
+    // earlier sync point in the window).
+    options.window_ns = 1'000'000'000;
+    windows =
+        Stream(Batches(sources, 200, static_cast<uint32_t>(cause)), options);
+    EXPECT_GE(ExpectWindowsEqualTheOracle(sources, windows), 2);
+    int64_t blamed = 0;
+    for (const WindowSummary& w : windows) {
+      if (!w.collectives) continue;
+      for (const StragglerWindow& s : w.collectives->stragglers) {
+        if (s.rank != truth.late_rank) continue;
+        switch (cause) {
+          case StragglerCause::kDataLoading:
+            blamed += s.causes[static_cast<int>(BubbleCause::kDataLoading)];
+            break;
+          case StragglerCause::kHostSync:
+            blamed += s.causes[static_cast<int>(BubbleCause::kHostSync)];
+            break;
+          case StragglerCause::kCompute:
+            blamed += s.compute_ns;
+            break;
+        }
+      }
+    }
+    EXPECT_GE(static_cast<double>(blamed),
+              0.95 * static_cast<double>(truth.planted_wait_ns));
+  }
+}
+
+// Through the store: the windows of a straggler job, committed and read back
+// by QueryJob, name the planted rank first among the period's stragglers
+// with the planted cause carrying >= 95 % of the planted wait; each rank's
+// period figures are the sums of its windows'.
+TEST(JobWindowerCollectives, QueryJobNamesThePlantedStragglerAndCause) {
+  StragglerJobOptions job = Job(4, 2, 400, 3);
+  job.late_from_step = 100;
+  job.late_until_step = 300;
+  job.cause = StragglerCause::kHostSync;
+  job.host_skew_ns = {0, -4'000'000};
+  StragglerTruth truth;
+  std::vector<Source> sources = StragglerSources(job, &truth);
+  WindowerOptions options;
+  options.window_ns = 1'000'000'000;
+  options.lateness_ns = 100'000'000;
+  std::vector<WindowSummary> windows =
+      Stream(Batches(sources, 300, /*seed=*/9), options);
+  ASSERT_GE(windows.size(), 3u);
+  testing::TempDir dir;
+  absl::StatusOr<std::unique_ptr<WindowStore>> store =
+      OpenRocksDbWindowStore(dir.path());
+  ASSERT_TRUE(store.ok()) << store.status();
+  StoreBatch batch;
+  batch.windows = windows;
+  batch.jobs.push_back(JobUpdate{.job = "job",
+                                 .last_event_ns = truth.end_ns,
+                                 .last_seen_wall = absl::Now()});
+  ASSERT_TRUE((*store)->Commit(batch).ok());
+  absl::StatusOr<JobReport> report =
+      QueryJob(**store, "job", JobPeriod::Last(absl::Hours(1)));
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->windows.size(), windows.size());
+  ASSERT_TRUE(report->collectives.has_value());
+  const WindowCollectives& period = *report->collectives;
+  ASSERT_FALSE(period.stragglers.empty());
+  EXPECT_EQ(period.stragglers[0].rank, truth.late_rank);
+  const int64_t host_sync =
+      period.stragglers[0].causes[static_cast<int>(BubbleCause::kHostSync)];
+  EXPECT_GE(static_cast<double>(host_sync),
+            0.95 * static_cast<double>(truth.planted_wait_ns));
+  ASSERT_EQ(period.ranks.size(), 4u);
+  for (const RankWindow& r : period.ranks) {
+    int64_t wait = 0;
+    int64_t caused = 0;
+    for (const WindowSummary& w : windows) {
+      if (!w.collectives) continue;
+      for (const RankWindow& x : w.collectives->ranks) {
+        if (x.rank != r.rank) continue;
+        wait += x.comm_wait_ns;
+        caused += x.wait_caused_ns;
+      }
+    }
+    EXPECT_EQ(r.comm_wait_ns, wait) << "rank " << r.rank;
+    EXPECT_EQ(r.wait_caused_ns, caused) << "rank " << r.rank;
+    EXPECT_EQ(r.host, sources[r.rank].host);
+  }
+  // The late rank waits least and causes the wait of the others.
+  EXPECT_GT(period.ranks[truth.late_rank].wait_caused_ns,
+            period.ranks[0].wait_caused_ns);
+}
+
+// Bad input: two hosts claiming one rank. The windows are stored without a
+// collective analysis, each counted with the reason; nothing crashes.
+TEST(JobWindowerCollectives, ARankClaimedByTwoHostsIsCountedNotAnalyzed) {
+  std::vector<Source> sources = StragglerSources(Job(2, 1, 100, 1));
+  sources[1].rank = 0;  // Host 1 says it is rank 0 too.
+  WindowerOptions options;
+  options.window_ns = 100'000'000;
+  options.lateness_ns = 30'000'000;
+  JobWindower windower("job", options);
+  const absl::Time now = absl::UnixEpoch();
+  int64_t offset = 0;
+  size_t windows = 0;
+  for (const DecodedBatch& b : Batches(sources, 200, 1)) {
+    windower.Add(b, offset++, /*replay=*/false, now);
+    for (const WindowSummary& w : windower.FinalizeReady(now, absl::Hours(1))) {
+      EXPECT_FALSE(w.collectives.has_value());
+      ++windows;
+    }
+  }
+  for (const WindowSummary& w : windower.FinalizeAll()) {
+    EXPECT_FALSE(w.collectives.has_value());
+    ++windows;
+  }
+  ASSERT_GT(windows, 3u);
+  std::string reason;
+  EXPECT_EQ(windower.TakeCollectiveErrors(&reason),
+            static_cast<int64_t>(windows));
+  EXPECT_THAT(reason, ::testing::HasSubstr("rank 0 appears twice"));
+  EXPECT_EQ(windower.TakeCollectiveErrors(), 0);
+  EXPECT_EQ(windower.collective_errors(), static_cast<int64_t>(windows));
+}
+
+TEST(JobWindowerCollectives, StoredKeyNamesAreTheAnalyzersNames) {
+  for (CollectiveKey key :
+       {CollectiveKey::kProcessGroupSeq, CollectiveKey::kProcessGroupOrder,
+        CollectiveKey::kStreamOrder}) {
+    EXPECT_EQ(WindowCollectiveKeyName(static_cast<uint8_t>(key)),
+              CollectiveKeyName(key));
+  }
+}
+
+TEST(JobWindowerCollectives, SingleRankJobsStoreNoCollectives) {
+  std::vector<Source> sources = StragglerSources(Job(2, 2, 100, 1));
+  sources.resize(1);  // One rank of the job: nothing to match with.
+  WindowerOptions options;
+  options.window_ns = 100'000'000;
+  options.lateness_ns = 30'000'000;
+  std::vector<WindowSummary> windows = Stream(Batches(sources, 50, 1), options);
+  ASSERT_GT(windows.size(), 3u);
+  for (const WindowSummary& w : windows) {
+    EXPECT_FALSE(w.collectives.has_value()) << w.window.start_ns;
+  }
+}
+
+TEST(JobWindowerCollectives, LateCollectiveRecordsAreCountedNotUsed) {
+  std::vector<Source> sources = StragglerSources(Job(2, 1, 100, 1));
+  WindowerOptions options;
+  options.window_ns = 100'000'000;
+  options.lateness_ns = 30'000'000;
+  std::vector<DecodedBatch> batches = Batches(sources, 200, 1);
+  // Rank 1's first batch holding a collective record arrives after
+  // everything else.
+  auto held = std::find_if(batches.begin(), batches.end(), [](const auto& b) {
+    return b.header.rank == 1 && !b.trace.collectives.empty();
+  });
+  ASSERT_NE(held, batches.end());
+  DecodedBatch late = *held;
+  batches.erase(held);
+  JobWindower windower("job", options);
+  const absl::Time now = absl::UnixEpoch();
+  int64_t offset = 0;
+  std::vector<WindowSummary> windows;
+  for (const DecodedBatch& b : batches) {
+    windower.Add(b, offset++, /*replay=*/false, now);
+    for (WindowSummary& w : windower.FinalizeReady(now, absl::Hours(1)))
+      windows.push_back(std::move(w));
+  }
+  ASSERT_FALSE(windows.empty());
+  const int64_t window =
+      WindowStartOf(late.trace.collectives.front().start_ns, options.window_ns);
+  ASSERT_LT(window, windower.finalized_through_ns());
+  windower.Add(late, offset++, /*replay=*/false, now);
+  absl::flat_hash_map<int64_t, int64_t> counts =
+      windower.TakeLateCollectiveCounts();
+  int64_t in_window = 0;
+  for (const CollectiveKernel& c : late.trace.collectives) {
+    in_window += WindowStartOf(c.start_ns, options.window_ns) == window;
+  }
+  EXPECT_EQ(counts[window], in_window);
+  // Not again on replay.
+  windower.Add(late, offset - 1, /*replay=*/true, now);
+  EXPECT_TRUE(windower.TakeLateCollectiveCounts().empty());
+}
+
+// Effectively once: a windower restored from the finalized edge after any
+// batch, replaying from its resume offset, stores the same windows,
+// collective analyses included, as one that never stopped; and a replay
+// counts no late collective records again.
+TEST(JobWindowerCollectives, RestartsAtEveryBatchGiveTheUninterruptedWindows) {
+  StragglerJobOptions job = Job(3, 2, 120, 1);
+  job.host_skew_ns = {0, 2'000'000};
+  std::vector<DecodedBatch> batches =
+      Batches(StragglerSources(job), 150, /*seed=*/5);
+  WindowerOptions options;
+  options.window_ns = 100'000'000;
+  options.lateness_ns = 30'000'000;
+  const absl::Time now = absl::UnixEpoch();
+  auto feed = [&](JobWindower& w, size_t from, size_t to, bool replay) {
+    std::vector<WindowSummary> out;
+    for (size_t i = from; i < to; ++i) {
+      w.Add(batches[i], static_cast<int64_t>(i), replay, now);
+      for (WindowSummary& s : w.FinalizeReady(now, absl::Hours(1)))
+        out.push_back(std::move(s));
+    }
+    return out;
+  };
+  JobWindower live("job", options);
+  std::vector<std::vector<WindowSummary>> live_after(batches.size());
+  for (size_t i = 0; i < batches.size(); ++i) {
+    live_after[i] = feed(live, i, i + 1, false);
+  }
+  const std::vector<WindowSummary> live_idle = live.FinalizeAll();
+  int with_collectives = 0;
+  for (const auto& ws : live_after) {
+    for (const WindowSummary& w : ws)
+      with_collectives += w.collectives.has_value();
+  }
+  ASSERT_GT(with_collectives, 5);
+  JobWindower before("job", options);
+  for (size_t cut = 0; cut + 1 < batches.size(); ++cut) {
+    SCOPED_TRACE(absl::StrCat("cut ", cut));
+    feed(before, cut, cut + 1, false);
+    if (!before.ResumeOffset()) continue;
+    JobWindower restored("job", options);
+    restored.RestoreFinalizedThrough(before.finalized_through_ns());
+    EXPECT_TRUE(feed(restored, static_cast<size_t>(*before.ResumeOffset()),
+                     cut + 1, /*replay=*/true)
+                    .empty());
+    EXPECT_EQ(restored.buffered_collectives(), before.buffered_collectives());
+    EXPECT_TRUE(restored.TakeLateCollectiveCounts().empty());
+    std::vector<WindowSummary> got =
+        feed(restored, cut + 1, batches.size(), false);
+    for (WindowSummary& w : restored.FinalizeAll()) got.push_back(std::move(w));
+    std::vector<WindowSummary> want;
+    for (size_t i = cut + 1; i < batches.size(); ++i) {
+      want.insert(want.end(), live_after[i].begin(), live_after[i].end());
+    }
+    want.insert(want.end(), live_idle.begin(), live_idle.end());
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      // Host skew is measured on wall time and hosts seen since the start
+      // (not part of the guarantee, as for the bubble windows).
+      got[i].host_skew_ns = want[i].host_skew_ns;
+      std::string diff;
+      EXPECT_TRUE(SameWindow(got[i], want[i], &diff)) << diff;
+    }
+  }
+}
+
+// The real two-GPU Nsight Systems export (one source, two devices: the
+// ranks are its devices) and the two sampled ranks of a 128-rank job (two
+// sources), streamed: the same as the offline analysis of each window.
+TEST(JobWindowerCollectives, RealPairsEqualTheOfflineOracle) {
+  auto read = [](const std::string& relative) {
+    absl::StatusOr<Trace> t = ReadTraceFile(
+        absl::StrCat(BUBBLEWATCH_TESTDATA_DIR, "/real/", relative),
+        TraceReadOptions{});
+    EXPECT_TRUE(t.ok()) << relative << ": " << t.status();
+    return t.ok() ? *std::move(t) : Trace{};
+  };
+  std::vector<std::vector<Source>> jobs(2);
+  jobs[0].push_back(
+      {.trace = read("nsys/mfu_2gpu_before.sqlite"), .host = "node"});
+  for (int r = 0; r < 2; ++r) {
+    Trace t = read(absl::StrCat("hta/sampled_rank-", r, ".json.gz"));
+    const int32_t rank = t.rank;
+    jobs[1].push_back(
+        {.trace = std::move(t), .host = absl::StrCat("h", r), .rank = rank});
+  }
+  for (std::vector<Source>& sources : jobs) {
+    // Windows a quarter of the job's span, lateness one window: every event
+    // is in time however the streams interleave.
+    int64_t first = INT64_MAX;
+    int64_t last = INT64_MIN;
+    for (const Source& s : sources) {
+      for (const GpuActivity& a : s.trace.gpu) {
+        first = std::min(first, a.start_ns);
+        last = std::max(last, a.end_ns);
+      }
+    }
+    ASSERT_LT(first, last);
+    WindowerOptions options;
+    options.window_ns = std::max<int64_t>(1'000'000, (last - first) / 4);
+    options.lateness_ns = options.window_ns;
+    options.max_launch_lead_ns = options.window_ns;
+    std::vector<WindowSummary> windows =
+        Stream(Batches(sources, 500, 7), options);
+    EXPECT_GE(ExpectWindowsEqualTheOracle(sources, windows), 1);
+  }
+}
+
+}  // namespace
+}  // namespace bubblewatch

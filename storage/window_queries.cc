@@ -436,6 +436,16 @@ absl::StatusOr<FleetReport> QueryFleet(const WindowStoreReader& store,
   }
   report.jobs = static_cast<int64_t>(entries.size());
   RankEntries(entries, top);
+  // The lifecycle of the ranked jobs (docs/semantics.md#job-lifecycle).
+  const absl::Time now = absl::Now();
+  for (FleetEntry& e : entries) {
+    ASSIGN_OR_RETURN(std::optional<JobInfo> info, store.Job(e.job));
+    if (!info) continue;
+    e.last_seen_wall = info->last_seen_wall;
+    e.state = std::string(JobPhaseName(
+        PhaseAt(info->lifecycle,
+                std::max(now - info->last_seen_wall, absl::ZeroDuration()))));
+  }
   report.entries = std::move(entries);
   return report;
 }

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,9 +31,11 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/text_escape.h"
+#include "flatbuffers/flatbuffers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
+#include "schemas/state_record.h"
 #include "simdjson.h"
 #include "tests/serve/dashboard_test_fleet.h"
 #include "tests/storage/query_test_windows.h"
@@ -222,6 +225,62 @@ TEST(HttpServer, JobsListsTheStore) {
       EXPECT_TRUE(j[key].error() == simdjson::SUCCESS) << key;
     }
   }
+}
+
+// The fleet of WriteFleet with gamma ended by its end markers: its stored
+// state (a JobStateRecord) says so (docs/semantics.md#job-lifecycle).
+absl::Status WriteFleetWithGammaEnded(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<WindowStore>> store =
+      OpenRocksDbWindowStore(path);
+  if (!store.ok()) return store.status();
+  if (absl::Status s = query_test::WriteFleet(**store); !s.ok()) return s;
+  flatbuffers::FlatBufferBuilder builder;
+  fb::JobStateRecordBuilder record(builder);
+  record.add_ended(true);
+  auto body = record.Finish();
+  StoreBatch batch;
+  batch.jobs.push_back(
+      JobUpdate{.job = "gamma",
+                .state = FinishStateRecord(
+                    builder, fb::StateBody::JobStateRecord, body.Union())});
+  return (*store)->Commit(batch);
+}
+
+TEST(HttpServer, JobsFleetAndMetricsShowTheLifecycle) {
+  HttpServerOptions options;
+  options.metrics_top_jobs = 100;
+  Served s(options, WriteFleetWithGammaEnded);
+  simdjson::dom::parser parser;
+  auto jobs = s.Get("/api/v1/jobs");
+  ASSERT_TRUE(jobs);
+  std::map<std::string, std::string> state;
+  for (simdjson::dom::element j : parser.parse(jobs->body)["jobs"]) {
+    state[std::string(std::string_view(j["job"]))] =
+        std::string(std::string_view(j["state"]));
+  }
+  EXPECT_EQ(state["gamma"], "ended");
+  EXPECT_EQ(state["alpha"], "active");
+  auto fleet = s.Get("/api/v1/fleet?top=10");
+  ASSERT_TRUE(fleet);
+  std::map<std::string, std::string> fleet_state;
+  for (simdjson::dom::element e : parser.parse(fleet->body)["top"]) {
+    fleet_state[std::string(std::string_view(e["job"]))] =
+        std::string(std::string_view(e["state"]));
+  }
+  EXPECT_EQ(fleet_state["gamma"], "ended");
+  EXPECT_EQ(fleet_state["alpha"], "active");
+  auto metrics = s.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_THAT(
+      metrics->body,
+      HasSubstr(R"(bubblewatch_job_state{job="gamma",state="ended"} 1)"));
+  EXPECT_THAT(
+      metrics->body,
+      HasSubstr(R"(bubblewatch_job_state{job="alpha",state="active"} 1)"));
+  EXPECT_THAT(metrics->body,
+              HasSubstr(R"(bubblewatch_jobs_by_state{state="ended"} 1)"));
+  EXPECT_THAT(metrics->body,
+              HasSubstr(R"(bubblewatch_jobs_by_state{state="active"} 3)"));
 }
 
 TEST(HttpServer, JobWindowsReportsTheLastHour) {

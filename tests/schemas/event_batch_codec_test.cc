@@ -492,6 +492,34 @@ TEST(EventBatchCodec, EndMarkerRoundTrips) {
   EXPECT_FALSE(not_marker->header.end_of_stream);
 }
 
+// An end marker as the encoder of the commit that added it wrote it
+// (tests/testdata/eventbatch/v1_end_marker.bweb: PreCollectivesHeader with
+// sequence 6, no events): it decodes as a marker, and today's encoder
+// writes the very same bytes, so a processor of any later version reads
+// the markers producers already sent.
+TEST(EventBatchCodec, EndMarkerFixtureDecodesAndEncodesAsWritten) {
+  const std::vector<uint8_t> old_bytes =
+      ReadBytes(TestdataPath("v1_end_marker.bweb"));
+  ASSERT_FALSE(old_bytes.empty());
+  absl::StatusOr<DecodedBatch> batch = DecodeEventBatch(old_bytes);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  EXPECT_TRUE(batch->header.end_of_stream);
+  EXPECT_EQ(batch->header.job, "fixture-job");
+  EXPECT_EQ(batch->header.producer_id, 0xfeedbeefu);
+  EXPECT_EQ(batch->header.sequence, 6u);
+  EXPECT_TRUE(batch->trace.gpu.empty());
+  EXPECT_TRUE(batch->trace.cpu.empty());
+  const Trace trace = PreCollectivesTrace();
+  BatchHeader header = PreCollectivesHeader();
+  header.end_of_stream = true;
+  header.sequence = 6;
+  EventBatchEncoder encoder(&trace);
+  std::span<const uint8_t> now = encoder.Encode(header, 0, 0, 0, 0);
+  EXPECT_TRUE(
+      std::equal(now.begin(), now.end(), old_bytes.begin(), old_bytes.end()))
+      << "the end marker no longer encodes as it did";
+}
+
 TEST(EventBatchCodec, CollectiveNameIndexOutsideTheTableIsRejected) {
   for (int bad_field = 0; bad_field < 2; ++bad_field) {
     flatbuffers::FlatBufferBuilder b;

@@ -31,11 +31,9 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/text_escape.h"
-#include "flatbuffers/flatbuffers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
-#include "schemas/state_record.h"
 #include "simdjson.h"
 #include "tests/serve/dashboard_test_fleet.h"
 #include "tests/storage/query_test_windows.h"
@@ -227,29 +225,10 @@ TEST(HttpServer, JobsListsTheStore) {
   }
 }
 
-// The fleet of WriteFleet with gamma ended by its end markers: its stored
-// state (a JobStateRecord) says so (docs/semantics.md#job-lifecycle).
-absl::Status WriteFleetWithGammaEnded(const std::string& path) {
-  absl::StatusOr<std::unique_ptr<WindowStore>> store =
-      OpenRocksDbWindowStore(path);
-  if (!store.ok()) return store.status();
-  if (absl::Status s = query_test::WriteFleet(**store); !s.ok()) return s;
-  flatbuffers::FlatBufferBuilder builder;
-  fb::JobStateRecordBuilder record(builder);
-  record.add_ended(true);
-  auto body = record.Finish();
-  StoreBatch batch;
-  batch.jobs.push_back(
-      JobUpdate{.job = "gamma",
-                .state = FinishStateRecord(
-                    builder, fb::StateBody::JobStateRecord, body.Union())});
-  return (*store)->Commit(batch);
-}
-
 TEST(HttpServer, JobsFleetAndMetricsShowTheLifecycle) {
   HttpServerOptions options;
   options.metrics_top_jobs = 100;
-  Served s(options, WriteFleetWithGammaEnded);
+  Served s(options, query_test::WriteFleetStoreWithGammaEnded);
   simdjson::dom::parser parser;
   auto jobs = s.Get("/api/v1/jobs");
   ASSERT_TRUE(jobs);

@@ -83,16 +83,24 @@ absl::StatusOr<std::unique_ptr<AlertHook>> AlertHook::Create(
 }
 
 void AlertHook::Reload(absl::Time now) {
-  absl::StatusOr<AlertRuleSet> rules = LoadAlertRulesFile(options_.rules_path);
+  const std::string path =
+      options_.rules_path_on_reload
+          ? options_.rules_path_on_reload(options_.rules_path)
+          : options_.rules_path;
+  absl::StatusOr<AlertRuleSet> rules = LoadAlertRulesFile(path);
   if (!rules.ok()) {
-    spdlog::error("alerts: reloading {} failed; keeping the {} old rules:",
-                  options_.rules_path, evaluator_.rules().rules.size());
+    spdlog::error("alerts: reloading {} failed; keeping the {} old rules{}:",
+                  path, evaluator_.rules().rules.size(),
+                  path == options_.rules_path
+                      ? ""
+                      : absl::StrCat(" from ", options_.rules_path));
     for (absl::string_view line :
          absl::StrSplit(rules.status().message(), '\n')) {
       spdlog::error("  {}", std::string(line));
     }
     return;
   }
+  options_.rules_path = path;
   spdlog::info("alerts: reloaded {} rules from {}", rules->rules.size(),
                options_.rules_path);
   for (AlertEvent& e : evaluator_.SetRules(*std::move(rules), now)) {

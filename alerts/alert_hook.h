@@ -16,8 +16,10 @@
 //     alerts AND the resolutions not yet delivered, so a resolution held
 //     back by an unreachable Alertmanager survives a processor restart.
 //     Without an Alertmanager, an event is delivered once Kafka acked it.
-// Rules are reloaded on the processor thread after RequestReload (SIGHUP);
-// a file that does not validate keeps the old rules and logs every error.
+// Rules are reloaded on the processor thread after RequestReload (SIGHUP),
+// from the path rules_path_on_reload returns when set (`process --config`
+// takes a changed path from its config file); a file that does not validate
+// keeps the old rules and path and logs every error.
 #ifndef BUBBLEWATCH_ALERTS_ALERT_HOOK_H_
 #define BUBBLEWATCH_ALERTS_ALERT_HOOK_H_
 
@@ -39,6 +41,9 @@ namespace bubblewatch {
 
 struct AlertHookOptions {
   std::string rules_path;  // Re-read on reload.
+  // If set, called on the processor thread at each reload with the current
+  // rules path; returns the path to load (the current one if unchanged).
+  std::function<std::string(const std::string& current)> rules_path_on_reload;
   AlertEvaluatorOptions evaluator;
   // Kafka for the alerts topic; empty brokers = don't publish.
   std::string brokers;

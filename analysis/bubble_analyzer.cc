@@ -132,7 +132,8 @@ absl::Status Analyzer::PartitionAndValidate() {
       if (a.end_ns == a.start_ns) {
         ++d.zero_length_kernels;
       } else {
-        d.kernels.push_back({a.start_ns, a.end_ns, static_cast<uint32_t>(i)});
+        d.kernels.push_back(
+            {a.start_ns, a.end_ns, static_cast<uint32_t>(i), kNoLaunch});
       }
     } else {
       d.copies.push_back({a.start_ns, a.end_ns});
@@ -198,10 +199,10 @@ GapContext Analyzer::MakeGapContext(const DeviceTimeline& timeline,
   }
   // Choose N among the kernels starting at g1 (see the header).
   uint32_t best = timeline.kernels()[gap.next_begin].index;
-  uint32_t best_launch = LaunchOf(best);
+  uint32_t best_launch = timeline.kernels()[gap.next_begin].launch;
   for (uint32_t p = gap.next_begin + 1; p < gap.next_end; ++p) {
     uint32_t k = timeline.kernels()[p].index;
-    uint32_t launch = LaunchOf(k);
+    uint32_t launch = timeline.kernels()[p].launch;
     auto key = [&](uint32_t kernel, uint32_t l) {
       const GpuActivity& a = trace_.gpu[kernel];
       return std::make_tuple(l == kNoLaunch ? 1 : 0,
@@ -453,8 +454,9 @@ absl::StatusOr<Analysis> Analyzer::Run() {
         static_cast<int64_t>(input.kernels.size()) + input.zero_length_kernels;
     d.zero_length_kernels = input.zero_length_kernels;
     d.copies = static_cast<int64_t>(input.copies.size());
-    for (const KernelSlot& k : input.kernels) {
-      if (LaunchOf(k.index) != kNoLaunch) ++d.kernels_with_launch;
+    for (KernelSlot& k : input.kernels) {
+      k.launch = LaunchOf(k.index);
+      if (k.launch != kNoLaunch) ++d.kernels_with_launch;
     }
     timelines.emplace_back(std::move(input.kernels), trace_,
                            options_.open_until_ns, &sort_buffer);

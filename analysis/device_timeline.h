@@ -12,12 +12,17 @@
 
 namespace bubblewatch {
 
-// A non-empty kernel of the device: its times and its index in Trace::gpu.
+// A non-empty kernel of the device: its times, its index in Trace::gpu and
+// the Trace::cpu index of its launch (UINT32_MAX: none, or not looked up).
+// The launch rides along because the gap loop needs it for every gap, and
+// looking it up there again cost a cache miss per gap (docs/performance.md).
 struct KernelSlot {
   int64_t start_ns;
   int64_t end_ns;
   uint32_t index;
+  uint32_t launch = UINT32_MAX;
 };
+static_assert(sizeof(KernelSlot) == 24, "the launch fills the padding");
 
 // A gap [start_ns, end_ns) between two busy intervals.
 struct Gap {

@@ -73,17 +73,20 @@ void CommandLine::AddBool(std::string name, bool* target, std::string help) {
          *target = true;
          return absl::OkStatus();
        },
-       /*repeatable=*/true});
+       /*repeatable=*/true, ConfigKind::kSwitch});
 }
 
 void CommandLine::AddList(std::string name, std::vector<std::string>* target,
                           std::string value_name, std::string help) {
+  // -X's key=value assignments may come from a config file as a map.
+  const ConfigKind kind =
+      name == "property" ? ConfigKind::kProperties : ConfigKind::kList;
   Add({name, value_name, help, "",
        [target](absl::string_view v) {
          target->emplace_back(v);
          return absl::OkStatus();
        },
-       /*repeatable=*/true});
+       /*repeatable=*/true, kind, target});
 }
 
 void CommandLine::AddAlias(char short_name, std::string name) {
@@ -97,11 +100,58 @@ const CommandLine::Option* CommandLine::Find(absl::string_view name) const {
   return nullptr;
 }
 
+ConfigSchema CommandLine::Schema() const {
+  ConfigSchema schema;
+  for (const Option& o : options_) schema.emplace(o.name, o.kind);
+  return schema;
+}
+
+absl::StatusOr<std::vector<ConfigSetting>> CommandLine::ReadConfigFile() const {
+  return LoadConfigFile(config_path_, Schema());
+}
+
+absl::Status CommandLine::ApplyConfig(
+    const std::vector<std::pair<const Option*, size_t>>& list_sizes) {
+  for (const ConfigSetting& setting : config_settings_) {
+    const Option* option = Find(setting.key);
+    // ParseConfigFile knows only the schema's keys.
+    if (option == nullptr) continue;
+    if (option->list != nullptr) {
+      // The file's values go before the command line's.
+      size_t at = option->list->size();
+      for (const auto& [o, size] : list_sizes) {
+        if (o == option) at = size;
+      }
+      option->list->insert(option->list->begin() + at, setting.values.begin(),
+                           setting.values.end());
+      continue;
+    }
+    if (GivenOnCommandLine(setting.key) || setting.values.empty()) continue;
+    if (absl::Status s = option->set(setting.values.front()); !s.ok()) {
+      // The setter's "--window: ..." as "FILE:LINE: 'window': ...".
+      absl::string_view reason = s.message();
+      const std::string flag = absl::StrCat("--", setting.key, ": ");
+      if (absl::StartsWith(reason, flag)) reason.remove_prefix(flag.size());
+      return absl::InvalidArgumentError(absl::StrCat(
+          config_path_, ":", setting.line, ": '", setting.key, "': ", reason));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CommandLine::Parse(int argc, char** argv,
                                 std::vector<std::string>* positional) {
   // How the user spelt each single-valued option already given ("--store",
   // "-s"), to name both in the error.
   absl::flat_hash_map<const Option*, std::string> given;
+  // Every command with options has --config, unless it has an option of
+  // that name itself.
+  const bool has_config = !options_.empty() && Find("config") == nullptr;
+  std::vector<std::pair<const Option*, size_t>> list_sizes;
+  for (const Option& o : options_) {
+    if (o.list != nullptr) list_sizes.emplace_back(&o, o.list->size());
+  }
+  bool config_given = false;
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
     if (arg == "--") {
@@ -134,11 +184,32 @@ absl::Status CommandLine::Parse(int argc, char** argv,
       positional->emplace_back(arg);
       continue;
     }
+    if (has_config && name == "config") {
+      if (config_given) {
+        return absl::InvalidArgumentError(
+            "option '--config' given more than once; --config takes one "
+            "value");
+      }
+      config_given = true;
+      if (!value) {
+        if (i + 1 >= argc) {
+          return absl::InvalidArgumentError(
+              "option '--config' needs a value (FILE)");
+        }
+        value = argv[++i];
+      }
+      config_path_ = *value;
+      if (config_path_.empty()) {
+        return absl::InvalidArgumentError("--config: no file named");
+      }
+      continue;
+    }
     const Option* option = Find(name);
     if (option == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat("unknown option '--", name, "'"));
     }
+    given_on_command_line_.insert(option->name);
     if (!option->repeatable) {
       // What the user typed, without the value: "--store", "-s".
       const std::string typed = absl::StartsWith(arg, "--")
@@ -172,7 +243,11 @@ absl::Status CommandLine::Parse(int argc, char** argv,
     }
     if (absl::Status s = option->set(*value); !s.ok()) return s;
   }
-  return absl::OkStatus();
+  if (config_path_.empty() || help_requested_) return absl::OkStatus();
+  absl::StatusOr<std::vector<ConfigSetting>> settings = ReadConfigFile();
+  if (!settings.ok()) return settings.status();
+  config_settings_ = *std::move(settings);
+  return ApplyConfig(list_sizes);
 }
 
 std::optional<int> CommandLine::ParseOrExit(
@@ -243,6 +318,14 @@ std::string CommandLine::Help() const {
       absl::StrAppend(&help, " (default: ", o.default_text, ")");
     }
     AppendOptionEntry(out, lhs, help, kHelpColumn, kHelpWidth);
+  }
+  if (Find("config") == nullptr) {
+    AppendOptionEntry(
+        out, "  --config FILE",
+        "read options from this YAML file: keys are the option names "
+        "without --, -X properties a map under 'property' (docs/config.md); "
+        "the command line wins",
+        kHelpColumn, kHelpWidth);
   }
   AppendOptionEntry(out, "  -h, --help", "show this help", kHelpColumn,
                     kHelpWidth);

@@ -8,6 +8,14 @@
 // A --store B` must not quietly read only B). Only AddList options repeat;
 // a repeated boolean flag is harmless and accepted.
 //
+// `--config FILE` (every command with options has it): the options read
+// from a YAML file (cli/config_file.h; docs/config.md). A one-value option
+// given on the command line wins over the file's; a repeatable option takes
+// the file's values first, then the command line's (for -X, where the last
+// assignment of a key wins, the command line's value of a key wins). A
+// problem with the file is a usage error naming the file, the line and the
+// key.
+//
 // Why not absl/flags directly: its flags are process-global, so every
 // subcommand's --help would list every other subcommand's flags, and a usage
 // error exits with status 1 where bubblewatch promises 2.
@@ -21,9 +29,11 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "cli/config_file.h"
 
 namespace bubblewatch {
 
@@ -53,7 +63,9 @@ class CommandLine {
   // Parses argv[1..argc) (argv[0] is the subcommand). Non-option arguments
   // go to `positional`; "--" ends options. Returns kInvalidArgument with a
   // one-line reason for unknown options, missing or malformed values, and a
-  // single-valued option given more than once.
+  // single-valued option given more than once; then applies --config's file
+  // (unless --help was asked for), whose problems are one line too:
+  // "FILE:LINE: 'key': reason".
   // Sets help_requested() for -h/--help instead of failing.
   absl::Status Parse(int argc, char** argv,
                      std::vector<std::string>* positional);
@@ -66,6 +78,20 @@ class CommandLine {
                                  std::vector<std::string>* positional);
 
   bool help_requested() const { return help_requested_; }
+
+  // --config's file ("" without one) and what it set when Parse read it.
+  const std::string& config_path() const { return config_path_; }
+  const std::vector<ConfigSetting>& config_settings() const {
+    return config_settings_;
+  }
+  // Whether option `name` (long name) was given on the command line, where
+  // it wins over the config file.
+  bool GivenOnCommandLine(absl::string_view name) const {
+    return given_on_command_line_.contains(name);
+  }
+  // Reads config_path() again, with the same checks as Parse (e.g. for a
+  // SIGHUP reload); applies nothing. Values are not parsed.
+  absl::StatusOr<std::vector<ConfigSetting>> ReadConfigFile() const;
   // The --help page: usage, description, then one entry per option. Every
   // entry starts at column 2 (`--name VALUE` or `-X, --name VALUE`, the
   // built-in `-h, --help` last); its help text starts at column
@@ -86,15 +112,25 @@ class CommandLine {
     std::string default_text;
     std::function<absl::Status(absl::string_view)> set;
     bool repeatable = false;  // AddList (and boolean flags: no value).
+    ConfigKind kind = ConfigKind::kScalar;
+    std::vector<std::string>* list = nullptr;  // AddList's target.
   };
   const Option* Find(absl::string_view name) const;
   void Add(Option option);
+  ConfigSchema Schema() const;
+  // Applies config_settings_ below what the command line gave;
+  // `list_sizes`: each list target's size before the command line's values.
+  absl::Status ApplyConfig(
+      const std::vector<std::pair<const Option*, size_t>>& list_sizes);
 
   std::string usage_;
   std::string description_;
   std::vector<Option> options_;
   std::vector<std::pair<char, std::string>> aliases_;
   bool help_requested_ = false;
+  std::string config_path_;
+  std::vector<ConfigSetting> config_settings_;
+  absl::flat_hash_set<std::string> given_on_command_line_;
 };
 
 // A library's options error (Validate(): "invalid AnalyzerOptions:

@@ -1,9 +1,15 @@
 #include "cli/process_alerts.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 
+#include "absl/strings/str_join.h"
+#include "base/logging.h"
 #include "base/status_macros.h"
+#include "cli/config_file.h"
 
 namespace bubblewatch {
 namespace {
@@ -14,6 +20,16 @@ std::atomic<AlertHook*> g_hook{nullptr};
 
 void OnSighup(int) {
   if (AlertHook* hook = g_hook.load(); hook != nullptr) hook->RequestReload();
+}
+
+// Without rules there is no hook to reload on the processor thread; only
+// write(2) is safe here.
+void OnSighupWithoutRules(int) {
+  static constexpr char kLine[] =
+      "bubblewatch process: SIGHUP: started without --rules, so there are no "
+      "alert rules to reload; rules added to the config file take effect at "
+      "the next restart\n";
+  [[maybe_unused]] ssize_t n = write(STDERR_FILENO, kLine, sizeof(kLine) - 1);
 }
 
 }  // namespace
@@ -37,7 +53,8 @@ void AddProcessAlertFlags(CommandLine& cl, ProcessAlertFlags& flags) {
 absl::StatusOr<ProcessAlerts> SetUpProcessAlerts(
     const ProcessAlertFlags& flags, const std::string& brokers,
     const std::vector<std::string>& kafka_properties,
-    const WindowStoreReader* store) {
+    const WindowStoreReader* store,
+    std::function<std::string(const std::string&)> rules_path_on_reload) {
   ProcessAlerts alerts;
   if (flags.rules_path.empty()) return alerts;
   ASSIGN_OR_RETURN(AlertRuleSet rules, LoadAlertRulesFile(flags.rules_path));
@@ -49,6 +66,7 @@ absl::StatusOr<ProcessAlerts> SetUpProcessAlerts(
   }
   AlertHookOptions options;
   options.rules_path = flags.rules_path;
+  options.rules_path_on_reload = std::move(rules_path_on_reload);
   options.evaluator.dashboard_url = flags.dashboard_url;
   while (!options.evaluator.dashboard_url.empty() &&
          options.evaluator.dashboard_url.back() == '/') {
@@ -65,9 +83,58 @@ absl::StatusOr<ProcessAlerts> SetUpProcessAlerts(
   return alerts;
 }
 
-void ReloadRulesOnSighup(AlertHook* hook) {
+std::function<std::string(const std::string&)> RulesPathFromConfigOnReload(
+    const CommandLine& cl) {
+  if (cl.config_path().empty()) return nullptr;
+  const std::vector<ConfigSetting> at_start = cl.config_settings();
+  return [&cl, at_start](const std::string& current) -> std::string {
+    const std::string& path = cl.config_path();
+    absl::StatusOr<std::vector<ConfigSetting>> now = cl.ReadConfigFile();
+    if (!now.ok()) {
+      spdlog::error(
+          "config: re-reading it on SIGHUP failed, nothing of it applied: {}",
+          std::string(now.status().message()));
+      return current;
+    }
+    std::vector<std::string> restart;
+    for (const std::string& key : ChangedConfigKeys(at_start, *now)) {
+      if (key != "rules") restart.push_back(key);
+    }
+    if (!restart.empty()) {
+      spdlog::warn(
+          "config {}: {} changed since the start; not applied, needs a "
+          "restart",
+          path, absl::StrJoin(restart, ", "));
+    }
+    auto rules = std::find_if(now->begin(), now->end(),
+                              [](const auto& s) { return s.key == "rules"; });
+    if (rules == now->end() || rules->values.front().empty()) {
+      spdlog::warn(
+          "config {}: no 'rules' any more; reloading {} (alerting off takes "
+          "a restart)",
+          path, current);
+      return current;
+    }
+    if (cl.GivenOnCommandLine("rules")) {
+      if (rules->values.front() != current) {
+        spdlog::warn(
+            "config {}: 'rules' is {}, but --rules on the command line wins; "
+            "reloading {}",
+            path, rules->values.front(), current);
+      }
+      return current;
+    }
+    return rules->values.front();
+  };
+}
+
+void ReloadRulesOnSighup(AlertHook* hook, bool with_config) {
   g_hook.store(hook);
-  std::signal(SIGHUP, hook != nullptr ? OnSighup : SIG_DFL);
+  if (hook != nullptr) {
+    std::signal(SIGHUP, OnSighup);
+  } else {
+    std::signal(SIGHUP, with_config ? OnSighupWithoutRules : SIG_DFL);
+  }
 }
 
 }  // namespace bubblewatch

@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "cli/process_alerts.h"
+#include "kafka/kafka_config.h"
 #include "processor/stream_processor.h"
 #include "schemas/trace.h"
 #include "serve/http_server.h"
@@ -191,6 +192,12 @@ int RunProcessCommand(int argc, char** argv) {
   if (alert_flags.rules_path.empty() && !alert_flags.alertmanager_url.empty()) {
     usage_errors.push_back("--alertmanager needs --rules");
   }
+  // -X X.file=PATH: a secret file that is missing is the operator's
+  // mistake, found before anything starts (the clients read it again).
+  if (absl::Status s = CheckKafkaSecretFiles(options.kafka_properties);
+      !s.ok()) {
+    usage_errors.push_back(std::string(s.message()));
+  }
   if (!usage_errors.empty()) {
     std::cerr << "bubblewatch process: " << absl::StrJoin(usage_errors, "; ")
               << "\nTry 'bubblewatch process --help'.\n";
@@ -215,8 +222,9 @@ int RunProcessCommand(int argc, char** argv) {
     std::cerr << "bubblewatch process: " << store.status().message() << "\n";
     return kExitFailure;
   }
-  absl::StatusOr<ProcessAlerts> alerts = SetUpProcessAlerts(
-      alert_flags, options.brokers, options.kafka_properties, store->get());
+  absl::StatusOr<ProcessAlerts> alerts =
+      SetUpProcessAlerts(alert_flags, options.brokers, options.kafka_properties,
+                         store->get(), RulesPathFromConfigOnReload(cl));
   if (!alerts.ok()) {
     std::cerr << "bubblewatch process: " << alerts.status().message() << "\n";
     return kExitFailure;
@@ -252,9 +260,9 @@ int RunProcessCommand(int argc, char** argv) {
   g_processor.store(processor->get());
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
-  ReloadRulesOnSighup(alerts->hook.get());
+  ReloadRulesOnSighup(alerts->hook.get(), !cl.config_path().empty());
   absl::Status run = (*processor)->Run();
-  ReloadRulesOnSighup(nullptr);
+  ReloadRulesOnSighup(nullptr, false);
   g_processor.store(nullptr);
   if (server != nullptr) {
     server->Stop();

@@ -1,9 +1,12 @@
 // `bubblewatch serve`: the HTTP API, /metrics and the dashboard over a
-// store, opened read-only so that it runs beside the processor (or on a
-// copied store).
+// store: one processor's, opened read-only so that it runs beside the
+// processor (or on a copied store), or, with --brokers, a store of its own
+// that serve/window_materializer.h fills from the windows topic (the whole
+// fleet).
 #include <pthread.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -11,14 +14,28 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/logging.h"
 #include "cli/command_line.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "serve/http_server.h"
+#include "serve/window_materializer.h"
 #include "storage/window_store.h"
 
 namespace bubblewatch {
+
+namespace {
+
+// Where `serve --brokers` keeps its store without --store: under /var/tmp
+// (kept across reboots, unlike /tmp on many systems), one per windows topic.
+std::string DefaultMaterializedStore(const std::string& topic) {
+  const char* tmp = std::getenv("TMPDIR");
+  return absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/var/tmp",
+                      "/bubblewatch-serve-", topic);
+}
+
+}  // namespace
 
 int RunServeCommand(int argc, char** argv) {
   std::string store_path;
@@ -26,16 +43,37 @@ int RunServeCommand(int argc, char** argv) {
   std::string token_file;
   std::string log_level = "info";
   HttpServerOptions options;
+  WindowMaterializerOptions fleet;
   CommandLine cl(
-      "bubblewatch serve --store DIR [--listen HOST:PORT] [--token-file F]",
-      "Serves the window store over HTTP: the JSON API of `bubblewatch "
+      "bubblewatch serve --store DIR [--listen HOST:PORT] [--token-file F]\n"
+      "       bubblewatch serve --brokers B [--windows-topic T] [--store DIR] "
+      "[...]",
+      "Serves a window store over HTTP: the JSON API of `bubblewatch "
       "query` (/api/v1/jobs,\n/api/v1/jobs/JOB/windows, /api/v1/fleet), "
-      "Prometheus metrics (/metrics), /healthz and\na dashboard (/). The "
-      "store is opened read-only: it may be the one a running processor\n"
-      "writes (new windows show up within --refresh) or a copy. Stops on "
-      "SIGINT/SIGTERM.\n\nExit codes: 0 stopped by a signal, 1 store or "
-      "listen failure, 2 usage error.");
-  cl.AddString("store", &store_path, "DIR", "the RocksDB window store");
+      "Prometheus metrics (/metrics), /healthz and\na dashboard (/).\n\n"
+      "--store DIR alone: one processor's store, opened read-only: it may be "
+      "the one a running\nprocessor writes (new windows show up within "
+      "--refresh) or a copy.\n--brokers B: the whole fleet. The windows "
+      "topic every processor publishes to is\nmaterialized into a store of "
+      "serve's own (--store, default\n/var/tmp/bubblewatch-serve-TOPIC, "
+      "under $TMPDIR when set), resumed from its stored offsets\nafter a "
+      "restart; /healthz and /metrics report the lag. Stops on "
+      "SIGINT/SIGTERM.\n\nExit codes: 0 stopped by a signal, 1 store, "
+      "listen or Kafka failure, 2 usage error.");
+  cl.AddString("store", &store_path, "DIR",
+               "the RocksDB window store (with --brokers: serve's own)");
+  cl.AddString("brokers", &fleet.brokers, "HOST:PORT,...",
+               "materialize the windows topic of these brokers (the fleet "
+               "query tier)");
+  cl.AddString("windows-topic", &fleet.windows_topic, "TOPIC",
+               "--brokers: the topic processors publish windows to");
+  cl.AddDuration("retention", &fleet.retention, "DURATION",
+                 "--brokers: keep windows this long (event time, per job), "
+                 "as process --retention");
+  cl.AddList("property", &fleet.kafka_properties, "KEY=VALUE",
+             "--brokers: librdkafka property for the consumer (repeatable; "
+             "SASL/SSL settings go here)");
+  cl.AddAlias('X', "property");
   cl.AddString("listen", &listen, "HOST:PORT",
                "address to listen on (port 0 = any free port)");
   cl.AddString("token-file", &token_file, "FILE",
@@ -52,17 +90,43 @@ int RunServeCommand(int argc, char** argv) {
   if (std::optional<int> exit = cl.ParseOrExit(argc, argv, &positional)) {
     return *exit;
   }
-  std::string usage_error;
-  if (!positional.empty()) usage_error = "unexpected argument " + positional[0];
-  if (store_path.empty()) usage_error = "--store is required";
+  const bool materialize = !fleet.brokers.empty();
+  std::vector<std::string> usage_errors;
+  if (!positional.empty()) {
+    usage_errors.push_back("unexpected argument " + positional[0]);
+  }
+  if (!materialize) {
+    if (store_path.empty()) {
+      usage_errors.push_back("--store (or --brokers) is required");
+    }
+    const WindowMaterializerOptions defaults;
+    if (fleet.windows_topic != defaults.windows_topic ||
+        fleet.retention != defaults.retention ||
+        !fleet.kafka_properties.empty()) {
+      usage_errors.push_back(
+          "--windows-topic, --retention and -X need --brokers");
+    }
+  } else {
+    if (fleet.brokers == "embedded") {
+      usage_errors.push_back(
+          "--brokers embedded is not supported: an embedded cluster lives "
+          "inside one process, so no processor could publish to it");
+    }
+    if (store_path.empty()) {
+      store_path = DefaultMaterializedStore(fleet.windows_topic);
+    }
+    if (absl::Status s = fleet.Validate(); !s.ok()) {
+      usage_errors.push_back(std::string(s.message()));
+    }
+  }
   if (options.metrics_top_jobs < 0)
-    usage_error = "--metrics-top-jobs must be >= 0";
+    usage_errors.push_back("--metrics-top-jobs must be >= 0");
   if (absl::Status s = ParseListenAddress(listen, &options.host, &options.port);
       !s.ok()) {
-    usage_error = absl::StrCat("--listen: ", s.message());
+    usage_errors.push_back(absl::StrCat("--listen: ", s.message()));
   }
-  if (!usage_error.empty()) {
-    std::cerr << "bubblewatch serve: " << usage_error
+  if (!usage_errors.empty()) {
+    std::cerr << "bubblewatch serve: " << absl::StrJoin(usage_errors, "; ")
               << "\nTry 'bubblewatch serve --help'.\n";
     return kExitUsage;
   }
@@ -88,14 +152,43 @@ int RunServeCommand(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  absl::StatusOr<std::unique_ptr<WindowStoreReader>> store =
-      OpenRocksDbWindowStoreReadOnly(store_path);
-  if (!store.ok()) {
-    std::cerr << "bubblewatch serve: " << store.status().message() << "\n";
-    return kExitFailure;
+  // With --brokers the store is serve's own, written by the materializer
+  // on a thread of its own; without, a processor's, read-only.
+  std::unique_ptr<WindowStore> own_store;
+  std::unique_ptr<WindowStoreReader> read_only;
+  std::unique_ptr<WindowMaterializer> materializer;
+  if (materialize) {
+    absl::StatusOr<std::unique_ptr<WindowStore>> opened =
+        OpenRocksDbWindowStore(store_path);
+    if (!opened.ok()) {
+      std::cerr << "bubblewatch serve: " << opened.status().message() << "\n";
+      return kExitFailure;
+    }
+    own_store = *std::move(opened);
+    absl::StatusOr<std::unique_ptr<WindowMaterializer>> made =
+        WindowMaterializer::Create(fleet, own_store.get());
+    if (!made.ok()) {
+      std::cerr << "bubblewatch serve: " << made.status().message() << "\n";
+      return kExitFailure;
+    }
+    materializer = *std::move(made);
+    options.materializer_status = [m = materializer.get()] {
+      return m->status();
+    };
+  } else {
+    absl::StatusOr<std::unique_ptr<WindowStoreReader>> opened =
+        OpenRocksDbWindowStoreReadOnly(store_path);
+    if (!opened.ok()) {
+      std::cerr << "bubblewatch serve: " << opened.status().message() << "\n";
+      return kExitFailure;
+    }
+    read_only = *std::move(opened);
   }
+  WindowStoreReader* store =
+      own_store ? static_cast<WindowStoreReader*>(own_store.get())
+                : read_only.get();
   absl::StatusOr<std::unique_ptr<HttpServer>> server =
-      HttpServer::Bind(options, store->get());
+      HttpServer::Bind(options, store);
   if (!server.ok()) {
     std::cerr << "bubblewatch serve: " << server.status().message() << "\n";
     return kExitFailure;
@@ -105,15 +198,38 @@ int RunServeCommand(int argc, char** argv) {
     sigwait(&signals, &sig);
     s->Stop();
   });
+  absl::Status materialized = absl::OkStatus();
+  std::thread materializer_thread;
+  if (materializer) {
+    materializer_thread = std::thread([&, s = server->get()] {
+      materialized = materializer->Run();
+      // A failure stops the server too: answers from a store that no
+      // longer follows the topic would go stale without a sign.
+      if (!materialized.ok()) s->Stop();
+    });
+  }
   // Tests and scripts wait for this line to learn the (maybe chosen) port.
   std::cerr << "bubblewatch serve: listening on " << (*server)->url()
-            << " (store " << store_path << ")" << std::endl;
+            << " (store " << store_path
+            << (materialize
+                    ? absl::StrCat(", materializing ", fleet.windows_topic,
+                                   " from ", fleet.brokers)
+                    : std::string())
+            << ")" << std::endl;
   absl::Status served = (*server)->Serve();
   // Wakes the waiter if the server stopped without a signal.
   pthread_kill(waiter.native_handle(), SIGTERM);
   waiter.join();
+  if (materializer) {
+    materializer->Stop();
+    materializer_thread.join();
+  }
   if (!served.ok()) {
     std::cerr << "bubblewatch serve: " << served.message() << "\n";
+    return kExitFailure;
+  }
+  if (!materialized.ok()) {
+    std::cerr << "bubblewatch serve: " << materialized.message() << "\n";
     return kExitFailure;
   }
   return kExitOk;

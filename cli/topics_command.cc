@@ -51,9 +51,12 @@ std::string RetentionText(const std::string& ms_text) {
 }
 
 // The configs `describe` shows; the JSON form gives them as they are.
-constexpr const char* kShownConfigs[] = {"cleanup.policy", "retention.ms",
-                                         "segment.ms", "min.insync.replicas",
-                                         "min.cleanable.dirty.ratio"};
+constexpr const char* kShownConfigs[] = {"cleanup.policy",
+                                         "retention.ms",
+                                         "segment.ms",
+                                         "min.insync.replicas",
+                                         "min.cleanable.dirty.ratio",
+                                         kMaxDecompressedRecordConfig};
 
 std::string DescribeJson(const std::vector<TopicDescription>& topics,
                          bool pretty) {
@@ -143,6 +146,10 @@ int RunTopicsCommand(int argc, char** argv) {
   cl.AddDuration("retention", &fleet.retention, "DURATION",
                  "create: how long events, dead letters and alerts are kept, "
                  "and windows at least");
+  cl.AddInt64("max-record-bytes", &fleet.max_record_bytes, "BYTES",
+              "create: the largest events record the broker accepts once "
+              "decompressed (Kafka 4.4+; keep it at process's "
+              "--max-batch-bytes; 0 = no bound)");
   cl.AddString("topic", &fleet.events_topic, "TOPIC", "events topic");
   cl.AddString("windows-topic", &fleet.windows_topic, "TOPIC",
                "windows topic (\"\" = leave out)");
@@ -181,6 +188,9 @@ int RunTopicsCommand(int argc, char** argv) {
         "topics to set up");
   }
   if (fleet.partitions < 1) return Usage("--partitions must be >= 1");
+  if (fleet.max_record_bytes < 0) {
+    return Usage("--max-record-bytes must be >= 0");
+  }
   if (fleet.replication_factor == 0 || fleet.replication_factor < -1) {
     return Usage("--replication-factor must be >= 1 or -1");
   }
@@ -202,10 +212,20 @@ int RunTopicsCommand(int argc, char** argv) {
   if (!client.ok()) return Usage(client.status().message());
 
   if (action == "create") {
-    for (const TopicSpec& spec : FleetTopicSpecs(fleet)) {
+    for (TopicSpec& spec : FleetTopicSpecs(fleet)) {
+      std::string dropped;
       absl::StatusOr<bool> created =
-          CreateTopicIfMissing(client->get(), spec, timeout);
+          CreateFleetTopicIfMissing(client->get(), spec, timeout, &dropped);
       if (!created.ok()) return Fail(created.status().message());
+      if (!dropped.empty()) {
+        std::cerr << "bubblewatch topics: the broker does not know " << dropped
+                  << " (Kafka before 4.4): " << spec.name
+                  << " has no bound on a record's decompressed size; the "
+                     "processor still dead-letters one over its limit, but "
+                     "only after librdkafka has inflated it\n";
+        std::erase_if(spec.configs,
+                      [&](const auto& c) { return c.first == dropped; });
+      }
       // Returns once the metadata shows the topic, so that what runs next
       // (a describe, a processor) finds it.
       absl::StatusOr<int> partitions =

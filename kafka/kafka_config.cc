@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
@@ -124,11 +128,6 @@ void LogToSpdlog(const rd_kafka_t* rk, int level, const char* facility,
 // the value is redacted: it must not contain the value, and every quoted
 // part must be a property name (librdkafka quotes the key, its canonical
 // name, or the value or a part of it: "Invalid value \"x\" for ...").
-// `value` as it may be printed for `key`.
-absl::string_view Shown(absl::string_view key, absl::string_view value) {
-  return IsRedactedKafkaProperty(key, value) ? kRedacted : value;
-}
-
 bool ReasonHidesTheValue(absl::string_view reason, absl::string_view key,
                          absl::string_view value) {
   if (!value.empty() && absl::StrContains(reason, value)) return false;
@@ -183,6 +182,48 @@ std::string RedactKafkaSecrets(absl::string_view text) {
   return Secrets().Redact(text);
 }
 
+absl::StatusOr<std::optional<std::string>> ReadKafkaSecretFile(
+    absl::string_view assignment, std::string* key) {
+  const size_t eq = assignment.find('=');
+  if (eq == absl::string_view::npos || eq == 0) return std::nullopt;
+  const absl::string_view file_key = assignment.substr(0, eq);
+  if (!absl::EndsWith(file_key, kKafkaSecretFileSuffix) ||
+      file_key.size() == kKafkaSecretFileSuffix.size() ||
+      IsKnownKafkaProperty(file_key)) {
+    return std::nullopt;
+  }
+  const std::string path(assignment.substr(eq + 1));
+  auto fail = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Kafka property ", file_key,
+                     ": cannot read the secret file '", path, "': ", why));
+  };
+  if (path.empty()) return fail("no path given");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return fail(std::strerror(errno));
+  std::ostringstream content;
+  content << in.rdbuf();
+  if (in.bad()) return fail(std::strerror(errno));
+  std::string value = std::move(content).str();
+  while (!value.empty() && (value.back() == '\n' || value.back() == '\r')) {
+    value.pop_back();
+  }
+  if (value.empty()) return fail("the file is empty");
+  Secrets().Add(value);
+  *key = std::string(
+      file_key.substr(0, file_key.size() - kKafkaSecretFileSuffix.size()));
+  return value;
+}
+
+absl::Status CheckKafkaSecretFiles(
+    const std::vector<std::string>& assignments) {
+  for (const std::string& a : assignments) {
+    std::string key;
+    RETURN_IF_ERROR(ReadKafkaSecretFile(a, &key).status());
+  }
+  return absl::OkStatus();
+}
+
 KafkaConfig::KafkaConfig(absl::string_view brokers)
     : brokers_(brokers.data(), brokers.size()) {
   if (!brokers.empty()) Set("bootstrap.servers", brokers);
@@ -200,6 +241,18 @@ const std::string* KafkaConfig::Find(absl::string_view key) const {
     if (k == key) return &v;
   }
   return nullptr;
+}
+
+bool KafkaConfig::Redacted(absl::string_view key,
+                           absl::string_view value) const {
+  return IsRedactedKafkaProperty(key, value) ||
+         std::find(from_files_.begin(), from_files_.end(), key) !=
+             from_files_.end();
+}
+
+absl::string_view KafkaConfig::Shown(absl::string_view key,
+                                     absl::string_view value) const {
+  return Redacted(key, value) ? kRedacted : value;
 }
 
 void KafkaConfig::Set(absl::string_view key, absl::string_view value) {
@@ -236,6 +289,17 @@ absl::Status KafkaConfig::SetAssignment(absl::string_view assignment) {
         "a Kafka property must look like key=value (as in -X "
         "security.protocol=SASL_SSL)");
   }
+  std::string key;
+  ASSIGN_OR_RETURN(std::optional<std::string> secret,
+                   ReadKafkaSecretFile(assignment, &key));
+  if (secret.has_value()) {
+    if (std::find(from_files_.begin(), from_files_.end(), key) ==
+        from_files_.end()) {
+      from_files_.push_back(key);
+    }
+    Set(key, *secret);
+    return absl::OkStatus();
+  }
   Set(assignment.substr(0, eq), assignment.substr(eq + 1));
   return absl::OkStatus();
 }
@@ -254,9 +318,10 @@ std::optional<std::string> KafkaConfig::Get(absl::string_view key) const {
 }
 
 std::string KafkaConfig::DebugString() const {
-  return absl::StrJoin(properties_, ", ", [](std::string* out, const auto& kv) {
-    absl::StrAppend(out, kv.first, "=", Shown(kv.first, kv.second));
-  });
+  return absl::StrJoin(
+      properties_, ", ", [this](std::string* out, const auto& kv) {
+        absl::StrAppend(out, kv.first, "=", Shown(kv.first, kv.second));
+      });
 }
 
 absl::StatusOr<RdKafkaConfPtr> KafkaConfig::Build() const {
@@ -266,7 +331,7 @@ absl::StatusOr<RdKafkaConfPtr> KafkaConfig::Build() const {
     const rd_kafka_conf_res_t res = rd_kafka_conf_set(
         conf.get(), key.c_str(), value.c_str(), errstr, sizeof(errstr));
     if (res == RD_KAFKA_CONF_OK) continue;
-    if (!IsRedactedKafkaProperty(key, value)) {
+    if (!Redacted(key, value)) {
       return absl::InvalidArgumentError(
           absl::StrCat("Kafka property ", key, "=", value, ": ", errstr));
     }

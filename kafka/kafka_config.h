@@ -23,6 +23,13 @@
 // DebugString() and every error show "[redacted]" instead, and librdkafka's
 // own log lines and error strings, which may quote a value, pass through
 // RedactKafkaSecrets().
+//
+// Secrets from files: any property X may be given as `X.file=PATH` (e.g.
+// -X sasl.password.file=/run/secrets/kafka): SetAssignment reads the file
+// and sets X to its content, trailing line breaks removed. Such a value is
+// redacted whatever X is called (ssl.ca.pem.file too), and the path, not the
+// value, is what error messages name. A missing, unreadable or empty file is
+// kInvalidArgument naming the key and the path.
 #ifndef BUBBLEWATCH_KAFKA_KAFKA_CONFIG_H_
 #define BUBBLEWATCH_KAFKA_KAFKA_CONFIG_H_
 
@@ -69,6 +76,22 @@ bool IsRedactedKafkaProperty(absl::string_view key, absl::string_view value);
 // mechanism).
 std::string RedactKafkaSecrets(absl::string_view text);
 
+// The suffix that makes `X.file=PATH` read X's value from PATH.
+inline constexpr absl::string_view kKafkaSecretFileSuffix = ".file";
+
+// For an assignment "X.file=PATH" (X.file not itself a librdkafka property):
+// X's value read from PATH, trailing "\n"/"\r" removed, and registered for
+// RedactKafkaSecrets(). `key` gets X. Returns nullopt for any other
+// assignment. Errors (kInvalidArgument, one line naming `X.file` and PATH,
+// never the content): PATH missing, unreadable or empty.
+absl::StatusOr<std::optional<std::string>> ReadKafkaSecretFile(
+    absl::string_view assignment, std::string* key);
+
+// Reads every "X.file=PATH" assignment of `assignments` (as ReadKafkaSecretFile
+// does) and returns the first error: for commands that check their -X
+// secret files before starting anything, a missing one being a usage error.
+absl::Status CheckKafkaSecretFiles(const std::vector<std::string>& assignments);
+
 class KafkaConfig {
  public:
   // `brokers` is librdkafka's bootstrap.servers: "host:port[,host:port...]".
@@ -86,7 +109,9 @@ class KafkaConfig {
   absl::Status Require(absl::string_view key, absl::string_view value);
 
   // Applies one "key=value" assignment (the argument of -X). The value may
-  // contain '='. Returns kInvalidArgument for a missing '=' or an empty key.
+  // contain '='. "X.file=PATH" sets X to PATH's content (see above), a value
+  // this configuration then always redacts. Returns kInvalidArgument for a
+  // missing '=', an empty key, or a secret file that cannot be read.
   absl::Status SetAssignment(absl::string_view assignment);
 
   // SetAssignment for each element, in order (a later one wins).
@@ -124,9 +149,13 @@ class KafkaConfig {
  private:
   std::string* Find(absl::string_view key);
   const std::string* Find(absl::string_view key) const;
+  // IsRedactedKafkaProperty, or `key` was set from a secret file.
+  bool Redacted(absl::string_view key, absl::string_view value) const;
+  absl::string_view Shown(absl::string_view key, absl::string_view value) const;
 
   std::string brokers_;
   std::vector<std::pair<std::string, std::string>> properties_;
+  std::vector<std::string> from_files_;  // Keys set from X.file.
   bool watch_features_ = false;
 };
 

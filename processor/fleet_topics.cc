@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace bubblewatch {
@@ -18,6 +20,24 @@ std::string Ms(absl::Duration d) {
 
 std::string WindowTopicKey(absl::string_view job, int64_t window_start_ns) {
   return absl::StrCat(job, "@", window_start_ns);
+}
+
+bool ParseWindowTopicKey(absl::string_view key, std::string* job,
+                         int64_t* window_start_ns) {
+  const size_t at = key.rfind('@');
+  if (at == absl::string_view::npos || at == 0) return false;
+  const absl::string_view start = key.substr(at + 1);
+  // SimpleAtoi also takes "+5" and surrounding spaces: keys are written
+  // with StrCat, so anything but [-]digits is not one of ours.
+  if (start.empty() ||
+      start.find_first_not_of("-0123456789", start[0] == '-' ? 1 : 0) !=
+          absl::string_view::npos ||
+      start.find('-', 1) != absl::string_view::npos) {
+    return false;
+  }
+  if (!absl::SimpleAtoi(start, window_start_ns)) return false;
+  *job = std::string(key.substr(0, at));
+  return true;
 }
 
 int32_t WindowTopicPartition(absl::string_view job, int partitions) {
@@ -47,6 +67,37 @@ TopicConfigs DeleteTopicConfigs(absl::Duration retention) {
   return {{"cleanup.policy", "delete"}, {"retention.ms", Ms(retention)}};
 }
 
+TopicConfigs EventsTopicConfigs(absl::Duration retention,
+                                int64_t max_record_bytes) {
+  TopicConfigs configs = DeleteTopicConfigs(retention);
+  if (max_record_bytes > 0) {
+    configs.emplace_back(kMaxDecompressedRecordConfig,
+                         absl::StrCat(max_record_bytes));
+  }
+  return configs;
+}
+
+absl::StatusOr<bool> CreateFleetTopicIfMissing(rd_kafka_t* client,
+                                               TopicSpec spec,
+                                               absl::Duration timeout,
+                                               std::string* dropped_config) {
+  dropped_config->clear();
+  absl::StatusOr<bool> created = CreateTopicIfMissing(client, spec, timeout);
+  auto bounded = std::find_if(
+      spec.configs.begin(), spec.configs.end(),
+      [](const auto& c) { return c.first == kMaxDecompressedRecordConfig; });
+  // The broker names the config it does not know ("Unknown topic config
+  // name: ..."); any other refusal stands.
+  if (created.ok() || bounded == spec.configs.end() ||
+      !absl::StrContains(created.status().message(),
+                         kMaxDecompressedRecordConfig)) {
+    return created;
+  }
+  spec.configs.erase(bounded);
+  *dropped_config = kMaxDecompressedRecordConfig;
+  return CreateTopicIfMissing(client, spec, timeout);
+}
+
 std::vector<TopicSpec> FleetTopicSpecs(const FleetTopicOptions& o) {
   std::vector<TopicSpec> specs;
   auto add = [&](const std::string& name, int partitions,
@@ -57,7 +108,8 @@ std::vector<TopicSpec> FleetTopicSpecs(const FleetTopicOptions& o) {
                               .replication_factor = o.replication_factor,
                               .configs = std::move(configs)});
   };
-  add(o.events_topic, o.partitions, DeleteTopicConfigs(o.retention));
+  add(o.events_topic, o.partitions,
+      EventsTopicConfigs(o.retention, o.max_record_bytes));
   add(o.windows_topic, o.partitions, WindowsTopicConfigs(o.retention));
   add(o.state_topic, o.partitions, StateTopicConfigs());
   add(o.dlq_topic, 1, DeleteTopicConfigs(o.retention));

@@ -5,7 +5,8 @@
 // each setting).
 //
 //   events   N partitions (the unit of scale-out: at most N processors
-//            share the work), delete after `retention`;
+//            share the work), delete after `retention`, records bounded
+//            after decompression (max.decompressed.message.bytes);
 //   windows  N partitions, compact,delete: one record per (job, window)
 //            kept for at least `retention`; co-partitioned with the events
 //            (a job's windows go to the partition its events are in);
@@ -21,9 +22,11 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "kafka/kafka_admin.h"
+#include "processor/batch_validator.h"
 
 namespace bubblewatch {
 
@@ -51,12 +54,41 @@ TopicConfigs StateTopicConfigs();
 // The configs of a plain topic (events, dead letters, alerts).
 TopicConfigs DeleteTopicConfigs(absl::Duration retention);
 
+// The topic config (Kafka 4.4 and later) with which the broker refuses a
+// record larger than its value once decompressed, at produce time. Set on
+// the events topic to the processor's batch limit, it keeps a compressed
+// bomb (an lz4 record of a few MB that inflates to gigabytes) out of the
+// topic: librdkafka inflates a fetched message set without a bound of its
+// own, so the processor's check comes only after the memory is spent.
+inline constexpr char kMaxDecompressedRecordConfig[] =
+    "max.decompressed.message.bytes";
+
+// The configs of the events topic: DeleteTopicConfigs, and records bounded
+// to `max_record_bytes` after decompression (0: no bound).
+TopicConfigs EventsTopicConfigs(absl::Duration retention,
+                                int64_t max_record_bytes);
+
+// Creates `spec` if missing (CreateTopicIfMissing). A broker that does not
+// know kMaxDecompressedRecordConfig (before Kafka 4.4) refuses the whole
+// topic; it is then created without that config, and *dropped_config says
+// so (it is set to "" otherwise).
+absl::StatusOr<bool> CreateFleetTopicIfMissing(rd_kafka_t* client,
+                                               TopicSpec spec,
+                                               absl::Duration timeout,
+                                               std::string* dropped_config);
+
 // The key of a window on the windows topic: "JOB@START_NS" (the window's
 // start, nanoseconds since the epoch, in decimal). Unique per (job, window),
 // also for jobs whose name holds '@': the part after the last '@' is the
 // start. Readable with kcat; the value (the encoded WindowSummary) carries
 // both fields, so consumers need not parse it.
 std::string WindowTopicKey(absl::string_view job, int64_t window_start_ns);
+
+// Splits a WindowTopicKey back into the job and the window start (what a
+// tombstone, which has no value, says). Returns false when `key` is not one:
+// no '@', an empty job, or no decimal integer after the last '@'.
+bool ParseWindowTopicKey(absl::string_view key, std::string* job,
+                         int64_t* window_start_ns);
 
 // The partition of a window of `job` on a windows topic of `partitions`
 // partitions: murmur2(job) mod partitions, the partition the producer's
@@ -69,6 +101,10 @@ struct FleetTopicOptions {
   int partitions = kDefaultFleetPartitions;
   int replication_factor = -1;  // -1: the broker's default.
   absl::Duration retention = kDefaultTopicRetention;
+  // The largest events record the broker accepts once decompressed: the
+  // processor's default batch limit (BatchLimits::max_batch_bytes), so that
+  // what the broker takes, the processor can decode. 0: no bound.
+  int64_t max_record_bytes = BatchLimits{}.max_batch_bytes;
   // The names, as `process` takes them; "" leaves that topic out.
   std::string events_topic = "bubblewatch.events";
   std::string windows_topic = "bubblewatch.windows";

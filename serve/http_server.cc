@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
+#include "base/json_writer.h"
 #include "base/logging.h"
 #include "base/text_escape.h"
 #include "httplib.h"
@@ -186,8 +187,8 @@ class HttpServer::Impl {
         };
     server_.set_error_handler(std::move(on_error));
     server_.Get("/healthz",
-                [](const httplib::Request&, httplib::Response& res) {
-                  res.set_content(R"({"status":"ok"})", std::string(kJson));
+                [this](const httplib::Request&, httplib::Response& res) {
+                  res.set_content(HealthJson(), std::string(kJson));
                 });
     server_.Get("/api/v1/jobs",
                 [this](const httplib::Request& req, httplib::Response& res) {
@@ -215,6 +216,24 @@ class HttpServer::Impl {
                 });
     server_.Get(R"(/(.*))", [](const httplib::Request& req,
                                httplib::Response& res) { Static(req, res); });
+  }
+
+  std::string HealthJson() const {
+    if (!options_.materializer_status) return R"({"status":"ok"})";
+    const MaterializerStatus m = options_.materializer_status();
+    JsonWriter w;
+    w.BeginObject();
+    w.Key("status").String("ok");
+    w.Key("topic").String(m.topic);
+    w.Key("partitions").Int(m.partitions);
+    w.Key("lag_messages");
+    if (m.lag_messages) {
+      w.Int(*m.lag_messages);
+    } else {
+      w.Null();
+    }
+    w.EndObject();
+    return std::move(w).Take();
   }
 
   // Checks the bearer token for the API and the metrics; replies 401 and
@@ -333,8 +352,13 @@ class HttpServer::Impl {
     if (absl::Status s = MaybeRefresh(); !s.ok()) return ReplyError(res, s);
     std::optional<ProcessorStats> stats;
     if (options_.processor_stats) stats = options_.processor_stats();
+    std::optional<MaterializerStatus> materializer;
+    if (options_.materializer_status) {
+      materializer = options_.materializer_status();
+    }
     absl::StatusOr<std::string> page = RenderPrometheusMetrics(
-        *store_, options_.metrics_top_jobs, stats ? &*stats : nullptr);
+        *store_, options_.metrics_top_jobs, stats ? &*stats : nullptr,
+        materializer ? &*materializer : nullptr);
     if (!page.ok()) return ReplyError(res, page.status());
     res.set_header("Cache-Control", "no-store");
     res.set_content(std::move(page).value(),

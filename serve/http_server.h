@@ -15,7 +15,10 @@
 //        a period (or from=&to=; pretty=1)
 //   GET /api/v1/alerts                        the committed alert state
 //   GET /metrics                              Prometheus text format 0.0.4
-//   GET /healthz                              {"status":"ok"}
+//   GET /healthz                              {"status":"ok"}; under
+//        `serve --brokers` also the windows topic, its partitions and the
+//        lag ({"status":"ok","topic":T,"partitions":N,"lag_messages":L},
+//        L null until known)
 //   GET /, /app.js, ...                       the dashboard (built in)
 // The JSON bodies are the ones of `bubblewatch query --json`
 // (serve/query_report.h). Errors are JSON {"error", "code"}: 400 for a
@@ -42,6 +45,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "processor/processor_stats.h"
+#include "serve/materializer_status.h"
 #include "serve/prometheus_metrics.h"
 #include "storage/window_store.h"
 
@@ -62,6 +66,10 @@ struct HttpServerOptions {
   // Inside the processor: its counters, added to /metrics. Called from
   // request threads; must be thread-safe.
   std::function<ProcessorStats()> processor_stats;
+  // Under `serve --brokers`: the materializer's lag, shown on /healthz and
+  // /metrics (bubblewatch_serve_*). Called from request threads; must be
+  // thread-safe.
+  std::function<MaterializerStatus()> materializer_status;
 
   // Connection limits (docs/http.md). A request's head and body must arrive
   // within request_timeout of its first byte: a client that trickles one

@@ -169,6 +169,33 @@ void WriteProcessor(Page& page, const ProcessorStats& p) {
   }
 }
 
+void WriteMaterializer(Page& page, const MaterializerStatus& m) {
+  const std::string topic = Label("topic", m.topic);
+  page.Family("bubblewatch_serve_lag_messages", "gauge",
+              "Offsets of the windows topic not yet in serve's store, summed "
+              "over its partitions (absent until every partition's high "
+              "watermark is known).");
+  if (m.lag_messages) {
+    page.Sample("bubblewatch_serve_lag_messages", topic, *m.lag_messages);
+  }
+  page.Family("bubblewatch_serve_partitions", "gauge",
+              "Partitions of the windows topic serve follows.");
+  page.Sample("bubblewatch_serve_partitions", topic,
+              static_cast<int64_t>(m.partitions));
+  page.Family("bubblewatch_serve_windows_applied_total", "counter",
+              "Window versions written to serve's store.");
+  page.Sample("bubblewatch_serve_windows_applied_total", topic,
+              m.windows_applied);
+  page.Family("bubblewatch_serve_windows_deleted_total", "counter",
+              "Windows deleted by a tombstone on the windows topic.");
+  page.Sample("bubblewatch_serve_windows_deleted_total", topic,
+              m.windows_deleted);
+  page.Family("bubblewatch_serve_invalid_messages_total", "counter",
+              "Messages of the windows topic skipped: not a window.");
+  page.Sample("bubblewatch_serve_invalid_messages_total", topic,
+              m.invalid_messages);
+}
+
 // Utilization and bubble ratio by cause of `p` in two families
 // `<prefix>_utilization` and `<prefix>_bubble_ratio`, with `labels` first.
 void WritePeriodSamples(Page& page, absl::string_view prefix,
@@ -207,7 +234,7 @@ std::string EscapeLabelValue(absl::string_view value) {
 
 absl::StatusOr<std::string> RenderPrometheusMetrics(
     const WindowStoreReader& store, int top_jobs,
-    const ProcessorStats* processor) {
+    const ProcessorStats* processor, const MaterializerStatus* materializer) {
   // Every job, most bubble time first: the first `top_jobs` get their own
   // series, the rest are aggregated.
   ASSIGN_OR_RETURN(
@@ -311,6 +338,7 @@ absl::StatusOr<std::string> RenderPrometheusMetrics(
   WritePeriodSamples(page, "bubblewatch_other_jobs", "", others);
 
   if (processor != nullptr) WriteProcessor(page, *processor);
+  if (materializer != nullptr) WriteMaterializer(page, *materializer);
   return std::move(page).Take();
 }
 

@@ -14,7 +14,10 @@
 //   - processor counters and gauges, when `processor` is given: messages,
 //     events, replays, duplicate batches, late events, windows written,
 //     dead-lettered messages by reason, open jobs, buffered events, lag per
-//     partition.
+//     partition;
+//   - under `serve --brokers`, the materializer's: lag behind the windows
+//     topic (bubblewatch_serve_lag_messages, absent until known), partitions
+//     followed, windows applied and deleted, messages skipped.
 // Cost: one point read per job, plus one last-hour scan per exported job.
 #ifndef BUBBLEWATCH_SERVE_PROMETHEUS_METRICS_H_
 #define BUBBLEWATCH_SERVE_PROMETHEUS_METRICS_H_
@@ -24,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "processor/processor_stats.h"
+#include "serve/materializer_status.h"
 #include "storage/window_store.h"
 
 namespace bubblewatch {
@@ -35,11 +39,13 @@ inline constexpr int kDefaultMetricsTopJobs = 100;
 inline constexpr absl::string_view kPrometheusContentType =
     "text/plain; version=0.0.4; charset=utf-8";
 
-// Renders the page. `processor` may be null (`serve` has no processor).
+// Renders the page. `processor` may be null (`serve` has no processor);
+// `materializer` is given under `serve --brokers` (its lag and counters).
 // REQUIRES: top_jobs >= 0.
 absl::StatusOr<std::string> RenderPrometheusMetrics(
     const WindowStoreReader& store, int top_jobs,
-    const ProcessorStats* processor);
+    const ProcessorStats* processor,
+    const MaterializerStatus* materializer = nullptr);
 
 // Escapes a label value: backslash, double quote and newline.
 std::string EscapeLabelValue(absl::string_view value);

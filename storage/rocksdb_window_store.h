@@ -8,12 +8,16 @@
 #ifndef BUBBLEWATCH_STORAGE_ROCKSDB_WINDOW_STORE_H_
 #define BUBBLEWATCH_STORAGE_ROCKSDB_WINDOW_STORE_H_
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -21,6 +25,7 @@
 #include "rocksdb/cache.h"
 #include "rocksdb/db.h"
 #include "rocksdb/env.h"
+#include "rocksdb/write_batch.h"
 #include "storage/store_records.h"
 #include "storage/window_store.h"
 
@@ -81,6 +86,18 @@ class RocksDbWindowStore final : public WindowStore {
   absl::StatusOr<std::optional<JobRecord>> ReadJobRecord(absl::string_view job,
                                                          bool with_state) const;
   absl::StatusOr<bool> WindowExists(const std::string& key) const;
+  // Commit's deletes, after its upserts (`keys_in_batch`, and by job and
+  // start `upserted`, their encodings): adds them to `wb` and fixes the
+  // records of the jobs whose newest or oldest window goes (a new `latest`
+  // copy included). REQUIRES: write_mu_ held.
+  absl::Status AddDeletes(
+      const std::vector<WindowDelete>& deletes,
+      const absl::flat_hash_set<std::string>& keys_in_batch,
+      const absl::flat_hash_map<std::string, std::map<int64_t, std::string>>&
+          upserted,
+      absl::FunctionRef<absl::StatusOr<JobRecord*>(const std::string&)>
+          record_of,
+      rocksdb::WriteBatch& wb);
   // Deletes `job`'s windows with start <= newest start - retention_ns
   // (one range delete) and updates its record; adds to `stats`.
   absl::Status TrimJob(const std::string& job, int64_t retention_ns,

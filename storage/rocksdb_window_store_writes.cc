@@ -4,11 +4,15 @@
 // run under write_mu_; readers never lock.
 #include <algorithm>
 #include <limits>
+#include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -30,6 +34,9 @@ absl::Status ValidateBatch(const StoreBatch& batch) {
           absl::StrCat("window of job ", w.job, " ends (", w.window.end_ns,
                        ") before it starts (", w.window.start_ns, ")"));
     }
+  }
+  for (const WindowDelete& d : batch.window_deletes) {
+    RETURN_IF_ERROR(ValidateJobName(d.job));
   }
   for (const JobUpdate& u : batch.jobs) RETURN_IF_ERROR(ValidateJobName(u.job));
   for (const PartitionProgress& p : batch.progress) {
@@ -95,6 +102,10 @@ absl::Status RocksDbWindowStore::Commit(const StoreBatch& batch) {
 
   rocksdb::WriteBatch wb;
   absl::flat_hash_set<std::string> keys_in_batch;
+  // With deletes in the batch: the encoding of each window upserted, by job
+  // and start, for a job whose newest window is deleted (the next newest
+  // may be one of these).
+  absl::flat_hash_map<std::string, std::map<int64_t, std::string>> upserted;
   for (const WindowSummary& w : batch.windows) {
     ASSIGN_OR_RETURN(JobRecord * r, record_of(w.job));
     const int64_t start = w.window.start_ns;
@@ -125,6 +136,11 @@ absl::Status RocksDbWindowStore::Commit(const StoreBatch& batch) {
     // A copy for LatestOfEveryJob; a later Put of the same job in this batch
     // wins, and it is only made for a start at least as late.
     if (is_latest) wb.Put(latest_, w.job, value);
+    if (!batch.window_deletes.empty()) upserted[w.job][start] = value;
+  }
+  if (!batch.window_deletes.empty()) {
+    RETURN_IF_ERROR(AddDeletes(batch.window_deletes, keys_in_batch, upserted,
+                               record_of, wb));
   }
   for (const JobUpdate& u : batch.jobs) {
     ASSIGN_OR_RETURN(JobRecord * r, record_of(u.job));
@@ -158,10 +174,113 @@ absl::Status RocksDbWindowStore::Commit(const StoreBatch& batch) {
   wo.disableWAL = false;  // Never: offsets stored with state need the WAL.
   return FromRocksDb(
       db_->Write(wo, &wb),
-      absl::StrFormat("committing %d windows, %d job updates, %d progress "
-                      "records and %d alert states to the window store at %s",
-                      batch.windows.size(), batch.jobs.size(),
-                      batch.progress.size(), batch.alert_states.size(), path_));
+      absl::StrFormat("committing %d windows, %d deletes, %d job updates, "
+                      "%d progress records and %d alert states to the window "
+                      "store at %s",
+                      batch.windows.size(), batch.window_deletes.size(),
+                      batch.jobs.size(), batch.progress.size(),
+                      batch.alert_states.size(), path_));
+}
+
+absl::Status RocksDbWindowStore::AddDeletes(
+    const std::vector<WindowDelete>& deletes,
+    const absl::flat_hash_set<std::string>& keys_in_batch,
+    const absl::flat_hash_map<std::string, std::map<int64_t, std::string>>&
+        upserted,
+    absl::FunctionRef<absl::StatusOr<JobRecord*>(const std::string&)> record_of,
+    rocksdb::WriteBatch& wb) {
+  // job -> the starts of its stored windows this batch deletes.
+  absl::flat_hash_map<std::string, absl::flat_hash_set<int64_t>> deleted;
+  for (const WindowDelete& d : deletes) {
+    const std::string key = WindowKey(d.job, d.start_ns);
+    if (keys_in_batch.contains(key)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("window of job ", d.job, " at ", d.start_ns,
+                       " is both written and deleted in one batch"));
+    }
+    if (deleted[d.job].contains(d.start_ns)) continue;  // Deleted twice.
+    ASSIGN_OR_RETURN(const bool exists, WindowExists(key));
+    if (!exists) continue;
+    deleted[d.job].insert(d.start_ns);
+    ASSIGN_OR_RETURN(JobRecord * r, record_of(d.job));
+    r->window_count = std::max<int64_t>(0, r->window_count - 1);
+    wb.Delete(windows_, key);
+  }
+  for (const auto& [job, starts] : deleted) {
+    if (starts.empty()) continue;
+    ASSIGN_OR_RETURN(JobRecord * r, record_of(job));
+    if (r->window_count == 0) {
+      r->latest_window_start_ns = 0;
+      r->oldest_window_start_ns = 0;
+      wb.Delete(latest_, job);
+      continue;
+    }
+    const bool latest_gone = starts.contains(r->latest_window_start_ns);
+    const bool oldest_gone = starts.contains(r->oldest_window_start_ns);
+    if (!latest_gone && !oldest_gone) continue;
+    // The job's windows as they will be: the stored ones not deleted, and
+    // this batch's upserts (which replace a stored one of the same start).
+    static const std::map<int64_t, std::string> kNone;
+    auto up = upserted.find(job);
+    const std::map<int64_t, std::string>& puts =
+        up == upserted.end() ? kNone : up->second;
+    const std::string lower = WindowKeyPrefix(job);
+    const std::string limit = WindowKeyLimit(job);
+    const rocksdb::Slice lower_slice(lower), limit_slice(limit);
+    rocksdb::ReadOptions ro;
+    ro.iterate_lower_bound = &lower_slice;
+    ro.iterate_upper_bound = &limit_slice;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, windows_));
+    auto start_of = [&]() {
+      absl::string_view unused_job;
+      int64_t start = 0;
+      ParseWindowKey(absl::string_view(it->key().data(), it->key().size()),
+                     &unused_job, &start);
+      return start;
+    };
+    if (latest_gone) {
+      // The newest stored window below the deleted newest, not deleted too;
+      // no upsert is newer than the deleted one (it was the newest).
+      std::optional<int64_t> start;
+      std::string value;
+      for (it->SeekForPrev(WindowKey(job, r->latest_window_start_ns));
+           it->Valid(); it->Prev()) {
+        const int64_t s = start_of();
+        if (starts.contains(s)) continue;
+        start = s;
+        value = it->value().ToString();
+        break;
+      }
+      RETURN_IF_ERROR(FromRocksDb(it->status(), "finding the newest window"));
+      if (!puts.empty() && (!start || puts.rbegin()->first >= *start)) {
+        start = puts.rbegin()->first;
+        value = puts.rbegin()->second;
+      }
+      if (!start) {
+        return absl::DataLossError(absl::StrCat(
+            "job ", job, " counts ", r->window_count,
+            " windows but none is left after deleting its newest"));
+      }
+      r->latest_window_start_ns = *start;
+      wb.Put(latest_, job, value);
+    }
+    if (oldest_gone) {
+      std::optional<int64_t> start;
+      for (it->Seek(WindowKey(job, r->oldest_window_start_ns)); it->Valid();
+           it->Next()) {
+        const int64_t s = start_of();
+        if (starts.contains(s)) continue;
+        start = s;
+        break;
+      }
+      RETURN_IF_ERROR(FromRocksDb(it->status(), "finding the oldest window"));
+      if (!puts.empty() && (!start || puts.begin()->first < *start)) {
+        start = puts.begin()->first;
+      }
+      if (start) r->oldest_window_start_ns = *start;
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<RetentionStats> RocksDbWindowStore::ApplyRetention(

@@ -116,16 +116,27 @@ struct AlertStateUpdate {
   std::optional<std::string> state;
 };
 
+// One window to delete, by its key: what a tombstone on the windows topic
+// asks of a materialized store (serve/window_materializer.h).
+struct WindowDelete {
+  std::string job;
+  int64_t start_ns = 0;
+};
+
 // Everything one Commit writes, atomically.
 struct StoreBatch {
   std::vector<WindowSummary> windows;  // Upserted by (job, window start).
+  // Deleted after the upserts; deleting a window that is not stored is not
+  // an error. A window both upserted and deleted in one batch is
+  // kInvalidArgument (the caller decides which one is newer).
+  std::vector<WindowDelete> window_deletes;
   std::vector<JobUpdate> jobs;
   std::vector<PartitionProgress> progress;  // Replaces per (topic, partition).
   std::vector<AlertStateUpdate> alert_states;
 
   bool empty() const {
-    return windows.empty() && jobs.empty() && progress.empty() &&
-           alert_states.empty();
+    return windows.empty() && window_deletes.empty() && jobs.empty() &&
+           progress.empty() && alert_states.empty();
   }
 };
 
@@ -250,8 +261,11 @@ class WindowStoreReader {
 class WindowStore : public WindowStoreReader {
  public:
   // Writes `batch` atomically (one RocksDB WriteBatch, WAL on): either all
-  // of it is stored or, on error, none. Keeps each job's window count and
-  // latest window start up to date.
+  // of it is stored or, on error, none. Keeps each job's window count,
+  // latest and oldest window start (and its newest window's copy) up to
+  // date, deletes included: deleting a job's newest window makes the one
+  // before it the newest; deleting its last leaves the job known, with no
+  // window.
   // Errors: kInvalidArgument for an empty job or topic, a job containing
   // '\0', a window with end < start or a negative partition; I/O errors as
   // in the class comment. After a write error the store may refuse further

@@ -12,6 +12,11 @@
 //     Alertmanager that was unreachable (SIGSTOP) when it happened;
 // and SIGHUP reloads the rules file: a bad one is refused and logged, a good
 // one applies to the next windows;
+// and a processor started with --config (issue 22) reads a Kafka property
+// from a secret file (bootstrap.servers.file: without the file's value it
+// reaches no broker) and never prints a secret file's content, and SIGHUP
+// takes a changed `rules` path from the re-read config file, naming other
+// changed keys as needing a restart;
 // and a resolution that could not reach Alertmanager (unreachable through a
 // proxy that is shut) survives a kill -9 of the processor: the restarted
 // processor delivers it, long before Alertmanager's resolve_timeout (1 h in
@@ -493,6 +498,104 @@ TEST_F(AlertmanagerKafka, SighupReloadsRulesAndRefusesABadFile) {
   EXPECT_GE(reader.Poll().front().window_start_ns,
             kStallStartNs + 3 * kWindowNs);
   EXPECT_EQ(reader.Poll().front().job, job);
+}
+
+// Issue 22: `process --config FILE`. The file's `brokers` is an address
+// where nothing listens; the real one comes from a secret file
+// (`bootstrap.servers.file`), so windows in the store prove the file's value
+// reached the consumer. A second secret (`sasl.password.file`) never appears
+// in the log, though librdkafka's debug logging prints the configuration.
+// Then the config file names other rules: SIGHUP loads them, and they fire.
+TEST_F(AlertmanagerKafka, ConfigFileSecretsAndSighupTakeANewRulesPath) {
+  const std::string brokers = Env("BUBBLEWATCH_KAFKA_BROKERS");
+  ASSERT_FALSE(brokers.empty());
+  const std::string topic = Unique("bw-config");
+  const std::string job_prefix = Unique("config");
+  const std::string job = job_prefix + "-000";
+  const std::string dir = ::testing::TempDir() + "/" + topic;
+  ASSERT_EQ(system(("mkdir -p " + dir).c_str()), 0);
+  const std::string store = dir + "/store";
+  const std::string log = dir + "/process.log";
+  const std::string config = dir + "/process.yaml";
+  const std::string rules_a = dir + "/rules-a.yaml";
+  const std::string rules_b = dir + "/rules-b.yaml";
+  constexpr char kPassword[] = "Cfg-Secret-Pa55-41d7";
+  std::ofstream(dir + "/brokers") << brokers << "\n";
+  std::ofstream(dir + "/password") << kPassword << "\n";
+  // A: 90 %, which the ~15 % host-sync stall never reaches. B: 8 %.
+  std::ofstream(rules_a) << "rules:\n  - {name: stall-a, kind: "
+                            "cause_share_above, cause: host_sync, "
+                            "threshold: 90%}\n";
+  std::ofstream(rules_b) << "rules:\n  - {name: stall-b, kind: "
+                            "cause_share_above, cause: host_sync, "
+                            "threshold: 8%}\n";
+  auto write_config = [&](const std::string& rules, const std::string& window) {
+    std::ofstream(config) << "# bubblewatch process --config " << config << "\n"
+                          << "brokers: 127.0.0.1:1\n"
+                          << "topic: " << topic << "\n"
+                          << "group: " << topic << "-g\n"
+                          << "store: " << store << "\n"
+                          << "window: " << window << "\n"
+                          << "idle-timeout: 3s\n"
+                          << "rules: " << rules << "\n"
+                          << "alerts-topic: " << topic << ".alerts\n"
+                          << "windows-topic: \"\"\n"
+                          << "log-level: debug\n"
+                          << "property:\n"
+                          << "  bootstrap.servers.file: " << dir << "/brokers\n"
+                          << "  sasl.password.file: " << dir << "/password\n"
+                          << "  debug: conf,generic\n"
+                          << "  session.timeout.ms: 6000\n"
+                          << "  heartbeat.interval.ms: 1000\n";
+  };
+  auto log_has = [&](const std::string& text) {
+    return PollUntil(
+        [&] { return ReadFile(log).find(text) != std::string::npos; },
+        absl::Seconds(30), absl::Milliseconds(200));
+  };
+  write_config(rules_a, "10s");
+  processor_ =
+      SpawnLogged(BUBBLEWATCH_BINARY, {"process", "--config", config}, log);
+  TopicReader reader(topic + ".alerts");
+  ASSERT_EQ(ProduceSynthetic(brokers, topic, job_prefix, "sync",
+                             "2026-01-01T00:00:00Z"),
+            0);
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        auto r = OpenRocksDbWindowStoreReadOnly(store);
+        if (!r.ok()) return false;
+        auto w = (*r)->Scan(job, absl::InfinitePast(), absl::InfiniteFuture());
+        return w.ok() && w->size() >= 3;
+      },
+      absl::Seconds(60), absl::Milliseconds(200)))
+      << "no windows: the secret file's bootstrap.servers was not used\n"
+      << ReadFile(log);
+  EXPECT_TRUE(reader.Poll().empty());  // 90 %: nothing fires.
+
+  // The config now names rules B, and a window the running processor
+  // cannot change.
+  write_config(rules_b, "20s");
+  ASSERT_EQ(kill(processor_, SIGHUP), 0);
+  ASSERT_TRUE(log_has("reloaded 1 rules from " + rules_b)) << ReadFile(log);
+  EXPECT_TRUE(log_has("window changed since the start; not applied"))
+      << ReadFile(log);
+  ASSERT_EQ(ProduceSynthetic(brokers, topic, job_prefix, "sync",
+                             "2026-01-01T00:00:30Z"),
+            0);
+  ASSERT_TRUE(PollUntil([&] { return reader.Count(AlertStatus::kFiring) >= 1; },
+                        absl::Seconds(60), absl::Milliseconds(200)))
+      << ReadFile(log);
+  EXPECT_EQ(reader.Poll().front().rule, "stall-b");
+  EXPECT_EQ(reader.Poll().front().job, job);
+
+  kill(processor_, SIGTERM);
+  EXPECT_EQ(Wait(processor_), 0);
+  processor_ = 0;
+  const std::string text = ReadFile(log);
+  // The run logged librdkafka's configuration (debug=conf), so the absence
+  // of the password is not for want of logging.
+  EXPECT_THAT(text, ::testing::HasSubstr("librdkafka"));
+  EXPECT_THAT(text, ::testing::Not(::testing::HasSubstr(kPassword)));
 }
 
 // The processor's durable alert state in `store` (opened read-only beside

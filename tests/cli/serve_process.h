@@ -86,6 +86,17 @@ class ServeProcess {
     std::remove(log_.c_str());
   }
 
+  // Kills the process with SIGKILL (a crash: nothing of it runs after) and
+  // waits for it; the destructor then expects nothing more.
+  void Kill() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << Log();
+    pid_ = -1;
+  }
+
   // "http://127.0.0.1:PORT".
   const std::string& url() const { return url_; }
   // What it wrote on stderr so far.

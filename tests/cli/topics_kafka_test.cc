@@ -3,7 +3,8 @@
 // is what `describe` (and the cluster, asked directly) reports; a missing
 // windows topic is created compacted with the events topic's partition
 // count, and each window goes to its job's partition under a (job, window)
-// key.
+// key; the events topic refuses a compressed record that inflates past the
+// processor's batch limit (issue 17).
 #include <algorithm>
 #include <map>
 #include <set>
@@ -16,6 +17,8 @@
 #include "gtest/gtest.h"
 #include "kafka/kafka_admin.h"
 #include "kafka/kafka_config.h"
+#include "kafka/kafka_handles.h"
+#include "processor/batch_validator.h"
 #include "processor/fleet_topics.h"
 #include "schemas/window_summary_codec.h"
 #include "simdjson.h"
@@ -29,6 +32,7 @@ namespace {
 
 using ::bubblewatch::testing::RunBubblewatch;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // The cluster's own answer, not the command's.
 std::vector<TopicDescription> Describe(const std::vector<std::string>& names) {
@@ -79,6 +83,12 @@ TEST(TopicsCommand, CreateThenDescribeRoundTrips) {
   }
   EXPECT_EQ(cluster[0].configs.at("retention.ms"),
             std::to_string(3 * 24 * 3600 * 1000LL));
+  // The events topic bounds a record's decompressed size at the processor's
+  // batch limit; the others are left at the broker's default.
+  EXPECT_EQ(cluster[0].configs.at(kMaxDecompressedRecordConfig),
+            std::to_string(BatchLimits{}.max_batch_bytes));
+  EXPECT_NE(cluster[1].configs.at(kMaxDecompressedRecordConfig),
+            std::to_string(BatchLimits{}.max_batch_bytes));
   // Windows are kept at least a week, whatever --retention says.
   EXPECT_EQ(cluster[1].configs.at("retention.ms"),
             std::to_string(7 * 24 * 3600 * 1000LL));
@@ -125,11 +135,96 @@ TEST(TopicsCommand, CreateThenDescribeRoundTrips) {
   EXPECT_THAT(missing.out, HasSubstr(base + ".nothing  (missing)"));
 }
 
+// The delivery result of each message a raw lz4 producer sends.
+class Lz4Producer {
+ public:
+  Lz4Producer() {
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    char err[512];
+    for (const auto& [key, value] :
+         std::vector<std::pair<std::string, std::string>>{
+             {"bootstrap.servers", testing::Brokers()},
+             {"compression.type", "lz4"},
+             {"message.max.bytes", "200000000"},
+             {"message.timeout.ms", "60000"}}) {
+      EXPECT_EQ(
+          rd_kafka_conf_set(conf, key.c_str(), value.c_str(), err, sizeof(err)),
+          RD_KAFKA_CONF_OK)
+          << err;
+    }
+    rd_kafka_conf_set_dr_msg_cb(
+        conf, [](rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
+          static_cast<Lz4Producer*>(opaque)->results_.push_back(m->err);
+        });
+    rd_kafka_conf_set_opaque(conf, this);
+    producer_.reset(rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err)));
+    EXPECT_NE(producer_, nullptr) << err;
+  }
+  // Sends `value` alone (flushed), and returns its delivery result.
+  rd_kafka_resp_err_t Deliver(const std::string& topic,
+                              const std::string& value) {
+    results_.clear();
+    rd_kafka_resp_err_t err = rd_kafka_producev(
+        producer_.get(), RD_KAFKA_V_TOPIC(topic.c_str()),
+        RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
+        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return err;
+    rd_kafka_flush(producer_.get(), 90'000);
+    return results_.size() == 1 ? results_[0] : RD_KAFKA_RESP_ERR__TIMED_OUT;
+  }
+
+ private:
+  RdKafkaPtr producer_;
+  std::vector<rd_kafka_resp_err_t> results_;
+};
+
+TEST(TopicsCommand, EventsTopicRefusesARecordInflatingPastTheBatchLimit) {
+  const std::string brokers = testing::Brokers();
+  ASSERT_FALSE(HasFailure());
+  const std::string base = testing::Unique("it-bomb");
+  auto created = RunBubblewatch("topics create --brokers " + brokers +
+                                " --partitions 1" + FleetFlags(base));
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  ASSERT_THAT(created.out,
+              HasSubstr(std::string(kMaxDecompressedRecordConfig) + "=" +
+                        std::to_string(BatchLimits{}.max_batch_bytes)));
+
+  // Zeros compress about 250:1, so both are well under the broker's 1 MB
+  // max.message.bytes on the wire: only the decompressed bound tells them
+  // apart.
+  const int64_t limit = BatchLimits{}.max_batch_bytes;
+  Lz4Producer producer;
+  EXPECT_EQ(producer.Deliver(base, std::string(limit - 1024, '\0')),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+  const rd_kafka_resp_err_t bomb =
+      producer.Deliver(base, std::string(limit + 1024 * 1024, '\0'));
+  EXPECT_NE(bomb, RD_KAFKA_RESP_ERR_NO_ERROR) << rd_kafka_err2str(bomb);
+  EXPECT_NE(bomb, RD_KAFKA_RESP_ERR__TIMED_OUT) << rd_kafka_err2str(bomb);
+  // Only the first one is in the topic.
+  absl::StatusOr<int64_t> stored =
+      testing::StoredMessageCount(brokers, base, absl::Seconds(30));
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(*stored, 1);
+
+  // --max-record-bytes 0: no bound; the same record is taken.
+  const std::string unbounded = testing::Unique("it-nobomb");
+  auto plain = RunBubblewatch("topics create --brokers " + brokers +
+                              " --partitions 1 --max-record-bytes 0" +
+                              FleetFlags(unbounded));
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_THAT(plain.out, Not(HasSubstr(kMaxDecompressedRecordConfig)));
+  EXPECT_EQ(producer.Deliver(unbounded, std::string(limit + 1024 * 1024, '\0')),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+}
+
 TEST(TopicsCommand, UsageErrors) {
   EXPECT_EQ(RunBubblewatch("topics").exit_code, 2);
   EXPECT_EQ(RunBubblewatch("topics frob --brokers a:1").exit_code, 2);
   EXPECT_EQ(RunBubblewatch("topics create").exit_code, 2);
   EXPECT_EQ(RunBubblewatch("topics create --brokers embedded").exit_code, 2);
+  EXPECT_EQ(RunBubblewatch("topics create --brokers a:1 --max-record-bytes -1")
+                .exit_code,
+            2);
   EXPECT_EQ(
       RunBubblewatch("topics create --brokers a:1 --partitions 0").exit_code,
       2);

@@ -8,6 +8,8 @@
 #include "gtest/gtest.h"
 #include "spdlog/sinks/ostream_sink.h"
 #include "spdlog/spdlog.h"
+#include "tests/testing/files.h"
+#include "tests/testing/temp_dir.h"
 
 namespace bubblewatch {
 namespace {
@@ -205,6 +207,69 @@ TEST(KafkaConfig, RedactKafkaSecretsReplacesWholeWordsOnly) {
   EXPECT_EQ(RedactKafkaSecrets("rdkafkauser#1 xkafkauser"),
             "rdkafkauser#1 xkafkauser");
   EXPECT_EQ(RedactKafkaSecrets("`kafkauser`"), "`[redacted]`");
+}
+
+// Issue 22: `X.file=PATH` reads X's value from a file; the value is then a
+// secret whatever X is called, and only the path is ever named.
+TEST(KafkaConfig, SecretFilesSetTheirContentAndAreAlwaysRedacted) {
+  testing::TempDir dir;
+  const std::string pw = dir.Sub("pw");
+  const std::string id = dir.Sub("id");
+  testing::WriteFile(pw, "Pw-from-file-5e1f\n");
+  testing::WriteFile(id, "client-id-from-file-77\r\n");
+  KafkaConfig config("b:1");
+  ASSERT_TRUE(config
+                  .SetAssignments({"sasl.password.file=" + pw,
+                                   "client.id.file=" + id, "linger.ms=5"})
+                  .ok());
+  // The trailing line break is not part of the value.
+  EXPECT_EQ(config.Get("sasl.password"), "Pw-from-file-5e1f");
+  EXPECT_EQ(config.Get("client.id"), "client-id-from-file-77");
+  EXPECT_FALSE(config.Get("sasl.password.file").has_value());
+  const std::string debug = config.DebugString();
+  EXPECT_THAT(debug, HasSubstr("sasl.password=[redacted]"));
+  // client.id is no secret when given directly; from a file it is.
+  EXPECT_THAT(debug, HasSubstr("client.id=[redacted]"));
+  EXPECT_THAT(debug, HasSubstr("linger.ms=5"));
+  EXPECT_THAT(debug, Not(HasSubstr("from-file")));
+  // librdkafka's text that quotes it is redacted too.
+  EXPECT_EQ(RedactKafkaSecrets("client client-id-from-file-77 up"),
+            "client [redacted] up");
+  EXPECT_THAT(config.Require("client.id", "other").message(),
+              Not(HasSubstr("from-file")));
+  EXPECT_TRUE(config.Build().ok());
+}
+
+TEST(KafkaConfig, AMissingOrEmptySecretFileIsAnErrorNamingThePath) {
+  testing::TempDir dir;
+  KafkaConfig config("b:1");
+  absl::Status missing =
+      config.SetAssignment("sasl.password.file=" + dir.Sub("nope"));
+  EXPECT_EQ(missing.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(missing.message(),
+              HasSubstr("sasl.password.file: cannot read the secret file '" +
+                        dir.Sub("nope") + "': No such file"));
+  testing::WriteFile(dir.Sub("empty"), "\n");
+  EXPECT_THAT(
+      config.SetAssignment("sasl.password.file=" + dir.Sub("empty")).message(),
+      HasSubstr("the file is empty"));
+  EXPECT_FALSE(config.Get("sasl.password").has_value());
+  EXPECT_THAT(CheckKafkaSecretFiles(
+                  {"acks=all", "ssl.key.password.file=" + dir.Sub("nope")})
+                  .message(),
+              HasSubstr("ssl.key.password.file"));
+  EXPECT_TRUE(CheckKafkaSecretFiles({"acks=all"}).ok());
+}
+
+TEST(KafkaConfig, BuildErrorsOfAFileValueNeverQuoteIt) {
+  testing::TempDir dir;
+  testing::WriteFile(dir.Sub("acks"), "not-an-acks-value-9c1");
+  KafkaConfig config("b:1");
+  ASSERT_TRUE(config.SetAssignment("acks.file=" + dir.Sub("acks")).ok());
+  absl::StatusOr<RdKafkaConfPtr> built = config.Build();
+  ASSERT_FALSE(built.ok());
+  EXPECT_THAT(built.status().message(), HasSubstr("acks=[redacted]"));
+  EXPECT_THAT(built.status().message(), Not(HasSubstr("not-an-acks")));
 }
 
 TEST(KafkaConfig, BuildsAProducerAndAConsumer) {

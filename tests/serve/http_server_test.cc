@@ -28,6 +28,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/text_escape.h"
@@ -206,6 +207,52 @@ TEST(HttpServer, HealthzIsOk) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(r->body, R"({"status":"ok"})");
+}
+
+TEST(HttpServer, HealthzAndMetricsCarryTheMaterializersLag) {
+  // `serve --brokers`: the lag as the materializer reports it, null (and no
+  // sample) until it is known.
+  MaterializerStatus status{.topic = "fleet.windows", .partitions = 12};
+  absl::Mutex mu;
+  HttpServerOptions options;
+  options.materializer_status = [&] {
+    absl::MutexLock lock(&mu);
+    return status;
+  };
+  Served s(options);
+  auto unknown = s.Get("/healthz");
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 200);
+  EXPECT_EQ(unknown->body,
+            R"({"status":"ok","topic":"fleet.windows","partitions":12,)"
+            R"("lag_messages":null})");
+  auto page = s.Get("/metrics");
+  ASSERT_TRUE(page);
+  EXPECT_THAT(page->body, Not(HasSubstr("\nbubblewatch_serve_lag_messages{")));
+  EXPECT_THAT(
+      page->body,
+      HasSubstr("\nbubblewatch_serve_partitions{topic=\"fleet.windows\"} "
+                "12\n"));
+  {
+    absl::MutexLock lock(&mu);
+    status.lag_messages = 345;
+    status.windows_applied = 7;
+  }
+  EXPECT_EQ(s.Get("/healthz")->body,
+            R"({"status":"ok","topic":"fleet.windows","partitions":12,)"
+            R"("lag_messages":345})");
+  page = s.Get("/metrics");
+  EXPECT_THAT(
+      page->body,
+      HasSubstr("\nbubblewatch_serve_lag_messages{topic=\"fleet.windows\"} "
+                "345\n"));
+  EXPECT_THAT(page->body, HasSubstr("\nbubblewatch_serve_windows_applied_total{"
+                                    "topic=\"fleet.windows\"} 7\n"));
+  // Without a materializer (serve --store, process --http): as before.
+  Served plain;
+  EXPECT_EQ(plain.Get("/healthz")->body, R"({"status":"ok"})");
+  EXPECT_THAT(plain.Get("/metrics")->body,
+              Not(HasSubstr("bubblewatch_serve_")));
 }
 
 TEST(HttpServer, JobsListsTheStore) {

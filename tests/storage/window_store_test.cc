@@ -181,6 +181,80 @@ TEST(WindowStore, UpsertReplacesAndCountsOnce) {
   EXPECT_EQ((*info)->latest_window_start_ns, 20);
 }
 
+// A tombstone of the windows topic, as serve's materializer commits it.
+TEST(WindowStore, DeletesKeepCountLatestAndNewestCopyRight) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path());
+  ASSERT_TRUE(store->Commit(WindowsBatch("job", {0, 10, 20, 30})).ok());
+  ASSERT_TRUE(store->Commit(WindowsBatch("other", {0})).ok());
+  auto info = [&](const std::string& job) {
+    absl::StatusOr<std::optional<JobInfo>> i = store->Job(job);
+    EXPECT_TRUE(i.ok() && i->has_value());
+    return i.ok() && i->has_value() ? **i : JobInfo{};
+  };
+  auto latest_starts = [&] {
+    std::vector<std::pair<std::string, int64_t>> out;
+    absl::StatusOr<std::vector<WindowSummary>> all = store->LatestOfEveryJob();
+    EXPECT_TRUE(all.ok()) << all.status();
+    for (const WindowSummary& w : *all)
+      out.push_back({w.job, w.window.start_ns});
+    return out;
+  };
+
+  // The newest and a middle one go, a missing one is no error; an upsert
+  // of an older window in the same batch becomes the newest's neighbour.
+  StoreBatch b;
+  b.window_deletes = {{.job = "job", .start_ns = 30},
+                      {.job = "job", .start_ns = 10},
+                      {.job = "job", .start_ns = 99},
+                      {.job = "job", .start_ns = 10}};
+  b.windows.push_back(SampleWindow("job", 15, /*salt=*/5));
+  ASSERT_TRUE(store->Commit(b).ok());
+  EXPECT_THAT(Starts(*store, "job"), ElementsAre(0, 15, 20));
+  EXPECT_EQ(info("job").window_count, 3);
+  EXPECT_EQ(info("job").latest_window_start_ns, 20);
+  absl::StatusOr<std::optional<WindowSummary>> newest = store->Latest("job");
+  ASSERT_TRUE(newest.ok() && newest->has_value());
+  std::string diff;
+  EXPECT_TRUE(SameWindow(**newest, SampleWindow("job", 20), &diff)) << diff;
+  EXPECT_THAT(latest_starts(),
+              ElementsAre(std::pair<std::string, int64_t>{"job", 20},
+                          std::pair<std::string, int64_t>{"other", 0}));
+
+  // The newest is deleted and the next newest is this batch's upsert.
+  StoreBatch c;
+  c.window_deletes = {{.job = "job", .start_ns = 20}};
+  c.windows.push_back(SampleWindow("job", 15, /*salt=*/6));
+  ASSERT_TRUE(store->Commit(c).ok());
+  EXPECT_EQ(info("job").latest_window_start_ns, 15);
+  EXPECT_EQ(info("job").window_count, 2);
+  absl::StatusOr<std::vector<WindowSummary>> all = store->LatestOfEveryJob();
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_TRUE(SameWindow((*all)[0], SampleWindow("job", 15, 6), &diff)) << diff;
+
+  // Every window gone: the job stays known, without windows.
+  StoreBatch d;
+  d.window_deletes = {{.job = "job", .start_ns = 0},
+                      {.job = "job", .start_ns = 15}};
+  ASSERT_TRUE(store->Commit(d).ok());
+  EXPECT_THAT(Starts(*store, "job"), ElementsAre());
+  EXPECT_EQ(info("job").window_count, 0);
+  EXPECT_THAT(latest_starts(),
+              ElementsAre(std::pair<std::string, int64_t>{"other", 0}));
+  // And it comes back as any new job would.
+  ASSERT_TRUE(store->Commit(WindowsBatch("job", {40})).ok());
+  EXPECT_EQ(info("job").window_count, 1);
+  EXPECT_EQ(info("job").latest_window_start_ns, 40);
+
+  // Written and deleted in one batch: refused, nothing written.
+  StoreBatch both;
+  both.windows.push_back(SampleWindow("job", 50));
+  both.window_deletes = {{.job = "job", .start_ns = 50}};
+  EXPECT_EQ(store->Commit(both).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Starts(*store, "job"), ElementsAre(40));
+}
+
 TEST(WindowStore, CommittedBatchIsWhollyVisibleAfterReopen) {
   TempDir dir;
   StoreBatch batch = WindowsBatch("job-a", {0, kWindowNs});

@@ -1,0 +1,276 @@
+// `bubblewatch serve --brokers` against the real test broker (ctest label
+// kafka; issue 21 item 1): a processor on a 4-partition events topic
+// publishes its windows; a serve started before the windows topic exists
+// (it waits for it) and a second replica started afterwards, each with a
+// store of its own, answer /api/v1/fleet and every job's windows with the
+// very bytes `serve --store` gives over the processor's own store. A serve
+// killed with SIGKILL comes back with the same answers, re-applying
+// nothing (its offsets are in its store). With two processor instances in
+// one group, one serve shows exactly the union of their stores.
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "httplib.h"
+#include "simdjson.h"
+#include "storage/window_store.h"
+#include "tests/cli/cli_runner.h"
+#include "tests/cli/serve_process.h"
+#include "tests/testing/kafka_broker.h"
+#include "tests/testing/poll.h"
+#include "tests/testing/temp_dir.h"
+
+namespace bubblewatch {
+namespace {
+
+using ::bubblewatch::testing::RunBubblewatch;
+using ::bubblewatch::testing::ServeProcess;
+using ::testing::HasSubstr;
+
+std::string Body(const ServeProcess& s, const std::string& path) {
+  httplib::Client client(s.url());
+  client.set_read_timeout(30);
+  auto r = client.Get(path);
+  if (!r) return "<no answer>";
+  return std::to_string(r->status) + " " + r->body;
+}
+
+// The paths whose bodies must agree: the fleet (two periods and orders)
+// and every job's windows and devices.
+std::vector<std::string> Paths(const std::vector<std::string>& jobs) {
+  std::vector<std::string> paths = {"/api/v1/fleet",
+                                    "/api/v1/fleet?last=24h&top=100",
+                                    "/api/v1/fleet?by=bubble_ratio&last=5m"};
+  for (const std::string& j : jobs) {
+    paths.push_back("/api/v1/jobs/" + j + "/windows?last=24h");
+    paths.push_back("/api/v1/jobs/" + j + "/devices?last=1h");
+  }
+  return paths;
+}
+
+std::map<std::string, std::string> Bodies(
+    const ServeProcess& s, const std::vector<std::string>& paths) {
+  std::map<std::string, std::string> out;
+  for (const std::string& p : paths) out[p] = Body(s, p);
+  return out;
+}
+
+// Polls until `s` has applied everything on the topic (lag 0) and answers
+// as `want`; returns whether it did.
+bool CatchesUp(const ServeProcess& s,
+               const std::map<std::string, std::string>& want) {
+  std::vector<std::string> paths;
+  for (const auto& [p, body] : want) paths.push_back(p);
+  return testing::PollUntil(
+      [&] {
+        return Body(s, "/healthz").find("\"lag_messages\":0}") !=
+                   std::string::npos &&
+               Bodies(s, paths) == want;
+      },
+      absl::Seconds(90), absl::Milliseconds(200));
+}
+
+// One line per path that differs, for the failure message.
+std::string Differences(const std::map<std::string, std::string>& want,
+                        const std::map<std::string, std::string>& got) {
+  std::string out;
+  for (const auto& [p, body] : want) {
+    auto it = got.find(p);
+    const std::string other = it == got.end() ? "<missing>" : it->second;
+    if (other != body) {
+      out += p + "\n  want " + body.substr(0, 300) + "\n  got  " +
+             other.substr(0, 300) + "\n";
+    }
+  }
+  return out;
+}
+
+TEST(ServeBrokers, ReplicasAnswerAsTheProcessorsStoreAndSurviveSigkill) {
+  const std::string brokers = testing::Brokers();
+  ASSERT_FALSE(HasFailure());
+  const std::string topic = testing::Unique("it-serve-brokers");
+  const std::string windows = topic + ".windows";
+  ASSERT_NO_FATAL_FAILURE(testing::CreateTopic(topic, 4, brokers));
+  testing::TempDir dir;
+
+  // Replica 1 starts first: the windows topic does not exist yet.
+  const std::string serve_args = " --brokers " + brokers + " --windows-topic " +
+                                 windows +
+                                 " --listen 127.0.0.1:0 --log-level info";
+  auto first = ServeProcess::StartCommand("serve --store '" +
+                                          dir.Sub("serve1") + "'" + serve_args);
+  ASSERT_NE(first, nullptr);
+
+  auto produce = RunBubblewatch(
+      "produce --brokers " + brokers + " --topic " + topic +
+      " --synthetic --jobs 8 --gpus-per-job 2 --duration 40s --rate 400"
+      " --log-level error");
+  ASSERT_EQ(produce.exit_code, 0) << produce.err;
+  auto process = RunBubblewatch(
+      "process --brokers " + brokers + " --topic " + topic + " --group " +
+          topic + " --windows-topic " + windows + " --state-topic " + topic +
+          ".state --dlq-topic " + topic +
+          ".dlq --idle-timeout 1s --exit-when-idle 3s --log-level info"
+          " --store '" +
+          dir.Sub("processor") + "'",
+      ".", /*kill_after_s=*/300);
+  ASSERT_EQ(process.exit_code, 0) << process.err;
+  EXPECT_THAT(process.err,
+              HasSubstr("created windows topic " + windows + ": 4 partitions"));
+
+  // The oracle: `serve --store` over the processor's own store.
+  auto oracle = ServeProcess::Start(dir.Sub("processor"));
+  ASSERT_NE(oracle, nullptr);
+  simdjson::dom::parser parser;
+  const std::string jobs_body = Body(*oracle, "/api/v1/jobs");
+  ASSERT_EQ(jobs_body.substr(0, 4), "200 ") << jobs_body;
+  std::vector<std::string> jobs;
+  for (simdjson::dom::element j :
+       parser.parse(jobs_body.substr(4))["jobs"].get_array()) {
+    jobs.emplace_back(std::string_view(j["job"]));
+  }
+  ASSERT_EQ(jobs.size(), 8u) << jobs_body;
+  const std::map<std::string, std::string> want = Bodies(*oracle, Paths(jobs));
+  for (const auto& [p, body] : want) {
+    ASSERT_EQ(body.substr(0, 4), "200 ") << p << ": " << body;
+  }
+
+  EXPECT_TRUE(CatchesUp(*first, want))
+      << Differences(want, Bodies(*first, Paths(jobs))) << first->Log();
+  EXPECT_EQ(Bodies(*first, Paths(jobs)), want);
+  // The same jobs, each with the processor's window count.
+  auto first_jobs = Body(*first, "/api/v1/jobs");
+  for (simdjson::dom::element j :
+       parser.parse(jobs_body.substr(4))["jobs"].get_array()) {
+    EXPECT_THAT(first_jobs,
+                HasSubstr("\"job\":\"" +
+                          std::string(std::string_view(j["job"])) + "\""));
+  }
+  EXPECT_THAT(first->Log(), HasSubstr("does not exist (yet)"));
+
+  // A second replica, started after the fact, from the topic alone.
+  auto second = ServeProcess::StartCommand(
+      "serve --store '" + dir.Sub("serve2") + "'" + serve_args);
+  ASSERT_NE(second, nullptr);
+  EXPECT_TRUE(CatchesUp(*second, want))
+      << Differences(want, Bodies(*second, Paths(jobs))) << second->Log();
+  EXPECT_EQ(Body(*second, "/api/v1/fleet"), Body(*first, "/api/v1/fleet"));
+  EXPECT_EQ(Body(*second, "/api/v1/fleet?last=24h&top=100"),
+            Body(*first, "/api/v1/fleet?last=24h&top=100"));
+
+  // kill -9 and restart on the same store: the same answers, and nothing
+  // applied again (it resumes at the offsets stored with the windows).
+  first->Kill();
+  auto restarted = ServeProcess::StartCommand(
+      "serve --store '" + dir.Sub("serve1") + "'" + serve_args);
+  ASSERT_NE(restarted, nullptr);
+  EXPECT_TRUE(CatchesUp(*restarted, want))
+      << Differences(want, Bodies(*restarted, Paths(jobs))) << restarted->Log();
+  const std::string metrics = Body(*restarted, "/metrics");
+  EXPECT_THAT(metrics, HasSubstr("\nbubblewatch_serve_windows_applied_total{"
+                                 "topic=\"" +
+                                 windows + "\"} 0\n"));
+  EXPECT_THAT(metrics, HasSubstr("\nbubblewatch_serve_lag_messages{topic=\"" +
+                                 windows + "\"} 0\n"));
+  EXPECT_THAT(restarted->Log(), HasSubstr("from the store"));
+}
+
+// The windows of `stores` (processor stores, read-only) committed into one
+// new store at `path`: the union a fleet-wide view must show.
+// `windows_per_store` gets each store's window count.
+void MergeStores(const std::vector<std::string>& stores,
+                 const std::string& path,
+                 std::vector<size_t>* windows_per_store) {
+  auto merged = OpenRocksDbWindowStore(path);
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  for (const std::string& dir : stores) {
+    windows_per_store->push_back(0);
+    auto store = OpenRocksDbWindowStoreReadOnly(dir);
+    ASSERT_TRUE(store.ok()) << dir << ": " << store.status();
+    auto jobs = (*store)->ListJobs();
+    ASSERT_TRUE(jobs.ok()) << jobs.status();
+    for (const JobInfo& j : *jobs) {
+      auto windows =
+          (*store)->Scan(j.job, absl::InfinitePast(), absl::InfiniteFuture());
+      ASSERT_TRUE(windows.ok()) << windows.status();
+      if (windows->empty()) continue;
+      windows_per_store->back() += windows->size();
+      StoreBatch batch;
+      batch.windows = *std::move(windows);
+      ASSERT_TRUE((*merged)->Commit(batch).ok());
+    }
+  }
+}
+
+TEST(ServeBrokers, OneServeShowsTheUnionOfTwoProcessorInstances) {
+  const std::string brokers = testing::Brokers();
+  ASSERT_FALSE(HasFailure());
+  const std::string topic = testing::Unique("it-serve-pair");
+  const std::string windows = topic + ".windows";
+  ASSERT_NO_FATAL_FAILURE(testing::CreateTopic(topic, 4, brokers));
+  ASSERT_NO_FATAL_FAILURE(testing::CreateTopic(windows, 4, brokers));
+  testing::TempDir dir;
+  auto serve = ServeProcess::StartCommand(
+      "serve --store '" + dir.Sub("serve") + "' --brokers " + brokers +
+      " --windows-topic " + windows + " --listen 127.0.0.1:0");
+  ASSERT_NE(serve, nullptr);
+  auto produce = RunBubblewatch(
+      "produce --brokers " + brokers + " --topic " + topic +
+      " --synthetic --jobs 12 --gpus-per-job 1 --duration 40s --rate 300"
+      " --log-level error");
+  ASSERT_EQ(produce.exit_code, 0) << produce.err;
+  // Two members of one group split the partitions (and rebalance as the
+  // second joins); serve follows the windows topic while they run.
+  auto member = [&](const std::string& name, testing::CliResult* out) {
+    *out = RunBubblewatch(
+        "process --brokers " + brokers + " --topic " + topic + " --group " +
+            topic + " --windows-topic " + windows + " --state-topic " + topic +
+            ".state --dlq-topic " + topic +
+            ".dlq --idle-timeout 1s --exit-when-idle 10s --log-level info"
+            " --store '" +
+            dir.Sub(name) + "'",
+        ".", /*kill_after_s=*/300);
+  };
+  testing::CliResult a, b;
+  std::thread ta(member, "a", &a), tb(member, "b", &b);
+  ta.join();
+  tb.join();
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  std::vector<size_t> per_store;
+  ASSERT_NO_FATAL_FAILURE(
+      MergeStores({dir.Sub("a"), dir.Sub("b")}, dir.Sub("union"), &per_store));
+  // Both instances finalized windows: the union is of two stores.
+  EXPECT_GT(per_store.at(0), 0u) << a.err;
+  EXPECT_GT(per_store.at(1), 0u) << b.err;
+  auto oracle = ServeProcess::Start(dir.Sub("union"));
+  ASSERT_NE(oracle, nullptr);
+  simdjson::dom::parser parser;
+  const std::string jobs_body = Body(*oracle, "/api/v1/jobs");
+  ASSERT_EQ(jobs_body.substr(0, 4), "200 ") << jobs_body;
+  std::vector<std::string> jobs;
+  for (simdjson::dom::element j :
+       parser.parse(jobs_body.substr(4))["jobs"].get_array()) {
+    jobs.emplace_back(std::string_view(j["job"]));
+  }
+  ASSERT_EQ(jobs.size(), 12u) << jobs_body;
+  const std::map<std::string, std::string> want = Bodies(*oracle, Paths(jobs));
+  EXPECT_TRUE(CatchesUp(*serve, want))
+      << Differences(want, Bodies(*serve, Paths(jobs))) << serve->Log();
+}
+
+TEST(ServeBrokers, UsageErrors) {
+  EXPECT_EQ(RunBubblewatch("serve").exit_code, 2);
+  EXPECT_EQ(RunBubblewatch("serve --store x --windows-topic t").exit_code, 2);
+  EXPECT_EQ(RunBubblewatch("serve --brokers embedded").exit_code, 2);
+  auto twice = RunBubblewatch("serve --brokers a:1 --brokers b:1 --store x");
+  EXPECT_EQ(twice.exit_code, 2);
+  EXPECT_THAT(twice.err, HasSubstr("'--brokers' given more than once"));
+}
+
+}  // namespace
+}  // namespace bubblewatch

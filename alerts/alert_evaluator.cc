@@ -106,6 +106,8 @@ std::vector<AlertEvent> AlertEvaluator::OnWindow(const WindowSummary& window,
   if (w.start_ns <= job.last_window_start_ns) return out;  // A replay.
   job.last_window_start_ns = w.start_ns;
   dirty_.insert(JobAlertStateKey(window.job));
+  // An ended job's alerts are resolved; its last windows do not fire again.
+  if (job.ended) return out;
   const UtilizationStats& s = w.job;
   for (const AlertRule& rule : rules_.rules) {
     if (rule.kind == RuleKind::kJobSilent || rule.kind == RuleKind::kFleet ||
@@ -213,8 +215,44 @@ std::vector<AlertEvent> AlertEvaluator::OnJobActivity(absl::string_view job_id,
   return out;
 }
 
+std::vector<AlertEvent> AlertEvaluator::OnJobLifecycle(
+    absl::string_view job_id, const JobLifecycle& lifecycle, absl::Time now) {
+  std::vector<AlertEvent> out;
+  JobAlerts& job = jobs_[job_id];
+  if (job.lifecycle != lifecycle) {
+    job.lifecycle = lifecycle;
+    dirty_.insert(JobAlertStateKey(job_id));
+  }
+  if (!lifecycle.ended && job.ended) {
+    job.ended = false;  // A new run: its windows count again.
+    dirty_.insert(JobAlertStateKey(job_id));
+  }
+  CheckEnded(job_id, job, now, out);
+  EvaluateFleet(now, out);
+  return out;
+}
+
+void AlertEvaluator::CheckEnded(absl::string_view job_id, JobAlerts& job,
+                                absl::Time now, std::vector<AlertEvent>& out) {
+  if (job.ended || !job.lifecycle.ended) return;
+  const absl::Duration silence = job.last_activity == absl::InfinitePast()
+                                     ? absl::InfiniteDuration()
+                                     : now - job.last_activity;
+  if (PhaseAt(job.lifecycle, silence) != JobPhase::kEnded) return;
+  job.ended = true;
+  dirty_.insert(JobAlertStateKey(job_id));
+  for (auto& [name, st] : job.rules) {
+    if (!st.firing) continue;
+    st.firing = false;
+    st.hold = 0;
+    st.clear = 0;
+    Emit(st, AlertStatus::kResolved, now, out);
+  }
+}
+
 std::vector<AlertEvent> AlertEvaluator::OnTick(absl::Time now) {
   std::vector<AlertEvent> out;
+  for (auto& [job_id, job] : jobs_) CheckEnded(job_id, job, now, out);
   // Finished jobs first: a job past forget_after does not fire silence.
   std::vector<std::string> gone;
   for (auto& [job_id, job] : jobs_) {
@@ -238,6 +276,11 @@ std::vector<AlertEvent> AlertEvaluator::OnTick(absl::Time now) {
         continue;
       }
       const absl::Duration silent = now - job.last_activity;
+      // Only an active job is silent: an ended one said it was done, a
+      // paused one is between the snapshots of its duty cycle.
+      if (job.ended || PhaseAt(job.lifecycle, silent) != JobPhase::kActive) {
+        continue;
+      }
       RuleState& st = job.rules[rule.name];
       if (st.firing || silent <= rule.duration) continue;
       st.last = AlertEvent{};
@@ -506,9 +549,24 @@ std::string AlertEvaluator::SerializeJob(const JobAlerts& j) const {
         builder, rule, st.firing, st.hold, st.clear, TimeToNs(st.last_sent),
         last, undelivered));
   }
-  auto body = fb::CreateAlertStateRecord(builder, TimeToNs(j.last_activity),
-                                         j.last_window_start_ns, j.forgotten,
-                                         builder.CreateVector(records));
+  auto rules_vec = builder.CreateVector(records);
+  // The lifecycle fields only when set: a state without them keeps the
+  // bytes it had before they existed.
+  flatbuffers::Offset<flatbuffers::Vector<int64_t>> gaps;
+  if (!j.lifecycle.gaps_ns.empty()) {
+    gaps = builder.CreateVector(j.lifecycle.gaps_ns);
+  }
+  fb::AlertStateRecordBuilder record(builder);
+  // In the order CreateAlertStateRecord adds them (the bytes as before).
+  record.add_last_window_start_ns(j.last_window_start_ns);
+  record.add_last_activity_wall_ns(TimeToNs(j.last_activity));
+  record.add_rules(rules_vec);
+  if (!gaps.IsNull()) record.add_lifecycle_gaps_ns(gaps);
+  record.add_forgotten(j.forgotten);
+  if (j.lifecycle.ended) record.add_lifecycle_ended(true);
+  if (j.lifecycle.expired) record.add_lifecycle_expired(true);
+  if (j.ended) record.add_ended(true);
+  auto body = record.Finish();
   return FinishStateRecord(builder, fb::StateBody::AlertStateRecord,
                            body.Union());
 }
@@ -529,6 +587,13 @@ absl::StatusOr<AlertEvaluator::JobAlerts> AlertEvaluator::DecodeAlertState(
   j.last_activity = NsToTime(body->last_activity_wall_ns());
   j.last_window_start_ns = body->last_window_start_ns();
   j.forgotten = body->forgotten();
+  j.lifecycle.ended = body->lifecycle_ended();
+  j.lifecycle.expired = body->lifecycle_expired();
+  if (body->lifecycle_gaps_ns() != nullptr) {
+    j.lifecycle.gaps_ns.assign(body->lifecycle_gaps_ns()->begin(),
+                               body->lifecycle_gaps_ns()->end());
+  }
+  j.ended = body->ended();
   if (body->rules() == nullptr) return j;
   for (const fb::AlertRuleStateRecord* r : *body->rules()) {
     RuleState st;

@@ -14,6 +14,12 @@
 // Windows of a job must come in start order; one not after the last seen is
 // ignored (a replay), so feeding a window twice never fires twice.
 //
+// Job lifecycle (docs/semantics.md#job-lifecycle): once a job's phase is
+// ended (its producers sent their end markers, or --job-expiry), every
+// alert of the job firing resolves; job_silent fires only for a job whose
+// phase is active (never for an ended one, nor between the snapshots of a
+// duty cycle, paused).
+//
 // job_silent rules with `forget_after`: a job silent that long has finished;
 // all its alerts resolve and its state is dropped (deleted from the store)
 // once those resolutions are delivered. It comes back as a new job if it
@@ -43,6 +49,7 @@
 #include "absl/time/time.h"
 #include "alerts/alert_event.h"
 #include "alerts/alert_rules.h"
+#include "schemas/job_lifecycle.h"
 #include "schemas/window_summary.h"
 #include "storage/window_store.h"
 
@@ -67,6 +74,15 @@ class AlertEvaluator {
 
   // The job's latest event time advanced at wall time `now`.
   std::vector<AlertEvent> OnJobActivity(absl::string_view job, absl::Time now);
+
+  // The processor committed the job's lifecycle (schemas/job_lifecycle.h).
+  // Once the job's phase (PhaseAt, with the silence since its last
+  // activity) is ended, every alert of the job firing resolves, once, and
+  // its windows are no longer evaluated until it runs again (a lifecycle
+  // not ended). Checked here and on every tick.
+  std::vector<AlertEvent> OnJobLifecycle(absl::string_view job,
+                                         const JobLifecycle& lifecycle,
+                                         absl::Time now);
 
   // Wall-clock tick: silences, repeats due, fleet counts.
   std::vector<AlertEvent> OnTick(absl::Time now);
@@ -113,6 +129,10 @@ class AlertEvaluator {
     int64_t last_window_start_ns = INT64_MIN;
     // Silent past a forget_after: kept only while it has undelivered events.
     bool forgotten = false;
+    // What the processor last said about the job's lifecycle.
+    JobLifecycle lifecycle;
+    // Its phase reached ended and its alerts were resolved for it.
+    bool ended = false;
   };
 
   const AlertRule* FindRule(absl::string_view name) const;
@@ -121,6 +141,9 @@ class AlertEvaluator {
             std::vector<AlertEvent>& out);
   void EvaluateFleet(absl::Time now, std::vector<AlertEvent>& out);
   void Repeats(absl::Time now, std::vector<AlertEvent>& out);
+  // Resolves the job's firing alerts when its phase is ended (once).
+  void CheckEnded(absl::string_view job_id, JobAlerts& job, absl::Time now,
+                  std::vector<AlertEvent>& out);
   // Resolves every alert of the job and drops what has nothing undelivered;
   // returns true when nothing is left (the caller erases the job).
   bool Forget(absl::string_view job_id, JobAlerts& job, absl::Time now,

@@ -124,7 +124,15 @@ bool AlertHook::WantsCommit(absl::Time now) {
 }
 
 absl::Status AlertHook::BeforeCommit(absl::Time now, StoreBatch& batch) {
+  // Lifecycle order: a job running again counts before its windows, a
+  // job that ended after its last windows (whose alerts then resolve).
+  auto lifecycle = [&](const JobUpdate& u) {
+    for (AlertEvent& e : evaluator_.OnJobLifecycle(u.job, *u.lifecycle, now)) {
+      pending_.push_back(std::move(e));
+    }
+  };
   for (const JobUpdate& u : batch.jobs) {
+    if (u.lifecycle && !u.lifecycle->ended) lifecycle(u);
     int64_t& known = last_event_ns_[u.job];
     if (u.last_event_ns <= known) continue;
     known = u.last_event_ns;
@@ -136,6 +144,9 @@ absl::Status AlertHook::BeforeCommit(absl::Time now, StoreBatch& batch) {
     for (AlertEvent& e : evaluator_.OnWindow(w, now)) {
       pending_.push_back(std::move(e));
     }
+  }
+  for (const JobUpdate& u : batch.jobs) {
+    if (u.lifecycle && u.lifecycle->ended) lifecycle(u);
   }
   RETURN_IF_ERROR(Publish(pending_));
   // Without Alertmanager the acknowledged topic is the only target.

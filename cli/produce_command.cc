@@ -116,6 +116,7 @@ int RunProduceCommand(int argc, char** argv) {
   std::vector<std::string> properties;
   std::string log_level = "warn";
   bool synthetic = false;
+  bool no_end_marker = false;
   SyntheticFleetOptions fleet;
   std::string scenario = "mix";
   int64_t seed = 1;
@@ -167,6 +168,9 @@ int RunProduceCommand(int argc, char** argv) {
   cl.AddAlias('X', "property");
   cl.AddString("log-level", &log_level, "LEVEL",
                "trace, debug, info, warn, error or off (stderr)");
+  cl.AddBool("no-end-marker", &no_end_marker,
+             "send no end marker after each stream: the job goes on in a "
+             "later produce (docs/semantics.md#job-lifecycle)");
   cl.AddBool("synthetic", &synthetic,
              "send a synthetic fleet instead of files");
   cl.AddInt("jobs", &fleet.jobs, "N", "synthetic: jobs");
@@ -387,6 +391,7 @@ int RunProduceCommand(int argc, char** argv) {
   for (auto& s : streams) stream_ptrs.push_back(s.get());
   ReplayOptions replay;
   replay.speed = *speed;
+  replay.end_markers = !no_end_marker;
   const bool terminal = isatty(STDERR_FILENO) == 1;
   if (terminal) replay.progress = &PrintProgress;
   const absl::Time begin = absl::Now();

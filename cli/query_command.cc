@@ -136,7 +136,7 @@ int Jobs(const QueryArgs& a, Source& src) {
   if (src.store != nullptr) {
     absl::StatusOr<std::vector<JobInfo>> jobs = src.store->ListJobs();
     if (!jobs.ok()) return Fail(jobs.status());
-    std::cout << (a.json ? RenderJobsJson(*jobs, a.pretty) + "\n"
+    std::cout << (a.json ? RenderJobsJson(*jobs, a.pretty, absl::Now()) + "\n"
                          : render(*jobs));
     return kExitOk;
   }

@@ -259,8 +259,8 @@ std::string RenderFleetText(const FleetReport& r, bool color) {
 std::string RenderJobsText(const std::vector<JobInfo>& jobs, absl::Time now) {
   if (jobs.empty()) return "The store knows no jobs.\n";
   std::string out;
-  absl::StrAppendFormat(&out, "%-32s %8s  %-19s  %s\n", "job", "windows",
-                        "latest window (UTC)", "last seen");
+  absl::StrAppendFormat(&out, "%-32s %-7s %8s  %-19s  %s\n", "job", "state",
+                        "windows", "latest window (UTC)", "last seen");
   for (const JobInfo& j : jobs) {
     std::string seen = "-";
     if (j.last_seen_wall > absl::UnixEpoch()) {
@@ -274,8 +274,11 @@ std::string RenderJobsText(const std::vector<JobInfo>& jobs, absl::Time now) {
               ? " (just now)"
               : absl::StrCat(" (", absl::FormatDuration(ago), " ago)"));
     }
+    const JobPhase phase = PhaseAt(
+        j.lifecycle, std::max(now - j.last_seen_wall, absl::ZeroDuration()));
     absl::StrAppendFormat(
-        &out, "%-32s %8d  %-19s  %s\n", j.job, j.window_count,
+        &out, "%-32s %-7s %8d  %-19s  %s\n", j.job, JobPhaseName(phase),
+        j.window_count,
         j.window_count > 0 ? EventTimeText(j.latest_window_start_ns) : "-",
         seen);
   }

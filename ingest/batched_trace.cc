@@ -220,4 +220,11 @@ std::span<const uint8_t> BatchedTrace::Encode(size_t i) {
                          s.collectives_begin, s.collectives_end);
 }
 
+std::span<const uint8_t> BatchedTrace::EncodeEndMarker() {
+  BatchHeader header = header_;
+  header.sequence = batches_.size();
+  header.end_of_stream = true;
+  return encoder_.Encode(header, 0, 0, 0, 0);
+}
+
 }  // namespace bubblewatch

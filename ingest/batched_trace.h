@@ -87,6 +87,11 @@ class BatchedTrace {
   // next Encode() on this object. REQUIRES: i < num_batches().
   std::span<const uint8_t> Encode(size_t i);
 
+  // Encodes the stream's end marker: a batch without events, sequence
+  // num_batches(), end_of_stream set (docs/semantics.md#job-lifecycle).
+  // Valid until the next Encode or EncodeEndMarker.
+  std::span<const uint8_t> EncodeEndMarker();
+
  private:
   // Behind a pointer: the encoder borrows the Trace by address.
   std::unique_ptr<Trace> trace_;

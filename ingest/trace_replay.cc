@@ -47,6 +47,10 @@ absl::Status ReplayTraces(const std::vector<BatchedTrace*>& streams,
                                    bytes, stream.batch(b).events()));
     if (b + 1 < stream.num_batches()) {
       queue.emplace(stream.batch(b + 1).first_start_ns, s, b + 1);
+    } else if (options.end_markers) {
+      // Keyed like the stream's batches: same partition, after them.
+      RETURN_IF_ERROR(producer->Send(absl::string_view(job.data(), job.size()),
+                                     stream.EncodeEndMarker(), 0));
     }
     if (options.progress) {
       const absl::Time now = absl::Now();

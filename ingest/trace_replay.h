@@ -23,12 +23,16 @@ struct ReplayOptions {
   // while flushing), from the calling thread. Default: none.
   std::function<void(const ProducerStats&, absl::Duration elapsed)> progress;
   absl::Duration progress_interval = absl::Milliseconds(500);
+  // After a stream's last batch, send its end marker (BatchedTrace::
+  // EncodeEndMarker, docs/semantics.md#job-lifecycle). Default: true.
+  bool end_markers = true;
 };
 
 // Sends every batch of every stream, key = the stream's job id: streams are
 // merged by their batches' first event time (ties: the earlier stream), so
 // the topic sees the fleet roughly in event time; each stream's batches keep
-// their order. Does not flush: call producer->Flush() after.
+// their order; each stream's end marker follows its last batch (with
+// options.end_markers). Does not flush: call producer->Flush() after.
 // Errors: the first error of EventProducer::Send.
 absl::Status ReplayTraces(const std::vector<BatchedTrace*>& streams,
                           EventProducer* producer,

@@ -257,7 +257,8 @@ absl::Status CommitPipeline::Commit(absl::Time now) {
       batch.jobs.push_back(JobUpdate{.job = name,
                                      .last_event_ns = job.last_event_ns,
                                      .last_seen_wall = now,
-                                     .state = std::move(state)});
+                                     .state = std::move(state),
+                                     .lifecycle = job.state.lifecycle});
       job.dirty = false;
     }
     if (job.windower) {
@@ -298,6 +299,11 @@ absl::Status CommitPipeline::Commit(absl::Time now) {
     rd_kafka_topic_partition_list_add(offsets.get(), options_.topic.c_str(), p)
         ->offset = progress.resume_offset;
     batch.progress.push_back(std::move(progress));
+  }
+  // Jobs forgotten after --job-expiry (here or when a new job needed room)
+  // ended: their stored state says so.
+  for (JobUpdate& u : jobs_->TakeExpiredUpdates()) {
+    batch.jobs.push_back(std::move(u));
   }
   if (options_.observer != nullptr) {
     RETURN_IF_ERROR(options_.observer->BeforeCommit(now, batch));

@@ -24,11 +24,20 @@ int64_t JobState::NewestEventNs() const {
   return newest;
 }
 
+bool JobState::AllProducersEnded() const {
+  if (producer_sequences.empty()) return false;
+  for (const auto& [producer, sequence] : producer_sequences) {
+    if (!ended_producers.contains(producer)) return false;
+  }
+  return true;
+}
+
 int JobState::ForgetProducersBefore(int64_t cutoff_ns) {
   int forgotten = 0;
   for (auto it = producer_newest_ns.begin(); it != producer_newest_ns.end();) {
     if (it->second < cutoff_ns) {
       producer_sequences.erase(it->first);
+      ended_producers.erase(it->first);
       producer_newest_ns.erase(it++);
       ++forgotten;
     } else {
@@ -55,7 +64,28 @@ std::string JobState::Serialize() const {
             });
   flatbuffers::FlatBufferBuilder builder(64 + 24 * producers.size());
   auto vector = builder.CreateVectorOfStructs(producers);
-  auto body = fb::CreateJobStateRecord(builder, finalized_through_ns, vector);
+  // The lifecycle fields only when set: a state without them keeps the
+  // bytes it had before they existed.
+  flatbuffers::Offset<flatbuffers::Vector<uint64_t>> ended;
+  if (!ended_producers.empty()) {
+    std::vector<uint64_t> ids(ended_producers.begin(), ended_producers.end());
+    std::sort(ids.begin(), ids.end());
+    ended = builder.CreateVector(ids);
+  }
+  flatbuffers::Offset<flatbuffers::Vector<int64_t>> gaps;
+  if (!lifecycle.gaps_ns.empty())
+    gaps = builder.CreateVector(lifecycle.gaps_ns);
+  fb::JobStateRecordBuilder record(builder);
+  record.add_finalized_through_ns(finalized_through_ns);
+  record.add_producers(vector);
+  if (!ended.IsNull()) record.add_ended_producers(ended);
+  if (lifecycle.ended) record.add_ended(true);
+  if (lifecycle.expired) record.add_expired(true);
+  if (!gaps.IsNull()) record.add_gaps_ns(gaps);
+  if (lifecycle.batches_after_end != 0) {
+    record.add_batches_after_end(lifecycle.batches_after_end);
+  }
+  auto body = record.Finish();
   return FinishStateRecord(builder, fb::StateBody::JobStateRecord,
                            body.Union());
 }
@@ -78,6 +108,10 @@ absl::StatusOr<JobState> JobState::Parse(absl::string_view bytes) {
       state.producer_newest_ns[p->producer_id()] = p->newest_event_ns();
     }
   }
+  if (r.ended_producers() != nullptr) {
+    for (uint64_t id : *r.ended_producers()) state.ended_producers.insert(id);
+  }
+  state.lifecycle = ReadJobLifecycle(bytes);
   return state;
 }
 

@@ -8,6 +8,11 @@
 // an expiry behind the finalized edge (ForgetProducersBefore). A batch it
 // resends after that holds only events of finalized windows: the windower
 // counts them as late, they never enter a window twice.
+//
+// It also holds the job's lifecycle (schemas/job_lifecycle.h,
+// docs/semantics.md#job-lifecycle): which producers sent their end marker,
+// whether the job ended, its last gaps between snapshots. Like the rest, a
+// function of the job's batches in partition order (PartitionJobs::AddBatch).
 #ifndef BUBBLEWATCH_PROCESSOR_JOB_STATE_H_
 #define BUBBLEWATCH_PROCESSOR_JOB_STATE_H_
 
@@ -15,8 +20,10 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "schemas/job_lifecycle.h"
 
 namespace bubblewatch {
 
@@ -27,6 +34,10 @@ struct JobState {
   // producer id -> end of the newest event it sent (ns). Every producer in
   // producer_sequences has an entry once a batch of it was counted.
   absl::flat_hash_map<uint64_t, int64_t> producer_newest_ns;
+  // Producers whose end marker was counted (a subset of the tracked ones:
+  // forgotten with them).
+  absl::flat_hash_set<uint64_t> ended_producers;
+  JobLifecycle lifecycle;
 
   // Records that a batch of `producer` ending at `newest_ns` was counted.
   void NoteProducerEvents(uint64_t producer, int64_t newest_ns);
@@ -34,6 +45,9 @@ struct JobState {
   // The newest event end the state knows of: the latest of the finalized
   // edge and the producers' newest events (INT64_MIN for none).
   int64_t NewestEventNs() const;
+
+  // True when every tracked producer sent its end marker (and there is one).
+  bool AllProducersEnded() const;
 
   // Forgets the producers whose newest event ends before `cutoff_ns`;
   // returns how many.

@@ -82,6 +82,15 @@ void PartitionJobs::ForgetExpired(PartitionState& part, int64_t resume_offset) {
         "job {} forgotten: its newest event is more than {} behind "
         "its partition's",
         it->first, absl::FormatDuration(options_.job_expiry));
+    // It ended (docs/semantics.md#job-lifecycle): what the store keeps of
+    // it says so.
+    if (!state->lifecycle.ended || !state->lifecycle.expired) {
+      state->lifecycle.ended = true;
+      state->lifecycle.expired = true;
+      expired_updates_.push_back(JobUpdate{.job = it->first,
+                                           .state = state->Serialize(),
+                                           .lifecycle = state->lifecycle});
+    }
     if (live != jobs_.end()) jobs_.erase(live);
     it = part.jobs.erase(it);
     ++forgotten;
@@ -93,6 +102,69 @@ void PartitionJobs::ForgetExpired(PartitionState& part, int64_t resume_offset) {
   }
 }
 
+std::vector<JobUpdate> PartitionJobs::TakeExpiredUpdates() {
+  std::vector<JobUpdate> out;
+  out.swap(expired_updates_);
+  return out;
+}
+
+void PartitionJobs::NoteLifecycle(const std::string& name, JobEntry& job,
+                                  const DecodedBatch& batch) {
+  JobState& state = job.state;
+  JobLifecycle& life = state.lifecycle;
+  const BatchHeader& header = batch.header;
+  const bool has_events = !batch.trace.gpu.empty() || !batch.trace.cpu.empty();
+  int64_t first_start = INT64_MAX;
+  for (const GpuActivity& a : batch.trace.gpu) {
+    first_start = std::min(first_start, a.start_ns);
+  }
+  for (const CpuEvent& e : batch.trace.cpu) {
+    first_start = std::min(first_start, e.start_ns);
+  }
+  // Bad input: the producer said it was done. The batch is kept (it is
+  // data like any other) and the producer's stream is open again.
+  if (header.producer_id != 0 &&
+      state.ended_producers.erase(header.producer_id) > 0) {
+    ++life.batches_after_end;
+    spdlog::warn(
+        "job {}: producer {:016x} sent batch {} after its end marker; kept, "
+        "the job is active again (docs/semantics.md#job-lifecycle)",
+        name, header.producer_id, header.sequence);
+    absl::MutexLock lock(&stats_->mu);
+    ++stats_->stats.batches_after_end;
+  }
+  // A new stream's first batch after a silence: a gap between snapshots.
+  // Measured from the newest event of the job's producers (not the
+  // finalized edge, which closing a job rounds up to a window end).
+  if (has_events && header.sequence == 0) {
+    int64_t newest = INT64_MIN;
+    for (const auto& [producer, ns] : state.producer_newest_ns) {
+      if (producer != header.producer_id) newest = std::max(newest, ns);
+    }
+    if (newest != INT64_MIN && first_start > newest &&
+        first_start - newest >= JobLifecycle::kMinGapNs) {
+      life.NoteGap(first_start - newest);
+    }
+  }
+  if (has_events && life.ended) {
+    spdlog::info("job {}: events after it ended, a new run", name);
+    life.ended = false;
+    life.expired = false;
+  }
+  if (header.end_of_stream) {
+    if (header.producer_id != 0) {
+      state.ended_producers.insert(header.producer_id);
+    }
+    const bool was_ended = life.ended;
+    // A producer without an id cannot be told from the others: its marker
+    // ends the job.
+    life.ended = header.producer_id == 0 || state.AllProducersEnded();
+    absl::MutexLock lock(&stats_->mu);
+    ++stats_->stats.end_markers;
+    if (life.ended && !was_ended) ++stats_->stats.jobs_ended;
+  }
+}
+
 PartitionJobs::Added PartitionJobs::AddBatch(
     PartitionState& part, const std::string& job_name, JobEntry& entry,
     const DecodedBatch& decoded, int64_t offset, bool replay, absl::Time now,
@@ -100,6 +172,9 @@ PartitionJobs::Added PartitionJobs::AddBatch(
   JobEntry* job = &entry;
   const DecodedBatch* batch = &decoded;
   Added added;
+  // Before the batch's events are noted: a gap is measured from the newest
+  // event before it.
+  if (!replay) NoteLifecycle(job_name, *job, *batch);
   int64_t late = job->windower->Add(*batch, offset, replay, now);
   added.late_counts = job->windower->TakeLateCounts();
   added.late_collective_counts = job->windower->TakeLateCollectiveCounts();
@@ -128,6 +203,20 @@ PartitionJobs::Added PartitionJobs::AddBatch(
   if (!done.empty()) {
     ForgetOldProducers(job->state);
     NoteHostSkew(job_name, *job, now, host_idle);
+  }
+  // The job ended: nothing more is coming, its windows close now (by event
+  // order, so a replay closes them at the same batch).
+  if (batch->header.end_of_stream && job->state.lifecycle.ended) {
+    for (WindowSummary& w : job->windower->FinalizeAll()) {
+      done.push_back(std::move(w));
+    }
+    job->state.finalized_through_ns = job->windower->finalized_through_ns();
+    spdlog::info("job {} ended (end marker): closed through {}", job_name,
+                 job->state.finalized_through_ns);
+    job->windower.reset();
+    job->skew_warned = false;
+    absl::MutexLock lock(&stats_->mu);
+    stats_->stats.host_skew.erase(job_name);
   }
   // Tracked from its first accepted batch (the commit writes its state).
   if (!part.jobs.contains(job_name)) {

@@ -102,8 +102,13 @@ class PartitionJobs {
                                       int32_t partition);
 
   // Forgets the jobs of `part` past options.job_expiry that have no open
-  // window and no batch at or after `resume_offset`.
+  // window and no batch at or after `resume_offset`. Each one's stored state
+  // is marked ended (expired) by the next commit (TakeExpiredUpdates).
   void ForgetExpired(PartitionState& part, int64_t resume_offset);
+
+  // The store updates of the jobs ForgetExpired forgot since the last call:
+  // their state with the lifecycle ended and expired.
+  std::vector<JobUpdate> TakeExpiredUpdates();
 
   // True if `header`'s batch was already counted (see the definition).
   static bool IsDuplicateBatch(JobEntry& job, const BatchHeader& header,
@@ -120,6 +125,12 @@ class PartitionJobs {
   // Adds the accepted `batch` (at `offset` of `part`) to `job`, finalizes
   // what its watermark allows (hosts silent for `host_idle` no longer hold
   // it back) and tracks the job in `part` from its first batch.
+  // Lifecycle (live batches only: a replayed one is in the restored state
+  // already): an end marker ends its producer's stream, and the job once
+  // every producer it tracks ended, closing all its windows at once; a
+  // new producer's first batch after a silence records a gap; a batch of an
+  // ended job starts a new run; a batch of a producer after its own marker
+  // is counted as bad input (docs/semantics.md#job-lifecycle).
   Added AddBatch(PartitionState& part, const std::string& name, JobEntry& job,
                  const DecodedBatch& batch, int64_t offset, bool replay,
                  absl::Time now, absl::Duration host_idle);
@@ -146,6 +157,9 @@ class PartitionJobs {
   void NoteCollectiveErrors(const std::string& name, JobEntry& job);
   void NoteHostSkew(const std::string& name, JobEntry& job, absl::Time now,
                     absl::Duration host_idle);
+  // The lifecycle part of AddBatch, for a live batch, before its events.
+  void NoteLifecycle(const std::string& name, JobEntry& job,
+                     const DecodedBatch& batch);
   // Forgets the producers of `state` whose newest event lies more than
   // options.producer_expiry behind its finalized edge.
   void ForgetOldProducers(JobState& state);
@@ -155,6 +169,7 @@ class PartitionJobs {
   StatsCell* stats_;
   absl::flat_hash_map<int32_t, PartitionState> partitions_;
   absl::flat_hash_map<std::string, JobEntry> jobs_;
+  std::vector<JobUpdate> expired_updates_;
 };
 
 }  // namespace bubblewatch

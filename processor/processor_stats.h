@@ -45,6 +45,12 @@ struct ProcessorStats {
   // limits, per partition), and jobs forgotten after job_expiry.
   int64_t tracked_jobs = 0;
   int64_t jobs_forgotten = 0;
+  // The job lifecycle (docs/semantics.md#job-lifecycle): end markers
+  // counted, jobs that ended by them, and batches a producer sent after its
+  // own end marker (bad input: counted, kept, the job becomes active again).
+  int64_t end_markers = 0;
+  int64_t jobs_ended = 0;
+  int64_t batches_after_end = 0;
   // Jobs whose host skew is at or above skew_warning, as measured when
   // their windows last closed (at most kMaxDlqSources).
   struct HostSkew {

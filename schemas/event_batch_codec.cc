@@ -87,6 +87,8 @@ std::span<const uint8_t> EventBatchEncoder::Encode(
   batch.add_gpu(gpu_vec);
   batch.add_cpu(cpu_vec);
   if (!collectives_vec.IsNull()) batch.add_collectives(collectives_vec);
+  // Only when set: a batch that is no end marker keeps its old bytes.
+  if (header.end_of_stream) batch.add_end_of_stream(true);
   fb::FinishEventBatchBuffer(builder_, batch.Finish());
   return {builder_.GetBufferPointer(), builder_.GetSize()};
 }
@@ -139,6 +141,7 @@ absl::StatusOr<DecodedBatch> DecodeEventBatch(std::span<const uint8_t> bytes) {
   h.world_size = batch->world_size();
   h.producer_id = batch->producer_id();
   h.sequence = batch->sequence();
+  h.end_of_stream = batch->end_of_stream();
 
   Trace& t = out.trace;
   t.job = h.job;

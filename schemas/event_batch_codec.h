@@ -29,6 +29,9 @@ struct BatchHeader {
   int32_t world_size = -1;
   uint64_t producer_id = 0;
   uint64_t sequence = 0;
+  // The end marker: the producer's last batch for the job
+  // (docs/semantics.md#job-lifecycle).
+  bool end_of_stream = false;
 };
 
 // A decoded EventBatch: its header and its events as a Trace (whose job,

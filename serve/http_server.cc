@@ -278,7 +278,7 @@ class HttpServer::Impl {
     if (absl::Status s = MaybeRefresh(); !s.ok()) return ReplyError(res, s);
     absl::StatusOr<std::vector<JobInfo>> jobs = store_->ListJobs();
     if (!jobs.ok()) return ReplyError(res, jobs.status());
-    Reply(res, RenderJobsJson(*jobs, *pretty));
+    Reply(res, RenderJobsJson(*jobs, *pretty, absl::Now()));
   }
 
   void JobWindows(const httplib::Request& req, httplib::Response& res) {

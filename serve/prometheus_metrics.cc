@@ -81,6 +81,16 @@ void WriteProcessor(Page& page, const ProcessorStats& p) {
        p.late_events},
       {"bubblewatch_processor_windows_written_total",
        "Finalized windows written to the store.", p.windows_written},
+      {"bubblewatch_processor_end_markers_total",
+       "End markers counted: a producer's stream of a job ended "
+       "(docs/semantics.md#job-lifecycle).",
+       p.end_markers},
+      {"bubblewatch_processor_jobs_ended_total",
+       "Jobs that ended by their producers' end markers.", p.jobs_ended},
+      {"bubblewatch_processor_batches_after_end_total",
+       "Batches a producer sent after its own end marker (bad input: kept, "
+       "the job runs again).",
+       p.batches_after_end},
       {"bubblewatch_processor_dead_letters_lost_total",
        "Rejected messages whose dead letter the dead-letter topic refused "
        "even in its minimal form (headers only); each is also logged.",
@@ -257,6 +267,35 @@ absl::StatusOr<std::string> RenderPrometheusMetrics(
   page.Family("bubblewatch_job_latest_window_end_seconds", "gauge",
               "Event time (Unix seconds) at which the job's latest stored "
               "window ends.");
+  // The lifecycle (docs/semantics.md#job-lifecycle): every job counted by
+  // phase; the per-job series for the same jobs as the others.
+  ASSIGN_OR_RETURN(std::vector<JobInfo> jobs, store.ListJobs());
+  const absl::Time now = absl::Now();
+  absl::flat_hash_map<std::string, JobPhase> phases;
+  int64_t by_phase[3] = {0, 0, 0};
+  for (const JobInfo& j : jobs) {
+    const JobPhase phase = PhaseAt(
+        j.lifecycle, std::max(now - j.last_seen_wall, absl::ZeroDuration()));
+    phases[j.job] = phase;
+    ++by_phase[static_cast<int>(phase)];
+  }
+  page.Family("bubblewatch_jobs_by_state", "gauge",
+              "Jobs the store knows, by lifecycle state (active, paused, "
+              "ended).");
+  for (JobPhase phase :
+       {JobPhase::kActive, JobPhase::kPaused, JobPhase::kEnded}) {
+    page.Sample("bubblewatch_jobs_by_state",
+                Label("state", JobPhaseName(phase)),
+                by_phase[static_cast<int>(phase)]);
+  }
+  page.Family("bubblewatch_job_state", "gauge",
+              "1 for the job's lifecycle state (active, paused, ended); the "
+              "same jobs as bubblewatch_job_utilization.");
+  page.Family("bubblewatch_job_last_seen_seconds", "gauge",
+              "Wall time (Unix seconds) the processor last committed news of "
+              "the job.");
+  absl::flat_hash_map<std::string, absl::Time> last_seen;
+  for (const JobInfo& j : jobs) last_seen[j.job] = j.last_seen_wall;
   for (size_t i = 0; i < exported; ++i) {
     const FleetEntry& e = fleet.entries[i];
     absl::StatusOr<std::vector<RollingUtilization>> rolling =
@@ -271,6 +310,14 @@ absl::StatusOr<std::string> RenderPrometheusMetrics(
     }
     page.Sample("bubblewatch_job_latest_window_end_seconds", job,
                 static_cast<double>(e.latest.end_ns) / 1e9);
+    if (auto it = phases.find(e.job); it != phases.end()) {
+      page.Sample(
+          "bubblewatch_job_state",
+          absl::StrCat(job, ",", Label("state", JobPhaseName(it->second))),
+          int64_t{1});
+      page.Sample("bubblewatch_job_last_seen_seconds", job,
+                  absl::ToDoubleSeconds(last_seen[e.job] - absl::UnixEpoch()));
+    }
   }
 
   PeriodStats others;

@@ -36,8 +36,12 @@ std::string RenderJobReportJson(const JobReport& report, bool pretty);
 //  "fleet": {..., "bubble_gpu_hours", "gpu_hours_by_cause": {...}}}
 std::string RenderFleetJson(const FleetReport& report, bool pretty);
 // {"jobs": [{"job", "window_count", "last_event_ns",
-//            "latest_window_start_ns", "last_seen"}]}
-std::string RenderJobsJson(const std::vector<JobInfo>& jobs, bool pretty);
+//            "latest_window_start_ns", "last_seen", "state", "ended",
+//            "expired", "cadence_s", "batches_after_end"}]}
+// "state" is the phase at `now` (schemas/job_lifecycle.h, PhaseAt with the
+// silence since last_seen).
+std::string RenderJobsJson(const std::vector<JobInfo>& jobs, bool pretty,
+                           absl::Time now);
 // {"error": MESSAGE, "code": "not_found" | "invalid_argument" | ...}
 std::string RenderErrorJson(const absl::Status& status);
 

@@ -218,6 +218,12 @@ std::string RenderFleetJson(const FleetReport& r, bool pretty) {
     w.Key("score").Double(r.by.metric == FleetOrder::Metric::kBubbleRatio
                               ? e.score
                               : e.score / 1e3);
+    if (!e.state.empty()) {
+      w.Key("state").String(e.state);
+      w.Key("last_seen")
+          .String(absl::FormatTime(absl::RFC3339_full, e.last_seen_wall,
+                                   absl::UTCTimeZone()));
+    }
     w.Key("period").BeginObject();
     WriteFleetPeriod(w, e.period);
     w.EndObject();
@@ -241,7 +247,8 @@ std::string RenderFleetJson(const FleetReport& r, bool pretty) {
   return std::move(w).Take();
 }
 
-std::string RenderJobsJson(const std::vector<JobInfo>& jobs, bool pretty) {
+std::string RenderJobsJson(const std::vector<JobInfo>& jobs, bool pretty,
+                           absl::Time now) {
   JsonWriter w(pretty ? 2 : 0);
   w.BeginObject();
   w.Key("jobs").BeginArray();
@@ -254,6 +261,14 @@ std::string RenderJobsJson(const std::vector<JobInfo>& jobs, bool pretty) {
     w.Key("last_seen")
         .String(absl::FormatTime(absl::RFC3339_full, j.last_seen_wall,
                                  absl::UTCTimeZone()));
+    const JobPhase phase = PhaseAt(
+        j.lifecycle, std::max(now - j.last_seen_wall, absl::ZeroDuration()));
+    w.Key("state").String(JobPhaseName(phase));
+    w.Key("ended").Bool(j.lifecycle.ended);
+    w.Key("expired").Bool(j.lifecycle.expired);
+    w.Key("cadence_s")
+        .Double(static_cast<double>(j.lifecycle.cadence_ns()) / 1e9);
+    w.Key("batches_after_end").Int(j.lifecycle.batches_after_end);
     w.EndObject();
   }
   w.EndArray();

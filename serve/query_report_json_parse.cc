@@ -49,6 +49,14 @@ class Fields {
     }
     return v;
   }
+  bool Bool(const char* key) {
+    bool v = false;
+    element e = Get(key);
+    if (status_->ok() && e.get_bool().get(v) != simdjson::SUCCESS) {
+      Fail(key, "not a boolean");
+    }
+    return v;
+  }
   double Double(const char* key) {
     double v = 0;
     element e = Get(key);
@@ -303,6 +311,14 @@ absl::StatusOr<FleetReport> ParseFleetJson(absl::string_view json) {
     f.Array("top", [&](Fields& e) {
       FleetEntry entry;
       entry.job = e.String("job");
+      if (e.Has("state")) {
+        entry.state = e.String("state");
+        std::string err;
+        if (!absl::ParseTime(absl::RFC3339_full, e.String("last_seen"),
+                             &entry.last_seen_wall, &err)) {
+          entry.last_seen_wall = absl::UnixEpoch();
+        }
+      }
       if (std::optional<Fields> p = e.Object("period")) {
         entry.period = ReadFleetPeriod(*p);
       }
@@ -334,6 +350,16 @@ absl::StatusOr<std::vector<JobInfo>> ParseJobsJson(absl::string_view json) {
       if (!absl::ParseTime(absl::RFC3339_full, j.String("last_seen"),
                            &info.last_seen_wall, &err)) {
         info.last_seen_wall = absl::UnixEpoch();
+      }
+      // A server from before the lifecycle sends none of it: active.
+      if (j.Has("ended")) {
+        info.lifecycle.ended = j.Bool("ended");
+        info.lifecycle.expired = j.Bool("expired");
+        info.lifecycle.batches_after_end = j.Int("batches_after_end");
+        // The cadence comes as one figure: two equal gaps have it as median.
+        const auto cadence_ns =
+            static_cast<int64_t>(std::llround(j.Double("cadence_s") * 1e9));
+        if (cadence_ns > 0) info.lifecycle.gaps_ns = {cadence_ns, cadence_ns};
       }
       jobs.push_back(std::move(info));
     });

@@ -62,7 +62,8 @@ JobInfo ToJobInfo(absl::string_view job, const JobRecord& r) {
                  .last_event_ns = r.last_event_ns,
                  .last_seen_wall = absl::FromUnixNanos(r.last_seen_wall_ns),
                  .window_count = r.window_count,
-                 .latest_window_start_ns = r.latest_window_start_ns};
+                 .latest_window_start_ns = r.latest_window_start_ns,
+                 .lifecycle = ReadJobLifecycle(r.state)};
 }
 
 // Checks that an existing database holds only our column families (and, for
@@ -499,7 +500,8 @@ absl::StatusOr<std::vector<JobInfo>> RocksDbWindowStore::ListJobs() const {
   std::unique_ptr<rocksdb::Iterator> it(
       db_->NewIterator(rocksdb::ReadOptions(), jobs_));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    ASSIGN_OR_RETURN(JobRecord r, DecodeJobRecord(View(it->value()), false));
+    // With the state: its lifecycle is part of what a job listing shows.
+    ASSIGN_OR_RETURN(JobRecord r, DecodeJobRecord(View(it->value())));
     out.push_back(ToJobInfo(View(it->key()), r));
   }
   RETURN_IF_ERROR(FromRocksDb(it->status(), "listing jobs"));
@@ -521,7 +523,7 @@ absl::StatusOr<std::optional<JobRecord>> RocksDbWindowStore::ReadJobRecord(
 absl::StatusOr<std::optional<JobInfo>> RocksDbWindowStore::Job(
     absl::string_view job) const {
   RETURN_IF_ERROR(ValidateJobName(job));
-  ASSIGN_OR_RETURN(std::optional<JobRecord> r, ReadJobRecord(job, false));
+  ASSIGN_OR_RETURN(std::optional<JobRecord> r, ReadJobRecord(job, true));
   if (!r) return std::nullopt;
   return ToJobInfo(job, *r);
 }

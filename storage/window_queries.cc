@@ -468,6 +468,22 @@ void RankEntries(std::vector<FleetEntry>& entries, int top) {
   entries.resize(keep);
 }
 
+// The lifecycle of the ranked jobs (docs/semantics.md#job-lifecycle): their
+// state now and when they were last seen.
+absl::Status AddLifecycle(const WindowStoreReader& store,
+                          std::vector<FleetEntry>& entries) {
+  const absl::Time now = absl::Now();
+  for (FleetEntry& e : entries) {
+    ASSIGN_OR_RETURN(std::optional<JobInfo> info, store.Job(e.job));
+    if (!info) continue;
+    e.last_seen_wall = info->last_seen_wall;
+    e.state = std::string(JobPhaseName(
+        PhaseAt(info->lifecycle,
+                std::max(now - info->last_seen_wall, absl::ZeroDuration()))));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<FleetReport> QueryFleetByScan(const WindowStoreReader& store,
@@ -507,6 +523,7 @@ absl::StatusOr<FleetReport> QueryFleetByScan(const WindowStoreReader& store,
   }
   report.jobs = static_cast<int64_t>(entries.size());
   RankEntries(entries, top);
+  RETURN_IF_ERROR(AddLifecycle(store, entries));
   report.entries = std::move(entries);
   return report;
 }
@@ -595,6 +612,7 @@ absl::StatusOr<FleetReport> QueryFleet(const WindowStoreReader& store,
     if (!point.ok()) return WindowError(e.job, last_start, point.status());
     e.latest = *std::move(point);
   }
+  RETURN_IF_ERROR(AddLifecycle(store, entries));
   report.entries = std::move(entries);
   return report;
 }

@@ -209,6 +209,11 @@ struct FleetEntry {
   FleetJobPeriod period;  // What the entry is ranked by.
   WindowPoint latest;     // The job's latest window in the period.
   double score = 0;       // FleetOrder::Score of period.stats.
+  // The job's lifecycle phase when queried ("active", "paused", "ended";
+  // schemas/job_lifecycle.h) and when the processor last reported it.
+  // Filled for the ranked entries by QueryFleet; empty / epoch otherwise.
+  std::string state;
+  absl::Time last_seen_wall = absl::UnixEpoch();
 };
 
 struct FleetReport {

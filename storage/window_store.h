@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "schemas/job_lifecycle.h"
 #include "schemas/window_summary.h"
 #include "schemas/window_summary_codec.h"
 #include "storage/window_sums.h"
@@ -75,6 +76,9 @@ struct JobInfo {
   absl::Time last_seen_wall = absl::UnixEpoch();  // Wall time last reported.
   int64_t window_count = 0;                       // Windows stored now.
   int64_t latest_window_start_ns = 0;  // Meaningful when window_count > 0.
+  // From the job's stored state (schemas/job_lifecycle.h); PhaseAt with the
+  // silence since last_seen_wall gives the phase shown.
+  JobLifecycle lifecycle;
 };
 
 // Per-job fields a Commit updates. last_event_ns and last_seen_wall only move
@@ -86,6 +90,9 @@ struct JobUpdate {
   absl::Time last_seen_wall = absl::UnixEpoch();
   // Replaces the job's opaque state blob when set; kept as is when not.
   std::optional<std::string> state = std::nullopt;
+  // The lifecycle that `state` holds, for commit observers (alerts/); not
+  // stored apart from it.
+  std::optional<JobLifecycle> lifecycle = std::nullopt;
 };
 
 // How far the processor got in one Kafka partition.

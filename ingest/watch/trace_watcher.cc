@@ -503,7 +503,10 @@ absl::Status TraceWatcher::Ship(std::vector<PreparedFile>& group) {
     {
       std::lock_guard<std::mutex> lock(stats_mu_);
       ++stats_.files_sent;
-      stats_.batches_sent += static_cast<int64_t>(f.stream->num_batches());
+      // With its end marker (docs/semantics.md#job-lifecycle), sent after
+      // the last batch of a file that has any.
+      const auto batches = static_cast<int64_t>(f.stream->num_batches());
+      stats_.batches_sent += batches > 0 ? batches + 1 : 0;
       stats_.events_sent += f.stream->num_events();
     }
     spdlog::info("{}: acknowledged", f.name);

@@ -138,7 +138,7 @@ struct TraceWatcherOptions {
 struct WatcherStats {
   int64_t files_sent = 0;
   int64_t files_already_sent = 0;  // Found in the WatchState at startup.
-  int64_t batches_sent = 0;
+  int64_t batches_sent = 0;        // End markers included (one per file sent).
   int64_t events_sent = 0;
   int64_t files_rejected = 0;
   // Rejected files by reason: "no job", "truncated", "unreadable",

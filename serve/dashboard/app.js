@@ -231,6 +231,9 @@ async function showFleet() {
     const isStale = !(age <= limit) || seenMs <= 0;
     cell(tr, Number.isNaN(seenMs) || seenMs <= 0 ? 'never' : ago(age), 'num seen');
     tr.lastChild.title = j ? j.last_seen : 'unknown';
+    // The job's lifecycle (docs/semantics.md#job-lifecycle): active, paused
+    // between duty-cycle snapshots, or ended.
+    cell(tr, e.state || (j && j.state) || '-', 'state');
     if (isStale) {
       tr.classList.add('stale');
       tr.title = `stale: not seen for more than ${Math.round(limit / 1000)} s`;

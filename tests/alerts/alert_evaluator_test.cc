@@ -590,5 +590,101 @@ TEST(AlertEvaluator, StoredAlertsReadWhatTheProcessorCommitted) {
   EXPECT_TRUE(ReadStoredAlerts({}).firing.empty());
 }
 
+// The job lifecycle (docs/semantics.md#job-lifecycle).
+constexpr char kLifecycleRules[] = R"(rules:
+  - name: sync-stall
+    kind: cause_share_above
+    cause: host_sync
+    threshold: 30%
+    for: 2
+    clear_for: 2
+    repeat_interval: 1h
+  - {name: silent, kind: job_silent, duration: 30s}
+)";
+
+JobLifecycle Ended() {
+  JobLifecycle l;
+  l.ended = true;
+  return l;
+}
+
+TEST(AlertEvaluator, AnEndedJobsAlertsResolveOnceAndItIsNeverSilent) {
+  AlertEvaluator ev(Rules(kLifecycleRules), {});
+  ev.OnJobActivity("j", kT0);
+  ev.OnWindow(Window("j", 0, 0.6), kT0);
+  std::vector<AlertEvent> fired = ev.OnWindow(Window("j", 1, 0.6), kT0);
+  ASSERT_EQ(Statuses(fired), std::vector{AlertStatus::kFiring});
+  // The end marker: the firing cause alert resolves, with its end time.
+  const absl::Time end = kT0 + absl::Seconds(2);
+  std::vector<AlertEvent> resolved = ev.OnJobLifecycle("j", Ended(), end);
+  ASSERT_EQ(Statuses(resolved), std::vector{AlertStatus::kResolved});
+  EXPECT_EQ(resolved[0].rule, "sync-stall");
+  EXPECT_EQ(resolved[0].ends_at, end);
+  EXPECT_TRUE(ev.Active().empty());
+  // Said again, nothing more; silence of an ended job is no alert; a late
+  // window of it does not fire again.
+  EXPECT_TRUE(ev.OnJobLifecycle("j", Ended(), end).empty());
+  EXPECT_TRUE(ev.OnTick(end + absl::Hours(1)).empty());
+  EXPECT_TRUE(ev.OnWindow(Window("j", 2, 0.9), end).empty());
+  EXPECT_TRUE(ev.OnWindow(Window("j", 3, 0.9), end).empty());
+  // The state survives a restart: still ended, still quiet.
+  AlertEvaluator restarted(Rules(kLifecycleRules), {});
+  std::vector<std::pair<std::string, std::string>> states;
+  for (AlertStateUpdate& u : ev.TakeStateUpdates()) {
+    if (u.state) states.emplace_back(u.key, *u.state);
+  }
+  ASSERT_TRUE(restarted.Restore(states).ok());
+  EXPECT_TRUE(restarted.OnTick(end + absl::Hours(2)).empty());
+  // A new run: its windows count again.
+  restarted.OnJobLifecycle("j", JobLifecycle(), end + absl::Hours(3));
+  restarted.OnJobActivity("j", end + absl::Hours(3));
+  restarted.OnWindow(Window("j", 10, 0.6), end + absl::Hours(3));
+  EXPECT_EQ(
+      Statuses(restarted.OnWindow(Window("j", 11, 0.6), end + absl::Hours(3))),
+      std::vector{AlertStatus::kFiring});
+}
+
+TEST(AlertEvaluator, SilentFiresForAnActiveJobThatStopsWithoutAMarker) {
+  AlertEvaluator ev(Rules(kLifecycleRules), {});
+  ev.OnJobActivity("j", kT0);
+  ev.OnJobLifecycle("j", JobLifecycle(), kT0);
+  EXPECT_TRUE(ev.OnTick(kT0 + absl::Seconds(30)).empty());
+  std::vector<AlertEvent> e = ev.OnTick(kT0 + absl::Seconds(31));
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].rule, "silent");
+  EXPECT_EQ(e[0].status, AlertStatus::kFiring);
+}
+
+TEST(AlertEvaluator, SilentWaitsOutTheDutyCycleOfAPausedJob) {
+  AlertEvaluator ev(Rules(kLifecycleRules), {});
+  JobLifecycle cycle;  // Snapshots every ~60 s.
+  cycle.NoteGap(58'000'000'000);
+  cycle.NoteGap(58'000'000'000);
+  ev.OnJobActivity("j", kT0);
+  ev.OnJobLifecycle("j", cycle, kT0);
+  // Paused between snapshots: no job-silent, though past its 30 s.
+  for (int s = 31; s <= 116; s += 5) {
+    EXPECT_TRUE(ev.OnTick(kT0 + absl::Seconds(s)).empty()) << s << " s";
+  }
+  // Overdue (more than two gaps): active and silent.
+  std::vector<AlertEvent> e = ev.OnTick(kT0 + absl::Seconds(117));
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].rule, "silent");
+  // A duty cycle whose last snapshot ended with a marker ends when no
+  // snapshot follows: never silent, and its alerts resolve then.
+  AlertEvaluator done(Rules(kLifecycleRules), {});
+  cycle.ended = true;
+  done.OnJobActivity("d", kT0);
+  done.OnWindow(Window("d", 0, 0.6), kT0);
+  done.OnWindow(Window("d", 1, 0.6), kT0);
+  EXPECT_TRUE(done.OnJobLifecycle("d", cycle, kT0).empty()) << "paused";
+  EXPECT_EQ(done.Active().size(), 1u);
+  EXPECT_TRUE(done.OnTick(kT0 + absl::Seconds(116)).empty());
+  std::vector<AlertEvent> r = done.OnTick(kT0 + absl::Seconds(117));
+  ASSERT_EQ(Statuses(r), std::vector{AlertStatus::kResolved});
+  EXPECT_EQ(r[0].rule, "sync-stall");
+  EXPECT_TRUE(done.OnTick(kT0 + absl::Hours(1)).empty());
+}
+
 }  // namespace
 }  // namespace bubblewatch

@@ -188,10 +188,14 @@ std::vector<std::string> ProcessArgs(const std::string& brokers,
 }
 
 // 30 s of one synthetic job JOB_PREFIX-000 (2 GPUs) in SCENARIO from START.
+// Without `end_marker` the job goes on in a later produce (--no-end-marker:
+// it does not end, docs/semantics.md#job-lifecycle).
 int ProduceSynthetic(const std::string& brokers, const std::string& topic,
                      const std::string& job_prefix, const std::string& scenario,
                      const std::string& start,
-                     std::vector<std::string> extra = {}) {
+                     std::vector<std::string> extra = {},
+                     bool end_marker = false) {
+  if (!end_marker) extra.push_back("--no-end-marker");
   std::vector<std::string> args = {
       "produce",        "--brokers",  brokers,      "--topic",      topic,
       "--synthetic",    "--job",      job_prefix,   "--jobs",       "1",
@@ -682,6 +686,134 @@ TEST_F(AlertmanagerKafka, UndeliveredResolutionSurvivesAProcessorKill) {
   // Once fired, once resolved, whatever restarted in between.
   EXPECT_EQ(reader.Count(AlertStatus::kFiring), 1);
   EXPECT_EQ(reader.Count(AlertStatus::kResolved), 1);
+}
+
+// The job lifecycle (docs/semantics.md#job-lifecycle) against the real
+// broker and Alertmanager: `produce` ends its job with an end marker; the
+// job's firing cause alert resolves at Alertmanager (it gets endsAt: the
+// alert leaves its list long before its 1 h resolve_timeout), the job is
+// ended in the store, and its silence fires no job_silent. The same job
+// without the marker (next test) is silent and job_silent fires.
+std::string LifecycleRules(const std::string& path, const std::string& cause,
+                           const std::string& silent) {
+  std::ofstream(path) << "rules:\n  - {name: " << cause
+                      << ", kind: cause_share_above, cause: host_sync, "
+                         "threshold: 8%, for: 1, clear_for: 2}\n"
+                      << "  - {name: " << silent
+                      << ", kind: job_silent, duration: 4s}\n";
+  return path;
+}
+
+// The job's phase as the store says now (query jobs' rule).
+std::string StoredPhase(const std::string& store, const std::string& job) {
+  auto reader = OpenRocksDbWindowStoreReadOnly(store);
+  if (!reader.ok()) return "";
+  auto info = (*reader)->Job(job);
+  if (!info.ok() || !info->has_value()) return "";
+  return std::string(JobPhaseName(PhaseAt(
+      (*info)->lifecycle,
+      std::max(absl::Now() - (*info)->last_seen_wall, absl::ZeroDuration()))));
+}
+
+TEST_F(AlertmanagerKafka, AnEndedJobsAlertsResolveAndItIsNeverSilent) {
+  const std::string brokers = Env("BUBBLEWATCH_KAFKA_BROKERS");
+  const std::string am = Env("BUBBLEWATCH_ALERTMANAGER_URL");
+  ASSERT_FALSE(brokers.empty() || am.empty());
+  const std::string topic = Unique("bw-ended");
+  const std::string cause = Unique("sync-ended");
+  const std::string silent = Unique("silent-ended");
+  const std::string job_prefix = Unique("ended");
+  const std::string job = job_prefix + "-000";
+  const std::string store = ::testing::TempDir() + "/" + topic;
+  const std::string rules = LifecycleRules(
+      ::testing::TempDir() + "/" + topic + ".yaml", cause, silent);
+  processor_ =
+      Spawn(BUBBLEWATCH_BINARY, ProcessArgs(brokers, topic, store, rules, am));
+  TopicReader reader(topic + ".alerts");
+  // Paced (30 s of event time in 30 s), so that the stall's alert fires
+  // and reaches Alertmanager while the job still runs; then the marker.
+  pid_t producer = Spawn(BUBBLEWATCH_BINARY, {"produce",
+                                              "--brokers",
+                                              brokers,
+                                              "--topic",
+                                              topic,
+                                              "--synthetic",
+                                              "--job",
+                                              job_prefix,
+                                              "--jobs",
+                                              "1",
+                                              "--gpus-per-job",
+                                              "2",
+                                              "--duration",
+                                              "30s",
+                                              "--rate",
+                                              "3000",
+                                              "--scenario",
+                                              "sync",
+                                              "--start-time",
+                                              "2026-01-01T00:00:00Z",
+                                              "--replay-speed",
+                                              "1x",
+                                              "--log-level",
+                                              "error"});
+  ASSERT_TRUE(PollUntil([&] { return ListAlerts(am, cause).size() == 1; },
+                        absl::Seconds(60), absl::Milliseconds(200)))
+      << "Alertmanager never listed the cause alert";
+  ASSERT_EQ(Wait(producer), 0);
+  EXPECT_TRUE(PollUntil([&] { return ListAlerts(am, cause).empty(); },
+                        absl::Seconds(30), absl::Milliseconds(200)))
+      << "the ended job's alert is still active at Alertmanager";
+  ASSERT_TRUE(PollUntil([&] { return StoredPhase(store, job) == "ended"; },
+                        absl::Seconds(10), absl::Milliseconds(200)))
+      << StoredPhase(store, job);
+  int resolved = 0;
+  for (const AlertEvent& e : reader.Poll()) {
+    if (e.rule != cause || e.status != AlertStatus::kResolved) continue;
+    ++resolved;
+    EXPECT_NE(e.ends_at, absl::InfiniteFuture());
+    EXPECT_GE(e.ends_at, e.starts_at);
+  }
+  EXPECT_EQ(resolved, 1);
+  // Silent for three times job_silent's 4 s: nothing fires.
+  absl::SleepFor(absl::Seconds(12));
+  EXPECT_TRUE(ListAlerts(am, silent).empty());
+  for (const AlertEvent& e : reader.Poll()) {
+    EXPECT_NE(e.rule, silent) << "job_silent fired for an ended job";
+  }
+  EXPECT_EQ(StoredPhase(store, job), "ended");
+  kill(processor_, SIGTERM);
+  EXPECT_EQ(Wait(processor_), 0);
+  processor_ = 0;
+}
+
+TEST_F(AlertmanagerKafka, AJobThatStopsWithoutAMarkerIsSilent) {
+  const std::string brokers = Env("BUBBLEWATCH_KAFKA_BROKERS");
+  const std::string am = Env("BUBBLEWATCH_ALERTMANAGER_URL");
+  ASSERT_FALSE(brokers.empty() || am.empty());
+  const std::string topic = Unique("bw-stopped");
+  const std::string cause = Unique("sync-stopped");
+  const std::string silent = Unique("silent-stopped");
+  const std::string job_prefix = Unique("stopped");
+  const std::string job = job_prefix + "-000";
+  const std::string store = ::testing::TempDir() + "/" + topic;
+  const std::string rules = LifecycleRules(
+      ::testing::TempDir() + "/" + topic + ".yaml", cause, silent);
+  processor_ =
+      Spawn(BUBBLEWATCH_BINARY, ProcessArgs(brokers, topic, store, rules, am));
+  TopicReader reader(topic + ".alerts");
+  ASSERT_EQ(ProduceSynthetic(brokers, topic, job_prefix, "sync",
+                             "2026-01-01T00:00:00Z"),
+            0);
+  ASSERT_TRUE(PollUntil([&] { return ListAlerts(am, silent).size() == 1; },
+                        absl::Seconds(60), absl::Milliseconds(200)))
+      << "job_silent never reached Alertmanager";
+  EXPECT_EQ(ListAlerts(am, silent)[0].job, job);
+  EXPECT_EQ(StoredPhase(store, job), "active");
+  // Its cause alert fires on as well: nothing said the job ended.
+  EXPECT_EQ(ListAlerts(am, cause).size(), 1u);
+  kill(processor_, SIGTERM);
+  EXPECT_EQ(Wait(processor_), 0);
+  processor_ = 0;
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rocksdb/db.h"
@@ -57,6 +59,43 @@ TEST_F(QueryCommandTest, JobsListsEveryJobWithItsWindowCount) {
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_THAT(text.out, HasSubstr("alpha"));
   EXPECT_THAT(text.out, HasSubstr("2025-11-29 11:06:30"));  // Window 399.
+}
+
+// The job lifecycle (docs/semantics.md#job-lifecycle): an ended job says so
+// in `query jobs`, from the store and through a server (whose JSON the
+// client reads back).
+TEST(QueryJobsLifecycle, TheStateIsShownFromTheStoreAndThroughAServer) {
+  testing::TempDir dir;
+  ASSERT_TRUE(query_test::WriteFleetStoreWithGammaEnded(dir.Sub("s")).ok());
+  auto server = ServeProcess::Start(dir.Sub("s"));
+  ASSERT_NE(server, nullptr);
+  for (const std::string& source :
+       {" --store " + dir.Sub("s"), " --server " + server->url()}) {
+    auto text = RunBubblewatch("query jobs" + source);
+    ASSERT_EQ(text.exit_code, 0) << text.err;
+    EXPECT_THAT(text.out, HasSubstr("state")) << source;
+    int rows = 0;
+    for (absl::string_view line : absl::StrSplit(text.out, '\n')) {
+      if (absl::StartsWith(line, "gamma ")) {
+        ++rows;
+        EXPECT_THAT(line, HasSubstr(" ended ")) << source;
+      } else if (absl::StartsWith(line, "alpha ")) {
+        ++rows;
+        EXPECT_THAT(line, HasSubstr(" active ")) << source;
+      }
+    }
+    EXPECT_EQ(rows, 2) << text.out;
+    auto json = RunBubblewatch("query jobs --json" + source);
+    ASSERT_EQ(json.exit_code, 0) << json.err;
+    simdjson::dom::parser parser;
+    for (simdjson::dom::element j : parser.parse(json.out)["jobs"]) {
+      const std::string_view job = j["job"];
+      EXPECT_EQ(std::string_view(j["state"]),
+                job == "gamma" ? "ended" : "active")
+          << job << source;
+      EXPECT_EQ(bool(j["ended"]), job == "gamma") << job;
+    }
+  }
 }
 
 TEST_F(QueryCommandTest, JobJsonHasTheSeriesRollingSummaryAndBubbles) {

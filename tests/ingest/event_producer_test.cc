@@ -84,7 +84,7 @@ TEST_F(EventProducerTest, EveryBatchArrivesKeyedByJobWithItsSequence) {
   size_t batches = 0;
   for (const auto& s : streams) {
     events += s->num_events();
-    batches += s->num_batches();
+    batches += s->num_batches() + 1;  // Its end marker.
   }
   std::unique_ptr<EventProducer> producer = Producer(absl::Seconds(20));
   ASSERT_TRUE(producer->WaitUntilReachable(absl::Seconds(10)).ok());
@@ -103,6 +103,7 @@ TEST_F(EventProducerTest, EveryBatchArrivesKeyedByJobWithItsSequence) {
   ASSERT_EQ(messages->size(), batches);
   std::map<std::string, int32_t> partition_of_job;
   std::map<uint64_t, uint64_t> next_sequence;  // By producer id.
+  std::set<uint64_t> ended;                    // Producers past their marker.
   int64_t decoded_events = 0;
   for (const testing::ConsumedMessage& m : *messages) {
     auto batch = DecodeEventBatch(std::span<const uint8_t>(
@@ -114,12 +115,19 @@ TEST_F(EventProducerTest, EveryBatchArrivesKeyedByJobWithItsSequence) {
     // Within a partition, each producer's batches arrive in sequence.
     EXPECT_EQ(batch->header.sequence,
               next_sequence[batch->header.producer_id]++);
+    // The end marker comes last, without events.
+    EXPECT_FALSE(ended.contains(batch->header.producer_id));
+    if (batch->header.end_of_stream) {
+      ended.insert(batch->header.producer_id);
+      EXPECT_TRUE(batch->trace.gpu.empty() && batch->trace.cpu.empty());
+    }
     EXPECT_LE(batch->trace.gpu.size() + batch->trace.cpu.size(), 1000u);
     decoded_events += batch->trace.gpu.size() + batch->trace.cpu.size();
   }
   EXPECT_EQ(decoded_events, events);
   EXPECT_EQ(partition_of_job.size(), 3u);
   EXPECT_EQ(next_sequence.size(), streams.size());
+  EXPECT_EQ(ended.size(), streams.size());
 }
 
 TEST_F(EventProducerTest, PacedReplayFollowsEventTime) {

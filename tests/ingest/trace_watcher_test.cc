@@ -474,6 +474,12 @@ TEST_F(TraceWatcherTest, PartialGzipWaitsUntilCompletedThenSendsOnce) {
       WatchedFileProducerId(ContentHash(bytes), "jobA", 2, o.batching);
   std::set<uint64_t> sequences;
   int64_t events = 0;
+  // The file's last batch is its end marker, and no other is.
+  EXPECT_TRUE(got.back().header.end_of_stream);
+  EXPECT_TRUE(got.back().trace.gpu.empty() && got.back().trace.cpu.empty());
+  for (size_t i = 0; i + 1 < got.size(); ++i) {
+    EXPECT_FALSE(got[i].header.end_of_stream) << i;
+  }
   for (const DecodedBatch& b : got) {
     EXPECT_EQ(b.header.job, "jobA");
     EXPECT_EQ(b.header.rank, 2);  // The name wins over distributedInfo's 0.
@@ -584,8 +590,21 @@ TEST_F(TraceWatcherTest, FilesReadyTogetherAreSentMergedByEventTime) {
   ASSERT_TRUE(w->PollOnce(t0_).ok());
   ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(3)).ok());
   ASSERT_EQ(w->stats().files_sent, 2);
-  std::vector<DecodedBatch> got = Batches(w->stats().batches_sent);
-  ASSERT_EQ(static_cast<int64_t>(got.size()), w->stats().batches_sent);
+  std::vector<DecodedBatch> all = Batches(w->stats().batches_sent);
+  ASSERT_EQ(static_cast<int64_t>(all.size()), w->stats().batches_sent);
+  // Each file ends with its end marker, after its last batch.
+  std::vector<DecodedBatch> got;
+  std::set<uint64_t> ended;
+  for (DecodedBatch& b : all) {
+    EXPECT_FALSE(ended.contains(b.header.producer_id))
+        << "a batch after its producer's end marker";
+    if (b.header.end_of_stream) {
+      ended.insert(b.header.producer_id);
+    } else {
+      got.push_back(std::move(b));
+    }
+  }
+  EXPECT_EQ(ended.size(), 2u);
   // One job, one partition: the topic holds the two ranks interleaved in
   // event time, not one file after the other.
   std::set<int32_t> ranks_in_first_half;
@@ -653,10 +672,12 @@ TEST_F(TraceWatcherTest, JobFromTraceMetadataWhenTheNameSaysNothing) {
   ASSERT_TRUE(w->PollOnce(t0_).ok());
   ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(3)).ok());
   ASSERT_EQ(w->stats().files_sent, 1) << w->stats().files_rejected;
-  std::vector<DecodedBatch> got = Batches(1);
-  ASSERT_EQ(got.size(), 1u);
+  std::vector<DecodedBatch> got = Batches(2);  // The batch and its marker.
+  ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0].header.job, "meta-job");
   EXPECT_EQ(got[0].header.rank, 4);
+  EXPECT_TRUE(got[1].header.end_of_stream);
+  EXPECT_EQ(got[1].header.job, "meta-job");
 }
 
 // Issue 17 item 10: the watcher read a file whole, hashed it whole and

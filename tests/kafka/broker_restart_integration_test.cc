@@ -68,7 +68,8 @@ TEST(BrokerRestart, InFlightBatchesAreRetriedNotLostNorDuplicated) {
           std::move(t), identity,
           BatchingOptions{.max_events = 1024, .max_span_ns = 200'000'000}));
       pointers.push_back(streams.back().get());
-      batches += streams.back()->num_batches();
+      // And the stream's end marker (docs/semantics.md#job-lifecycle).
+      batches += streams.back()->num_batches() + 1;
     }
   }
 

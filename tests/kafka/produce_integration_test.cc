@@ -154,14 +154,21 @@ TEST_F(ProduceIntegrationTest, TraceFilesArriveFieldForField) {
     identity.rank = 0;
     identity.world_size = trace->world_size;
     BatchedTrace want(*std::move(trace), identity, {.max_events = 512});
-    ASSERT_EQ(static_cast<size_t>(sent), want.num_batches());
+    // The file's batches, then its end marker.
+    ASSERT_EQ(static_cast<size_t>(sent), want.num_batches() + 1);
 
-    auto messages = testing::ReadTopic(brokers_, topic, want.num_batches(),
+    auto messages = testing::ReadTopic(brokers_, topic, want.num_batches() + 1,
                                        absl::Seconds(60));
     ASSERT_TRUE(messages.ok()) << messages.status();
-    ASSERT_EQ(messages->size(), want.num_batches());
+    ASSERT_EQ(messages->size(), want.num_batches() + 1);
     std::vector<DecodedBatch> batches = DecodeAll(*messages);
-    ASSERT_EQ(batches.size(), want.num_batches());
+    ASSERT_EQ(batches.size(), want.num_batches() + 1);
+    const DecodedBatch& marker = batches.back();
+    EXPECT_TRUE(marker.header.end_of_stream);
+    EXPECT_EQ(marker.header.sequence, want.num_batches());
+    EXPECT_EQ(marker.header.producer_id, want.header().producer_id);
+    EXPECT_TRUE(marker.trace.gpu.empty() && marker.trace.cpu.empty());
+    batches.pop_back();
     // One key: one partition, so offsets follow the send order.
     const Trace& w = want.trace();
     size_t gpu = 0, cpu = 0;

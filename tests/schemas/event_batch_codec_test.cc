@@ -430,6 +430,8 @@ TEST(EventBatchCodec, BatchesFromBeforeCollectivesStillDecode) {
   EXPECT_EQ(batch->header.world_size, header.world_size);
   EXPECT_EQ(batch->header.producer_id, header.producer_id);
   EXPECT_EQ(batch->header.sequence, header.sequence);
+  // Written before the end marker existed too: no batch of it is one.
+  EXPECT_FALSE(batch->header.end_of_stream);
   const Trace& d = batch->trace;
   EXPECT_TRUE(d.collectives.empty());
   ASSERT_EQ(d.gpu.size(), want.gpu.size());
@@ -463,6 +465,59 @@ TEST(EventBatchCodec, BatchesFromBeforeCollectivesStillDecode) {
   EXPECT_TRUE(
       std::equal(now.begin(), now.end(), old_bytes.begin(), old_bytes.end()))
       << "a batch without collectives no longer encodes as before";
+}
+
+// The end marker: a batch without events whose flag survives the round
+// trip; the same header without the flag is a different, shorter message
+// (the flag is written only when set).
+TEST(EventBatchCodec, EndMarkerRoundTrips) {
+  const Trace want = PreCollectivesTrace();
+  BatchHeader header = PreCollectivesHeader();
+  EventBatchEncoder encoder(&want);
+  std::span<const uint8_t> plain = encoder.Encode(header, 0, 0, 0, 0);
+  const std::vector<uint8_t> plain_bytes(plain.begin(), plain.end());
+  header.end_of_stream = true;
+  std::span<const uint8_t> marker = encoder.Encode(header, 0, 0, 0, 0);
+  const std::vector<uint8_t> marker_bytes(marker.begin(), marker.end());
+  EXPECT_NE(plain_bytes, marker_bytes);
+  absl::StatusOr<DecodedBatch> decoded = DecodeEventBatch(marker_bytes);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_TRUE(decoded->header.end_of_stream);
+  EXPECT_EQ(decoded->header.sequence, header.sequence);
+  EXPECT_EQ(decoded->header.producer_id, header.producer_id);
+  EXPECT_TRUE(decoded->trace.gpu.empty());
+  EXPECT_TRUE(decoded->trace.cpu.empty());
+  absl::StatusOr<DecodedBatch> not_marker = DecodeEventBatch(plain_bytes);
+  ASSERT_TRUE(not_marker.ok()) << not_marker.status();
+  EXPECT_FALSE(not_marker->header.end_of_stream);
+}
+
+// An end marker as the encoder of the commit that added it wrote it
+// (tests/testdata/eventbatch/v1_end_marker.bweb: PreCollectivesHeader with
+// sequence 6, no events): it decodes as a marker, and today's encoder
+// writes the very same bytes, so a processor of any later version reads
+// the markers producers already sent.
+TEST(EventBatchCodec, EndMarkerFixtureDecodesAndEncodesAsWritten) {
+  const std::vector<uint8_t> old_bytes =
+      ReadBytes(TestdataPath("v1_end_marker.bweb"));
+  ASSERT_FALSE(old_bytes.empty());
+  absl::StatusOr<DecodedBatch> batch = DecodeEventBatch(old_bytes);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  EXPECT_TRUE(batch->header.end_of_stream);
+  EXPECT_EQ(batch->header.job, "fixture-job");
+  EXPECT_EQ(batch->header.producer_id, 0xfeedbeefu);
+  EXPECT_EQ(batch->header.sequence, 6u);
+  EXPECT_TRUE(batch->trace.gpu.empty());
+  EXPECT_TRUE(batch->trace.cpu.empty());
+  const Trace trace = PreCollectivesTrace();
+  BatchHeader header = PreCollectivesHeader();
+  header.end_of_stream = true;
+  header.sequence = 6;
+  EventBatchEncoder encoder(&trace);
+  std::span<const uint8_t> now = encoder.Encode(header, 0, 0, 0, 0);
+  EXPECT_TRUE(
+      std::equal(now.begin(), now.end(), old_bytes.begin(), old_bytes.end()))
+      << "the end marker no longer encodes as it did";
 }
 
 TEST(EventBatchCodec, CollectiveNameIndexOutsideTheTableIsRejected) {

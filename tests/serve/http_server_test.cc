@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -269,6 +270,43 @@ TEST(HttpServer, JobsListsTheStore) {
       EXPECT_TRUE(j[key].error() == simdjson::SUCCESS) << key;
     }
   }
+}
+
+TEST(HttpServer, JobsFleetAndMetricsShowTheLifecycle) {
+  HttpServerOptions options;
+  options.metrics_top_jobs = 100;
+  Served s(options, query_test::WriteFleetStoreWithGammaEnded);
+  simdjson::dom::parser parser;
+  auto jobs = s.Get("/api/v1/jobs");
+  ASSERT_TRUE(jobs);
+  std::map<std::string, std::string> state;
+  for (simdjson::dom::element j : parser.parse(jobs->body)["jobs"]) {
+    state[std::string(std::string_view(j["job"]))] =
+        std::string(std::string_view(j["state"]));
+  }
+  EXPECT_EQ(state["gamma"], "ended");
+  EXPECT_EQ(state["alpha"], "active");
+  auto fleet = s.Get("/api/v1/fleet?top=10");
+  ASSERT_TRUE(fleet);
+  std::map<std::string, std::string> fleet_state;
+  for (simdjson::dom::element e : parser.parse(fleet->body)["top"]) {
+    fleet_state[std::string(std::string_view(e["job"]))] =
+        std::string(std::string_view(e["state"]));
+  }
+  EXPECT_EQ(fleet_state["gamma"], "ended");
+  EXPECT_EQ(fleet_state["alpha"], "active");
+  auto metrics = s.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_THAT(
+      metrics->body,
+      HasSubstr(R"(bubblewatch_job_state{job="gamma",state="ended"} 1)"));
+  EXPECT_THAT(
+      metrics->body,
+      HasSubstr(R"(bubblewatch_job_state{job="alpha",state="active"} 1)"));
+  EXPECT_THAT(metrics->body,
+              HasSubstr(R"(bubblewatch_jobs_by_state{state="ended"} 1)"));
+  EXPECT_THAT(metrics->body,
+              HasSubstr(R"(bubblewatch_jobs_by_state{state="active"} 3)"));
 }
 
 TEST(HttpServer, JobWindowsReportsTheLastHour) {

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "flatbuffers/flatbuffers.h"
+#include "schemas/state_record.h"
 #include "schemas/window_summary.h"
 #include "storage/window_store.h"
 
@@ -106,6 +108,25 @@ inline absl::Status WriteFleetStore(const std::string& path) {
       OpenRocksDbWindowStore(path);
   if (!store.ok()) return store.status();
   return WriteFleet(**store);
+}
+
+// The fleet of WriteFleet with gamma ended by its end markers: its stored
+// state (a JobStateRecord) says so (docs/semantics.md#job-lifecycle).
+inline absl::Status WriteFleetStoreWithGammaEnded(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<WindowStore>> store =
+      OpenRocksDbWindowStore(path);
+  if (!store.ok()) return store.status();
+  if (absl::Status s = WriteFleet(**store); !s.ok()) return s;
+  flatbuffers::FlatBufferBuilder builder;
+  fb::JobStateRecordBuilder record(builder);
+  record.add_ended(true);
+  auto body = record.Finish();
+  StoreBatch batch;
+  batch.jobs.push_back(
+      JobUpdate{.job = "gamma",
+                .state = FinishStateRecord(
+                    builder, fb::StateBody::JobStateRecord, body.Union())});
+  return (*store)->Commit(batch);
 }
 
 }  // namespace bubblewatch::query_test

@@ -1,0 +1,80 @@
+// JobLifecycle: where a job is in its life (docs/semantics.md#job-lifecycle):
+// active while observations arrive, paused between the snapshots of a duty
+// cycle, ended once its producers said so (the end marker) or after
+// --job-expiry.
+//
+// The persisted part (JobLifecycle) is a function of the job's batches in
+// partition order only, kept in the job's state (schemas/state.fbs,
+// JobStateRecord) and so replay-identical like the rest of it. The phase
+// shown to people (JobPhase) adds one wall-clock input, how long the job has
+// been silent, and is computed where it is shown (PhaseAt), never stored.
+#ifndef BUBBLEWATCH_SCHEMAS_JOB_LIFECYCLE_H_
+#define BUBBLEWATCH_SCHEMAS_JOB_LIFECYCLE_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace bubblewatch {
+
+struct JobLifecycle {
+  // The last gaps kept to learn the cadence from.
+  static constexpr int kMaxGaps = 5;
+  // A new producer's first batch starting at least this long (event time)
+  // after the job's newest event is a new snapshot: the time between is a
+  // gap of the job's duty cycle.
+  static constexpr int64_t kMinGapNs = 1'000'000'000;
+  // Gaps needed before a cadence is learned: one gap is a pause, a cadence
+  // repeats.
+  static constexpr int kGapsForCadence = 2;
+
+  // Every producer the job tracks sent its end marker (or the job expired).
+  bool ended = false;
+  // Ended by --job-expiry: its newest event fell that far behind its
+  // partition's newest.
+  bool expired = false;
+  // The last gaps between snapshots (ns of event time), oldest first.
+  std::vector<int64_t> gaps_ns;
+  // Bad input seen: batches of a producer after its own end marker.
+  int64_t batches_after_end = 0;
+
+  // The learned cadence: the median of gaps_ns (the lower middle one of an
+  // even count) once there are kGapsForCadence of them; 0 without.
+  int64_t cadence_ns() const;
+  // Records one gap, keeping the last kMaxGaps.
+  void NoteGap(int64_t gap_ns);
+
+  bool operator==(const JobLifecycle&) const = default;
+};
+
+enum class JobPhase { kActive, kPaused, kEnded };
+
+// Silence shorter than this is a job sending: active whatever its cadence.
+inline constexpr absl::Duration kPausedAfter = absl::Seconds(5);
+
+// The phase of a job with `lifecycle` that has been silent (wall time since
+// it was last seen) for `silence`:
+//   ended   `ended` and no cadence, or expired, or ended with a cadence and
+//           silent for more than twice the cadence (no snapshot is coming);
+//   paused  a cadence, silent for at least kPausedAfter and at most twice the
+//           cadence (a snapshot ended with its marker counts as paused too):
+//           between two snapshots;
+//   active  otherwise (also a job with a cadence whose next snapshot is
+//           overdue: silent for more than twice the cadence without a
+//           marker, which `job_silent` rules report).
+JobPhase PhaseAt(const JobLifecycle& lifecycle, absl::Duration silence);
+
+// "active", "paused", "ended".
+absl::string_view JobPhaseName(JobPhase phase);
+
+// The lifecycle in a stored job state (a StateRecord with a JobStateRecord,
+// processor/job_state.h); a default (active) one for any other bytes, which
+// are job states written before the lifecycle or before the schema.
+JobLifecycle ReadJobLifecycle(absl::string_view job_state);
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_SCHEMAS_JOB_LIFECYCLE_H_

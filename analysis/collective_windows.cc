@@ -29,17 +29,7 @@ WindowCollectives SummarizeWindowCollectives(
                                    .arrived_last = r.arrived_last,
                                    .clock_offset_ns = r.clock_offset_ns});
   }
-  out.stragglers.reserve(analysis.stragglers.size());
-  for (const Straggler& s : analysis.stragglers) {
-    out.stragglers.push_back(
-        StragglerWindow{.rank = s.rank,
-                        .wait_caused_ns = s.wait_caused_ns,
-                        .arrived_last = s.arrived_last,
-                        .compute_ns = s.compute_ns,
-                        .comm_ns = s.comm_ns,
-                        .causes = s.causes,
-                        .unattributed_ns = s.unattributed_ns});
-  }
+  out.stragglers = analysis.stragglers;
   return out;
 }
 

@@ -127,16 +127,6 @@ struct RankCollectiveStats {
 };
 
 // A rank that made others wait, with what made it late.
-struct Straggler {
-  int32_t rank = 0;
-  int64_t wait_caused_ns = 0;
-  int64_t arrived_last = 0;
-  int64_t compute_ns = 0;
-  int64_t comm_ns = 0;
-  Attribution causes{};
-  int64_t unattributed_ns = 0;
-};
-
 struct CollectiveAnalysis {
   CollectiveKey key = CollectiveKey::kStreamOrder;
   int32_t world_size = -1;  // From the traces, if they say; else -1.

@@ -9,6 +9,7 @@
 #include "analysis/interval_set.h"
 #include "base/human_duration.h"
 #include "cli/text_style.h"
+#include "schemas/analysis_json.h"
 
 namespace bubblewatch {
 namespace {
@@ -188,22 +189,7 @@ void WriteCollectivesJson(JsonWriter& w, const CollectiveAnalysis& c) {
   }
   w.EndObject();
   w.Key("stragglers").BeginArray();
-  for (const Straggler& s : c.stragglers) {
-    w.BeginObject();
-    w.Key("rank").Int(s.rank);
-    w.Key("wait_caused_us").Double(Us(s.wait_caused_ns));
-    w.Key("arrived_last").Int(s.arrived_last);
-    w.Key("causes_us").BeginObject();
-    for (BubbleCause cause : kAllBubbleCauses) {
-      w.Key(BubbleCauseName(cause))
-          .Double(Us(s.causes[static_cast<int>(cause)]));
-    }
-    w.Key("compute").Double(Us(s.compute_ns));
-    w.Key("comm").Double(Us(s.comm_ns));
-    w.EndObject();
-    w.Key("unattributed_us").Double(Us(s.unattributed_ns));
-    w.EndObject();
-  }
+  for (const Straggler& s : c.stragglers) WriteStragglerJson(w, s);
   w.EndArray();
 }
 

@@ -72,6 +72,23 @@ struct BubbleReport {
 };
 
 // An interval of one device's time, for AnalyzerOptions::breakdown_intervals.
+// A rank that made other ranks wait in their collectives, with what made it
+// late (docs/semantics.md#collectives): the wait it caused, the instances
+// it arrived last in, and its excess time since the previous common sync
+// point split into compute, collectives and bubble time by cause;
+// unattributed_ns is the part of the wait no excess explains. The offline
+// analysis (analysis/collectives.h) and a stored window
+// (schemas/window_summary.h) keep the same record.
+struct Straggler {
+  int32_t rank = 0;
+  int64_t wait_caused_ns = 0;
+  int64_t arrived_last = 0;
+  int64_t compute_ns = 0;
+  int64_t comm_ns = 0;
+  Attribution causes{};
+  int64_t unattributed_ns = 0;
+};
+
 struct DeviceInterval {
   int32_t device = 0;
   int64_t start_ns = 0;

@@ -15,4 +15,21 @@ void WriteKernelRefJson(JsonWriter& w, const std::optional<KernelRef>& kernel) {
   w.EndObject();
 }
 
+void WriteStragglerJson(JsonWriter& w, const Straggler& s) {
+  auto us = [](int64_t ns) { return static_cast<double>(ns) / 1000.0; };
+  w.BeginObject();
+  w.Key("rank").Int(s.rank);
+  w.Key("wait_caused_us").Double(us(s.wait_caused_ns));
+  w.Key("arrived_last").Int(s.arrived_last);
+  w.Key("causes_us").BeginObject();
+  for (BubbleCause cause : kAllBubbleCauses) {
+    w.Key(BubbleCauseName(cause)).Double(us(s.causes[static_cast<int>(cause)]));
+  }
+  w.Key("compute").Double(us(s.compute_ns));
+  w.Key("comm").Double(us(s.comm_ns));
+  w.EndObject();
+  w.Key("unattributed_us").Double(us(s.unattributed_ns));
+  w.EndObject();
+}
+
 }  // namespace bubblewatch

@@ -16,6 +16,11 @@ namespace bubblewatch {
 // there is no kernel (a bubble at the edge of a window).
 void WriteKernelRefJson(JsonWriter& w, const std::optional<KernelRef>& kernel);
 
+// Writes one value: {"rank", "wait_caused_us", "arrived_last", "causes_us":
+// {each bubble cause, "compute", "comm"}, "unattributed_us"}, as `analyze
+// --json` and `query job --json` both give a straggler.
+void WriteStragglerJson(JsonWriter& w, const Straggler& s);
+
 }  // namespace bubblewatch
 
 #endif  // BUBBLEWATCH_SCHEMAS_ANALYSIS_JSON_H_

@@ -39,15 +39,7 @@ struct RankWindow {
 };
 
 // A rank that made others wait in the window, with what made it late.
-struct StragglerWindow {
-  int32_t rank = 0;
-  int64_t wait_caused_ns = 0;
-  int64_t arrived_last = 0;
-  int64_t compute_ns = 0;
-  int64_t comm_ns = 0;
-  Attribution causes{};  // Bubble time by cause.
-  int64_t unattributed_ns = 0;
-};
+using StragglerWindow = Straggler;
 
 // The collective analysis of a window of a job whose collective kernels ran
 // on at least two ranks in it (analysis/collective_windows.h).

@@ -72,22 +72,7 @@ void WriteCollectives(JsonWriter& w, const WindowCollectives& c,
   }
   w.EndArray();
   w.Key("stragglers").BeginArray();
-  for (const StragglerWindow& s : c.stragglers) {
-    w.BeginObject();
-    w.Key("rank").Int(s.rank);
-    w.Key("wait_caused_us").Double(Us(s.wait_caused_ns));
-    w.Key("arrived_last").Int(s.arrived_last);
-    w.Key("causes_us").BeginObject();
-    for (BubbleCause cause : kAllBubbleCauses) {
-      w.Key(BubbleCauseName(cause))
-          .Double(Us(s.causes[static_cast<int>(cause)]));
-    }
-    w.Key("compute").Double(Us(s.compute_ns));
-    w.Key("comm").Double(Us(s.comm_ns));
-    w.EndObject();
-    w.Key("unattributed_us").Double(Us(s.unattributed_ns));
-    w.EndObject();
-  }
+  for (const Straggler& s : c.stragglers) WriteStragglerJson(w, s);
   w.EndArray();
   w.Key("collectives").BeginObject();
   w.Key("kernels").Int(c.kernels);

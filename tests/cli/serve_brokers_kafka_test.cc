@@ -9,6 +9,7 @@
 // one group, one serve shows exactly the union of their stores.
 #include <map>
 #include <memory>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,12 +32,19 @@ using ::bubblewatch::testing::RunBubblewatch;
 using ::bubblewatch::testing::ServeProcess;
 using ::testing::HasSubstr;
 
+// The reply to `path` as "STATUS BODY", without the lifecycle of the
+// fleet's ranked jobs ("state", "last_seen"): that comes from the
+// processor's job state, which the windows topic does not carry, so serve
+// --brokers cannot show it (docs/query.md); every other byte must agree.
 std::string Body(const ServeProcess& s, const std::string& path) {
   httplib::Client client(s.url());
   client.set_read_timeout(30);
   auto r = client.Get(path);
   if (!r) return "<no answer>";
-  return std::to_string(r->status) + " " + r->body;
+  static const std::regex kLifecycle(
+      R"re(,"state":"[a-z]+","last_seen":"[^"]*")re");
+  return std::to_string(r->status) + " " +
+         std::regex_replace(r->body, kLifecycle, "");
 }
 
 // The paths whose bodies must agree: the fleet (two periods and orders)
@@ -218,13 +226,11 @@ TEST(ServeBrokers, OneServeShowsTheUnionOfTwoProcessorInstances) {
       "serve --store '" + dir.Sub("serve") + "' --brokers " + brokers +
       " --windows-topic " + windows + " --listen 127.0.0.1:0");
   ASSERT_NE(serve, nullptr);
-  auto produce = RunBubblewatch(
-      "produce --brokers " + brokers + " --topic " + topic +
-      " --synthetic --jobs 12 --gpus-per-job 1 --duration 40s --rate 300"
-      " --log-level error");
-  ASSERT_EQ(produce.exit_code, 0) << produce.err;
   // Two members of one group split the partitions (and rebalance as the
-  // second joins); serve follows the windows topic while they run.
+  // second joins); serve follows the windows topic while they run. The
+  // fleet is sent paced (40 s of event time in 10 s), so that both members
+  // own partitions while events still come: sent at once, the first member
+  // could finish it before the second joined.
   auto member = [&](const std::string& name, testing::CliResult* out) {
     *out = RunBubblewatch(
         "process --brokers " + brokers + " --topic " + topic + " --group " +
@@ -237,8 +243,13 @@ TEST(ServeBrokers, OneServeShowsTheUnionOfTwoProcessorInstances) {
   };
   testing::CliResult a, b;
   std::thread ta(member, "a", &a), tb(member, "b", &b);
+  auto produce = RunBubblewatch(
+      "produce --brokers " + brokers + " --topic " + topic +
+      " --synthetic --jobs 12 --gpus-per-job 1 --duration 40s --rate 300"
+      " --replay-speed 4x --log-level error");
   ta.join();
   tb.join();
+  ASSERT_EQ(produce.exit_code, 0) << produce.err;
   ASSERT_EQ(a.exit_code, 0) << a.err;
   ASSERT_EQ(b.exit_code, 0) << b.err;
   std::vector<size_t> per_store;

@@ -182,7 +182,9 @@ TEST(ChromeTraceStream, BigTraceWithAnEventLargerThanAChunk) {
     ASSERT_GE(calls.size(), 2);
     for (size_t i = 0; i < calls.size(); ++i) {
       EXPECT_LE(calls[i].first, calls[i].second);
-      if (i > 0) EXPECT_GE(calls[i].first, calls[i - 1].first);
+      if (i > 0) {
+        EXPECT_GE(calls[i].first, calls[i - 1].first);
+      }
     }
     EXPECT_EQ(calls.back().first, json.size());
     EXPECT_EQ(calls.back().second, json.size());

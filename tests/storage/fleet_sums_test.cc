@@ -238,7 +238,9 @@ TEST_P(FleetSumsOracleTest, RunningSumsAnswerAsTheFullScan) {
     }
     // A replay: the batch written twice, identical the second time.
     ASSERT_TRUE(store->Commit(batch).ok());
-    if (uniform(0, 3) == 0) ASSERT_TRUE(store->Commit(batch).ok());
+    if (uniform(0, 3) == 0) {
+      ASSERT_TRUE(store->Commit(batch).ok());
+    }
     // Tombstones (serve --brokers applies the windows topic's): a few
     // windows of some jobs deleted, newest, oldest or in between, some
     // never stored.

@@ -1,5 +1,6 @@
 #include "storage/window_sums.h"
 
+#include <array>
 #include <cstring>
 
 #include "absl/status/status.h"
@@ -33,6 +34,16 @@ void ForEachField(Sums& s, F f) {
   f(s.capacity_ns);
 }
 
+// The fields of `s` in their stored order, as pointers: Add and Subtract go
+// field by field without listing them again.
+template <typename Sums>
+auto FieldsOf(Sums& s) {
+  std::array<decltype(&s.windows), kFields> out;
+  size_t i = 0;
+  ForEachField(s, [&](auto& field) { out[i++] = &field; });
+  return out;
+}
+
 void PutInt64(int64_t v, std::string& out) {
   const auto u = static_cast<uint64_t>(v);
   for (int shift = 0; shift < 64; shift += 8) {
@@ -49,27 +60,15 @@ int64_t GetInt64(const char* p) {
 }  // namespace
 
 void WindowSums::Add(const WindowSums& o) {
-  windows = WrapAdd(windows, o.windows);
-  span_ns = WrapAdd(span_ns, o.span_ns);
-  compute_ns = WrapAdd(compute_ns, o.compute_ns);
-  bubble_ns = WrapAdd(bubble_ns, o.bubble_ns);
-  for (int c = 0; c < kNumBubbleCauses; ++c) {
-    attribution[c] = WrapAdd(attribution[c], o.attribution[c]);
-  }
-  partial_windows = WrapAdd(partial_windows, o.partial_windows);
-  capacity_ns = WrapAdd(capacity_ns, o.capacity_ns);
+  std::array<int64_t*, kFields> mine = FieldsOf(*this);
+  std::array<const int64_t*, kFields> theirs = FieldsOf(o);
+  for (int i = 0; i < kFields; ++i) *mine[i] = WrapAdd(*mine[i], *theirs[i]);
 }
 
 void WindowSums::Subtract(const WindowSums& o) {
-  windows = WrapSub(windows, o.windows);
-  span_ns = WrapSub(span_ns, o.span_ns);
-  compute_ns = WrapSub(compute_ns, o.compute_ns);
-  bubble_ns = WrapSub(bubble_ns, o.bubble_ns);
-  for (int c = 0; c < kNumBubbleCauses; ++c) {
-    attribution[c] = WrapSub(attribution[c], o.attribution[c]);
-  }
-  partial_windows = WrapSub(partial_windows, o.partial_windows);
-  capacity_ns = WrapSub(capacity_ns, o.capacity_ns);
+  std::array<int64_t*, kFields> mine = FieldsOf(*this);
+  std::array<const int64_t*, kFields> theirs = FieldsOf(o);
+  for (int i = 0; i < kFields; ++i) *mine[i] = WrapSub(*mine[i], *theirs[i]);
 }
 
 absl::StatusOr<WindowSums> SumsOfWindow(const WindowSummaryView& window) {

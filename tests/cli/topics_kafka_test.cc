@@ -24,6 +24,7 @@
 #include "simdjson.h"
 #include "tests/cli/cli_runner.h"
 #include "tests/testing/kafka_broker.h"
+#include "tests/testing/own_broker.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/topic_reader.h"
 
@@ -35,9 +36,11 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 // The cluster's own answer, not the command's.
-std::vector<TopicDescription> Describe(const std::vector<std::string>& names) {
+std::vector<TopicDescription> Describe(
+    const std::vector<std::string>& names,
+    const std::string& brokers = testing::Brokers()) {
   absl::StatusOr<RdKafkaPtr> client =
-      NewKafkaClient(RD_KAFKA_PRODUCER, KafkaConfig(testing::Brokers()));
+      NewKafkaClient(RD_KAFKA_PRODUCER, KafkaConfig(brokers));
   EXPECT_TRUE(client.ok()) << client.status();
   if (!client.ok()) return {};
   absl::StatusOr<std::vector<TopicDescription>> d =
@@ -138,12 +141,12 @@ TEST(TopicsCommand, CreateThenDescribeRoundTrips) {
 // The delivery result of each message a raw lz4 producer sends.
 class Lz4Producer {
  public:
-  Lz4Producer() {
+  explicit Lz4Producer(const std::string& brokers = testing::Brokers()) {
     rd_kafka_conf_t* conf = rd_kafka_conf_new();
     char err[512];
     for (const auto& [key, value] :
          std::vector<std::pair<std::string, std::string>>{
-             {"bootstrap.servers", testing::Brokers()},
+             {"bootstrap.servers", brokers},
              {"compression.type", "lz4"},
              {"message.max.bytes", "200000000"},
              {"message.timeout.ms", "60000"}}) {
@@ -215,6 +218,49 @@ TEST(TopicsCommand, EventsTopicRefusesARecordInflatingPastTheBatchLimit) {
   EXPECT_THAT(plain.out, Not(HasSubstr(kMaxDecompressedRecordConfig)));
   EXPECT_EQ(producer.Deliver(unbounded, std::string(limit + 1024 * 1024, '\0')),
             RD_KAFKA_RESP_ERR_NO_ERROR);
+}
+
+// Kafka before 4.4 does not know max.decompressed.message.bytes and refuses
+// a topic that names it. `create` then makes the events topic without the
+// bound and says so in one line, and the other topics as on any broker. The
+// broker is a 3.9.1 of the test's own (ops/test fetches that release too).
+TEST(TopicsCommand, OlderBrokerGetsTheEventsTopicWithoutTheBound) {
+  testing::OwnBroker broker(testing::PortAboveSharedBroker(54), "kafka-3.9",
+                            "3.9.1");
+  ASSERT_TRUE(broker.Start())
+      << "BUBBLEWATCH_KAFKA_VERSION=3.9.1 ops/kafka/start --port "
+      << broker.port();
+  const std::string base = testing::Unique("it-old-broker");
+  auto created = RunBubblewatch("topics create --brokers " + broker.brokers() +
+                                " --partitions 2" + FleetFlags(base));
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  EXPECT_THAT(created.err,
+              HasSubstr(std::string("the broker does not know ") +
+                        kMaxDecompressedRecordConfig +
+                        " (Kafka before 4.4): " + base + " has no bound"));
+  EXPECT_THAT(created.out, HasSubstr("created " + base + ": 2 "));
+  EXPECT_THAT(created.out, Not(HasSubstr(kMaxDecompressedRecordConfig)));
+
+  const std::vector<std::string> names = {base, base + ".windows",
+                                          base + ".state", base + ".dlq",
+                                          base + ".alerts"};
+  std::vector<TopicDescription> cluster = Describe(names, broker.brokers());
+  ASSERT_EQ(cluster.size(), 5u);
+  for (const TopicDescription& d : cluster) {
+    EXPECT_TRUE(d.exists) << d.name;
+    // 3.9 reports no such config at all, for any topic.
+    EXPECT_EQ(d.configs.count(kMaxDecompressedRecordConfig), 0u) << d.name;
+  }
+  EXPECT_EQ(cluster[0].partitions, 2);
+  EXPECT_EQ(cluster[0].configs.at("cleanup.policy"), "delete");
+  EXPECT_EQ(cluster[1].configs.at("cleanup.policy"), "compact,delete");
+
+  // The gap the line warns of: the record a 4.4 broker refuses is stored.
+  Lz4Producer producer(broker.brokers());
+  EXPECT_EQ(
+      producer.Deliver(
+          base, std::string(BatchLimits{}.max_batch_bytes + 1024 * 1024, '\0')),
+      RD_KAFKA_RESP_ERR_NO_ERROR);
 }
 
 TEST(TopicsCommand, UsageErrors) {

@@ -50,10 +50,12 @@ int PortAboveSharedBroker(int offset) {
   return shared + offset;
 }
 
-OwnBroker::OwnBroker(int port, const std::string& name)
+OwnBroker::OwnBroker(int port, const std::string& name,
+                     const std::string& kafka_version)
     : port_(port),
       state_dir_(absl::StrCat(::testing::TempDir(), "/bw-kafka-", name, "-",
                               getpid())),
+      kafka_version_(kafka_version),
       ops_(absl::StrCat(BUBBLEWATCH_REPO_ROOT, "/ops/kafka/")) {}
 
 OwnBroker::~OwnBroker() {
@@ -68,8 +70,13 @@ OwnBroker::~OwnBroker() {
 
 bool OwnBroker::Start() {
   for (int attempt = 0; attempt < 3; ++attempt) {
-    if (std::system(absl::StrCat(ops_, "start --port ", port_, " --state-dir ",
-                                 ShellQuote(state_dir_), " >/dev/null")
+    const std::string version =
+        kafka_version_.empty() ? ""
+                               : absl::StrCat("BUBBLEWATCH_KAFKA_VERSION=",
+                                              ShellQuote(kafka_version_), " ");
+    if (std::system(absl::StrCat(version, ops_, "start --port ", port_,
+                                 " --state-dir ", ShellQuote(state_dir_),
+                                 " >/dev/null")
                         .c_str()) == 0) {
       return true;
     }

@@ -33,7 +33,11 @@ int PortAboveSharedBroker(int offset);
 class OwnBroker {
  public:
   // `name` tells state directories apart (it goes into the path).
-  OwnBroker(int port, const std::string& name);
+  // `kafka_version`, when not empty, is the Kafka release to run
+  // (BUBBLEWATCH_KAFKA_VERSION for ops/kafka/start, e.g. "3.9.1" for a
+  // broker older than the shared one); empty runs the shared broker's.
+  OwnBroker(int port, const std::string& name,
+            const std::string& kafka_version = "");
   ~OwnBroker();
   OwnBroker(const OwnBroker&) = delete;
   OwnBroker& operator=(const OwnBroker&) = delete;
@@ -61,6 +65,7 @@ class OwnBroker {
 
   int port_;
   std::string state_dir_;
+  std::string kafka_version_;
   std::string ops_;
   pid_t relaunched_pid_ = 0;  // Our child once restarted.
 };

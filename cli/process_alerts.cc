@@ -23,8 +23,17 @@ void OnSighup(int) {
 }
 
 // Without rules there is no hook to reload on the processor thread; only
-// write(2) is safe here.
+// write(2) is safe here. SIGHUP is still caught, never left at its default
+// (which ends the process): `systemctl reload` sends it to every processor
+// (ExecReload in ops/systemd/), rules or not.
 void OnSighupWithoutRules(int) {
+  static constexpr char kLine[] =
+      "bubblewatch process: SIGHUP: started without --rules, so there are no "
+      "alert rules to reload\n";
+  [[maybe_unused]] ssize_t n = write(STDERR_FILENO, kLine, sizeof(kLine) - 1);
+}
+
+void OnSighupWithoutRulesWithConfig(int) {
   static constexpr char kLine[] =
       "bubblewatch process: SIGHUP: started without --rules, so there are no "
       "alert rules to reload; rules added to the config file take effect at "
@@ -133,7 +142,8 @@ void ReloadRulesOnSighup(AlertHook* hook, bool with_config) {
   if (hook != nullptr) {
     std::signal(SIGHUP, OnSighup);
   } else {
-    std::signal(SIGHUP, with_config ? OnSighupWithoutRules : SIG_DFL);
+    std::signal(SIGHUP, with_config ? OnSighupWithoutRulesWithConfig
+                                    : OnSighupWithoutRules);
   }
 }
 

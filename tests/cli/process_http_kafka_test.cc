@@ -3,6 +3,7 @@
 // while the processor runs, its HTTP server answers `bubblewatch query
 // --server`, and /metrics carries the processor's counters next to the
 // per-job gauges, accepted by promtool.
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -12,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
@@ -79,6 +81,22 @@ TEST(ProcessHttp, ServesQueriesAndProcessorCountersWhileConsuming) {
   auto fleet = RunBubblewatch("query fleet" + remote);
   ASSERT_EQ(fleet.exit_code, 0) << fleet.err;
   EXPECT_THAT(fleet.out, HasSubstr("of 2 job(s)"));
+
+  // `systemctl reload` (ExecReload in ops/systemd/) sends SIGHUP: started
+  // without --rules, the processor says there is nothing to reload and
+  // runs on (the default action would have ended it).
+  ASSERT_TRUE(process->Signal(SIGHUP));
+  EXPECT_TRUE(testing::PollUntil(
+      [&] {
+        return absl::StrContains(process->Log(),
+                                 "SIGHUP: started without --rules");
+      },
+      absl::Seconds(30), absl::Milliseconds(50)))
+      << process->Log();
+  auto healthz = client.Get("/healthz");
+  ASSERT_TRUE(healthz) << process->Log();
+  EXPECT_EQ(healthz->status, 200);
+  // ~ServeProcess then expects a clean exit on SIGTERM.
 }
 
 }  // namespace

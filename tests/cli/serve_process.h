@@ -97,6 +97,10 @@ class ServeProcess {
     pid_ = -1;
   }
 
+  // Sends `signal` (e.g. SIGHUP) to the running process; false if it is
+  // not running.
+  bool Signal(int signal) { return pid_ > 0 && kill(pid_, signal) == 0; }
+
   // "http://127.0.0.1:PORT".
   const std::string& url() const { return url_; }
   // What it wrote on stderr so far.

@@ -85,9 +85,15 @@ std::string FormatValue(const FailCondition& c, double v) {
 std::string FormatCompared(const FailCondition& c, double v) {
   if (c.form == Form::kAfter) return FormatValue(c, v);
   const bool sign = c.form == Form::kChange;
-  if (c.relative) return absl::StrFormat(sign ? "%+.1f%%" : "%.1f%%", v * 100);
+  // Literal formats only: absl checks them at compile time, and clang
+  // refuses a format chosen at run time.
+  if (c.relative) {
+    return sign ? absl::StrFormat("%+.1f%%", v * 100)
+                : absl::StrFormat("%.1f%%", v * 100);
+  }
   if (c.metric.kind == MetricKind::kRatio) {
-    return absl::StrFormat(sign ? "%+.1f pts" : "%.1f pts", v * 100);
+    return sign ? absl::StrFormat("%+.1f pts", v * 100)
+                : absl::StrFormat("%.1f pts", v * 100);
   }
   return absl::StrCat(FormatMetric(c.metric.kind, v, sign),
                       NormalizationSuffix(c.per));

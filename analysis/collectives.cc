@@ -123,6 +123,7 @@ class CollectiveAnalyzer {
  private:
   absl::Status CheckInputs();
   void CollectKernels();
+  absl::Status CheckGroupSizes() const;
   void ChooseKey();
   void BuildInstances();
   void EstimateClocks();
@@ -228,6 +229,35 @@ void CollectiveAnalyzer::CollectKernels() {
     }
     ranks_.push_back(std::move(r));
   }
+}
+
+// Every kernel of a process group that states its group size must state
+// the same one, on every rank: a process group has one size. Two ranks
+// that disagree describe different groups under one name (a profiler bug,
+// or input put together from different runs), so nothing of theirs can be
+// matched with confidence.
+absl::Status CollectiveAnalyzer::CheckGroupSizes() const {
+  struct Stated {
+    int32_t size;
+    int32_t rank;
+    int64_t seq;
+  };
+  absl::flat_hash_map<std::string, Stated> stated;
+  for (const RankState& r : ranks_) {
+    for (const CollectiveKernel* c : r.kernels) {
+      if (c->process_group == kNoName || c->group_size < 0) continue;
+      const std::string group(Name(r, c->process_group));
+      auto [it, inserted] = stated.try_emplace(
+          group, Stated{c->group_size, r.input->rank, c->seq});
+      if (inserted || it->second.size == c->group_size) continue;
+      return absl::InvalidArgumentError(
+          absl::StrCat("group size disagrees in process group '", group,
+                       "': rank ", it->second.rank, " says ", it->second.size,
+                       " (Seq ", it->second.seq, "), rank ", r.input->rank,
+                       " says ", c->group_size, " (Seq ", c->seq, ")"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 void CollectiveAnalyzer::ChooseKey() {
@@ -649,6 +679,7 @@ absl::StatusOr<CollectiveAnalysis> CollectiveAnalyzer::Run() {
     if (absl::Status s = CheckEventTimes(*in.trace); !s.ok()) return s;
   }
   CollectKernels();
+  if (absl::Status s = CheckGroupSizes(); !s.ok()) return s;
   ChooseKey();
   BuildInstances();
   EstimateClocks();

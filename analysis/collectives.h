@@ -156,8 +156,9 @@ std::vector<RankInput> RanksOfTraces(absl::Span<const Trace> traces,
                                      absl::Span<const std::string> files);
 
 // Errors: kInvalidArgument for no rank, a duplicate rank, ranks of different
-// jobs (Trace::job set on both and different), a null trace, or what
-// AnalyzeTrace refuses. Collective kernels whose Seq is not after the
+// jobs (Trace::job set on both and different), a null trace, kernels of one
+// process group stating different group sizes (on one rank or two), or
+// what AnalyzeTrace refuses. Collective kernels whose Seq is not after the
 // previous one of their group on that rank are skipped and counted
 // (seq_backwards), never an error.
 absl::StatusOr<CollectiveAnalysis> AnalyzeCollectives(

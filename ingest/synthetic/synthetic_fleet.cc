@@ -26,6 +26,15 @@ constexpr std::array<SyntheticScenario, 6> kMixedScenarios = {
     SyntheticScenario::kLaunch,     SyntheticScenario::kAlloc,
     SyntheticScenario::kDataloader, SyntheticScenario::kMemcpy};
 
+// Job `j`'s scenario under `mix`: kMixedScenarios in turn, except that
+// every 7th job (j mod 7 = 6) of a fleet with multi-rank jobs is a straggler
+// job. Every other job keeps the scenario (and so the events) it had before
+// straggler jobs joined the mix.
+SyntheticScenario MixedScenario(int j, int gpus_per_job) {
+  if (gpus_per_job >= 2 && j % 7 == 6) return SyntheticScenario::kStraggler;
+  return kMixedScenarios[j % kMixedScenarios.size()];
+}
+
 std::vector<std::string> SyntheticNameTable() {
   std::vector<std::string> names;
   names.reserve(kSyntheticNames.size());
@@ -221,7 +230,7 @@ absl::StatusOr<std::vector<SyntheticJob>> GenerateSyntheticFleet(
   for (int j = 0; j < options.jobs; ++j) {
     names[j] = absl::StrFormat("%s-%03d", options.job_prefix, j);
     scenarios[j] = options.scenario == SyntheticScenario::kMix
-                       ? kMixedScenarios[j % kMixedScenarios.size()]
+                       ? MixedScenario(j, options.gpus_per_job)
                        : options.scenario;
   }
   std::atomic<int> next{0};
@@ -229,6 +238,7 @@ absl::StatusOr<std::vector<SyntheticJob>> GenerateSyntheticFleet(
     for (int i = next++; i < num_ranks; i = next++) {
       const int j = i / options.gpus_per_job;
       const int r = i % options.gpus_per_job;
+      if (scenarios[j] == SyntheticScenario::kStraggler) continue;
       TruthAccumulator truth(options.truth_window_ns);
       RankResult& result = results[i];
       result.trace = GenerateRank(options, names[j], scenarios[j], j, r, &truth,
@@ -246,6 +256,10 @@ absl::StatusOr<std::vector<SyntheticJob>> GenerateSyntheticFleet(
   std::vector<SyntheticJob> jobs(options.jobs);
   for (int j = 0; j < options.jobs; ++j) {
     SyntheticJob& job = jobs[j];
+    if (scenarios[j] == SyntheticScenario::kStraggler) {
+      job = GenerateStragglerJob(options, names[j], j);
+      continue;
+    }
     job.job = names[j];
     job.scenario = scenarios[j];
     job.truth_window_ns = options.truth_window_ns;

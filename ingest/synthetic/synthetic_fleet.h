@@ -30,7 +30,10 @@
 //               GPUs per job. Its truth is the straggler (StragglerTruth),
 //               not bubble windows;
 //   mix         job j runs the scenario healthy, sync, launch, alloc,
-//               dataloader, memcpy in turn (j mod 6).
+//               dataloader, memcpy in turn (j mod 6), except that with at
+//               least 2 GPUs per job every 7th job (j mod 7 = 6: jobs 6,
+//               13, 20, ...) is a straggler job as above. The other jobs are
+//               the same, event for event, as before straggler jobs joined.
 // Every non-healthy scenario also reads the loss with .item() each step.
 //
 // Ground truth is by construction (synthetic_truth.h): per device and

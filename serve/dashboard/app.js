@@ -3,7 +3,9 @@
 // ?job=NAME (and optionally &last=1h, &y=auto|full|zoom) one job's
 // utilization over time, each window's span stacked as compute + bubble time
 // by cause, the rolling figures, utilization per device per window (lines,
-// or a heat map beyond HEATMAP_FROM devices) and the top bubbles.
+// or a heat map beyond HEATMAP_FROM devices), for a multi-rank job a rank ×
+// window heat map of busy-useful utilization with each window's straggler
+// marked, and the top bubbles.
 //
 // Data comes from the JSON API (docs/query.md).
 // With a bearer token configured, the token is asked once and kept in
@@ -34,6 +36,9 @@ const HEATMAP_FROM = 9;
 // Viridis (perceptually uniform, colour-blind safe): 0 % to 100 % busy.
 const HEAT_STOPS = ['#440154', '#3b528b', '#21918c', '#5ec962', '#fde725'];
 const HEAT_EMPTY = '#eaecf0';
+// The mark of a window's straggler on the rank heat map (no viridis colour
+// comes near it), inside a white frame.
+const STRAGGLER_MARK = '#ff2d2d';
 // Lines of the per-device view, device 0 first.
 const DEVICE_COLORS = ['#2f6fdf', '#f79009', '#12b76a', '#d92d20', '#7a5af8',
   '#06aed4', '#ee46bc', '#3e4784'];
@@ -450,6 +455,120 @@ function drawDeviceLines(devices, mode) {
   }).then(() => ({}));
 }
 
+// The straggler of window `w`: the rank that caused the most wait in it
+// (stragglers[] is by wait caused), or null when no rank caused any.
+function stragglerOf(w) {
+  const s = w.stragglers && w.stragglers[0];
+  return s && s.wait_caused_us > 0 ? s.rank : null;
+}
+
+// The rank × window heat map of a multi-rank job: one row per rank seen in
+// any window's collective analysis, one column per window of the report,
+// coloured by the rank's busy-useful utilization ((busy - comm wait) /
+// span), grey where the window has no analysis or the rank is not in it;
+// each window's straggler is marked. The same figures go to #rank-table
+// (hidden: for screen readers, and what the browser test reads). Returns
+// null for a job without any analysis in the period.
+function drawRankHeatmap(report) {
+  const windows = report.windows;
+  const ranks = [...new Set(windows.flatMap((w) => (w.ranks || []).map((r) => r.rank)))]
+    .sort((a, b) => a - b);
+  $('rank-view').hidden = ranks.length === 0;
+  if (ranks.length === 0) return null;
+  const row = new Map(ranks.map((r, k) => [r, k]));
+  const n = windows.length;
+  // grid[k][i]: rank ranks[k] in window i, or undefined.
+  const grid = ranks.map(() => new Array(n));
+  windows.forEach((w, i) => {
+    for (const r of w.ranks || []) grid[row.get(r.rank)][i] = r;
+  });
+  const stragglers = windows.map(stragglerOf);
+
+  const canvas = $('rank-heatmap');
+  const left = 64;
+  const bottom = 20;
+  const cellH = Math.max(4, Math.min(18, Math.floor(320 / ranks.length)));
+  const pad = getComputedStyle(canvas.parentElement);
+  const width = Math.floor(canvas.parentElement.clientWidth -
+    parseFloat(pad.paddingLeft) - parseFloat(pad.paddingRight));
+  const height = ranks.length * cellH + bottom;
+  canvas.width = width;
+  canvas.height = height;
+  canvas.style.width = width + 'px';
+  canvas.style.height = height + 'px';
+  const ctx = canvas.getContext('2d');
+  ctx.clearRect(0, 0, width, height);
+  const plotW = width - left;
+  const x = (i) => left + Math.round((i * plotW) / n);
+  ctx.font = '11px system-ui, sans-serif';
+  ctx.textBaseline = 'middle';
+  ranks.forEach((rank, k) => {
+    const y = k * cellH;
+    ctx.fillStyle = '#667085';
+    if (cellH >= 9 || k % Math.ceil(9 / cellH) === 0) ctx.fillText('rank ' + rank, 4, y + cellH / 2);
+    for (let i = 0; i < n; ++i) {
+      const r = grid[k][i];
+      const w = x(i + 1) - x(i);
+      ctx.fillStyle = r ? heatColor(r.busy_useful_utilization) : HEAT_EMPTY;
+      ctx.fillRect(x(i), y, w, cellH);
+      if (stragglers[i] === rank) {
+        // A framed block in the cell's middle half.
+        const mw = Math.max(2, Math.floor(w / 2));
+        const mh = Math.max(2, Math.floor(cellH / 2));
+        const mx = x(i) + Math.floor((w - mw) / 2);
+        const my = y + Math.floor((cellH - mh) / 2);
+        ctx.fillStyle = '#fff';
+        ctx.fillRect(mx - 1, my - 1, mw + 2, mh + 2);
+        ctx.fillStyle = STRAGGLER_MARK;
+        ctx.fillRect(mx, my, mw, mh);
+      }
+    }
+  });
+  ctx.fillStyle = '#667085';
+  ctx.textBaseline = 'top';
+  ctx.fillText(clock(windows[0].start_ns), left, ranks.length * cellH + 4);
+  const end = clock(windows[n - 1].end_ns);
+  ctx.fillText(end, width - ctx.measureText(end).width - 2, ranks.length * cellH + 4);
+  canvas.onmousemove = (ev) => {
+    const k = Math.floor(ev.offsetY / cellH);
+    const i = Math.floor(((ev.offsetX - left) * n) / plotW);
+    if (k < 0 || k >= ranks.length || i < 0 || i >= n) { canvas.title = ''; return; }
+    const r = grid[k][i];
+    canvas.title = `rank ${ranks[k]}, ${clock(windows[i].start_ns)}: ` +
+      (r ? `${pct(r.busy_useful_utilization)} busy-useful, comm wait ` +
+        duration(r.comm_wait_us) : 'no analysis') +
+      (stragglers[i] === ranks[k] ? `; straggler, caused ${duration(windows[i].stragglers[0].wait_caused_us)} of waits` : '');
+  };
+
+  // The table: a row per rank, a cell per window (data-u: the figure as
+  // the API gave it, "" for none; data-straggler on the marked cells).
+  const head = document.createElement('tr');
+  cell(head, 'rank');
+  for (const w of windows) {
+    cell(head, clock(w.start_ns));
+    head.lastChild.dataset.start = String(w.start_ns);
+  }
+  $('rank-table').tHead.replaceChildren(head);
+  const body = $('rank-table').tBodies[0];
+  body.replaceChildren();
+  ranks.forEach((rank, k) => {
+    const tr = document.createElement('tr');
+    tr.dataset.rank = String(rank);
+    cell(tr, String(rank));
+    for (let i = 0; i < n; ++i) {
+      const r = grid[k][i];
+      const marked = stragglers[i] === rank;
+      cell(tr, (r ? pct(r.busy_useful_utilization) : '-') + (marked ? '*' : ''));
+      tr.lastChild.dataset.u = r ? String(r.busy_useful_utilization) : '';
+      if (marked) tr.lastChild.dataset.straggler = '1';
+    }
+    body.appendChild(tr);
+  });
+  const marked = stragglers.filter((s) => s !== null).length;
+  $('rank-note').textContent = `${ranks.length} rank(s); a straggler in ${marked} of ${n} window(s)`;
+  return { ranks: ranks.length, stragglerWindows: marked, plotBox: [left, 0, plotW, ranks.length * cellH] };
+}
+
 // The per-device view: lines for a few devices, a heat map for many.
 function drawDevices(devices, mode) {
   const heat = devices.devices.length >= HEATMAP_FROM;
@@ -505,6 +624,7 @@ async function showJob(job) {
   }
   if (report.windows.length === 0) {
     $('charts').hidden = true;
+    $('rank-view').hidden = true;
     setStatus('rendered', `${job}: no windows in this period`, { windows: 0 });
     return;
   }
@@ -513,6 +633,7 @@ async function showJob(job) {
     drawChart(report, yzoom.value),
     drawDevices(devices, yzoom.value),
   ]);
+  const rankHeat = drawRankHeatmap(report);
   const l = layout();
   const data = {
     windows: report.windows.length, datasets: util.datasets, yMin: util.yMin,
@@ -526,6 +647,13 @@ async function showJob(job) {
     data.rectHeat = [c.left + scrollX + x, c.top + scrollY + y, w, h].map(Math.round).join(',');
   } else {
     data.rectDevices = box($('device-chart'));
+  }
+  if (rankHeat) {
+    const c = $('rank-heatmap').getBoundingClientRect();
+    const [x, y, w, h] = rankHeat.plotBox;
+    data.ranks = rankHeat.ranks;
+    data.stragglerWindows = rankHeat.stragglerWindows;
+    data.rectRankHeat = [c.left + scrollX + x, c.top + scrollY + y, w, h].map(Math.round).join(',');
   }
   setStatus('rendered', `${job}: ${report.windows.length} windows`, data);
 }

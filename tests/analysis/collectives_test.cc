@@ -265,6 +265,29 @@ TEST(AnalyzeCollectives, SeqGoingBackwardsIsSkippedAndCounted) {
   EXPECT_EQ(c->unmatched, 0);
 }
 
+// A process group has one size: ranks stating two are refused, with the
+// group, both ranks and their sizes; sizes that agree, or that are not
+// given, are fine.
+TEST(AnalyzeCollectives, GroupSizesThatDisagreeAreRefused) {
+  TraceBuilder r0, r1;
+  r0.Collective("AllReduce", 0, 100, "0", 5)
+      .Collective("AllReduce", 200, 300, "0", 6);
+  r1.Collective("AllReduce", 0, 100, "0", 5)
+      .Collective("AllReduce", 200, 300, "0", 6);
+  Trace t0 = r0.Build(), t1 = r1.Build();
+  for (CollectiveKernel& c : t0.collectives) c.group_size = 2;
+  t1.collectives[0].group_size = 2;
+  std::vector<RankInput> ranks = {Rank(t0, 0), Rank(t1, 1)};
+  ASSERT_TRUE(AnalyzeCollectives(ranks).ok());  // Rank 1's Seq 6: not given.
+  t1.collectives[1].group_size = 4;
+  ranks = {Rank(t0, 0), Rank(t1, 1)};
+  absl::StatusOr<CollectiveAnalysis> c = AnalyzeCollectives(ranks);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("group size disagrees in process group '0': rank 0 "
+                        "says 2 (Seq 5), rank 1 says 4 (Seq 6)"));
+}
+
 // --- Clocks --------------------------------------------------------------
 
 TEST(AnalyzeCollectives, PlantedClockSkewIsRecoveredWithin50Us) {

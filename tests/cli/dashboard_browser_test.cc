@@ -9,6 +9,8 @@
 #include <png.h>
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -184,6 +186,45 @@ constexpr Rgb kDevice1Orange = {0xf7, 0x90, 0x09};
 // #3b528b, 95 % 0.8 of the way from #5ec962 to #fde725.
 constexpr Rgb kHeat10 = {64, 33, 106};
 constexpr Rgb kHeat95 = {221, 225, 49};
+constexpr Rgb kStragglerMark = {0xff, 0x2d, 0x2d};  // STRAGGLER_MARK.
+
+// app.js heatColor: `u` (0..1) interpolated over HEAT_STOPS (viridis).
+Rgb HeatColor(double u) {
+  constexpr Rgb kStops[] = {{0x44, 0x01, 0x54},
+                            {0x3b, 0x52, 0x8b},
+                            {0x21, 0x91, 0x8c},
+                            {0x5e, 0xc9, 0x62},
+                            {0xfd, 0xe7, 0x25}};
+  const double x = std::clamp(u, 0.0, 1.0) * 4;
+  const int i = std::min(static_cast<int>(x), 3);
+  const double f = x - i;
+  auto mix = [f](int a, int b) {
+    return static_cast<int>(std::floor(a + f * (b - a) + 0.5));
+  };
+  const Rgb a = kStops[i], b = kStops[i + 1];
+  return {mix(a.r, b.r), mix(a.g, b.g), mix(a.b, b.b)};
+}
+
+// One cell of the page's #rank-table: its data-u ("" for none) and whether
+// it carries data-straggler.
+struct RankCell {
+  std::string u;
+  bool straggler = false;
+};
+
+// The cells of the #rank-table row of `rank`, window by window.
+std::vector<RankCell> RankRow(const std::string& dom, int rank) {
+  std::vector<RankCell> cells;
+  const size_t at = dom.find("<tr data-rank=\"" + std::to_string(rank) + "\"");
+  if (at == std::string::npos) return cells;
+  const std::string row = dom.substr(at, dom.find("</tr>", at) - at);
+  const std::regex td(R"re(<td data-u="([^"]*)"( data-straggler="1")?>)re");
+  for (std::sregex_iterator it(row.begin(), row.end(), td), end; it != end;
+       ++it) {
+    cells.push_back({(*it)[1].str(), (*it)[2].matched});
+  }
+  return cells;
+}
 
 class DashboardBrowserTest : public ::testing::Test {
  protected:
@@ -299,11 +340,79 @@ TEST_F(DashboardBrowserTest, JobPageDrawsAHeatMapForManyDevices) {
   }
 }
 
+TEST_F(DashboardBrowserTest, JobPageDrawsRanksAndMarksEachWindowsStraggler) {
+  const std::string page = "/?job=ranks&last=1h";
+  const std::string dom = Dom(page, "1400,1600");
+  EXPECT_EQ(StatusData(dom, "windows"), "30");
+  EXPECT_EQ(StatusData(dom, "ranks"), std::to_string(dashboard_test::kRanks));
+  EXPECT_EQ(StatusData(dom, "straggler-windows"), "20");
+  EXPECT_EQ(StatusNumber(dom, "view-width"), 1400);
+  EXPECT_LE(StatusNumber(dom, "scroll-width"), 1400);
+
+  // Every cell against the stored window: the rank's busy-useful
+  // utilization, and the mark on exactly the window's straggler.
+  std::vector<WindowSummary> stored;
+  for (int64_t i = 370; i <= 399; ++i) {
+    stored.push_back(dashboard_test::RankWindows(i));
+  }
+  for (int r = 0; r < dashboard_test::kRanks; ++r) {
+    const std::vector<RankCell> cells = RankRow(dom, r);
+    ASSERT_EQ(cells.size(), stored.size()) << "rank " << r;
+    for (size_t i = 0; i < stored.size(); ++i) {
+      const WindowCollectives& c = *stored[i].collectives;
+      double u = -1;
+      EXPECT_TRUE(absl::SimpleAtod(cells[i].u, &u)) << cells[i].u;
+      EXPECT_NEAR(u, c.ranks[r].busy_useful_utilization(), 1e-12)
+          << "rank " << r << " window " << i;
+      const bool straggler = !c.stragglers.empty() && c.stragglers[0].rank == r;
+      EXPECT_EQ(cells[i].straggler, straggler)
+          << "rank " << r << " window " << i;
+    }
+  }
+
+  // The pixels: each cell's left quarter has its utilization's colour; its
+  // middle has the straggler mark exactly where the table has it.
+  const Image img = Screenshot(page, "1400,1600", "dashboard_ranks.png");
+  const Box heat = ParseBox(StatusData(dom, "rect-rank-heat"));
+  ASSERT_GT(heat.w, 1000);
+  ASSERT_EQ(heat.h % dashboard_test::kRanks, 0) << heat.h;
+  const int row = heat.h / dashboard_test::kRanks;
+  ASSERT_GE(row, 12);
+  const int n = static_cast<int>(stored.size());
+  auto x = [&](int i) {
+    return heat.x + static_cast<int>(std::lround(1.0 * i * heat.w / n));
+  };
+  int marks = 0;
+  for (int r = 0; r < dashboard_test::kRanks; ++r) {
+    for (int i = 0; i < n; ++i) {
+      const WindowCollectives& c = *stored[i].collectives;
+      const int w = x(i + 1) - x(i);
+      const int y = heat.y + r * row;
+      const Box left{x(i) + 2, y + 2, w / 4 - 4, row - 4};
+      EXPECT_GT(
+          img.Share(left,
+                    Near(HeatColor(c.ranks[r].busy_useful_utilization()))),
+          0.9)
+          << "rank " << r << " window " << i;
+      const Box middle{x(i) + w / 2 - 3, y + row / 2 - 2, 6, 4};
+      const bool straggler = !c.stragglers.empty() && c.stragglers[0].rank == r;
+      const double mark = img.Share(middle, Near(kStragglerMark));
+      if (straggler) {
+        ++marks;
+        EXPECT_GT(mark, 0.9) << "rank " << r << " window " << i;
+      } else {
+        EXPECT_EQ(mark, 0.0) << "rank " << r << " window " << i;
+      }
+    }
+  }
+  EXPECT_EQ(marks, 20);
+}
+
 TEST_F(DashboardBrowserTest, FleetPageRanksTheLastHourByDefault) {
   // beta's windows end 3,700 s before the fleet's newest one: outside the
   // default period, inside two hours.
   const std::string hour = Dom("/", "1400,900");
-  EXPECT_EQ(StatusData(hour, "rows"), "6");
+  EXPECT_EQ(StatusData(hour, "rows"), "7");
   EXPECT_EQ(FleetRow(hour, "beta"), "");
   EXPECT_THAT(hour, HasSubstr("over the last 1h: fleet utilization"));
   EXPECT_THAT(hour, HasSubstr("GPU-hours lost to bubbles"));
@@ -311,7 +420,7 @@ TEST_F(DashboardBrowserTest, FleetPageRanksTheLastHourByDefault) {
 
 TEST_F(DashboardBrowserTest, FleetPageShowsLastSeenStalenessAndAlerts) {
   const std::string dom = Dom("/?last=2h", "1400,900");
-  EXPECT_EQ(StatusData(dom, "rows"), "7");
+  EXPECT_EQ(StatusData(dom, "rows"), "8");
   EXPECT_EQ(StatusData(dom, "stale"), "1");
   EXPECT_EQ(StatusData(dom, "firing"), "1");
   EXPECT_THAT(dom, HasSubstr("?job=odd%2Fjob%20%22x%22"));

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ingest/synthetic/synthetic_names.h"
@@ -104,6 +105,76 @@ TEST(SyntheticFleet, MixCyclesThroughScenariosAndNamesJobs) {
   }
   EXPECT_EQ((*jobs)[0].job, "synthetic-job-000");
   EXPECT_EQ((*jobs)[6].job, "synthetic-job-006");
+}
+
+// Mix with multi-rank jobs: jobs 6 and 13 are straggler jobs, each with
+// its planted rank, cause and interval in the truth file; every other job
+// is the one its scenario alone generates (the same events as before the
+// mix had straggler jobs).
+TEST(SyntheticFleet, MixPlantsStragglersInEverySeventhMultiRankJob) {
+  SyntheticFleetOptions options = SmallFleet(SyntheticScenario::kMix);
+  options.jobs = 14;
+  options.gpus_per_job = 3;
+  options.duration = absl::Seconds(2);
+  options.events_per_second_per_gpu = 2000;
+  options.keep_gaps = false;
+  auto jobs = GenerateSyntheticFleet(options);
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_EQ(jobs->size(), 14u);
+  const int64_t end_ns =
+      options.start_time_ns + absl::ToInt64Nanoseconds(options.duration);
+  for (int j = 0; j < 14; ++j) {
+    const SyntheticJob& job = (*jobs)[j];
+    SCOPED_TRACE(job.job);
+    ASSERT_EQ(job.ranks.size(), 3u);
+    if (j % 7 != 6) {
+      EXPECT_FALSE(job.straggler.has_value());
+      const std::vector<std::string> cycle = {
+          "healthy", "sync", "launch", "alloc", "dataloader", "memcpy"};
+      ASSERT_EQ(SyntheticScenarioName(job.scenario), cycle[j % 6]);
+      SyntheticFleetOptions alone = options;
+      alone.scenario = job.scenario;
+      alone.jobs = j + 1;
+      auto reference = GenerateSyntheticFleet(alone);
+      ASSERT_TRUE(reference.ok());
+      for (int r = 0; r < 3; ++r) {
+        EXPECT_TRUE(SameEvents(job.ranks[r], (*reference)[j].ranks[r]))
+            << "rank " << r;
+      }
+      continue;
+    }
+    EXPECT_EQ(job.scenario, SyntheticScenario::kStraggler);
+    ASSERT_TRUE(job.straggler.has_value());
+    const StragglerTruth& t = *job.straggler;
+    EXPECT_GE(t.late_rank, 0);
+    EXPECT_LT(t.late_rank, 3);
+    // It comes and goes: late from after the start to before the end.
+    EXPECT_GT(t.late_start_ns, options.start_time_ns);
+    EXPECT_LT(t.late_start_ns, t.late_end_ns);
+    EXPECT_LT(t.late_end_ns, end_ns);
+    EXPECT_GT(t.planted_wait_ns, 0);
+    for (const Trace& rank : job.ranks) {
+      EXPECT_EQ(rank.job, job.job);
+      EXPECT_FALSE(rank.collectives.empty()) << "rank " << rank.rank;
+    }
+    // The straggler scenario's own job of that index, the same.
+    SyntheticFleetOptions alone = options;
+    alone.scenario = SyntheticScenario::kStraggler;
+    alone.jobs = j + 1;
+    auto reference = GenerateSyntheticFleet(alone);
+    ASSERT_TRUE(reference.ok());
+    EXPECT_EQ(StragglerTruthJsonLine(job),
+              StragglerTruthJsonLine((*reference)[j]));
+    const std::string line = StragglerTruthJsonLine(job);
+    EXPECT_THAT(line, ::testing::HasSubstr(
+                          absl::StrCat("\"rank\":", t.late_rank, ",")));
+    EXPECT_THAT(line, ::testing::HasSubstr(absl::StrCat(
+                          "\"cause\":\"", StragglerCauseName(t.cause), "\"")));
+    EXPECT_THAT(line, ::testing::HasSubstr(
+                          absl::StrCat("\"start_ns\":", t.late_start_ns)));
+  }
+  // With one GPU per job there is nothing to straggle: job 6 stays healthy
+  // (MixCyclesThroughScenariosAndNamesJobs).
 }
 
 TEST(SyntheticFleet, RanksCarryIdentityAndStartAtStartTime) {

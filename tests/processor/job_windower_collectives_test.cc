@@ -4,6 +4,7 @@
 // equal AnalyzeCollectives over the ranks' own traces cut into the same
 // window (events starting in it), whatever the batching and interleaving.
 #include <algorithm>
+#include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
@@ -363,6 +364,169 @@ TEST(JobWindowerCollectives, ARankClaimedByTwoHostsIsCountedNotAnalyzed) {
   EXPECT_THAT(reason, ::testing::HasSubstr("rank 0 appears twice"));
   EXPECT_EQ(windower.TakeCollectiveErrors(), 0);
   EXPECT_EQ(windower.collective_errors(), static_cast<int64_t>(windows));
+}
+
+// The windows of `sources` as the windower stores them, without requiring
+// every window to be analyzed; `errors` gets collective_errors() and
+// `reason` the last refusal's reason.
+std::vector<WindowSummary> StreamCountingErrors(
+    const std::vector<Source>& sources, const WindowerOptions& options,
+    int64_t* errors, std::string* reason) {
+  JobWindower windower("job", options);
+  std::vector<WindowSummary> out;
+  const absl::Time now = absl::UnixEpoch();
+  int64_t offset = 0;
+  // Batches of 50 events (about 10 ms of a 2-rank job): none arrives
+  // after the lateness.
+  for (const DecodedBatch& b : Batches(sources, 50, 1)) {
+    EXPECT_EQ(windower.Add(b, offset++, /*replay=*/false, now), 0);
+    for (WindowSummary& w : windower.FinalizeReady(now, absl::Hours(1))) {
+      out.push_back(std::move(w));
+    }
+  }
+  for (WindowSummary& w : windower.FinalizeAll()) out.push_back(std::move(w));
+  *errors = windower.collective_errors();
+  windower.TakeCollectiveErrors(reason);
+  return out;
+}
+
+struct Counts {
+  int64_t matched = 0;
+  int64_t unmatched = 0;
+  int64_t seq_backwards = 0;
+};
+
+Counts Sum(const std::vector<WindowSummary>& windows) {
+  Counts c;
+  for (const WindowSummary& w : windows) {
+    if (!w.collectives) continue;
+    c.matched += w.collectives->matched;
+    c.unmatched += w.collectives->unmatched;
+    c.seq_backwards += w.collectives->seq_backwards;
+  }
+  return c;
+}
+
+WindowerOptions ShortWindows() {
+  WindowerOptions options;
+  options.window_ns = 100'000'000;
+  options.lateness_ns = 30'000'000;
+  return options;
+}
+
+// Bad input: a collective seen on one rank only (rank 1 lost one all-reduce
+// kernel, record and all). Its instance is counted unmatched, once, and not
+// used; the windows still equal the oracle; nothing is refused.
+TEST(JobWindowerCollectives, ACollectiveSeenOnOneRankOnlyIsCountedUnmatched) {
+  std::vector<Source> sources = StragglerSources(Job(2, 1, 100, 1));
+  const WindowerOptions options = ShortWindows();
+  int64_t errors = -1;
+  std::string reason;
+  const Counts before =
+      Sum(StreamCountingErrors(sources, options, &errors, &reason));
+  ASSERT_EQ(errors, 0) << reason;
+  // An instance in the middle of a window on both ranks (instances cut by a
+  // window's start are unmatched already).
+  Trace& t = sources[1].trace;
+  size_t drop = t.collectives.size() / 2;
+  auto window_of = [&](int64_t ns) { return ns / options.window_ns; };
+  auto inside = [&](const CollectiveKernel& c) {
+    for (const CollectiveKernel& other : sources[0].trace.collectives) {
+      if (other.seq == c.seq) {
+        return window_of(other.start_ns) == window_of(c.start_ns);
+      }
+    }
+    return false;
+  };
+  while (drop < t.collectives.size() && !inside(t.collectives[drop])) ++drop;
+  ASSERT_LT(drop, t.collectives.size());
+  const CollectiveKernel gone = t.collectives[drop];
+  t.collectives.erase(t.collectives.begin() + static_cast<ptrdiff_t>(drop));
+  std::erase_if(t.gpu, [&](const GpuActivity& a) {
+    return a.start_ns == gone.start_ns && a.end_ns == gone.end_ns &&
+           a.device == gone.device;
+  });
+
+  std::vector<WindowSummary> windows =
+      StreamCountingErrors(sources, options, &errors, &reason);
+  EXPECT_EQ(errors, 0) << reason;
+  ExpectWindowsEqualTheOracle(sources, windows);
+  const Counts after = Sum(windows);
+  EXPECT_EQ(after.unmatched, before.unmatched + 1);
+  EXPECT_EQ(after.matched, before.matched - 1);
+}
+
+// Bad input: sequence numbers that jump. Rank 1's Seq leaps ahead by a
+// million from its 40th all-reduce on (and its last is INT64_MAX), and one
+// after the 50th goes back. The instances no longer meet their partners:
+// counted unmatched; the backward one counted in seq_backwards and skipped; the
+// windows equal the oracle; nothing is refused.
+TEST(JobWindowerCollectives, SequenceNumbersThatJumpAreCountedNotUsed) {
+  std::vector<Source> sources = StragglerSources(Job(2, 1, 100, 1));
+  const WindowerOptions options = ShortWindows();
+  int64_t errors = -1;
+  std::string reason;
+  const Counts before =
+      Sum(StreamCountingErrors(sources, options, &errors, &reason));
+  std::vector<CollectiveKernel>& c = sources[1].trace.collectives;
+  ASSERT_GT(c.size(), 60u);
+  std::sort(c.begin(), c.end(), [](const auto& a, const auto& b) {
+    return a.start_ns < b.start_ns;
+  });
+  for (size_t i = 40; i < c.size(); ++i) c[i].seq += 1'000'000;
+  // Not after the previous one, in the same window: backwards.
+  size_t back = 50;
+  while (back < c.size() && c[back].start_ns / options.window_ns !=
+                                c[back - 1].start_ns / options.window_ns) {
+    ++back;
+  }
+  ASSERT_LT(back, c.size() - 1);
+  c[back].seq = c[back - 1].seq;
+  c.back().seq = INT64_MAX;
+
+  std::vector<WindowSummary> windows =
+      StreamCountingErrors(sources, options, &errors, &reason);
+  EXPECT_EQ(errors, 0) << reason;
+  ExpectWindowsEqualTheOracle(sources, windows);
+  const Counts after = Sum(windows);
+  EXPECT_EQ(before.seq_backwards, 0);
+  EXPECT_EQ(after.seq_backwards, 1);
+  // Of the last 60 instances at most a few were matched (none after the
+  // jump); each is now unmatched on both ranks' sides.
+  EXPECT_LE(after.matched, before.matched - 50);
+  EXPECT_GE(after.unmatched, before.unmatched + 100);
+}
+
+// Bad input: two ranks disagree on the size of their process group. The
+// window holding the bad record is stored without a collective analysis,
+// counted with the reason; the other windows are analyzed as before.
+TEST(JobWindowerCollectives, GroupSizesThatDisagreeAreCountedNotAnalyzed) {
+  std::vector<Source> sources = StragglerSources(Job(2, 1, 100, 1));
+  const WindowerOptions options = ShortWindows();
+  std::vector<CollectiveKernel>& c = sources[1].trace.collectives;
+  ASSERT_GT(c.size(), 50u);
+  ASSERT_EQ(c[50].group_size, 2);
+  c[50].group_size = 3;  // Rank 0 says 2.
+  const int64_t bad_window = c[50].start_ns / options.window_ns;
+
+  int64_t errors = -1;
+  std::string reason;
+  std::vector<WindowSummary> windows =
+      StreamCountingErrors(sources, options, &errors, &reason);
+  EXPECT_EQ(errors, 1);
+  EXPECT_THAT(reason, ::testing::HasSubstr(
+                          "group size disagrees in process group '0': rank 0 "
+                          "says 2"));
+  EXPECT_THAT(reason, ::testing::HasSubstr("rank 1 says 3"));
+  int analyzed = 0;
+  for (const WindowSummary& w : windows) {
+    if (w.window.start_ns / options.window_ns == bad_window) {
+      EXPECT_FALSE(w.collectives.has_value());
+      continue;
+    }
+    ExpectWindowEqualsTheOracle(sources, w, &analyzed);
+  }
+  EXPECT_GT(analyzed, 5);
 }
 
 TEST(JobWindowerCollectives, StoredKeyNamesAreTheAnalyzersNames) {

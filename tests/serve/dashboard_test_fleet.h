@@ -11,6 +11,12 @@
 //             others 9.5 s (95 %): a heat map with one dark row.
 //   "stale":  windows 397..399, last seen kStaleFor before the store was
 //             written.
+//   "ranks":  kRanks ranks (one device each), windows 370..399, each with a
+//             collective analysis (RankWindows): rank r busy (9 - r/2) s of
+//             10 s, a comm wait of 3 s for each rank but the straggler, who
+//             waits 0.5 s; the straggler is kStragglerA in windows 370..379,
+//             none in 380..389 (every rank waits 1 s), kStragglerB in
+//             390..399.
 //   alert state: the rule kAlertRule evaluated by the real AlertEvaluator on
 //             the latest windows of beta (20 %: firing), gamma (60 %: clear)
 //             and steady (99.6 %: clear); the other jobs have none.
@@ -40,6 +46,9 @@ using query_test::kWindow;
 
 inline constexpr int kWideDevices = 16;
 inline constexpr int kWideSlowDevice = 3;
+inline constexpr int kRanks = 4;
+inline constexpr int kStragglerA = 2;
+inline constexpr int kStragglerB = 1;
 inline constexpr absl::Duration kStaleFor = absl::Hours(2);
 inline constexpr char kAlertRule[] = R"(rules:
   - name: low-util
@@ -107,6 +116,56 @@ inline WindowSummary DeviceWindows(const std::string& job, int64_t index,
   return s;
 }
 
+// The straggler of window `index` of "ranks", or -1 for none.
+inline int PlantedStraggler(int64_t index) {
+  if (index >= 370 && index < 380) return kStragglerA;
+  if (index >= 390 && index < 400) return kStragglerB;
+  return -1;
+}
+
+// Window `index` of the multi-rank job "ranks" (see the top of this file):
+// the device figures of DeviceWindows plus a collective analysis whose
+// straggler, when there is one, caused every other rank's wait.
+inline WindowSummary RankWindows(int64_t index) {
+  std::vector<int64_t> compute;
+  for (int r = 0; r < kRanks; ++r)
+    compute.push_back(9 * kSecond - r * kSecond / 2);
+  WindowSummary s = DeviceWindows("ranks", index, compute);
+  const int straggler = PlantedStraggler(index);
+  WindowCollectives c;
+  c.kernels = 40 * kRanks;
+  c.matched = 40;
+  c.used = 40;
+  int64_t caused = 0;
+  for (int r = 0; r < kRanks; ++r) {
+    RankWindow rank;
+    rank.rank = r;
+    rank.host = r < kRanks / 2 ? "host-a" : "host-b";
+    rank.device = r;
+    rank.span_ns = kWindow;
+    rank.compute_ns = compute[r];
+    rank.comm_ns = 4 * kSecond;
+    rank.comm_wait_ns = straggler < 0    ? 1 * kSecond
+                        : r == straggler ? kSecond / 2
+                                         : 3 * kSecond;
+    rank.comm_exposed_ns = rank.comm_wait_ns;
+    if (r != straggler) caused += rank.comm_wait_ns;
+    c.ranks.push_back(rank);
+  }
+  if (straggler >= 0) {
+    c.ranks[straggler].wait_caused_ns = caused;
+    c.ranks[straggler].arrived_last = 40;
+    Straggler st;
+    st.rank = straggler;
+    st.wait_caused_ns = caused;
+    st.arrived_last = 40;
+    st.causes[static_cast<int>(BubbleCause::kDataLoading)] = caused;
+    c.stragglers.push_back(st);
+  }
+  s.collectives = std::move(c);
+  return s;
+}
+
 inline absl::Status WriteDashboardFleet(WindowStore& store) {
   if (absl::Status s = query_test::WriteFleet(store); !s.ok()) return s;
   StoreBatch batch;
@@ -122,12 +181,14 @@ inline absl::Status WriteDashboardFleet(WindowStore& store) {
     std::vector<int64_t> wide(kWideDevices, 9'500'000'000);
     wide[kWideSlowDevice] = 1 * kSecond;
     batch.windows.push_back(DeviceWindows("wide", i, wide));
+    batch.windows.push_back(RankWindows(i));
   }
   for (int64_t i = 397; i <= 399; ++i) {
     batch.windows.push_back(query_test::MakeWindow("stale", i, 5 * kSecond));
   }
   job("steady", 399, now);
   job("wide", 399, now);
+  job("ranks", 399, now);
   job("stale", 399, now - kStaleFor);
 
   absl::StatusOr<AlertRuleSet> rules = ParseAlertRules(kAlertRule, "test");
@@ -135,7 +196,7 @@ inline absl::Status WriteDashboardFleet(WindowStore& store) {
   AlertEvaluator alerts(*std::move(rules), {});
   alerts.OnWindow(query_test::MakeWindow("beta", 29, 2 * kSecond), now);
   alerts.OnWindow(query_test::MakeWindow("gamma", 399, 6 * kSecond), now);
-  alerts.OnWindow(batch.windows[2 * 29], now);  // steady, window 399.
+  alerts.OnWindow(batch.windows[3 * 29], now);  // steady, window 399.
   batch.alert_states = alerts.TakeStateUpdates();
   return store.Commit(batch);
 }

@@ -483,7 +483,8 @@ absl::Status CollectiveAnalyzer::AnalyzeTraces() {
   for (size_t t = 0; t < out_.traces.size(); ++t) {
     AnalyzerOptions options = analyzer_options_;
     options.breakdown_intervals = trace_queries_[t];
-    absl::StatusOr<Analysis> analysis = AnalyzeTrace(*out_.traces[t], options);
+    absl::StatusOr<Analysis> analysis =
+        AnalyzeCheckedTrace(*out_.traces[t], options);
     if (!analysis.ok()) return analysis.status();
     out_.analyses.push_back(*std::move(analysis));
   }
@@ -645,7 +646,11 @@ void CollectiveAnalyzer::Summarize() {
 
 absl::StatusOr<CollectiveAnalysis> CollectiveAnalyzer::Run() {
   if (absl::Status s = CheckInputs(); !s.ok()) return s;
+  // Each distinct trace once (several ranks may share one); AnalyzeTraces
+  // then analyzes them without checking again.
+  absl::flat_hash_set<const Trace*> checked;
   for (const RankInput& in : inputs_) {
+    if (!checked.insert(in.trace).second) continue;
     if (absl::Status s = CheckEventTimes(*in.trace); !s.ok()) return s;
   }
   CollectKernels();

@@ -254,9 +254,37 @@ void CollectiveAnalyzer::BuildInstances() {
   // (group, key) -> instance index.
   absl::flat_hash_map<std::pair<int, int64_t>, size_t> index;
   std::vector<Instance> all;
+  // A group's rank list ("[0, 1]"), parsed once per distinct name of a
+  // trace rather than once per instance: which rank slots it names, and how
+  // many of the ranks present it holds.
+  struct Members {
+    std::vector<bool> in;  // By rank slot.
+    size_t present = 0;
+  };
+  std::vector<Members> members;
+  absl::flat_hash_map<std::pair<const Trace*, NameId>, int> members_of_list;
+  auto members_of = [&](const RankState& r, NameId list) {
+    auto [it, inserted] =
+        members_of_list.try_emplace({r.input->trace, list}, -1);
+    if (inserted) {
+      std::optional<absl::flat_hash_set<int32_t>> ranks =
+          ParseRankList(Name(r, list));
+      if (ranks.has_value()) {
+        Members m;
+        m.in.resize(ranks_.size());
+        for (size_t s = 0; s < ranks_.size(); ++s) {
+          m.in[s] = ranks->contains(ranks_[s].input->rank);
+          m.present += m.in[s] ? 1 : 0;
+        }
+        it->second = static_cast<int>(members.size());
+        members.push_back(std::move(m));
+      }
+    }
+    return it->second;
+  };
   // Expected members per instance when the kernels name their group's
-  // ranks: the ranks present among them.
-  std::vector<std::optional<absl::flat_hash_set<int32_t>>> expected;
+  // ranks (an index into `members`), else -1.
+  std::vector<int> expected;
   for (size_t slot = 0; slot < ranks_.size(); ++slot) {
     RankState& r = ranks_[slot];
     absl::flat_hash_map<int, int64_t> order;     // Per group: next k.
@@ -307,9 +335,10 @@ void CollectiveAnalyzer::BuildInstances() {
         all.emplace_back();
         all.back().group = group;
         all.back().key = key;
-        expected.emplace_back();
-        if (c->group_ranks != kNoName) {
-          expected.back() = ParseRankList(Name(r, c->group_ranks));
+        expected.push_back(
+            c->group_ranks != kNoName ? members_of(r, c->group_ranks) : -1);
+        if (expected.back() >= 0) {
+          all.back().parts.reserve(members[expected.back()].present);
         }
       }
       all[it->second].parts.emplace_back(static_cast<int>(slot), c);
@@ -319,18 +348,12 @@ void CollectiveAnalyzer::BuildInstances() {
   for (size_t i = 0; i < all.size(); ++i) {
     Instance& inst = all[i];
     size_t want = ranks_.size();
-    if (expected[i].has_value()) {
-      want = 0;
-      for (const RankState& r : ranks_) {
-        if (expected[i]->contains(r.input->rank)) ++want;
-      }
-    }
     bool members_ok = true;
-    if (expected[i].has_value()) {
+    if (expected[i] >= 0) {
+      const Members& m = members[expected[i]];
+      want = m.present;
       for (const auto& [slot, c] : inst.parts) {
-        if (!expected[i]->contains(ranks_[slot].input->rank)) {
-          members_ok = false;
-        }
+        if (!m.in[slot]) members_ok = false;
       }
     }
     inst.matched = members_ok && inst.parts.size() == want && want >= 2;

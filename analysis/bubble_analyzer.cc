@@ -410,9 +410,14 @@ std::vector<uint32_t> Analyzer::StartBreakdowns(
     out[i].outside_ns = (q.end_ns - q.start_ns) - inside;
     out[i].busy_ns = inside;  // Gap time is taken off as gaps come.
   }
-  std::sort(mine.begin(), mine.end(), [&](uint32_t a, uint32_t b) {
+  // Callers usually give them in time order already. Among equal starts the
+  // order does not matter: each interval's breakdown is its own.
+  auto by_start = [&](uint32_t a, uint32_t b) {
     return queries[a].start_ns < queries[b].start_ns;
-  });
+  };
+  if (!std::is_sorted(mine.begin(), mine.end(), by_start)) {
+    std::sort(mine.begin(), mine.end(), by_start);
+  }
   return mine;
 }
 

@@ -201,11 +201,19 @@ void CollectiveAnalyzer::CollectKernels() {
     for (const CollectiveKernel& c : in->trace->collectives) {
       if (c.device == in->device) r.kernels.push_back(&c);
     }
-    std::sort(r.kernels.begin(), r.kernels.end(),
-              [](const CollectiveKernel* a, const CollectiveKernel* b) {
-                return std::tie(a->start_ns, a->end_ns, a->stream) <
-                       std::tie(b->start_ns, b->end_ns, b->stream);
-              });
+    // Readers give them in time order, so the sort is usually skipped. Equal
+    // kernels keep the trace's order (the pointers' order): a total order,
+    // so skipping the sort and sorting agree.
+    auto before = [](const CollectiveKernel* a, const CollectiveKernel* b) {
+      return std::tie(a->start_ns, a->end_ns, a->stream) <
+                 std::tie(b->start_ns, b->end_ns, b->stream) ||
+             (std::tie(a->start_ns, a->end_ns, a->stream) ==
+                  std::tie(b->start_ns, b->end_ns, b->stream) &&
+              a < b);
+    };
+    if (!std::is_sorted(r.kernels.begin(), r.kernels.end(), before)) {
+      std::sort(r.kernels.begin(), r.kernels.end(), before);
+    }
     out_.collective_kernels += static_cast<int64_t>(r.kernels.size());
     // Busy time split into collective and everything else.
     std::vector<Interval> compute;

@@ -75,6 +75,13 @@ struct AnalyzerOptions {
 absl::StatusOr<Analysis> AnalyzeTrace(const Trace& trace,
                                       const AnalyzerOptions& options = {});
 
+// AnalyzeTrace for a caller that has already checked `trace` with
+// CheckEventTimes and got OK (AnalyzeCollectives checks every rank's trace
+// before matching): the same result and errors otherwise, without a second
+// pass over every event. REQUIRES: CheckEventTimes(trace).ok().
+absl::StatusOr<Analysis> AnalyzeCheckedTrace(
+    const Trace& trace, const AnalyzerOptions& options = {});
+
 }  // namespace bubblewatch
 
 #endif  // BUBBLEWATCH_ANALYSIS_BUBBLE_ANALYZER_H_

@@ -69,10 +69,27 @@ std::optional<absl::flat_hash_set<int32_t>> ParseRankList(
 // values, rounded toward minus infinity. REQUIRES: !v.empty().
 int64_t Median(std::vector<int64_t>& v) {
   const size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + mid, v.end());
-  const int64_t upper = v[mid];
-  if (v.size() % 2 == 1) return upper;
-  const int64_t lower = *std::max_element(v.begin(), v.begin() + mid);
+  int64_t upper = 0;
+  int64_t lower = 0;
+  if (v.size() <= 16) {
+    // The straggler attribution takes a median over the other ranks of each
+    // instance, per category: an insertion sort of a few values beats
+    // nth_element's setup. Same values, so the same median.
+    for (size_t i = 1; i < v.size(); ++i) {
+      const int64_t x = v[i];
+      size_t j = i;
+      for (; j > 0 && v[j - 1] > x; --j) v[j] = v[j - 1];
+      v[j] = x;
+    }
+    upper = v[mid];
+    if (v.size() % 2 == 1) return upper;
+    lower = v[mid - 1];
+  } else {
+    std::nth_element(v.begin(), v.begin() + mid, v.end());
+    upper = v[mid];
+    if (v.size() % 2 == 1) return upper;
+    lower = *std::max_element(v.begin(), v.begin() + mid);
+  }
   // No overflow: event times are within +-2^62 (CheckEventTimes).
   const int64_t sum = lower + upper;
   return sum >= 0 ? sum / 2 : -((-sum + 1) / 2);
@@ -202,15 +219,27 @@ void CollectiveAnalyzer::CollectKernels() {
     for (const CollectiveKernel& c : in->trace->collectives) {
       if (c.device == in->device) r.kernels.push_back(&c);
     }
-    std::sort(r.kernels.begin(), r.kernels.end(),
-              [](const CollectiveKernel* a, const CollectiveKernel* b) {
-                return std::tie(a->start_ns, a->end_ns, a->stream) <
-                       std::tie(b->start_ns, b->end_ns, b->stream);
-              });
+    // Readers give them in time order, so the sort is usually skipped. Equal
+    // kernels keep the trace's order (the pointers' order): a total order,
+    // so skipping the sort and sorting agree.
+    auto before = [](const CollectiveKernel* a, const CollectiveKernel* b) {
+      return std::tie(a->start_ns, a->end_ns, a->stream) <
+                 std::tie(b->start_ns, b->end_ns, b->stream) ||
+             (std::tie(a->start_ns, a->end_ns, a->stream) ==
+                  std::tie(b->start_ns, b->end_ns, b->stream) &&
+              a < b);
+    };
+    if (!std::is_sorted(r.kernels.begin(), r.kernels.end(), before)) {
+      std::sort(r.kernels.begin(), r.kernels.end(), before);
+    }
     out_.collective_kernels += static_cast<int64_t>(r.kernels.size());
     // Busy time split into collective and everything else.
     std::vector<Interval> compute;
     std::vector<Interval> collective;
+    // At most every activity of the trace: capacity never touched costs no
+    // page, while growing by doubling copied and touched twice the memory.
+    compute.reserve(in->trace->gpu.size());
+    collective.reserve(r.kernels.size());
     // Whether each name is a collective's, decided once per name.
     std::vector<int8_t> is_collective(in->trace->names.size(), -1);
     for (const GpuActivity& a : in->trace->gpu) {
@@ -284,9 +313,37 @@ void CollectiveAnalyzer::BuildInstances() {
   // (group, key) -> instance index.
   absl::flat_hash_map<std::pair<int, int64_t>, size_t> index;
   std::vector<Instance> all;
+  // A group's rank list ("[0, 1]"), parsed once per distinct name of a
+  // trace rather than once per instance: which rank slots it names, and how
+  // many of the ranks present it holds.
+  struct Members {
+    std::vector<bool> in;  // By rank slot.
+    size_t present = 0;
+  };
+  std::vector<Members> members;
+  absl::flat_hash_map<std::pair<const Trace*, NameId>, int> members_of_list;
+  auto members_of = [&](const RankState& r, NameId list) {
+    auto [it, inserted] =
+        members_of_list.try_emplace({r.input->trace, list}, -1);
+    if (inserted) {
+      std::optional<absl::flat_hash_set<int32_t>> ranks =
+          ParseRankList(Name(r, list));
+      if (ranks.has_value()) {
+        Members m;
+        m.in.resize(ranks_.size());
+        for (size_t s = 0; s < ranks_.size(); ++s) {
+          m.in[s] = ranks->contains(ranks_[s].input->rank);
+          m.present += m.in[s] ? 1 : 0;
+        }
+        it->second = static_cast<int>(members.size());
+        members.push_back(std::move(m));
+      }
+    }
+    return it->second;
+  };
   // Expected members per instance when the kernels name their group's
-  // ranks: the ranks present among them.
-  std::vector<std::optional<absl::flat_hash_set<int32_t>>> expected;
+  // ranks (an index into `members`), else -1.
+  std::vector<int> expected;
   for (size_t slot = 0; slot < ranks_.size(); ++slot) {
     RankState& r = ranks_[slot];
     absl::flat_hash_map<int, int64_t> order;     // Per group: next k.
@@ -337,9 +394,10 @@ void CollectiveAnalyzer::BuildInstances() {
         all.emplace_back();
         all.back().group = group;
         all.back().key = key;
-        expected.emplace_back();
-        if (c->group_ranks != kNoName) {
-          expected.back() = ParseRankList(Name(r, c->group_ranks));
+        expected.push_back(
+            c->group_ranks != kNoName ? members_of(r, c->group_ranks) : -1);
+        if (expected.back() >= 0) {
+          all.back().parts.reserve(members[expected.back()].present);
         }
       }
       all[it->second].parts.emplace_back(static_cast<int>(slot), c);
@@ -349,18 +407,12 @@ void CollectiveAnalyzer::BuildInstances() {
   for (size_t i = 0; i < all.size(); ++i) {
     Instance& inst = all[i];
     size_t want = ranks_.size();
-    if (expected[i].has_value()) {
-      want = 0;
-      for (const RankState& r : ranks_) {
-        if (expected[i]->contains(r.input->rank)) ++want;
-      }
-    }
     bool members_ok = true;
-    if (expected[i].has_value()) {
+    if (expected[i] >= 0) {
+      const Members& m = members[expected[i]];
+      want = m.present;
       for (const auto& [slot, c] : inst.parts) {
-        if (!expected[i]->contains(ranks_[slot].input->rank)) {
-          members_ok = false;
-        }
+        if (!m.in[slot]) members_ok = false;
       }
     }
     inst.matched = members_ok && inst.parts.size() == want && want >= 2;
@@ -513,7 +565,8 @@ absl::Status CollectiveAnalyzer::AnalyzeTraces() {
   for (size_t t = 0; t < out_.traces.size(); ++t) {
     AnalyzerOptions options = analyzer_options_;
     options.breakdown_intervals = trace_queries_[t];
-    absl::StatusOr<Analysis> analysis = AnalyzeTrace(*out_.traces[t], options);
+    absl::StatusOr<Analysis> analysis =
+        AnalyzeCheckedTrace(*out_.traces[t], options);
     if (!analysis.ok()) return analysis.status();
     out_.analyses.push_back(*std::move(analysis));
   }
@@ -675,7 +728,11 @@ void CollectiveAnalyzer::Summarize() {
 
 absl::StatusOr<CollectiveAnalysis> CollectiveAnalyzer::Run() {
   if (absl::Status s = CheckInputs(); !s.ok()) return s;
+  // Each distinct trace once (several ranks may share one); AnalyzeTraces
+  // then analyzes them without checking again.
+  absl::flat_hash_set<const Trace*> checked;
   for (const RankInput& in : inputs_) {
+    if (!checked.insert(in.trace).second) continue;
     if (absl::Status s = CheckEventTimes(*in.trace); !s.ok()) return s;
   }
   CollectKernels();

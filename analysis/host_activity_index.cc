@@ -41,24 +41,27 @@ HostActivityIndex::HostActivityIndex(
     const absl::flat_hash_set<CorrelationId>& pageable_copy_correlations)
     : trace_(trace) {
   CpuEventClassCache name_classes(trace);
-  classes_.resize(trace.cpu.size());
+  const size_t n = trace.cpu.size();
+  classes_.resize(n);
+  const bool any_pageable = !pageable_copy_correlations.empty();
   // Two passes: the first classifies and counts each thread's intervals per
   // class, so the second fills lists of exactly the right size (growing them
   // by doubling touched twice the memory: page faults at scale).
   using Counts = std::array<size_t, kNumExplainingHostClasses>;
   std::vector<Counts> counts;
   int slot = 0;
-  for (size_t i = 0; i < trace.cpu.size(); ++i) {
+  uint64_t run_thread = 0;  // The thread `slot` belongs to.
+  for (size_t i = 0; i < n; ++i) {
     const CpuEvent& e = trace.cpu[i];
     HostClass c = name_classes.Of(e);
-    if (e.correlation != kNoCorrelation &&
-        !pageable_copy_correlations.empty() &&
+    if (any_pageable && e.correlation != kNoCorrelation &&
         pageable_copy_correlations.contains(e.correlation)) {
       c = HostClass::kSync;
     }
     classes_[i] = c;
     // Events come in runs of one thread; skip the hash lookup within a run.
-    if (i == 0 || e.thread != trace.cpu[i - 1].thread) {
+    if (i == 0 || e.thread != run_thread) {
+      run_thread = e.thread;
       auto [it, inserted] = slots_.try_emplace(e.thread, slots_.size());
       if (inserted) {
         counts.emplace_back();
@@ -74,25 +77,37 @@ HostActivityIndex::HostActivityIndex(
       ++counts[slot][static_cast<int>(c)];
     }
   }
+  // Each list is sized once and then written through a cursor: no capacity
+  // check per event.
   std::vector<std::array<std::vector<Interval>, kNumExplainingHostClasses>>
       by_thread(counts.size());
+  std::vector<std::array<Interval*, kNumExplainingHostClasses>> cursor(
+      counts.size());
   for (size_t t = 0; t < counts.size(); ++t) {
     size_t below = 0;
     for (int k = 0; k < kNumExplainingHostClasses; ++k) {
       // Room for the union with the levels below (BuildLevels).
-      const size_t n = counts[t][k];
-      if (n > 0) by_thread[t][k].reserve(n + below);
-      below += n;
+      const size_t count = counts[t][k];
+      if (count > 0) {
+        by_thread[t][k].reserve(count + below);
+        by_thread[t][k].resize(count);
+      }
+      cursor[t][k] = by_thread[t][k].data();
+      below += count;
     }
   }
-  for (size_t i = 0; i < trace.cpu.size(); ++i) {
+  bool first = true;
+  for (size_t i = 0; i < n; ++i) {
+    const HostClass c = classes_[i];
+    if (c == HostClass::kContext) continue;
     const CpuEvent& e = trace.cpu[i];
-    if (i == 0 || e.thread != trace.cpu[i - 1].thread) {
+    if (e.end_ns <= e.start_ns) continue;
+    if (first || e.thread != run_thread) {
+      first = false;
+      run_thread = e.thread;
       slot = slots_.find(e.thread)->second;
     }
-    const HostClass c = classes_[i];
-    if (c == HostClass::kContext || e.end_ns <= e.start_ns) continue;
-    by_thread[slot][static_cast<int>(c)].push_back({e.start_ns, e.end_ns});
+    *cursor[slot][static_cast<int>(c)]++ = {e.start_ns, e.end_ns};
   }
   per_thread_.reserve(by_thread.size());
   for (auto& lists : by_thread) {

@@ -116,7 +116,7 @@ BENCHMARK(BM_AnalyzeTrace)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-// 8 ranks of `events` events each: a synthetic job with a data-loading
+// `ranks` ranks of `events` events each: a synthetic job with a data-loading
 // straggler (13 kernels, 13 launches and a loader range per step, the last
 // kernel an all-reduce), on two hosts whose clocks are 5 ms apart.
 struct RankJob {
@@ -126,14 +126,15 @@ struct RankJob {
   int late_rank = 0;
 };
 
-RankJob MakeRankJob(int64_t events_per_rank) {
-  constexpr int kRanks = 8;
+RankJob MakeRankJob(int64_t events_per_rank, int ranks) {
+  const int kRanks = ranks;
   constexpr int kEventsPerStep = 27;
   StragglerJobOptions options;
   options.ranks = kRanks;
   options.steps = static_cast<int>(events_per_rank / kEventsPerStep);
   options.host_skew_ns = {0, 5'000'000};
-  options.ranks_per_host = 4;
+  options.ranks_per_host = std::max(1, kRanks / 2);
+  options.late_rank = std::min(options.late_rank, kRanks - 1);
   RankJob out;
   out.job = MakeStragglerJob(options);
   out.late_rank = options.late_rank;
@@ -153,8 +154,20 @@ RankJob MakeRankJob(int64_t events_per_rank) {
 // The collective analysis (issue 19): matching, clocks, waits, straggler
 // attribution and the analysis of every rank, per core. Compare with
 // BM_AnalyzeRanksAlone, the same ranks analyzed one by one without it.
+// Peak resident memory of the process so far, in MiB.
+double MaxRssMiB() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;
+}
+
+// Arguments: events per rank, ranks. Besides the speed it reports the peak
+// RSS once the job is built (the input traces) and after the analyses, so
+// that runs with the same total events over 2, 8 and 64 ranks show whether
+// the analysis' memory follows the events or the ranks.
 void BM_AnalyzeCollectives(benchmark::State& state) {
-  RankJob job = MakeRankJob(state.range(0));
+  RankJob job = MakeRankJob(state.range(0), static_cast<int>(state.range(1)));
+  const double rss_input = MaxRssMiB();
   const double cpu_before = ThreadCpuSeconds();
   for (auto _ : state) {
     absl::StatusOr<CollectiveAnalysis> c = AnalyzeCollectives(job.inputs);
@@ -169,10 +182,12 @@ void BM_AnalyzeCollectives(benchmark::State& state) {
   state.counters["cpu_events_per_s"] =
       static_cast<double>(state.iterations() * job.events) /
       (ThreadCpuSeconds() - cpu_before);
+  state.counters["input_peak_rss_mib"] = rss_input;
+  state.counters["peak_rss_mib"] = MaxRssMiB();
 }
 
 void BM_AnalyzeRanksAlone(benchmark::State& state) {
-  RankJob job = MakeRankJob(state.range(0));
+  RankJob job = MakeRankJob(state.range(0), 8);
   const double cpu_before = ThreadCpuSeconds();
   for (auto _ : state) {
     for (const RankInput& in : job.inputs) {
@@ -190,8 +205,13 @@ BENCHMARK(BM_AnalyzeRanksAlone)
     ->Arg(1'000'000)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+// 8 ranks of 1 M events: issue 19's speed target. Then 8 M events in all
+// over 2, 8 and 64 ranks, for the memory (run each alone for its peak RSS:
+// --benchmark_filter=AnalyzeCollectives/4000000/2$ and so on).
 BENCHMARK(BM_AnalyzeCollectives)
-    ->Arg(1'000'000)
+    ->Args({1'000'000, 8})
+    ->Args({4'000'000, 2})
+    ->Args({125'000, 64})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

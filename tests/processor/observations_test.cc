@@ -312,6 +312,68 @@ TEST_F(Observations, TwoRunsTwentySecondsApartMakeNoBubbleBetweenThem) {
   EXPECT_EQ(windows[3].window.start_ns, 23 * kS);
 }
 
+// A duty cycle: a 2 s snapshot every 60 s, each its own observation. The
+// windows are the snapshots' own, live and fresh alike; the 58 s between
+// snapshots is in no window.
+TEST_F(Observations, DutyCycleSnapshotsAreAnalyzedOnTheirOwn) {
+  std::vector<Obs> obs;
+  for (int i = 0; i < 5; ++i) {
+    Obs o{.id = 50u + i, .start_ms = 60'000 * i, .end_ms = 60'000 * i + 2000};
+    for (int64_t t = o.start_ms; t < o.end_ms; t += 40) {
+      o.kernels.push_back({0, t, t + 25});
+    }
+    obs.push_back(o);
+  }
+  const std::vector<WindowSummary> live = Run(obs, /*idle_between=*/true);
+  Reset();
+  const std::vector<WindowSummary> fresh = Run(obs, /*idle_between=*/false);
+  ASSERT_EQ(fresh.size(), 10u) << "two 1 s windows per snapshot";
+  ASSERT_EQ(live.size(), fresh.size());
+  for (size_t i = 0; i < fresh.size(); ++i) {
+    EXPECT_EQ(EncodeWindowSummary(live[i]), EncodeWindowSummary(fresh[i]));
+    const WindowSummary& w = fresh[i];
+    EXPECT_EQ(w.window.start_ns, (60'000 * (i / 2) + 1000 * (i % 2)) * kMs);
+    EXPECT_EQ(w.window.job.compute_ns, 25 * 25 * kMs);
+    // 25 kernels per window, 15 ms gaps; the snapshot's last kernel ends
+    // its span.
+    EXPECT_EQ(w.window.job.bubble_ns, (i % 2 == 0 ? 25 : 24) * 15 * kMs);
+    EXPECT_EQ(w.observed_ns, std::optional<int64_t>(kS));
+  }
+  EXPECT_EQ(Stats().observation_closes, 4);
+}
+
+// A producer restarted mid-file resends the file's batches from the
+// start: the resent ones are duplicates, and the windows are those of one
+// uninterrupted send.
+TEST_F(Observations, AProducerRestartedMidFileChangesNothing) {
+  Obs o{.id = 7, .start_ms = 0, .end_ms = 4000};
+  for (int64_t t = 0; t + 30 <= 4000; t += 70) {
+    o.kernels.push_back({0, t, t + 30});
+  }
+  const std::vector<DecodedBatch> batches = BatchesOf(o, 4);
+  std::vector<WindowSummary> once;
+  for (const DecodedBatch& b : batches) {
+    for (WindowSummary& w : Feed(b)) once.push_back(std::move(w));
+  }
+  for (WindowSummary& w : Idle()) once.push_back(std::move(w));
+  Reset();
+  std::vector<WindowSummary> restarted;
+  for (size_t i = 0; i < batches.size() / 2; ++i) {
+    for (WindowSummary& w : Feed(batches[i])) restarted.push_back(std::move(w));
+  }
+  for (const DecodedBatch& b : batches) {
+    for (WindowSummary& w : Feed(b)) restarted.push_back(std::move(w));
+  }
+  for (WindowSummary& w : Idle()) restarted.push_back(std::move(w));
+  ASSERT_EQ(once.size(), 4u);
+  ASSERT_EQ(restarted.size(), once.size());
+  for (size_t i = 0; i < once.size(); ++i) {
+    EXPECT_EQ(EncodeWindowSummary(restarted[i]), EncodeWindowSummary(once[i]));
+  }
+  EXPECT_EQ(Stats().observation_closes, 0);
+  EXPECT_EQ(Stats().overlapping_observations, 0);
+}
+
 TEST_F(Observations, LegacyBatchesKeepTodaysResult) {
   // Without observations the gap between two producers is analyzed as
   // before: windows in between exist, with the gap as a bubble, and no

@@ -33,7 +33,7 @@ std::string RunTrace(int64_t from_s) {
   for (int64_t ms = from_s * 1000 + 100; ms < (from_s + 3) * 1000; ms += 100) {
     absl::StrAppend(&gpu, gpu.empty() ? "" : ",\n",
                     "{\"name\": \"step\", \"start_us\": ", ms * 1000,
-                    ", \"end_us\": ", (ms + 50) * 1000, "}");
+                    ", \"end_us\": ", (ms + 50) * 1000, ", \"stream\": 7}");
     absl::StrAppend(&cpu, cpu.empty() ? "" : ",\n",
                     "{\"name\": \"cudaLaunchKernel\", \"start_us\": ",
                     ms * 1000 - 20, ", \"end_us\": ", ms * 1000 - 10, "}");

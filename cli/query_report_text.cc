@@ -194,7 +194,17 @@ std::string RenderJobReportText(const JobReport& r, const JobTextOptions& o) {
         Percent(w.stats.utilization()), HumanDuration(w.stats.bubble_ns),
         DominantText(w.stats), HumanDuration(w.stats.largest_bubble_ns),
         KernelName(w.stats.culprit_before_bubble),
-        w.late_events > 0 ? absl::StrCat("  (", w.late_events, " late)") : "");
+        absl::StrCat(
+            w.late_events > 0 ? absl::StrCat("  (", w.late_events, " late)")
+                              : "",
+            // Only when known (docs/semantics.md#observations).
+            w.observed_ns.has_value() && w.end_ns > w.start_ns
+                ? absl::StrCat("  (observed ", HumanDuration(*w.observed_ns),
+                               ", ",
+                               Percent(static_cast<double>(*w.observed_ns) /
+                                       (w.end_ns - w.start_ns)),
+                               ")")
+                : ""));
   }
   return out;
 }

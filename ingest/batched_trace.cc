@@ -142,6 +142,28 @@ BatchedTrace::BatchedTrace(Trace trace, const BatchHeader& identity,
   if (header_.producer_id == 0) {
     header_.producer_id = StreamProducerId(*trace_, header_, options);
   }
+  // One observation per stream (docs/semantics.md#observations): its id is
+  // the producer id, its interval the trace's covered time. Set after the
+  // producer id, which hashes the content only.
+  if (!header_.observation) {
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (const GpuActivity& a : gpu) {
+      lo = std::min(lo, a.start_ns);
+      hi = std::max(hi, a.end_ns);
+    }
+    for (const CpuEvent& e : cpu) {
+      lo = std::min(lo, e.start_ns);
+      hi = std::max(hi, e.end_ns);
+    }
+    for (const CollectiveKernel& k : trace_->collectives) {
+      lo = std::min(lo, k.start_ns);
+      hi = std::max(hi, k.end_ns);
+    }
+    if (lo <= hi) {
+      header_.observation = ObservationInfo{
+          .id = header_.producer_id, .start_ns = lo, .end_ns = hi};
+    }
+  }
 }
 
 void BatchedTrace::PlaceCollectives() {

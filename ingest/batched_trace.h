@@ -19,6 +19,12 @@
 // the same file with the same options yields the same (producer id,
 // sequence) pairs, which a consumer can use to drop duplicates; any change
 // to the content or to how it is cut gives a different id.
+//
+// Observation: every batch and the end marker carry the stream's
+// observation (docs/semantics.md#observations): the identity's when it has
+// one, else id = the producer id and interval = [earliest start, latest
+// end] of the trace's events and collective records (none for a trace
+// without events).
 #ifndef BUBBLEWATCH_INGEST_BATCHED_TRACE_H_
 #define BUBBLEWATCH_INGEST_BATCHED_TRACE_H_
 

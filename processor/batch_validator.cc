@@ -163,6 +163,27 @@ std::optional<BatchRejection> ValidateBatch(const DecodedBatch& batch,
                          86'400'000'000'000ull,
                      " days within one batch")};
   }
+  // The observation (docs/semantics.md#observations): a real interval that
+  // covers every event of the batch, so that what lies outside every
+  // observation really was unobserved.
+  if (const std::optional<ObservationInfo>& o = batch.header.observation) {
+    if (o->id == 0 || o->end_ns < o->start_ns ||
+        !IsAcceptedEventTime(o->start_ns) || !IsAcceptedEventTime(o->end_ns)) {
+      return BatchRejection{
+          "bad_observation",
+          absl::StrCat("observation ", absl::Hex(o->id, absl::kZeroPad16), " [",
+                       o->start_ns, ", ", o->end_ns,
+                       "] ns: ", o->id == 0 ? "id 0" : "not an interval")};
+    }
+    if (lo <= hi && (lo < o->start_ns || hi > o->end_ns)) {
+      return BatchRejection{
+          "event_outside_observation",
+          absl::StrCat("events cover [", lo, ", ", hi,
+                       "] ns, outside observation ",
+                       absl::Hex(o->id, absl::kZeroPad16), " [", o->start_ns,
+                       ", ", o->end_ns, "] ns")};
+    }
+  }
   return std::nullopt;
 }
 

@@ -69,7 +69,12 @@ std::optional<BatchRejection> CheckBatchBytes(size_t bytes,
 //   "timestamps_out_of_range"  an event or collective record time outside
 //                          the accepted range (IsAcceptedEventTime,
 //                          schemas/trace.h), or events days apart (spread
-//                          over the limit).
+//                          over the limit);
+//   "bad_observation"      the batch's observation has id 0, ends before
+//                          it starts, or has a time outside the accepted
+//                          range (docs/semantics.md#observations);
+//   "event_outside_observation"  an event or collective record lies (in
+//                          part) outside the batch's observed interval.
 std::optional<BatchRejection> ValidateBatch(const DecodedBatch& batch,
                                             const BatchLimits& limits = {});
 

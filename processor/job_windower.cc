@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <tuple>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "analysis/bubble_analyzer.h"
@@ -41,6 +42,12 @@ int64_t JobWindower::Add(const DecodedBatch& batch, int64_t offset, bool replay,
   clock.last_seen = now;
   last_activity_ = now;
   const uint32_t source = SourceOf(batch.header);
+  if (const std::optional<ObservationInfo>& o = batch.header.observation) {
+    observations_[o->id] = KnownObservation{
+        .start_ns = o->start_ns, .end_ns = o->end_ns, .last_offset = offset};
+  } else if (!in.gpu.empty() || !in.cpu.empty()) {
+    legacy_offset_ = std::max(legacy_offset_, offset);
+  }
   if (trace_.rank < 0) trace_.rank = batch.header.rank;
   if (trace_.world_size < 0) trace_.world_size = batch.header.world_size;
   // An event entirely inside finalized windows no longer counts in any
@@ -133,6 +140,15 @@ void JobWindower::NoteOpen(int64_t start_ns, int64_t end_ns) {
 int64_t JobWindower::OpenWindowsWith(const DecodedBatch& batch) const {
   const int64_t edge = finalized_through_ns_;
   int64_t lo = open_min_start_ns_, hi = open_max_end_ns_;
+  // A new observation after the buffered data closes them first
+  // (docs/semantics.md#observations): only its own windows will be open.
+  if (const std::optional<ObservationInfo>& o = batch.header.observation) {
+    const int64_t data_end = BufferedDataWindowEndNs();
+    if (data_end != INT64_MIN && o->start_ns >= data_end) {
+      lo = INT64_MAX;
+      hi = INT64_MIN;
+    }
+  }
   auto note = [&](int64_t start_ns, int64_t end_ns) {
     if (edge != INT64_MIN && end_ns <= edge) return;  // Late: not kept.
     lo = std::min(lo, start_ns);
@@ -149,6 +165,19 @@ int64_t JobWindower::OpenWindowsWith(const DecodedBatch& batch) const {
   const __int128 last = WindowStartOf(hi - 1, w) / w;
   const __int128 n = last - first + 1;
   return n > INT64_MAX ? INT64_MAX : static_cast<int64_t>(n);
+}
+
+int64_t JobWindower::BufferedDataWindowEndNs() const {
+  int64_t last_end = INT64_MIN;
+  for (const GpuActivity& a : trace_.gpu)
+    last_end = std::max(last_end, a.end_ns);
+  for (const CpuEvent& e : trace_.cpu) last_end = std::max(last_end, e.end_ns);
+  for (const CollectiveKernel& c : collectives_) {
+    last_end = std::max(last_end, c.end_ns);
+  }
+  if (last_end == INT64_MIN) return INT64_MIN;
+  // A zero-length event at a window start still belongs to that window.
+  return WindowStartOf(last_end, options_.window_ns) + options_.window_ns;
 }
 
 int64_t JobWindower::HostSkewNs(absl::Time now, absl::Duration host_idle,
@@ -215,6 +244,7 @@ std::vector<WindowSummary> JobWindower::Finalize(
   options.top_bubbles_per_window = options_.top_bubbles_per_window;
   options.open_until_ns = open_until_ns;
   absl::StatusOr<Analysis> analysis = AnalyzeTrace(trace_, options);
+  ForgetOldObservations();
   // Batches were validated on arrival; an error here would be a bug.
   BW_DCHECK(analysis.ok());
   if (analysis.ok()) {
@@ -230,6 +260,7 @@ std::vector<WindowSummary> JobWindower::Finalize(
       summary.job = job_;
       summary.closed_by = closed_by;
       summary.host_skew_ns = last_skew_ns_;
+      summary.observed_ns = ObservedNs(w.start_ns, w.end_ns);
       for (const GpuActivity& a : trace_.gpu) {
         if (a.start_ns >= w.start_ns && a.start_ns < w.end_ns)
           ++summary.gpu_events;
@@ -248,6 +279,37 @@ std::vector<WindowSummary> JobWindower::Finalize(
   finalized_through_ns_ = target_end_ns;
   Evict();
   return out;
+}
+
+void JobWindower::ForgetOldObservations() {
+  const int64_t resume = ResumeOffset().value_or(INT64_MAX);
+  absl::erase_if(observations_, [resume](const auto& kv) {
+    return kv.second.last_offset < resume;
+  });
+  if (legacy_offset_ < resume) legacy_offset_ = INT64_MIN;
+}
+
+std::optional<int64_t> JobWindower::ObservedNs(int64_t start_ns,
+                                               int64_t end_ns) const {
+  if (legacy_offset_ != INT64_MIN || observations_.empty()) {
+    return std::nullopt;
+  }
+  // The union of the intervals, clipped to the window, by start.
+  std::vector<std::pair<int64_t, int64_t>> parts;
+  for (const auto& [id, o] : observations_) {
+    const int64_t lo = std::max(o.start_ns, start_ns);
+    const int64_t hi = std::min(o.end_ns, end_ns);
+    if (lo < hi) parts.emplace_back(lo, hi);
+  }
+  std::sort(parts.begin(), parts.end());
+  int64_t observed = 0;
+  int64_t covered_to = INT64_MIN;
+  for (const auto& [lo, hi] : parts) {
+    const int64_t from = std::max(lo, covered_to);
+    if (hi > from) observed += hi - from;
+    covered_to = std::max(covered_to, hi);
+  }
+  return observed;
 }
 
 void JobWindower::Evict() {

@@ -119,8 +119,17 @@ class JobWindower {
   // and the batch's events that are not late. 0 when nothing would be open. The
   // analyzer materializes every window of that range (a gap covering a window
   // is a 0 % window), so this is what one far-future timestamp would cost;
-  // StreamProcessor rejects a batch over its limit.
+  // StreamProcessor rejects a batch over its limit. A batch of a new
+  // observation that starts after the buffered data counts only its own
+  // events: the buffered windows close before it is added
+  // (docs/semantics.md#observations).
   int64_t OpenWindowsWith(const DecodedBatch& batch) const;
+
+  // The end of the window that holds the end of the latest buffered event
+  // (or collective record); INT64_MIN when nothing is buffered. A new
+  // observation starting at or after it continues nothing the job holds
+  // (docs/semantics.md#observations).
+  int64_t BufferedDataWindowEndNs() const;
 
   // Clock skew estimate: the spread between the newest event starts of the
   // job's hosts (host names, all ranks of a host together) that sent
@@ -176,8 +185,27 @@ class JobWindower {
   // The index of the (host, rank) that sent a batch.
   uint32_t SourceOf(const BatchHeader& header);
 
+  // The observed time of [start_ns, end_ns): its overlap with the union of
+  // the known observations' intervals; nullopt while a legacy batch (no
+  // observation) is known, or none is (docs/semantics.md#observations).
+  std::optional<int64_t> ObservedNs(int64_t start_ns, int64_t end_ns) const;
+  // Forgets the observations and legacy batches only known from batches
+  // below ResumeOffset(): a processor replaying from there does not know
+  // them either.
+  void ForgetOldObservations();
+
   std::string job_;
   WindowerOptions options_;
+  // Observations of the batches added (id -> interval and the offset of its
+  // newest batch), and the offset of the newest batch with events but
+  // without an observation (INT64_MIN: none).
+  struct KnownObservation {
+    int64_t start_ns = 0;
+    int64_t end_ns = 0;
+    int64_t last_offset = 0;
+  };
+  absl::flat_hash_map<uint64_t, KnownObservation> observations_;
+  int64_t legacy_offset_ = INT64_MIN;
   Trace trace_;
   NameInterner names_;
   std::vector<int64_t> gpu_offset_;  // Source offset per buffered event.

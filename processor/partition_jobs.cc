@@ -172,6 +172,34 @@ PartitionJobs::Added PartitionJobs::AddBatch(
   JobEntry* job = &entry;
   const DecodedBatch* batch = &decoded;
   Added added;
+  if (!replay) NoteObservation(job_name, *job, batch->header);
+  // A new observation after a gap: the time between it and what the job
+  // holds was observed by nobody, so the job's windows close now, as at an
+  // end marker, before its events come in (docs/semantics.md#observations).
+  // By partition order, so a replay closes them at the same batch.
+  std::vector<WindowSummary> closed;
+  if (const std::optional<ObservationInfo>& o = batch->header.observation;
+      o && job->windower != nullptr) {
+    const int64_t data_end = job->windower->BufferedDataWindowEndNs();
+    if (data_end != INT64_MIN && o->start_ns >= data_end) {
+      closed = job->windower->FinalizeAll();
+      NoteCollectiveErrors(job_name, *job);
+      job->state.finalized_through_ns = job->windower->finalized_through_ns();
+      spdlog::info(
+          "job {}: observation {:016x} starts after its data: closed "
+          "through {}",
+          job_name, o->id, job->state.finalized_through_ns);
+      job->windower =
+          std::make_unique<JobWindower>(job_name, options_.windower);
+      job->windower->RestoreFinalizedThrough(job->state.finalized_through_ns);
+      job->skew_warned = false;
+      {
+        absl::MutexLock lock(&stats_->mu);
+        if (!replay) ++stats_->stats.observation_closes;
+        stats_->stats.host_skew.erase(job_name);
+      }
+    }
+  }
   // Before the batch's events are noted: a gap is measured from the newest
   // event before it.
   if (!replay) NoteLifecycle(job_name, *job, *batch);
@@ -229,8 +257,44 @@ PartitionJobs::Added PartitionJobs::AddBatch(
     stats_->stats.late_events += late;
     stats_->stats.late_collectives += late_collectives;
   }
+  if (!closed.empty()) {
+    for (WindowSummary& w : done) closed.push_back(std::move(w));
+    done = std::move(closed);
+  }
   added.windows = std::move(done);
   return added;
+}
+
+void PartitionJobs::NoteObservation(const std::string& name, JobEntry& job,
+                                    const BatchHeader& header) {
+  if (!header.observation) return;
+  const ObservationInfo& o = *header.observation;
+  auto [it, inserted] =
+      job.last_observation.try_emplace(std::pair(header.host, header.rank), o);
+  if (inserted || it->second.id == o.id) return;
+  const ObservationInfo previous = it->second;
+  it->second = o;
+  // Bad input (docs/semantics.md#observations): counted and logged; the
+  // events are kept and analyzed like any others.
+  if (o.start_ns < previous.start_ns) {
+    spdlog::warn(
+        "job {}: host {} rank {}: observation {:016x} starts at {} ns, "
+        "before the previous one {:016x} (at {} ns): observations go "
+        "backwards (docs/semantics.md#observations)",
+        name, header.host, header.rank, o.id, o.start_ns, previous.id,
+        previous.start_ns);
+    absl::MutexLock lock(&stats_->mu);
+    ++stats_->stats.observations_backwards;
+  } else if (o.start_ns < previous.end_ns) {
+    spdlog::warn(
+        "job {}: host {} rank {}: observation {:016x} [{}, {}] ns overlaps "
+        "the previous one {:016x} [{}, {}] ns "
+        "(docs/semantics.md#observations)",
+        name, header.host, header.rank, o.id, o.start_ns, o.end_ns, previous.id,
+        previous.start_ns, previous.end_ns);
+    absl::MutexLock lock(&stats_->mu);
+    ++stats_->stats.overlapping_observations;
+  }
 }
 
 void PartitionJobs::NoteCollectiveErrors(const std::string& name,

@@ -71,6 +71,10 @@ struct JobEntry {
   absl::Time skew_warned_at = absl::InfinitePast();
   // While replaying: producer id -> highest sequence replayed so far.
   absl::flat_hash_map<uint64_t, uint64_t> replayed_sequences;
+  // The last observation of each (host, rank), for the bad-input counters
+  // (live batches only; not persisted).
+  absl::flat_hash_map<std::pair<std::string, int32_t>, ObservationInfo>
+      last_observation;
 };
 
 class PartitionJobs {
@@ -131,9 +135,19 @@ class PartitionJobs {
   // new producer's first batch after a silence records a gap; a batch of an
   // ended job starts a new run; a batch of a producer after its own marker
   // is counted as bad input (docs/semantics.md#job-lifecycle).
+  // Observations: a batch whose observation starts at or after the first
+  // window boundary after the job's buffered data closes the job's windows
+  // first, as an end marker does, so unobserved time is never a bubble; an
+  // observation that overlaps or precedes its (host, rank)'s previous one
+  // is counted (docs/semantics.md#observations).
   Added AddBatch(PartitionState& part, const std::string& name, JobEntry& job,
                  const DecodedBatch& batch, int64_t offset, bool replay,
                  absl::Time now, absl::Duration host_idle);
+
+  // Counts a live batch's observation that overlaps or precedes the
+  // previous observation of its (host, rank) (docs/semantics.md#observations).
+  void NoteObservation(const std::string& name, JobEntry& job,
+                       const BatchHeader& header);
 
   // Closes the jobs silent for options.idle_timeout (wall time), appending
   // their windows to `windows`. Returns how many it closed.

@@ -51,6 +51,13 @@ struct ProcessorStats {
   int64_t end_markers = 0;
   int64_t jobs_ended = 0;
   int64_t batches_after_end = 0;
+  // Observations (docs/semantics.md#observations): jobs closed because a
+  // new observation started after their data (live batches), and bad
+  // input: an observation overlapping, or starting before, the previous
+  // one of its (host, rank) (counted, kept).
+  int64_t observation_closes = 0;
+  int64_t overlapping_observations = 0;
+  int64_t observations_backwards = 0;
   // Jobs whose host skew is at or above skew_warning, as measured when
   // their windows last closed (at most kMaxDlqSources).
   struct HostSkew {

@@ -89,6 +89,14 @@ std::span<const uint8_t> EventBatchEncoder::Encode(
   if (!collectives_vec.IsNull()) batch.add_collectives(collectives_vec);
   // Only when set: a batch that is no end marker keeps its old bytes.
   if (header.end_of_stream) batch.add_end_of_stream(true);
+  // Only when given: a batch without one keeps its old bytes.
+  fb::Observation observation;
+  if (header.observation) {
+    observation =
+        fb::Observation(header.observation->id, header.observation->start_ns,
+                        header.observation->end_ns);
+    batch.add_observation(&observation);
+  }
   fb::FinishEventBatchBuffer(builder_, batch.Finish());
   return {builder_.GetBufferPointer(), builder_.GetSize()};
 }
@@ -142,6 +150,10 @@ absl::StatusOr<DecodedBatch> DecodeEventBatch(std::span<const uint8_t> bytes) {
   h.producer_id = batch->producer_id();
   h.sequence = batch->sequence();
   h.end_of_stream = batch->end_of_stream();
+  if (const fb::Observation* o = batch->observation()) {
+    h.observation = ObservationInfo{
+        .id = o->id(), .start_ns = o->start_ns(), .end_ns = o->end_ns()};
+  }
 
   Trace& t = out.trace;
   t.job = h.job;

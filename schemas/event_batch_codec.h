@@ -7,6 +7,7 @@
 #define BUBBLEWATCH_SCHEMAS_EVENT_BATCH_CODEC_H_
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -21,6 +22,16 @@ namespace bubblewatch {
 // The schema version this build writes and the only one it reads.
 inline constexpr uint16_t kEventBatchSchemaVersion = 1;
 
+// The observation a batch belongs to (docs/semantics.md#observations): one
+// trace a producer sent and the event time it covers, [start_ns, end_ns].
+struct ObservationInfo {
+  uint64_t id = 0;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  friend bool operator==(const ObservationInfo&,
+                         const ObservationInfo&) = default;
+};
+
 // Who sent a batch and where it sits in that sender's stream.
 struct BatchHeader {
   std::string job;
@@ -32,6 +43,9 @@ struct BatchHeader {
   // The end marker: the producer's last batch for the job
   // (docs/semantics.md#job-lifecycle).
   bool end_of_stream = false;
+  // The batch's observation; nullopt for a batch without one (its
+  // producer's legacy observation, taken as unbounded).
+  std::optional<ObservationInfo> observation;
 };
 
 // A decoded EventBatch: its header and its events as a Trace (whose job,

@@ -173,6 +173,8 @@ bool SameWindow(const WindowSummary& a, const WindowSummary& b,
   d.Field("host_skew_ns", a.host_skew_ns, b.host_skew_ns);
   d.Collectives("collectives", a.collectives, b.collectives);
   d.Field("late_collectives", a.late_collectives, b.late_collectives);
+  d.Field("observed_ns", a.observed_ns.value_or(-1),
+          b.observed_ns.value_or(-1));
   if (!d.found() && a.closed_by != b.closed_by) {
     d.Field("closed_by", std::string(ClosedByName(a.closed_by)),
             std::string(ClosedByName(b.closed_by)));

@@ -82,6 +82,10 @@ struct WindowSummary {
   // Collective kernels that arrived after the window was final (their
   // instance could not be matched in it); counted, never silently dropped.
   int64_t late_collectives = 0;
+  // How much of the window a producer observed: its overlap with the
+  // job's observations (docs/semantics.md#observations); absent when the
+  // job's batches carry no observation (and in windows stored before).
+  std::optional<int64_t> observed_ns;
 };
 
 // Compares two summaries field by field (every field of WindowAnalysis, the

@@ -217,6 +217,8 @@ std::string EncodeWindowSummary(const WindowSummary& summary) {
   // Both added later: absent (0, none) they leave the bytes as before.
   if (!collectives.IsNull()) out.add_collectives(collectives);
   out.add_late_collectives(summary.late_collectives);
+  // Added later: absent (-1, the default) leaves the bytes as before.
+  if (summary.observed_ns) out.add_observed_ns(*summary.observed_ns);
   fb::FinishWindowSummaryBuffer(b, out.Finish());
   return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()),
                      b.GetSize());
@@ -290,6 +292,7 @@ absl::StatusOr<WindowSummary> DecodeWindowSummary(
   out.closed_by = static_cast<WindowSummary::ClosedBy>(in->closed_by());
   out.host_skew_ns = in->host_skew_ns();
   out.late_collectives = in->late_collectives();
+  if (in->observed_ns() >= 0) out.observed_ns = in->observed_ns();
   RETURN_IF_ERROR(DecodeCollectives(in->collectives(), out.collectives));
   return out;
 }
@@ -314,6 +317,11 @@ int64_t WindowSummaryView::host_skew_ns() const {
 
 int64_t WindowSummaryView::late_collectives() const {
   return root_->late_collectives();
+}
+
+std::optional<int64_t> WindowSummaryView::observed_ns() const {
+  const int64_t ns = root_->observed_ns();
+  return ns >= 0 ? std::optional<int64_t>(ns) : std::nullopt;
 }
 
 absl::StatusOr<std::optional<WindowCollectives>>

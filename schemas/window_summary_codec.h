@@ -70,6 +70,8 @@ class WindowSummaryView {
   int64_t late_events() const;
   int64_t host_skew_ns() const;      // 0 for windows stored before the field.
   int64_t late_collectives() const;  // 0 likewise.
+  // WindowSummary::observed_ns (nullopt when absent).
+  std::optional<int64_t> observed_ns() const;
   // The collective analysis (multi-rank windows); nullopt when absent.
   // Errors: kDataLoss for an unknown key or a bad attribution length.
   absl::StatusOr<std::optional<WindowCollectives>> DecodeCollectives() const;

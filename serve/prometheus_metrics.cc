@@ -91,6 +91,19 @@ void WriteProcessor(Page& page, const ProcessorStats& p) {
        "Batches a producer sent after its own end marker (bad input: kept, "
        "the job runs again).",
        p.batches_after_end},
+      {"bubblewatch_processor_observation_closes_total",
+       "Jobs whose windows closed because a new observation started after "
+       "their data: the time between was unobserved "
+       "(docs/semantics.md#observations).",
+       p.observation_closes},
+      {"bubblewatch_processor_overlapping_observations_total",
+       "Observations that overlap the previous one of their host and rank "
+       "(bad input: counted, events kept).",
+       p.overlapping_observations},
+      {"bubblewatch_processor_observations_backwards_total",
+       "Observations that start before the previous one of their host and "
+       "rank (bad input: counted, events kept).",
+       p.observations_backwards},
       {"bubblewatch_processor_dead_letters_lost_total",
        "Rejected messages whose dead letter the dead-letter topic refused "
        "even in its minimal form (headers only); each is also logged.",

@@ -108,6 +108,15 @@ void WriteWindow(JsonWriter& w, const WindowPoint& p) {
   w.Key("late_events").Int(p.late_events);
   w.Key("closed_by").String(ClosedByName(p.closed_by));
   w.Key("host_skew_us").Double(Us(p.host_skew_ns));
+  // Only when known (docs/semantics.md#observations): a window of a job
+  // whose batches carry no observation is as it was.
+  if (p.observed_ns.has_value()) {
+    w.Key("observed_us").Double(Us(*p.observed_ns));
+    w.Key("coverage")
+        .Double(p.end_ns > p.start_ns ? static_cast<double>(*p.observed_ns) /
+                                            (p.end_ns - p.start_ns)
+                                      : 0.0);
+  }
   // Multi-rank windows only: a single-rank job's JSON is as it was.
   if (p.collectives.has_value()) {
     WriteCollectives(w, *p.collectives, p.late_collectives, /*window=*/true);

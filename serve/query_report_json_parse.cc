@@ -233,6 +233,7 @@ WindowPoint ReadWindow(Fields& f) {
   if (f.Has("late_collectives")) {
     p.late_collectives = f.Int("late_collectives");
   }
+  if (f.Has("observed_us")) p.observed_ns = f.Ns("observed_us");
   return p;
 }
 

@@ -61,7 +61,8 @@ absl::StatusOr<WindowPoint> PointOf(const WindowSummaryView& view) {
                      .cpu_events = view.cpu_events(),
                      .late_events = view.late_events(),
                      .closed_by = view.closed_by(),
-                     .host_skew_ns = view.host_skew_ns()};
+                     .host_skew_ns = view.host_skew_ns(),
+                     .observed_ns = view.observed_ns()};
 }
 
 absl::StatusOr<ScannedPoints> ScanPoints(const WindowStoreReader& store,
@@ -206,7 +207,8 @@ WindowPoint ToWindowPoint(const WindowSummary& w, bool with_stats) {
                      .closed_by = w.closed_by,
                      .host_skew_ns = w.host_skew_ns,
                      .collectives = w.collectives,
-                     .late_collectives = w.late_collectives};
+                     .late_collectives = w.late_collectives,
+                     .observed_ns = w.observed_ns};
 }
 
 void AddWindowCollectives(const WindowCollectives& window,

@@ -79,6 +79,9 @@ struct WindowPoint {
   // counts; docs/semantics.md#streaming-collectives); nullopt otherwise.
   std::optional<WindowCollectives> collectives;
   int64_t late_collectives = 0;  // WindowSummary::late_collectives.
+  // WindowSummary::observed_ns: how much of the window was observed
+  // (docs/semantics.md#observations); nullopt when unknown.
+  std::optional<int64_t> observed_ns;
 };
 
 // The point of `window`; without its stats (left default) unless

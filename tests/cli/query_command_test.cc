@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
@@ -367,6 +368,44 @@ TEST(QueryRanks, JobJsonHasRanksAndStragglersForThePeriodAndEachWindow) {
               RunBubblewatch(q + " --server " + server->url()).out)
         << q;
   }
+}
+
+// Observed time (docs/semantics.md#observations): shown per window where
+// stored (observed_us, coverage; "(observed ...)" in the rows), and absent
+// where not, so a legacy job's report is unchanged.
+TEST(QueryObserved, JobShowsObservedTimePerWindowWhereKnown) {
+  testing::TempDir dir;
+  const std::string store = dir.Sub("store");
+  {
+    auto s = OpenRocksDbWindowStore(store);
+    ASSERT_TRUE(s.ok()) << s.status();
+    StoreBatch batch;
+    for (int64_t i = 0; i < 2; ++i) {
+      WindowSummary w = query_test::MakeWindow("observed", i, 2 * kSecondNs);
+      if (i == 1) w.observed_ns = 2'500'000'000;
+      batch.windows.push_back(std::move(w));
+    }
+    batch.jobs.push_back(JobUpdate{.job = "observed",
+                                   .last_event_ns = query_test::kT0,
+                                   .last_seen_wall = absl::Now()});
+    ASSERT_TRUE((*s)->Commit(batch).ok());
+  }
+  auto r = RunBubblewatch("query job observed --json --store " + store);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.parse(r.out);
+  simdjson::dom::array windows = doc["windows"];
+  ASSERT_EQ(windows.size(), 2u);
+  EXPECT_EQ(windows.at(0)["observed_us"].error(), simdjson::NO_SUCH_FIELD);
+  EXPECT_EQ(windows.at(0)["coverage"].error(), simdjson::NO_SUCH_FIELD);
+  EXPECT_EQ(double(windows.at(1)["observed_us"]), 2.5e6);
+  EXPECT_EQ(double(windows.at(1)["coverage"]), 0.25);
+  auto text = RunBubblewatch("query job observed --store " + store);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("(observed 2.500 s, 25.0%)"));
+  const std::vector<absl::string_view> parts =
+      absl::StrSplit(text.out, "(observed");
+  EXPECT_EQ(parts.size(), 2u) << "only the window whose observed time is known";
 }
 
 TEST_F(QueryCommandTest, SingleRankJobsHaveNoRanks) {

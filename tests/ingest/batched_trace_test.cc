@@ -94,6 +94,29 @@ TEST(BatchedTrace, EncodedBatchesCarryEveryEventOnceWithSequenceNumbers) {
   EXPECT_EQ(correlations.size(), 50u);
 }
 
+// One observation per stream (docs/semantics.md#observations): every batch
+// and the end marker carry it, id = the producer id, interval = the
+// trace's covered time; an identity that brings its own keeps it.
+TEST(BatchedTrace, EveryBatchCarriesTheStreamsObservation) {
+  BatchedTrace batched(Interleaved(25), Identity(), {.max_events = 7});
+  const ObservationInfo want{
+      .id = batched.header().producer_id, .start_ns = 0, .end_ns = 10 * 24 + 8};
+  for (size_t i = 0; i <= batched.num_batches(); ++i) {
+    absl::StatusOr<DecodedBatch> decoded =
+        DecodeEventBatch(i < batched.num_batches() ? batched.Encode(i)
+                                                   : batched.EncodeEndMarker());
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    EXPECT_EQ(decoded->header.observation, want) << i;
+  }
+  BatchHeader given = Identity();
+  given.observation = ObservationInfo{.id = 9, .start_ns = -1, .end_ns = 999};
+  EXPECT_EQ(BatchedTrace(Interleaved(5), given, {}).header().observation,
+            given.observation);
+  EXPECT_FALSE(
+      BatchedTrace(Trace(), Identity(), {}).header().observation.has_value())
+      << "no events, nothing observed";
+}
+
 TEST(BatchedTrace, ProducerIdIsStableAndDependsOnContentAndIdentity) {
   const uint64_t id =
       BatchedTrace(Interleaved(5), Identity(), {}).header().producer_id;

@@ -173,7 +173,8 @@ inline std::vector<std::string> JobsOf(
   return jobs;
 }
 
-// Compares the analysis part (the counters and closed_by are the stream's).
+// Compares the analysis part (the counters, closed_by and the observed time
+// are the stream's).
 inline void ExpectSameAnalysis(const std::vector<WindowSummary>& got,
                                const std::vector<WindowSummary>& want) {
   ASSERT_EQ(got.size(), want.size());
@@ -184,6 +185,7 @@ inline void ExpectSameAnalysis(const std::vector<WindowSummary>& got,
     expected.late_events = got[i].late_events;
     expected.closed_by = got[i].closed_by;
     expected.host_skew_ns = got[i].host_skew_ns;
+    expected.observed_ns = got[i].observed_ns;
     std::string diff;
     EXPECT_TRUE(SameWindow(got[i], expected, &diff))
         << got[i].job << " window " << got[i].window.start_ns << ": " << diff;

@@ -520,6 +520,31 @@ TEST(EventBatchCodec, EndMarkerFixtureDecodesAndEncodesAsWritten) {
       << "the end marker no longer encodes as it did";
 }
 
+// The observation (docs/semantics.md#observations) survives the round
+// trip; a header without one still encodes as before it existed (the
+// fixtures above pin those bytes) and decodes without one.
+TEST(EventBatchCodec, ObservationRoundTripsAndIsAbsentWhenNotGiven) {
+  const Trace want = PreCollectivesTrace();
+  BatchHeader header = PreCollectivesHeader();
+  EventBatchEncoder encoder(&want);
+  std::span<const uint8_t> plain =
+      encoder.Encode(header, 0, want.gpu.size(), 0, want.cpu.size());
+  const std::vector<uint8_t> plain_bytes(plain.begin(), plain.end());
+  header.observation =
+      ObservationInfo{.id = 0xabcdef, .start_ns = -5, .end_ns = 1'000'000};
+  std::span<const uint8_t> with =
+      encoder.Encode(header, 0, want.gpu.size(), 0, want.cpu.size());
+  const std::vector<uint8_t> with_bytes(with.begin(), with.end());
+  EXPECT_NE(plain_bytes, with_bytes);
+  absl::StatusOr<DecodedBatch> decoded = DecodeEventBatch(with_bytes);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->header.observation, header.observation);
+  EXPECT_EQ(decoded->trace.gpu.size(), want.gpu.size());
+  absl::StatusOr<DecodedBatch> old = DecodeEventBatch(plain_bytes);
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_FALSE(old->header.observation.has_value());
+}
+
 TEST(EventBatchCodec, CollectiveNameIndexOutsideTheTableIsRejected) {
   for (int bad_field = 0; bad_field < 2; ++bad_field) {
     flatbuffers::FlatBufferBuilder b;

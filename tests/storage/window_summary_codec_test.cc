@@ -160,6 +160,37 @@ TEST(WindowSummaryCodec, RoundTripsTheCollectives) {
   EXPECT_EQ((*read)->stragglers[0].rank, 1);
 }
 
+// The observed time (docs/semantics.md#observations) round-trips, through
+// the view too; a window without it keeps the bytes it had before the field.
+TEST(WindowSummaryCodec, ObservedTimeRoundTripsAndIsAbsentWhenUnknown) {
+  WindowSummary in = SampleWindow("job-a", 1'700'000'000'000'000'000, 3);
+  const std::string without = EncodeWindowSummary(in);
+  const auto* table = reinterpret_cast<const flatbuffers::Table*>(
+      fb::GetWindowSummary(without.data()));
+  EXPECT_FALSE(table->CheckField(fb::WindowSummary::VT_OBSERVED_NS));
+  absl::StatusOr<WindowSummary> plain = DecodeWindowSummary(without);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(plain->observed_ns.has_value());
+  for (int64_t observed : {int64_t{0}, int64_t{2'850'020'000}}) {
+    in.observed_ns = observed;
+    const std::string with = EncodeWindowSummary(in);
+    EXPECT_NE(with, without);
+    absl::StatusOr<WindowSummary> out = DecodeWindowSummary(with);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(out->observed_ns, std::optional<int64_t>(observed));
+    std::string diff;
+    EXPECT_TRUE(SameWindow(in, *out, &diff)) << diff;
+    EXPECT_FALSE(SameWindow(*plain, *out)) << "observed time is compared";
+    std::vector<uint64_t> aligned((with.size() + 7) / 8);
+    std::memcpy(aligned.data(), with.data(), with.size());
+    absl::StatusOr<WindowSummaryView> view =
+        WindowSummaryView::Open(absl::string_view(
+            reinterpret_cast<const char*>(aligned.data()), with.size()));
+    ASSERT_TRUE(view.ok()) << view.status();
+    EXPECT_EQ(view->observed_ns(), std::optional<int64_t>(observed));
+  }
+}
+
 // RocksDB hands values over at any address; found by ops/test --sanitize
 // (UBSan: misaligned FlatBuffers reads in every store test). Decoding must
 // work, without misaligned reads, from every shift.

@@ -1,0 +1,447 @@
+// Observations (docs/semantics.md#observations): span and bubbles are
+// computed within observations only, the time between two observations of a
+// job is never a bubble, each window stores its observed time, and live
+// processing (the idle timeout closing the job between observations) stores
+// the same bytes as a fresh run over the same batches. Bad input is counted
+// or dead-lettered. The oracle is a brute force over a time grid.
+#include <algorithm>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "processor/batch_validator.h"
+#include "processor/partition_jobs.h"
+#include "processor/processor_options.h"
+#include "processor/runtime_shared.h"
+#include "schemas/window_summary_codec.h"
+#include "storage/window_store.h"
+#include "tests/testing/temp_dir.h"
+
+namespace bubblewatch {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kS = 1'000'000'000;
+
+// One observation of the test job: its interval and its kernels (device,
+// [start, end)) in ms.
+struct Obs {
+  uint64_t id = 0;
+  int64_t start_ms = 0;
+  int64_t end_ms = 0;
+  struct Kernel {
+    int32_t device;
+    int64_t start_ms;
+    int64_t end_ms;
+  };
+  std::vector<Kernel> kernels;
+};
+
+// The batches of `o`, `per_batch` kernels each, in start order, with the
+// observation in every header (none when `legacy`).
+std::vector<DecodedBatch> BatchesOf(const Obs& o, size_t per_batch,
+                                    bool legacy = false,
+                                    const std::string& host = "h") {
+  std::vector<Obs::Kernel> ks = o.kernels;
+  std::stable_sort(ks.begin(), ks.end(), [](const auto& a, const auto& b) {
+    return a.start_ms < b.start_ms;
+  });
+  std::vector<DecodedBatch> out;
+  for (size_t i = 0; i < ks.size(); i += per_batch) {
+    DecodedBatch b;
+    b.header = BatchHeader{.job = "job",
+                           .host = host,
+                           .rank = 0,
+                           .world_size = 1,
+                           .producer_id = o.id,
+                           .sequence = out.size()};
+    if (!legacy) {
+      b.header.observation = ObservationInfo{
+          .id = o.id, .start_ns = o.start_ms * kMs, .end_ns = o.end_ms * kMs};
+    }
+    b.trace.job = "job";
+    b.trace.names = {"k"};
+    for (size_t j = i; j < std::min(ks.size(), i + per_batch); ++j) {
+      b.trace.gpu.push_back(GpuActivity{.start_ns = ks[j].start_ms * kMs,
+                                        .end_ns = ks[j].end_ms * kMs,
+                                        .name = 0,
+                                        .device = ks[j].device,
+                                        .stream = 7,
+                                        .kind = GpuActivityKind::kKernel});
+    }
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+class Observations : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    options_.windower.window_ns = kS;
+    options_.windower.lateness_ns = 200 * kMs;
+    Reset();
+  }
+  void Reset() {
+    jobs_.reset();
+    store_.reset();
+    dir_ = std::make_unique<testing::TempDir>();
+    absl::StatusOr<std::unique_ptr<WindowStore>> store =
+        OpenRocksDbWindowStore(dir_->Sub("store"));
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+    {
+      absl::MutexLock lock(&stats_.mu);
+      stats_.stats = ProcessorStats();
+    }
+    jobs_ = std::make_unique<PartitionJobs>(options_, store_.get(), &stats_);
+    part_ = PartitionState();
+    offset_ = 0;
+  }
+
+  std::vector<WindowSummary> Feed(const DecodedBatch& b) {
+    absl::StatusOr<JobEntry*> job = jobs_->GetOrLoad("job", 0);
+    EXPECT_TRUE(job.ok()) << job.status();
+    if (!job.ok()) return {};
+    EXPECT_FALSE(ValidateBatch(b).has_value());
+    if (PartitionJobs::IsDuplicateBatch(**job, b.header, false)) return {};
+    return jobs_
+        ->AddBatch(part_, "job", **job, b, offset_++, false, clock_,
+                   absl::InfiniteDuration())
+        .windows;
+  }
+  // The idle timeout fires (wall time): every open window closes.
+  std::vector<WindowSummary> Idle() {
+    clock_ += options_.idle_timeout + absl::Seconds(1);
+    std::vector<WindowSummary> out;
+    jobs_->CloseIdle(clock_, out);
+    return out;
+  }
+  // Feeds every observation's batches, then lets the job go idle. With
+  // `idle_between`, the idle timeout also fires after each observation (a
+  // live run whose observations are further apart in wall time than the
+  // idle timeout).
+  std::vector<WindowSummary> Run(const std::vector<Obs>& obs, bool idle_between,
+                                 size_t per_batch = 3) {
+    std::vector<WindowSummary> out;
+    for (const Obs& o : obs) {
+      for (const DecodedBatch& b : BatchesOf(o, per_batch)) {
+        for (WindowSummary& w : Feed(b)) out.push_back(std::move(w));
+      }
+      if (idle_between) {
+        for (WindowSummary& w : Idle()) out.push_back(std::move(w));
+      }
+    }
+    for (WindowSummary& w : Idle()) out.push_back(std::move(w));
+    return out;
+  }
+  ProcessorStats Stats() {
+    absl::MutexLock lock(&stats_.mu);
+    return stats_.stats;
+  }
+
+  std::unique_ptr<testing::TempDir> dir_;
+  std::unique_ptr<WindowStore> store_;
+  StreamProcessorOptions options_;
+  StatsCell stats_;
+  std::unique_ptr<PartitionJobs> jobs_;
+  PartitionState part_;
+  int64_t offset_ = 0;
+  absl::Time clock_ = absl::FromUnixSeconds(1'000'000);
+};
+
+// The brute-force oracle, per ms of event time: on device d, t is busy
+// when a kernel covers it, a bubble when idle and between the first kernel
+// start and the last kernel end of one observation on d; t is observed
+// when inside an observation's interval.
+class Oracle {
+ public:
+  explicit Oracle(const std::vector<Obs>& obs) {
+    for (const Obs& o : obs) size_ = std::max(size_, o.end_ms + 2000);
+    for (int d = 0; d < 2; ++d) state_[d].assign(size_, kOutside);
+    observed_.assign(size_, false);
+    for (const Obs& o : obs) {
+      for (int64_t t = o.start_ms; t < o.end_ms; ++t) observed_[t] = true;
+      for (int32_t d = 0; d < 2; ++d) {
+        int64_t first = INT64_MAX, last = INT64_MIN;
+        for (const Obs::Kernel& k : o.kernels) {
+          if (k.device != d) continue;
+          first = std::min(first, k.start_ms);
+          last = std::max(last, k.end_ms);
+        }
+        for (int64_t t = first; t < last; ++t) state_[d][t] = kIdle;
+        for (const Obs::Kernel& k : o.kernels) {
+          if (k.device != d) continue;
+          for (int64_t t = k.start_ms; t < k.end_ms; ++t) {
+            state_[d][t] = kBusy;
+          }
+        }
+      }
+    }
+  }
+  // Sums over [w0_ms, w0_ms + 1000) and both devices, in ns.
+  int64_t Compute(int64_t w0_ms) const { return Count(w0_ms, kBusy); }
+  int64_t Bubble(int64_t w0_ms) const { return Count(w0_ms, kIdle); }
+  int64_t Observed(int64_t w0_ms) const {
+    int64_t n = 0;
+    for (int64_t t = w0_ms; t < w0_ms + 1000 && t < size_; ++t) {
+      n += observed_[t];
+    }
+    return n * kMs;
+  }
+  int64_t end_ms() const { return size_; }
+
+ private:
+  enum State : uint8_t { kOutside, kIdle, kBusy };
+  int64_t Count(int64_t w0_ms, State s) const {
+    int64_t n = 0;
+    for (int d = 0; d < 2; ++d) {
+      for (int64_t t = w0_ms; t < w0_ms + 1000 && t < size_; ++t) {
+        n += state_[d][t] == s;
+      }
+    }
+    return n * kMs;
+  }
+  int64_t size_ = 0;
+  std::vector<State> state_[2];
+  std::vector<bool> observed_;
+};
+
+// Random jobs: 2-4 observations of 0.3-2.5 s with kernels on 1-2 devices,
+// each starting at least one window boundary after the previous one's data
+// (then 0-3 s more): the time between them is unobserved.
+std::vector<Obs> RandomJob(std::mt19937_64& rng) {
+  auto pick = [&rng](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  std::vector<Obs> obs;
+  int64_t t = pick(0, 3000);
+  const int n = static_cast<int>(pick(2, 4));
+  for (int i = 0; i < n; ++i) {
+    Obs o;
+    o.id = 100 + i;
+    o.start_ms = t;
+    const int64_t length = pick(300, 2500);
+    const int32_t devices = static_cast<int32_t>(pick(1, 2));
+    for (int32_t d = 0; d < devices; ++d) {
+      int64_t k = t + pick(0, 200);
+      while (true) {
+        const int64_t end = k + pick(1, 120);
+        if (end > t + length) break;
+        o.kernels.push_back({d, k, end});
+        k = end + pick(0, 400);
+      }
+    }
+    // Every device runs until the observation's end: a device that stops
+    // earlier is held idle up to the finalized edge while the others go on
+    // (docs/semantics.md#closing-windows), which this oracle leaves out.
+    for (int32_t d = 0; d < devices; ++d) {
+      o.kernels.push_back({d, t + length, t + length + 10});
+    }
+    o.end_ms = t + length + 10;
+    obs.push_back(o);
+    t = (o.end_ms / 1000 + 1) * 1000 + pick(0, 3000);
+  }
+  return obs;
+}
+
+TEST_F(Observations, BubblesStayWithinObservationsAgainstABruteForceOracle) {
+  std::mt19937_64 rng(22);
+  for (int round = 0; round < 30; ++round) {
+    SCOPED_TRACE(absl::StrCat("round ", round));
+    const std::vector<Obs> obs = RandomJob(rng);
+    Reset();
+    const std::vector<WindowSummary> live = Run(obs, /*idle_between=*/true);
+    Reset();
+    const std::vector<WindowSummary> fresh = Run(obs, /*idle_between=*/false);
+    // Byte-identical whether the idle timeout or the next observation
+    // closed each observation's windows.
+    ASSERT_EQ(live.size(), fresh.size());
+    for (size_t i = 0; i < live.size(); ++i) {
+      EXPECT_EQ(EncodeWindowSummary(live[i]), EncodeWindowSummary(fresh[i]))
+          << "window " << live[i].window.start_ns;
+    }
+    EXPECT_EQ(Stats().observation_closes, static_cast<int64_t>(obs.size()) - 1);
+    const Oracle oracle(obs);
+    int64_t bubble_total = 0;
+    for (const WindowSummary& w : fresh) {
+      const int64_t w0_ms = w.window.start_ns / kMs;
+      EXPECT_EQ(w.window.job.compute_ns, oracle.Compute(w0_ms))
+          << "window " << w0_ms;
+      EXPECT_EQ(w.window.job.bubble_ns, oracle.Bubble(w0_ms))
+          << "window " << w0_ms;
+      EXPECT_EQ(w.window.job.span_ns,
+                oracle.Compute(w0_ms) + oracle.Bubble(w0_ms));
+      ASSERT_TRUE(w.observed_ns.has_value());
+      EXPECT_EQ(*w.observed_ns, oracle.Observed(w0_ms)) << "window " << w0_ms;
+      bubble_total += w.window.job.bubble_ns;
+    }
+    // No window with a bubble is missing: nothing between observations was
+    // made up, nothing inside one lost.
+    int64_t want_total = 0;
+    for (int64_t w0 = 0; w0 < oracle.end_ms(); w0 += 1000) {
+      want_total += oracle.Bubble(w0);
+    }
+    EXPECT_EQ(bubble_total, want_total);
+  }
+}
+
+TEST_F(Observations, TwoRunsTwentySecondsApartMakeNoBubbleBetweenThem) {
+  Obs a{.id = 1, .start_ms = 0, .end_ms = 3000, .kernels = {}};
+  Obs b{.id = 2, .start_ms = 23000, .end_ms = 26000, .kernels = {}};
+  for (int64_t t = 0; t < 3000; t += 100) a.kernels.push_back({0, t, t + 50});
+  for (int64_t t = 23000; t < 26000; t += 100) {
+    b.kernels.push_back({0, t, t + 50});
+  }
+  const std::vector<WindowSummary> windows = Run({a, b}, false);
+  ASSERT_EQ(windows.size(), 6u) << "3 windows per run, none in between";
+  // Kernels of 50 ms every 100 ms: 50 ms gaps, the last window of a run
+  // ends at its last kernel (9 gaps).
+  const int64_t want_bubble_ms[] = {500, 500, 450, 500, 500, 450};
+  for (size_t i = 0; i < windows.size(); ++i) {
+    const WindowSummary& w = windows[i];
+    EXPECT_EQ(w.window.job.bubble_ns, want_bubble_ms[i] * kMs) << i;
+    EXPECT_EQ(w.window.job.compute_ns, 500 * kMs) << i;
+    EXPECT_EQ(w.observed_ns, std::optional<int64_t>(kS)) << i;
+  }
+  EXPECT_EQ(windows[2].closed_by, WindowSummary::ClosedBy::kIdleTimeout)
+      << "closed at the next observation, as at an end marker";
+  EXPECT_EQ(windows[2].window.end_ns, 3 * kS);
+  EXPECT_EQ(windows[3].window.start_ns, 23 * kS);
+}
+
+// A duty cycle: a 2 s snapshot every 60 s, each its own observation. The
+// windows are the snapshots' own, live and fresh alike; the 58 s between
+// snapshots is in no window.
+TEST_F(Observations, DutyCycleSnapshotsAreAnalyzedOnTheirOwn) {
+  std::vector<Obs> obs;
+  for (int i = 0; i < 5; ++i) {
+    Obs o{.id = 50u + i, .start_ms = 60'000 * i, .end_ms = 60'000 * i + 2000};
+    for (int64_t t = o.start_ms; t < o.end_ms; t += 40) {
+      o.kernels.push_back({0, t, t + 25});
+    }
+    obs.push_back(o);
+  }
+  const std::vector<WindowSummary> live = Run(obs, /*idle_between=*/true);
+  Reset();
+  const std::vector<WindowSummary> fresh = Run(obs, /*idle_between=*/false);
+  ASSERT_EQ(fresh.size(), 10u) << "two 1 s windows per snapshot";
+  ASSERT_EQ(live.size(), fresh.size());
+  for (size_t i = 0; i < fresh.size(); ++i) {
+    EXPECT_EQ(EncodeWindowSummary(live[i]), EncodeWindowSummary(fresh[i]));
+    const WindowSummary& w = fresh[i];
+    EXPECT_EQ(w.window.start_ns, (60'000 * (i / 2) + 1000 * (i % 2)) * kMs);
+    EXPECT_EQ(w.window.job.compute_ns, 25 * 25 * kMs);
+    // 25 kernels per window, 15 ms gaps; the snapshot's last kernel ends
+    // its span.
+    EXPECT_EQ(w.window.job.bubble_ns, (i % 2 == 0 ? 25 : 24) * 15 * kMs);
+    EXPECT_EQ(w.observed_ns, std::optional<int64_t>(kS));
+  }
+  EXPECT_EQ(Stats().observation_closes, 4);
+}
+
+// A producer restarted mid-file resends the file's batches from the
+// start: the resent ones are duplicates, and the windows are those of one
+// uninterrupted send.
+TEST_F(Observations, AProducerRestartedMidFileChangesNothing) {
+  Obs o{.id = 7, .start_ms = 0, .end_ms = 4000};
+  for (int64_t t = 0; t + 30 <= 4000; t += 70) {
+    o.kernels.push_back({0, t, t + 30});
+  }
+  const std::vector<DecodedBatch> batches = BatchesOf(o, 4);
+  std::vector<WindowSummary> once;
+  for (const DecodedBatch& b : batches) {
+    for (WindowSummary& w : Feed(b)) once.push_back(std::move(w));
+  }
+  for (WindowSummary& w : Idle()) once.push_back(std::move(w));
+  Reset();
+  std::vector<WindowSummary> restarted;
+  for (size_t i = 0; i < batches.size() / 2; ++i) {
+    for (WindowSummary& w : Feed(batches[i])) restarted.push_back(std::move(w));
+  }
+  for (const DecodedBatch& b : batches) {
+    for (WindowSummary& w : Feed(b)) restarted.push_back(std::move(w));
+  }
+  for (WindowSummary& w : Idle()) restarted.push_back(std::move(w));
+  ASSERT_EQ(once.size(), 4u);
+  ASSERT_EQ(restarted.size(), once.size());
+  for (size_t i = 0; i < once.size(); ++i) {
+    EXPECT_EQ(EncodeWindowSummary(restarted[i]), EncodeWindowSummary(once[i]));
+  }
+  EXPECT_EQ(Stats().observation_closes, 0);
+  EXPECT_EQ(Stats().overlapping_observations, 0);
+}
+
+TEST_F(Observations, LegacyBatchesKeepTodaysResult) {
+  // Without observations the gap between two producers is analyzed as
+  // before: windows in between exist, with the gap as a bubble, and no
+  // observed time is stored.
+  Obs a{.id = 1,
+        .start_ms = 0,
+        .end_ms = 1050,
+        .kernels = {{0, 0, 50}, {0, 1000, 1050}}};
+  Obs b{
+      .id = 2, .start_ms = 2500, .end_ms = 2550, .kernels = {{0, 2500, 2550}}};
+  std::vector<WindowSummary> out;
+  for (const Obs& o : {a, b}) {
+    for (const DecodedBatch& batch : BatchesOf(o, 10, /*legacy=*/true)) {
+      for (WindowSummary& w : Feed(batch)) out.push_back(std::move(w));
+    }
+  }
+  for (WindowSummary& w : Idle()) out.push_back(std::move(w));
+  ASSERT_EQ(out.size(), 3u);
+  int64_t bubble = 0;
+  for (const WindowSummary& w : out) {
+    EXPECT_FALSE(w.observed_ns.has_value());
+    bubble += w.window.job.bubble_ns;
+  }
+  EXPECT_EQ(bubble, (950 + 1450) * kMs);
+  EXPECT_EQ(Stats().observation_closes, 0);
+}
+
+TEST_F(Observations, OverlappingAndBackwardsObservationsAreCounted) {
+  Obs a{
+      .id = 1, .start_ms = 5000, .end_ms = 6000, .kernels = {{0, 5000, 6000}}};
+  Obs overlap{
+      .id = 2, .start_ms = 5500, .end_ms = 6500, .kernels = {{0, 5500, 6500}}};
+  Obs back{
+      .id = 3, .start_ms = 1000, .end_ms = 1200, .kernels = {{0, 1000, 1200}}};
+  for (const Obs& o : {a, overlap, back}) {
+    for (const DecodedBatch& b : BatchesOf(o, 10)) Feed(b);
+  }
+  EXPECT_EQ(Stats().overlapping_observations, 1);
+  EXPECT_EQ(Stats().observations_backwards, 1);
+  EXPECT_EQ(Stats().observation_closes, 0)
+      << "neither starts after the job's data";
+  // Another host's observation over the same time is a multi-rank job, not
+  // bad input.
+  Obs other = a;
+  other.id = 4;
+  for (const DecodedBatch& b : BatchesOf(other, 10, false, "other")) Feed(b);
+  EXPECT_EQ(Stats().overlapping_observations, 1);
+}
+
+TEST_F(Observations, BadIntervalsAreDeadLettered) {
+  Obs a{.id = 1, .start_ms = 0, .end_ms = 100, .kernels = {{0, 10, 20}}};
+  DecodedBatch b = BatchesOf(a, 10)[0];
+  EXPECT_FALSE(ValidateBatch(b).has_value());
+  DecodedBatch backwards = b;
+  backwards.header.observation->end_ns = -1;
+  ASSERT_TRUE(ValidateBatch(backwards).has_value());
+  EXPECT_EQ(ValidateBatch(backwards)->reason, "bad_observation");
+  DecodedBatch zero = b;
+  zero.header.observation->id = 0;
+  EXPECT_EQ(ValidateBatch(zero)->reason, "bad_observation");
+  DecodedBatch outside = b;
+  outside.header.observation->end_ns = 15 * kMs;
+  ASSERT_TRUE(ValidateBatch(outside).has_value());
+  EXPECT_EQ(ValidateBatch(outside)->reason, "event_outside_observation");
+  DecodedBatch legacy = b;
+  legacy.header.observation.reset();
+  EXPECT_FALSE(ValidateBatch(legacy).has_value());
+}
+
+}  // namespace
+}  // namespace bubblewatch

@@ -38,6 +38,37 @@ std::optional<BubbleReport> LargestBubble(const WindowAnalysis& w) {
   return r;
 }
 
+// What made straggler `s` late: the largest part of its split (compute,
+// comm, then the causes; the first of equals), "" when all are 0. Wait with
+// no sync point (unattributed_ns) counts as the unattributed cause.
+std::string StragglerCause(const StragglerWindow& s) {
+  std::string best;
+  int64_t best_ns = 0;
+  auto consider = [&](absl::string_view name, int64_t ns) {
+    if (ns > best_ns) {
+      best_ns = ns;
+      best = std::string(name);
+    }
+  };
+  consider("compute", s.compute_ns);
+  consider("comm", s.comm_ns);
+  for (BubbleCause c : kAllBubbleCauses) {
+    int64_t ns = s.causes[static_cast<int>(c)];
+    if (c == BubbleCause::kUnattributed) ns += s.unattributed_ns;
+    consider(BubbleCauseName(c), ns);
+  }
+  return best;
+}
+
+// The window's top straggler (stragglers come by wait caused, descending),
+// or null.
+const StragglerWindow* TopStraggler(const WindowSummary& window) {
+  if (!window.collectives || window.collectives->stragglers.empty()) {
+    return nullptr;
+  }
+  return &window.collectives->stragglers.front();
+}
+
 }  // namespace
 
 std::string JobAlertStateKey(absl::string_view job) {
@@ -137,6 +168,27 @@ std::vector<AlertEvent> AlertEvaluator::OnWindow(const WindowSummary& window,
         holds = s.largest_bubble_ns > absl::ToInt64Nanoseconds(rule.duration);
         measure = "largest_bubble_s";
         break;
+      case RuleKind::kStraggler: {
+        if (s.span_ns == 0) continue;
+        // A window without a collective analysis says nothing of a job that
+        // never had one (single-rank jobs keep no state for the rule); for
+        // one that had, it is a window without a straggler.
+        if (!window.collectives && !job.rules.contains(rule.name)) continue;
+        const StragglerWindow* top = TopStraggler(window);
+        value = top == nullptr ? 0
+                               : static_cast<double>(top->wait_caused_ns) /
+                                     static_cast<double>(s.span_ns);
+        holds = value > rule.threshold;
+        measure = "straggler_wait_share";
+        // `for` counts windows of one rank: another rank over the threshold
+        // starts the count again (once firing, any rank keeps it firing).
+        if (RuleState& st = job.rules[rule.name];
+            holds && !st.firing && st.hold > 0 &&
+            st.last.straggler_rank != top->rank) {
+          st.hold = 0;
+        }
+        break;
+      }
       default:
         continue;
     }
@@ -173,6 +225,18 @@ std::vector<AlertEvent> AlertEvaluator::OnWindow(const WindowSummary& window,
             static_cast<double>(s.bubble_ns);
       }
       st.last.largest_bubble = LargestBubble(w);
+      if (rule.kind == RuleKind::kStraggler) {
+        if (const StragglerWindow* top = TopStraggler(window)) {
+          st.last.straggler_rank = top->rank;
+          st.last.straggler_cause = StragglerCause(*top);
+          for (const RankWindow& r : window.collectives->ranks) {
+            if (r.rank == top->rank) st.last.straggler_host = r.host;
+          }
+          // The alert's cause (a label, fixed while it fires): what made
+          // the straggler late, not the window's dominant bubble cause.
+          if (!st.firing) st.last.cause = st.last.straggler_cause;
+        }
+      }
     }
     if (!st.firing && st.hold >= rule.for_windows) {
       st.firing = true;

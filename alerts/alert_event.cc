@@ -185,6 +185,14 @@ std::string AlertEventToJson(const AlertEvent& e) {
   } else {
     w.Null();
   }
+  // Only straggler alerts carry it: other kinds' events are as they were.
+  if (e.straggler_rank) {
+    w.Key("straggler").BeginObject();
+    w.Key("rank").Int(*e.straggler_rank);
+    w.Key("host").String(e.straggler_host);
+    w.Key("cause").String(e.straggler_cause);
+    w.EndObject();
+  }
   w.Key("dashboard_url").String(e.dashboard_url);
   w.EndObject();
   return std::move(w).Take();
@@ -213,7 +221,7 @@ absl::StatusOr<AlertEvent> ParseAlertEventJson(absl::string_view json) {
                               : AlertStatus::kFiring;
   e.rule = f.Str("rule");
   const std::string kind = f.Str("kind");
-  for (int k = 0; k <= static_cast<int>(RuleKind::kFleet); ++k) {
+  for (int k = 0; k <= static_cast<int>(RuleKind::kStraggler); ++k) {
     if (RuleKindName(static_cast<RuleKind>(k)) == kind) {
       e.kind = static_cast<RuleKind>(k);
     }
@@ -259,6 +267,12 @@ absl::StatusOr<AlertEvent> ParseAlertEventJson(absl::string_view json) {
     r.after = ReadKernel(bf, "after", &status);
     e.largest_bubble = std::move(r);
   }
+  if (std::optional<simdjson::dom::object> st = f.Object("straggler")) {
+    Fields sf(*st, &status);
+    e.straggler_rank = static_cast<int32_t>(sf.Int("rank"));
+    e.straggler_host = sf.Str("host");
+    e.straggler_cause = sf.Str("cause");
+  }
   e.dashboard_url = f.Str("dashboard_url");
   RETURN_IF_ERROR(status);
   return e;
@@ -269,6 +283,22 @@ std::string AlertMeasureText(const AlertEvent& e) {
   if (m == "utilization") {
     return absl::StrCat("utilization ", PercentText(e.value), " (threshold ",
                         PercentText(e.threshold), ")");
+  }
+  if (m == "straggler_wait_share") {
+    if (!e.straggler_rank) {
+      return absl::StrCat("no rank caused waits over the threshold (",
+                          PercentText(e.threshold), ")");
+    }
+    std::string text = absl::StrCat("rank ", *e.straggler_rank);
+    if (!e.straggler_host.empty()) {
+      absl::StrAppend(&text, " on host ", e.straggler_host);
+    }
+    absl::StrAppend(&text, " caused waits of ", PercentText(e.value),
+                    " of GPU time (threshold ", PercentText(e.threshold), ")");
+    if (!e.straggler_cause.empty()) {
+      absl::StrAppend(&text, ", mostly ", e.straggler_cause);
+    }
+    return text;
   }
   if (absl::EndsWith(m, "_share")) {
     m.remove_suffix(6);
@@ -309,6 +339,18 @@ std::string AlertDescription(const AlertEvent& e) {
   return d;
 }
 
+std::string AlertStragglerText(const AlertEvent& e) {
+  if (!e.straggler_rank) return "";
+  std::string text = absl::StrCat("rank ", *e.straggler_rank);
+  if (!e.straggler_host.empty()) {
+    absl::StrAppend(&text, " on host ", e.straggler_host);
+  }
+  if (!e.straggler_cause.empty()) {
+    absl::StrAppend(&text, ", mostly ", e.straggler_cause);
+  }
+  return text;
+}
+
 std::string AlertLargestBubbleText(const BubbleReport& b) {
   std::string s = absl::StrCat(
       HumanDurationWords(b.duration_ns()), " on device ", b.device, " at ",
@@ -336,6 +378,9 @@ std::string DescribeAlertEvent(const AlertEvent& e) {
                           e.largest_bubble->blamed);
   }
   if (!e.jobs.empty()) absl::StrAppend(&line, "; jobs ", e.jobs.size());
+  if (e.straggler_rank) {
+    absl::StrAppend(&line, "; straggler ", AlertStragglerText(e));
+  }
   return line;
 }
 

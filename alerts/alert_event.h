@@ -56,6 +56,14 @@ struct AlertEvent {
   double dominant_share = 0.0;
   // The window's largest bubble: the kernels around it and what was blamed.
   std::optional<BubbleReport> largest_bubble;
+  // straggler alerts: the window's top straggler (the rank that caused the
+  // most wait), its host ("" when unknown) and what made it late: the
+  // largest part of its split, "compute", "comm" or a cause name
+  // (docs/semantics.md#stragglers). Absent for other kinds, and for a
+  // straggler alert's window without a straggler (while it resolves).
+  std::optional<int32_t> straggler_rank;
+  std::string straggler_host;
+  std::string straggler_cause;
   std::string dashboard_url;
 
   // rule + "/" + job: one alert's identity across its events.
@@ -74,14 +82,17 @@ absl::StatusOr<AlertEvent> ParseAlertEventJson(absl::string_view json);
 // durations in words (base/human_duration.h), shares as percentages.
 //
 // What was measured against what: "host_sync 16.2% of GPU time (threshold
-// 10%)", "largest bubble 6.2 seconds (threshold 5 seconds)", "silent for 5
-// minutes 12 seconds (threshold 5 minutes)", "12 jobs firing (threshold
-// 10)".
+// 10%)", "rank 3 on host node-b caused waits of 23.1% of GPU time
+// (threshold 10%), mostly data_loading", "largest bubble 6.2 seconds (threshold
+// 5 seconds)", "silent for 5 minutes 12 seconds (threshold 5 minutes)", "12
+// jobs firing (threshold 10)".
 std::string AlertMeasureText(const AlertEvent& event);
 // AlertMeasureText, then the window it comes from ("in the window of 10
 // seconds from 2026-01-01T00:00:10Z, utilization 62.1%") and a fleet
 // alert's jobs.
 std::string AlertDescription(const AlertEvent& event);
+// "rank 3 on host node-b, mostly data_loading" (straggler_rank set).
+std::string AlertStragglerText(const AlertEvent& event);
 // "6.2 seconds on device 3 at 2026-01-01T00:00:12.5Z, cause host_sync,
 // blamed on cudaStreamSynchronize; after kernel gemm; before kernel relu".
 std::string AlertLargestBubbleText(const BubbleReport& bubble);

@@ -20,9 +20,12 @@
 namespace bubblewatch {
 namespace {
 
-constexpr absl::string_view kKindNames[] = {
-    "utilization_below", "cause_share_above", "bubble_longer_than",
-    "job_silent", "fleet"};
+constexpr absl::string_view kKindNames[] = {"utilization_below",
+                                            "cause_share_above",
+                                            "bubble_longer_than",
+                                            "job_silent",
+                                            "fleet",
+                                            "straggler"};
 
 // `text` with its control characters escaped (\n, \t, \xNN): messages quote
 // keys and values from the file, and a multi-line YAML scalar must not break
@@ -194,6 +197,7 @@ const absl::flat_hash_map<std::string, RuleKind>& KindsByName() {
       {"bubble_longer_than", RuleKind::kBubbleLongerThan},
       {"job_silent", RuleKind::kJobSilent},
       {"fleet", RuleKind::kFleet},
+      {"straggler", RuleKind::kStraggler},
   };
   return *kinds;
 }
@@ -203,6 +207,7 @@ std::vector<std::string> KeysOf(RuleKind kind) {
                                    "jobs", "summary", "repeat_interval"};
   switch (kind) {
     case RuleKind::kUtilizationBelow:
+    case RuleKind::kStraggler:
       keys.insert(keys.end(), {"threshold", "for", "clear_for"});
       break;
     case RuleKind::kCauseShareAbove:
@@ -303,6 +308,7 @@ void ParseRule(const YAML::Node& node, absl::Duration default_repeat,
   };
   switch (rule.kind) {
     case RuleKind::kUtilizationBelow:
+    case RuleKind::kStraggler:
       if (YAML::Node t = required("threshold")) {
         ok &= ParseShare(t, "threshold", &rule.threshold, problems);
       }

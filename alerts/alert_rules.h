@@ -12,7 +12,12 @@
 //   job_silent          the job's latest event time has not advanced for
 //                       longer than duration (wall time);
 //   fleet               more than `jobs` jobs firing rule `rule` at once:
-//                       one grouped alert for the fleet.
+//                       one grouped alert for the fleet;
+//   straggler           multi-rank jobs: one rank caused waits (the wait
+//                       it caused, docs/semantics.md#stragglers) > threshold
+//                       of the window's GPU-time (span), for K consecutive
+//                       windows (the same rank each time); names the rank,
+//                       its host and its dominant cause.
 // Validation collects every problem, one line each, as
 // "FILE:LINE:COL: what is wrong", so a bad file is fixed in one pass.
 #ifndef BUBBLEWATCH_ALERTS_ALERT_RULES_H_
@@ -37,6 +42,7 @@ enum class RuleKind : uint8_t {
   kBubbleLongerThan = 2,
   kJobSilent = 3,
   kFleet = 4,
+  kStraggler = 5,
 };
 
 // "utilization_below", "cause_share_above", ...
@@ -69,7 +75,8 @@ struct AlertRule {
   RuleKind kind = RuleKind::kUtilizationBelow;
   std::string severity = "warning";  // critical, warning or info.
   JobSelector jobs;
-  // utilization_below / cause_share_above: a fraction in [0, 1].
+  // utilization_below / cause_share_above / straggler: a fraction in
+  // [0, 1].
   double threshold = 0.0;
   BubbleCause cause = BubbleCause::kHostSync;  // cause_share_above only.
   // bubble_longer_than and job_silent.

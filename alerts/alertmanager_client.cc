@@ -48,6 +48,9 @@ std::string AlertmanagerClient::ToAlertmanagerJson(
     if (e.largest_bubble) {
       w.Key("largest_bubble").String(AlertLargestBubbleText(*e.largest_bubble));
     }
+    if (e.straggler_rank) {
+      w.Key("straggler").String(AlertStragglerText(e));
+    }
     if (!e.dashboard_url.empty()) w.Key("dashboard").String(e.dashboard_url);
     w.EndObject();
     w.Key("startsAt").String(Rfc3339(e.starts_at));

@@ -163,7 +163,8 @@ int RunQueryCommand(int argc, char** argv) {
       "cause, the top bubbles and advice. `fleet` ranks every job by the GPU "
       "time it wasted\nover a period (default the last hour, ending at the "
       "fleet's newest window; ORDER: bubble_time\n(default), bubble_ratio, "
-      "cause:<cause>) and says how many GPU-hours the fleet lost, by\ncause. "
+      "cause:<cause>, comm_wait, straggler_wait) and says how many\nGPU-hours "
+      "the fleet lost, by cause. "
       "`jobs` lists known jobs.\n\nT is RFC 3339 "
       "(2026-11-29T10:00:00Z) or epoch seconds; a period is at most 24h.\n"
       "--store opens the store read-only (beside a running processor, or a "
@@ -187,7 +188,8 @@ int RunQueryCommand(int argc, char** argv) {
             "job: rows of the window table: the latest N (0 = all)");
   cl.AddString("top", &a.top, "N", "fleet: jobs to list (20)");
   cl.AddString("by", &a.by, "ORDER",
-               "fleet: bubble_time (default), bubble_ratio or cause:<cause>");
+               "fleet: bubble_time (default), bubble_ratio, cause:<cause>, "
+               "comm_wait or straggler_wait");
   cl.AddBool("json", &a.json, "print JSON (the HTTP API's objects)");
   cl.AddBool("pretty", &a.pretty, "indent the JSON");
   cl.AddBool("no-color", &a.no_color, "no ANSI colors on a terminal");

@@ -223,9 +223,14 @@ std::string RenderFleetText(const FleetReport& r, bool color) {
     absl::StrAppend(&out, "\n  No windows in this period.\n");
     return out;
   }
-  absl::StrAppendFormat(&out, "\n  %4s  %-24s %9s %7s %7s %12s  %-22s %s\n",
+  // Ranked by a collective wait: its two figures after the bubble time.
+  const bool waits = r.by.metric == FleetOrder::Metric::kCommWait ||
+                     r.by.metric == FleetOrder::Metric::kStragglerWait;
+  const std::string wait_header =
+      waits ? absl::StrFormat(" %12s %14s", "comm wait", "straggler wait") : "";
+  absl::StrAppendFormat(&out, "\n  %4s  %-24s %9s %7s %7s %12s%s  %-22s %s\n",
                         "#", "job", "windows", "util", "bubble", "bubble time",
-                        "dominant cause", "latest culprit");
+                        wait_header, "dominant cause", "latest culprit");
   int rank = 0;
   bool any_partial = false;
   for (const FleetEntry& e : r.entries) {
@@ -235,10 +240,15 @@ std::string RenderFleetText(const FleetReport& r, bool color) {
       absl::StrAppend(&windows, "*");
       any_partial = true;
     }
-    absl::StrAppendFormat(&out, "  %4d  %-24s %9s %7s %7s %12s  %-22s %s\n",
+    const std::string wait_cells =
+        waits ? absl::StrFormat(" %12s %14s",
+                                HumanDuration(e.period.comm_wait_ns),
+                                HumanDuration(e.period.straggler_wait_ns))
+              : "";
+    absl::StrAppendFormat(&out, "  %4d  %-24s %9s %7s %7s %12s%s  %-22s %s\n",
                           ++rank, Shorten(e.job, 24), windows,
                           Percent(s.utilization()), Percent(s.bubble_ratio()),
-                          HumanDuration(s.bubble_ns),
+                          HumanDuration(s.bubble_ns), wait_cells,
                           DominantText(s.bubble_ns, s.attribution),
                           KernelName(e.latest.stats.culprit_before_bubble));
   }

@@ -104,6 +104,15 @@ void WriteProcessor(Page& page, const ProcessorStats& p) {
        "Observations that start before the previous one of their host and "
        "rank (bad input: counted, events kept).",
        p.observations_backwards},
+      {"bubblewatch_processor_late_collectives_total",
+       "Collective kernels that arrived after their window was final; their "
+       "instance was matched without them (counted per job in the stored "
+       "windows too).",
+       p.late_collectives},
+      {"bubblewatch_processor_collective_errors_total",
+       "Windows whose collective analysis failed (e.g. two hosts claiming "
+       "one rank): stored without their collective part, each logged.",
+       p.collective_errors},
       {"bubblewatch_processor_dead_letters_lost_total",
        "Rejected messages whose dead letter the dead-letter topic refused "
        "even in its minimal form (headers only); each is also logged.",
@@ -222,6 +231,34 @@ void WritePeriodSamples(Page& page, absl::string_view prefix,
   }
 }
 
+// The job's top kMaxStragglerRanks stragglers of one window, each rank's
+// non-zero causes: at most 3 x 10 series per job.
+constexpr size_t kMaxStragglerRanks = 3;
+
+void WriteStragglers(Page& page, absl::string_view job_labels,
+                     const WindowCollectives& c) {
+  // Stragglers come by wait caused, descending.
+  const size_t n = std::min(c.stragglers.size(), kMaxStragglerRanks);
+  for (size_t i = 0; i < n; ++i) {
+    const StragglerWindow& s = c.stragglers[i];
+    std::vector<std::pair<std::string, int64_t>> split = {
+        {"compute", s.compute_ns}, {"comm", s.comm_ns}};
+    for (BubbleCause cause : kAllBubbleCauses) {
+      int64_t ns = s.causes[static_cast<int>(cause)];
+      if (cause == BubbleCause::kUnattributed) ns += s.unattributed_ns;
+      split.emplace_back(std::string(BubbleCauseName(cause)), ns);
+    }
+    const std::string rank =
+        absl::StrCat(job_labels, ",", Label("rank", absl::StrCat(s.rank)));
+    for (const auto& [cause, ns] : split) {
+      if (ns <= 0) continue;
+      page.Sample("bubblewatch_job_straggler_wait_seconds",
+                  absl::StrCat(rank, ",", Label("cause", cause)),
+                  static_cast<double>(ns) / 1e9);
+    }
+  }
+}
+
 }  // namespace
 
 std::string EscapeLabelValue(absl::string_view value) {
@@ -277,6 +314,15 @@ absl::StatusOr<std::string> RenderPrometheusMetrics(
   page.Family("bubblewatch_job_bubble_ratio", "gauge",
               "Bubble time of a cause / span of a job over the range ending "
               "at its latest window; the causes add up to the bubble ratio.");
+  page.Family("bubblewatch_job_comm_wait_ratio", "gauge",
+              "GPU time a multi-rank job's ranks waited in collectives / its "
+              "GPU time (span), over the range ending at its latest window; "
+              "only jobs with collectives in the range.");
+  page.Family("bubblewatch_job_straggler_wait_seconds", "gauge",
+              "GPU time the others waited for a straggler rank in the job's "
+              "latest window, split by what made the rank late (compute, "
+              "comm or a bubble cause; unattributed includes wait with no "
+              "sync point); the job's top 3 stragglers, non-zero causes.");
   page.Family("bubblewatch_job_latest_window_end_seconds", "gauge",
               "Event time (Unix seconds) at which the job's latest stored "
               "window ends.");
@@ -317,9 +363,17 @@ absl::StatusOr<std::string> RenderPrometheusMetrics(
     if (!rolling.ok()) return rolling.status();
     const std::string job = Label("job", e.job);
     for (const RollingUtilization& r : *rolling) {
-      WritePeriodSamples(
-          page, "bubblewatch_job",
-          absl::StrCat(job, ",", Label("range", RangeLabel(r.range))), r.stats);
+      const std::string labels =
+          absl::StrCat(job, ",", Label("range", RangeLabel(r.range)));
+      WritePeriodSamples(page, "bubblewatch_job", labels, r.stats);
+      // Multi-rank jobs only: a job without collectives has no ratio (not 0).
+      if (r.collective_windows > 0) {
+        page.Sample("bubblewatch_job_comm_wait_ratio", labels,
+                    r.comm_wait_ratio());
+      }
+    }
+    if (e.latest.collectives.has_value()) {
+      WriteStragglers(page, job, *e.latest.collectives);
     }
     page.Sample("bubblewatch_job_latest_window_end_seconds", job,
                 static_cast<double>(e.latest.end_ns) / 1e9);

@@ -7,12 +7,16 @@
 //   - per job, only for the `top_jobs` jobs that waste the most GPU time
 //     (bubble time of their latest window, as `query fleet --by
 //     bubble_time`): rolling 1m / 5m / 1h utilization and bubble ratio by
-//     cause, and the end of the latest window. Label cardinality is thus
-//     bounded by top_jobs x (3 + 3 x 8 + 1) series whatever the fleet size;
+//     cause, and the end of the latest window; for multi-rank jobs also
+//     the rolling comm-wait ratio and the top 3 stragglers of the latest
+//     window by cause (compute, comm, the 8 causes). Label cardinality is
+//     thus bounded by top_jobs x (3 + 3 x 8 + 1 + 3 + 3 x 10) series whatever
+//     the fleet size;
 //     the remaining jobs are one aggregate (`bubblewatch_other_jobs*`, over
 //     their latest windows);
 //   - processor counters and gauges, when `processor` is given: messages,
-//     events, replays, duplicate batches, late events, windows written,
+//     events, replays, duplicate batches, late events, late collectives,
+//     collective errors, windows written,
 //     dead-lettered messages by reason, open jobs, buffered events, lag per
 //     partition;
 //   - under `serve --brokers`, the materializer's: lag behind the windows

@@ -34,12 +34,20 @@ void WritePeriod(JsonWriter& w, const PeriodStats& p) {
 }
 
 // A fleet period: the PeriodStats keys, then how much of it is partial
-// windows, the windows' capacity and the share of it covered.
+// windows, the windows' capacity and the share of it covered, then the
+// collective waits of its multi-rank windows.
 void WriteFleetPeriod(JsonWriter& w, const FleetJobPeriod& p) {
   WritePeriod(w, p.stats);
   w.Key("partial_windows").Int(p.partial_windows);
   w.Key("capacity_us").Double(Us(p.capacity_ns));
   w.Key("coverage").Double(p.coverage());
+  // Only when a window had a collective part, so a single-rank job's entry
+  // is what it was.
+  if (p.collective_windows > 0) {
+    w.Key("collective_windows").Int(p.collective_windows);
+    w.Key("comm_wait_us").Double(Us(p.comm_wait_ns));
+    w.Key("straggler_wait_us").Double(Us(p.straggler_wait_ns));
+  }
 }
 
 double GpuHours(int64_t ns) { return static_cast<double>(ns) / 3.6e12; }

@@ -154,6 +154,11 @@ FleetJobPeriod ReadFleetPeriod(Fields& f) {
   p.stats = ReadPeriod(f);
   p.partial_windows = f.Int("partial_windows");
   p.capacity_ns = f.Ns("capacity_us");
+  if (f.Has("collective_windows")) {
+    p.collective_windows = f.Int("collective_windows");
+    p.comm_wait_ns = f.Ns("comm_wait_us");
+    p.straggler_wait_ns = f.Ns("straggler_wait_us");
+  }
   return p;
 }
 
@@ -326,7 +331,7 @@ absl::StatusOr<FleetReport> ParseFleetJson(absl::string_view json) {
       if (std::optional<Fields> w = e.Object("window")) {
         entry.latest = ReadWindow(*w);
       }
-      entry.score = r.by.Score(entry.period.stats);
+      entry.score = r.by.Score(entry.period);
       r.entries.push_back(std::move(entry));
     });
     if (std::optional<Fields> all = f.Object("fleet")) {

@@ -339,7 +339,10 @@ absl::StatusOr<bool> RocksDbWindowStore::HasRunningSums() const {
                SumsCompleteKey(), &value);
   if (s.IsNotFound()) return false;
   RETURN_IF_ERROR(FromRocksDb(s, "reading the running-sums marker"));
-  return true;
+  // The marker holds the records' format: sums of another format (1: before
+  // the collective fields) count as none, so a primary rebuilds them and a
+  // read-only instance scans.
+  return View(value) == absl::StrCat(kRunningSumsFormat);
 }
 
 absl::StatusOr<std::optional<std::vector<JobPeriodSums>>>
@@ -479,7 +482,8 @@ absl::Status RocksDbWindowStore::BuildRunningSums() {
     }
     if (wb.Count() >= 10'000) RETURN_IF_ERROR(flush());
   }
-  wb.Put(db_->DefaultColumnFamily(), SumsCompleteKey(), "1");
+  wb.Put(db_->DefaultColumnFamily(), SumsCompleteKey(),
+         absl::StrCat(kRunningSumsFormat));
   return flush();
 }
 

@@ -117,12 +117,21 @@ std::vector<RollingUtilization> Rolling(
   if (windows.empty()) return out;
   const int64_t anchor = windows.back().end_ns;
   for (absl::Duration range : kRollingRanges) {
-    RollingUtilization r{.range = range, .stats = {}};
+    RollingUtilization r{.range = range,
+                         .stats = {},
+                         .collective_windows = 0,
+                         .comm_wait_ns = 0};
     const int64_t begin =
         SaturatingSub(anchor, absl::ToInt64Nanoseconds(range));
     for (auto it = windows.rbegin(); it != windows.rend(); ++it) {
       if (it != windows.rbegin() && it->start_ns < begin) break;
       r.stats.Add(it->stats);
+      if (it->collectives.has_value()) {
+        ++r.collective_windows;
+        for (const RankWindow& rank : it->collectives->ranks) {
+          r.comm_wait_ns += rank.comm_wait_ns;
+        }
+      }
     }
     out.push_back(r);
   }
@@ -381,6 +390,12 @@ absl::StatusOr<std::vector<RollingUtilization>> QueryRolling(
   return Rolling(scan.points);
 }
 
+double RollingUtilization::comm_wait_ratio() const {
+  return stats.span_ns > 0 ? static_cast<double>(comm_wait_ns) /
+                                 static_cast<double>(stats.span_ns)
+                           : 0.0;
+}
+
 std::string FleetOrder::Name() const {
   switch (metric) {
     case Metric::kBubbleRatio:
@@ -389,11 +404,16 @@ std::string FleetOrder::Name() const {
       return "bubble_time";
     case Metric::kCause:
       return absl::StrCat("cause:", BubbleCauseName(cause));
+    case Metric::kCommWait:
+      return "comm_wait";
+    case Metric::kStragglerWait:
+      return "straggler_wait";
   }
   return "";
 }
 
-double FleetOrder::Score(const PeriodStats& p) const {
+double FleetOrder::Score(const FleetJobPeriod& period) const {
+  const PeriodStats& p = period.stats;
   switch (metric) {
     case Metric::kBubbleRatio:
       return p.bubble_ratio();
@@ -401,6 +421,10 @@ double FleetOrder::Score(const PeriodStats& p) const {
       return static_cast<double>(p.bubble_ns);
     case Metric::kCause:
       return static_cast<double>(p.attribution[static_cast<int>(cause)]);
+    case Metric::kCommWait:
+      return static_cast<double>(period.comm_wait_ns);
+    case Metric::kStragglerWait:
+      return static_cast<double>(period.straggler_wait_ns);
   }
   return 0;
 }
@@ -411,6 +435,12 @@ absl::StatusOr<FleetOrder> ParseFleetOrder(absl::string_view text) {
   }
   if (text == "bubble_time") {
     return FleetOrder{.metric = FleetOrder::Metric::kBubbleTime};
+  }
+  if (text == "comm_wait") {
+    return FleetOrder{.metric = FleetOrder::Metric::kCommWait};
+  }
+  if (text == "straggler_wait") {
+    return FleetOrder{.metric = FleetOrder::Metric::kStragglerWait};
   }
   if (absl::ConsumePrefix(&text, "cause:")) {
     if (std::optional<BubbleCause> cause = ParseBubbleCause(text)) {
@@ -426,7 +456,8 @@ absl::StatusOr<FleetOrder> ParseFleetOrder(absl::string_view text) {
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown order '", text,
-                   "': want bubble_ratio, bubble_time or cause:<cause>"));
+                   "': want bubble_ratio, bubble_time, cause:<cause>, "
+                   "comm_wait or straggler_wait"));
 }
 
 bool IsPartialWindow(const WindowPoint& w) {
@@ -438,12 +469,24 @@ void FleetJobPeriod::Add(const WindowPoint& w) {
   stats.Add(w.stats);
   if (IsPartialWindow(w)) ++partial_windows;
   capacity_ns += static_cast<int64_t>(w.devices) * (w.end_ns - w.start_ns);
+  if (w.collectives.has_value()) {
+    ++collective_windows;
+    for (const RankWindow& r : w.collectives->ranks) {
+      comm_wait_ns += r.comm_wait_ns;
+    }
+    for (const StragglerWindow& s : w.collectives->stragglers) {
+      straggler_wait_ns += s.wait_caused_ns;
+    }
+  }
 }
 
 void FleetJobPeriod::Add(const FleetJobPeriod& other) {
   stats.Add(other.stats);
   partial_windows += other.partial_windows;
   capacity_ns += other.capacity_ns;
+  collective_windows += other.collective_windows;
+  comm_wait_ns += other.comm_wait_ns;
+  straggler_wait_ns += other.straggler_wait_ns;
 }
 
 double FleetJobPeriod::coverage() const {
@@ -519,7 +562,7 @@ absl::StatusOr<FleetReport> QueryFleetByScan(const WindowStoreReader& store,
     FleetEntry e{.job = w.job};
     for (const WindowPoint& p : scan.points) e.period.Add(p);
     e.latest = std::move(scan.points.back());
-    e.score = by.Score(e.period.stats);
+    e.score = by.Score(e.period);
     report.all.Add(e.period);
     entries.push_back(std::move(e));
   }
@@ -580,10 +623,13 @@ absl::StatusOr<FleetReport> QueryFleet(const WindowStoreReader& store,
     stats.attribution = s.sums.attribution;
     e.period.partial_windows = s.sums.partial_windows;
     e.period.capacity_ns = s.sums.capacity_ns;
+    e.period.collective_windows = s.sums.collective_windows;
+    e.period.comm_wait_ns = s.sums.comm_wait_ns;
+    e.period.straggler_wait_ns = s.sums.straggler_wait_ns;
     // Only the start until ranking is done: the rest of the point is read
     // for the entries kept.
     e.latest.start_ns = s.last_start_ns;
-    e.score = by.Score(e.period.stats);
+    e.score = by.Score(e.period);
     report.all.Add(e.period);
     entries.push_back(std::move(e));
   }
@@ -630,7 +676,7 @@ absl::StatusOr<FleetReport> QueryFleetLatest(const WindowStoreReader& store,
   for (const WindowSummary& w : latest) {
     FleetEntry e{.job = w.job, .latest = ToWindowPoint(w)};
     e.period.Add(e.latest);
-    e.score = by.Score(e.period.stats);
+    e.score = by.Score(e.period);
     report.all.Add(e.period);
     entries.push_back(std::move(e));
   }

@@ -94,6 +94,14 @@ WindowPoint ToWindowPoint(const WindowSummary& window, bool with_stats = true);
 struct RollingUtilization {
   absl::Duration range;
   PeriodStats stats;
+  // Of those windows, the ones with a collective part (multi-rank), and the
+  // GPU time the ranks waited in collectives in them (comm_wait summed over
+  // ranks; docs/semantics.md#streaming-collectives).
+  int64_t collective_windows = 0;
+  int64_t comm_wait_ns = 0;
+
+  // comm_wait / span (the job's GPU time in the range); 0 when the span is 0.
+  double comm_wait_ratio() const;
 };
 
 // Which period of a job to report: the last `last` of its windows (ending at
@@ -162,26 +170,35 @@ absl::StatusOr<JobReport> QueryJob(const WindowStoreReader& store,
 absl::StatusOr<std::vector<RollingUtilization>> QueryRolling(
     const WindowStoreReader& store, absl::string_view job);
 
+struct FleetJobPeriod;
+
 // How to rank the fleet; every order puts the most waste first.
 struct FleetOrder {
   enum class Metric {
     kBubbleRatio,  // bubble / span of the job's windows in the period.
     kBubbleTime,   // Bubble GPU-time of the job's windows in the period.
     kCause,        // GPU-time attributed to `cause` in the period.
+    // Multi-rank jobs (docs/semantics.md#streaming-collectives): the GPU
+    // time its ranks waited in collectives (comm_wait summed over ranks and
+    // windows), and the wait its stragglers caused (wait caused summed over
+    // the windows' stragglers). 0 for a job without collective windows.
+    kCommWait,
+    kStragglerWait,
   };
   Metric metric = Metric::kBubbleTime;
   BubbleCause cause = BubbleCause::kHostSync;  // For kCause only.
 
-  // "bubble_ratio", "bubble_time" or "cause:<name>", as ParseFleetOrder
-  // accepts.
+  // "bubble_ratio", "bubble_time", "cause:<name>", "comm_wait" or
+  // "straggler_wait", as ParseFleetOrder accepts.
   std::string Name() const;
   // The value an entry is ranked by: a ratio for kBubbleRatio, ns otherwise.
   // Sums over the period, so every window counts by its GPU-time: a short
   // tail window weighs what it covers, never as much as a whole window.
-  double Score(const PeriodStats& period) const;
+  double Score(const FleetJobPeriod& period) const;
 };
 
-// Parses "bubble_ratio", "bubble_time" or "cause:<cause name>".
+// Parses "bubble_ratio", "bubble_time", "cause:<cause name>", "comm_wait" or
+// "straggler_wait".
 // Errors: kInvalidArgument naming what is accepted.
 absl::StatusOr<FleetOrder> ParseFleetOrder(absl::string_view text);
 
@@ -199,6 +216,12 @@ struct FleetJobPeriod {
   // windows would hold if every device covered each whole window. span /
   // capacity is the share of it the job's devices covered.
   int64_t capacity_ns = 0;
+  // Of the windows, those with a collective part (multi-rank windows), and
+  // over them the GPU time ranks waited in collectives (comm_wait summed
+  // over ranks) and the wait stragglers caused (summed over stragglers).
+  int64_t collective_windows = 0;
+  int64_t comm_wait_ns = 0;
+  int64_t straggler_wait_ns = 0;
 
   void Add(const WindowPoint& window);
   // Another job's (or the fleet's) period: every figure adds up.

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cstring>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -10,8 +11,8 @@
 namespace bubblewatch {
 namespace {
 
-constexpr uint8_t kFormat = 1;
-constexpr int kFields = 6 + kNumBubbleCauses;
+constexpr uint8_t kFormat = kRunningSumsFormat;
+constexpr int kFields = 9 + kNumBubbleCauses;
 constexpr size_t kRecordBytes = 1 + 2 * kFields * 8;
 
 int64_t Wrap(uint64_t v) { return static_cast<int64_t>(v); }
@@ -32,6 +33,9 @@ void ForEachField(Sums& s, F f) {
   for (auto& a : s.attribution) f(a);
   f(s.partial_windows);
   f(s.capacity_ns);
+  f(s.collective_windows);
+  f(s.comm_wait_ns);
+  f(s.straggler_wait_ns);
 }
 
 // The fields of `s` in their stored order, as pointers: Add and Subtract go
@@ -55,6 +59,20 @@ int64_t GetInt64(const char* p) {
   uint64_t u = 0;
   for (int i = 7; i >= 0; --i) u = (u << 8) | static_cast<uint8_t>(p[i]);
   return static_cast<int64_t>(u);
+}
+
+// As FleetJobPeriod::Add counts them from the window's point; the oracle
+// test holds the two together.
+void AddCollectiveSums(const std::optional<WindowCollectives>& collectives,
+                       WindowSums& sums) {
+  if (!collectives.has_value()) return;
+  ++sums.collective_windows;
+  for (const RankWindow& r : collectives->ranks) {
+    sums.comm_wait_ns += r.comm_wait_ns;
+  }
+  for (const StragglerWindow& s : collectives->stragglers) {
+    sums.straggler_wait_ns += s.wait_caused_ns;
+  }
 }
 
 }  // namespace
@@ -86,6 +104,9 @@ absl::StatusOr<WindowSums> SumsOfWindow(const WindowSummaryView& window) {
                            (window.end_ns() - window.start_ns());
   s.partial_windows = job.span_ns < capacity ? 1 : 0;
   s.capacity_ns = capacity;
+  ASSIGN_OR_RETURN(const std::optional<WindowCollectives> collectives,
+                   window.DecodeCollectives());
+  AddCollectiveSums(collectives, s);
   return s;
 }
 

@@ -14,12 +14,14 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "schemas/bubble_cause.h"
+#include "schemas/window_summary.h"
 #include "schemas/window_summary_codec.h"
 
 namespace bubblewatch {
@@ -35,6 +37,13 @@ struct WindowSums {
   // (IsPartialWindow in storage/window_queries.h).
   int64_t partial_windows = 0;
   int64_t capacity_ns = 0;  // devices x (end - start), summed.
+  // Multi-rank windows (docs/semantics.md#streaming-collectives): windows
+  // with a collective part, the GPU time the ranks waited in collectives
+  // (comm_wait, summed over ranks) and the wait stragglers caused (wait
+  // caused, summed over the window's stragglers). 0 for other windows.
+  int64_t collective_windows = 0;
+  int64_t comm_wait_ns = 0;
+  int64_t straggler_wait_ns = 0;
 
   // Wrapping (two's complement) addition and subtraction, field by field.
   void Add(const WindowSums& other);
@@ -43,8 +52,9 @@ struct WindowSums {
 };
 
 // The sums of one stored window, read from its encoding exactly as a scan
-// reads it (WindowSummaryView::DecodeJobStats, device_count, start, end).
-// Errors: kDataLoss when the job stats do not decode.
+// reads it (WindowSummaryView::DecodeJobStats, DecodeCollectives,
+// device_count, start, end).
+// Errors: kDataLoss when the job stats or the collectives do not decode.
 absl::StatusOr<WindowSums> SumsOfWindow(const WindowSummaryView& window);
 
 // SumsOfWindow of an encoded window (schemas/window_summary_codec.h),
@@ -55,6 +65,8 @@ absl::StatusOr<WindowSums> SumsOfEncodedWindow(absl::string_view bytes,
 
 // One window's record: the sums of every earlier window of its job
 // (including ones retention has since deleted) and its own.
+inline constexpr int kRunningSumsFormat = 2;
+
 struct RunningSumsRecord {
   WindowSums before;
   WindowSums own;
@@ -66,7 +78,9 @@ struct RunningSumsRecord {
   }
 };
 
-// u8 format=1, then before's and own's fields as little-endian i64s.
+// u8 format=2, then before's and own's fields as little-endian i64s.
+// (Format 1, without the three collective fields, is not read: a store whose
+// marker says so has its sums rebuilt; kRunningSumsFormat.)
 std::string EncodeRunningSums(const RunningSumsRecord& record);
 // kDataLoss for a malformed record.
 absl::StatusOr<RunningSumsRecord> DecodeRunningSums(absl::string_view bytes);

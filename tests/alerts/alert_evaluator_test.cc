@@ -91,6 +91,131 @@ TEST(AlertEvaluator, FiresOnceAfterKWindowsAndResolvesOnceAfterKClear) {
                                    std::make_pair(7, AlertStatus::kResolved)));
 }
 
+// Window `i` of a 4-rank job (10 s of GPU time, busy) whose rank
+// `straggler` (on host "node-<rank>") caused `wait_share` of it in waits,
+// most of it by data loading, a quarter by compute; `straggler` < 0: the
+// ranks ran collectives but nobody was late.
+WindowSummary RankWindowOf(const std::string& job, int i, int straggler,
+                           double wait_share) {
+  WindowSummary w = Window(job, i, 0);
+  WindowCollectives& c = w.collectives.emplace();
+  for (int r = 0; r < 4; ++r) {
+    c.ranks.push_back(RankWindow{
+        .rank = r, .host = absl::StrCat("node-", r), .span_ns = kWindowNs / 4});
+  }
+  if (straggler >= 0) {
+    StragglerWindow& s = c.stragglers.emplace_back();
+    s.rank = straggler;
+    s.wait_caused_ns = static_cast<int64_t>(wait_share * kWindowNs);
+    s.compute_ns = s.wait_caused_ns / 4;
+    s.causes[static_cast<int>(BubbleCause::kDataLoading)] =
+        s.wait_caused_ns - s.compute_ns;
+    // A second, smaller straggler: never the one named.
+    StragglerWindow& t = c.stragglers.emplace_back();
+    t.rank = straggler == 0 ? 1 : 0;
+    t.wait_caused_ns = s.wait_caused_ns / 10;
+    t.comm_ns = t.wait_caused_ns;
+  }
+  return w;
+}
+
+constexpr char kStragglerRule[] = R"(rules:
+  - name: straggler
+    kind: straggler
+    threshold: 5%
+    for: 2
+    clear_for: 2
+    severity: critical
+)";
+
+TEST(AlertEvaluator, StragglerFiresOnOneRankForKWindowsAndNamesIt) {
+  AlertEvaluator ev(Rules(kStragglerRule), {});
+  // (rank, share) per window: under the threshold; rank 2 once then rank 3
+  // (another rank restarts the count); rank 3 again: fires; a window
+  // without a late rank and one under the threshold: resolves.
+  const std::vector<std::pair<int, double>> windows = {
+      {2, 0.04}, {2, 0.2}, {3, 0.3},  {3, 0.25}, {3, 0.3},
+      {1, 0.5},  {-1, 0},  {3, 0.01}, {3, 0.3}};
+  std::vector<std::pair<int, AlertEvent>> seen;
+  for (int i = 0; i < static_cast<int>(windows.size()); ++i) {
+    for (AlertEvent& e : ev.OnWindow(
+             RankWindowOf("big", i, windows[i].first, windows[i].second),
+             kT0 + absl::Seconds(10 * i))) {
+      seen.emplace_back(i, std::move(e));
+    }
+  }
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].first, 3);
+  const AlertEvent& fired = seen[0].second;
+  EXPECT_EQ(fired.status, AlertStatus::kFiring);
+  EXPECT_EQ(fired.kind, RuleKind::kStraggler);
+  EXPECT_EQ(fired.measure, "straggler_wait_share");
+  EXPECT_DOUBLE_EQ(fired.value, 0.25);
+  EXPECT_DOUBLE_EQ(fired.threshold, 0.05);
+  EXPECT_EQ(fired.straggler_rank, 3);
+  EXPECT_EQ(fired.straggler_host, "node-3");
+  EXPECT_EQ(fired.straggler_cause, "data_loading");
+  EXPECT_EQ(fired.cause, "data_loading");  // The Alertmanager label.
+  EXPECT_EQ(fired.window_start_ns, 3 * kWindowNs);
+  EXPECT_THAT(AlertDescription(fired),
+              HasSubstr("rank 3 on host node-3 caused waits of 25% of GPU "
+                        "time (threshold 5%), mostly data_loading"));
+  // Resolves after two clear windows (6: nobody late, 7: 1 %).
+  EXPECT_EQ(seen[1].first, 7);
+  EXPECT_EQ(seen[1].second.status, AlertStatus::kResolved);
+  EXPECT_EQ(seen[1].second.cause, "data_loading");  // Fixed for its life.
+  // The event's JSON carries the straggler and reads back.
+  absl::StatusOr<AlertEvent> back =
+      ParseAlertEventJson(AlertEventToJson(fired));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->kind, RuleKind::kStraggler);
+  EXPECT_EQ(back->straggler_rank, 3);
+  EXPECT_EQ(back->straggler_host, "node-3");
+  EXPECT_EQ(back->straggler_cause, "data_loading");
+}
+
+TEST(AlertEvaluator, StragglerIgnoresSingleRankJobsAndHealthyRanks) {
+  AlertEvaluator ev(Rules(kStragglerRule), {});
+  for (int i = 0; i < 20; ++i) {
+    // A single-rank job, however idle, and a multi-rank job whose late
+    // ranks stay under 5 %.
+    EXPECT_TRUE(ev.OnWindow(Window("single", i, 0.9), kT0).empty());
+    EXPECT_TRUE(
+        ev.OnWindow(RankWindowOf("healthy", i, i % 4, 0.049), kT0).empty());
+  }
+  EXPECT_TRUE(ev.Active().empty());
+  // Only the multi-rank job has state for the rule.
+  std::vector<std::string> keys;
+  for (const AlertStateUpdate& u : ev.TakeStateUpdates()) {
+    if (u.state && absl::StrContains(*u.state, "straggler")) {
+      keys.push_back(u.key);
+    }
+  }
+  EXPECT_THAT(keys, ::testing::ElementsAre(JobAlertStateKey("healthy")));
+}
+
+TEST(AlertEvaluator, FiringStragglerSurvivesARestart) {
+  AlertEvaluator ev(Rules(kStragglerRule), {});
+  ev.OnWindow(RankWindowOf("big", 0, 2, 0.3), kT0);
+  ASSERT_EQ(ev.OnWindow(RankWindowOf("big", 1, 2, 0.3), kT0).size(), 1u);
+  std::vector<std::pair<std::string, std::string>> states;
+  for (const AlertStateUpdate& u : ev.TakeStateUpdates()) {
+    if (u.state) states.emplace_back(u.key, *u.state);
+  }
+  AlertEvaluator restarted(Rules(kStragglerRule), {});
+  ASSERT_TRUE(restarted.Restore(states).ok());
+  ASSERT_EQ(restarted.Active().size(), 1u);
+  EXPECT_EQ(restarted.Active()[0].straggler_rank, 2);
+  EXPECT_EQ(restarted.Active()[0].straggler_host, "node-2");
+  // Still firing: no second firing; two clear windows resolve it.
+  EXPECT_TRUE(restarted.OnWindow(RankWindowOf("big", 2, 2, 0.3), kT0).empty());
+  EXPECT_TRUE(restarted.OnWindow(RankWindowOf("big", 3, -1, 0), kT0).empty());
+  std::vector<AlertEvent> e =
+      restarted.OnWindow(RankWindowOf("big", 4, -1, 0), kT0);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].status, AlertStatus::kResolved);
+}
+
 TEST(AlertEvaluator, PayloadCarriesMeasuredValuesCauseBubbleAndLink) {
   AlertEvaluator ev(Rules(kSyncRule), {.dashboard_url = "http://dash:8080"});
   ASSERT_TRUE(ev.OnWindow(Window("train/a", 0, 0.5), kT0).empty());

@@ -78,6 +78,37 @@ TEST(AlertmanagerClient, JsonHasV2LabelsAnnotationsAndTimes) {
   EXPECT_EQ(std::string_view(alerts.at(1)["endsAt"]), "2027-01-15T08:03:00Z");
 }
 
+TEST(AlertmanagerClient, StragglerAlertNamesRankHostAndCause) {
+  AlertEvent e = Event(AlertStatus::kFiring);
+  e.kind = RuleKind::kStraggler;
+  e.measure = "straggler_wait_share";
+  e.value = 0.25;
+  e.threshold = 0.05;
+  e.cause = "data_loading";
+  e.straggler_rank = 3;
+  e.straggler_host = "node-b";
+  e.straggler_cause = "data_loading";
+  const std::string json = AlertmanagerClient::ToAlertmanagerJson({e});
+  simdjson::dom::parser parser;
+  simdjson::dom::element a = parser.parse(json).at(0);
+  EXPECT_EQ(std::string_view(a["labels"]["rule_kind"]), "straggler");
+  EXPECT_EQ(std::string_view(a["labels"]["cause"]), "data_loading");
+  EXPECT_EQ(std::string_view(a["annotations"]["straggler"]),
+            "rank 3 on host node-b, mostly data_loading");
+  EXPECT_THAT(std::string(std::string_view(a["annotations"]["description"])),
+              ::testing::StartsWith(
+                  "rank 3 on host node-b caused waits of 25% of GPU time "
+                  "(threshold 5%), mostly data_loading in the window"));
+  // Other kinds carry no straggler annotation.
+  simdjson::dom::parser other;
+  EXPECT_EQ(other
+                .parse(AlertmanagerClient::ToAlertmanagerJson(
+                    {Event(AlertStatus::kFiring)}))
+                .at(0)["annotations"]["straggler"]
+                .error(),
+            simdjson::NO_SUCH_FIELD);
+}
+
 TEST(AlertmanagerClient, RejectsUrlsItCannotPost) {
   EXPECT_FALSE(AlertmanagerClient::Create({.url = "127.0.0.1:9093"}).ok());
   EXPECT_FALSE(AlertmanagerClient::Create({.url = "http://"}).ok());

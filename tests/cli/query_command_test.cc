@@ -408,6 +408,81 @@ TEST(QueryObserved, JobShowsObservedTimePerWindowWhereKnown) {
   EXPECT_EQ(parts.size(), 2u) << "only the window whose observed time is known";
 }
 
+// `query fleet --by comm_wait|straggler_wait`: "ranked" waits 1 + 3 s and
+// its straggler caused 1 + 3 s; "other" waits twice that and caused half;
+// "alpha", single-rank, has neither (and no such keys in its entry).
+TEST(QueryRanks, FleetRanksByCommWaitAndByStragglerWait) {
+  testing::TempDir dir;
+  const std::string store = dir.Sub("store");
+  {
+    auto s = OpenRocksDbWindowStore(store);
+    ASSERT_TRUE(s.ok()) << s.status();
+    StoreBatch batch;
+    for (int64_t i = 0; i < 3; ++i) {
+      batch.windows.push_back(RankedWindow(i, /*with_collectives=*/i != 1));
+      WindowSummary other = RankedWindow(i, /*with_collectives=*/i != 1);
+      other.job = "other";
+      if (other.collectives) {
+        other.collectives->ranks[0].comm_wait_ns *= 2;
+        other.collectives->stragglers[0].wait_caused_ns /= 2;
+      }
+      batch.windows.push_back(std::move(other));
+      batch.windows.push_back(query_test::MakeWindow("alpha", i, kSecondNs));
+    }
+    for (const char* job : {"ranked", "other", "alpha"}) {
+      batch.jobs.push_back(JobUpdate{.job = job,
+                                     .last_event_ns = query_test::kT0,
+                                     .last_seen_wall = absl::Now()});
+    }
+    ASSERT_TRUE((*s)->Commit(batch).ok());
+  }
+  struct Want {
+    std::string by;
+    std::string first, second;
+    double first_us, second_us;
+  };
+  for (const Want& want :
+       {Want{"comm_wait", "other", "ranked", 8e6, 4e6},
+        Want{"straggler_wait", "ranked", "other", 4e6, 2e6}}) {
+    SCOPED_TRACE(want.by);
+    auto r = RunBubblewatch("query fleet --json --by " + want.by + " --store " +
+                            store);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    simdjson::dom::parser parser;
+    simdjson::dom::element doc = parser.parse(r.out);
+    EXPECT_EQ(std::string_view(doc["by"]), want.by);
+    simdjson::dom::array top = doc["top"];
+    ASSERT_EQ(top.size(), 3u);
+    EXPECT_EQ(std::string_view(top.at(0)["job"]), want.first);
+    EXPECT_EQ(double(top.at(0)["score"]), want.first_us);
+    EXPECT_EQ(std::string_view(top.at(1)["job"]), want.second);
+    EXPECT_EQ(double(top.at(1)["score"]), want.second_us);
+    EXPECT_EQ(std::string_view(top.at(2)["job"]), "alpha");
+    EXPECT_EQ(double(top.at(2)["score"]), 0);
+    EXPECT_EQ(int64_t(top.at(0)["period"]["collective_windows"]), 2);
+    EXPECT_EQ(top.at(2)["period"]["comm_wait_us"].error(),
+              simdjson::NO_SUCH_FIELD);
+    EXPECT_EQ(double(doc["fleet"]["comm_wait_us"]), 12e6);
+    EXPECT_EQ(double(doc["fleet"]["straggler_wait_us"]), 6e6);
+    auto text =
+        RunBubblewatch("query fleet --by " + want.by + " --store " + store);
+    ASSERT_EQ(text.exit_code, 0) << text.err;
+    EXPECT_THAT(text.out, HasSubstr("straggler wait"));
+  }
+  // Through the HTTP API's fleet endpoint (by=...): the same bytes.
+  auto server = ServeProcess::Start(store);
+  ASSERT_NE(server, nullptr);
+  for (const std::string q : {"query fleet --json --by comm_wait",
+                              "query fleet --by straggler_wait"}) {
+    EXPECT_EQ(RunBubblewatch(q + " --store " + store).out,
+              RunBubblewatch(q + " --server " + server->url()).out)
+        << q;
+  }
+  // The other orders' text has no wait columns.
+  EXPECT_THAT(RunBubblewatch("query fleet --store " + store).out,
+              Not(HasSubstr("straggler wait")));
+}
+
 TEST_F(QueryCommandTest, SingleRankJobsHaveNoRanks) {
   auto r = RunBubblewatch("query job alpha --json" + Store());
   ASSERT_EQ(r.exit_code, 0) << r.err;

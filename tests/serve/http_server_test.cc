@@ -687,6 +687,119 @@ TEST(HttpServer, MetricsPassPromtoolAndBoundTheJobs) {
           R"(bubblewatch_processor_dlq_batches_by_source_total{job="",producer="0"} 9)"));
 }
 
+// The fleet of WriteFleetStore plus "ranked", a two-rank job whose window
+// i has rank 0 waiting i + 1 s in collectives (window span 10 s); in its
+// latest window ranks 1-4 straggle, causing 4, 3, 2 and 1 s of wait.
+absl::Status WriteFleetWithStragglers(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<WindowStore>> store =
+      OpenRocksDbWindowStore(path);
+  if (!store.ok()) return store.status();
+  if (absl::Status s = query_test::WriteFleet(**store); !s.ok()) return s;
+  StoreBatch batch;
+  const int64_t second = 1'000'000'000;
+  for (int64_t i = 0; i < 3; ++i) {
+    WindowSummary w = query_test::MakeWindow("ranked", i, second);
+    WindowCollectives& c = w.collectives.emplace();
+    c.ranks.push_back(RankWindow{.rank = 0, .comm_wait_ns = (i + 1) * second});
+    c.ranks.push_back(RankWindow{.rank = 1, .comm_wait_ns = 0});
+    if (i == 2) {
+      for (int32_t rank = 1; rank <= 4; ++rank) {
+        StragglerWindow& st = c.stragglers.emplace_back();
+        st.rank = rank;
+        st.wait_caused_ns = (5 - rank) * second;
+        st.causes[static_cast<int>(BubbleCause::kDataLoading)] =
+            st.wait_caused_ns - second / 2;
+        st.unattributed_ns = second / 4;
+        st.compute_ns = second / 4;
+      }
+    }
+    batch.windows.push_back(std::move(w));
+  }
+  return (*store)->Commit(batch);
+}
+
+// The samples of an exposition page, "name{labels}" -> value; fails the test
+// on a line that is neither a comment nor "NAME[{LABELS}] VALUE".
+std::map<std::string, double> ParseExposition(const std::string& page) {
+  std::map<std::string, double> out;
+  for (absl::string_view line : absl::StrSplit(page, '\n', absl::SkipEmpty())) {
+    if (absl::StartsWith(line, "#")) continue;
+    const size_t space = line.rfind(' ');
+    double v = 0;
+    EXPECT_TRUE(space != absl::string_view::npos &&
+                absl::SimpleAtod(line.substr(space + 1), &v))
+        << line;
+    if (space == absl::string_view::npos) continue;
+    EXPECT_TRUE(out.emplace(std::string(line.substr(0, space)), v).second)
+        << "duplicate sample " << line;
+  }
+  return out;
+}
+
+TEST(HttpServer, MetricsExportCommWaitAndBoundedStragglers) {
+  HttpServerOptions options;
+  options.metrics_top_jobs = 100;
+  options.processor_stats = [] {
+    ProcessorStats p;
+    p.late_collectives = 17;
+    p.collective_errors = 3;
+    return p;
+  };
+  Served s(options, WriteFleetWithStragglers);
+  auto r = s.Get("/metrics");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  int exit_code = -1;
+  const std::string lint = Promtool(r->body, &exit_code);
+  EXPECT_EQ(exit_code, 0) << lint << "\n" << r->body;
+  const std::map<std::string, double> m = ParseExposition(r->body);
+  // (1 + 2 + 3) s waited over 3 x 10 s of GPU time, in every range.
+  for (const char* range : {"1m", "5m", "1h"}) {
+    const std::string key =
+        absl::StrCat(R"(bubblewatch_job_comm_wait_ratio{job="ranked",range=")",
+                     range, R"("})");
+    ASSERT_TRUE(m.contains(key)) << key << "\n" << r->body;
+    EXPECT_DOUBLE_EQ(m.at(key), 0.2);
+  }
+  // Single-rank jobs have no ratio at all.
+  int ratios = 0;
+  int straggler_series = 0;
+  std::map<std::string, double> by_rank;
+  for (const auto& [key, v] : m) {
+    if (absl::StartsWith(key, "bubblewatch_job_comm_wait_ratio{")) ++ratios;
+    if (!absl::StartsWith(key, "bubblewatch_job_straggler_wait_seconds{")) {
+      continue;
+    }
+    ++straggler_series;
+    EXPECT_THAT(key, HasSubstr(R"(job="ranked")"));
+    const size_t at = key.find("rank=\"");
+    ASSERT_NE(at, std::string::npos) << key;
+    by_rank[key.substr(at + 6, 1)] += v;
+  }
+  EXPECT_EQ(ratios, 3);
+  // Top 3 stragglers only (rank 4 is left out); their causes add up to the
+  // wait each caused.
+  EXPECT_EQ(straggler_series, 3 * 3);
+  EXPECT_EQ(by_rank.size(), 3u);
+  EXPECT_DOUBLE_EQ(by_rank["1"], 4.0);
+  EXPECT_DOUBLE_EQ(by_rank["2"], 3.0);
+  EXPECT_DOUBLE_EQ(by_rank["3"], 2.0);
+  EXPECT_DOUBLE_EQ(
+      m.at(
+          R"(bubblewatch_job_straggler_wait_seconds{job="ranked",rank="1",cause="data_loading"})"),
+      3.5);
+  EXPECT_DOUBLE_EQ(
+      m.at(
+          R"(bubblewatch_job_straggler_wait_seconds{job="ranked",rank="1",cause="unattributed"})"),
+      0.25);
+  EXPECT_DOUBLE_EQ(
+      m.at(
+          R"(bubblewatch_job_straggler_wait_seconds{job="ranked",rank="2",cause="compute"})"),
+      0.25);
+  EXPECT_EQ(m.at("bubblewatch_processor_late_collectives_total"), 17);
+  EXPECT_EQ(m.at("bubblewatch_processor_collective_errors_total"), 3);
+}
+
 TEST(HttpServer, MetricsEscapeJobNamesInLabels) {
   HttpServerOptions options;
   options.metrics_top_jobs = 100;

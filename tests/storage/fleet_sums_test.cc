@@ -42,8 +42,10 @@ std::string Describe(const PeriodStats& p) {
 }
 
 std::string Describe(const FleetJobPeriod& p) {
-  return absl::StrCat(Describe(p.stats), " partial=", p.partial_windows,
-                      " capacity=", p.capacity_ns);
+  return absl::StrCat(
+      Describe(p.stats), " partial=", p.partial_windows,
+      " capacity=", p.capacity_ns, " collective=", p.collective_windows,
+      " comm_wait=", p.comm_wait_ns, " straggler_wait=", p.straggler_wait_ns);
 }
 
 std::string Describe(const WindowPoint& w) {
@@ -118,6 +120,28 @@ WindowSummary RandomWindow(std::mt19937_64& rng, const std::string& job,
   s.gpu_events = uniform(1, 1000);
   s.cpu_events = uniform(1, 1000);
   s.late_events = version;
+  // A multi-rank window now and then: ranks that waited in collectives and
+  // stragglers that made them wait (what comm_wait and straggler_wait sum).
+  if (uniform(0, 2) == 0) {
+    WindowCollectives c;
+    c.kernels = uniform(2, 50);
+    const int ranks = static_cast<int>(uniform(2, 4));
+    for (int r = 0; r < ranks; ++r) {
+      c.ranks.push_back(RankWindow{.rank = r,
+                                   .host = absl::StrCat("h", r % 2),
+                                   .span_ns = length,
+                                   .comm_wait_ns = uniform(0, length / 4),
+                                   .wait_caused_ns = 0});
+    }
+    for (int r = 0; r < ranks; ++r) {
+      if (uniform(0, 1) == 0) continue;
+      c.stragglers.push_back(
+          StragglerWindow{.rank = r,
+                          .wait_caused_ns = uniform(0, length / 2),
+                          .arrived_last = uniform(1, 9)});
+    }
+    s.collectives = std::move(c);
+  }
   s.closed_by = uniform(0, 1) == 0 ? WindowSummary::ClosedBy::kWatermark
                                    : WindowSummary::ClosedBy::kIdleTimeout;
   return s;
@@ -139,7 +163,8 @@ void ExpectSameFleet(const WindowStoreReader& store, std::mt19937_64& rng,
     return std::uniform_int_distribution<int64_t>(a, b)(rng);
   };
   const std::vector<std::string> orders = {
-      "bubble_time", "bubble_ratio", "cause:host_sync", "cause:data_loading"};
+      "bubble_time",        "bubble_ratio", "cause:host_sync",
+      "cause:data_loading", "comm_wait",    "straggler_wait"};
   for (int q = 0; q < 12; ++q) {
     JobPeriod period;
     if (q % 3 == 0) {
@@ -153,8 +178,8 @@ void ExpectSameFleet(const WindowStoreReader& store, std::mt19937_64& rng,
                                 absl::ToInt64Nanoseconds(kMaxQueryRange)));
       period = JobPeriod::Between(from, to);
     }
-    const FleetOrder by =
-        *ParseFleetOrder(orders[static_cast<size_t>(uniform(0, 3))]);
+    const FleetOrder by = *ParseFleetOrder(orders[static_cast<size_t>(
+        uniform(0, static_cast<int64_t>(orders.size()) - 1))]);
     const int top = static_cast<int>(uniform(1, jobs + 3));
     absl::StatusOr<FleetReport> fast = QueryFleet(store, period, by, top);
     absl::StatusOr<FleetReport> scan = QueryFleetByScan(store, period, by, top);
@@ -266,6 +291,20 @@ TEST_P(FleetSumsOracleTest, RunningSumsAnswerAsTheFullScan) {
   ASSERT_TRUE((*reader)->Refresh().ok());
   ASSERT_TRUE(HasSums(**reader));
   ExpectSameFleet(**reader, rng, kT0, hi, kJobs);
+  // The collective orders compared above ranked real figures: jobs with
+  // waits, highest first.
+  for (const char* order : {"comm_wait", "straggler_wait"}) {
+    absl::StatusOr<FleetReport> r =
+        QueryFleet(*store, JobPeriod::Last(kMaxQueryRange),
+                   *ParseFleetOrder(order), kJobs);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_FALSE(r->entries.empty());
+    EXPECT_GT(r->entries.front().score, 0) << order;
+    EXPECT_GT(r->all.collective_windows, 0);
+    for (size_t i = 1; i < r->entries.size(); ++i) {
+      EXPECT_GE(r->entries[i - 1].score, r->entries[i].score) << order;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Seeds, FleetSumsOracleTest, ::testing::Range(1, 7));
@@ -308,6 +347,50 @@ void StripSums(const std::string& path,
   ASSERT_TRUE(db->Close().ok());
 }
 
+// Turns the store's running sums into format 1 (before the collective
+// fields: 1 + 2 x 14 i64s, here all 0) with its marker "1", as a store
+// written by an earlier version has them.
+void MakeSumsFormatOne(const std::string& path) {
+  std::vector<std::string> names;
+  ASSERT_TRUE(
+      rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), path, &names).ok());
+  std::vector<rocksdb::ColumnFamilyDescriptor> families;
+  for (const std::string& n : names) {
+    families.emplace_back(n, rocksdb::ColumnFamilyOptions());
+  }
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  ASSERT_TRUE(
+      rocksdb::DB::Open(rocksdb::DBOptions(), path, families, &handles, &raw)
+          .ok());
+  std::unique_ptr<rocksdb::DB> db(raw);
+  const std::string old_record =
+      std::string(1, '\x01') + std::string(2 * 14 * 8, '\0');
+  rocksdb::WriteBatch wb;
+  int records = 0;
+  std::unique_ptr<rocksdb::Iterator> it(
+      db->NewIterator(rocksdb::ReadOptions(), db->DefaultColumnFamily()));
+  for (it->Seek("window_sums"); it->Valid(); it->Next()) {
+    const std::string key = it->key().ToString();
+    if (key.rfind("window_sums", 0) != 0) break;
+    const bool newest = key.rfind(SumsLastKeyPrefix(), 0) == 0;
+    ASSERT_TRUE(wb.Put(db->DefaultColumnFamily(), key,
+                       newest ? it->value().ToString().substr(0, 8) + old_record
+                              : old_record)
+                    .ok());
+    ++records;
+  }
+  ASSERT_TRUE(it->status().ok());
+  it.reset();
+  ASSERT_GT(records, 0);
+  ASSERT_TRUE(wb.Put(db->DefaultColumnFamily(), SumsCompleteKey(), "1").ok());
+  ASSERT_TRUE(db->Write(rocksdb::WriteOptions(), &wb).ok());
+  for (rocksdb::ColumnFamilyHandle* h : handles) {
+    ASSERT_TRUE(db->DestroyColumnFamilyHandle(h).ok());
+  }
+  ASSERT_TRUE(db->Close().ok());
+}
+
 // Writes a small random fleet and closes the store.
 void WriteFleet(const std::string& path, std::mt19937_64& rng) {
   auto store = OpenRocksDbWindowStore(path);
@@ -324,15 +407,22 @@ void WriteFleet(const std::string& path, std::mt19937_64& rng) {
   ASSERT_TRUE((*store)->ApplyRetention(absl::Seconds(300)).ok());
 }
 
-TEST(FleetSums, StoreWithoutSumsFallsBackReadOnlyAndIsRebuiltByAWriter) {
-  for (const bool partial : {false, true}) {
-    SCOPED_TRACE(partial ? "a build cut short" : "a store from before sums");
-    std::mt19937_64 rng(partial ? 11 : 12);
+TEST(FleetSums, StoreWithoutCurrentSumsFallsBackReadOnlyAndIsRebuilt) {
+  for (const int variant : {0, 1, 2}) {
+    const bool partial = variant == 1;
+    SCOPED_TRACE(variant == 0   ? "a store from before sums"
+                 : variant == 1 ? "a build cut short"
+                                : "sums of format 1, before collectives");
+    std::mt19937_64 rng(static_cast<uint64_t>(12 - variant));
     testing::TempDir dir;
     WriteFleet(dir.path(), rng);
     if (::testing::Test::HasFatalFailure()) return;
-    StripSums(dir.path(), partial ? std::vector<std::string>{"job-3", "job-7"}
-                                  : std::vector<std::string>{});
+    if (variant == 2) {
+      MakeSumsFormatOne(dir.path());
+    } else {
+      StripSums(dir.path(), partial ? std::vector<std::string>{"job-3", "job-7"}
+                                    : std::vector<std::string>{});
+    }
     if (::testing::Test::HasFatalFailure()) return;
     const int64_t hi = kT0 + 50 * 10 * kSecond;
     {

@@ -729,16 +729,20 @@ std::vector<AlertStateUpdate> AlertEvaluator::TakeStateUpdates() {
     if (absl::ConsumePrefix(&rest, "j/")) {
       auto it = jobs_.find(rest);
       if (it == jobs_.end()) {
-        out.push_back({.key = key, .state = std::nullopt});
+        out.push_back(
+            {.key = key, .job = std::string(rest), .state = std::nullopt});
       } else {
-        out.push_back({.key = key, .state = SerializeJob(it->second)});
+        out.push_back({.key = key,
+                       .job = std::string(rest),
+                       .state = SerializeJob(it->second)});
       }
     } else if (absl::ConsumePrefix(&rest, "f/")) {
       auto it = fleet_.find(rest);
       if (it == fleet_.end()) {
-        out.push_back({.key = key, .state = std::nullopt});
+        out.push_back({.key = key, .job = {}, .state = std::nullopt});
       } else {
-        out.push_back({.key = key, .state = SerializeFleet(it->second)});
+        out.push_back(
+            {.key = key, .job = {}, .state = SerializeFleet(it->second)});
       }
     }
   }
@@ -772,6 +776,24 @@ absl::Status AlertEvaluator::Restore(
                      absl::StrJoin(bad, ", ")));
   }
   return absl::OkStatus();
+}
+
+absl::Status AlertEvaluator::AdoptJob(absl::string_view job,
+                                      std::optional<absl::string_view> blob) {
+  const std::string key = JobAlertStateKey(job);
+  // Written back (or deleted) at the next commit: the store's copy becomes
+  // the adopted state.
+  dirty_.insert(key);
+  jobs_.erase(job);
+  if (!blob) return absl::OkStatus();
+  return Restore({{key, std::string(*blob)}});
+}
+
+void AlertEvaluator::DropJob(absl::string_view job) {
+  // Deleted from this instance's store at the next commit: it holds the
+  // alert state of the jobs it owns.
+  dirty_.insert(JobAlertStateKey(job));
+  jobs_.erase(job);
 }
 
 StoredAlerts ReadStoredAlerts(

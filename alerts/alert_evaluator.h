@@ -111,6 +111,21 @@ class AlertEvaluator {
   absl::Status Restore(
       const std::vector<std::pair<std::string, std::string>>& states);
 
+  // Fleet of processors (docs/alerts.md#fleet-wide-alerts): a job's rules
+  // are evaluated only by the owner of its input partition, from the state
+  // its previous owner committed. AdoptJob replaces the job's state with
+  // `blob` (TakeStateUpdates output for that job; nullopt: a job without
+  // alert state, from scratch) and emits nothing: what the previous owner
+  // emitted stays emitted. The job's state is then to be committed (written
+  // back, or deleted when there is none). kDataLoss when the blob does not
+  // parse (the job then starts from scratch).
+  absl::Status AdoptJob(absl::string_view job,
+                        std::optional<absl::string_view> blob);
+  // Forgets the job without emitting anything (its partition moved to
+  // another owner, which goes on from the committed state); its state is to
+  // be deleted (TakeStateUpdates).
+  void DropJob(absl::string_view job);
+
   const AlertRuleSet& rules() const { return rules_; }
 
  private:

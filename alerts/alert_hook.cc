@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/container/btree_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -36,7 +37,18 @@ absl::StatusOr<std::unique_ptr<AlertHook>> AlertHook::Create(
     const WindowStoreReader* store, AlertmanagerClient* alertmanager) {
   std::unique_ptr<AlertHook> hook(
       new AlertHook(std::move(options), std::move(rules), alertmanager));
-  ASSIGN_OR_RETURN(auto states, store->AlertStates());
+  ASSIGN_OR_RETURN(auto stored, store->AlertStates());
+  // Jobs' states wait for their partition's assignment (OnJobsAssigned):
+  // this instance may no longer own them. Fleet rules' states are its own.
+  std::vector<std::pair<std::string, std::string>> states;
+  for (auto& [key, blob] : stored) {
+    absl::string_view job = key;
+    if (absl::ConsumePrefix(&job, "j/")) {
+      hook->local_job_states_[job] = std::move(blob);
+    } else {
+      states.emplace_back(std::move(key), std::move(blob));
+    }
+  }
   if (absl::Status s = hook->evaluator_.Restore(states); !s.ok()) {
     // Losing one job's alert state must not stop the processor: its alerts
     // start from scratch (and may fire again).
@@ -50,8 +62,8 @@ absl::StatusOr<std::unique_ptr<AlertHook>> AlertHook::Create(
   for (const JobInfo& j : jobs) hook->last_event_ns_[j.job] = j.last_event_ns;
   const std::vector<AlertEvent> to_deliver = hook->evaluator_.ToDeliver();
   spdlog::info(
-      "alerts: {} rules from {}; {} alerts active after restore, {} "
-      "resolutions not yet delivered",
+      "alerts: {} rules from {}; {} fleet alerts active after restore, {} "
+      "resolutions not yet delivered (jobs' alerts: on assignment)",
       hook->evaluator_.rules().rules.size(), hook->evaluator_.rules().source,
       hook->evaluator_.Active().size(),
       to_deliver.size() - hook->evaluator_.Active().size());
@@ -192,6 +204,49 @@ absl::Status AlertHook::Publish(const std::vector<AlertEvent>& events) {
                                                "; not committing past them"));
   }
   return absl::OkStatus();
+}
+
+void AlertHook::OnJobsAssigned(
+    const std::vector<std::string>& jobs,
+    const std::map<std::string, std::string>& job_states) {
+  absl::btree_set<std::string> all(jobs.begin(), jobs.end());
+  for (const auto& [job, unused] : job_states) all.insert(job);
+  int adopted = 0;
+  for (const std::string& job : all) {
+    std::optional<absl::string_view> blob;
+    if (auto it = job_states.find(job); it != job_states.end()) {
+      blob = it->second;
+    } else if (auto local = local_job_states_.find(job);
+               local != local_job_states_.end()) {
+      blob = local->second;
+    }
+    if (blob) ++adopted;
+    if (absl::Status s = evaluator_.AdoptJob(job, blob); !s.ok()) {
+      spdlog::error("{}", s.ToString());
+    }
+    local_job_states_.erase(job);
+  }
+  if (adopted == 0) return;
+  // What the previous owner emitted and Alertmanager may not have (it
+  // forgets an alert not re-posted within its resolve_timeout).
+  std::vector<AlertEvent> to_deliver;
+  for (AlertEvent& e : evaluator_.ToDeliver()) {
+    if (!e.job.empty() && all.contains(e.job)) to_deliver.push_back(e);
+  }
+  spdlog::info("alerts: adopted the alert state of {} jobs, {} to deliver",
+               adopted, to_deliver.size());
+  if (alertmanager_ != nullptr) alertmanager_->Send(to_deliver);
+  // Alerts of rules this instance does not have (a rules file changed
+  // since the state was committed) resolve at the next commit, as at start.
+  AlertRuleSet current = evaluator_.rules();
+  for (AlertEvent& e : evaluator_.SetRules(std::move(current), absl::Now())) {
+    pending_.push_back(std::move(e));
+  }
+}
+
+void AlertHook::OnJobsRevoked(const std::vector<std::string>& jobs) {
+  for (const std::string& job : jobs) evaluator_.DropJob(job);
+  if (alertmanager_ != nullptr) alertmanager_->Forget(jobs);
 }
 
 void AlertHook::AfterCommit(absl::Time now) {

@@ -16,6 +16,12 @@
 //     alerts AND the resolutions not yet delivered, so a resolution held
 //     back by an unreachable Alertmanager survives a processor restart.
 //     Without an Alertmanager, an event is delivered once Kafka acked it.
+// In a consumer group (docs/alerts.md#fleet-wide-alerts) a job's rules are
+// evaluated only by the instance that owns the job's input partition: its
+// alert state rides in the partition's snapshot (AlertStateUpdate::job), is
+// adopted from it on assignment (OnJobsAssigned; the state the previous
+// owner committed, so nothing fires again and no hold count restarts) and
+// dropped, silently, on revocation (OnJobsRevoked; the next owner goes on).
 // Rules are reloaded on the processor thread after RequestReload (SIGHUP),
 // from the path rules_path_on_reload returns when set (`process --config`
 // takes a changed path from its config file); a file that does not validate
@@ -25,6 +31,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,6 +78,10 @@ class AlertHook final : public CommitObserver {
   bool WantsCommit(absl::Time now) override;
   absl::Status BeforeCommit(absl::Time now, StoreBatch& batch) override;
   void AfterCommit(absl::Time now) override;
+  void OnJobsAssigned(
+      const std::vector<std::string>& jobs,
+      const std::map<std::string, std::string>& job_states) override;
+  void OnJobsRevoked(const std::vector<std::string>& jobs) override;
 
   // Every alert firing now.
   std::vector<AlertEvent> Active() const { return evaluator_.Active(); }
@@ -88,6 +99,10 @@ class AlertHook final : public CommitObserver {
   std::atomic<bool> reload_{false};
   absl::Time last_tick_ = absl::InfinitePast();
   absl::flat_hash_map<std::string, int64_t> last_event_ns_;  // By job.
+  // The store's per-job alert states ("j/" keys) not yet claimed by an
+  // assignment, by job: used for a job whose restored snapshot has no alert
+  // state (one written before snapshots carried it).
+  absl::flat_hash_map<std::string, std::string> local_job_states_;
   std::vector<AlertEvent> pending_;     // Not yet in a committed batch.
   std::vector<AlertEvent> committing_;  // In the batch being committed.
   // Delivery reports (callback on the hook's own rd_kafka_poll/flush).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -112,6 +113,18 @@ void AlertmanagerClient::Send(const std::vector<AlertEvent>& events) {
   absl::MutexLock lock(&mu_);
   for (const AlertEvent& e : events) alerts_[e.key()] = e;
   changed_ = true;
+}
+
+void AlertmanagerClient::Forget(const std::vector<std::string>& jobs) {
+  if (jobs.empty()) return;
+  const absl::flat_hash_set<std::string> gone(jobs.begin(), jobs.end());
+  absl::MutexLock lock(&mu_);
+  absl::erase_if(alerts_, [&](const auto& kv) {
+    return !kv.second.job.empty() && gone.contains(kv.second.job);
+  });
+  absl::erase_if(delivered_, [&](const auto& kv) {
+    return !kv.second.job.empty() && gone.contains(kv.second.job);
+  });
 }
 
 AlertmanagerStats AlertmanagerClient::stats() const {

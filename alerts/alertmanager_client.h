@@ -68,6 +68,11 @@ class AlertmanagerClient {
   // a resolution replaces it until delivered). Never blocks on the network.
   void Send(const std::vector<AlertEvent>& events);
 
+  // Stops re-posting the alerts of `jobs` and drops their undelivered
+  // resolutions: another processor owns those jobs now and delivers them
+  // (it restored their undelivered events with their state).
+  void Forget(const std::vector<std::string>& jobs);
+
   AlertmanagerStats stats() const;
 
   // The events carried by successful POSTs since the last call (the latest

@@ -60,6 +60,7 @@ absl::Status CommitPipeline::RestorePartition(rd_kafka_topic_partition_t& tp,
     state.committed_position = remote->committed_position;
     state.jobs = std::move(remote->jobs);
     state.ledger = std::move(remote->ledger);
+    state.job_alerts = std::move(remote->job_alerts);
     source = "changelog";
     absl::MutexLock lock(&stats_->mu);
     ++stats_->stats.state_restores;
@@ -73,6 +74,7 @@ absl::Status CommitPipeline::RestorePartition(rd_kafka_topic_partition_t& tp,
                        DecodeStoredPartitionState(local->state));
       state.jobs = std::move(stored.jobs);
       state.ledger = std::move(stored.ledger);
+      state.job_alerts = std::move(stored.job_alerts);
     }
     source = "local store";
   }
@@ -288,13 +290,6 @@ absl::Status CommitPipeline::Commit(absl::Time now) {
     if (expire_jobs) jobs_->ForgetExpired(part, progress.resume_offset);
     // No replay starts below the resume offset: older decisions are done.
     part.ledger.ForgetBefore(progress.resume_offset);
-    progress.state = EncodePartitionSnapshot(
-        PartitionSnapshot{.topic = progress.topic,
-                          .partition = p,
-                          .resume_offset = progress.resume_offset,
-                          .committed_position = progress.committed_position,
-                          .jobs = part.jobs,
-                          .ledger = part.ledger});
     part.committed_position = progress.committed_position;
     rd_kafka_topic_partition_list_add(offsets.get(), options_.topic.c_str(), p)
         ->offset = progress.resume_offset;
@@ -307,6 +302,30 @@ absl::Status CommitPipeline::Commit(absl::Time now) {
   }
   if (options_.observer != nullptr) {
     RETURN_IF_ERROR(options_.observer->BeforeCommit(now, batch));
+  }
+  // A job's alert state joins its partition's snapshot (in this commit:
+  // the snapshot and the alert state are of the same windows).
+  for (const AlertStateUpdate& u : batch.alert_states) {
+    if (u.job.empty()) continue;
+    PartitionState* part = jobs_->PartitionOf(u.job);
+    if (part == nullptr) continue;  // Not an owned partition's job.
+    if (u.state) {
+      part->job_alerts[u.job] = *u.state;
+    } else {
+      part->job_alerts.erase(u.job);
+    }
+    part->changed = true;
+  }
+  for (PartitionProgress& progress : batch.progress) {
+    const PartitionState& part = jobs_->partitions()[progress.partition];
+    progress.state = EncodePartitionSnapshot(
+        PartitionSnapshot{.topic = progress.topic,
+                          .partition = progress.partition,
+                          .resume_offset = progress.resume_offset,
+                          .committed_position = progress.committed_position,
+                          .jobs = part.jobs,
+                          .ledger = part.ledger,
+                          .job_alerts = part.job_alerts});
   }
   // 4: one store batch (fsynced unless --store-no-sync).
   absl::Status written = store_->Commit(batch);
@@ -332,7 +351,8 @@ absl::Status CommitPipeline::Commit(absl::Time now) {
                             .resume_offset = progress.resume_offset,
                             .committed_position = progress.committed_position,
                             .jobs = part.jobs,
-                            .ledger = part.ledger});
+                            .ledger = part.ledger,
+                            .job_alerts = part.job_alerts});
       if (!s.ok()) {
         --shared_->undelivered;
         return s;

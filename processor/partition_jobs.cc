@@ -407,6 +407,17 @@ void PartitionJobs::RestartIdleTimers(absl::Time now) {
   }
 }
 
+PartitionState* PartitionJobs::PartitionOf(const std::string& job) {
+  if (auto it = jobs_.find(job); it != jobs_.end()) {
+    auto part = partitions_.find(it->second.partition);
+    return part == partitions_.end() ? nullptr : &part->second;
+  }
+  for (auto& [p, part] : partitions_) {
+    if (part.jobs.contains(job) || part.job_alerts.contains(job)) return &part;
+  }
+  return nullptr;
+}
+
 void PartitionJobs::DropPartition(int32_t p) {
   partitions_.erase(p);
   absl::erase_if(jobs_, [&](const auto& kv) {

@@ -49,6 +49,10 @@ struct PartitionState {
   // The state of every job of this partition as of the last commit (and
   // of the snapshot it was restored from): what the snapshots hold.
   JobStates jobs;
+  // The alert state of its jobs as of the last commit (commit observers'
+  // per-job records, StoreBatch::alert_states with a job): it moves with
+  // the partition's snapshot to the next owner.
+  JobStates job_alerts;
   // Offsets rejected by a limit at or after the resume offset, and the
   // partition's event-time clock (partition_limits.h).
   LimitLedger ledger;
@@ -94,6 +98,10 @@ class PartitionJobs {
   const absl::flat_hash_map<std::string, JobEntry>& jobs() const {
     return jobs_;
   }
+
+  // The owned partition `job` belongs to (a live job's, else the one whose
+  // snapshot holds it), or null.
+  PartitionState* PartitionOf(const std::string& job);
 
   // Jobs `part` tracks (its snapshot's jobs).
   static int64_t TrackedJobs(const PartitionState& part) {

@@ -48,6 +48,22 @@ absl::StatusOr<PartitionSnapshot> FromRecord(
       s.jobs.emplace_hint(s.jobs.end(), job, state);
     }
   }
+  if (r.job_alerts() != nullptr) {
+    for (const fb::JobStateEntry* entry : *r.job_alerts()) {
+      absl::string_view job(entry->job()->data(), entry->job()->size());
+      absl::string_view state(
+          reinterpret_cast<const char*>(entry->state()->data()),
+          entry->state()->size());
+      if (job.empty() ||
+          (!s.job_alerts.empty() && job <= s.job_alerts.rbegin()->first)) {
+        return absl::DataLossError(absl::StrCat(
+            "corrupt partition snapshot: alert state of job '",
+            job.substr(0, 60), "' empty, repeated or out of order"));
+      }
+      // Decoded by alerts/ (AlertEvaluator::Restore), which names a bad one.
+      s.job_alerts.emplace_hint(s.job_alerts.end(), job, state);
+    }
+  }
   if (const fb::LimitLedgerRecord* ledger = r.ledger(); ledger != nullptr) {
     std::vector<int64_t> offsets;
     if (ledger->rejected_offsets() != nullptr) {
@@ -67,19 +83,31 @@ std::string EncodePartitionSnapshot(const PartitionSnapshot& snapshot) {
   // position; a snapshot the other way round would skip messages.
   BW_CHECK(snapshot.resume_offset <= snapshot.committed_position);
   flatbuffers::FlatBufferBuilder b(256);
-  std::vector<flatbuffers::Offset<fb::JobStateEntry>> entries;
-  entries.reserve(snapshot.jobs.size());
+  auto entries_of = [&b](const JobStates& states) {
+    std::vector<flatbuffers::Offset<fb::JobStateEntry>> entries;
+    entries.reserve(states.size());
+    for (const auto& [job, state] : states) {
+      auto name = b.CreateString(job);
+      // A nested FlatBuffer: its 8-byte fields stay aligned in the outer one.
+      b.ForceVectorAlignment(state.size(), sizeof(uint8_t), 8);
+      auto bytes = b.CreateVector(
+          reinterpret_cast<const uint8_t*>(state.data()), state.size());
+      entries.push_back(fb::CreateJobStateEntry(b, name, bytes));
+    }
+    return b.CreateVector(entries);
+  };
+  // The processor keeps only current encodings (Decode* convert).
   for (const auto& [job, state] : snapshot.jobs) {
-    // The processor keeps only current encodings (Decode* convert).
     BW_DCHECK(IsStateRecord(state));
-    auto name = b.CreateString(job);
-    // A nested FlatBuffer: its 8-byte fields stay aligned in the outer one.
-    b.ForceVectorAlignment(state.size(), sizeof(uint8_t), 8);
-    auto bytes = b.CreateVector(reinterpret_cast<const uint8_t*>(state.data()),
-                                state.size());
-    entries.push_back(fb::CreateJobStateEntry(b, name, bytes));
   }
-  auto jobs = b.CreateVector(entries);
+  auto jobs = entries_of(snapshot.jobs);
+  // Absent when empty: the bytes of a snapshot without alerts stay as they
+  // were before the field existed.
+  flatbuffers::Offset<
+      flatbuffers::Vector<flatbuffers::Offset<fb::JobStateEntry>>>
+      job_alerts = 0;
+  if (!snapshot.job_alerts.empty())
+    job_alerts = entries_of(snapshot.job_alerts);
   flatbuffers::Offset<fb::LimitLedgerRecord> ledger = 0;
   if (!snapshot.ledger.empty()) {
     ledger = fb::CreateLimitLedgerRecord(
@@ -89,7 +117,7 @@ std::string EncodePartitionSnapshot(const PartitionSnapshot& snapshot) {
   auto topic = b.CreateString(snapshot.topic);
   auto body = fb::CreatePartitionSnapshotRecord(
       b, topic, snapshot.partition, snapshot.resume_offset,
-      snapshot.committed_position, jobs, ledger);
+      snapshot.committed_position, jobs, ledger, job_alerts);
   return FinishStateRecord(b, fb::StateBody::PartitionSnapshotRecord,
                            body.Union());
 }

@@ -6,8 +6,8 @@
 //
 // What a record holds: a PartitionSnapshot, i.e. ONE input partition's
 // progress (resume offset, committed position), the state of every job in
-// that partition (finalized edge, per-producer batch sequence) and its limit
-// ledger, exactly as
+// that partition (finalized edge, per-producer batch sequence), its limit
+// ledger and its jobs' alert state, exactly as
 // the same store commit wrote them to the local RocksDB store. A record is
 // therefore always a consistent snapshot: there is no moment where the
 // progress of a partition and the state of its jobs come from different
@@ -58,6 +58,12 @@ struct PartitionSnapshot {
   int64_t committed_position = 0;
   JobStates jobs;
   LimitLedger ledger;
+  // job -> its alert state (alerts/: an AlertStateRecord StateRecord, as
+  // committed with the job's windows), so that whichever instance owns the
+  // partition next evaluates the job's rules from where this one left them
+  // (docs/alerts.md#fleet-wide-alerts). Opaque here, but a StateRecord
+  // (the schema nests it).
+  JobStates job_alerts;
 };
 
 // A StateRecord holding a PartitionSnapshotRecord (schemas/state.fbs,

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/container/btree_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -233,6 +234,11 @@ void StreamProcessor::Impl::OnAssign(
       shared_.fatal = s;
       continue;
     }
+    if (options_.observer != nullptr) {
+      std::vector<std::string> jobs;
+      for (const auto& [job, unused] : state.jobs) jobs.push_back(job);
+      options_.observer->OnJobsAssigned(jobs, state.job_alerts);
+    }
     partition_jobs_.partitions()[tp.partition] = std::move(state);
   }
   commits_.AssignmentDone();
@@ -249,6 +255,20 @@ void StreamProcessor::Impl::OnRevoke(
   for (int i = 0; i < partitions->cnt; ++i) {
     int32_t p = partitions->elems[i].partition;
     spdlog::info("revoked {}/{}", partitions->elems[i].topic, p);
+    if (options_.observer != nullptr) {
+      absl::btree_set<std::string> jobs;
+      if (auto it = partition_jobs_.partitions().find(p);
+          it != partition_jobs_.partitions().end()) {
+        for (const auto& [job, unused] : it->second.jobs) jobs.insert(job);
+        for (const auto& [job, unused] : it->second.job_alerts) {
+          jobs.insert(job);
+        }
+      }
+      for (const auto& [job, entry] : partition_jobs_.jobs()) {
+        if (entry.partition == p) jobs.insert(job);
+      }
+      options_.observer->OnJobsRevoked({jobs.begin(), jobs.end()});
+    }
     partition_jobs_.DropPartition(p);
   }
 }

@@ -113,6 +113,10 @@ struct PartitionProgress {
 // derived from so that a restart neither re-fires nor loses an alert.
 struct AlertStateUpdate {
   std::string key;  // Non-empty; e.g. a job id, or a fleet-level name.
+  // The job whose state this is (empty: no one job's, e.g. a fleet rule's).
+  // The processor also keeps a job's blob in its partition's snapshot, so
+  // that it moves with the job to the partition's next owner.
+  std::string job;
   // Replaces the stored blob when set; deletes it when nullopt.
   std::optional<std::string> state;
 };

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -57,7 +58,11 @@ struct Fixture {
     absl::StatusOr<std::unique_ptr<AlertHook>> hook =
         AlertHook::Create(options, *set, store.get(), nullptr);
     EXPECT_TRUE(hook.ok()) << hook.status();
-    return hook.ok() ? *std::move(hook) : nullptr;
+    if (!hook.ok()) return nullptr;
+    // The processor assigns job-a's partition, from a snapshot without
+    // alert state: the store's own copy is used.
+    (*hook)->OnJobsAssigned({"job-a"}, {});
+    return *std::move(hook);
   }
   // What the processor does on a commit.
   void Commit(AlertHook& hook, std::vector<WindowSummary> windows,
@@ -221,6 +226,62 @@ TEST(AlertHook, FinishedJobsStateLeavesTheStore) {
   EXPECT_FALSE(hook->WantsCommit(kT0 + absl::Hours(2)));
   hook = f.Hook();
   EXPECT_TRUE(hook->Active().empty());
+}
+
+// A fleet of processors (docs/alerts.md#fleet-wide-alerts): job-a's
+// partition moves from instance A to instance B with the alert state A
+// committed in the partition snapshot. B goes on with the firing alert
+// (no second firing for the same stall) and resolves it; A forgets the job
+// silently (no job_silent for a job it no longer reads).
+TEST(AlertHook, AJobsAlertStateMovesWithItsPartition) {
+  constexpr char kFleetRules[] = R"(rules:
+  - {name: stall, kind: cause_share_above, cause: host_sync, threshold: 30%,
+     clear_for: 1}
+  - {name: quiet, kind: job_silent, duration: 30s}
+)";
+  Fixture a, b;
+  WriteFile(a.rules, kFleetRules);
+  WriteFile(b.rules, kFleetRules);
+  std::unique_ptr<AlertHook> on_a = a.Hook();
+  std::unique_ptr<AlertHook> on_b = b.Hook();
+  on_b->OnJobsRevoked({"job-a"});  // B starts without the partition.
+  StoreBatch batch;
+  batch.windows = {StallWindow(0, 0.5)};
+  batch.jobs.push_back(JobUpdate{.job = "job-a", .last_event_ns = 100});
+  ASSERT_TRUE(on_a->BeforeCommit(kT0, batch).ok());
+  ASSERT_TRUE(a.store->Commit(batch).ok());
+  on_a->AfterCommit(kT0);
+  ASSERT_EQ(a.seen.size(), 1u);
+  // What the processor keeps in job-a's partition snapshot.
+  std::map<std::string, std::string> snapshot;
+  for (const AlertStateUpdate& u : batch.alert_states) {
+    if (u.job == "job-a" && u.state) snapshot[u.job] = *u.state;
+  }
+  ASSERT_EQ(snapshot.size(), 1u) << "the job's state names its job";
+
+  // The rebalance: A commits and drops the job; B adopts its state.
+  on_a->OnJobsRevoked({"job-a"});
+  EXPECT_TRUE(on_a->Active().empty());
+  ASSERT_TRUE(on_a->WantsCommit(kT0 + absl::Seconds(1)));
+  a.Commit(*on_a, {}, kT0 + absl::Seconds(1));
+  EXPECT_TRUE(a.store->AlertStates()->empty()) << "A's copy is deleted";
+  on_b->OnJobsAssigned({"job-a"}, snapshot);
+  ASSERT_EQ(on_b->Active().size(), 1u);
+  EXPECT_EQ(on_b->Active()[0].starts_at, a.seen[0].starts_at);
+
+  // The stall goes on at B: nothing fires again; it clears: one resolution.
+  b.Commit(*on_b, {StallWindow(1, 0.5)}, kT0 + absl::Seconds(10));
+  EXPECT_TRUE(b.seen.empty());
+  b.Commit(*on_b, {StallWindow(2, 0.0)}, kT0 + absl::Seconds(20));
+  ASSERT_EQ(b.seen.size(), 1u);
+  EXPECT_EQ(b.seen[0].status, AlertStatus::kResolved);
+  EXPECT_EQ(b.seen[0].rule, "stall");
+
+  // A, long after: no job_silent for job-a, nothing at all.
+  if (on_a->WantsCommit(kT0 + absl::Minutes(5))) {
+    a.Commit(*on_a, {}, kT0 + absl::Minutes(5));
+  }
+  EXPECT_EQ(a.seen.size(), 1u);
 }
 
 }  // namespace

@@ -31,13 +31,16 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "alerts/alert_evaluator.h"
 #include "alerts/alert_event.h"
@@ -52,6 +55,7 @@
 #include "tests/testing/child_process.h"
 #include "tests/testing/command_flags.h"
 #include "tests/testing/files.h"
+#include "tests/testing/kafka_broker.h"
 #include "tests/testing/poll.h"
 
 extern char** environ;
@@ -814,6 +818,193 @@ TEST_F(AlertmanagerKafka, AJobThatStopsWithoutAMarkerIsSilent) {
   kill(processor_, SIGTERM);
   EXPECT_EQ(Wait(processor_), 0);
   processor_ = 0;
+}
+
+// Issue 21: a fleet of processors in one consumer group pages once per
+// condition (docs/alerts.md#fleet-wide-alerts). Two instances share a
+// 4-partition topic; 6 jobs stall (planted host syncs) and fire; a third
+// instance joins (rebalance) while the stall goes on, one of the first two
+// is killed with SIGKILL in the middle of the stream, and 3 more jobs start
+// stalling across those moves; then the survivors see every job healthy.
+// Jobs' partitions move between owners with their alert state, so:
+//   - the alerts topic holds exactly one firing and one resolution per job
+//     (no new owner fires an alert again, and none misses a resolution);
+//   - Alertmanager lists exactly one alert per stalled job while they
+//     stall, and none once they resolved (an old owner that kept re-posting
+//     a job it lost would keep the alert active).
+TEST_F(AlertmanagerKafka, FleetOfProcessorsPagesOncePerConditionAcrossMoves) {
+  const std::string brokers = Env("BUBBLEWATCH_KAFKA_BROKERS");
+  const std::string am = Env("BUBBLEWATCH_ALERTMANAGER_URL");
+  ASSERT_FALSE(brokers.empty() || am.empty());
+  const std::string topic = Unique("bw-fleet-alerts");
+  const std::string rule = Unique("fleet-stall");
+  const std::string early = Unique("early");  // Stalls from the start.
+  const std::string late = Unique("late");    // Stalls across the moves.
+  testing::CreateTopic(topic, 4, brokers);
+  const std::string rules = ::testing::TempDir() + "/" + topic + ".yaml";
+  std::ofstream(rules) << "rules:\n"
+                       << "  - name: " << rule << "\n"
+                       << "    kind: cause_share_above\n"
+                       << "    cause: host_sync\n"
+                       << "    threshold: 8%\n"
+                       << "    for: 1\n"
+                       << "    clear_for: 2\n";
+  auto produce = [&](const std::string& prefix, int jobs, const char* scenario,
+                     const char* start, const char* seed) {
+    return RunToEnd(BUBBLEWATCH_BINARY, {"produce",
+                                         "--brokers",
+                                         brokers,
+                                         "--topic",
+                                         topic,
+                                         "--synthetic",
+                                         "--job",
+                                         prefix,
+                                         "--jobs",
+                                         std::to_string(jobs),
+                                         "--gpus-per-job",
+                                         "2",
+                                         "--duration",
+                                         "30s",
+                                         "--rate",
+                                         "3000",
+                                         "--scenario",
+                                         scenario,
+                                         "--start-time",
+                                         start,
+                                         "--seed",
+                                         seed,
+                                         "--no-end-marker",
+                                         "--log-level",
+                                         "error"});
+  };
+  std::vector<pid_t> instances;
+  std::vector<std::string> logs;
+  auto start_instance = [&] {
+    const int i = static_cast<int>(instances.size());
+    logs.push_back(::testing::TempDir() + "/" + topic + "." +
+                   std::to_string(i) + ".log");
+    instances.push_back(SpawnLogged(
+        BUBBLEWATCH_BINARY,
+        ProcessArgs(
+            brokers, topic,
+            ::testing::TempDir() + "/" + topic + "." + std::to_string(i), rules,
+            am, {"--state-topic", topic + ".state"}),
+        logs.back()));
+  };
+  absl::Cleanup stop_all = [&] {
+    for (pid_t pid : instances) {
+      if (pid > 0 && kill(pid, SIGTERM) == 0) Wait(pid);
+    }
+  };
+  auto assigned = [&](int i) {
+    return PollUntil(
+        [&] {
+          return ReadFile(logs[i]).find("assigned " + topic + "/") !=
+                 std::string::npos;
+        },
+        absl::Seconds(60), absl::Milliseconds(200));
+  };
+  TopicReader reader(topic + ".alerts");
+  // Jobs with at least one event of `status`, and the events per job.
+  auto by_job = [&](AlertStatus status) {
+    std::map<std::string, int> n;
+    for (const AlertEvent& e : reader.Poll()) {
+      if (e.rule == rule && e.status == status) ++n[e.job];
+    }
+    return n;
+  };
+  auto listed_jobs = [&] {
+    std::multiset<std::string> jobs;
+    for (const ListedAlert& a : ListAlerts(am, rule)) jobs.insert(a.job);
+    return jobs;
+  };
+
+  // 1. Two instances; 6 jobs stall for 30 s and fire.
+  start_instance();
+  start_instance();
+  ASSERT_TRUE(assigned(0) && assigned(1));
+  ASSERT_EQ(produce(early, 6, "sync", "2026-01-01T00:00:00Z", "1"), 0);
+  ASSERT_EQ(produce(late, 3, "healthy", "2026-01-01T00:00:00Z", "2"), 0);
+  ASSERT_TRUE(
+      PollUntil([&] { return by_job(AlertStatus::kFiring).size() == 6; },
+                absl::Seconds(90), absl::Milliseconds(250)))
+      << "the early jobs did not all fire";
+  ASSERT_TRUE(PollUntil([&] { return listed_jobs().size() == 6; },
+                        absl::Seconds(30), absl::Milliseconds(250)));
+
+  // 2. A third instance joins: partitions (and their jobs) move to it.
+  start_instance();
+  ASSERT_TRUE(assigned(2)) << "the third instance got no partition";
+  // The stall goes on (no new firing may come of it), the late jobs start
+  // stalling, and instance 0 is killed with SIGKILL while that is processed.
+  ASSERT_EQ(produce(early, 6, "sync", "2026-01-01T00:00:30Z", "3"), 0);
+  ASSERT_EQ(produce(late, 3, "sync", "2026-01-01T00:00:30Z", "4"), 0);
+  kill(instances[0], SIGKILL);
+  Wait(instances[0]);
+  instances[0] = 0;
+  ASSERT_TRUE(
+      PollUntil([&] { return by_job(AlertStatus::kFiring).size() == 9; },
+                absl::Seconds(90), absl::Milliseconds(250)))
+      << "the late jobs did not all fire";
+  ASSERT_TRUE(PollUntil([&] { return listed_jobs().size() == 9; },
+                        absl::Seconds(30), absl::Milliseconds(250)));
+  std::multiset<std::string> listed = listed_jobs();
+  EXPECT_EQ(std::set<std::string>(listed.begin(), listed.end()).size(), 9u)
+      << "Alertmanager lists a job twice";
+
+  // 3. Every job healthy: each resolves once, on whichever instance owns it
+  // now, and Alertmanager lists none (resend 1 s: an instance that still
+  // re-posted a job it lost would bring the alert back).
+  ASSERT_EQ(produce(early, 6, "healthy", "2026-01-01T00:01:00Z", "5"), 0);
+  ASSERT_EQ(produce(late, 3, "healthy", "2026-01-01T00:01:00Z", "6"), 0);
+  ASSERT_TRUE(
+      PollUntil([&] { return by_job(AlertStatus::kResolved).size() == 9; },
+                absl::Seconds(90), absl::Milliseconds(250)))
+      << "not every job resolved";
+  ASSERT_TRUE(PollUntil([&] { return ListAlerts(am, rule).empty(); },
+                        absl::Seconds(30), absl::Milliseconds(250)))
+      << "Alertmanager still lists alerts";
+  // Several resend intervals later it still lists none.
+  absl::SleepFor(absl::Seconds(3));
+  EXPECT_TRUE(ListAlerts(am, rule).empty());
+
+  for (pid_t& pid : instances) {
+    if (pid <= 0) continue;
+    kill(pid, SIGTERM);
+    EXPECT_EQ(Wait(pid), 0);
+    pid = 0;
+  }
+  // Once per condition on the topic: no instance paged a job it took over
+  // again, none lost a resolution. The early jobs fired before the moves
+  // and everything resolved after them: each event is there exactly once.
+  // A late job may fire while instance 0 is killed; whoever replays that
+  // commit emits the same event again (at least once), with the same
+  // identity (rule, job, status, window): once per identity.
+  std::map<std::string, std::set<int64_t>> fired_windows;
+  for (const AlertEvent& e : reader.Poll()) {
+    if (e.rule == rule && e.status == AlertStatus::kFiring) {
+      fired_windows[e.job].insert(e.window_start_ns);
+    }
+  }
+  for (const auto& [job, n] : by_job(AlertStatus::kFiring)) {
+    if (job.rfind(early, 0) == 0) {
+      EXPECT_EQ(n, 1) << job << " fired " << n << " times";
+    } else {
+      EXPECT_EQ(fired_windows[job].size(), 1u)
+          << job << " fired " << n << " times from "
+          << fired_windows[job].size() << " windows";
+    }
+  }
+  for (const auto& [job, n] : by_job(AlertStatus::kResolved)) {
+    EXPECT_EQ(n, 1) << job << " resolved " << n << " times";
+  }
+  EXPECT_EQ(by_job(AlertStatus::kFiring).size(), 9u);
+  int moved = 0;
+  for (const std::string& log : logs) {
+    moved += ReadFile(log).find("alerts: adopted the alert state") !=
+             std::string::npos;
+  }
+  EXPECT_GE(moved, 1) << "no instance took over a job with alert state";
 }
 
 }  // namespace

@@ -99,9 +99,12 @@ Oracle RunOracle(const std::vector<RankInput>& ranks) {
       }
     }
     for (const auto& [rank, c] : parts) {
-      // Wait minus the other kernels of its device, brute force.
-      const RankInput& r = *std::find_if(
-          ranks.begin(), ranks.end(), [&](auto& x) { return x.rank == rank; });
+      // Wait minus the other kernels of its device, brute force. (A copy
+      // of the binding: clang 14 cannot capture a structured binding.)
+      const auto wanted = rank;
+      const RankInput& r =
+          *std::find_if(ranks.begin(), ranks.end(),
+                        [&](auto& x) { return x.rank == wanted; });
       std::vector<std::pair<int64_t, int64_t>> compute;
       const int64_t from = c->start_ns;
       const int64_t to = std::min(c->end_ns, inst.arrival_ns);

@@ -110,10 +110,12 @@ WindowSummary RankWindowOf(const std::string& job, int i, int straggler,
     s.compute_ns = s.wait_caused_ns / 4;
     s.causes[static_cast<int>(BubbleCause::kDataLoading)] =
         s.wait_caused_ns - s.compute_ns;
-    // A second, smaller straggler: never the one named.
+    // A second, smaller straggler: never the one named. (Read `s` before
+    // the vector grows: emplace_back may move it.)
+    const int64_t first_wait_ns = s.wait_caused_ns;
     StragglerWindow& t = c.stragglers.emplace_back();
     t.rank = straggler == 0 ? 1 : 0;
-    t.wait_caused_ns = s.wait_caused_ns / 10;
+    t.wait_caused_ns = first_wait_ns / 10;
     t.comm_ns = t.wait_caused_ns;
   }
   return w;

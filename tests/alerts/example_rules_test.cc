@@ -4,6 +4,9 @@
 // through the evaluator in time order. The sync, dataloader and alloc jobs
 // must fire their cause's rule, and the healthy jobs must fire nothing: rules
 // that page on the fleet `produce --synthetic` sends, not only on a demo.
+// Multi-rank jobs with collectives also get each window's collective
+// analysis, so the straggler rule sees them: 50 healthy lockstep jobs over
+// 30 min fire no straggler alert, a planted straggler job does.
 #include <algorithm>
 #include <cstdio>
 #include <map>

@@ -15,6 +15,7 @@ WindowCollectives SummarizeWindowCollectives(
   out.used = analysis.used;
   out.unattributed = analysis.unattributed;
   out.seq_backwards = analysis.seq_backwards;
+  out.seq_jumps = analysis.seq_jumps;
   out.ranks.reserve(analysis.ranks.size());
   for (const RankCollectiveStats& r : analysis.ranks) {
     out.ranks.push_back(RankWindow{.rank = r.rank,

@@ -374,6 +374,8 @@ void CollectiveAnalyzer::BuildInstances() {
               ++out_.seq_backwards;
               continue;
             }
+            // No overflow: it->second < c->seq.
+            if (c->seq > it->second + 1) ++out_.seq_jumps;
             it->second = c->seq;
           }
           key = c->seq;

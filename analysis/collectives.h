@@ -138,6 +138,10 @@ struct CollectiveAnalysis {
   int64_t used = 0;            // matched - unsynchronized.
   int64_t unattributed = 0;    // Used instances with no sync point/excess.
   int64_t seq_backwards = 0;   // Kernels whose Seq went backwards: skipped.
+  // Kernels whose Seq skipped ahead: more than one past the previous kept
+  // one of their group on their rank. Kept; the instances skipped over are
+  // missing on that rank (unmatched where other ranks have them).
+  int64_t seq_jumps = 0;
   std::vector<Straggler> stragglers;          // By wait_caused_ns, descending.
   std::vector<CollectiveInstance> instances;  // If keep_instances.
   // AnalyzeTrace of each distinct trace, in order of first appearance in
@@ -160,7 +164,8 @@ std::vector<RankInput> RanksOfTraces(absl::Span<const Trace> traces,
 // process group stating different group sizes (on one rank or two), or
 // what AnalyzeTrace refuses. Collective kernels whose Seq is not after the
 // previous one of their group on that rank are skipped and counted
-// (seq_backwards), never an error.
+// (seq_backwards), those more than one past it counted (seq_jumps), never an
+// error.
 absl::StatusOr<CollectiveAnalysis> AnalyzeCollectives(
     absl::Span<const RankInput> ranks, const CollectiveOptions& options = {},
     const AnalyzerOptions& analyzer_options = {});

@@ -97,6 +97,11 @@ std::string RenderCollectivesText(const CollectiveAnalysis& c, bool color) {
     absl::StrAppend(&out, "  ", c.seq_backwards,
                     " kernels skipped: their Seq went backwards\n");
   }
+  if (c.seq_jumps > 0) {
+    absl::StrAppend(&out, "  ", c.seq_jumps,
+                    " kernels whose Seq jumped ahead (the instances skipped "
+                    "over are missing on their rank)\n");
+  }
   if (c.used == 0) {
     absl::StrAppend(&out,
                     "  No instance ended together on every rank: waits are "
@@ -180,6 +185,7 @@ void WriteCollectivesJson(JsonWriter& w, const CollectiveAnalysis& c) {
   w.Key("used").Int(c.used);
   w.Key("unattributed").Int(c.unattributed);
   w.Key("seq_backwards").Int(c.seq_backwards);
+  w.Key("seq_jumps").Int(c.seq_jumps);
   w.Key("key").String(CollectiveKeyName(c.key));
   w.Key("world_size");
   if (c.world_size >= 0) {

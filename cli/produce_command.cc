@@ -181,7 +181,8 @@ int RunProduceCommand(int argc, char** argv) {
   cl.AddString("rate", &rate_text, "EVENTS_PER_S_PER_GPU",
                "synthetic: approximate trace events per second and GPU");
   cl.AddString("scenario", &scenario,
-               "healthy|sync|launch|alloc|dataloader|memcpy|straggler|mix",
+               "healthy|sync|launch|alloc|dataloader|memcpy|straggler|mix|"
+               "lockstep",
                "synthetic: which bubbles (or stragglers) to plant");
   cl.AddInt64("seed", &seed, "S", "synthetic: random seed");
   cl.AddString("truth", &truth_path, "FILE",
@@ -260,7 +261,7 @@ int RunProduceCommand(int argc, char** argv) {
       return UsageError(absl::StrCat(
           "--scenario: '", scenario,
           "' is not healthy, sync, launch, alloc, dataloader, memcpy, "
-          "straggler or mix"));
+          "straggler, mix or lockstep"));
     }
     fleet.scenario = *parsed;
     fleet.seed = static_cast<uint64_t>(seed);

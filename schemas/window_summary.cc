@@ -131,6 +131,7 @@ class Differ {
     Field(path + ".used", a->used, b->used);
     Field(path + ".unattributed", a->unattributed, b->unattributed);
     Field(path + ".seq_backwards", a->seq_backwards, b->seq_backwards);
+    Field(path + ".seq_jumps", a->seq_jumps, b->seq_jumps);
     List(path + ".ranks", a->ranks, b->ranks, &Differ::Rank);
     List(path + ".stragglers", a->stragglers, b->stragglers,
          &Differ::Straggler);

@@ -52,7 +52,8 @@ struct WindowCollectives {
   int64_t used = 0;
   int64_t unattributed = 0;
   int64_t seq_backwards = 0;
-  std::vector<RankWindow> ranks;            // By rank.
+  int64_t seq_jumps = 0;          // 0 in windows stored before the field.
+  std::vector<RankWindow> ranks;  // By rank.
   std::vector<StragglerWindow> stragglers;  // By wait caused, descending.
 };
 

@@ -75,9 +75,10 @@ Offset<fb::WindowCollectives> EncodeCollectives(
         attribution, s.unattributed_ns));
   }
   auto stragglers_vec = b.CreateVector(stragglers);
-  return fb::CreateWindowCollectives(
-      b, c->key, c->kernels, c->matched, c->unmatched, c->unsynchronized,
-      c->used, c->unattributed, c->seq_backwards, ranks_vec, stragglers_vec);
+  return fb::CreateWindowCollectives(b, c->key, c->kernels, c->matched,
+                                     c->unmatched, c->unsynchronized, c->used,
+                                     c->unattributed, c->seq_backwards,
+                                     ranks_vec, stragglers_vec, c->seq_jumps);
 }
 
 // ---- Decoding (after the Verifier) ----
@@ -148,6 +149,7 @@ absl::Status DecodeCollectives(const fb::WindowCollectives* in,
   c.used = in->used();
   c.unattributed = in->unattributed();
   c.seq_backwards = in->seq_backwards();
+  c.seq_jumps = in->seq_jumps();
   if (const auto* ranks = in->ranks()) {
     c.ranks.reserve(ranks->size());
     for (const fb::RankWindow* r : *ranks) {

@@ -90,6 +90,7 @@ void WriteCollectives(JsonWriter& w, const WindowCollectives& c,
   w.Key("used").Int(c.used);
   w.Key("unattributed").Int(c.unattributed);
   w.Key("seq_backwards").Int(c.seq_backwards);
+  w.Key("seq_jumps").Int(c.seq_jumps);
   w.Key("key").String(WindowCollectiveKeyName(c.key));
   w.Key("late").Int(late_collectives);
   w.EndObject();

@@ -205,6 +205,8 @@ std::optional<WindowCollectives> ReadCollectives(Fields& f,
     c.used = n->Int("used");
     c.unattributed = n->Int("unattributed");
     c.seq_backwards = n->Int("seq_backwards");
+    // Absent from servers older than the field.
+    c.seq_jumps = n->Has("seq_jumps") ? n->Int("seq_jumps") : 0;
     const std::string key = n->String("key");
     for (uint8_t k = 0; k < 3; ++k) {
       if (WindowCollectiveKeyName(k) == key) c.key = k;

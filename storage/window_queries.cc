@@ -230,6 +230,7 @@ void AddWindowCollectives(const WindowCollectives& window,
   period.used += window.used;
   period.unattributed += window.unattributed;
   period.seq_backwards += window.seq_backwards;
+  period.seq_jumps += window.seq_jumps;
   for (const RankWindow& r : window.ranks) {
     auto it = std::lower_bound(
         period.ranks.begin(), period.ranks.end(), r.rank,

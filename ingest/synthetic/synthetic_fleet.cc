@@ -16,9 +16,9 @@
 namespace bubblewatch {
 namespace {
 
-constexpr std::array<absl::string_view, 8> kScenarioNames = {
-    "healthy",    "sync",   "launch",    "alloc",
-    "dataloader", "memcpy", "straggler", "mix"};
+constexpr std::array<absl::string_view, 9> kScenarioNames = {
+    "healthy", "sync",      "launch", "alloc",   "dataloader",
+    "memcpy",  "straggler", "mix",    "lockstep"};
 
 // The scenarios `mix` cycles through, by job index.
 constexpr std::array<SyntheticScenario, 6> kMixedScenarios = {
@@ -84,10 +84,36 @@ Trace GenerateRank(const SyntheticFleetOptions& options, const std::string& job,
   return trace;
 }
 
-// Job `job_index` of the straggler scenario: a StragglerJob whose late rank,
-// cause and late steps are drawn from the seed, over about `duration`.
+// A generated StragglerJob as a fleet job: its hosts named like the other
+// scenarios' (8 ranks a host).
+SyntheticJob ToSyntheticJob(const SyntheticFleetOptions& options,
+                            const std::string& name, SyntheticScenario scenario,
+                            StragglerJob generated) {
+  SyntheticJob job;
+  job.job = name;
+  job.scenario = scenario;
+  job.truth_window_ns = options.truth_window_ns;
+  for (Trace& rank : generated.ranks) {
+    rank.host = absl::StrFormat("%s-node-%02d", name, rank.rank / 8);
+    job.ranks.push_back(std::move(rank));
+  }
+  job.straggler = generated.truth;
+  return job;
+}
+
+// A healthy step of MakeStragglerJob's default shape takes about 6.1 ms
+// (loader 0.5, 12 kernels of 0.4, transfer 0.8, launch latencies) and emits
+// 27 events per rank (the loader range, 13 launches, 13 kernels).
+constexpr int64_t kStragglerStepNs = 6'100'000;
+constexpr double kStragglerStepEvents = 27;
+
+// Job `job_index` of the straggler scenario (`plant`: a StragglerJob whose
+// late rank, cause and late steps are drawn from the seed) or of the lockstep
+// scenario (the same job with no rank late, its step stretched or shrunk to
+// the rate), over about `duration`.
 SyntheticJob GenerateStragglerJob(const SyntheticFleetOptions& options,
-                                  const std::string& name, int job_index) {
+                                  const std::string& name, int job_index,
+                                  bool plant) {
   uint64_t state = RankSeed(options.seed, job_index, -1);
   StragglerJobOptions o;
   o.job = name;
@@ -95,11 +121,31 @@ SyntheticJob GenerateStragglerJob(const SyntheticFleetOptions& options,
   o.ranks_per_host = 8;
   o.start_time_ns = options.start_time_ns;
   o.seed = SplitMix64(&state);
-  // A healthy step takes about 6.1 ms (loader 0.5, 12 kernels of 0.4,
-  // transfer 0.8, launch latencies).
-  constexpr int64_t kStepNs = 6'100'000;
+  int64_t step_ns = kStragglerStepNs;
+  if (!plant) {
+    // Scale the step's times (not the few-microsecond launch offsets) so
+    // that a step lasts 27 events at the rate; no shorter than 0.05 x,
+    // where a 20 us kernel still outlasts the 6 us between launches.
+    const double scale = std::max(
+        0.05, kStragglerStepEvents * 1e9 / options.events_per_second_per_gpu /
+                  static_cast<double>(kStragglerStepNs));
+    auto scaled = [scale](int64_t ns) {
+      return static_cast<int64_t>(static_cast<double>(ns) * scale);
+    };
+    o.kernel_ns = scaled(o.kernel_ns);
+    o.loader_ns = scaled(o.loader_ns);
+    o.transfer_ns = scaled(o.transfer_ns);
+    step_ns = std::max<int64_t>(1, scaled(kStragglerStepNs));
+  }
   o.steps = static_cast<int>(std::clamp<int64_t>(
-      absl::ToInt64Nanoseconds(options.duration) / kStepNs, 4, 10'000'000));
+      absl::ToInt64Nanoseconds(options.duration) / step_ns, 4, 10'000'000));
+  if (!plant) {
+    o.late_rank = -1;
+    o.late_from_step = 0;
+    o.late_until_step = 0;
+    return ToSyntheticJob(options, name, SyntheticScenario::kLockstep,
+                          MakeStragglerJob(o));
+  }
   o.late_rank = static_cast<int>(SplitMix64(&state) %
                                  static_cast<uint64_t>(options.gpus_per_job));
   o.cause = static_cast<StragglerCause>(SplitMix64(&state) % 3);
@@ -109,17 +155,8 @@ SyntheticJob GenerateStragglerJob(const SyntheticFleetOptions& options,
   o.late_until_step =
       std::max(o.late_from_step + 1,
                static_cast<int>(o.steps * (from_pct + length_pct) / 100));
-  StragglerJob generated = MakeStragglerJob(o);
-  SyntheticJob job;
-  job.job = name;
-  job.scenario = SyntheticScenario::kStraggler;
-  job.truth_window_ns = options.truth_window_ns;
-  for (Trace& rank : generated.ranks) {
-    rank.host = absl::StrFormat("%s-node-%02d", name, rank.rank / 8);
-    job.ranks.push_back(std::move(rank));
-  }
-  job.straggler = generated.truth;
-  return job;
+  return ToSyntheticJob(options, name, SyntheticScenario::kStraggler,
+                        MakeStragglerJob(o));
 }
 
 }  // namespace
@@ -204,15 +241,19 @@ absl::StatusOr<std::vector<SyntheticJob>> GenerateSyntheticFleet(
   if (options.truth_window_ns < 1'000'000) {
     return absl::InvalidArgumentError("truth windows must be >= 1 ms");
   }
-  if (options.scenario == SyntheticScenario::kStraggler) {
+  if (options.scenario == SyntheticScenario::kStraggler ||
+      options.scenario == SyntheticScenario::kLockstep) {
+    const bool plant = options.scenario == SyntheticScenario::kStraggler;
     if (options.gpus_per_job < 2) {
       return absl::InvalidArgumentError(
-          "the straggler scenario needs at least 2 GPUs per job");
+          absl::StrCat("the ", SyntheticScenarioName(options.scenario),
+                       " scenario needs at least 2 GPUs per job"));
     }
     std::vector<SyntheticJob> jobs;
     for (int j = 0; j < options.jobs; ++j) {
       jobs.push_back(GenerateStragglerJob(
-          options, absl::StrFormat("%s-%03d", options.job_prefix, j), j));
+          options, absl::StrFormat("%s-%03d", options.job_prefix, j), j,
+          plant));
     }
     return jobs;
   }
@@ -257,7 +298,7 @@ absl::StatusOr<std::vector<SyntheticJob>> GenerateSyntheticFleet(
   for (int j = 0; j < options.jobs; ++j) {
     SyntheticJob& job = jobs[j];
     if (scenarios[j] == SyntheticScenario::kStraggler) {
-      job = GenerateStragglerJob(options, names[j], j);
+      job = GenerateStragglerJob(options, names[j], j, /*plant=*/true);
       continue;
     }
     job.job = names[j];
@@ -278,6 +319,7 @@ absl::StatusOr<std::vector<SyntheticJob>> GenerateSyntheticFleet(
 
 std::string StragglerTruthJsonLine(const SyntheticJob& job) {
   const StragglerTruth& t = *job.straggler;
+  const bool planted = t.late_rank >= 0;
   std::string host;
   for (const Trace& r : job.ranks) {
     if (r.rank == t.late_rank) host = r.host;
@@ -285,12 +327,12 @@ std::string StragglerTruthJsonLine(const SyntheticJob& job) {
   JsonWriter j;
   j.BeginObject();
   j.Key("job").String(job.job);
-  j.Key("scenario").String("straggler");
+  j.Key("scenario").String(SyntheticScenarioName(job.scenario));
   j.Key("scope").String("straggler");
   j.Key("ranks").Int(static_cast<int64_t>(job.ranks.size()));
   j.Key("rank").Int(t.late_rank);
   j.Key("host").String(host);
-  j.Key("cause").String(StragglerCauseName(t.cause));
+  j.Key("cause").String(planted ? StragglerCauseName(t.cause) : "none");
   j.Key("start_ns").Int(t.late_start_ns);
   j.Key("end_ns").Int(t.late_end_ns);
   j.Key("planted_wait_ns").Int(t.planted_wait_ns);

@@ -33,7 +33,18 @@
 //               dataloader, memcpy in turn (j mod 6), except that with at
 //               least 2 GPUs per job every 7th job (j mod 7 = 6: jobs 6,
 //               13, 20, ...) is a straggler job as above. The other jobs are
-//               the same, event for event, as before straggler jobs joined.
+//               the same, event for event, as before straggler jobs joined;
+//   lockstep    the straggler scenario's multi-rank jobs with no rank late:
+//               the same step loop, collective identities and natural
+//               jitter (the same code, MakeStragglerJob with no late
+//               rank), the healthy baseline a straggler detector must stay
+//               silent on. Unlike the straggler scenario its steps follow
+//               the rate: each rank emits about the rate's events per
+//               second (27 events a step; at 4,426/s the straggler
+//               scenario's 6.1 ms step, at the default 20,000/s 1.35 ms;
+//               rates above 88,500/s are capped there, where kernels would
+//               get shorter than their launches). Needs at least 2 GPUs per
+//               job; its truth is a straggler line with rank -1.
 // Every non-healthy scenario also reads the loss with .item() each step.
 //
 // Ground truth is by construction (synthetic_truth.h): per device and
@@ -70,10 +81,11 @@ enum class SyntheticScenario : uint8_t {
   kMemcpy,
   kStraggler,
   kMix,
+  kLockstep,  // After kMix: kMix never yields it.
 };
 
 // "healthy", "sync", "launch", "alloc", "dataloader", "memcpy", "straggler",
-// "mix".
+// "mix", "lockstep".
 absl::string_view SyntheticScenarioName(SyntheticScenario scenario);
 std::optional<SyntheticScenario> ParseSyntheticScenario(absl::string_view name);
 
@@ -111,8 +123,9 @@ struct SyntheticJob {
   // Every gap, by device then time; empty unless keep_gaps.
   std::vector<PlantedGap> gaps;
   // The straggler scenario's truth (true time = the traces' time: its hosts
-  // are not skewed); absent for the other scenarios, whose `truth` is
-  // empty for straggler jobs.
+  // are not skewed); for a lockstep job late_rank -1 and nothing planted;
+  // absent for the other scenarios. `truth` is empty for straggler and
+  // lockstep jobs.
   std::optional<StragglerTruth> straggler;
 
   // All ranks in one Trace (what the processor assembles for the job), with
@@ -122,7 +135,7 @@ struct SyntheticJob {
 
 // Generates the fleet. Errors: kInvalidArgument for options out of range
 // (jobs or GPUs < 1, non-positive duration or rate, a window < 1 ms, the
-// straggler scenario with one GPU per job).
+// straggler or lockstep scenario with one GPU per job).
 absl::StatusOr<std::vector<SyntheticJob>> GenerateSyntheticFleet(
     const SyntheticFleetOptions& options);
 
@@ -134,7 +147,9 @@ absl::StatusOr<std::vector<SyntheticJob>> GenerateSyntheticFleet(
 //    "rank":3,"host":"J-node-00","cause":"data_loading",
 //    "start_ns":...,"end_ns":...,"planted_wait_ns":...}
 // [start_ns, end_ns) is when the rank was late; planted_wait_ns the waits it
-// caused in the other ranks' all-reduce kernels.
+// caused in the other ranks' all-reduce kernels. A lockstep job's line says
+// "scenario":"lockstep", "rank":-1, "host":"", "cause":"none" and 0 for the
+// times and the wait: no straggler was planted.
 std::string StragglerTruthJsonLine(const SyntheticJob& job);
 
 absl::Status WriteSyntheticTruthFile(const std::vector<SyntheticJob>& jobs,

@@ -28,7 +28,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -50,8 +49,8 @@
 #include "httplib.h"
 #include "kafka/kafka_config.h"
 #include "kafka/kafka_handles.h"
-#include "simdjson.h"
 #include "storage/window_store.h"
+#include "tests/alerts/alert_kafka_fixture.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/command_flags.h"
 #include "tests/testing/files.h"
@@ -65,16 +64,6 @@ namespace {
 
 constexpr int64_t kWindowNs = 10'000'000'000;
 constexpr int64_t kStallStartNs = 1767225600LL * 1000000000;  // Default start.
-
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') {
-    ADD_FAILURE() << name << " is not set: run through ops/test, which "
-                  << "starts a real broker and Alertmanager";
-    return "";
-  }
-  return v;
-}
 
 std::string Unique(const std::string& base) {
   return base + "-" + std::to_string(getpid()) + "-" +
@@ -107,44 +96,10 @@ std::string OpsScript(const std::string& name) {
          name;
 }
 
+using testing::ListAlertmanagerAlerts;
+using testing::ListedAlert;
 using testing::PollUntil;
-
-struct ListedAlert {
-  std::string alertname, job, severity, cause, state;
-};
-
-// GET /api/v2/alerts (active, silenced, inhibited: Alertmanager's default
-// filter lists unresolved alerts only), those named `alertname`.
-std::vector<ListedAlert> ListAlerts(const std::string& url,
-                                    const std::string& alertname) {
-  std::vector<ListedAlert> out;
-  httplib::Client client(url);
-  client.set_connection_timeout(2, 0);
-  client.set_read_timeout(2, 0);
-  httplib::Result res = client.Get("/api/v2/alerts");
-  if (!res || res->status != 200) return out;
-  simdjson::dom::parser parser;
-  simdjson::dom::element root;
-  if (parser.parse(res->body).get(root) != simdjson::SUCCESS) return out;
-  simdjson::dom::array alerts;
-  if (root.get_array().get(alerts) != simdjson::SUCCESS) return out;
-  for (simdjson::dom::element a : alerts) {
-    auto label = [&](const char* key) {
-      std::string_view v;
-      return a["labels"][key].get_string().get(v) == simdjson::SUCCESS
-                 ? std::string(v)
-                 : std::string();
-    };
-    if (label("alertname") != alertname) continue;
-    std::string_view state;
-    if (a["status"]["state"].get_string().get(state) != simdjson::SUCCESS) {
-      state = "?";
-    }
-    out.push_back({label("alertname"), label("job"), label("severity"),
-                   label("cause"), std::string(state)});
-  }
-  return out;
-}
+using testing::RequiredEnv;
 
 // An HTTP proxy in front of Alertmanager's POST /api/v2/alerts that can be
 // shut (connection refused: Alertmanager unreachable, yet it keeps the
@@ -258,7 +213,7 @@ class AlertmanagerProxy {
 class TopicReader {
  public:
   explicit TopicReader(const std::string& topic) {
-    KafkaConfig config(Env("BUBBLEWATCH_KAFKA_BROKERS"));
+    KafkaConfig config(RequiredEnv("BUBBLEWATCH_KAFKA_BROKERS"));
     config.Set("group.id", topic + "-reader");
     config.Set("enable.auto.commit", "false");
     absl::StatusOr<RdKafkaPtr> consumer =
@@ -310,13 +265,14 @@ class AlertmanagerKafka : public ::testing::Test {
     }
   }
   pid_t AlertmanagerPid() {
-    std::ifstream in(Env("BUBBLEWATCH_ALERTMANAGER_DIR") + "/alertmanager.pid");
+    std::ifstream in(RequiredEnv("BUBBLEWATCH_ALERTMANAGER_DIR") +
+                     "/alertmanager.pid");
     pid_t pid = 0;
     in >> pid;
     return pid;
   }
   std::string AmPort() {
-    const std::string url = Env("BUBBLEWATCH_ALERTMANAGER_URL");
+    const std::string url = RequiredEnv("BUBBLEWATCH_ALERTMANAGER_URL");
     return url.substr(url.rfind(':') + 1);
   }
   pid_t processor_ = 0;
@@ -324,9 +280,9 @@ class AlertmanagerKafka : public ::testing::Test {
 };
 
 TEST_F(AlertmanagerKafka, SyncStallFiresOnceSurvivesRestartsAndResolves) {
-  const std::string brokers = Env("BUBBLEWATCH_KAFKA_BROKERS");
-  const std::string am = Env("BUBBLEWATCH_ALERTMANAGER_URL");
-  const std::string am_dir = Env("BUBBLEWATCH_ALERTMANAGER_DIR");
+  const std::string brokers = RequiredEnv("BUBBLEWATCH_KAFKA_BROKERS");
+  const std::string am = RequiredEnv("BUBBLEWATCH_ALERTMANAGER_URL");
+  const std::string am_dir = RequiredEnv("BUBBLEWATCH_ALERTMANAGER_DIR");
   ASSERT_FALSE(brokers.empty() || am.empty() || am_dir.empty());
   const std::string topic = Unique("bw-alerts");
   const std::string rule = Unique("sync-stall");
@@ -360,10 +316,11 @@ TEST_F(AlertmanagerKafka, SyncStallFiresOnceSurvivesRestartsAndResolves) {
   ASSERT_EQ(produce("sync", "2026-01-01T00:00:00Z", "1"), 0);
   processor_ = Spawn(BUBBLEWATCH_BINARY, process_args);
   TopicReader reader(topic + ".alerts");
-  ASSERT_TRUE(PollUntil([&] { return ListAlerts(am, rule).size() == 1; },
-                        absl::Seconds(60), absl::Milliseconds(200)))
+  ASSERT_TRUE(
+      PollUntil([&] { return ListAlertmanagerAlerts(am, rule).size() == 1; },
+                absl::Seconds(60), absl::Milliseconds(200)))
       << "Alertmanager never listed the alert";
-  std::vector<ListedAlert> listed = ListAlerts(am, rule);
+  std::vector<ListedAlert> listed = ListAlertmanagerAlerts(am, rule);
   ASSERT_EQ(listed.size(), 1u);
   EXPECT_EQ(listed[0].job, job);
   EXPECT_EQ(listed[0].cause, "host_sync");
@@ -394,10 +351,12 @@ TEST_F(AlertmanagerKafka, SyncStallFiresOnceSurvivesRestartsAndResolves) {
   ASSERT_EQ(RunToEnd("/bin/bash", {OpsScript("start"), "--port", AmPort(),
                                    "--state-dir", am_dir}),
             0);
-  EXPECT_TRUE(ListAlerts(am, rule).empty()) << "a fresh Alertmanager";
+  EXPECT_TRUE(ListAlertmanagerAlerts(am, rule).empty())
+      << "a fresh Alertmanager";
   processor_ = Spawn(BUBBLEWATCH_BINARY, process_args);
-  ASSERT_TRUE(PollUntil([&] { return ListAlerts(am, rule).size() == 1; },
-                        absl::Seconds(30), absl::Milliseconds(200)))
+  ASSERT_TRUE(
+      PollUntil([&] { return ListAlertmanagerAlerts(am, rule).size() == 1; },
+                absl::Seconds(30), absl::Milliseconds(200)))
       << "the restored alert was not re-posted";
 
   // 3. Alertmanager becomes unreachable (frozen); the stall ends: 30 s of
@@ -414,8 +373,9 @@ TEST_F(AlertmanagerKafka, SyncStallFiresOnceSurvivesRestartsAndResolves) {
       << "no resolution on the alerts topic";
   ASSERT_EQ(kill(frozen_pid_, SIGCONT), 0);
   frozen_pid_ = 0;
-  EXPECT_TRUE(PollUntil([&] { return ListAlerts(am, rule).empty(); },
-                        absl::Seconds(40), absl::Milliseconds(200)))
+  EXPECT_TRUE(
+      PollUntil([&] { return ListAlertmanagerAlerts(am, rule).empty(); },
+                absl::Seconds(40), absl::Milliseconds(200)))
       << "Alertmanager still lists the alert as active";
 
   // Exactly one firing and one resolution, whatever restarted in between.
@@ -437,7 +397,7 @@ TEST_F(AlertmanagerKafka, SyncStallFiresOnceSurvivesRestartsAndResolves) {
 }
 
 TEST_F(AlertmanagerKafka, SighupReloadsRulesAndRefusesABadFile) {
-  const std::string brokers = Env("BUBBLEWATCH_KAFKA_BROKERS");
+  const std::string brokers = RequiredEnv("BUBBLEWATCH_KAFKA_BROKERS");
   ASSERT_FALSE(brokers.empty());
   const std::string topic = Unique("bw-reload");
   const std::string job_prefix = Unique("reload");
@@ -511,7 +471,7 @@ TEST_F(AlertmanagerKafka, SighupReloadsRulesAndRefusesABadFile) {
 // in the log, though librdkafka's debug logging prints the configuration.
 // Then the config file names other rules: SIGHUP loads them, and they fire.
 TEST_F(AlertmanagerKafka, ConfigFileSecretsAndSighupTakeANewRulesPath) {
-  const std::string brokers = Env("BUBBLEWATCH_KAFKA_BROKERS");
+  const std::string brokers = RequiredEnv("BUBBLEWATCH_KAFKA_BROKERS");
   ASSERT_FALSE(brokers.empty());
   const std::string topic = Unique("bw-config");
   const std::string job_prefix = Unique("config");
@@ -617,8 +577,8 @@ std::optional<AlertEvaluator> StoredAlerts(const std::string& store,
 }
 
 TEST_F(AlertmanagerKafka, UndeliveredResolutionSurvivesAProcessorKill) {
-  const std::string brokers = Env("BUBBLEWATCH_KAFKA_BROKERS");
-  const std::string am = Env("BUBBLEWATCH_ALERTMANAGER_URL");
+  const std::string brokers = RequiredEnv("BUBBLEWATCH_KAFKA_BROKERS");
+  const std::string am = RequiredEnv("BUBBLEWATCH_ALERTMANAGER_URL");
   ASSERT_FALSE(brokers.empty() || am.empty());
   const std::string topic = Unique("bw-undelivered");
   const std::string rule = Unique("sync-held");
@@ -640,8 +600,9 @@ TEST_F(AlertmanagerKafka, UndeliveredResolutionSurvivesAProcessorKill) {
   ASSERT_EQ(produce("sync", "2026-01-01T00:00:00Z"), 0);
   processor_ = Spawn(BUBBLEWATCH_BINARY, process_args);
   TopicReader reader(topic + ".alerts");
-  ASSERT_TRUE(PollUntil([&] { return ListAlerts(am, rule).size() == 1; },
-                        absl::Seconds(60), absl::Milliseconds(200)))
+  ASSERT_TRUE(
+      PollUntil([&] { return ListAlertmanagerAlerts(am, rule).size() == 1; },
+                absl::Seconds(60), absl::Milliseconds(200)))
       << "Alertmanager never listed the alert";
 
   // Alertmanager becomes unreachable; the stall ends and the alert resolves.
@@ -667,14 +628,15 @@ TEST_F(AlertmanagerKafka, UndeliveredResolutionSurvivesAProcessorKill) {
   kill(processor_, SIGKILL);
   Wait(processor_);
   processor_ = 0;
-  ASSERT_EQ(ListAlerts(am, rule).size(), 1u);
+  ASSERT_EQ(ListAlertmanagerAlerts(am, rule).size(), 1u);
 
   // Alertmanager reachable again, the processor restarted with no new
   // input: only the stored resolution can resolve the alert.
   ASSERT_TRUE(proxy.Open());
   processor_ = Spawn(BUBBLEWATCH_BINARY, process_args);
-  EXPECT_TRUE(PollUntil([&] { return ListAlerts(am, rule).empty(); },
-                        absl::Seconds(30), absl::Milliseconds(200)))
+  EXPECT_TRUE(
+      PollUntil([&] { return ListAlertmanagerAlerts(am, rule).empty(); },
+                absl::Seconds(30), absl::Milliseconds(200)))
       << "Alertmanager still lists the alert: the resolution was lost";
   // The delivery is committed: nothing left to deliver after another start.
   EXPECT_TRUE(PollUntil(
@@ -720,8 +682,8 @@ std::string StoredPhase(const std::string& store, const std::string& job) {
 }
 
 TEST_F(AlertmanagerKafka, AnEndedJobsAlertsResolveAndItIsNeverSilent) {
-  const std::string brokers = Env("BUBBLEWATCH_KAFKA_BROKERS");
-  const std::string am = Env("BUBBLEWATCH_ALERTMANAGER_URL");
+  const std::string brokers = RequiredEnv("BUBBLEWATCH_KAFKA_BROKERS");
+  const std::string am = RequiredEnv("BUBBLEWATCH_ALERTMANAGER_URL");
   ASSERT_FALSE(brokers.empty() || am.empty());
   const std::string topic = Unique("bw-ended");
   const std::string cause = Unique("sync-ended");
@@ -760,12 +722,14 @@ TEST_F(AlertmanagerKafka, AnEndedJobsAlertsResolveAndItIsNeverSilent) {
                                               "1x",
                                               "--log-level",
                                               "error"});
-  ASSERT_TRUE(PollUntil([&] { return ListAlerts(am, cause).size() == 1; },
-                        absl::Seconds(60), absl::Milliseconds(200)))
+  ASSERT_TRUE(
+      PollUntil([&] { return ListAlertmanagerAlerts(am, cause).size() == 1; },
+                absl::Seconds(60), absl::Milliseconds(200)))
       << "Alertmanager never listed the cause alert";
   ASSERT_EQ(Wait(producer), 0);
-  EXPECT_TRUE(PollUntil([&] { return ListAlerts(am, cause).empty(); },
-                        absl::Seconds(30), absl::Milliseconds(200)))
+  EXPECT_TRUE(
+      PollUntil([&] { return ListAlertmanagerAlerts(am, cause).empty(); },
+                absl::Seconds(30), absl::Milliseconds(200)))
       << "the ended job's alert is still active at Alertmanager";
   ASSERT_TRUE(PollUntil([&] { return StoredPhase(store, job) == "ended"; },
                         absl::Seconds(10), absl::Milliseconds(200)))
@@ -780,7 +744,7 @@ TEST_F(AlertmanagerKafka, AnEndedJobsAlertsResolveAndItIsNeverSilent) {
   EXPECT_EQ(resolved, 1);
   // Silent for three times job_silent's 4 s: nothing fires.
   absl::SleepFor(absl::Seconds(12));
-  EXPECT_TRUE(ListAlerts(am, silent).empty());
+  EXPECT_TRUE(ListAlertmanagerAlerts(am, silent).empty());
   for (const AlertEvent& e : reader.Poll()) {
     EXPECT_NE(e.rule, silent) << "job_silent fired for an ended job";
   }
@@ -791,8 +755,8 @@ TEST_F(AlertmanagerKafka, AnEndedJobsAlertsResolveAndItIsNeverSilent) {
 }
 
 TEST_F(AlertmanagerKafka, AJobThatStopsWithoutAMarkerIsSilent) {
-  const std::string brokers = Env("BUBBLEWATCH_KAFKA_BROKERS");
-  const std::string am = Env("BUBBLEWATCH_ALERTMANAGER_URL");
+  const std::string brokers = RequiredEnv("BUBBLEWATCH_KAFKA_BROKERS");
+  const std::string am = RequiredEnv("BUBBLEWATCH_ALERTMANAGER_URL");
   ASSERT_FALSE(brokers.empty() || am.empty());
   const std::string topic = Unique("bw-stopped");
   const std::string cause = Unique("sync-stopped");
@@ -808,13 +772,14 @@ TEST_F(AlertmanagerKafka, AJobThatStopsWithoutAMarkerIsSilent) {
   ASSERT_EQ(ProduceSynthetic(brokers, topic, job_prefix, "sync",
                              "2026-01-01T00:00:00Z"),
             0);
-  ASSERT_TRUE(PollUntil([&] { return ListAlerts(am, silent).size() == 1; },
-                        absl::Seconds(60), absl::Milliseconds(200)))
+  ASSERT_TRUE(
+      PollUntil([&] { return ListAlertmanagerAlerts(am, silent).size() == 1; },
+                absl::Seconds(60), absl::Milliseconds(200)))
       << "job_silent never reached Alertmanager";
-  EXPECT_EQ(ListAlerts(am, silent)[0].job, job);
+  EXPECT_EQ(ListAlertmanagerAlerts(am, silent)[0].job, job);
   EXPECT_EQ(StoredPhase(store, job), "active");
   // Its cause alert fires on as well: nothing said the job ended.
-  EXPECT_EQ(ListAlerts(am, cause).size(), 1u);
+  EXPECT_EQ(ListAlertmanagerAlerts(am, cause).size(), 1u);
   kill(processor_, SIGTERM);
   EXPECT_EQ(Wait(processor_), 0);
   processor_ = 0;
@@ -833,8 +798,8 @@ TEST_F(AlertmanagerKafka, AJobThatStopsWithoutAMarkerIsSilent) {
 //     stall, and none once they resolved (an old owner that kept re-posting
 //     a job it lost would keep the alert active).
 TEST_F(AlertmanagerKafka, FleetOfProcessorsPagesOncePerConditionAcrossMoves) {
-  const std::string brokers = Env("BUBBLEWATCH_KAFKA_BROKERS");
-  const std::string am = Env("BUBBLEWATCH_ALERTMANAGER_URL");
+  const std::string brokers = RequiredEnv("BUBBLEWATCH_KAFKA_BROKERS");
+  const std::string am = RequiredEnv("BUBBLEWATCH_ALERTMANAGER_URL");
   ASSERT_FALSE(brokers.empty() || am.empty());
   const std::string topic = Unique("bw-fleet-alerts");
   const std::string rule = Unique("fleet-stall");
@@ -915,7 +880,8 @@ TEST_F(AlertmanagerKafka, FleetOfProcessorsPagesOncePerConditionAcrossMoves) {
   };
   auto listed_jobs = [&] {
     std::multiset<std::string> jobs;
-    for (const ListedAlert& a : ListAlerts(am, rule)) jobs.insert(a.job);
+    for (const ListedAlert& a : ListAlertmanagerAlerts(am, rule))
+      jobs.insert(a.job);
     return jobs;
   };
 
@@ -961,12 +927,13 @@ TEST_F(AlertmanagerKafka, FleetOfProcessorsPagesOncePerConditionAcrossMoves) {
       PollUntil([&] { return by_job(AlertStatus::kResolved).size() == 9; },
                 absl::Seconds(90), absl::Milliseconds(250)))
       << "not every job resolved";
-  ASSERT_TRUE(PollUntil([&] { return ListAlerts(am, rule).empty(); },
-                        absl::Seconds(30), absl::Milliseconds(250)))
+  ASSERT_TRUE(
+      PollUntil([&] { return ListAlertmanagerAlerts(am, rule).empty(); },
+                absl::Seconds(30), absl::Milliseconds(250)))
       << "Alertmanager still lists alerts";
   // Several resend intervals later it still lists none.
   absl::SleepFor(absl::Seconds(3));
-  EXPECT_TRUE(ListAlerts(am, rule).empty());
+  EXPECT_TRUE(ListAlertmanagerAlerts(am, rule).empty());
 
   for (pid_t& pid : instances) {
     if (pid <= 0) continue;

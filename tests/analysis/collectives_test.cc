@@ -265,6 +265,41 @@ TEST(AnalyzeCollectives, SeqGoingBackwardsIsSkippedAndCounted) {
   EXPECT_EQ(c->unmatched, 0);
 }
 
+// A Seq that skips ahead is counted as a jump (its own counter, beside the
+// unmatched instances it leaves behind); the kernel is kept and matches its
+// partner. A step of one is not a jump, nor is the first kernel of a group.
+TEST(AnalyzeCollectives, SeqJumpingAheadIsCountedAndKept) {
+  TraceBuilder r0, r1;
+  r0.Collective("AllReduce", 0, 100, "0", 5)
+      .Collective("AllReduce", 200, 300, "0", 6)
+      .Collective("AllReduce", 400, 500, "0", 7)
+      .Collective("AllReduce", 600, 700, "0", 8);
+  r1.Collective("AllReduce", 0, 100, "0", 5)
+      .Collective("AllReduce", 400, 500, "0", 7)  // Jumps over 6.
+      .Collective("AllReduce", 600, 700, "0", 8);
+  Trace t0 = r0.Build(), t1 = r1.Build();
+  std::vector<RankInput> ranks = {Rank(t0, 0), Rank(t1, 1)};
+  absl::StatusOr<CollectiveAnalysis> c = AnalyzeCollectives(ranks);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->seq_jumps, 1);
+  EXPECT_EQ(c->seq_backwards, 0);
+  EXPECT_EQ(c->matched, 3);    // 5, 7, 8.
+  EXPECT_EQ(c->unmatched, 1);  // 6: rank 0 only.
+
+  // Without the gap: no jump, nothing unmatched.
+  TraceBuilder steady;
+  steady.Collective("AllReduce", 0, 100, "0", 5)
+      .Collective("AllReduce", 200, 300, "0", 6)
+      .Collective("AllReduce", 400, 500, "0", 7)
+      .Collective("AllReduce", 600, 700, "0", 8);
+  Trace t2 = steady.Build();
+  ranks = {Rank(t0, 0), Rank(t2, 1)};
+  c = AnalyzeCollectives(ranks);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->seq_jumps, 0);
+  EXPECT_EQ(c->unmatched, 0);
+}
+
 // A process group has one size: ranks stating two are refused, with the
 // group, both ranks and their sizes; sizes that agree, or that are not
 // given, are fine.

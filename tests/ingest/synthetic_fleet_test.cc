@@ -1,6 +1,7 @@
 #include "ingest/synthetic/synthetic_fleet.h"
 
 #include <algorithm>
+#include <climits>
 #include <map>
 #include <set>
 
@@ -175,6 +176,73 @@ TEST(SyntheticFleet, MixPlantsStragglersInEverySeventhMultiRankJob) {
   }
   // With one GPU per job there is nothing to straggle: job 6 stays healthy
   // (MixCyclesThroughScenariosAndNamesJobs).
+}
+
+// The lockstep scenario (issue 20's healthy baseline): the straggler
+// scenario's jobs with no rank late. Every rank carries the same all-reduce
+// instances (group, Seq), the ranks' arrivals differ by jitter only, the
+// step follows the rate, and the truth line says nothing was planted.
+TEST(SyntheticFleet, LockstepJobsMatchCollectivesWithNoRankLate) {
+  for (double rate : {20000.0, 100.0}) {
+    SCOPED_TRACE(absl::StrCat("rate ", rate));
+    SyntheticFleetOptions options = SmallFleet(SyntheticScenario::kLockstep);
+    options.gpus_per_job = 4;
+    options.jobs = 2;
+    options.duration = absl::Seconds(rate > 1000 ? 2 : 60);
+    options.events_per_second_per_gpu = rate;
+    auto jobs = GenerateSyntheticFleet(options);
+    ASSERT_TRUE(jobs.ok()) << jobs.status();
+    ASSERT_EQ(jobs->size(), 2u);
+    for (const SyntheticJob& job : *jobs) {
+      SCOPED_TRACE(job.job);
+      EXPECT_EQ(job.scenario, SyntheticScenario::kLockstep);
+      ASSERT_TRUE(job.straggler.has_value());
+      EXPECT_EQ(job.straggler->late_rank, -1);
+      EXPECT_EQ(job.straggler->planted_wait_ns, 0);
+      EXPECT_EQ(job.straggler->late_start_ns, 0);
+      ASSERT_EQ(job.ranks.size(), 4u);
+      const size_t steps = job.ranks[0].collectives.size();
+      ASSERT_GT(steps, 3u);
+      size_t events = 0;
+      for (const Trace& r : job.ranks) {
+        events += r.gpu.size() + r.cpu.size();
+        ASSERT_EQ(r.collectives.size(), steps) << "rank " << r.rank;
+      }
+      // About the rate: 27 events a step.
+      const double per_s = static_cast<double>(events) / 4 /
+                           absl::ToDoubleSeconds(options.duration);
+      EXPECT_GT(per_s, rate * 0.8);
+      EXPECT_LT(per_s, rate * 1.2);
+      // Lockstep: step s's all-reduce has Seq s on every rank, and no rank
+      // arrives much later than the others (jitter, not a straggler: well
+      // under 10 % of a step).
+      const Trace& r0 = job.ranks[0];
+      const int64_t step_ns =
+          r0.collectives[1].start_ns - r0.collectives[0].start_ns;
+      int64_t worst_spread = 0;
+      for (size_t s = 0; s < steps; ++s) {
+        int64_t first = INT64_MAX, last = INT64_MIN;
+        for (const Trace& r : job.ranks) {
+          const CollectiveKernel& c = r.collectives[s];
+          EXPECT_EQ(c.seq, static_cast<int64_t>(s));
+          EXPECT_EQ(c.group_size, 4);
+          first = std::min(first, c.start_ns);
+          last = std::max(last, c.start_ns);
+        }
+        worst_spread = std::max(worst_spread, last - first);
+      }
+      EXPECT_GT(worst_spread, 0) << "no jitter at all";
+      EXPECT_LT(worst_spread, step_ns / 10);
+      const std::string line = StragglerTruthJsonLine(job);
+      EXPECT_THAT(line, ::testing::HasSubstr("\"scenario\":\"lockstep\""));
+      EXPECT_THAT(line, ::testing::HasSubstr("\"rank\":-1,"));
+      EXPECT_THAT(line, ::testing::HasSubstr("\"cause\":\"none\""));
+    }
+  }
+  SyntheticFleetOptions one_gpu = SmallFleet(SyntheticScenario::kLockstep);
+  one_gpu.gpus_per_job = 1;
+  EXPECT_FALSE(GenerateSyntheticFleet(one_gpu).ok());
+  EXPECT_EQ(ParseSyntheticScenario("lockstep"), SyntheticScenario::kLockstep);
 }
 
 TEST(SyntheticFleet, RanksCarryIdentityAndStartAtStartTime) {

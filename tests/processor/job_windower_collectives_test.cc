@@ -144,6 +144,7 @@ void ExpectWindowEqualsTheOracle(const std::vector<Source>& sources,
     EXPECT_EQ(got.used, want->used);
     EXPECT_EQ(got.unattributed, want->unattributed);
     EXPECT_EQ(got.seq_backwards, want->seq_backwards);
+    EXPECT_EQ(got.seq_jumps, want->seq_jumps);
     ASSERT_EQ(got.ranks.size(), want->ranks.size());
     for (size_t i = 0; i < got.ranks.size(); ++i) {
       const RankWindow& g = got.ranks[i];
@@ -394,6 +395,7 @@ struct Counts {
   int64_t matched = 0;
   int64_t unmatched = 0;
   int64_t seq_backwards = 0;
+  int64_t seq_jumps = 0;
 };
 
 Counts Sum(const std::vector<WindowSummary>& windows) {
@@ -403,6 +405,7 @@ Counts Sum(const std::vector<WindowSummary>& windows) {
     c.matched += w.collectives->matched;
     c.unmatched += w.collectives->unmatched;
     c.seq_backwards += w.collectives->seq_backwards;
+    c.seq_jumps += w.collectives->seq_jumps;
   }
   return c;
 }
@@ -459,8 +462,9 @@ TEST(JobWindowerCollectives, ACollectiveSeenOnOneRankOnlyIsCountedUnmatched) {
 // Bad input: sequence numbers that jump. Rank 1's Seq leaps ahead by a
 // million from its 40th all-reduce on (and its last is INT64_MAX), and one
 // after the 50th goes back. The instances no longer meet their partners:
-// counted unmatched; the backward one counted in seq_backwards and skipped; the
-// windows equal the oracle; nothing is refused.
+// counted unmatched; the jumps counted in seq_jumps; the backward one counted
+// in seq_backwards and skipped; the windows equal the oracle; nothing is
+// refused.
 TEST(JobWindowerCollectives, SequenceNumbersThatJumpAreCountedNotUsed) {
   std::vector<Source> sources = StragglerSources(Job(2, 1, 100, 1));
   const WindowerOptions options = ShortWindows();
@@ -491,6 +495,12 @@ TEST(JobWindowerCollectives, SequenceNumbersThatJumpAreCountedNotUsed) {
   const Counts after = Sum(windows);
   EXPECT_EQ(before.seq_backwards, 0);
   EXPECT_EQ(after.seq_backwards, 1);
+  // The jumps have a count of their own: at most the leap of the 40th, the
+  // one after the skipped backward kernel, and the last (each only when
+  // the kernel before it is in the same window).
+  EXPECT_EQ(before.seq_jumps, 0);
+  EXPECT_GE(after.seq_jumps, 1);
+  EXPECT_LE(after.seq_jumps, 3);
   // Of the last 60 instances at most a few were matched (none after the
   // jump); each is now unmatched on both ranks' sides.
   EXPECT_LE(after.matched, before.matched - 50);

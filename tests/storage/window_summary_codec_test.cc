@@ -90,6 +90,7 @@ TEST(WindowSummaryCodec, RoundTripsTheCollectives) {
   c.used = 17;
   c.unattributed = 3;
   c.seq_backwards = 4;
+  c.seq_jumps = 7;
   c.ranks.push_back(RankWindow{.rank = 0,
                                .host = "node-a",
                                .device = 0,
@@ -132,6 +133,19 @@ TEST(WindowSummaryCodec, RoundTripsTheCollectives) {
                 .causes[static_cast<int>(BubbleCause::kDataLoading)],
             130);
   EXPECT_EQ(out->late_collectives, 6);
+  EXPECT_EQ(out->collectives->seq_jumps, 7);
+  // Without a jump the field is left out: the window's bytes are those
+  // written before seq_jumps existed.
+  in.collectives->seq_jumps = 0;
+  const std::string no_jumps = EncodeWindowSummary(in);
+  const fb::WindowCollectives* stored =
+      fb::GetWindowSummary(no_jumps.data())->collectives();
+  ASSERT_NE(stored, nullptr);
+  EXPECT_FALSE(reinterpret_cast<const flatbuffers::Table*>(stored)->CheckField(
+      fb::WindowCollectives::VT_SEQ_JUMPS));
+  EXPECT_TRUE(reinterpret_cast<const flatbuffers::Table*>(
+                  fb::GetWindowSummary(with.data())->collectives())
+                  ->CheckField(fb::WindowCollectives::VT_SEQ_JUMPS));
   EXPECT_DOUBLE_EQ(out->collectives->ranks[0].busy_useful_utilization(),
                    (900.0 - 150.0) / 1000.0);
 

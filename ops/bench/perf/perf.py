@@ -72,6 +72,9 @@ SUITES = [
     {"name": "processor", "default": True, "minutes": 0.3,
      "about": "`bubblewatch process` end to end on a pre-loaded topic, real local broker: "
               "ops/bench/processor_bench"},
+    {"name": "processor_collectives", "default": True, "minutes": 0.4,
+     "about": "`bubblewatch process` end to end on 8-rank jobs with collectives (the lockstep "
+              "scenario), pre-loaded topic: ops/bench/processor_bench --scenario lockstep"},
     {"name": "processor_live", "default": True, "minutes": 1.3,
      "about": "processor with the producer running live beside it, consumer lag: "
               "ops/bench/processor_bench --live"},
@@ -130,6 +133,11 @@ FIGURES = [
      "what": "processor end to end: pre-loaded topic consumed, analyzed, stored "
              "(events/s from its first to its last message)",
      "target": target(">=", 1e6, "≥ 1 M events/s", "issue 5")},
+    {"id": "processor_collectives_events_per_s", "suite": "processor_collectives",
+     "unit": "events/s",
+     "what": "processor end to end, 8-rank jobs with collectives on (`--scenario lockstep`: "
+             "every window's collectives matched across the job's ranks)",
+     "target": target(">=", 1.5e6, "≥ 1.5 M events/s", "issue 20")},
     {"id": "processor_live_max_lag", "suite": "processor_live", "unit": "messages",
      "what": "processor beside a live producer: largest consumer lag sampled every 5 s",
      "target": target("bounded", None, "bounded: 0 at the end, no upward trend", "issue 5")},
@@ -145,6 +153,13 @@ FIGURES = [
      "what": "query, same, p99 of process CPU time", "target": None},
     {"id": "query_library_json_p99_ms", "suite": "query", "unit": "ms",
      "what": "query, library + JSON rendering of the report, p99 wall", "target": None},
+    {"id": "query_library_64ranks_p99_ms", "suite": "query", "unit": "ms",
+     "what": "query, a 64-rank job's last hour through the library, with the per-rank table "
+             "and stragglers of the period (`QueryJob`), p99 wall",
+     "target": target("<=", 5, "≤ 5 ms", "issue 20")},
+    {"id": "query_library_64ranks_json_p99_ms", "suite": "query", "unit": "ms",
+     "what": "query, same + JSON rendering (`ranks[]`, `stragglers[]`), p99 wall",
+     "target": None},
     {"id": "query_store_scan_p99_ms", "suite": "query", "unit": "ms",
      "what": "query, the store's part alone (`Job` + full `Scan` of 360 windows, every field "
              "decoded; a control), p99 wall", "target": None},
@@ -416,10 +431,19 @@ PROCESSED = re.compile(
     r"(\d+) windows written; .*?lag (\d+); late (\d+); duplicates (\d+); DLQ (\d+)")
 
 
-def suite_processor(r, quick):
+def suite_processor(r, quick, collectives=False):
     need(f"{r.args.build}/bubblewatch")
-    fleet = ["--jobs", "2", "--gpus-per-job", "2", "--duration", "5s", "--rate", "10000"] if quick \
-        else ["--jobs", "10", "--gpus-per-job", "4", "--duration", "30s", "--rate", "10000"]
+    if collectives:
+        # Issue 20: 8-rank jobs in lockstep through an all-reduce with collective identity;
+        # as many events as the plain suite (5 x 8 GPUs instead of 10 x 4).
+        fleet = ["--scenario", "lockstep"] + (
+            ["--jobs", "1", "--gpus-per-job", "8", "--duration", "5s", "--rate", "10000"]
+            if quick else
+            ["--jobs", "5", "--gpus-per-job", "8", "--duration", "30s", "--rate", "10000"])
+    else:
+        fleet = ["--jobs", "2", "--gpus-per-job", "2", "--duration", "5s", "--rate", "10000"] \
+            if quick else \
+            ["--jobs", "10", "--gpus-per-job", "4", "--duration", "30s", "--rate", "10000"]
     out, _ = r.run(["ops/bench/processor_bench"] + fleet, timeout=900)
     lines = PROCESSED.findall(out)
     if not lines:
@@ -430,8 +454,8 @@ def suite_processor(r, quick):
               f"windows written; late {late}, DLQ {dlq}, duplicates {dups}"
               + (f"; wall {float(wall.group(1)):.1f} s with group join and the 3 s idle exit"
                  if wall else ""))
-    return {"processor_events_per_s": {"value": float(rate), "detail": detail,
-                                       "command": r.commands[-1]}}
+    fid = "processor_collectives_events_per_s" if collectives else "processor_events_per_s"
+    return {fid: {"value": float(rate), "detail": detail, "command": r.commands[-1]}}
 
 
 def suite_processor_live(r, quick):
@@ -506,6 +530,10 @@ def suite_query(r, quick):
     counter("query_library_p50_ms", "BM_QueryJobLastHour/json:0", "p50_ms", n)
     counter("query_library_cpu_p99_ms", "BM_QueryJobLastHour/json:0", "cpu_p99_ms", n)
     counter("query_library_json_p99_ms", "BM_QueryJobLastHour/json:1", "p99_ms", n)
+    counter("query_library_64ranks_p99_ms", "BM_QueryJobLastHour64Ranks/json:0", "p99_ms",
+            "2,000 queries of 20 jobs of 64 ranks")
+    counter("query_library_64ranks_json_p99_ms", "BM_QueryJobLastHour64Ranks/json:1", "p99_ms",
+            "2,000 queries of 20 jobs of 64 ranks")
     counter("query_store_scan_p99_ms", "BM_StoreScanLastHour", "p99_ms", n)
     counter("query_http_p99_ms", "BM_HttpJobLastHour", "p99_ms", n)
     counter("query_http_p50_ms", "BM_HttpJobLastHour", "p50_ms", n)
@@ -545,6 +573,7 @@ def suite_processor_memory(r, quick):
 
 SUITE_FN = {"analyzer": suite_analyzer, "chrome_reader": suite_chrome_reader,
             "producer": suite_producer, "processor": suite_processor,
+            "processor_collectives": lambda r, quick: suite_processor(r, quick, True),
             "processor_live": suite_processor_live, "query": suite_query,
             "processor_memory": suite_processor_memory}
 

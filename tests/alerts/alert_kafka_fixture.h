@@ -1,0 +1,36 @@
+// What the alert tests against REAL servers share (ctest label `kafka`;
+// ops/test starts the broker and an Alertmanager and passes their addresses
+// in the environment): the required environment, Alertmanager's list of
+// alerts, and `bubblewatch` run to its end.
+#ifndef BUBBLEWATCH_TESTS_ALERTS_ALERT_KAFKA_FIXTURE_H_
+#define BUBBLEWATCH_TESTS_ALERTS_ALERT_KAFKA_FIXTURE_H_
+
+#include <string>
+#include <vector>
+
+namespace bubblewatch::testing {
+
+// The value of the environment variable `name`. Unset or empty is a test
+// failure (these tests fail, never skip, without their servers), and then
+// returns "".
+std::string RequiredEnv(const char* name);
+
+// One alert as Alertmanager lists it: its labels and status.state.
+struct ListedAlert {
+  std::string alertname, job, severity, cause, state;
+};
+
+// GET `url`/api/v2/alerts (Alertmanager's default filter: active, silenced
+// and inhibited, i.e. unresolved alerts), those whose `alertname` label is
+// `alertname`. Empty when Alertmanager does not answer 200 with a JSON
+// array (callers poll).
+std::vector<ListedAlert> ListAlertmanagerAlerts(const std::string& url,
+                                                const std::string& alertname);
+
+// Runs the `bubblewatch` binary under test with `args` and returns its exit
+// status.
+int RunBubblewatch(const std::vector<std::string>& args);
+
+}  // namespace bubblewatch::testing
+
+#endif  // BUBBLEWATCH_TESTS_ALERTS_ALERT_KAFKA_FIXTURE_H_

@@ -618,11 +618,19 @@ void CollectiveAnalyzer::Attribute() {
     if (complete && inst.parts.size() >= 2) {
       std::vector<int64_t> others;
       for (int k = 0; k < kCategories; ++k) {
+        const int64_t late_ns = spent[late_part][k];
         others.clear();
+        bool any_below = false;
         for (size_t p = 0; p < spent.size(); ++p) {
-          if (p != late_part) others.push_back(spent[p][k]);
+          if (p == late_part) continue;
+          others.push_back(spent[p][k]);
+          any_below |= spent[p][k] < late_ns;
         }
-        excess[k] = std::max<int64_t>(0, spent[late_part][k] - Median(others));
+        // Most categories are 0 on every rank: when no other rank spent less
+        // than the late one, the median is no less either and the excess is
+        // 0, so the median (a sort per category) is not needed.
+        if (!any_below) continue;
+        excess[k] = std::max<int64_t>(0, late_ns - Median(others));
         total_excess += excess[k];
       }
     }

@@ -31,6 +31,7 @@ HostActivityIndex::Levels BuildLevels(
     levels.index[k] = static_cast<uint8_t>(levels.sets.size());
     levels.sets.push_back(std::move(level));
   }
+  levels.cursors.assign(levels.sets.size(), 0);
   return levels;
 }
 
@@ -116,7 +117,12 @@ HostActivityIndex::HostActivityIndex(
 }
 
 HostActivityIndex::Scope HostActivityIndex::ThreadOf(size_t cpu_index) const {
-  return Scope{slots_.find(trace_.cpu[cpu_index].thread)->second};
+  const uint64_t thread = trace_.cpu[cpu_index].thread;
+  if (last_thread_slot_ < 0 || thread != last_thread_) {
+    last_thread_ = thread;
+    last_thread_slot_ = slots_.find(thread)->second;
+  }
+  return Scope{last_thread_slot_};
 }
 
 const HostActivityIndex::Levels& HostActivityIndex::LevelsOf(
@@ -154,7 +160,9 @@ int64_t HostActivityIndex::Attribute(Scope scope, int64_t a, int64_t b,
   const Levels& levels = LevelsOf(scope);
   int64_t below = 0;
   for (int k = 0; k < kNumExplainingHostClasses; ++k) {
-    int64_t covered = levels[k].CoveredLength(a, b);
+    // A level that shares the set below it adds nothing: no second query.
+    if (k > 0 && levels.index[k] == levels.index[k - 1]) continue;
+    const int64_t covered = levels.Covered(k, a, b);
     attribution[static_cast<int>(HostClassCause(static_cast<HostClass>(k)))] +=
         covered - below;
     below = covered;
@@ -163,8 +171,7 @@ int64_t HostActivityIndex::Attribute(Scope scope, int64_t a, int64_t b,
 }
 
 bool HostActivityIndex::SyncOverlaps(Scope scope, int64_t a, int64_t b) const {
-  return LevelsOf(scope)[static_cast<int>(HostClass::kSync)].CoveredLength(
-             a, b) > 0;
+  return LevelsOf(scope).Covered(static_cast<int>(HostClass::kSync), a, b) > 0;
 }
 
 std::optional<size_t> HostActivityIndex::FindBlamed(Scope scope,

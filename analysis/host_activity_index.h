@@ -47,7 +47,16 @@ class HostActivityIndex {
   struct Levels {
     std::vector<IntervalSet> sets;
     std::array<uint8_t, kNumExplainingHostClasses> index{};
+    // Per set, where its last query landed: the analyzer asks about the
+    // gaps of a device in time order, so each query starts its search there
+    // (IntervalSet::CoveredLength with a cursor) instead of bisecting the
+    // whole thread's activity again.
+    mutable std::vector<size_t> cursors;
     const IntervalSet& operator[](int k) const { return sets[index[k]]; }
+    // |V_k ∩ [a, b)|.
+    int64_t Covered(int k, int64_t a, int64_t b) const {
+      return sets[index[k]].CoveredLength(a, b, &cursors[index[k]]);
+    }
   };
 
   // The scope of the thread that ran CPU event `cpu_index`.
@@ -96,6 +105,10 @@ class HostActivityIndex {
   std::vector<std::vector<uint32_t>> rare_events_;
   std::vector<Levels> per_thread_;             // Cumulative unions per thread.
   mutable std::optional<Levels> all_threads_;  // Built on first use.
+  // ThreadOf's last answer: the gaps of a device are mostly launched from
+  // one thread, so most calls skip the hash lookup.
+  mutable uint64_t last_thread_ = 0;
+  mutable int last_thread_slot_ = -1;
 };
 
 }  // namespace bubblewatch

@@ -48,8 +48,11 @@ HostActivityIndex::HostActivityIndex(
   // Two passes: the first classifies and counts each thread's intervals per
   // class, so the second fills lists of exactly the right size (growing them
   // by doubling touched twice the memory: page faults at scale).
-  using Counts = std::array<size_t, kNumExplainingHostClasses>;
-  std::vector<Counts> counts;
+  std::vector<ClassCounts> counts;
+  // Whether every thread's explaining events come by start, and the start
+  // of each thread's last one.
+  bool by_start = true;
+  std::vector<int64_t> last_start;
   int slot = 0;
   uint64_t run_thread = 0;  // The thread `slot` belongs to.
   for (size_t i = 0; i < n; ++i) {
@@ -66,6 +69,7 @@ HostActivityIndex::HostActivityIndex(
       auto [it, inserted] = slots_.try_emplace(e.thread, slots_.size());
       if (inserted) {
         counts.emplace_back();
+        last_start.push_back(INT64_MIN);
         rare_events_.emplace_back();
       }
       slot = it->second;
@@ -76,8 +80,93 @@ HostActivityIndex::HostActivityIndex(
     }
     if (c != HostClass::kContext && e.end_ns > e.start_ns) {
       ++counts[slot][static_cast<int>(c)];
+      by_start &= e.start_ns >= last_start[slot];
+      last_start[slot] = e.start_ns;
     }
   }
+  if (by_start) {
+    BuildSortedLevels(counts);
+  } else {
+    BuildLevelsFromLists(counts);
+  }
+}
+
+void HostActivityIndex::BuildSortedLevels(
+    absl::Span<const ClassCounts> counts) {
+  // Events by start: each level is merged as its events come (an event of
+  // class c belongs to every level from c up), so nothing is collected per
+  // class, sorted, or merged again. A level whose class has no events
+  // shares the set below it.
+  struct Builder {
+    std::array<bool, kNumExplainingHostClasses> own{};
+    std::array<std::vector<Interval>, kNumExplainingHostClasses> merged;
+    // The interval each level is growing; end INT64_MIN: none yet (accepted
+    // times are far above it).
+    std::array<Interval, kNumExplainingHostClasses> open{};
+  };
+  std::vector<Builder> builders(counts.size());
+  for (size_t t = 0; t < counts.size(); ++t) {
+    Builder& b = builders[t];
+    size_t upto = 0;
+    for (int k = 0; k < kNumExplainingHostClasses; ++k) {
+      upto += counts[t][k];
+      b.own[k] = k == 0 || counts[t][k] > 0;
+      // At most one interval per event of the level: capacity never written
+      // costs address space only.
+      if (b.own[k]) b.merged[k].reserve(upto);
+      b.open[k] = {0, INT64_MIN};
+    }
+  }
+  // Plain pointers: the appends below would otherwise make the compiler
+  // reload the vectors' data and sizes for every event.
+  const CpuEvent* const events = trace_.cpu.data();
+  const HostClass* const classes = classes_.data();
+  const size_t n = trace_.cpu.size();
+  Builder* b = nullptr;
+  uint64_t run_thread = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const HostClass c = classes[i];
+    if (c == HostClass::kContext) continue;
+    const int64_t start = events[i].start_ns;
+    const int64_t end = events[i].end_ns;
+    if (end <= start) continue;
+    if (b == nullptr || events[i].thread != run_thread) {
+      run_thread = events[i].thread;
+      b = &builders[slots_.find(run_thread)->second];
+    }
+    for (int k = static_cast<int>(c); k < kNumExplainingHostClasses; ++k) {
+      if (!b->own[k]) continue;
+      Interval& run = b->open[k];
+      if (start <= run.end) {
+        if (end > run.end) run.end = end;
+        continue;
+      }
+      if (run.end != INT64_MIN) b->merged[k].push_back(run);
+      run = {start, end};
+    }
+  }
+  per_thread_.reserve(builders.size());
+  for (Builder& builder : builders) {
+    Levels levels;
+    for (int k = 0; k < kNumExplainingHostClasses; ++k) {
+      if (!builder.own[k]) {
+        levels.index[k] = levels.index[k - 1];
+        continue;
+      }
+      if (builder.open[k].end != INT64_MIN) {
+        builder.merged[k].push_back(builder.open[k]);
+      }
+      levels.index[k] = static_cast<uint8_t>(levels.sets.size());
+      levels.sets.push_back(
+          IntervalSet::FromMerged(std::move(builder.merged[k])));
+    }
+    levels.cursors.assign(levels.sets.size(), 0);
+    per_thread_.push_back(std::move(levels));
+  }
+}
+
+void HostActivityIndex::BuildLevelsFromLists(
+    absl::Span<const ClassCounts> counts) {
   // Each list is sized once and then written through a cursor: no capacity
   // check per event.
   std::vector<std::array<std::vector<Interval>, kNumExplainingHostClasses>>
@@ -97,11 +186,13 @@ HostActivityIndex::HostActivityIndex(
       below += count;
     }
   }
+  int slot = 0;
+  uint64_t run_thread = 0;
   bool first = true;
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < trace_.cpu.size(); ++i) {
     const HostClass c = classes_[i];
     if (c == HostClass::kContext) continue;
-    const CpuEvent& e = trace.cpu[i];
+    const CpuEvent& e = trace_.cpu[i];
     if (e.end_ns <= e.start_ns) continue;
     if (first || e.thread != run_thread) {
       first = false;

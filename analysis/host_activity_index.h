@@ -6,7 +6,9 @@
 // V2 = V1 ∪ data loading, V3 = V2 ∪ launch are kept as IntervalSets with
 // prefix sums. The time of [a, b) whose highest-priority class is k is then
 // |V_k ∩ [a,b)| - |V_{k-1} ∩ [a,b)|: four O(log n) queries per stretch,
-// however many events nest or overlap there.
+// however many events nest or overlap there. When each thread's explaining
+// events come by start (the usual case), the levels are merged in one pass as
+// the events come; otherwise from per-class lists.
 #ifndef BUBBLEWATCH_ANALYSIS_HOST_ACTIVITY_INDEX_H_
 #define BUBBLEWATCH_ANALYSIS_HOST_ACTIVITY_INDEX_H_
 
@@ -17,6 +19,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/types/span.h"
 #include "analysis/cpu_event_classifier.h"
 #include "analysis/interval_set.h"
 #include "schemas/bubble_cause.h"
@@ -92,6 +95,12 @@ class HostActivityIndex {
                                               int64_t lo, int64_t hi) const;
 
  private:
+  // Per thread slot: its non-empty events of each explaining class.
+  using ClassCounts = std::array<size_t, kNumExplainingHostClasses>;
+  // Fill per_thread_ from classes_: in one merging pass when every thread's
+  // explaining events come by start, else from per-class lists.
+  void BuildSortedLevels(absl::Span<const ClassCounts> counts);
+  void BuildLevelsFromLists(absl::Span<const ClassCounts> counts);
   const Levels& LevelsOf(Scope scope) const;
   // Calls `f(i)` for every CPU event index of `scope`.
   template <typename F>

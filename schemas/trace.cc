@@ -44,7 +44,9 @@ bool AllIntervalsAccepted(const std::vector<T>& events, Start start, End end) {
   for (const T& e : events) {
     const int64_t s = start(e);
     const int64_t t = end(e);
-    ok &= IsAcceptedEventTime(s) & IsAcceptedEventTime(t) & (t >= s);
+    // Both accepted and t >= s, in three comparisons instead of five: with
+    // -max <= s <= t <= max, each bound of each time follows.
+    ok &= (s >= -kMaxEventTimeNs) & (t <= kMaxEventTimeNs) & (t >= s);
   }
   return ok;
 }

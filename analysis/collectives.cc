@@ -256,19 +256,30 @@ absl::Status CollectiveAnalyzer::CheckGroupSizes() const {
     int32_t rank;
     int64_t seq;
   };
-  absl::flat_hash_map<std::string, Stated> stated;
+  std::vector<Stated> stated;  // The first statement per group.
+  absl::flat_hash_map<std::string, size_t> by_group;
   for (const RankState& r : ranks_) {
+    // The group's statement per name of this trace: a string per kernel
+    // was most of this check's cost.
+    absl::flat_hash_map<NameId, size_t> by_name;
     for (const CollectiveKernel* c : r.kernels) {
       if (c->process_group == kNoName || c->group_size < 0) continue;
-      const std::string group(Name(r, c->process_group));
-      auto [it, inserted] = stated.try_emplace(
-          group, Stated{c->group_size, r.input->rank, c->seq});
-      if (inserted || it->second.size == c->group_size) continue;
-      return absl::InvalidArgumentError(
-          absl::StrCat("group size disagrees in process group '", group,
-                       "': rank ", it->second.rank, " says ", it->second.size,
-                       " (Seq ", it->second.seq, "), rank ", r.input->rank,
-                       " says ", c->group_size, " (Seq ", c->seq, ")"));
+      auto [named, new_name] = by_name.try_emplace(c->process_group, 0);
+      if (new_name) {
+        auto [it, inserted] =
+            by_group.try_emplace(Name(r, c->process_group), stated.size());
+        if (inserted) {
+          stated.push_back(Stated{c->group_size, r.input->rank, c->seq});
+        }
+        named->second = it->second;
+      }
+      const Stated& first = stated[named->second];
+      if (first.size == c->group_size) continue;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "group size disagrees in process group '", Name(r, c->process_group),
+          "': rank ", first.rank, " says ", first.size, " (Seq ", first.seq,
+          "), rank ", r.input->rank, " says ", c->group_size, " (Seq ", c->seq,
+          ")"));
     }
   }
   return absl::OkStatus();

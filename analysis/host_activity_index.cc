@@ -74,18 +74,29 @@ HostActivityIndex::HostActivityIndex(
       }
       slot = it->second;
     }
+    if (c == HostClass::kContext || e.end_ns <= e.start_ns) continue;
+    // An empty event overlaps nothing, so it is never blamed either.
     if (c == HostClass::kSync || c == HostClass::kAllocator ||
         c == HostClass::kDataLoading) {
       rare_events_[slot].push_back(static_cast<uint32_t>(i));
     }
-    if (c != HostClass::kContext && e.end_ns > e.start_ns) {
-      ++counts[slot][static_cast<int>(c)];
-      by_start &= e.start_ns >= last_start[slot];
-      last_start[slot] = e.start_ns;
-    }
+    ++counts[slot][static_cast<int>(c)];
+    by_start &= e.start_ns >= last_start[slot];
+    last_start[slot] = e.start_ns;
   }
   if (by_start) {
     BuildSortedLevels(counts);
+    // The rare events are by start too: FindBlamed can look at only those
+    // that may overlap its stretch.
+    rare_max_end_.resize(rare_events_.size());
+    for (size_t t = 0; t < rare_events_.size(); ++t) {
+      int64_t max_end = INT64_MIN;
+      rare_max_end_[t].reserve(rare_events_[t].size());
+      for (uint32_t i : rare_events_[t]) {
+        max_end = std::max(max_end, trace.cpu[i].end_ns);
+        rare_max_end_[t].push_back(max_end);
+      }
+    }
   } else {
     BuildLevelsFromLists(counts);
   }
@@ -288,7 +299,25 @@ std::optional<size_t> HostActivityIndex::FindBlamed(Scope scope,
               host_class == HostClass::kAllocator ||
               host_class == HostClass::kDataLoading;
   if (scope.thread_slot >= 0 && rare) {
-    for (uint32_t i : rare_events_[scope.thread_slot]) consider(i);
+    const std::vector<uint32_t>& events = rare_events_[scope.thread_slot];
+    size_t from = 0;
+    size_t to = events.size();
+    if (!rare_max_end_.empty()) {
+      // By start, with the running maximum of their ends: the events that
+      // may overlap [a, b) are those after the first whose running end
+      // passes a, up to the first starting at or after b. Same order as
+      // the full scan, so the same ties.
+      const std::vector<int64_t>& max_end = rare_max_end_[scope.thread_slot];
+      from = static_cast<size_t>(
+          std::upper_bound(max_end.begin(), max_end.end(), a) -
+          max_end.begin());
+      to = static_cast<size_t>(
+          std::partition_point(
+              events.begin() + from, events.end(),
+              [&](uint32_t i) { return trace_.cpu[i].start_ns < b; }) -
+          events.begin());
+    }
+    for (size_t j = from; j < to; ++j) consider(events[j]);
   } else {
     ForEachEventOf(scope, consider);
   }

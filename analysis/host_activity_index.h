@@ -109,9 +109,12 @@ class HostActivityIndex {
   const Trace& trace_;
   std::vector<HostClass> classes_;            // Per CPU event.
   absl::flat_hash_map<uint64_t, int> slots_;  // Thread id -> slot.
-  // Per thread slot, the indices of its sync, allocator and data-loading
-  // events: few, and the usual subjects of FindBlamed.
+  // Per thread slot, the indices of its non-empty sync, allocator and
+  // data-loading events: few, and the usual subjects of FindBlamed.
   std::vector<std::vector<uint32_t>> rare_events_;
+  // When every thread's events come by start (so do its rare events): per
+  // thread slot, the running maximum of its rare events' ends. Else empty.
+  std::vector<std::vector<int64_t>> rare_max_end_;
   std::vector<Levels> per_thread_;             // Cumulative unions per thread.
   mutable std::optional<Levels> all_threads_;  // Built on first use.
   // ThreadOf's last answer: the gaps of a device are mostly launched from

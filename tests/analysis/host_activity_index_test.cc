@@ -1,6 +1,7 @@
 #include "analysis/host_activity_index.h"
 
 #include <algorithm>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -89,6 +90,33 @@ TEST(HostActivityIndex, SortedAndUnsortedEventsAnswerLikeTheDefinition) {
           << "round " << round << " [" << a << ", " << b << ")";
       EXPECT_EQ(index.SyncOverlaps(scope, a, b),
                 want[static_cast<int>(HostClassCause(HostClass::kSync))] > 0);
+      if (all) continue;
+      // FindBlamed: the event of the class overlapping [a, b) the most; ties
+      // the earlier start, then the first in the trace.
+      for (HostClass c : {HostClass::kSync, HostClass::kAllocator,
+                          HostClass::kDataLoading, HostClass::kLaunch}) {
+        std::optional<size_t> best;
+        int64_t best_overlap = 0;
+        for (size_t i = 0; i < trace.cpu.size(); ++i) {
+          const CpuEvent& e = trace.cpu[i];
+          if (e.thread != thread ||
+              ClassifyCpuEvent(trace.Name(e.name), e.category) != c) {
+            continue;
+          }
+          const int64_t overlap =
+              std::min(b, e.end_ns) - std::max(a, e.start_ns);
+          if (overlap <= 0) continue;
+          if (!best || overlap > best_overlap ||
+              (overlap == best_overlap &&
+               e.start_ns < trace.cpu[*best].start_ns)) {
+            best = i;
+            best_overlap = overlap;
+          }
+        }
+        EXPECT_EQ(index.FindBlamed(scope, c, a, b), best)
+            << "round " << round << " class " << static_cast<int>(c) << " ["
+            << a << ", " << b << ")";
+      }
     }
   }
 }

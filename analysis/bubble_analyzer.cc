@@ -129,11 +129,15 @@ absl::Status Analyzer::PartitionAndValidate() {
     if (run > 0) kernels_of_device[run_device] += run;
   }
   // Activities come in runs of one device; skip the hash lookup within a run.
+  // A plain pointer and size: the appends below would otherwise make the
+  // compiler reload them for every activity.
+  const GpuActivity* const gpu = trace_.gpu.data();
+  const size_t n = trace_.gpu.size();
   int32_t last_device = 0;
-  size_t last_slot = SIZE_MAX;
-  for (size_t i = 0; i < trace_.gpu.size(); ++i) {
-    const GpuActivity& a = trace_.gpu[i];
-    if (last_slot == SIZE_MAX || a.device != last_device) {
+  DeviceInput* device = nullptr;
+  for (size_t i = 0; i < n; ++i) {
+    const GpuActivity& a = gpu[i];
+    if (device == nullptr || a.device != last_device) {
       auto [it, inserted] =
           slot_of_device.try_emplace(a.device, devices_.size());
       if (inserted) {
@@ -141,9 +145,9 @@ absl::Status Analyzer::PartitionAndValidate() {
         devices_.back().kernels.reserve(kernels_of_device[a.device]);
       }
       last_device = a.device;
-      last_slot = it->second;
+      device = &devices_[it->second];
     }
-    DeviceInput& d = devices_[last_slot];
+    DeviceInput& d = *device;
     if (a.kind == GpuActivityKind::kKernel) {
       if (a.end_ns == a.start_ns) {
         ++d.zero_length_kernels;
@@ -509,10 +513,12 @@ absl::StatusOr<Analysis> Analyzer::Run() {
         static_cast<int64_t>(input.kernels.size()) + input.zero_length_kernels;
     d.zero_length_kernels = input.zero_length_kernels;
     d.copies = static_cast<int64_t>(input.copies.size());
+    int64_t with_launch = 0;  // A local: no store to `d` per kernel.
     for (KernelSlot& k : input.kernels) {
       k.launch = LaunchOf(k.index);
-      if (k.launch != kNoLaunch) ++d.kernels_with_launch;
+      with_launch += k.launch != kNoLaunch ? 1 : 0;
     }
+    d.kernels_with_launch = with_launch;
     timelines.emplace_back(std::move(input.kernels), trace_,
                            options_.open_until_ns, &sort_buffer);
     copy_sets.push_back(IntervalSet::FromIntervals(input.copies));

@@ -630,17 +630,18 @@ void CollectiveAnalyzer::Attribute() {
       std::vector<int64_t> others;
       for (int k = 0; k < kCategories; ++k) {
         const int64_t late_ns = spent[late_part][k];
-        others.clear();
-        bool any_below = false;
-        for (size_t p = 0; p < spent.size(); ++p) {
-          if (p == late_part) continue;
-          others.push_back(spent[p][k]);
-          any_below |= spent[p][k] < late_ns;
-        }
         // Most categories are 0 on every rank: when no other rank spent less
         // than the late one, the median is no less either and the excess is
         // 0, so the median (a sort per category) is not needed.
+        bool any_below = false;
+        for (size_t p = 0; p < spent.size(); ++p) {
+          any_below |= p != late_part && spent[p][k] < late_ns;
+        }
         if (!any_below) continue;
+        others.clear();
+        for (size_t p = 0; p < spent.size(); ++p) {
+          if (p != late_part) others.push_back(spent[p][k]);
+        }
         excess[k] = std::max<int64_t>(0, late_ns - Median(others));
         total_excess += excess[k];
       }

@@ -55,14 +55,20 @@ HostActivityIndex::HostActivityIndex(
   std::vector<int64_t> last_start;
   int slot = 0;
   uint64_t run_thread = 0;  // The thread `slot` belongs to.
+  // Plain pointers, also to the current thread's counts: the stores below
+  // would otherwise make the compiler reload every vector for every event.
+  const CpuEvent* const events = trace.cpu.data();
+  HostClass* const classes = classes_.data();
+  ClassCounts* thread_counts = nullptr;
+  int64_t* thread_last_start = nullptr;
   for (size_t i = 0; i < n; ++i) {
-    const CpuEvent& e = trace.cpu[i];
+    const CpuEvent& e = events[i];
     HostClass c = name_classes.Of(e);
     if (any_pageable && e.correlation != kNoCorrelation &&
         pageable_copy_correlations.contains(e.correlation)) {
       c = HostClass::kSync;
     }
-    classes_[i] = c;
+    classes[i] = c;
     // Events come in runs of one thread; skip the hash lookup within a run.
     if (i == 0 || e.thread != run_thread) {
       run_thread = e.thread;
@@ -73,6 +79,8 @@ HostActivityIndex::HostActivityIndex(
         rare_events_.emplace_back();
       }
       slot = it->second;
+      thread_counts = &counts[slot];
+      thread_last_start = &last_start[slot];
     }
     if (c == HostClass::kContext || e.end_ns <= e.start_ns) continue;
     // An empty event overlaps nothing, so it is never blamed either.
@@ -80,9 +88,9 @@ HostActivityIndex::HostActivityIndex(
         c == HostClass::kDataLoading) {
       rare_events_[slot].push_back(static_cast<uint32_t>(i));
     }
-    ++counts[slot][static_cast<int>(c)];
-    by_start &= e.start_ns >= last_start[slot];
-    last_start[slot] = e.start_ns;
+    ++(*thread_counts)[static_cast<int>(c)];
+    by_start &= e.start_ns >= *thread_last_start;
+    *thread_last_start = e.start_ns;
   }
   if (by_start) {
     BuildSortedLevels(counts);

@@ -77,8 +77,10 @@ class HostActivityIndex {
   bool SyncOverlaps(Scope scope, int64_t a, int64_t b) const;
 
   // The event of class `host_class` in `scope` that overlaps [a, b) the most
-  // (ties: the earlier one), or nullopt. Linear in the events of the scope:
-  // meant for the few bubbles a report shows.
+  // (ties: the earlier one), or nullopt. Meant for the few bubbles a report
+  // shows: linear in the events of the scope, except for a sync, allocator
+  // or data-loading class on one thread whose events come by start, where
+  // only those that can overlap [a, b) are looked at.
   std::optional<size_t> FindBlamed(Scope scope, HostClass host_class, int64_t a,
                                    int64_t b) const;
 

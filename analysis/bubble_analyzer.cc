@@ -51,9 +51,14 @@ struct GapContext {
 class Analyzer {
  public:
   // times_checked: CheckEventTimes(trace) is known to be OK.
+  // kernel_sets: null, or where each device's DeviceKernelSets go.
   Analyzer(const Trace& trace, const AnalyzerOptions& options,
-           bool times_checked)
-      : trace_(trace), options_(options), times_checked_(times_checked) {}
+           bool times_checked,
+           std::vector<DeviceKernelSets>* kernel_sets = nullptr)
+      : trace_(trace),
+        options_(options),
+        times_checked_(times_checked),
+        kernel_sets_(kernel_sets) {}
 
   absl::StatusOr<Analysis> Run();
 
@@ -86,9 +91,15 @@ class Analyzer {
       int32_t device, const DeviceTimeline& timeline,
       std::vector<IntervalBreakdown>& out) const;
 
+  // The union of the collective and of the other kernels of `timeline`.
+  DeviceKernelSets SplitKernels(int32_t device, const DeviceTimeline& timeline);
+
   const Trace& trace_;
   const AnalyzerOptions& options_;
   const bool times_checked_;
+  std::vector<DeviceKernelSets>* const kernel_sets_;
+  // Per name: whether it is a collective kernel's (-1: not known yet).
+  std::vector<int8_t> is_collective_;
   std::vector<DeviceInput> devices_;
   absl::flat_hash_set<CorrelationId> pageable_;
   std::optional<LaunchIndex> launches_;
@@ -118,11 +129,15 @@ absl::Status Analyzer::PartitionAndValidate() {
     if (run > 0) kernels_of_device[run_device] += run;
   }
   // Activities come in runs of one device; skip the hash lookup within a run.
+  // A plain pointer and size: the appends below would otherwise make the
+  // compiler reload them for every activity.
+  const GpuActivity* const gpu = trace_.gpu.data();
+  const size_t n = trace_.gpu.size();
   int32_t last_device = 0;
-  size_t last_slot = SIZE_MAX;
-  for (size_t i = 0; i < trace_.gpu.size(); ++i) {
-    const GpuActivity& a = trace_.gpu[i];
-    if (last_slot == SIZE_MAX || a.device != last_device) {
+  DeviceInput* device = nullptr;
+  for (size_t i = 0; i < n; ++i) {
+    const GpuActivity& a = gpu[i];
+    if (device == nullptr || a.device != last_device) {
       auto [it, inserted] =
           slot_of_device.try_emplace(a.device, devices_.size());
       if (inserted) {
@@ -130,9 +145,9 @@ absl::Status Analyzer::PartitionAndValidate() {
         devices_.back().kernels.reserve(kernels_of_device[a.device]);
       }
       last_device = a.device;
-      last_slot = it->second;
+      device = &devices_[it->second];
     }
-    DeviceInput& d = devices_[last_slot];
+    DeviceInput& d = *device;
     if (a.kind == GpuActivityKind::kKernel) {
       if (a.end_ns == a.start_ns) {
         ++d.zero_length_kernels;
@@ -386,6 +401,40 @@ bool LongerGap(int64_t len_a, int64_t start_a, int32_t dev_a, int64_t len_b,
   return dev_a < dev_b;
 }
 
+DeviceKernelSets Analyzer::SplitKernels(int32_t device,
+                                        const DeviceTimeline& timeline) {
+  if (is_collective_.empty()) is_collective_.assign(trace_.names.size(), -1);
+  // The kernels come by start, so each union is merged as it is collected:
+  // the open interval of each kind is kept aside and appended when the
+  // next kernel of its kind starts after it.
+  std::vector<Interval> sets[2];  // [0]: compute, [1]: collective.
+  // At most one interval per kernel: capacity never written costs address
+  // space only, while growing by doubling copies and touches twice.
+  for (std::vector<Interval>& set : sets) {
+    set.reserve(timeline.kernels().size());
+  }
+  Interval open[2] = {{0, INT64_MIN}, {0, INT64_MIN}};
+  for (const KernelSlot& k : timeline.kernels()) {
+    const NameId name = trace_.gpu[k.index].name;
+    int8_t& known = is_collective_[name];
+    if (known < 0) known = IsCollectiveKernelName(trace_.Name(name)) ? 1 : 0;
+    Interval& run = open[known];
+    if (k.start_ns <= run.end) {
+      run.end = std::max(run.end, k.end_ns);
+      continue;
+    }
+    if (run.end != INT64_MIN) sets[known].push_back(run);
+    run = {k.start_ns, k.end_ns};
+  }
+  for (int kind = 0; kind < 2; ++kind) {
+    if (open[kind].end != INT64_MIN) sets[kind].push_back(open[kind]);
+  }
+  return DeviceKernelSets{
+      .device = device,
+      .compute = IntervalSet::FromMerged(std::move(sets[0])),
+      .collective = IntervalSet::FromMerged(std::move(sets[1]))};
+}
+
 std::vector<uint32_t> Analyzer::StartBreakdowns(
     int32_t device, const DeviceTimeline& timeline,
     std::vector<IntervalBreakdown>& out) const {
@@ -464,15 +513,20 @@ absl::StatusOr<Analysis> Analyzer::Run() {
         static_cast<int64_t>(input.kernels.size()) + input.zero_length_kernels;
     d.zero_length_kernels = input.zero_length_kernels;
     d.copies = static_cast<int64_t>(input.copies.size());
+    int64_t with_launch = 0;  // A local: no store to `d` per kernel.
     for (KernelSlot& k : input.kernels) {
       k.launch = LaunchOf(k.index);
-      if (k.launch != kNoLaunch) ++d.kernels_with_launch;
+      with_launch += k.launch != kNoLaunch ? 1 : 0;
     }
+    d.kernels_with_launch = with_launch;
     timelines.emplace_back(std::move(input.kernels), trace_,
                            options_.open_until_ns, &sort_buffer);
     copy_sets.push_back(IntervalSet::FromIntervals(input.copies));
     const DeviceTimeline& timeline = timelines.back();
     const IntervalSet& copies = copy_sets.back();
+    if (kernel_sets_ != nullptr) {
+      kernel_sets_->push_back(SplitKernels(input.device, timeline));
+    }
 
     UtilizationStats& s = d.stats;
     if (!timeline.busy().empty()) {
@@ -639,10 +693,12 @@ absl::StatusOr<Analysis> AnalyzeTrace(const Trace& trace,
   return Analyzer(trace, options, /*times_checked=*/false).Run();
 }
 
-absl::StatusOr<Analysis> AnalyzeCheckedTrace(const Trace& trace,
-                                             const AnalyzerOptions& options) {
+absl::StatusOr<Analysis> AnalyzeCheckedTrace(
+    const Trace& trace, const AnalyzerOptions& options,
+    std::vector<DeviceKernelSets>* kernel_sets) {
   if (absl::Status s = options.Validate(); !s.ok()) return s;
-  return Analyzer(trace, options, /*times_checked=*/true).Run();
+  if (kernel_sets != nullptr) kernel_sets->clear();
+  return Analyzer(trace, options, /*times_checked=*/true, kernel_sets).Run();
 }
 
 }  // namespace bubblewatch

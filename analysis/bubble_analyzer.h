@@ -21,10 +21,12 @@
 #define BUBBLEWATCH_ANALYSIS_BUBBLE_ANALYZER_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "analysis/interval_set.h"
 #include "schemas/analysis.h"
 #include "schemas/trace.h"
 
@@ -75,12 +77,26 @@ struct AnalyzerOptions {
 absl::StatusOr<Analysis> AnalyzeTrace(const Trace& trace,
                                       const AnalyzerOptions& options = {});
 
+// One device's busy time split by kind of kernel: the union of its
+// collective kernels (IsCollectiveKernelName) and of all its other kernels.
+// The collective analysis needs both (waits not overlapped by compute,
+// comm_exposed); the analyzer has each device's kernels sorted already, so
+// it splits them there rather than the caller sorting them again.
+struct DeviceKernelSets {
+  int32_t device = 0;
+  IntervalSet compute;     // Non-empty non-collective kernels.
+  IntervalSet collective;  // Non-empty collective kernels.
+};
+
 // AnalyzeTrace for a caller that has already checked `trace` with
 // CheckEventTimes and got OK (AnalyzeCollectives checks every rank's trace
 // before matching): the same result and errors otherwise, without a second
 // pass over every event. REQUIRES: CheckEventTimes(trace).ok().
+// When `kernel_sets` is not null, it receives one DeviceKernelSets per
+// device of Analysis::devices, in the same order.
 absl::StatusOr<Analysis> AnalyzeCheckedTrace(
-    const Trace& trace, const AnalyzerOptions& options = {});
+    const Trace& trace, const AnalyzerOptions& options = {},
+    std::vector<DeviceKernelSets>* kernel_sets = nullptr);
 
 }  // namespace bubblewatch
 

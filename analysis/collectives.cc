@@ -102,9 +102,10 @@ struct RankState {
   // Its collective kernels on its device, by (start, end, stream), with
   // Seq-backwards ones removed.
   std::vector<const CollectiveKernel*> kernels;
-  IntervalSet compute;     // Non-collective kernels of its device.
-  IntervalSet collective;  // Collective kernels of its device.
-  int64_t offset_ns = 0;   // Its clock domain's offset.
+  // Its device's kernels as AnalyzeCheckedTrace split them (one analysis per
+  // trace builds them, not a second pass here); set by AnalyzeTraces.
+  const DeviceKernelSets* sets = nullptr;
+  int64_t offset_ns = 0;  // Its clock domain's offset.
   // Where the last query of `compute` was: instances come in time order
   // within a group, so each query starts its search near the previous one.
   size_t compute_cursor = 0;
@@ -146,6 +147,7 @@ class CollectiveAnalyzer {
   void EstimateClocks();
   void MeasureInstances();
   absl::Status AnalyzeTraces();
+  void MeasureWaits();
   void Attribute();
   void Summarize();
 
@@ -164,6 +166,9 @@ class CollectiveAnalyzer {
   std::vector<int> query_local_;  // Index within its trace's queries.
   std::vector<std::vector<DeviceInterval>> trace_queries_;
   std::vector<int> trace_of_rank_;  // Trace slot per rank slot.
+  // Per trace slot: the kernel sets of each device its analysis gave.
+  std::vector<std::vector<DeviceKernelSets>> trace_sets_;
+  const DeviceKernelSets no_kernels_;
   CollectiveAnalysis out_;
 };
 
@@ -233,26 +238,6 @@ void CollectiveAnalyzer::CollectKernels() {
       std::sort(r.kernels.begin(), r.kernels.end(), before);
     }
     out_.collective_kernels += static_cast<int64_t>(r.kernels.size());
-    // Busy time split into collective and everything else.
-    std::vector<Interval> compute;
-    std::vector<Interval> collective;
-    // At most every activity of the trace: capacity never touched costs no
-    // page, while growing by doubling copied and touched twice the memory.
-    compute.reserve(in->trace->gpu.size());
-    collective.reserve(r.kernels.size());
-    // Whether each name is a collective's, decided once per name.
-    std::vector<int8_t> is_collective(in->trace->names.size(), -1);
-    for (const GpuActivity& a : in->trace->gpu) {
-      if (a.kind != GpuActivityKind::kKernel || a.device != in->device ||
-          a.end_ns <= a.start_ns) {
-        continue;
-      }
-      int8_t& known = is_collective[a.name];
-      if (known < 0) known = IsCollectiveKernelName(in->trace->Name(a.name));
-      (known ? collective : compute).push_back({a.start_ns, a.end_ns});
-    }
-    r.compute = IntervalSet::FromIntervals(std::move(compute));
-    r.collective = IntervalSet::FromIntervals(std::move(collective));
     if (in->trace->world_size > out_.world_size) {
       out_.world_size = in->trace->world_size;
     }
@@ -271,19 +256,30 @@ absl::Status CollectiveAnalyzer::CheckGroupSizes() const {
     int32_t rank;
     int64_t seq;
   };
-  absl::flat_hash_map<std::string, Stated> stated;
+  std::vector<Stated> stated;  // The first statement per group.
+  absl::flat_hash_map<std::string, size_t> by_group;
   for (const RankState& r : ranks_) {
+    // The group's statement per name of this trace: a string per kernel
+    // was most of this check's cost.
+    absl::flat_hash_map<NameId, size_t> by_name;
     for (const CollectiveKernel* c : r.kernels) {
       if (c->process_group == kNoName || c->group_size < 0) continue;
-      const std::string group(Name(r, c->process_group));
-      auto [it, inserted] = stated.try_emplace(
-          group, Stated{c->group_size, r.input->rank, c->seq});
-      if (inserted || it->second.size == c->group_size) continue;
-      return absl::InvalidArgumentError(
-          absl::StrCat("group size disagrees in process group '", group,
-                       "': rank ", it->second.rank, " says ", it->second.size,
-                       " (Seq ", it->second.seq, "), rank ", r.input->rank,
-                       " says ", c->group_size, " (Seq ", c->seq, ")"));
+      auto [named, new_name] = by_name.try_emplace(c->process_group, 0);
+      if (new_name) {
+        auto [it, inserted] =
+            by_group.try_emplace(Name(r, c->process_group), stated.size());
+        if (inserted) {
+          stated.push_back(Stated{c->group_size, r.input->rank, c->seq});
+        }
+        named->second = it->second;
+      }
+      const Stated& first = stated[named->second];
+      if (first.size == c->group_size) continue;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "group size disagrees in process group '", Name(r, c->process_group),
+          "': rank ", first.rank, " says ", first.size, " (Seq ", first.seq,
+          "), rank ", r.input->rank, " says ", c->group_size, " (Seq ", c->seq,
+          ")"));
     }
   }
   return absl::OkStatus();
@@ -522,18 +518,6 @@ void CollectiveAnalyzer::MeasureInstances() {
         inst.late = slot;
       }
     }
-    inst.wait_ns.resize(inst.parts.size());
-    for (size_t p = 0; p < inst.parts.size(); ++p) {
-      const auto& [slot, c] = inst.parts[p];
-      RankState& r = ranks_[slot];
-      const int64_t local_arrival = inst.arrival_ns + r.offset_ns;
-      const int64_t wait_end = std::min(c->end_ns, local_arrival);
-      if (wait_end > c->start_ns) {
-        inst.wait_ns[p] =
-            (wait_end - c->start_ns) -
-            r.compute.CoveredLength(c->start_ns, wait_end, &r.compute_cursor);
-      }
-    }
     inst.previous = last_used[inst.group];
     last_used[inst.group] = static_cast<int>(i);
     // The interval since the previous common sync point, per rank.
@@ -558,6 +542,7 @@ void CollectiveAnalyzer::MeasureInstances() {
 
 absl::Status CollectiveAnalyzer::AnalyzeTraces() {
   trace_queries_.assign(out_.traces.size(), {});
+  trace_sets_.assign(out_.traces.size(), {});
   query_local_.resize(queries_.size());
   for (size_t q = 0; q < queries_.size(); ++q) {
     std::vector<DeviceInterval>& mine = trace_queries_[query_trace_[q]];
@@ -568,11 +553,37 @@ absl::Status CollectiveAnalyzer::AnalyzeTraces() {
     AnalyzerOptions options = analyzer_options_;
     options.breakdown_intervals = trace_queries_[t];
     absl::StatusOr<Analysis> analysis =
-        AnalyzeCheckedTrace(*out_.traces[t], options);
+        AnalyzeCheckedTrace(*out_.traces[t], options, &trace_sets_[t]);
     if (!analysis.ok()) return analysis.status();
     out_.analyses.push_back(*std::move(analysis));
   }
+  for (size_t slot = 0; slot < ranks_.size(); ++slot) {
+    RankState& r = ranks_[slot];
+    r.sets = &no_kernels_;  // A device without kernels in its trace.
+    for (const DeviceKernelSets& d : trace_sets_[trace_of_rank_[slot]]) {
+      if (d.device == r.input->device) r.sets = &d;
+    }
+  }
   return absl::OkStatus();
+}
+
+// Waits need each rank's compute kernels, which the traces' analyses give.
+void CollectiveAnalyzer::MeasureWaits() {
+  for (Instance& inst : instances_) {
+    if (!inst.synchronized) continue;
+    inst.wait_ns.resize(inst.parts.size());
+    for (size_t p = 0; p < inst.parts.size(); ++p) {
+      const auto& [slot, c] = inst.parts[p];
+      RankState& r = ranks_[slot];
+      const int64_t local_arrival = inst.arrival_ns + r.offset_ns;
+      const int64_t wait_end = std::min(c->end_ns, local_arrival);
+      if (wait_end > c->start_ns) {
+        inst.wait_ns[p] = (wait_end - c->start_ns) -
+                          r.sets->compute.CoveredLength(c->start_ns, wait_end,
+                                                        &r.compute_cursor);
+      }
+    }
+  }
 }
 
 void CollectiveAnalyzer::Attribute() {
@@ -609,7 +620,7 @@ void CollectiveAnalyzer::Attribute() {
       const IntervalBreakdown& b =
           out_.analyses[query_trace_[q]].breakdowns[query_local_[q]];
       LatenessBreakdown lb;
-      lb.compute_ns = r.compute.CoveredLength(
+      lb.compute_ns = r.sets->compute.CoveredLength(
           interval.start_ns, interval.end_ns, &r.compute_cursor);
       lb.comm_ns = b.busy_ns - lb.compute_ns;
       lb.bubble = b.bubble;
@@ -620,11 +631,20 @@ void CollectiveAnalyzer::Attribute() {
     if (complete && inst.parts.size() >= 2) {
       std::vector<int64_t> others;
       for (int k = 0; k < kCategories; ++k) {
+        const int64_t late_ns = spent[late_part][k];
+        // Most categories are 0 on every rank: when no other rank spent less
+        // than the late one, the median is no less either and the excess is
+        // 0, so the median (a sort per category) is not needed.
+        bool any_below = false;
+        for (size_t p = 0; p < spent.size(); ++p) {
+          any_below |= p != late_part && spent[p][k] < late_ns;
+        }
+        if (!any_below) continue;
         others.clear();
         for (size_t p = 0; p < spent.size(); ++p) {
           if (p != late_part) others.push_back(spent[p][k]);
         }
-        excess[k] = std::max<int64_t>(0, spent[late_part][k] - Median(others));
+        excess[k] = std::max<int64_t>(0, late_ns - Median(others));
         total_excess += excess[k];
       }
     }
@@ -713,17 +733,18 @@ void CollectiveAnalyzer::Summarize() {
          out_.analyses[trace_of_rank_[slot]].devices) {
       if (d.device == r.input->device) s.stats = d.stats;
     }
-    s.comm_ns = r.collective.TotalLength();
-    for (const Interval& i : r.collective.intervals()) {
+    const IntervalSet& compute = r.sets->compute;
+    s.comm_ns = r.sets->collective.TotalLength();
+    for (const Interval& i : r.sets->collective.intervals()) {
       s.comm_exposed_ns +=
           (i.end - i.start) -
-          r.compute.CoveredLength(i.start, i.end, &r.compute_cursor);
+          compute.CoveredLength(i.start, i.end, &r.compute_cursor);
     }
     IntervalSet wait = IntervalSet::FromIntervals(std::move(waits[slot]));
     for (const Interval& i : wait.intervals()) {
       s.comm_wait_ns +=
           (i.end - i.start) -
-          r.compute.CoveredLength(i.start, i.end, &r.compute_cursor);
+          compute.CoveredLength(i.start, i.end, &r.compute_cursor);
     }
   }
 }
@@ -744,6 +765,7 @@ absl::StatusOr<CollectiveAnalysis> CollectiveAnalyzer::Run() {
   EstimateClocks();
   MeasureInstances();
   if (absl::Status s = AnalyzeTraces(); !s.ok()) return s;
+  MeasureWaits();
   Attribute();
   Summarize();
   return std::move(out_);

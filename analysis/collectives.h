@@ -11,8 +11,9 @@
 // (an Nsight Systems export of a whole node: one rank per device).
 //
 // It runs AnalyzeTrace once per distinct trace (with the interval
-// breakdowns it needs) and returns those analyses too, so a caller never
-// analyzes a trace twice.
+// breakdowns it needs, taking each device's compute and collective busy
+// sets from it) and returns those analyses too, so a caller never analyzes a
+// trace twice.
 //
 // Cost: O(n log n) in the events of the traces, plus O(m log m) in the
 // collective kernels; memory O(n + m), not O(ranks²).

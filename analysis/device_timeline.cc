@@ -96,20 +96,23 @@ DeviceTimeline::DeviceTimeline(std::vector<KernelSlot> kernels,
   // never faulted in, while growing by doubling copies and touches ~2x.
   busy_.reserve(kernels_.size());
   gaps_.reserve(kernels_.size());
-  int64_t cur_start = kernels_[0].start_ns;
-  int64_t cur_end = kernels_[0].end_ns;
+  // A plain pointer and size: the appends below would otherwise make the
+  // compiler reload them for every kernel.
+  const KernelSlot* const kernels_at = kernels_.data();
+  const size_t n = kernels_.size();
+  int64_t cur_start = kernels_at[0].start_ns;
+  int64_t cur_end = kernels_at[0].end_ns;
   size_t culprit = 0;
-  for (size_t i = 1; i < kernels_.size(); ++i) {
-    const KernelSlot& k = kernels_[i];
+  for (size_t i = 1; i < n; ++i) {
+    const KernelSlot& k = kernels_at[i];
     if (k.start_ns > cur_end) {
       busy_.push_back({cur_start, cur_end});
       compute_ns_ += cur_end - cur_start;
       size_t next_end = i + 1;
-      while (next_end < kernels_.size() &&
-             kernels_[next_end].start_ns == k.start_ns) {
+      while (next_end < n && kernels_at[next_end].start_ns == k.start_ns) {
         ++next_end;
       }
-      gaps_.push_back(Gap{cur_end, k.start_ns, kernels_[culprit].index,
+      gaps_.push_back(Gap{cur_end, k.start_ns, kernels_at[culprit].index,
                           static_cast<uint32_t>(i),
                           static_cast<uint32_t>(next_end)});
       cur_start = k.start_ns;
@@ -118,7 +121,7 @@ DeviceTimeline::DeviceTimeline(std::vector<KernelSlot> kernels,
       continue;
     }
     if (k.end_ns > cur_end) cur_end = k.end_ns;
-    if (BetterCulprit(k, kernels_[culprit], trace)) culprit = i;
+    if (BetterCulprit(k, kernels_at[culprit], trace)) culprit = i;
   }
   busy_.push_back({cur_start, cur_end});
   compute_ns_ += cur_end - cur_start;

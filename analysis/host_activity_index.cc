@@ -31,6 +31,7 @@ HostActivityIndex::Levels BuildLevels(
     levels.index[k] = static_cast<uint8_t>(levels.sets.size());
     levels.sets.push_back(std::move(level));
   }
+  levels.cursors.assign(levels.sets.size(), 0);
   return levels;
 }
 
@@ -47,36 +48,144 @@ HostActivityIndex::HostActivityIndex(
   // Two passes: the first classifies and counts each thread's intervals per
   // class, so the second fills lists of exactly the right size (growing them
   // by doubling touched twice the memory: page faults at scale).
-  using Counts = std::array<size_t, kNumExplainingHostClasses>;
-  std::vector<Counts> counts;
+  std::vector<ClassCounts> counts;
+  // Whether every thread's explaining events come by start, and the start
+  // of each thread's last one.
+  bool by_start = true;
+  std::vector<int64_t> last_start;
   int slot = 0;
   uint64_t run_thread = 0;  // The thread `slot` belongs to.
+  // Plain pointers, also to the current thread's counts: the stores below
+  // would otherwise make the compiler reload every vector for every event.
+  const CpuEvent* const events = trace.cpu.data();
+  HostClass* const classes = classes_.data();
+  ClassCounts* thread_counts = nullptr;
+  int64_t* thread_last_start = nullptr;
   for (size_t i = 0; i < n; ++i) {
-    const CpuEvent& e = trace.cpu[i];
+    const CpuEvent& e = events[i];
     HostClass c = name_classes.Of(e);
     if (any_pageable && e.correlation != kNoCorrelation &&
         pageable_copy_correlations.contains(e.correlation)) {
       c = HostClass::kSync;
     }
-    classes_[i] = c;
+    classes[i] = c;
     // Events come in runs of one thread; skip the hash lookup within a run.
     if (i == 0 || e.thread != run_thread) {
       run_thread = e.thread;
       auto [it, inserted] = slots_.try_emplace(e.thread, slots_.size());
       if (inserted) {
         counts.emplace_back();
+        last_start.push_back(INT64_MIN);
         rare_events_.emplace_back();
       }
       slot = it->second;
+      thread_counts = &counts[slot];
+      thread_last_start = &last_start[slot];
     }
+    if (c == HostClass::kContext || e.end_ns <= e.start_ns) continue;
+    // An empty event overlaps nothing, so it is never blamed either.
     if (c == HostClass::kSync || c == HostClass::kAllocator ||
         c == HostClass::kDataLoading) {
       rare_events_[slot].push_back(static_cast<uint32_t>(i));
     }
-    if (c != HostClass::kContext && e.end_ns > e.start_ns) {
-      ++counts[slot][static_cast<int>(c)];
+    ++(*thread_counts)[static_cast<int>(c)];
+    by_start &= e.start_ns >= *thread_last_start;
+    *thread_last_start = e.start_ns;
+  }
+  if (by_start) {
+    BuildSortedLevels(counts);
+    // The rare events are by start too: FindBlamed can look at only those
+    // that may overlap its stretch.
+    rare_max_end_.resize(rare_events_.size());
+    for (size_t t = 0; t < rare_events_.size(); ++t) {
+      int64_t max_end = INT64_MIN;
+      rare_max_end_[t].reserve(rare_events_[t].size());
+      for (uint32_t i : rare_events_[t]) {
+        max_end = std::max(max_end, trace.cpu[i].end_ns);
+        rare_max_end_[t].push_back(max_end);
+      }
+    }
+  } else {
+    BuildLevelsFromLists(counts);
+  }
+}
+
+void HostActivityIndex::BuildSortedLevels(
+    absl::Span<const ClassCounts> counts) {
+  // Events by start: each level is merged as its events come (an event of
+  // class c belongs to every level from c up), so nothing is collected per
+  // class, sorted, or merged again. A level whose class has no events
+  // shares the set below it.
+  struct Builder {
+    std::array<bool, kNumExplainingHostClasses> own{};
+    std::array<std::vector<Interval>, kNumExplainingHostClasses> merged;
+    // The interval each level is growing; end INT64_MIN: none yet (accepted
+    // times are far above it).
+    std::array<Interval, kNumExplainingHostClasses> open{};
+  };
+  std::vector<Builder> builders(counts.size());
+  for (size_t t = 0; t < counts.size(); ++t) {
+    Builder& b = builders[t];
+    size_t upto = 0;
+    for (int k = 0; k < kNumExplainingHostClasses; ++k) {
+      upto += counts[t][k];
+      b.own[k] = k == 0 || counts[t][k] > 0;
+      // At most one interval per event of the level: capacity never written
+      // costs address space only.
+      if (b.own[k]) b.merged[k].reserve(upto);
+      b.open[k] = {0, INT64_MIN};
     }
   }
+  // Plain pointers: the appends below would otherwise make the compiler
+  // reload the vectors' data and sizes for every event.
+  const CpuEvent* const events = trace_.cpu.data();
+  const HostClass* const classes = classes_.data();
+  const size_t n = trace_.cpu.size();
+  Builder* b = nullptr;
+  uint64_t run_thread = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const HostClass c = classes[i];
+    if (c == HostClass::kContext) continue;
+    const int64_t start = events[i].start_ns;
+    const int64_t end = events[i].end_ns;
+    if (end <= start) continue;
+    if (b == nullptr || events[i].thread != run_thread) {
+      run_thread = events[i].thread;
+      b = &builders[slots_.find(run_thread)->second];
+    }
+    for (int k = static_cast<int>(c); k < kNumExplainingHostClasses; ++k) {
+      if (!b->own[k]) continue;
+      Interval& run = b->open[k];
+      if (start <= run.end) {
+        if (end > run.end) run.end = end;
+        continue;
+      }
+      if (run.end != INT64_MIN) b->merged[k].push_back(run);
+      run = {start, end};
+    }
+  }
+  per_thread_.reserve(builders.size());
+  for (Builder& builder : builders) {
+    Levels levels;
+    for (int k = 0; k < kNumExplainingHostClasses; ++k) {
+      if (!builder.own[k]) {
+        levels.index[k] = levels.index[k - 1];
+        continue;
+      }
+      if (builder.open[k].end != INT64_MIN) {
+        builder.merged[k].push_back(builder.open[k]);
+      }
+      levels.index[k] = static_cast<uint8_t>(levels.sets.size());
+      levels.sets.push_back(
+          IntervalSet::FromMerged(std::move(builder.merged[k])));
+    }
+    levels.cursors.assign(levels.sets.size(), 0);
+    per_thread_.push_back(std::move(levels));
+  }
+}
+
+void HostActivityIndex::BuildLevelsFromLists(
+    absl::Span<const ClassCounts> counts) {
   // Each list is sized once and then written through a cursor: no capacity
   // check per event.
   std::vector<std::array<std::vector<Interval>, kNumExplainingHostClasses>>
@@ -96,11 +205,13 @@ HostActivityIndex::HostActivityIndex(
       below += count;
     }
   }
+  int slot = 0;
+  uint64_t run_thread = 0;
   bool first = true;
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < trace_.cpu.size(); ++i) {
     const HostClass c = classes_[i];
     if (c == HostClass::kContext) continue;
-    const CpuEvent& e = trace.cpu[i];
+    const CpuEvent& e = trace_.cpu[i];
     if (e.end_ns <= e.start_ns) continue;
     if (first || e.thread != run_thread) {
       first = false;
@@ -116,7 +227,12 @@ HostActivityIndex::HostActivityIndex(
 }
 
 HostActivityIndex::Scope HostActivityIndex::ThreadOf(size_t cpu_index) const {
-  return Scope{slots_.find(trace_.cpu[cpu_index].thread)->second};
+  const uint64_t thread = trace_.cpu[cpu_index].thread;
+  if (last_thread_slot_ < 0 || thread != last_thread_) {
+    last_thread_ = thread;
+    last_thread_slot_ = slots_.find(thread)->second;
+  }
+  return Scope{last_thread_slot_};
 }
 
 const HostActivityIndex::Levels& HostActivityIndex::LevelsOf(
@@ -154,7 +270,9 @@ int64_t HostActivityIndex::Attribute(Scope scope, int64_t a, int64_t b,
   const Levels& levels = LevelsOf(scope);
   int64_t below = 0;
   for (int k = 0; k < kNumExplainingHostClasses; ++k) {
-    int64_t covered = levels[k].CoveredLength(a, b);
+    // A level that shares the set below it adds nothing: no second query.
+    if (k > 0 && levels.index[k] == levels.index[k - 1]) continue;
+    const int64_t covered = levels.Covered(k, a, b);
     attribution[static_cast<int>(HostClassCause(static_cast<HostClass>(k)))] +=
         covered - below;
     below = covered;
@@ -163,8 +281,7 @@ int64_t HostActivityIndex::Attribute(Scope scope, int64_t a, int64_t b,
 }
 
 bool HostActivityIndex::SyncOverlaps(Scope scope, int64_t a, int64_t b) const {
-  return LevelsOf(scope)[static_cast<int>(HostClass::kSync)].CoveredLength(
-             a, b) > 0;
+  return LevelsOf(scope).Covered(static_cast<int>(HostClass::kSync), a, b) > 0;
 }
 
 std::optional<size_t> HostActivityIndex::FindBlamed(Scope scope,
@@ -190,7 +307,25 @@ std::optional<size_t> HostActivityIndex::FindBlamed(Scope scope,
               host_class == HostClass::kAllocator ||
               host_class == HostClass::kDataLoading;
   if (scope.thread_slot >= 0 && rare) {
-    for (uint32_t i : rare_events_[scope.thread_slot]) consider(i);
+    const std::vector<uint32_t>& events = rare_events_[scope.thread_slot];
+    size_t from = 0;
+    size_t to = events.size();
+    if (!rare_max_end_.empty()) {
+      // By start, with the running maximum of their ends: the events that
+      // may overlap [a, b) are those after the first whose running end
+      // passes a, up to the first starting at or after b. Same order as
+      // the full scan, so the same ties.
+      const std::vector<int64_t>& max_end = rare_max_end_[scope.thread_slot];
+      from = static_cast<size_t>(
+          std::upper_bound(max_end.begin(), max_end.end(), a) -
+          max_end.begin());
+      to = static_cast<size_t>(
+          std::partition_point(
+              events.begin() + from, events.end(),
+              [&](uint32_t i) { return trace_.cpu[i].start_ns < b; }) -
+          events.begin());
+    }
+    for (size_t j = from; j < to; ++j) consider(events[j]);
   } else {
     ForEachEventOf(scope, consider);
   }

@@ -6,7 +6,9 @@
 // V2 = V1 ∪ data loading, V3 = V2 ∪ launch are kept as IntervalSets with
 // prefix sums. The time of [a, b) whose highest-priority class is k is then
 // |V_k ∩ [a,b)| - |V_{k-1} ∩ [a,b)|: four O(log n) queries per stretch,
-// however many events nest or overlap there.
+// however many events nest or overlap there. When each thread's explaining
+// events come by start (the usual case), the levels are merged in one pass as
+// the events come; otherwise from per-class lists.
 #ifndef BUBBLEWATCH_ANALYSIS_HOST_ACTIVITY_INDEX_H_
 #define BUBBLEWATCH_ANALYSIS_HOST_ACTIVITY_INDEX_H_
 
@@ -17,6 +19,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/types/span.h"
 #include "analysis/cpu_event_classifier.h"
 #include "analysis/interval_set.h"
 #include "schemas/bubble_cause.h"
@@ -47,7 +50,16 @@ class HostActivityIndex {
   struct Levels {
     std::vector<IntervalSet> sets;
     std::array<uint8_t, kNumExplainingHostClasses> index{};
+    // Per set, where its last query landed: the analyzer asks about the
+    // gaps of a device in time order, so each query starts its search there
+    // (IntervalSet::CoveredLength with a cursor) instead of bisecting the
+    // whole thread's activity again.
+    mutable std::vector<size_t> cursors;
     const IntervalSet& operator[](int k) const { return sets[index[k]]; }
+    // |V_k ∩ [a, b)|.
+    int64_t Covered(int k, int64_t a, int64_t b) const {
+      return sets[index[k]].CoveredLength(a, b, &cursors[index[k]]);
+    }
   };
 
   // The scope of the thread that ran CPU event `cpu_index`.
@@ -65,8 +77,10 @@ class HostActivityIndex {
   bool SyncOverlaps(Scope scope, int64_t a, int64_t b) const;
 
   // The event of class `host_class` in `scope` that overlaps [a, b) the most
-  // (ties: the earlier one), or nullopt. Linear in the events of the scope:
-  // meant for the few bubbles a report shows.
+  // (ties: the earlier one), or nullopt. Meant for the few bubbles a report
+  // shows: linear in the events of the scope, except for a sync, allocator
+  // or data-loading class on one thread whose events come by start, where
+  // only those that can overlap [a, b) are looked at.
   std::optional<size_t> FindBlamed(Scope scope, HostClass host_class, int64_t a,
                                    int64_t b) const;
 
@@ -83,6 +97,12 @@ class HostActivityIndex {
                                               int64_t lo, int64_t hi) const;
 
  private:
+  // Per thread slot: its non-empty events of each explaining class.
+  using ClassCounts = std::array<size_t, kNumExplainingHostClasses>;
+  // Fill per_thread_ from classes_: in one merging pass when every thread's
+  // explaining events come by start, else from per-class lists.
+  void BuildSortedLevels(absl::Span<const ClassCounts> counts);
+  void BuildLevelsFromLists(absl::Span<const ClassCounts> counts);
   const Levels& LevelsOf(Scope scope) const;
   // Calls `f(i)` for every CPU event index of `scope`.
   template <typename F>
@@ -91,11 +111,18 @@ class HostActivityIndex {
   const Trace& trace_;
   std::vector<HostClass> classes_;            // Per CPU event.
   absl::flat_hash_map<uint64_t, int> slots_;  // Thread id -> slot.
-  // Per thread slot, the indices of its sync, allocator and data-loading
-  // events: few, and the usual subjects of FindBlamed.
+  // Per thread slot, the indices of its non-empty sync, allocator and
+  // data-loading events: few, and the usual subjects of FindBlamed.
   std::vector<std::vector<uint32_t>> rare_events_;
+  // When every thread's events come by start (so do its rare events): per
+  // thread slot, the running maximum of its rare events' ends. Else empty.
+  std::vector<std::vector<int64_t>> rare_max_end_;
   std::vector<Levels> per_thread_;             // Cumulative unions per thread.
   mutable std::optional<Levels> all_threads_;  // Built on first use.
+  // ThreadOf's last answer: the gaps of a device are mostly launched from
+  // one thread, so most calls skip the hash lookup.
+  mutable uint64_t last_thread_ = 0;
+  mutable int last_thread_slot_ = -1;
 };
 
 }  // namespace bubblewatch

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "base/check.h"
+
 namespace bubblewatch {
 
 IntervalSet::IntervalSet(std::vector<Interval> merged)
@@ -32,6 +34,16 @@ void SortByStart(std::vector<Interval>& intervals) {
 IntervalSet IntervalSet::FromIntervals(std::vector<Interval> intervals) {
   SortByStart(intervals);
   return FromSorted(std::move(intervals));
+}
+
+IntervalSet IntervalSet::FromMerged(std::vector<Interval> merged) {
+  BW_DCHECK(std::adjacent_find(merged.begin(), merged.end(),
+                               [](const Interval& x, const Interval& y) {
+                                 return x.end >= y.start;
+                               }) == merged.end() &&
+            std::all_of(merged.begin(), merged.end(),
+                        [](const Interval& x) { return x.start < x.end; }));
+  return IntervalSet(std::move(merged));
 }
 
 IntervalSet IntervalSet::FromSorted(std::vector<Interval> intervals) {

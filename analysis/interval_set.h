@@ -27,6 +27,13 @@ class IntervalSet {
   // O(n log n) otherwise.
   static IntervalSet FromIntervals(std::vector<Interval> intervals);
 
+  // The set of `merged`, which must already be a union: sorted by start,
+  // each interval non-empty and ending before the next one starts (as
+  // intervals() gives them). For a caller that merged while collecting, so
+  // nothing is sorted or merged again. REQUIRES (checked in debug builds):
+  // that order.
+  static IntervalSet FromMerged(std::vector<Interval> merged);
+
   // The union of two sets, in linear time.
   static IntervalSet Union(const IntervalSet& a, const IntervalSet& b);
 

@@ -101,5 +101,26 @@ TEST(IntervalSet, CoveredLengthWithACursorAgreesWhereverTheCursorIs) {
   }
 }
 
+TEST(IntervalSet, FromMergedKeepsAUnionAsItIs) {
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 100; ++round) {
+    std::vector<Interval> xs;
+    const int n = static_cast<int>(rng() % 40);
+    for (int i = 0; i < n; ++i) {
+      int64_t a = static_cast<int64_t>(rng() % 1000);
+      xs.push_back({a, a + static_cast<int64_t>(rng() % 40)});
+    }
+    const IntervalSet from_any = IntervalSet::FromIntervals(xs);
+    const IntervalSet merged = IntervalSet::FromMerged(from_any.intervals());
+    ASSERT_EQ(merged.size(), from_any.size());
+    EXPECT_EQ(merged.TotalLength(), from_any.TotalLength());
+    for (int q = 0; q < 20; ++q) {
+      int64_t a = static_cast<int64_t>(rng() % 1100) - 50;
+      int64_t b = a + static_cast<int64_t>(rng() % 300);
+      EXPECT_EQ(merged.CoveredLength(a, b), from_any.CoveredLength(a, b));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace bubblewatch

@@ -257,8 +257,12 @@ TEST(StragglerAlertKafka, NamesThePlantedRankWithinTwoWindowsAndNoneHealthy) {
     straggler_jobs.insert(job);
     EXPECT_EQ(held_events[job], 1) << job;
   }
-  for (const auto& [name, want] :
+  for (const auto& [alert_name, want_jobs] :
        {std::pair{held, straggler_jobs}, std::pair{rule, still_firing}}) {
+    // Named copies: clang 14 refuses a lambda capture of a structured
+    // binding (C++20 allows it; gcc 12 does).
+    const std::string& name = alert_name;
+    const std::set<std::string>& want = want_jobs;
     std::map<std::string, std::string> listed;
     const bool settled = testing::PollUntil(
         [&] {

@@ -5,6 +5,7 @@
 
 #include <sys/wait.h>
 
+#include <atomic>
 #include <cstdio>
 #include <string>
 
@@ -25,9 +26,12 @@ struct CliResult {
 inline CliResult RunBubblewatch(const std::string& args,
                                 const std::string& cwd = ".",
                                 int kill_after_s = 0) {
-  static int counter = 0;
+  // Atomic: tests run commands from several threads at once (a `serve`
+  // beside its queries), and two equal names would swap their outputs
+  // (ThreadSanitizer found the plain int's race).
+  static std::atomic<int> counter{0};
   std::string base = ::testing::TempDir() + "/cli_" + std::to_string(getpid()) +
-                     "_" + std::to_string(counter++);
+                     "_" + std::to_string(counter.fetch_add(1));
   const std::string kill =
       kill_after_s > 0 ? "timeout -s KILL " + std::to_string(kill_after_s) + " "
                        : std::string();

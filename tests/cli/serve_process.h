@@ -5,9 +5,12 @@
 #define BUBBLEWATCH_TESTS_CLI_SERVE_PROCESS_H_
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -33,14 +36,20 @@ class ServeProcess {
   // serve, "serving HTTP on URL" from process). Returns nullptr (after a test
   // failure) if it exits or does not come up.
   static std::unique_ptr<ServeProcess> StartCommand(const std::string& args) {
-    static int counter = 0;
+    static std::atomic<int> counter{0};  // Tests start servers from threads.
     const std::string log = ::testing::TempDir() + "/serve_" +
                             std::to_string(getpid()) + "_" +
-                            std::to_string(counter++) + ".log";
+                            std::to_string(counter.fetch_add(1)) + ".log";
     const std::string cmd = std::string("exec ") + BUBBLEWATCH_BINARY + " " +
                             args + " 2>'" + log + "'";
+    const pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
+      // A test process that dies (a sanitizer report ends it at once) must
+      // not leave a server behind holding ctest's output pipe open: the
+      // server (exec'd in place of sh) dies with the thread that started it.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(127);  // It died before the prctl.
       execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
       _exit(127);
     }

@@ -33,6 +33,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <random>
 #include <regex>
@@ -299,25 +300,43 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
       .count();
 }
 
-// Through the library: what `bubblewatch query job J --store` computes.
-void BM_QueryJobLastHour(benchmark::State& state) {
+// Times `query job J --store`'s work for the last hour of jobs drawn by
+// `job_of` from a seeded generator: every result must hold 360 windows and,
+// with `ranks` > 0, a per-rank table of that many ranks; with range(0) != 0
+// it is also rendered as `query job --json` does.
+void TimeLastHourQueries(benchmark::State& state, uint64_t seed,
+                         const std::function<std::string(uint64_t)>& job_of,
+                         size_t ranks) {
   Fixture& fx = GetFixture();
   const bool render = state.range(0) != 0;
-  std::mt19937_64 rng(42);
+  std::mt19937_64 rng(seed);
   std::vector<double> ms, cpu_ms;
   for (auto _ : state) {
-    const std::string job = JobName(static_cast<int64_t>(rng() % fx.jobs));
+    const std::string job = job_of(rng());
     const auto t0 = std::chrono::steady_clock::now();
     const double cpu0 = ProcessCpuMs();
     auto r = QueryJob(*fx.store, job, JobPeriod::Last(absl::Hours(1)));
     if (!r.ok()) Die(r.status());
     if (r->windows.size() != 360) Die(absl::InternalError("not 360 windows"));
+    if (ranks > 0 &&
+        (!r->collectives || r->collectives->ranks.size() != ranks)) {
+      Die(absl::InternalError("no per-rank table of the job's ranks"));
+    }
     if (render) benchmark::DoNotOptimize(RenderJobReportJson(*r, false));
     ms.push_back(MsSince(t0));
     cpu_ms.push_back(ProcessCpuMs() - cpu0);
   }
   Report(state, "", ms);
   Report(state, "cpu_", cpu_ms);
+}
+
+// Through the library: what `bubblewatch query job J --store` computes.
+void BM_QueryJobLastHour(benchmark::State& state) {
+  const int64_t jobs = GetFixture().jobs;
+  TimeLastHourQueries(
+      state, 42,
+      [jobs](uint64_t r) { return JobName(static_cast<int64_t>(r % jobs)); },
+      0);
 }
 BENCHMARK(BM_QueryJobLastHour)
     ->ArgName("json")
@@ -332,27 +351,12 @@ BENCHMARK(BM_QueryJobLastHour)
 // does (ranks[] and stragglers[] for the period and in each window).
 // Target: p99 <= 5 ms on the 10,000-job store.
 void BM_QueryJobLastHour64Ranks(benchmark::State& state) {
-  Fixture& fx = GetFixture();
-  const bool render = state.range(0) != 0;
-  std::mt19937_64 rng(44);
-  std::vector<double> ms, cpu_ms;
-  for (auto _ : state) {
-    const std::string job =
-        RankJobName(static_cast<int64_t>(rng() % kRankJobs));
-    const auto t0 = std::chrono::steady_clock::now();
-    const double cpu0 = ProcessCpuMs();
-    auto r = QueryJob(*fx.store, job, JobPeriod::Last(absl::Hours(1)));
-    if (!r.ok()) Die(r.status());
-    if (r->windows.size() != 360) Die(absl::InternalError("not 360 windows"));
-    if (!r->collectives || r->collectives->ranks.size() != kRanks) {
-      Die(absl::InternalError("no per-rank table of 64 ranks"));
-    }
-    if (render) benchmark::DoNotOptimize(RenderJobReportJson(*r, false));
-    ms.push_back(MsSince(t0));
-    cpu_ms.push_back(ProcessCpuMs() - cpu0);
-  }
-  Report(state, "", ms);
-  Report(state, "cpu_", cpu_ms);
+  TimeLastHourQueries(
+      state, 44,
+      [](uint64_t r) {
+        return RankJobName(static_cast<int64_t>(r % kRankJobs));
+      },
+      kRanks);
 }
 BENCHMARK(BM_QueryJobLastHour64Ranks)
     ->ArgName("json")

@@ -7,6 +7,7 @@
 #include "httplib.h"
 #include "simdjson.h"
 #include "tests/testing/child_process.h"
+#include "tests/testing/command_flags.h"
 
 namespace bubblewatch::testing {
 
@@ -53,6 +54,43 @@ std::vector<ListedAlert> ListAlertmanagerAlerts(const std::string& url,
 
 int RunBubblewatch(const std::vector<std::string>& args) {
   return WaitChild(SpawnChild(BUBBLEWATCH_BINARY, args));
+}
+
+std::vector<std::string> AlertingProcessArgs(const std::string& brokers,
+                                             const std::string& topic,
+                                             const std::string& store,
+                                             const std::string& rules,
+                                             const std::string& alertmanager,
+                                             std::vector<std::string> extra) {
+  std::vector<std::string> args = {"process",
+                                   "--brokers",
+                                   brokers,
+                                   "--topic",
+                                   topic,
+                                   "--group",
+                                   topic + "-g",
+                                   "--store",
+                                   store,
+                                   "--idle-timeout",
+                                   "3s",
+                                   "--rules",
+                                   rules,
+                                   "--alerts-topic",
+                                   topic + ".alerts",
+                                   "--windows-topic",
+                                   "",
+                                   "--log-level",
+                                   "info",
+                                   "-X",
+                                   "session.timeout.ms=6000",
+                                   "-X",
+                                   "heartbeat.interval.ms=1000"};
+  if (!alertmanager.empty()) {
+    testing::SetFlags(
+        args, {"--alertmanager", alertmanager, "--alertmanager-resend", "1s"});
+  }
+  testing::SetFlags(args, extra);
+  return args;
 }
 
 }  // namespace bubblewatch::testing

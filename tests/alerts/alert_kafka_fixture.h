@@ -1,7 +1,8 @@
 // What the alert tests against REAL servers share (ctest label `kafka`;
 // ops/test starts the broker and an Alertmanager and passes their addresses
 // in the environment): the required environment, Alertmanager's list of
-// alerts, and `bubblewatch` run to its end.
+// alerts, the `process` command line of an alerting processor, and
+// `bubblewatch` run to its end.
 #ifndef BUBBLEWATCH_TESTS_ALERTS_ALERT_KAFKA_FIXTURE_H_
 #define BUBBLEWATCH_TESTS_ALERTS_ALERT_KAFKA_FIXTURE_H_
 
@@ -26,6 +27,15 @@ struct ListedAlert {
 // array (callers poll).
 std::vector<ListedAlert> ListAlertmanagerAlerts(const std::string& url,
                                                 const std::string& alertname);
+
+// `process` of TOPIC into STORE with RULES, alerts sent to ALERTMANAGER (when
+// not empty, resent every second) and to TOPIC.alerts, no windows topic;
+// short session timeouts so that a restarted processor gets its partitions
+// back quickly. `extra` replaces or adds flags (testing::SetFlags).
+std::vector<std::string> AlertingProcessArgs(
+    const std::string& brokers, const std::string& topic,
+    const std::string& store, const std::string& rules,
+    const std::string& alertmanager, std::vector<std::string> extra = {});
 
 // Runs the `bubblewatch` binary under test with `args` and returns its exit
 // status.

@@ -96,55 +96,11 @@ std::string OpsScript(const std::string& name) {
          name;
 }
 
+using testing::AlertingProcessArgs;
 using testing::ListAlertmanagerAlerts;
 using testing::ListedAlert;
 using testing::PollUntil;
 using testing::RequiredEnv;
-
-// An HTTP proxy in front of Alertmanager's POST /api/v2/alerts that can be
-// shut (connection refused: Alertmanager unreachable, yet it keeps the
-// alerts it holds in memory) and opened again on the same port. Unlike a
-// SIGSTOPped Alertmanager, a shut proxy buffers nothing that a killed
-// processor sent.
-// `process` of TOPIC into STORE with RULES, alerts sent to ALERTMANAGER (when
-// not empty) and to TOPIC.alerts; short session timeouts so that a restarted
-// processor gets its partitions back quickly.
-std::vector<std::string> ProcessArgs(const std::string& brokers,
-                                     const std::string& topic,
-                                     const std::string& store,
-                                     const std::string& rules,
-                                     const std::string& alertmanager,
-                                     std::vector<std::string> extra = {}) {
-  std::vector<std::string> args = {"process",
-                                   "--brokers",
-                                   brokers,
-                                   "--topic",
-                                   topic,
-                                   "--group",
-                                   topic + "-g",
-                                   "--store",
-                                   store,
-                                   "--idle-timeout",
-                                   "3s",
-                                   "--rules",
-                                   rules,
-                                   "--alerts-topic",
-                                   topic + ".alerts",
-                                   "--windows-topic",
-                                   "",
-                                   "--log-level",
-                                   "info",
-                                   "-X",
-                                   "session.timeout.ms=6000",
-                                   "-X",
-                                   "heartbeat.interval.ms=1000"};
-  if (!alertmanager.empty()) {
-    testing::SetFlags(
-        args, {"--alertmanager", alertmanager, "--alertmanager-resend", "1s"});
-  }
-  testing::SetFlags(args, extra);
-  return args;
-}
 
 // 30 s of one synthetic job JOB_PREFIX-000 (2 GPUs) in SCENARIO from START.
 // Without `end_marker` the job goes on in a later produce (--no-end-marker:
@@ -165,6 +121,11 @@ int ProduceSynthetic(const std::string& brokers, const std::string& topic,
   return RunToEnd(BUBBLEWATCH_BINARY, args);
 }
 
+// An HTTP proxy in front of Alertmanager's POST /api/v2/alerts that can be
+// shut (connection refused: Alertmanager unreachable, yet it keeps the
+// alerts it holds in memory) and opened again on the same port. Unlike a
+// SIGSTOPped Alertmanager, a shut proxy buffers nothing that a killed
+// processor sent.
 class AlertmanagerProxy {
  public:
   explicit AlertmanagerProxy(std::string target) : target_(std::move(target)) {}
@@ -304,8 +265,8 @@ TEST_F(AlertmanagerKafka, SyncStallFiresOnceSurvivesRestartsAndResolves) {
         << "    severity: critical\n";
   }
   const std::vector<std::string> process_args =
-      ProcessArgs(brokers, topic, store, rules, am,
-                  {"--dashboard-url", "http://dash.example:8080"});
+      AlertingProcessArgs(brokers, topic, store, rules, am,
+                          {"--dashboard-url", "http://dash.example:8080"});
   auto produce = [&](const char* scenario, const char* start,
                      const char* seed) {
     return ProduceSynthetic(brokers, topic, job_prefix, scenario, start,
@@ -422,8 +383,9 @@ TEST_F(AlertmanagerKafka, SighupReloadsRulesAndRefusesABadFile) {
   };
   // 90 %: the ~15 % host-sync stall does not fire.
   write_rules("90%");
-  processor_ = SpawnLogged(BUBBLEWATCH_BINARY,
-                           ProcessArgs(brokers, topic, store, rules, ""), log);
+  processor_ =
+      SpawnLogged(BUBBLEWATCH_BINARY,
+                  AlertingProcessArgs(brokers, topic, store, rules, ""), log);
   TopicReader reader(topic + ".alerts");
   ASSERT_EQ(produce("2026-01-01T00:00:00Z"), 0);
   // The stall's windows are stored, and with them the alert state (one
@@ -591,7 +553,7 @@ TEST_F(AlertmanagerKafka, UndeliveredResolutionSurvivesAProcessorKill) {
   AlertmanagerProxy proxy(am);
   ASSERT_TRUE(proxy.Open());
   const std::vector<std::string> process_args =
-      ProcessArgs(brokers, topic, store, rules, proxy.url());
+      AlertingProcessArgs(brokers, topic, store, rules, proxy.url());
   auto produce = [&](const char* scenario, const char* start) {
     return ProduceSynthetic(brokers, topic, job_prefix, scenario, start);
   };
@@ -693,8 +655,8 @@ TEST_F(AlertmanagerKafka, AnEndedJobsAlertsResolveAndItIsNeverSilent) {
   const std::string store = ::testing::TempDir() + "/" + topic;
   const std::string rules = LifecycleRules(
       ::testing::TempDir() + "/" + topic + ".yaml", cause, silent);
-  processor_ =
-      Spawn(BUBBLEWATCH_BINARY, ProcessArgs(brokers, topic, store, rules, am));
+  processor_ = Spawn(BUBBLEWATCH_BINARY,
+                     AlertingProcessArgs(brokers, topic, store, rules, am));
   TopicReader reader(topic + ".alerts");
   // Paced (30 s of event time in 30 s), so that the stall's alert fires
   // and reaches Alertmanager while the job still runs; then the marker.
@@ -766,8 +728,8 @@ TEST_F(AlertmanagerKafka, AJobThatStopsWithoutAMarkerIsSilent) {
   const std::string store = ::testing::TempDir() + "/" + topic;
   const std::string rules = LifecycleRules(
       ::testing::TempDir() + "/" + topic + ".yaml", cause, silent);
-  processor_ =
-      Spawn(BUBBLEWATCH_BINARY, ProcessArgs(brokers, topic, store, rules, am));
+  processor_ = Spawn(BUBBLEWATCH_BINARY,
+                     AlertingProcessArgs(brokers, topic, store, rules, am));
   TopicReader reader(topic + ".alerts");
   ASSERT_EQ(ProduceSynthetic(brokers, topic, job_prefix, "sync",
                              "2026-01-01T00:00:00Z"),
@@ -850,7 +812,7 @@ TEST_F(AlertmanagerKafka, FleetOfProcessorsPagesOncePerConditionAcrossMoves) {
                    std::to_string(i) + ".log");
     instances.push_back(SpawnLogged(
         BUBBLEWATCH_BINARY,
-        ProcessArgs(
+        AlertingProcessArgs(
             brokers, topic,
             ::testing::TempDir() + "/" + topic + "." + std::to_string(i), rules,
             am, {"--state-topic", topic + ".state"}),

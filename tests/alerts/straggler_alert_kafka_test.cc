@@ -45,6 +45,7 @@ namespace {
 constexpr int64_t kWindowNs = 10'000'000'000;
 constexpr int64_t kLatenessNs = 2'000'000'000;  // process's default.
 
+using testing::AlertingProcessArgs;
 using testing::RequiredEnv;
 using testing::RunBubblewatch;
 
@@ -152,33 +153,10 @@ TEST(StragglerAlertKafka, NamesThePlantedRankWithinTwoWindowsAndNoneHealthy) {
   const std::map<std::string, Truth> truth = ReadTruth(truth_file);
   ASSERT_EQ(truth.size(), 6u);
 
-  ASSERT_EQ(RunBubblewatch({"process",
-                            "--brokers",
-                            brokers,
-                            "--topic",
-                            topic,
-                            "--group",
-                            topic + "-g",
-                            "--store",
-                            dir.Sub("store"),
-                            "--idle-timeout",
-                            "3s",
-                            "--exit-when-idle",
-                            "5s",
-                            "--rules",
-                            rules,
-                            "--alerts-topic",
-                            topic + ".alerts",
-                            "--windows-topic",
-                            "",
-                            "--dlq-topic",
-                            topic + ".dlq",
-                            "--alertmanager",
-                            alertmanager,
-                            "--alertmanager-resend",
-                            "1s",
-                            "--log-level",
-                            "warn"}),
+  ASSERT_EQ(RunBubblewatch(AlertingProcessArgs(
+                brokers, topic, dir.Sub("store"), rules, alertmanager,
+                {"--exit-when-idle", "5s", "--dlq-topic", topic + ".dlq",
+                 "--log-level", "warn"})),
             0);
 
   absl::StatusOr<std::vector<testing::ConsumedMessage>> messages =
@@ -374,33 +352,10 @@ TEST(StragglerAlertKafka, NoFalseAlertOnFiftyHealthyMultiRankJobs) {
   const Truth& planted = truth.begin()->second;
 
   const std::string store = dir.Sub("store");
-  ASSERT_EQ(RunBubblewatch({"process",
-                            "--brokers",
-                            brokers,
-                            "--topic",
-                            topic,
-                            "--group",
-                            topic + "-g",
-                            "--store",
-                            store,
-                            "--idle-timeout",
-                            "3s",
-                            "--exit-when-idle",
-                            "5s",
-                            "--rules",
-                            rules,
-                            "--alerts-topic",
-                            topic + ".alerts",
-                            "--windows-topic",
-                            "",
-                            "--dlq-topic",
-                            topic + ".dlq",
-                            "--alertmanager",
-                            alertmanager,
-                            "--alertmanager-resend",
-                            "1s",
-                            "--log-level",
-                            "warn"}),
+  ASSERT_EQ(RunBubblewatch(
+                AlertingProcessArgs(brokers, topic, store, rules, alertmanager,
+                                    {"--exit-when-idle", "5s", "--dlq-topic",
+                                     topic + ".dlq", "--log-level", "warn"})),
             0);
 
   // Kafka: the planted job fires under both straggler rules; no healthy job

@@ -36,7 +36,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "analysis/bubble_analyzer.h"
@@ -46,6 +45,7 @@
 #include "schemas/window_summary.h"
 #include "storage/window_store.h"
 #include "tests/processor/processor_kafka_test_util.h"
+#include "tests/processor/rebalance_storm.h"
 #include "tests/testing/command_flags.h"
 #include "tests/testing/files.h"
 #include "tests/testing/own_broker.h"
@@ -54,60 +54,11 @@
 namespace bubblewatch {
 namespace {
 
+using testing::ChildRunning;
+using testing::KillChildrenOnExit;
 using testing::PollUntil;
 using testing::ReadFile;
-
-// True while `pid` (a child) has not exited. Does not reap it (WNOWAIT), so
-// that WaitWithin still gets its exit code.
-bool Running(pid_t pid) {
-  siginfo_t info{};
-  return waitid(P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-         info.si_pid == 0;
-}
-
-// Waits up to `timeout` (scaled, test_time.h) for `pid`; then kills it (a
-// hung child fails the test instead of hanging it). Returns WaitChild's
-// code, or -1 if killed.
-int WaitWithin(pid_t pid, absl::Duration timeout) {
-  int code = -1;
-  const bool ended = PollUntil(
-      [&] {
-        int status = 0;
-        const pid_t done = waitpid(pid, &status, WNOHANG);
-        if (done < 0) {
-          ADD_FAILURE() << "pid " << pid << " is not a child to wait for";
-          return true;
-        }
-        if (done != pid) return false;
-        code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        return true;
-      },
-      timeout, absl::Milliseconds(100));
-  if (ended) return code;
-  ::kill(pid, SIGKILL);
-  Wait(pid);
-  return -1;
-}
-
-// Kills (SIGKILL) and reaps, on destruction, each of `pids` still running:
-// a failed assertion must not leave children behind (a stopped producer
-// among them).
-class KillOnExit {
- public:
-  explicit KillOnExit(std::vector<pid_t>* pids) : pids_(pids) {}
-  ~KillOnExit() {
-    for (pid_t pid : *pids_) {
-      if (pid > 0 && Running(pid)) {
-        ::kill(pid, SIGKILL);
-        ::kill(pid, SIGCONT);
-        Wait(pid);
-      }
-    }
-  }
-
- private:
-  std::vector<pid_t>* pids_;
-};
+using testing::WaitChildWithin;
 
 // Windows of each job in `store`, for polling while a processor writes it:
 // none while it does not exist or is still being created (a store that
@@ -151,7 +102,7 @@ TEST(ProcessorFaultsKafka, BrokerKilledAndRestartedMidStream) {
   testing::SetFlags(produce, {"--replay-speed", "1x", "--timeout", "180s",
                               "--log-level", "info"});
   std::vector<pid_t> children;
-  KillOnExit kill_on_exit(&children);
+  KillChildrenOnExit kill_on_exit(&children);
   pid_t producer = Spawn(produce, produce_log);
   children.push_back(producer);
   // The idle timeout is shorter than the session timeout, as with the
@@ -172,11 +123,11 @@ TEST(ProcessorFaultsKafka, BrokerKilledAndRestartedMidStream) {
   ASSERT_TRUE(PollUntil(
       [&] {
         return WindowsPerJob(store, jobs).size() == jobs.size() ||
-               !Running(producer);
+               !ChildRunning(producer);
       },
       absl::Seconds(60), absl::Milliseconds(200)))
       << "no window of every job stored within 60 s";
-  ASSERT_TRUE(Running(producer))
+  ASSERT_TRUE(ChildRunning(producer))
       << "the producer finished before the broker was killed";
   // The hardest moment for the processor: it has read everything, so the
   // outage looks like silent jobs. Pause the producer (SIGSTOP) until the
@@ -217,9 +168,9 @@ TEST(ProcessorFaultsKafka, BrokerKilledAndRestartedMidStream) {
             << want.size() << " windows stored; down for "
             << absl::FormatDuration(down_for) << "\n";
 
-  EXPECT_EQ(WaitWithin(producer, absl::Seconds(200)), 0)
+  EXPECT_EQ(WaitChildWithin(producer, absl::Seconds(200)), 0)
       << ReadFile(produce_log);
-  EXPECT_EQ(WaitWithin(processor, absl::Seconds(120)), 0)
+  EXPECT_EQ(WaitChildWithin(processor, absl::Seconds(120)), 0)
       << ReadFile(process_log);
   std::vector<WindowSummary> got = StoredWindows(store, jobs);
   ExpectSameAnalysis(got, want);
@@ -383,7 +334,7 @@ TEST(ProcessorFaultsKafka,
   const std::vector<std::string> pace = testing::ScaledReplaySpeed(2);
   testing::SetFlags(produce, pace);
   std::vector<pid_t> children;
-  KillOnExit kill_on_exit(&children);
+  KillChildrenOnExit kill_on_exit(&children);
   pid_t producer = Spawn(produce);
   children.push_back(producer);
   // BW_TEST_STORE_NO_SYNC=1 turns the fsync per commit off, to see this
@@ -400,24 +351,24 @@ TEST(ProcessorFaultsKafka,
   ASSERT_TRUE(PollUntil(
       [&] {
         return WindowsPerJob(store, jobs).size() == jobs.size() ||
-               !Running(producer) || !Running(processor);
+               !ChildRunning(producer) || !ChildRunning(processor);
       },
       absl::Seconds(60), absl::Milliseconds(200)))
       << "no window of every job stored within 60 s";
-  ASSERT_TRUE(Running(producer)) << "the producer finished first";
-  ASSERT_TRUE(Running(processor)) << ReadFile(log);
+  ASSERT_TRUE(ChildRunning(producer)) << "the producer finished first";
+  ASSERT_TRUE(ChildRunning(processor)) << ReadFile(log);
   const size_t stored_at_fault = StoredWindows(store, jobs).size();
   ASSERT_TRUE(fs.TriggerError()) << fs.error();
 
   // The processor stops by itself, with one clear error and exit code 1.
-  const int code = WaitWithin(processor, absl::Seconds(60));
+  const int code = WaitChildWithin(processor, absl::Seconds(60));
   const std::string err = ReadFile(log);
   EXPECT_EQ(code, 1) << err;
   EXPECT_THAT(err, ::testing::HasSubstr("cannot write windows to the store, "
                                         "stopping before offsets move"));
   EXPECT_THAT(err, ::testing::HasSubstr("Read-only file system"));
   EXPECT_EQ(CountOccurrences(err, "bubblewatch process: "), 1u) << err;
-  EXPECT_EQ(WaitWithin(producer, absl::Seconds(120)), 0);
+  EXPECT_EQ(WaitChildWithin(producer, absl::Seconds(120)), 0);
 
   ASSERT_TRUE(fs.Repair()) << fs.error();
   // Nothing moved past what the store holds: the group's offsets and the
@@ -433,7 +384,7 @@ TEST(ProcessorFaultsKafka,
   const std::string rerun_log = dir + ".rerun.stderr";
   std::vector<std::string> rerun = process;
   testing::SetFlags(rerun, {"--log-level", "info"});
-  EXPECT_EQ(WaitWithin(Spawn(rerun, rerun_log), absl::Seconds(120)), 0)
+  EXPECT_EQ(WaitChildWithin(Spawn(rerun, rerun_log), absl::Seconds(120)), 0)
       << ReadFile(rerun_log);
   std::vector<WindowSummary> got = StoredWindows(store, jobs);
   ExpectSameAnalysis(got, want);
@@ -449,15 +400,6 @@ TEST(ProcessorFaultsKafka,
   }
 }
 
-// One processor instance of the storm: its own store and log (appended to
-// across restarts).
-struct StormMember {
-  std::string name;
-  std::string store;
-  std::string log;
-  pid_t pid = -1;
-};
-
 TEST(ProcessorFaultsKafka, RebalanceStormLeavesNoDuplicateOrConflictingWindow) {
   constexpr int kPartitions = 6;
   constexpr int kActions = 8;
@@ -472,55 +414,38 @@ TEST(ProcessorFaultsKafka, RebalanceStormLeavesNoDuplicateOrConflictingWindow) {
   const std::vector<std::string> pace = testing::ScaledReplaySpeed(1);
   testing::SetFlags(produce, pace);
   std::vector<pid_t> children;
-  KillOnExit kill_on_exit(&children);
+  KillChildrenOnExit kill_on_exit(&children);
   pid_t producer = Spawn(produce);
   children.push_back(producer);
 
-  std::vector<StormMember> members;
-  for (const char* name : {"a", "b", "c"}) {
-    members.push_back(StormMember{
-        .name = name,
-        .store = ::testing::TempDir() + "/" + topic + "-" + name,
-        .log = ::testing::TempDir() + "/" + topic + "-" + name + ".stderr"});
-  }
   // --exit-when-idle outlasts a killed member's session (6 s), so that at
   // the end a survivor is still there to take its partitions over.
-  auto start = [&](StormMember& m) {
-    std::vector<std::string> args = ProcessArgs(topic, m.store);
-    testing::SetFlags(
-        args, {"--exit-when-idle", testing::ScaledFlag(absl::Seconds(12)),
-               "--log-level", "info"});
-    // BW_TEST_WITHOUT_STATE_TOPIC=1 turns the changelog off, to see this
-    // test fail without it.
-    if (std::getenv("BW_TEST_WITHOUT_STATE_TOPIC") != nullptr) {
-      testing::SetFlags(args, {"--state-topic", ""});
-    }
-    m.pid = testing::SpawnChild(BUBBLEWATCH_BINARY, args, m.log,
-                                testing::StderrMode::kAppend);
-    children.push_back(m.pid);
-  };
-  auto count_in_log = [](const StormMember& m, const std::string& what) {
-    return CountOccurrences(ReadFile(m.log), what);
-  };
-  auto running = [&](const StormMember& m) {
-    return m.pid > 0 && Running(m.pid);
-  };
-
-  // The storm: a member joins, leaves (SIGTERM) or is killed (SIGKILL) every
-  // second or two, chosen by a fixed seed, while the producer sends (the
-  // 35 s fleet at 1x, from about 15 s in; at most kActions). Each
-  // action waits for its effect (a joining member's first assignment, a
-  // leaving member's exit) before the next one, so that every action
-  // really moves partitions.
-  start(members[0]);
-  start(members[1]);
-  // The storm begins once every job has a finalized window: from then on a
-  // partition that moves has state worth moving (a finalized edge), which a
-  // new owner without it would get wrong.
+  testing::RebalanceStorm storm(
+      {"a", "b", "c"}, ::testing::TempDir() + "/" + topic,
+      [&](const testing::StormMember& m) {
+        std::vector<std::string> args = ProcessArgs(topic, m.store);
+        testing::SetFlags(
+            args, {"--exit-when-idle", testing::ScaledFlag(absl::Seconds(12)),
+                   "--log-level", "info"});
+        // BW_TEST_WITHOUT_STATE_TOPIC=1 turns the changelog off, to see
+        // this test fail without it.
+        if (std::getenv("BW_TEST_WITHOUT_STATE_TOPIC") != nullptr) {
+          testing::SetFlags(args, {"--state-topic", ""});
+        }
+        return args;
+      },
+      &children);
+  std::vector<testing::StormMember>& members = storm.members();
+  storm.Start(members[0]);
+  storm.Start(members[1]);
+  // The storm (the 35 s fleet at 1x, from about 15 s in; at most kActions)
+  // begins once every job has a finalized window: from then on a partition
+  // that moves has state worth moving (a finalized edge), which a new owner
+  // without it would get wrong.
   ASSERT_TRUE(PollUntil(
       [&] {
         std::set<std::string> with_window;
-        for (const StormMember& m : members) {
+        for (const testing::StormMember& m : members) {
           for (const auto& [job, n] : WindowsPerJob(m.store, jobs)) {
             with_window.insert(job);
           }
@@ -529,63 +454,12 @@ TEST(ProcessorFaultsKafka, RebalanceStormLeavesNoDuplicateOrConflictingWindow) {
       },
       absl::Seconds(60), absl::Milliseconds(200)))
       << "no window of every job stored within 60 s";
-  const absl::Time storm_began = absl::Now();
-  std::mt19937 rng(2026);
-  std::vector<std::string> actions;
-  int kills = 0, stops = 0, joins = 2;
-  for (int i = 0; i < kActions && Running(producer); ++i) {
-    // The storm's pace, not a wait for a condition: one action a second.
-    absl::SleepFor(absl::Seconds(1));
-    std::vector<StormMember*> up, down;
-    for (StormMember& m : members) (running(m) ? up : down).push_back(&m);
-    // Two or three members: one leaves or dies; one: another joins; else
-    // either.
-    const bool join =
-        up.size() <= 1 || (!down.empty() && up.size() < 3 && rng() % 2 == 0);
-    if (join) {
-      StormMember& m = *down[rng() % down.size()];
-      const size_t assigned_before = count_in_log(m, "info assigned ");
-      start(m);
-      ++joins;
-      actions.push_back("+" + m.name);
-      EXPECT_TRUE(PollUntil(
-          [&] {
-            return count_in_log(m, "info assigned ") > assigned_before ||
-                   !running(m);
-          },
-          absl::Seconds(20), absl::Milliseconds(200)))
-          << m.name << " got no partition within 20 s of joining";
-      EXPECT_TRUE(running(m)) << ReadFile(m.log);
-    } else {
-      StormMember& m = *up[rng() % up.size()];
-      const int signal = rng() % 2 == 0 ? SIGKILL : SIGTERM;
-      ::kill(m.pid, signal);
-      const int code = WaitWithin(m.pid, absl::Seconds(60));
-      EXPECT_EQ(code, signal == SIGKILL ? 128 + SIGKILL : 0)
-          << m.name << ": " << ReadFile(m.log);
-      m.pid = -1;
-      (signal == SIGKILL ? kills : stops)++;
-      actions.push_back((signal == SIGKILL ? "x" : "-") + m.name);
-    }
-  }
-  const absl::Duration storm_took = absl::Now() - storm_began;
-  EXPECT_EQ(WaitWithin(producer, absl::Seconds(120)), 0);
-  // The calm after the storm: every member runs until it is idle.
-  for (StormMember& m : members) {
-    if (!running(m)) start(m);
-  }
-  for (StormMember& m : members) {
-    EXPECT_EQ(WaitWithin(m.pid, absl::Seconds(120)), 0)
-        << m.name << ": " << ReadFile(m.log);
-  }
+  const testing::StormReport report = storm.Blow(kActions, producer, 2026);
+  EXPECT_EQ(WaitChildWithin(producer, absl::Seconds(120)), 0);
+  storm.Calm(absl::Seconds(120));
 
-  size_t handovers = 0, assignments = 0;
-  for (const StormMember& m : members) {
-    assignments += count_in_log(m, "info assigned ");
-    handovers += count_in_log(m, "state from changelog");
-  }
   std::vector<std::vector<WindowSummary>> stored;
-  for (const StormMember& m : members) {
+  for (const testing::StormMember& m : members) {
     stored.push_back(StoredWindows(m.store, jobs));
   }
   std::vector<WindowSummary> union_of_stores =
@@ -599,27 +473,21 @@ TEST(ProcessorFaultsKafka, RebalanceStormLeavesNoDuplicateOrConflictingWindow) {
       UnionWithoutConflicts({published}, "windows topic");
   ExpectSameAnalysis(distinct, want);
   UnionWithoutConflicts({union_of_stores, distinct}, "stores vs windows topic");
-  std::cout << "storm of "
-            << absl::FormatDuration(
-                   absl::Trunc(storm_took, absl::Milliseconds(100)))
-            << ": " << absl::StrJoin(actions, " ") << " (" << joins
-            << " joins, " << stops << " stops, " << kills << " kills); "
-            << assignments << " partition assignments, " << handovers
+  const size_t handovers = storm.Handovers();
+  std::cout << report.Summary() << "; " << storm.Assignments()
+            << " partition assignments, " << handovers
             << " with state from the changelog; windows topic: "
             << published.size() << " messages, " << distinct.size()
             << " distinct windows, " << published.size() - distinct.size()
             << " identical repeats\n";
-  EXPECT_GE(actions.size(), 5u) << "not much of a storm";
-  EXPECT_GE(kills + stops, 2) << "not much of a storm";
+  EXPECT_GE(report.actions.size(), 5u) << "not much of a storm";
+  EXPECT_GE(report.kills + report.stops, 2) << "not much of a storm";
   EXPECT_GE(handovers, 3u) << "partitions did not move with their state";
   if (!::testing::Test::HasFailure() &&
       std::getenv("BUBBLEWATCH_TEST_KEEP_LOGS") == nullptr) {
-    for (const StormMember& m : members) {
-      std::filesystem::remove_all(m.store);
-      std::filesystem::remove(m.log);
-    }
+    storm.RemoveFiles();
   } else {
-    for (const StormMember& m : members) std::cout << "log: " << m.log << "\n";
+    std::cout << storm.LogPaths();
   }
 }
 
@@ -679,7 +547,7 @@ TEST(ProcessorFaultsKafka, HundredRandomKillsMidStreamGiveTheSameWindows) {
   std::vector<std::string> produce = ProduceArgs(topic, Brokers(), fleet);
   testing::SetFlags(produce, pace);
   std::vector<pid_t> children;
-  KillOnExit kill_on_exit(&children);
+  KillChildrenOnExit kill_on_exit(&children);
   const pid_t producer = Spawn(produce, store + ".produce.stderr");
   children.push_back(producer);
   std::vector<std::string> boundary_produce = {
@@ -752,7 +620,7 @@ TEST(ProcessorFaultsKafka, HundredRandomKillsMidStreamGiveTheSameWindows) {
     const pid_t pid = Spawn(process);
     // The member's random life: the kill must land anywhere in its run.
     absl::SleepFor(startup + absl::Milliseconds(life_ms(rng)));
-    const bool producing = Running(producer);
+    const bool producing = ChildRunning(producer);
     ::kill(pid, SIGKILL);
     const int status = Wait(pid);
     EXPECT_TRUE(status == 128 + SIGKILL || status == 0) << status;
@@ -765,9 +633,9 @@ TEST(ProcessorFaultsKafka, HundredRandomKillsMidStreamGiveTheSameWindows) {
   // Lives made progress: windows were finalized during the campaign.
   EXPECT_GT(stored_before_last, 0u) << "no window stored after 60 kills";
   EXPECT_LT(stored_before_last, want.size());
-  ASSERT_EQ(WaitWithin(producer, absl::Seconds(120)), 0);
-  ASSERT_EQ(WaitWithin(boundary_producer, absl::Seconds(60)), 0);
-  ASSERT_EQ(WaitWithin(Spawn(process), absl::Seconds(120)), 0);
+  ASSERT_EQ(WaitChildWithin(producer, absl::Seconds(120)), 0);
+  ASSERT_EQ(WaitChildWithin(boundary_producer, absl::Seconds(60)), 0);
+  ASSERT_EQ(WaitChildWithin(Spawn(process), absl::Seconds(120)), 0);
   std::vector<WindowSummary> got = StoredWindows(store, JobsOf(want));
   ExpectSameAnalysis(got, want);
   for (const WindowSummary& w : got) {

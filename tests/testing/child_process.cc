@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "gtest/gtest.h"
+#include "tests/testing/poll.h"
 
 extern char** environ;
 
@@ -79,6 +80,43 @@ int WaitChild(pid_t pid) {
   int status = 0;
   if (pid <= 0 || waitpid(pid, &status, 0) != pid) return -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+bool ChildRunning(pid_t pid) {
+  siginfo_t info{};
+  return waitid(P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+         info.si_pid == 0;
+}
+
+int WaitChildWithin(pid_t pid, absl::Duration timeout) {
+  int code = -1;
+  const bool ended = PollUntil(
+      [&] {
+        int status = 0;
+        const pid_t done = waitpid(pid, &status, WNOHANG);
+        if (done < 0) {
+          ADD_FAILURE() << "pid " << pid << " is not a child to wait for";
+          return true;
+        }
+        if (done != pid) return false;
+        code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        return true;
+      },
+      timeout, absl::Milliseconds(100));
+  if (ended) return code;
+  ::kill(pid, SIGKILL);
+  WaitChild(pid);
+  return -1;
+}
+
+KillChildrenOnExit::~KillChildrenOnExit() {
+  for (pid_t pid : *pids_) {
+    if (pid > 0 && ChildRunning(pid)) {
+      ::kill(pid, SIGKILL);
+      ::kill(pid, SIGCONT);
+      WaitChild(pid);
+    }
+  }
 }
 
 }  // namespace bubblewatch::testing

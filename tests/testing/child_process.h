@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
+
 namespace bubblewatch::testing {
 
 // How a child's standard error is kept.
@@ -25,6 +27,29 @@ pid_t SpawnChild(const std::string& binary,
 
 // Waits for `pid`; returns its exit code, or 128 + the signal that ended it.
 int WaitChild(pid_t pid);
+
+// True while `pid` (a child) has not exited. Does not reap it, so that
+// WaitChild or WaitChildWithin still gets its exit code.
+bool ChildRunning(pid_t pid);
+
+// Waits up to `timeout` (scaled, test_time.h) for `pid`; then kills it with
+// SIGKILL, so that a hung child fails the test instead of hanging it.
+// Returns WaitChild's code, or -1 if it had to be killed.
+int WaitChildWithin(pid_t pid, absl::Duration timeout);
+
+// Kills (SIGKILL) and reaps, on destruction, each of `pids` still running:
+// a failed assertion must not leave children behind (a SIGSTOPped one
+// among them). `pids` may grow after construction.
+class KillChildrenOnExit {
+ public:
+  explicit KillChildrenOnExit(std::vector<pid_t>* pids) : pids_(pids) {}
+  KillChildrenOnExit(const KillChildrenOnExit&) = delete;
+  KillChildrenOnExit& operator=(const KillChildrenOnExit&) = delete;
+  ~KillChildrenOnExit();
+
+ private:
+  std::vector<pid_t>* pids_;
+};
 
 }  // namespace bubblewatch::testing
 

@@ -735,11 +735,11 @@ void CollectiveAnalyzer::Summarize() {
     }
     const IntervalSet& compute = r.sets->compute;
     s.comm_ns = r.sets->collective.TotalLength();
-    for (const Interval& i : r.sets->collective.intervals()) {
-      s.comm_exposed_ns +=
-          (i.end - i.start) -
-          compute.CoveredLength(i.start, i.end, &r.compute_cursor);
-    }
+    // Collective time that no compute kernel overlaps, |collective \
+    // compute|, is |compute ∪ collective| - |compute|: the device's busy
+    // time (its kernels' union, stats.compute_ns) less the compute union,
+    // with no pass over the intervals.
+    s.comm_exposed_ns = s.stats.compute_ns - compute.TotalLength();
     IntervalSet wait = IntervalSet::FromIntervals(std::move(waits[slot]));
     for (const Interval& i : wait.intervals()) {
       s.comm_wait_ns +=

@@ -107,9 +107,10 @@ std::string FormatMetric(MetricKind kind, double value, bool sign) {
     return absl::StrFormat("%.1f%%", value * 100);
   }
   if (!std::isfinite(value)) return value > 0 ? "+inf" : "-inf";
-  std::string text = HumanDuration(static_cast<int64_t>(std::llround(value)));
-  if (sign && value >= 0) text.insert(0, "+");
-  return text;
+  // StrCat rather than inserting "+" in place: gcc 12 warns (-Wrestrict, a
+  // false positive) on std::string::insert at the front.
+  return absl::StrCat(sign && value >= 0 ? "+" : "",
+                      HumanDuration(static_cast<int64_t>(std::llround(value))));
 }
 
 absl::StatusOr<FailCondition> ParseFailCondition(absl::string_view text) {

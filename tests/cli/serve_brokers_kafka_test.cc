@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
@@ -90,8 +91,16 @@ std::string Differences(const std::map<std::string, std::string>& want,
     auto it = got.find(p);
     const std::string other = it == got.end() ? "<missing>" : it->second;
     if (other != body) {
-      out += p + "\n  want " + body.substr(0, 300) + "\n  got  " +
-             other.substr(0, 300) + "\n";
+      // From a little before the first byte that differs: bodies share
+      // long prefixes.
+      size_t at = 0;
+      while (at < body.size() && at < other.size() && body[at] == other[at]) {
+        ++at;
+      }
+      const size_t from = at < 120 ? 0 : at - 120;
+      out += absl::StrCat(p, "\n  (first difference at byte ", at, ")\n  want ",
+                          body.substr(from, 400), "\n  got  ",
+                          other.substr(from, 400), "\n");
     }
   }
   return out;
@@ -178,12 +187,21 @@ TEST(ServeBrokers, ReplicasAnswerAsTheProcessorsStoreAndSurviveSigkill) {
   ASSERT_NE(restarted, nullptr);
   EXPECT_TRUE(CatchesUp(*restarted, want))
       << Differences(want, Bodies(*restarted, Paths(jobs))) << restarted->Log();
-  const std::string metrics = Body(*restarted, "/metrics");
+  // The lag is absent from /metrics until serve has learned every
+  // partition's high watermark, which may come a moment after the bodies.
+  const std::string lag_sample =
+      "\nbubblewatch_serve_lag_messages{topic=\"" + windows + "\"} ";
+  std::string metrics;
+  testing::PollUntil(
+      [&] {
+        metrics = Body(*restarted, "/metrics");
+        return metrics.find(lag_sample) != std::string::npos;
+      },
+      absl::Seconds(20), absl::Milliseconds(200));
   EXPECT_THAT(metrics, HasSubstr("\nbubblewatch_serve_windows_applied_total{"
                                  "topic=\"" +
                                  windows + "\"} 0\n"));
-  EXPECT_THAT(metrics, HasSubstr("\nbubblewatch_serve_lag_messages{topic=\"" +
-                                 windows + "\"} 0\n"));
+  EXPECT_THAT(metrics, HasSubstr(lag_sample + "0\n"));
   EXPECT_THAT(restarted->Log(), HasSubstr("from the store"));
 }
 

@@ -27,7 +27,7 @@ constexpr std::array<absl::string_view, kNumCopyKinds> kCopyKindNames = {
     "h2d_pageable", "h2d_pinned", "d2h_pageable", "d2h_pinned",
     "d2d",          "memset",     "other"};
 
-std::optional<int64_t> Median(std::vector<int64_t>& values) {
+std::optional<int64_t> MedianIfAny(std::vector<int64_t>& values) {
   if (values.empty()) return std::nullopt;
   return SummarizeDurations(values).p50_ns;
 }
@@ -57,8 +57,8 @@ VerdictEvidence MakeEvidence(const UtilizationStats& stats,
   if (lead.lead.count > 0) e.lead_p50_ns = lead.lead.p50_ns;
   std::vector<int64_t> after_sync = gap_leads.after_sync;
   std::vector<int64_t> after_launch_gap = gap_leads.after_launch_gap;
-  e.post_sync_lead_p50_ns = Median(after_sync);
-  e.post_launch_gap_lead_p50_ns = Median(after_launch_gap);
+  e.post_sync_lead_p50_ns = MedianIfAny(after_sync);
+  e.post_launch_gap_lead_p50_ns = MedianIfAny(after_launch_gap);
   e.queue_mean = queue.mean;
   e.tiny_kernel_share = kernels.tiny_share();
   return e;

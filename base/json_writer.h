@@ -24,6 +24,10 @@
 
 namespace bubblewatch {
 
+// `ns` in microseconds: every duration in bubblewatch's JSON is a double of
+// µs (the `_us` fields), from the exact integer ns it was computed in.
+inline double JsonUs(int64_t ns) { return static_cast<double>(ns) / 1e3; }
+
 class JsonWriter {
  public:
   // `indent` > 0 pretty-prints with that many spaces per level.

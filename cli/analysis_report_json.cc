@@ -8,12 +8,10 @@
 namespace bubblewatch {
 namespace {
 
-double Us(int64_t ns) { return static_cast<double>(ns) / 1e3; }
-
 void WriteAttribution(JsonWriter& w, const Attribution& a) {
   w.BeginObject();
   for (BubbleCause c : kAllBubbleCauses) {
-    w.Key(BubbleCauseName(c)).Double(Us(a[static_cast<int>(c)]));
+    w.Key(BubbleCauseName(c)).Double(JsonUs(a[static_cast<int>(c)]));
   }
   w.EndObject();
 }
@@ -29,12 +27,12 @@ void WriteKernel(JsonWriter& w, const std::optional<KernelRef>& k) {
 // The keys of docs/semantics.md#reports for one device, the job, or one window
 // part.
 void WriteStats(JsonWriter& w, const UtilizationStats& s) {
-  w.Key("total_span_us").Double(Us(s.span_ns));
-  w.Key("compute_time_us").Double(Us(s.compute_ns));
-  w.Key("bubble_time_us").Double(Us(s.bubble_ns));
+  w.Key("total_span_us").Double(JsonUs(s.span_ns));
+  w.Key("compute_time_us").Double(JsonUs(s.compute_ns));
+  w.Key("bubble_time_us").Double(JsonUs(s.bubble_ns));
   w.Key("bubble_ratio").Double(s.bubble_ratio());
   w.Key("utilization").Double(s.utilization());
-  w.Key("largest_bubble_us").Double(Us(s.largest_bubble_ns));
+  w.Key("largest_bubble_us").Double(JsonUs(s.largest_bubble_ns));
   w.Key("culprit_before_bubble");
   WriteKernel(w, s.culprit_before_bubble);
   w.Key("attribution_us");
@@ -44,9 +42,9 @@ void WriteStats(JsonWriter& w, const UtilizationStats& s) {
 void WriteBubble(JsonWriter& w, const BubbleReport& b) {
   w.BeginObject();
   w.Key("device").Int(b.device);
-  w.Key("start_us").Double(Us(b.start_ns));
-  w.Key("end_us").Double(Us(b.end_ns));
-  w.Key("duration_us").Double(Us(b.duration_ns()));
+  w.Key("start_us").Double(JsonUs(b.start_ns));
+  w.Key("end_us").Double(JsonUs(b.end_ns));
+  w.Key("duration_us").Double(JsonUs(b.duration_ns()));
   w.Key("before");
   WriteKernel(w, b.before);
   w.Key("after");
@@ -118,8 +116,8 @@ std::string RenderAnalysisJson(const Analysis& a, const InputSummary& in,
     w.Key("windows").BeginArray();
     for (const WindowAnalysis& win : a.windows) {
       w.BeginObject();
-      w.Key("start_us").Double(Us(win.start_ns));
-      w.Key("end_us").Double(Us(win.end_ns));
+      w.Key("start_us").Double(JsonUs(win.start_ns));
+      w.Key("end_us").Double(JsonUs(win.end_ns));
       WriteStats(w, win.job);
       w.Key("devices").BeginArray();
       for (const DeviceWindow& d : win.devices) {
@@ -160,8 +158,8 @@ std::string RenderAnalysisJson(const Analysis& a, const InputSummary& in,
       .Double(a.kernels > 0
                   ? static_cast<double>(a.kernels_with_launch) / a.kernels
                   : 0.0);
-  w.Key("first_event_us").Double(Us(in.min_time_ns));
-  w.Key("last_event_us").Double(Us(in.max_time_ns));
+  w.Key("first_event_us").Double(JsonUs(in.min_time_ns));
+  w.Key("last_event_us").Double(JsonUs(in.max_time_ns));
   w.Key("skipped").BeginObject();
   std::vector<std::pair<std::string, int64_t>> skipped(
       in.skipped_by_reason.begin(), in.skipped_by_reason.end());

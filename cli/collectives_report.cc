@@ -8,13 +8,12 @@
 #include "absl/strings/str_format.h"
 #include "analysis/interval_set.h"
 #include "base/human_duration.h"
+#include "base/json_writer.h"
 #include "cli/text_style.h"
 #include "schemas/analysis_json.h"
 
 namespace bubblewatch {
 namespace {
-
-double Us(int64_t ns) { return static_cast<double>(ns) / 1e3; }
 
 double Ratio(int64_t part, int64_t whole) {
   return whole > 0 ? static_cast<double>(part) / static_cast<double>(whole)
@@ -74,7 +73,7 @@ std::string RenderCollectivesText(const CollectiveAnalysis& c, bool color) {
   for (const RankCollectiveStats& r : c.ranks) {
     std::string clock = "-";
     if (r.clock_corrected) {
-      clock = absl::StrFormat("%+.0f us", Us(r.clock_offset_ns));
+      clock = absl::StrFormat("%+.0f us", JsonUs(r.clock_offset_ns));
     }
     absl::StrAppend(
         &out,
@@ -162,14 +161,14 @@ void WriteCollectivesJson(JsonWriter& w, const CollectiveAnalysis& c) {
     w.Key("file").String(r.file);
     w.Key("utilization").Double(r.stats.utilization());
     w.Key("busy_useful_utilization").Double(r.busy_useful_utilization());
-    w.Key("comm_us").Double(Us(r.comm_ns));
-    w.Key("comm_exposed_us").Double(Us(r.comm_exposed_ns));
-    w.Key("comm_wait_us").Double(Us(r.comm_wait_ns));
-    w.Key("wait_caused_us").Double(Us(r.wait_caused_ns));
+    w.Key("comm_us").Double(JsonUs(r.comm_ns));
+    w.Key("comm_exposed_us").Double(JsonUs(r.comm_exposed_ns));
+    w.Key("comm_wait_us").Double(JsonUs(r.comm_wait_ns));
+    w.Key("wait_caused_us").Double(JsonUs(r.wait_caused_ns));
     w.Key("arrived_last").Int(r.arrived_last);
     w.Key("clock_offset_us");
     if (r.clock_corrected) {
-      w.Double(Us(r.clock_offset_ns));
+      w.Double(JsonUs(r.clock_offset_ns));
     } else {
       w.Null();
     }

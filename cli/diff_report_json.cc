@@ -7,8 +7,6 @@
 namespace bubblewatch {
 namespace {
 
-double Us(int64_t ns) { return static_cast<double>(ns) / 1e3; }
-
 // A metric in report units: fractions stay, nanoseconds become microseconds.
 double InUnits(const Metric& m, double v) {
   return m.kind == MetricKind::kTime ? v / 1e3 : v;
@@ -52,7 +50,7 @@ void WriteSide(JsonWriter& w, const DiffSide& s) {
   w.Key("devices").Int(static_cast<int64_t>(s.analysis.devices.size()));
   w.Key("kernels").Int(s.analysis.kernels);
   w.Key("steps").Int(s.diagnosis.steps);
-  w.Key("wall_span_us").Double(Us(s.wall_span_ns));
+  w.Key("wall_span_us").Double(JsonUs(s.wall_span_ns));
   w.Key("verdict").String(VerdictName(s.diagnosis.job.verdict.verdict));
   w.Key("verdict_reason").String(s.diagnosis.job.verdict.reason);
   w.EndObject();
@@ -65,8 +63,8 @@ void WriteBubbles(JsonWriter& w, const DiffSide& s, int top) {
     if (n++ == top) break;
     w.BeginObject();
     w.Key("device").Int(b.device);
-    w.Key("start_us").Double(Us(b.start_ns));
-    w.Key("duration_us").Double(Us(b.duration_ns()));
+    w.Key("start_us").Double(JsonUs(b.start_ns));
+    w.Key("duration_us").Double(JsonUs(b.duration_ns()));
     w.Key("cause").String(BubbleCauseName(b.cause));
     w.Key("before");
     if (b.before) {
@@ -162,9 +160,9 @@ std::string RenderDiffJson(const DiffSide& before, const DiffSide& after,
     w.BeginObject();
     w.Key("name").String(k.name);
     w.Key("communication").Bool(k.communication);
-    w.Key("before_us").Double(Us(k.before_ns));
-    w.Key("after_us").Double(Us(k.after_ns));
-    w.Key("change_us").Double(Us(k.after_ns - k.before_ns));
+    w.Key("before_us").Double(JsonUs(k.before_ns));
+    w.Key("after_us").Double(JsonUs(k.after_ns));
+    w.Key("change_us").Double(JsonUs(k.after_ns - k.before_ns));
     w.EndObject();
   }
   w.EndArray();

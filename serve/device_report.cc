@@ -11,11 +11,7 @@
 #include "base/status_macros.h"
 
 namespace bubblewatch {
-namespace {
-
-double Us(int64_t ns) { return static_cast<double>(ns) / 1e3; }
-
-}  // namespace
+namespace {}  // namespace
 
 absl::StatusOr<JobDeviceReport> QueryJobDevices(const WindowStoreReader& store,
                                                 absl::string_view job,
@@ -85,9 +81,9 @@ std::string RenderJobDevicesJson(const JobDeviceReport& r, bool pretty) {
   for (const DeviceSeries& s : r.devices) {
     w.BeginObject();
     w.Key("device").Int(s.device);
-    w.Key("span_us").Double(Us(s.total.span_ns));
-    w.Key("compute_us").Double(Us(s.total.compute_ns));
-    w.Key("bubble_us").Double(Us(s.total.bubble_ns));
+    w.Key("span_us").Double(JsonUs(s.total.span_ns));
+    w.Key("compute_us").Double(JsonUs(s.total.compute_ns));
+    w.Key("bubble_us").Double(JsonUs(s.total.bubble_ns));
     w.Key("utilization").Double(s.total.utilization());
     w.Key("windows").BeginArray();
     for (const std::optional<double>& u : s.utilization) {

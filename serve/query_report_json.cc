@@ -13,21 +13,19 @@
 namespace bubblewatch {
 namespace {
 
-double Us(int64_t ns) { return static_cast<double>(ns) / 1e3; }
-
 void WriteAttribution(JsonWriter& w, const Attribution& a) {
   w.Key("attribution_us").BeginObject();
   for (BubbleCause c : kAllBubbleCauses) {
-    w.Key(BubbleCauseName(c)).Double(Us(a[static_cast<int>(c)]));
+    w.Key(BubbleCauseName(c)).Double(JsonUs(a[static_cast<int>(c)]));
   }
   w.EndObject();
 }
 
 void WritePeriod(JsonWriter& w, const PeriodStats& p) {
   w.Key("windows").Int(p.windows);
-  w.Key("span_us").Double(Us(p.span_ns));
-  w.Key("compute_us").Double(Us(p.compute_ns));
-  w.Key("bubble_us").Double(Us(p.bubble_ns));
+  w.Key("span_us").Double(JsonUs(p.span_ns));
+  w.Key("compute_us").Double(JsonUs(p.compute_ns));
+  w.Key("bubble_us").Double(JsonUs(p.bubble_ns));
   w.Key("utilization").Double(p.utilization());
   w.Key("bubble_ratio").Double(p.bubble_ratio());
   WriteAttribution(w, p.attribution);
@@ -39,14 +37,14 @@ void WritePeriod(JsonWriter& w, const PeriodStats& p) {
 void WriteFleetPeriod(JsonWriter& w, const FleetJobPeriod& p) {
   WritePeriod(w, p.stats);
   w.Key("partial_windows").Int(p.partial_windows);
-  w.Key("capacity_us").Double(Us(p.capacity_ns));
+  w.Key("capacity_us").Double(JsonUs(p.capacity_ns));
   w.Key("coverage").Double(p.coverage());
   // Only when a window had a collective part, so a single-rank job's entry
   // is what it was.
   if (p.collective_windows > 0) {
     w.Key("collective_windows").Int(p.collective_windows);
-    w.Key("comm_wait_us").Double(Us(p.comm_wait_ns));
-    w.Key("straggler_wait_us").Double(Us(p.straggler_wait_ns));
+    w.Key("comm_wait_us").Double(JsonUs(p.comm_wait_ns));
+    w.Key("straggler_wait_us").Double(JsonUs(p.straggler_wait_ns));
   }
 }
 
@@ -64,18 +62,18 @@ void WriteCollectives(JsonWriter& w, const WindowCollectives& c,
     w.Key("device").Int(r.device);
     w.Key("host");
     r.host.empty() ? w.Null() : w.String(r.host);
-    w.Key("span_us").Double(Us(r.span_ns));
-    w.Key("compute_us").Double(Us(r.compute_ns));
+    w.Key("span_us").Double(JsonUs(r.span_ns));
+    w.Key("compute_us").Double(JsonUs(r.compute_ns));
     w.Key("utilization")
         .Double(r.span_ns > 0 ? static_cast<double>(r.compute_ns) / r.span_ns
                               : 0.0);
     w.Key("busy_useful_utilization").Double(r.busy_useful_utilization());
-    w.Key("comm_us").Double(Us(r.comm_ns));
-    w.Key("comm_exposed_us").Double(Us(r.comm_exposed_ns));
-    w.Key("comm_wait_us").Double(Us(r.comm_wait_ns));
-    w.Key("wait_caused_us").Double(Us(r.wait_caused_ns));
+    w.Key("comm_us").Double(JsonUs(r.comm_ns));
+    w.Key("comm_exposed_us").Double(JsonUs(r.comm_exposed_ns));
+    w.Key("comm_wait_us").Double(JsonUs(r.comm_wait_ns));
+    w.Key("wait_caused_us").Double(JsonUs(r.wait_caused_ns));
     w.Key("arrived_last").Int(r.arrived_last);
-    if (window) w.Key("clock_offset_us").Double(Us(r.clock_offset_ns));
+    if (window) w.Key("clock_offset_us").Double(JsonUs(r.clock_offset_ns));
     w.EndObject();
   }
   w.EndArray();
@@ -101,12 +99,12 @@ void WriteWindow(JsonWriter& w, const WindowPoint& p) {
   w.BeginObject();
   w.Key("start_ns").Int(p.start_ns);
   w.Key("end_ns").Int(p.end_ns);
-  w.Key("span_us").Double(Us(s.span_ns));
-  w.Key("compute_us").Double(Us(s.compute_ns));
-  w.Key("bubble_us").Double(Us(s.bubble_ns));
+  w.Key("span_us").Double(JsonUs(s.span_ns));
+  w.Key("compute_us").Double(JsonUs(s.compute_ns));
+  w.Key("bubble_us").Double(JsonUs(s.bubble_ns));
   w.Key("utilization").Double(s.utilization());
   w.Key("bubble_ratio").Double(s.bubble_ratio());
-  w.Key("largest_bubble_us").Double(Us(s.largest_bubble_ns));
+  w.Key("largest_bubble_us").Double(JsonUs(s.largest_bubble_ns));
   w.Key("largest_bubble_start_ns").Int(s.largest_bubble_start_ns);
   w.Key("culprit_before_bubble");
   WriteKernelRefJson(w, s.culprit_before_bubble);
@@ -116,11 +114,11 @@ void WriteWindow(JsonWriter& w, const WindowPoint& p) {
   w.Key("cpu_events").Int(p.cpu_events);
   w.Key("late_events").Int(p.late_events);
   w.Key("closed_by").String(ClosedByName(p.closed_by));
-  w.Key("host_skew_us").Double(Us(p.host_skew_ns));
+  w.Key("host_skew_us").Double(JsonUs(p.host_skew_ns));
   // Only when known (docs/semantics.md#observations): a window of a job
   // whose batches carry no observation is as it was.
   if (p.observed_ns.has_value()) {
-    w.Key("observed_us").Double(Us(*p.observed_ns));
+    w.Key("observed_us").Double(JsonUs(*p.observed_ns));
     w.Key("coverage")
         .Double(p.end_ns > p.start_ns ? static_cast<double>(*p.observed_ns) /
                                             (p.end_ns - p.start_ns)
@@ -140,7 +138,7 @@ void WriteBubble(JsonWriter& w, const BubbleReport& b) {
   w.Key("device").Int(b.device);
   w.Key("start_ns").Int(b.start_ns);
   w.Key("end_ns").Int(b.end_ns);
-  w.Key("duration_us").Double(Us(b.duration_ns()));
+  w.Key("duration_us").Double(JsonUs(b.duration_ns()));
   w.Key("cause").String(BubbleCauseName(b.cause));
   w.Key("blamed").String(b.blamed);
   w.Key("before");

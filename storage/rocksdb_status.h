@@ -1,9 +1,11 @@
-// The one place where RocksDB's Status becomes absl::Status.
+// The one place where RocksDB's types become Abseil's: its Status becomes
+// absl::Status, its Slice a string_view.
 #ifndef BUBBLEWATCH_STORAGE_ROCKSDB_STATUS_H_
 #define BUBBLEWATCH_STORAGE_ROCKSDB_STATUS_H_
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "rocksdb/slice.h"
 #include "rocksdb/status.h"
 
 namespace bubblewatch {
@@ -20,6 +22,11 @@ namespace bubblewatch {
 //   ShutdownInProgress → kCancelled; anything else → kInternal.
 absl::Status FromRocksDb(const rocksdb::Status& status,
                          absl::string_view context);
+
+// The bytes of `s`, which must outlive the view.
+inline absl::string_view View(const rocksdb::Slice& s) {
+  return {s.data(), s.size()};
+}
 
 }  // namespace bubblewatch
 

@@ -26,8 +26,6 @@ namespace {
 constexpr int64_t kMinNs = std::numeric_limits<int64_t>::min();
 constexpr int64_t kMaxNs = std::numeric_limits<int64_t>::max();
 
-absl::string_view View(const rocksdb::Slice& s) { return {s.data(), s.size()}; }
-
 // The smallest ns value n with FromUnixNanos(n) >= t, or nullopt when t lies
 // beyond every int64 ns value.
 std::optional<int64_t> CeilNs(absl::Time t) {

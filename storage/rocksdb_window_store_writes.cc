@@ -68,8 +68,6 @@ std::optional<int64_t> RetentionCutoff(const JobRecord& r,
   return r.latest_window_start_ns - retention_ns;
 }
 
-absl::string_view View(const rocksdb::Slice& s) { return {s.data(), s.size()}; }
-
 // The running sums (storage/window_sums.h) a Commit changes, kept in memory
 // until the batch is written: the records it read or wrote, per job.
 class RunningSumsUpdate {

@@ -8,13 +8,12 @@
 namespace bubblewatch {
 namespace {
 
-constexpr int64_t kUs = 1000;
 // Pinned host-to-device bandwidth: about 24 GB/s = 24 bytes per ns.
 constexpr int64_t kPinnedBytesPerNs = 24;
 // NCCL kernels keep this far inside the kernel they overlap, so they neither
 // start nor end with it (ties would blur "the kernel that finished last").
-constexpr int64_t kInsideMarginNs = 2 * kUs;
-constexpr int64_t kMinKernelNs = 1 * kUs;
+constexpr int64_t kInsideMarginNs = 2 * kNsPerUs;
+constexpr int64_t kMinKernelNs = 1 * kNsPerUs;
 
 // The class an open range lends to the time inside it
 // (docs/semantics.md#step-3-host-side-time).
@@ -93,13 +92,13 @@ CorrelationId RankSimulator::Call(NameId name, int64_t ns,
 }
 
 int64_t RankSimulator::LaunchCallNs() {
-  int64_t ns = rng_.Uniform(3 * kUs, 6 * kUs);
+  int64_t ns = rng_.Uniform(3 * kNsPerUs, 6 * kNsPerUs);
   // A full launch queue blocks the call until the oldest kernel finishes.
   while (!queued_kernel_ends_.empty() && queued_kernel_ends_.front() <= now_) {
     queued_kernel_ends_.pop_front();
   }
   if (queued_kernel_ends_.size() >= kLaunchQueueDepth) {
-    ns = std::max(ns, queued_kernel_ends_.front() - now_ + kUs);
+    ns = std::max(ns, queued_kernel_ends_.front() - now_ + kNsPerUs);
   }
   return ns;
 }
@@ -109,7 +108,8 @@ void RankSimulator::PlaceKernel(NameId name, int64_t duration_ns,
                                 int64_t launch_start_ns) {
   // Queued kernels still leave a microsecond or two between them now and
   // then (scheduling, dependencies): gpu_dependency time when it shows.
-  const int64_t jitter = rng_.Chance(0.3) ? rng_.Uniform(1 * kUs, 4 * kUs) : 0;
+  const int64_t jitter =
+      rng_.Chance(0.3) ? rng_.Uniform(1 * kNsPerUs, 4 * kNsPerUs) : 0;
   const int64_t start =
       std::max(compute_free_ + jitter, launch_start_ns + LaunchLatencyNs());
   const int64_t end = start + duration_ns;
@@ -176,7 +176,7 @@ void RankSimulator::LaunchSideKernel(NameId name, int64_t duration_ns,
   const int64_t start = std::max({launch_start + LaunchLatencyNs(), nccl_free_,
                                   last_kernel_start_ + kInsideMarginNs});
   const int64_t room = last_kernel_end_ - kInsideMarginNs - start;
-  if (!has_kernel_ || room < 5 * kUs) {
+  if (!has_kernel_ || room < 5 * kNsPerUs) {
     // Nothing running to hide behind: it runs in stream order.
     PlaceKernel(name, duration_ns, stream, correlation, launch_start);
     return;
@@ -196,11 +196,12 @@ void RankSimulator::LaunchSideKernel(NameId name, int64_t duration_ns,
 void RankSimulator::CopyToDevice(int64_t bytes, bool on_compute_stream) {
   const int64_t launch_start = now_;
   const CorrelationId correlation =
-      Call(kNameCudaMemcpyAsync, rng_.Uniform(4 * kUs, 8 * kUs),
+      Call(kNameCudaMemcpyAsync, rng_.Uniform(4 * kNsPerUs, 8 * kNsPerUs),
            PlantedHostClass::kLaunch);
   int64_t& stream_free = on_compute_stream ? compute_free_ : copy_free_;
   const int64_t start = std::max(stream_free, launch_start + LaunchLatencyNs());
-  const int64_t end = start + std::max<int64_t>(kUs, bytes / kPinnedBytesPerNs);
+  const int64_t end =
+      start + std::max<int64_t>(kNsPerUs, bytes / kPinnedBytesPerNs);
   trace_->gpu.push_back(
       GpuActivity{.start_ns = start,
                   .end_ns = end,
@@ -217,16 +218,16 @@ void RankSimulator::CopyToDevice(int64_t bytes, bool on_compute_stream) {
 
 void RankSimulator::Item() {
   Open(kNameAtenItem, CpuEventCategory::kCpuOp);
-  Host(rng_.Uniform(1 * kUs, 3 * kUs), PlantedHostClass::kUncovered);
+  Host(rng_.Uniform(1 * kNsPerUs, 3 * kNsPerUs), PlantedHostClass::kUncovered);
   Open(kNameAtenLocalScalarDense, CpuEventCategory::kCpuOp);
-  Host(rng_.Uniform(1 * kUs, 2 * kUs), PlantedHostClass::kUncovered);
+  Host(rng_.Uniform(1 * kNsPerUs, 2 * kNsPerUs), PlantedHostClass::kUncovered);
   // A 4-byte copy into pageable memory: the call returns only when the copy,
   // queued behind every kernel, is done.
   const int64_t launch_start = now_;
   const CorrelationId correlation = next_correlation_++;
   const int64_t start =
       std::max(compute_free_, launch_start + LaunchLatencyNs());
-  const int64_t end = start + rng_.Uniform(2 * kUs, 3 * kUs);
+  const int64_t end = start + rng_.Uniform(2 * kNsPerUs, 3 * kNsPerUs);
   trace_->gpu.push_back(GpuActivity{.start_ns = start,
                                     .end_ns = end,
                                     .correlation = correlation,
@@ -239,15 +240,15 @@ void RankSimulator::Item() {
   compute_free_ = end;
   device_idle_ = std::max(device_idle_, end);
   copies_.push_back({start, end});
-  const int64_t call_end = end + rng_.Uniform(2 * kUs, 4 * kUs);
+  const int64_t call_end = end + rng_.Uniform(2 * kNsPerUs, 4 * kNsPerUs);
   Emit(kNameCudaMemcpyAsync, CpuEventCategory::kCudaRuntime, launch_start,
        call_end, correlation);
   Host(call_end - now_, PlantedHostClass::kSync);
-  Call(kNameCudaStreamSynchronize, rng_.Uniform(2 * kUs, 4 * kUs),
+  Call(kNameCudaStreamSynchronize, rng_.Uniform(2 * kNsPerUs, 4 * kNsPerUs),
        PlantedHostClass::kSync);
-  Host(rng_.Uniform(1 * kUs, 2 * kUs), PlantedHostClass::kUncovered);
+  Host(rng_.Uniform(1 * kNsPerUs, 2 * kNsPerUs), PlantedHostClass::kUncovered);
   Close();
-  Host(rng_.Uniform(1 * kUs, 2 * kUs), PlantedHostClass::kUncovered);
+  Host(rng_.Uniform(1 * kNsPerUs, 2 * kNsPerUs), PlantedHostClass::kUncovered);
   Close();
 }
 
@@ -300,7 +301,7 @@ void RankSimulator::Run(const StepPlan& plan) {
         Item();
         break;
       case StepOpKind::kDeviceSync:
-        WaitForDevice(op.name, rng_.Uniform(3 * kUs, 8 * kUs),
+        WaitForDevice(op.name, rng_.Uniform(3 * kNsPerUs, 8 * kNsPerUs),
                       PlantedHostClass::kSync);
         break;
       case StepOpKind::kDataLoader: {

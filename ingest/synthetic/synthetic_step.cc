@@ -7,7 +7,6 @@ namespace {
 
 constexpr int kLayers = 12;
 constexpr int kAllReduceEveryLayers = 3;
-constexpr int64_t kUs = 1000;
 
 // Appends ops while counting events, weights and incident time.
 class PlanBuilder {
@@ -15,7 +14,8 @@ class PlanBuilder {
   explicit PlanBuilder(SyntheticRng& rng) : rng_(rng) {}
 
   void Python(int64_t lo_us, int64_t hi_us) {
-    Add({.kind = StepOpKind::kPython, .ns = rng_.Uniform(lo_us, hi_us) * kUs});
+    Add({.kind = StepOpKind::kPython,
+         .ns = rng_.Uniform(lo_us, hi_us) * kNsPerUs});
   }
   void PythonFraction(double lo, double hi) {
     Add({.kind = StepOpKind::kPython, .step_fraction = rng_.Between(lo, hi)});
@@ -34,7 +34,7 @@ class PlanBuilder {
     Add({.kind = StepOpKind::kKernel,
          .name = name,
          .stream = kComputeStream,
-         .ns = rng_.Uniform(lo_us, hi_us) * kUs});
+         .ns = rng_.Uniform(lo_us, hi_us) * kNsPerUs});
   }
   void SideKernel(NameId name, double weight) {
     Add({.kind = StepOpKind::kSideKernel,
@@ -89,7 +89,7 @@ class PlanBuilder {
       Python(1, 2);
       Add({.kind = StepOpKind::kMalloc,
            .name = kNameCudaMalloc,
-           .ns = rng_.Uniform(200, 1200) * kUs});
+           .ns = rng_.Uniform(200, 1200) * kNsPerUs});
       Close();
     }
     Kernel(kNameSgemmTn, weight);
@@ -138,7 +138,7 @@ StepPlan BuildStepPlan(SyntheticScenario scenario, int64_t step,
   } else {
     b.Add({.kind = StepOpKind::kDataLoader,
            .name = kNameDataLoaderNext,
-           .ns = rng.Uniform(30, 80) * kUs});
+           .ns = rng.Uniform(30, 80) * kNsPerUs});
   }
   // batch.to("cuda", non_blocking=True) from pinned memory.
   b.Python(2, 5);
@@ -248,10 +248,10 @@ StepPlan BuildStepPlan(SyntheticScenario scenario, int64_t step,
     b.Open(kNameEmptyCache, CpuEventCategory::kPythonFunction);
     b.Add({.kind = StepOpKind::kFree,
            .name = kNameCudaFree,
-           .ns = rng.Uniform(100, 400) * kUs});
+           .ns = rng.Uniform(100, 400) * kNsPerUs});
     b.Add({.kind = StepOpKind::kFree,
            .name = kNameCudaFree,
-           .ns = rng.Uniform(50, 150) * kUs});
+           .ns = rng.Uniform(50, 150) * kNsPerUs});
     b.Close();
   }
   // loss.item() for logging: every step, except in the healthy loop.

@@ -57,6 +57,10 @@ struct StepPlan {
   int64_t events = 0;            // Trace events the plan will emit.
 };
 
+// Nanoseconds per microsecond: plans are drawn in µs.
+inline constexpr int64_t kNsPerUs = 1000;
+
+// The streams the synthetic ranks use, as a Kineto trace numbers them.
 inline constexpr int32_t kComputeStream = 7;
 inline constexpr int32_t kCopyStream = 13;
 inline constexpr int32_t kNcclStream = 24;

@@ -4,13 +4,11 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "ingest/synthetic/synthetic_step.h"
 
 namespace bubblewatch {
 namespace {
 
-constexpr int64_t kUs = 1000;
-constexpr int32_t kComputeStream = 7;
-constexpr int32_t kNcclStream = 24;
 constexpr uint64_t kThread = 1;
 
 // Builds one rank's trace in true time; skew is applied at the end.
@@ -60,9 +58,9 @@ class RankBuilder {
   int64_t Kernel(NameId name, int64_t at, int64_t earliest, int64_t length,
                  int32_t stream) {
     const CorrelationId corr = ++correlation_;
-    Cpu(launch_, at, at + 4 * kUs, CpuEventCategory::kCudaRuntime, corr);
+    Cpu(launch_, at, at + 4 * kNsPerUs, CpuEventCategory::kCudaRuntime, corr);
     GpuActivity a;
-    a.start_ns = std::max(earliest, at + 7 * kUs);
+    a.start_ns = std::max(earliest, at + 7 * kNsPerUs);
     a.end_ns = a.start_ns + length;
     a.correlation = corr;
     a.name = name;
@@ -174,16 +172,16 @@ StragglerJob MakeStragglerJob(const StragglerJobOptions& o) {
       RankBuilder& b = builders[r];
       const bool late = r == o.late_rank && step >= o.late_from_step &&
                         step < o.late_until_step;
-      int64_t loader = o.loader_ns + jitter(20 * kUs);
+      int64_t loader = o.loader_ns + jitter(20 * kNsPerUs);
       if (late && o.cause == StragglerCause::kDataLoading) {
         loader += o.delay_ns;
       }
-      const int64_t loader_start = step_start + 5 * kUs;
+      const int64_t loader_start = step_start + 5 * kNsPerUs;
       const int64_t loader_end = loader_start + loader;
       b.Cpu(b.loader(), loader_start, loader_end,
             CpuEventCategory::kUserAnnotation);
-      int64_t host = loader_end + 2 * kUs;  // The launching thread's time.
-      int64_t gpu_free = step_start;        // The compute stream's.
+      int64_t host = loader_end + 2 * kNsPerUs;  // The launching thread's time.
+      int64_t gpu_free = step_start;             // The compute stream's.
       for (int k = 0; k < kernels; ++k) {
         int64_t length = o.kernel_ns + jitter(o.kernel_ns / 50);
         if (late && o.cause == StragglerCause::kCompute) {
@@ -192,18 +190,18 @@ StragglerJob MakeStragglerJob(const StragglerJobOptions& o) {
         const int64_t start =
             b.Kernel(b.gemm(), host, gpu_free, length, kComputeStream);
         gpu_free = start + length;
-        host += 6 * kUs;
+        host += 6 * kNsPerUs;
         if (late && o.cause == StragglerCause::kHostSync &&
             k == kernels / 2 - 1) {
           // .item(): the host waits for the queue to drain, then is held
           // `delay` longer before it can launch again.
           const int64_t until = gpu_free + o.delay_ns;
           b.Cpu(b.sync(), host, until, CpuEventCategory::kCudaRuntime);
-          host = until + 2 * kUs;
+          host = until + 2 * kNsPerUs;
         }
       }
       // The all-reduce: launched after the compute, starts when it is done.
-      arrive[r] = b.Kernel(b.nccl(), host, gpu_free + kUs, 1, kNcclStream);
+      arrive[r] = b.Kernel(b.nccl(), host, gpu_free + kNsPerUs, 1, kNcclStream);
     }
     const int64_t arrival = *std::max_element(arrive.begin(), arrive.end());
     const int64_t end = arrival + o.transfer_ns;
@@ -211,11 +209,11 @@ StragglerJob MakeStragglerJob(const StragglerJobOptions& o) {
     if (late_step) {
       // The ends below jitter by up to 5 us.
       if (job.truth.late_end_ns == 0) job.truth.late_start_ns = step_start;
-      job.truth.late_end_ns = end + 5 * kUs;
+      job.truth.late_end_ns = end + 5 * kNsPerUs;
     }
-    job.truth.end_ns = end + 5 * kUs;
+    job.truth.end_ns = end + 5 * kNsPerUs;
     for (int r = 0; r < n; ++r) {
-      builders[r].Collective(arrive[r], end + jitter(5 * kUs), step, n);
+      builders[r].Collective(arrive[r], end + jitter(5 * kNsPerUs), step, n);
       if (late_step && r != o.late_rank && o.late_rank >= 0 &&
           o.late_rank < n && arrive[o.late_rank] == arrival) {
         const int64_t wait = arrival - arrive[r];
@@ -223,7 +221,7 @@ StragglerJob MakeStragglerJob(const StragglerJobOptions& o) {
         if (step > 0) job.truth.planted_wait_ns += wait;
       }
     }
-    step_start = end + 10 * kUs;
+    step_start = end + 10 * kNsPerUs;
   }
   const int hosts = (n + per_host - 1) / per_host;
   for (int h = 0; h < hosts; ++h) {

@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "schemas/state_record.h"
+#include "tests/alerts/alert_test_clock.h"
 #include "tests/testing/files.h"
 
 namespace bubblewatch {
@@ -16,8 +17,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr int64_t kWindowNs = 10'000'000'000;
-const absl::Time kT0 = absl::FromUnixSeconds(1'700'000'000);
+using alert_test::kT0;
+using alert_test::kWindowNs;
 
 AlertRuleSet Rules(const std::string& yaml) {
   absl::StatusOr<AlertRuleSet> set = ParseAlertRules(yaml, "test.yaml");
@@ -538,7 +539,9 @@ TEST(AlertEvaluator, OldTextStatesStillRestoreAndAreRewrittenAsRecords) {
   std::vector<AlertStateUpdate> updates = ev.TakeStateUpdates();
   ASSERT_FALSE(updates.empty());
   for (const AlertStateUpdate& u : updates) {
-    if (u.state) EXPECT_TRUE(IsStateRecord(*u.state)) << u.key;
+    if (u.state) {
+      EXPECT_TRUE(IsStateRecord(*u.state)) << u.key;
+    }
   }
 }
 

@@ -10,14 +10,15 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/alerts/alert_test_clock.h"
 #include "tests/testing/files.h"
 #include "tests/testing/temp_dir.h"
 
 namespace bubblewatch {
 namespace {
 
-constexpr int64_t kWindowNs = 10'000'000'000;
-const absl::Time kT0 = absl::FromUnixSeconds(1'700'000'000);
+using alert_test::kT0;
+using alert_test::kWindowNs;
 
 using testing::TempDir;
 

@@ -8,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/trace_builder.h"
+#include "tests/testing/units.h"
 
 namespace bubblewatch {
 namespace {
@@ -19,7 +20,7 @@ int64_t Cause(const UtilizationStats& s, BubbleCause c) {
   return s.attribution[static_cast<int>(c)];
 }
 
-constexpr int64_t kUs = 1000;
+using testing::kUs;
 
 TraceBuilder SeedSample() {
   TraceBuilder b;

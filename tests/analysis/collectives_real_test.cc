@@ -15,11 +15,12 @@
 #include "analysis/collectives.h"
 #include "gtest/gtest.h"
 #include "ingest/trace_reader.h"
+#include "tests/testing/units.h"
 
 namespace bubblewatch {
 namespace {
 
-constexpr int64_t kUs = 1000;
+using testing::kUs;
 
 Trace Read(const std::string& relative) {
   const std::string path =

@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/analysis/trace_builder.h"
+#include "tests/testing/units.h"
 
 namespace bubblewatch {
 namespace {
@@ -22,7 +23,7 @@ namespace {
 using ::bubblewatch::testing::TraceBuilder;
 using ::testing::HasSubstr;
 
-constexpr int64_t kUs = 1000;
+using testing::kUs;
 
 int64_t Cause(const Attribution& a, BubbleCause c) {
   return a[static_cast<int>(c)];

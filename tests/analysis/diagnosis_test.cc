@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "ingest/trace_reader.h"
 #include "tests/analysis/trace_builder.h"
+#include "tests/testing/units.h"
 
 namespace bubblewatch {
 namespace {
@@ -23,7 +24,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr int64_t kUs = 1000;
+using testing::kUs;
 
 struct Diagnosed {
   Analysis analysis;

@@ -3,11 +3,12 @@
 #include <cstdint>
 
 #include "gtest/gtest.h"
+#include "tests/testing/units.h"
 
 namespace bubblewatch {
 namespace {
 
-constexpr int64_t kS = 1'000'000'000;
+using testing::kS;
 
 TEST(HumanDurationWords, SpellsUnitsAndSingular) {
   EXPECT_EQ(HumanDurationWords(0), "0 nanoseconds");

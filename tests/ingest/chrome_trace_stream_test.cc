@@ -19,18 +19,14 @@
 #include "ingest/chrome/chrome_trace_reader.h"
 #include "ingest/trace_io/trace_file.h"
 #include "ingest/trace_reader.h"
+#include "tests/testing/files.h"
 
 namespace bubblewatch {
 namespace {
 
 using ::testing::HasSubstr;
 
-std::string WriteTemp(const std::string& name, const std::string& bytes) {
-  std::string path =
-      absl::StrCat(::testing::TempDir(), "/", getpid(), "_", name);
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-  return path;
-}
+using bubblewatch::testing::WriteUniqueTempFile;
 
 // `bytes` gzip-compressed as `members` concatenated gzip members.
 std::string Gzip(const std::string& bytes, int members = 1) {
@@ -124,8 +120,8 @@ TEST(ChromeTraceStream, ChunkBoundariesAnywhereReadTheSameTrace) {
   EXPECT_EQ(whole->rank, 3);
   std::string expected = Describe(*whole);
 
-  std::string plain = WriteTemp("tricky.json", json);
-  std::string gz = WriteTemp("tricky.json.gz", Gzip(json, 3));
+  std::string plain = WriteUniqueTempFile("tricky.json", json);
+  std::string gz = WriteUniqueTempFile("tricky.json.gz", Gzip(json, 3));
   for (const std::string& path : {plain, gz}) {
     for (size_t max_read : {1, 2, 3, 5, 7, 13, 64, 4096, 1 << 20}) {
       SCOPED_TRACE(absl::StrCat(path, " max_read ", max_read));
@@ -168,7 +164,8 @@ TEST(ChromeTraceStream, BigTraceWithAnEventLargerThanAChunk) {
   ASSERT_EQ(whole->cpu.size(), 1);
   std::string expected = Describe(*whole);
   for (const std::string& path :
-       {WriteTemp("big.json", json), WriteTemp("big.json.gz", Gzip(json))}) {
+       {WriteUniqueTempFile("big.json", json),
+        WriteUniqueTempFile("big.json.gz", Gzip(json))}) {
     SCOPED_TRACE(path);
     std::vector<std::pair<uint64_t, uint64_t>> calls;
     absl::StatusOr<Trace> streamed =
@@ -207,7 +204,7 @@ TEST(ChromeTraceStream, ErrorsSayTheSameAsInMemory) {
         ReadChromeTrace(simdjson::padded_string(json));
     ASSERT_FALSE(whole.ok());
     absl::StatusOr<Trace> streamed =
-        ReadStreamed(WriteTemp("bad.json", json), 1);
+        ReadStreamed(WriteUniqueTempFile("bad.json", json), 1);
     ASSERT_FALSE(streamed.ok());
     EXPECT_EQ(streamed.status(), whole.status());
   }
@@ -217,7 +214,7 @@ TEST(ChromeTraceStream, EveryTruncationIsAnErrorNotACrash) {
   std::string json = TrickyTrace();
   // The last bytes are the closing brace and a newline.
   for (size_t cut = 0; cut + 2 < json.size(); ++cut) {
-    std::string path = WriteTemp("cut.json", json.substr(0, cut));
+    std::string path = WriteUniqueTempFile("cut.json", json.substr(0, cut));
     absl::StatusOr<Trace> streamed = ReadStreamed(path, 7);
     ASSERT_FALSE(streamed.ok()) << cut;
     EXPECT_EQ(streamed.status().code(), absl::StatusCode::kInvalidArgument)
@@ -228,8 +225,8 @@ TEST(ChromeTraceStream, EveryTruncationIsAnErrorNotACrash) {
     EXPECT_EQ(streamed.status(), whole.status()) << cut;
   }
   std::string gz = Gzip(json);
-  absl::StatusOr<Trace> half =
-      ReadStreamed(WriteTemp("half.json.gz", gz.substr(0, gz.size() / 2)), 64);
+  absl::StatusOr<Trace> half = ReadStreamed(
+      WriteUniqueTempFile("half.json.gz", gz.substr(0, gz.size() / 2)), 64);
   ASSERT_FALSE(half.ok());
   EXPECT_EQ(half.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(half.status().message(), HasSubstr("truncated gzip"));
@@ -253,7 +250,7 @@ TEST(ChromeTraceStream, MutatedTracesReadTheSameStreamedAsInMemory) {
     absl::StatusOr<Trace> whole =
         ReadChromeTrace(simdjson::padded_string(json));
     absl::StatusOr<Trace> streamed =
-        ReadStreamed(WriteTemp("mutated.json", json), 1 + rng() % 64);
+        ReadStreamed(WriteUniqueTempFile("mutated.json", json), 1 + rng() % 64);
     ASSERT_EQ(streamed.ok(), whole.ok())
         << streamed.status() << " vs " << whole.status();
     if (whole.ok()) {
@@ -308,13 +305,14 @@ TEST(ChromeTraceStream, ThreadsAndBlocksDoNotChangeTheResult) {
     ASSERT_TRUE(in_memory.ok()) << in_memory.status();
     EXPECT_EQ(Describe(*in_memory), expected);
     for (size_t max_read : {size_t{977}, size_t{1} << 20}) {
-      absl::StatusOr<Trace> streamed =
-          ReadStreamed(WriteTemp("big.json", json), max_read, nullptr, threads);
+      absl::StatusOr<Trace> streamed = ReadStreamed(
+          WriteUniqueTempFile("big.json", json), max_read, nullptr, threads);
       ASSERT_TRUE(streamed.ok()) << streamed.status();
       EXPECT_EQ(Describe(*streamed), expected);
     }
-    absl::StatusOr<Trace> gz = ReadStreamed(
-        WriteTemp("big.json.gz", Gzip(json, 3)), 1 << 20, nullptr, threads);
+    absl::StatusOr<Trace> gz =
+        ReadStreamed(WriteUniqueTempFile("big.json.gz", Gzip(json, 3)), 1 << 20,
+                     nullptr, threads);
     ASSERT_TRUE(gz.ok()) << gz.status();
     EXPECT_EQ(Describe(*gz), expected);
   }
@@ -338,8 +336,9 @@ TEST(ChromeTraceStream, MutatedBigTracesReadTheSameOnAnyThreads) {
         ReadChromeTrace(simdjson::padded_string(json), nullptr, 0);
     absl::StatusOr<Trace> threaded =
         ReadChromeTrace(simdjson::padded_string(json), nullptr, 3);
-    absl::StatusOr<Trace> streamed = ReadStreamed(
-        WriteTemp("mutated_big.json", json), 1 + rng() % 4096, nullptr, 3);
+    absl::StatusOr<Trace> streamed =
+        ReadStreamed(WriteUniqueTempFile("mutated_big.json", json),
+                     1 + rng() % 4096, nullptr, 3);
     SCOPED_TRACE(
         absl::StrCat("round ", round, ": ", alone.status().ToString()));
     ASSERT_EQ(threaded.ok(), alone.ok());

@@ -21,15 +21,14 @@
 #include "ingest/trace_io/trace_file.h"
 #include "ingest/trace_reader.h"
 #include "simdjson.h"
+#include "tests/testing/files.h"
 
 namespace bubblewatch {
 namespace {
 
 using ::testing::IsEmpty;
 
-std::string Real(const std::string& name) {
-  return absl::StrCat(BUBBLEWATCH_TESTDATA_DIR, "/real/", name);
-}
+using testing::RealTrace;
 
 absl::StatusOr<Trace> ReadChromeFile(const std::string& path, int threads) {
   absl::StatusOr<simdjson::padded_string> json = LoadTraceFile(path);
@@ -160,7 +159,7 @@ std::vector<DomCollective> AsDom(const std::vector<Resolved>& records) {
 }
 
 TEST(ChromeCollectives, NcclDataHas21CollectivesOfGroup0OfTwoRanks) {
-  const std::string path = Real("hta/nccl_data.json.gz");
+  const std::string path = RealTrace("hta/nccl_data.json.gz");
   absl::StatusOr<Trace> trace = ReadChromeFile(path, kChromeParseThreadsAuto);
   ASSERT_TRUE(trace.ok()) << trace.status();
   EXPECT_EQ(trace->rank, 0);
@@ -193,7 +192,7 @@ TEST(ChromeCollectives, NcclDataHas21CollectivesOfGroup0OfTwoRanks) {
 TEST(ChromeCollectives, SampledRanksHaveTenSendRecvWithoutIdentity) {
   for (int rank : {0, 1}) {
     const std::string path =
-        Real(absl::StrCat("hta/sampled_rank-", rank, ".json.gz"));
+        RealTrace(absl::StrCat("hta/sampled_rank-", rank, ".json.gz"));
     absl::StatusOr<Trace> trace = ReadChromeFile(path, kChromeParseThreadsAuto);
     ASSERT_TRUE(trace.ok()) << trace.status();
     EXPECT_EQ(trace->rank, rank);
@@ -219,9 +218,9 @@ TEST(ChromeCollectives, SampledRanksHaveTenSendRecvWithoutIdentity) {
 TEST(ChromeCollectives, ThreadCountAndStreamingDoNotChangeTheRecords) {
   for (const char* name : {"hta/nccl_data.json.gz", "hta/rank0.json.gz",
                            "hta/sampled_rank-1.json.gz"}) {
-    absl::StatusOr<Trace> one = ReadChromeFile(Real(name), 0);
-    absl::StatusOr<Trace> many = ReadChromeFile(Real(name), 3);
-    absl::StatusOr<Trace> streamed = ReadTraceFile(Real(name));
+    absl::StatusOr<Trace> one = ReadChromeFile(RealTrace(name), 0);
+    absl::StatusOr<Trace> many = ReadChromeFile(RealTrace(name), 3);
+    absl::StatusOr<Trace> streamed = ReadTraceFile(RealTrace(name));
     ASSERT_TRUE(one.ok()) << one.status();
     ASSERT_TRUE(many.ok()) << many.status();
     ASSERT_TRUE(streamed.ok()) << streamed.status();
@@ -389,7 +388,7 @@ int64_t SqlInt(const std::string& path, const std::string& sql) {
 }
 
 TEST(NsysCollectives, MfuBeforeHas33SendRecvOnEachDevice) {
-  const std::string path = Real("nsys/mfu_2gpu_before.sqlite");
+  const std::string path = RealTrace("nsys/mfu_2gpu_before.sqlite");
   absl::StatusOr<Trace> trace = ReadNsysExport(path);
   ASSERT_TRUE(trace.ok()) << trace.status();
   ExpectRecordsMatchKernels(*trace);
@@ -422,7 +421,7 @@ TEST(NsysCollectives, MfuBeforeHas33SendRecvOnEachDevice) {
 TEST(NsysCollectives, ExportsWithoutNcclKernelsHaveNoRecords) {
   for (const char* name :
        {"nsys/h100_2gpu_1s.sqlite", "nsys/healthy_1pct.sqlite"}) {
-    absl::StatusOr<Trace> trace = ReadNsysExport(Real(name));
+    absl::StatusOr<Trace> trace = ReadNsysExport(RealTrace(name));
     ASSERT_TRUE(trace.ok()) << trace.status();
     EXPECT_FALSE(trace->gpu.empty()) << name;
     EXPECT_THAT(trace->collectives, IsEmpty()) << name;

@@ -12,34 +12,20 @@
 #include "gtest/gtest.h"
 #include "ingest/trace_io/trace_file.h"
 #include "tests/testing/big_input.h"
+#include "tests/testing/files.h"
 
 namespace bubblewatch {
 namespace {
 
 using ::testing::HasSubstr;
 
-std::string Real(const std::string& relative) {
-  return absl::StrCat(BUBBLEWATCH_TESTDATA_DIR, "/real/", relative);
-}
-
-std::string ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
-// Writes `bytes` to a fresh file in the test's temporary directory.
-std::string WriteTemp(const std::string& name, const std::string& bytes) {
-  std::string path =
-      absl::StrCat(::testing::TempDir(), "/", getpid(), "_", name);
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-  return path;
-}
+using testing::ReadFile;
+using testing::RealTrace;
+using testing::WriteUniqueTempFile;
 
 TEST(ReadTraceFile, AutoDetectsGzippedChromeTrace) {
   absl::StatusOr<Trace> trace =
-      ReadTraceFile(Real("hta/sampled_rank-1.json.gz"));
+      ReadTraceFile(RealTrace("hta/sampled_rank-1.json.gz"));
   ASSERT_TRUE(trace.ok()) << trace.status();
   EXPECT_EQ(trace->source_format, "chrome");
   EXPECT_EQ(trace->rank, 1);
@@ -47,9 +33,9 @@ TEST(ReadTraceFile, AutoDetectsGzippedChromeTrace) {
 }
 
 TEST(ReadTraceFile, AutoDetectsPlainChromeTrace) {
-  std::string path =
-      WriteTemp("plain.json",
-                R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k",
+  std::string path = WriteUniqueTempFile(
+      "plain.json",
+      R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k",
           "ts": 1, "dur": 2, "args": {"device": 0, "stream": 7}}]})");
   absl::StatusOr<Trace> trace = ReadTraceFile(path);
   ASSERT_TRUE(trace.ok()) << trace.status();
@@ -58,16 +44,17 @@ TEST(ReadTraceFile, AutoDetectsPlainChromeTrace) {
 }
 
 TEST(ReadTraceFile, AutoDetectsNsysExport) {
-  absl::StatusOr<Trace> trace = ReadTraceFile(Real("nsys/healthy_1pct.sqlite"));
+  absl::StatusOr<Trace> trace =
+      ReadTraceFile(RealTrace("nsys/healthy_1pct.sqlite"));
   ASSERT_TRUE(trace.ok()) << trace.status();
   EXPECT_EQ(trace->source_format, "nsys");
   EXPECT_EQ(trace->gpu.size(), 400);
 }
 
 TEST(ReadTraceFile, AutoDetectsTimelineJson) {
-  std::string path =
-      WriteTemp("timeline.json",
-                R"({"gpu_kernels": [{"name": "k", "start_us": 0, "end_us": 5,
+  std::string path = WriteUniqueTempFile(
+      "timeline.json",
+      R"({"gpu_kernels": [{"name": "k", "start_us": 0, "end_us": 5,
           "stream": 7}], "cpu_events": []})");
   absl::StatusOr<Trace> trace = ReadTraceFile(path);
   ASSERT_TRUE(trace.ok()) << trace.status();
@@ -78,12 +65,12 @@ TEST(ReadTraceFile, ForcedFormatsUseTheirReader) {
   TraceReadOptions chrome;
   chrome.format = TraceFormat::kChrome;
   absl::StatusOr<Trace> trace =
-      ReadTraceFile(Real("hta/sampled_rank-0.json.gz"), chrome);
+      ReadTraceFile(RealTrace("hta/sampled_rank-0.json.gz"), chrome);
   ASSERT_TRUE(trace.ok()) << trace.status();
   EXPECT_EQ(trace->source_format, "chrome");
   TraceReadOptions nsys;
   nsys.format = TraceFormat::kNsys;
-  trace = ReadTraceFile(Real("nsys/mfu_2gpu_after.sqlite"), nsys);
+  trace = ReadTraceFile(RealTrace("nsys/mfu_2gpu_after.sqlite"), nsys);
   ASSERT_TRUE(trace.ok()) << trace.status();
   EXPECT_EQ(trace->source_format, "nsys");
 }
@@ -92,7 +79,7 @@ TEST(ReadTraceFile, JsonForcedAsNsysIsAClearError) {
   TraceReadOptions nsys;
   nsys.format = TraceFormat::kNsys;
   absl::StatusOr<Trace> trace =
-      ReadTraceFile(Real("hta/sampled_rank-0.json.gz"), nsys);
+      ReadTraceFile(RealTrace("hta/sampled_rank-0.json.gz"), nsys);
   ASSERT_FALSE(trace.ok());
   EXPECT_EQ(trace.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(trace.status().message(),
@@ -100,10 +87,10 @@ TEST(ReadTraceFile, JsonForcedAsNsysIsAClearError) {
 }
 
 TEST(ReadTraceFile, TruncatedGzipIsDataLoss) {
-  std::string whole = ReadBytes(Real("hta/sampled_rank-0.json.gz"));
+  std::string whole = ReadFile(RealTrace("hta/sampled_rank-0.json.gz"));
   ASSERT_GT(whole.size(), 1000);
   std::string path =
-      WriteTemp("half.json.gz", whole.substr(0, whole.size() / 2));
+      WriteUniqueTempFile("half.json.gz", whole.substr(0, whole.size() / 2));
   absl::StatusOr<Trace> trace = ReadTraceFile(path);
   ASSERT_FALSE(trace.ok());
   EXPECT_EQ(trace.status().code(), absl::StatusCode::kDataLoss);
@@ -112,10 +99,11 @@ TEST(ReadTraceFile, TruncatedGzipIsDataLoss) {
 
 TEST(ReadTraceFile, TruncatedRealJsonIsBadJson) {
   absl::StatusOr<simdjson::padded_string> json =
-      LoadTraceFile(Real("hta/sampled_rank-0.json.gz"));
+      LoadTraceFile(RealTrace("hta/sampled_rank-0.json.gz"));
   ASSERT_TRUE(json.ok()) << json.status();
   for (size_t cut : {json->size() / 2, json->size() - 2}) {
-    std::string path = WriteTemp("cut.json", std::string(json->data(), cut));
+    std::string path =
+        WriteUniqueTempFile("cut.json", std::string(json->data(), cut));
     absl::StatusOr<Trace> trace = ReadTraceFile(path);
     ASSERT_FALSE(trace.ok()) << cut;
     EXPECT_EQ(trace.status().code(), absl::StatusCode::kInvalidArgument);
@@ -124,19 +112,20 @@ TEST(ReadTraceFile, TruncatedRealJsonIsBadJson) {
 }
 
 TEST(ReadTraceFile, UnknownContentIsAClearError) {
-  std::string path = WriteTemp("other.json", R"({"hello": "world"})");
+  std::string path = WriteUniqueTempFile("other.json", R"({"hello": "world"})");
   absl::StatusOr<Trace> trace = ReadTraceFile(path);
   ASSERT_FALSE(trace.ok());
   EXPECT_THAT(trace.status().message(), HasSubstr("unknown format"));
 }
 
 TEST(ReadTraceFile, MissingFileIsNotFound) {
-  EXPECT_EQ(ReadTraceFile(Real("hta/absent.json.gz")).status().code(),
+  EXPECT_EQ(ReadTraceFile(RealTrace("hta/absent.json.gz")).status().code(),
             absl::StatusCode::kNotFound);
   TraceReadOptions nsys;
   nsys.format = TraceFormat::kNsys;
-  EXPECT_EQ(ReadTraceFile(Real("nsys/absent.sqlite"), nsys).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(
+      ReadTraceFile(RealTrace("nsys/absent.sqlite"), nsys).status().code(),
+      absl::StatusCode::kNotFound);
 }
 
 TEST(ReadTraceFile, ProgressReachesTheTotal) {
@@ -149,7 +138,7 @@ TEST(ReadTraceFile, ProgressReachesTheTotal) {
     ++calls;
   };
   absl::StatusOr<Trace> trace =
-      ReadTraceFile(Real("hta/rank0.json.gz"), options);
+      ReadTraceFile(RealTrace("hta/rank0.json.gz"), options);
   ASSERT_TRUE(trace.ok()) << trace.status();
   EXPECT_GT(calls, 2);  // 25 MB of JSON: a call every 4 MB and the end.
   EXPECT_EQ(last_done, last_total);
@@ -163,7 +152,7 @@ constexpr uint64_t kBlanks = uint64_t{512} << 20;
 constexpr int64_t kMaxRssGrowth = 64 << 20;
 
 TEST(ReadTraceFile, AGzipOfOnlyBlanksIsRefusedWithoutHoldingThem) {
-  const std::string path = WriteTemp("blanks.json.gz", "");
+  const std::string path = WriteUniqueTempFile("blanks.json.gz", "");
   testing::WriteGzipWithBlanks(path, "", kBlanks, "");
   testing::PeakRssGrowth rss;
   absl::StatusOr<Trace> trace = ReadTraceFile(path);
@@ -174,7 +163,7 @@ TEST(ReadTraceFile, AGzipOfOnlyBlanksIsRefusedWithoutHoldingThem) {
 }
 
 TEST(ReadTraceFile, ATimelineAfterManyBlanksIsReadWithoutHoldingThem) {
-  const std::string path = WriteTemp("padded.json.gz", "");
+  const std::string path = WriteUniqueTempFile("padded.json.gz", "");
   testing::WriteGzipWithBlanks(
       path, "", kBlanks,
       R"({"gpu_kernels": [{"name": "k", "start_us": 0, "end_us": 5,

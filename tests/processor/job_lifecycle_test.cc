@@ -15,11 +15,12 @@
 #include "processor/runtime_shared.h"
 #include "storage/window_store.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/units.h"
 
 namespace bubblewatch {
 namespace {
 
-constexpr int64_t kS = 1'000'000'000;
+using testing::kS;
 
 TEST(JobLifecycle, LearnsTheCadenceFromTwoGapsAsTheirMedian) {
   JobLifecycle l;

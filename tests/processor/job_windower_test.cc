@@ -15,11 +15,12 @@
 #include "ingest/synthetic/synthetic_straggler.h"
 #include "processor/batch_validator.h"
 #include "schemas/window_summary_codec.h"
+#include "tests/testing/units.h"
 
 namespace bubblewatch {
 namespace {
 
-constexpr int64_t kUs = 1000;
+using testing::kUs;
 constexpr int64_t kWindow = 1000 * kUs;
 constexpr int64_t kLateness = 300 * kUs;
 

@@ -19,11 +19,12 @@
 #include "tests/testing/files.h"
 #include "tests/testing/poll.h"
 #include "tests/testing/test_time.h"
+#include "tests/testing/units.h"
 
 namespace bubblewatch {
 namespace {
 
-constexpr int64_t kS = 1'000'000'000;
+using testing::kS;
 constexpr int64_t kMs = 1'000'000;
 
 // A seed-timeline trace: 29 kernels of 50 ms every 100 ms over

@@ -19,12 +19,13 @@
 #include "schemas/window_summary_codec.h"
 #include "storage/window_store.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/units.h"
 
 namespace bubblewatch {
 namespace {
 
 constexpr int64_t kMs = 1'000'000;
-constexpr int64_t kS = 1'000'000'000;
+using testing::kS;
 
 // One observation of the test job: its interval and its kernels (device,
 // [start, end)) in ms.

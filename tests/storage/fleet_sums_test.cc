@@ -23,13 +23,14 @@
 #include "storage/window_key.h"
 #include "storage/window_queries.h"
 #include "storage/window_store.h"
+#include "tests/storage/query_test_windows.h"
 #include "tests/testing/temp_dir.h"
 
 namespace bubblewatch {
 namespace {
 
-constexpr int64_t kSecond = 1'000'000'000;
-constexpr int64_t kT0 = 1'764'410'400 * kSecond;
+using query_test::kSecond;
+using query_test::kT0;
 
 std::string Describe(const KernelRef& k) {
   return absl::StrCat(k.name, "/", k.start_ns, "/", k.end_ns, "/", k.stream);

@@ -7,17 +7,18 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/testing/units.h"
 
 namespace bubblewatch {
 namespace {
 
-constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
-constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+using testing::kMaxNs;
+using testing::kMinNs;
 
 TEST(WindowKey, BytewiseOrderIsSignedStartOrder) {
   const std::vector<int64_t> starts = {
-      kMin, kMin + 1, -10'000'000'000, -1,       0,   1,
-      255,  256,      10'000'000'000,  kMax - 1, kMax};
+      kMinNs, kMinNs + 1, -10'000'000'000, -1,         0,     1,
+      255,    256,        10'000'000'000,  kMaxNs - 1, kMaxNs};
   for (size_t i = 1; i < starts.size(); ++i) {
     EXPECT_LT(WindowKey("job", starts[i - 1]), WindowKey("job", starts[i]))
         << starts[i - 1] << " vs " << starts[i];
@@ -26,14 +27,14 @@ TEST(WindowKey, BytewiseOrderIsSignedStartOrder) {
 
 TEST(WindowKey, JobsThatArePrefixesOfEachOtherDoNotInterleave) {
   // Every key of "job1" sorts before every key of "job10".
-  EXPECT_LT(WindowKey("job1", kMax), WindowKey("job10", kMin));
-  EXPECT_LT(WindowKeyLimit("job1"), WindowKey("job10", kMin));
-  EXPECT_LT(WindowKey("job1", kMax), WindowKeyLimit("job1"));
-  EXPECT_LT(WindowKeyPrefix("job1"), WindowKey("job1", kMin));
+  EXPECT_LT(WindowKey("job1", kMaxNs), WindowKey("job10", kMinNs));
+  EXPECT_LT(WindowKeyLimit("job1"), WindowKey("job10", kMinNs));
+  EXPECT_LT(WindowKey("job1", kMaxNs), WindowKeyLimit("job1"));
+  EXPECT_LT(WindowKeyPrefix("job1"), WindowKey("job1", kMinNs));
 }
 
 TEST(WindowKey, ParsesWhatItBuilds) {
-  for (int64_t start : {kMin, int64_t{-5}, int64_t{0}, kMax}) {
+  for (int64_t start : {kMinNs, int64_t{-5}, int64_t{0}, kMaxNs}) {
     absl::string_view job;
     int64_t parsed = 0;
     const std::string key = WindowKey("a/b c", start);

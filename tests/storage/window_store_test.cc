@@ -17,6 +17,7 @@
 #include "rocksdb/db.h"
 #include "storage/rocksdb_window_store.h"
 #include "tests/storage/storage_test_util.h"
+#include "tests/testing/units.h"
 
 namespace bubblewatch {
 namespace {
@@ -27,8 +28,8 @@ using ::bubblewatch::testing_util::SampleWindow;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
-constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+using testing::kMaxNs;
+using testing::kMinNs;
 
 std::unique_ptr<WindowStore> OpenOrDie(const std::string& path) {
   absl::StatusOr<std::unique_ptr<WindowStore>> store =
@@ -115,39 +116,41 @@ TEST(WindowStore, ScanHandlesNegativeAndExtremeTimes) {
   TempDir dir;
   auto store = OpenOrDie(dir.path());
   ASSERT_TRUE(store
-                  ->Commit(WindowsBatch("job", {kMax - kWindowNs, -kWindowNs,
-                                                kMin, 0, kWindowNs}))
+                  ->Commit(WindowsBatch("job", {kMaxNs - kWindowNs, -kWindowNs,
+                                                kMinNs, 0, kWindowNs}))
                   .ok());
-  EXPECT_THAT(Starts(*store, "job"),
-              ElementsAre(kMin, -kWindowNs, 0, kWindowNs, kMax - kWindowNs));
+  EXPECT_THAT(
+      Starts(*store, "job"),
+      ElementsAre(kMinNs, -kWindowNs, 0, kWindowNs, kMaxNs - kWindowNs));
   EXPECT_THAT(Starts(*store, "job", absl::InfinitePast(), Ns(0)),
-              ElementsAre(kMin, -kWindowNs));
+              ElementsAre(kMinNs, -kWindowNs));
   EXPECT_THAT(Starts(*store, "job", Ns(-kWindowNs), Ns(kWindowNs)),
               ElementsAre(-kWindowNs, 0));
   EXPECT_THAT(Starts(*store, "job", Ns(1), absl::InfiniteFuture()),
-              ElementsAre(kWindowNs, kMax - kWindowNs));
+              ElementsAre(kWindowNs, kMaxNs - kWindowNs));
   // Bounds beyond the int64 range.
+  EXPECT_THAT(Starts(*store, "job", Ns(kMaxNs) + absl::Hours(1),
+                     absl::InfiniteFuture()),
+              ElementsAre());
   EXPECT_THAT(
-      Starts(*store, "job", Ns(kMax) + absl::Hours(1), absl::InfiniteFuture()),
-      ElementsAre());
-  EXPECT_THAT(Starts(*store, "job", Ns(kMin) - absl::Hours(1), Ns(kMin + 1)),
-              ElementsAre(kMin));
+      Starts(*store, "job", Ns(kMinNs) - absl::Hours(1), Ns(kMinNs + 1)),
+      ElementsAre(kMinNs));
 }
 
 TEST(WindowStore, JobsThatArePrefixesOfEachOtherStayApart) {
   TempDir dir;
   auto store = OpenOrDie(dir.path());
-  const int64_t kLast = kMax - kWindowNs;  // end_ns must not overflow.
-  StoreBatch batch = WindowsBatch("job1", {kMin, 0, kLast});
-  for (int64_t s : {kMin, int64_t{5}, kLast}) {
+  const int64_t kLast = kMaxNs - kWindowNs;  // end_ns must not overflow.
+  StoreBatch batch = WindowsBatch("job1", {kMinNs, 0, kLast});
+  for (int64_t s : {kMinNs, int64_t{5}, kLast}) {
     batch.windows.push_back(SampleWindow("job10", s));
     batch.windows.push_back(SampleWindow("job", s));
     batch.windows.push_back(SampleWindow("job1\x01", s));
   }
   ASSERT_TRUE(store->Commit(batch).ok());
-  EXPECT_THAT(Starts(*store, "job1"), ElementsAre(kMin, 0, kLast));
-  EXPECT_THAT(Starts(*store, "job10"), ElementsAre(kMin, 5, kLast));
-  EXPECT_THAT(Starts(*store, "job"), ElementsAre(kMin, 5, kLast));
+  EXPECT_THAT(Starts(*store, "job1"), ElementsAre(kMinNs, 0, kLast));
+  EXPECT_THAT(Starts(*store, "job10"), ElementsAre(kMinNs, 5, kLast));
+  EXPECT_THAT(Starts(*store, "job"), ElementsAre(kMinNs, 5, kLast));
   absl::StatusOr<std::optional<WindowSummary>> latest = store->Latest("job1");
   ASSERT_TRUE(latest.ok() && latest->has_value());
   EXPECT_EQ((*latest)->job, "job1");

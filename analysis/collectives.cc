@@ -735,10 +735,10 @@ void CollectiveAnalyzer::Summarize() {
     }
     const IntervalSet& compute = r.sets->compute;
     s.comm_ns = r.sets->collective.TotalLength();
-    // Collective time that no compute kernel overlaps, |collective \
-    // compute|, is |compute ∪ collective| - |compute|: the device's busy
-    // time (its kernels' union, stats.compute_ns) less the compute union,
-    // with no pass over the intervals.
+    // Collective time that no compute kernel overlaps, the length of
+    // (collective minus compute), is |compute ∪ collective| - |compute|:
+    // the device's busy time (its kernels' union, stats.compute_ns) less
+    // the compute union, with no pass over the intervals.
     s.comm_exposed_ns = s.stats.compute_ns - compute.TotalLength();
     IntervalSet wait = IntervalSet::FromIntervals(std::move(waits[slot]));
     for (const Interval& i : wait.intervals()) {

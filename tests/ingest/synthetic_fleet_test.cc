@@ -347,7 +347,9 @@ TEST_P(ScenarioTest, CausesAddUpToEachGapAndEachWindow) {
     EXPECT_EQ(g.segments.back().end_ns, g.end_ns);
     for (size_t i = 0; i < g.segments.size(); ++i) {
       EXPECT_LT(g.segments[i].start_ns, g.segments[i].end_ns);
-      if (i > 0) EXPECT_EQ(g.segments[i - 1].end_ns, g.segments[i].start_ns);
+      if (i > 0) {
+        EXPECT_EQ(g.segments[i - 1].end_ns, g.segments[i].start_ns);
+      }
     }
     gap_total += g.end_ns - g.start_ns;
   }

@@ -63,7 +63,9 @@ std::vector<int64_t> Starts(const WindowStoreReader& store,
     absl::StatusOr<WindowSummary> w = DecodeWindowSummary(encoded->bytes(i));
     EXPECT_TRUE(w.ok()) << w.status();
     std::string diff;
-    if (w.ok()) EXPECT_TRUE(SameWindow(*w, (*windows)[i], &diff)) << diff;
+    if (w.ok()) {
+      EXPECT_TRUE(SameWindow(*w, (*windows)[i], &diff)) << diff;
+    }
   }
   return out;
 }

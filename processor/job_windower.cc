@@ -4,7 +4,6 @@
 #include <tuple>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "analysis/bubble_analyzer.h"
 #include "analysis/collective_windows.h"
@@ -339,7 +338,6 @@ void JobWindower::Evict() {
     if (!inserted) it->second = std::max(it->second, a.end_ns);
   }
   size_t out = 0;
-  absl::flat_hash_set<CorrelationId> kept_kernels;
   for (size_t i = 0; i < trace_.gpu.size(); ++i) {
     const GpuActivity& a = trace_.gpu[i];
     bool keep = a.end_ns >= cutoff;
@@ -349,7 +347,6 @@ void JobWindower::Evict() {
     }
     if (!keep) continue;
     NoteOpen(a.start_ns, a.end_ns);
-    if (a.correlation != kNoCorrelation) kept_kernels.insert(a.correlation);
     trace_.gpu[out] = a;
     gpu_offset_[out] = gpu_offset_[i];
     gpu_source_[out] = gpu_source_[i];
@@ -361,12 +358,16 @@ void JobWindower::Evict() {
   out = 0;
   for (size_t i = 0; i < trace_.cpu.size(); ++i) {
     const CpuEvent& e = trace_.cpu[i];
-    bool keep = e.end_ns >= cutoff;
-    // Launch calls stay while their work may still arrive or is buffered.
-    if (!keep && e.correlation != kNoCorrelation) {
-      keep =
-          kept_kernels.contains(e.correlation) || e.start_ns >= launch_cutoff;
-    }
+    // Launch calls stay while their kernel may still start after the edge:
+    // up to max_launch_lead_ns. By the edge alone, not by whether their
+    // kernel is buffered: a replay re-reads a launch before its kernel and
+    // evicts after every batch, the live run had the kernel by the time the
+    // edge passed the launch, and the two must keep the same launches (with
+    // "kept while its kernel is kept", a launch 11 s ahead of its kernel
+    // survived live but not a restart, and the gap before the kernel went
+    // from gpu_dependency to host_sync).
+    bool keep = e.end_ns >= cutoff || (e.correlation != kNoCorrelation &&
+                                       e.start_ns >= launch_cutoff);
     if (!keep) continue;
     NoteOpen(e.start_ns, e.end_ns);
     trace_.cpu[out] = e;

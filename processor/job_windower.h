@@ -63,8 +63,9 @@ struct WindowerOptions {
   // Allowed lateness: how far behind its host's latest event an event may
   // arrive and still count. Default: 2 s.
   int64_t lateness_ns = 2'000'000'000;
-  // How long a launch call whose kernel has not arrived is kept behind the
-  // finalized edge (the CPU may run that far ahead of the GPU). Default 10 s.
+  // How long a launch call is kept behind the finalized edge, whether or not
+  // its kernel is buffered (the CPU may run that far ahead of the GPU; a
+  // kernel later than that after its launch loses it). Default 10 s.
   int64_t max_launch_lead_ns = 10'000'000'000;
   // Top bubbles stored per window.
   int top_bubbles_per_window = 3;

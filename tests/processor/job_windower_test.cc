@@ -14,6 +14,7 @@
 #include "ingest/synthetic/synthetic_fleet.h"
 #include "ingest/synthetic/synthetic_straggler.h"
 #include "processor/batch_validator.h"
+#include "schemas/event_batch_codec.h"
 #include "schemas/window_summary_codec.h"
 #include "tests/testing/units.h"
 
@@ -744,6 +745,137 @@ TEST(JobWindower, RestartsOnRandomStreamsGiveTheUninterruptedWindows) {
     std::vector<DecodedBatch> h1 = MakeBatches(s.per_host[1], 1, rng);
     std::vector<const DecodedBatch*> order = Interleave(h0, h1);
     ExpectRestartsChangeNothing(order, SmallWindows());
+  }
+}
+
+// Like ExpectRestartsChangeNothing, cut after every `stride`-th batch, and
+// every field of every window (attribution, event counts, ...) must be
+// byte-identical to the uninterrupted run's: the restored windower buffers
+// exactly what the uninterrupted one does.
+void ExpectRestartsChangeNoByte(const std::vector<const DecodedBatch*>& batches,
+                                const WindowerOptions& options, size_t stride,
+                                const std::string& what) {
+  JobWindower live("job", options);
+  std::vector<std::vector<WindowSummary>> live_after(batches.size());
+  for (size_t i = 0; i < batches.size(); ++i) {
+    live_after[i] = Feed(live, batches, i, i + 1, false);
+  }
+  const std::vector<WindowSummary> live_idle = live.FinalizeAll();
+  JobWindower before("job", options);
+  int restarts = 0;
+  for (size_t cut = 0; cut + 1 < batches.size(); ++cut) {
+    Feed(before, batches, cut, cut + 1, false);
+    if (cut % stride != 0 || !before.ResumeOffset()) continue;
+    ++restarts;
+    JobWindower restored("job", options);
+    restored.RestoreFinalizedThrough(before.finalized_through_ns());
+    EXPECT_TRUE(Feed(restored, batches,
+                     static_cast<size_t>(*before.ResumeOffset()), cut + 1,
+                     /*replay=*/true)
+                    .empty());
+    EXPECT_EQ(restored.buffered_events(), before.buffered_events())
+        << what << " cut " << cut;
+    std::vector<WindowSummary> got =
+        Feed(restored, batches, cut + 1, batches.size(), false);
+    std::vector<WindowSummary> want;
+    for (size_t i = cut + 1; i < batches.size(); ++i) {
+      for (const WindowSummary& w : live_after[i]) want.push_back(w);
+    }
+    for (const WindowSummary& w : restored.FinalizeAll()) got.push_back(w);
+    want.insert(want.end(), live_idle.begin(), live_idle.end());
+    ASSERT_EQ(got.size(), want.size()) << what << " cut " << cut;
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (EncodeWindowSummary(got[i]) == EncodeWindowSummary(want[i])) {
+        continue;
+      }
+      SCOPED_TRACE(what + " cut " + std::to_string(cut));
+      ExpectSameWindow(got[i].window, want[i].window);
+      EXPECT_EQ(got[i].gpu_events, want[i].gpu_events);
+      EXPECT_EQ(got[i].cpu_events, want[i].cpu_events);
+      ADD_FAILURE() << "window " << want[i].window.start_ns << " differs";
+      return;  // One window is enough to show it.
+    }
+  }
+  EXPECT_GT(restarts, 0) << what;
+}
+
+// A launch call [9, 9.001] s whose kernel runs at [20.3, 21] s (the CPU
+// more than max_launch_lead ahead), a sync call in the gap before it.
+// Uninterrupted, the kernel arrived before the edge passed 20 s and kept
+// its launch buffered (gap [19.99, 20.3) s: gpu_dependency); a processor
+// restored at edge 20 s re-read the launch before its kernel and evicted it
+// at once (gap: host_sync). The launch's fate must not depend on that.
+TEST(JobWindower, ALaunchFarAheadOfItsKernelIsKeptAlikeAfterARestart) {
+  auto at = [](double s) { return static_cast<int64_t>(s * 1e9); };
+  auto cpu = [&](double start_s, double end_s, CorrelationId corr,
+                 const char* name, CpuEventCategory category) {
+    DecodedBatch b;
+    b.header.job = "job";
+    b.header.host = "h";
+    NameInterner names(&b.trace);
+    b.trace.cpu.push_back(CpuEvent{.start_ns = at(start_s),
+                                   .end_ns = at(end_s),
+                                   .correlation = corr,
+                                   .thread = 1,
+                                   .name = names.Intern(name),
+                                   .category = category});
+    return b;
+  };
+  DecodedBatch launched = KernelSeconds(20.3, 21);
+  launched.trace.gpu[0].correlation = 7;
+  const std::vector<DecodedBatch> in = {
+      KernelSeconds(1, 8.9),
+      cpu(9, 9.001, 7, "cudaLaunchKernel", CpuEventCategory::kCudaRuntime),
+      KernelSeconds(15, 19.99),
+      cpu(19.995, 20.2, kNoCorrelation, "cudaStreamSynchronize",
+          CpuEventCategory::kCudaRuntime),
+      launched,
+      KernelSeconds(25, 26),
+      KernelSeconds(33, 34),
+      KernelSeconds(36, 37)};
+  std::vector<const DecodedBatch*> batches;
+  for (const DecodedBatch& b : in) batches.push_back(&b);
+  ExpectRestartsChangeNoByte(batches, WindowerOptions{}, 1, "by hand");
+}
+
+// The synthetic scenarios as `produce --synthetic --replay-speed 1x` sends
+// them (one GPU per job, batches cut by the 50 ms linger, CPU and GPU
+// events merged by start), restarted at many cuts.
+TEST(JobWindower, RestartsOnTheSyntheticScenariosChangeNoWindow) {
+  for (SyntheticScenario scenario :
+       {SyntheticScenario::kHealthy, SyntheticScenario::kSync,
+        SyntheticScenario::kLaunch, SyntheticScenario::kAlloc,
+        SyntheticScenario::kDataloader, SyntheticScenario::kMemcpy}) {
+    SyntheticFleetOptions fleet_options;
+    fleet_options.jobs = 1;
+    fleet_options.gpus_per_job = 1;
+    fleet_options.duration = absl::Seconds(40);
+    fleet_options.events_per_second_per_gpu = 300;
+    fleet_options.scenario = scenario;
+    fleet_options.seed = 21;
+    absl::StatusOr<std::vector<SyntheticJob>> fleet =
+        GenerateSyntheticFleet(fleet_options);
+    ASSERT_TRUE(fleet.ok()) << fleet.status();
+    const SyntheticJob& job = fleet->front();
+    ASSERT_EQ(job.ranks.size(), 1u);
+    BatchingOptions batching;
+    batching.max_span_ns = 50'000'000;
+    BatchHeader identity;
+    identity.job = "job";
+    identity.host = job.ranks[0].host;
+    identity.rank = 0;
+    identity.world_size = 1;
+    BatchedTrace stream(job.ranks[0], identity, batching);
+    std::vector<DecodedBatch> decoded;
+    for (size_t i = 0; i < stream.num_batches(); ++i) {
+      absl::StatusOr<DecodedBatch> b = DecodeEventBatch(stream.Encode(i));
+      ASSERT_TRUE(b.ok()) << b.status();
+      decoded.push_back(*std::move(b));
+    }
+    std::vector<const DecodedBatch*> batches;
+    for (const DecodedBatch& b : decoded) batches.push_back(&b);
+    ExpectRestartsChangeNoByte(batches, WindowerOptions{}, 7,
+                               std::string(SyntheticScenarioName(scenario)));
   }
 }
 

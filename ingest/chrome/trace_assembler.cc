@@ -223,13 +223,16 @@ absl::Status TraceAssembler::ApplyBaseTime() {
   };
   bool overflow = false;
   for (GpuActivity& a : trace_.gpu) {
-    overflow |= shift(&a.start_ns) | shift(&a.end_ns);
+    overflow |= shift(&a.start_ns);
+    overflow |= shift(&a.end_ns);
   }
   for (CpuEvent& e : trace_.cpu) {
-    overflow |= shift(&e.start_ns) | shift(&e.end_ns);
+    overflow |= shift(&e.start_ns);
+    overflow |= shift(&e.end_ns);
   }
   for (CollectiveKernel& c : trace_.collectives) {
-    overflow |= shift(&c.start_ns) | shift(&c.end_ns);
+    overflow |= shift(&c.start_ns);
+    overflow |= shift(&c.end_ns);
   }
   if (overflow) {
     return absl::InvalidArgumentError(

@@ -255,14 +255,6 @@ double ProcStatusMiB(const char* field) {
   return kib < 0 ? -1 : kib / 1024.0;
 }
 
-// Resets the process's peak RSS (VmHWM) to its current RSS (Linux >= 4.0).
-void ResetPeakRss() {
-  if (FILE* f = std::fopen("/proc/self/clear_refs", "w")) {
-    std::fputs("5", f);
-    std::fclose(f);
-  }
-}
-
 // Reads `path` once as `bubblewatch analyze` does and prints the peak RSS
 // against the budget. Returns the exit status.
 int MeasurePeakRss(const char* path) {

@@ -6,7 +6,10 @@
 // very bytes `serve --store` gives over the processor's own store. A serve
 // killed with SIGKILL comes back with the same answers, re-applying
 // nothing (its offsets are in its store). With two processor instances in
-// one group, one serve shows exactly the union of their stores.
+// one group, one serve shows exactly the union of their stores; with three
+// on 12 partitions and 200 jobs in a rebalance storm, it still does, and
+// that union equals one instance's windows.
+#include <iostream>
 #include <map>
 #include <memory>
 #include <regex>
@@ -15,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
@@ -22,9 +26,14 @@
 #include "storage/window_store.h"
 #include "tests/cli/cli_runner.h"
 #include "tests/cli/serve_process.h"
+#include "tests/processor/rebalance_storm.h"
+#include "tests/testing/child_process.h"
+#include "tests/testing/command_flags.h"
+#include "tests/testing/files.h"
 #include "tests/testing/kafka_broker.h"
 #include "tests/testing/poll.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/test_time.h"
 
 namespace bubblewatch {
 namespace {
@@ -290,6 +299,185 @@ TEST(ServeBrokers, OneServeShowsTheUnionOfTwoProcessorInstances) {
   const std::map<std::string, std::string> want = Bodies(*oracle, Paths(jobs));
   EXPECT_TRUE(CatchesUp(*serve, want))
       << Differences(want, Bodies(*serve, Paths(jobs))) << serve->Log();
+}
+
+// Issue 21's check of the fleet query tier at scale: 3 processor instances
+// on 12 partitions with 200 jobs, in a rebalance storm (rebalance_storm.h:
+// members join, leave and are killed while the producer sends), watched by
+// one `serve --brokers` started before it all. Once the storm is over,
+// serve must show exactly the union of the instances' stores, byte for
+// byte, including every window of the jobs whose partition moved between
+// instances (a job's whole history, wherever it was computed), and the
+// union must equal one instance's windows over the same topic.
+TEST(ServeBrokers, ShowsTheWholeFleetThroughARebalanceStorm) {
+  constexpr int kPartitions = 12;
+  constexpr int kJobs = 200;
+  constexpr int kActions = 8;
+  const std::string brokers = testing::Brokers();
+  ASSERT_FALSE(HasFailure());
+  const std::string topic = testing::Unique("it-serve-storm");
+  const std::string windows = topic + ".windows";
+  ASSERT_NO_FATAL_FAILURE(testing::CreateTopic(topic, kPartitions, brokers));
+  ASSERT_NO_FATAL_FAILURE(testing::CreateTopic(windows, kPartitions, brokers));
+  testing::TempDir dir;
+  auto serve = ServeProcess::StartCommand(
+      "serve --store '" + dir.Sub("serve") + "' --brokers " + brokers +
+      " --windows-topic " + windows + " --listen 127.0.0.1:0");
+  ASSERT_NE(serve, nullptr);
+
+  // The fleet at 1x (slower when the programs are, test_time.h): 40 s of
+  // event time, so that the storm happens while events flow.
+  std::vector<std::string> produce = {"produce",
+                                      "--brokers",
+                                      brokers,
+                                      "--topic",
+                                      topic,
+                                      "--synthetic",
+                                      "--jobs",
+                                      std::to_string(kJobs),
+                                      "--gpus-per-job",
+                                      "1",
+                                      "--duration",
+                                      "40s",
+                                      "--rate",
+                                      "300",
+                                      "--scenario",
+                                      "mix",
+                                      "--seed",
+                                      "21",
+                                      "--log-level",
+                                      "error"};
+  testing::SetFlags(produce, testing::ScaledReplaySpeed(1));
+  std::vector<pid_t> children;
+  testing::KillChildrenOnExit kill_on_exit(&children);
+  const pid_t producer = testing::SpawnChild(BUBBLEWATCH_BINARY, produce);
+  children.push_back(producer);
+
+  // A member's session (6 s) expires well before the survivors go idle
+  // (12 s), so that a killed member's partitions always find a new owner.
+  // The idle timeout (60 s) outlasts every pause of the storm: decisions
+  // taken on wall time (a job or a stream counted as silent) are outside
+  // the exactly-once guarantee (docs/semantics.md), and the single-instance
+  // oracle below must see the same windows. Every job ends with its end
+  // marker, which closes its windows in partition order, and then the
+  // members can exit when idle.
+  auto process_args = [&](const std::string& group, const std::string& topics,
+                          const std::string& store) {
+    return std::vector<std::string>{
+        "process",
+        "--brokers",
+        brokers,
+        "--topic",
+        topic,
+        "--group",
+        group,
+        "--windows-topic",
+        topics + ".windows",
+        "--state-topic",
+        topics + ".state",
+        "--dlq-topic",
+        topics + ".dlq",
+        "--store",
+        store,
+        "--idle-timeout",
+        testing::ScaledFlag(absl::Seconds(60)),
+        "--exit-when-idle",
+        testing::ScaledFlag(absl::Seconds(12)),
+        "--log-level",
+        "info",
+        "-X",
+        "session.timeout.ms=" + testing::ScaledMs(absl::Seconds(6)),
+        "-X",
+        "heartbeat.interval.ms=" + testing::ScaledMs(absl::Seconds(1))};
+  };
+  testing::RebalanceStorm storm(
+      {"a", "b", "c"}, dir.Sub("member"),
+      [&](const testing::StormMember& m) {
+        return process_args(topic, topic, m.store);
+      },
+      &children);
+  std::vector<testing::StormMember>& members = storm.members();
+  storm.Start(members[0]);
+  storm.Start(members[1]);
+  // The storm begins once serve shows every job: from then on a partition
+  // that moves carries finalized windows behind it.
+  ASSERT_TRUE(testing::PollUntil(
+      [&] {
+        const std::string body = Body(*serve, "/api/v1/jobs");
+        size_t n = 0;
+        for (size_t at = body.find("\"job\":"); at != std::string::npos;
+             at = body.find("\"job\":", at + 1)) {
+          ++n;
+        }
+        return n >= kJobs;
+      },
+      absl::Seconds(60), absl::Milliseconds(500)))
+      << "serve did not show every job within 60 s\n"
+      << serve->Log();
+  const testing::StormReport report = storm.Blow(kActions, producer, 2121);
+  EXPECT_EQ(testing::WaitChildWithin(producer, absl::Seconds(120)), 0);
+  storm.Calm(absl::Seconds(120));
+  ASSERT_FALSE(HasFailure()) << storm.LogPaths();
+
+  // The union of the instances' stores, served by `serve --store`: what
+  // serve --brokers must show, byte for byte.
+  std::vector<size_t> per_store;
+  std::vector<std::string> stores;
+  for (const testing::StormMember& m : members) stores.push_back(m.store);
+  ASSERT_NO_FATAL_FAILURE(MergeStores(stores, dir.Sub("union"), &per_store));
+  // Jobs with windows in more than one store: their partition moved, and
+  // serve must still show their whole history.
+  std::map<std::string, int> stores_per_job;
+  for (const std::string& path : stores) {
+    auto store = OpenRocksDbWindowStoreReadOnly(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+    auto jobs = (*store)->ListJobs();
+    ASSERT_TRUE(jobs.ok()) << jobs.status();
+    for (const JobInfo& j : *jobs) ++stores_per_job[j.job];
+  }
+  int moved = 0;
+  for (const auto& [job, n] : stores_per_job) moved += n > 1 ? 1 : 0;
+  auto oracle = ServeProcess::Start(dir.Sub("union"));
+  ASSERT_NE(oracle, nullptr);
+  simdjson::dom::parser parser;
+  const std::string jobs_body = Body(*oracle, "/api/v1/jobs");
+  ASSERT_EQ(jobs_body.substr(0, 4), "200 ") << jobs_body.substr(0, 300);
+  std::vector<std::string> jobs;
+  for (simdjson::dom::element j :
+       parser.parse(jobs_body.substr(4))["jobs"].get_array()) {
+    jobs.emplace_back(std::string_view(j["job"]));
+  }
+  ASSERT_EQ(jobs.size(), static_cast<size_t>(kJobs));
+  const std::map<std::string, std::string> want = Bodies(*oracle, Paths(jobs));
+  EXPECT_TRUE(CatchesUp(*serve, want))
+      << Differences(want, Bodies(*serve, Paths(jobs))) << serve->Log();
+
+  // One instance alone over the same topic (its own group and topics): the
+  // storm changed nothing in any window.
+  const std::string single = topic + "-single";
+  std::vector<std::string> alone =
+      process_args(single, single, dir.Sub("single"));
+  testing::SetFlags(
+      alone, {"--exit-when-idle", testing::ScaledFlag(absl::Seconds(4))});
+  const std::string alone_log = dir.Sub("single.stderr");
+  EXPECT_EQ(testing::WaitChildWithin(
+                testing::SpawnChild(BUBBLEWATCH_BINARY, alone, alone_log),
+                absl::Seconds(180)),
+            0)
+      << testing::ReadFile(alone_log);
+  auto one = ServeProcess::Start(dir.Sub("single"));
+  ASSERT_NE(one, nullptr);
+  const std::map<std::string, std::string> got = Bodies(*one, Paths(jobs));
+  EXPECT_TRUE(got == want) << Differences(want, got);
+
+  std::cout << report.Summary() << "; " << storm.Assignments()
+            << " partition assignments, " << storm.Handovers()
+            << " with state from the changelog; windows per store: "
+            << absl::StrJoin(per_store, ", ") << "; " << moved << " of "
+            << kJobs << " jobs moved between instances\n";
+  EXPECT_GE(report.kills + report.stops, 2) << "not much of a storm";
+  EXPECT_GE(storm.Handovers(), 3u) << "partitions did not move with state";
+  EXPECT_GT(moved, 0) << "no job's windows are split across instances";
 }
 
 TEST(ServeBrokers, UsageErrors) {

@@ -74,6 +74,7 @@ int64_t JobWindower::Add(const DecodedBatch& batch, int64_t offset, bool replay,
     clock.max_start_ns = std::max(clock.max_start_ns, a.start_ns);
     note_edge(a.start_ns, a.end_ns, /*may_be_late=*/true);
     NoteOpen(a.start_ns, a.end_ns);
+    buffered_max_end_ns_ = std::max(buffered_max_end_ns_, a.end_ns);
     GpuActivity copy = a;
     copy.name = remap[a.name];
     trace_.gpu.push_back(copy);
@@ -85,6 +86,7 @@ int64_t JobWindower::Add(const DecodedBatch& batch, int64_t offset, bool replay,
     // A launch may precede the finalized edge yet explain a gap after it.
     note_edge(e.start_ns, e.end_ns, e.correlation == kNoCorrelation);
     NoteOpen(e.start_ns, e.end_ns);
+    buffered_max_end_ns_ = std::max(buffered_max_end_ns_, e.end_ns);
     CpuEvent copy = e;
     copy.name = remap[e.name];
     trace_.cpu.push_back(copy);
@@ -107,6 +109,7 @@ int64_t JobWindower::Add(const DecodedBatch& batch, int64_t offset, bool replay,
     copy.process_group = optional_name(c.process_group);
     copy.group_ranks = optional_name(c.group_ranks);
     copy.dtype = optional_name(c.dtype);
+    buffered_max_end_ns_ = std::max(buffered_max_end_ns_, c.end_ns);
     collectives_.push_back(copy);
     collective_offset_.push_back(offset);
     collective_source_.push_back(source);
@@ -167,13 +170,7 @@ int64_t JobWindower::OpenWindowsWith(const DecodedBatch& batch) const {
 }
 
 int64_t JobWindower::BufferedDataWindowEndNs() const {
-  int64_t last_end = INT64_MIN;
-  for (const GpuActivity& a : trace_.gpu)
-    last_end = std::max(last_end, a.end_ns);
-  for (const CpuEvent& e : trace_.cpu) last_end = std::max(last_end, e.end_ns);
-  for (const CollectiveKernel& c : collectives_) {
-    last_end = std::max(last_end, c.end_ns);
-  }
+  const int64_t last_end = buffered_max_end_ns_;
   if (last_end == INT64_MIN) return INT64_MIN;
   // A zero-length event at a window start still belongs to that window.
   return WindowStartOf(last_end, options_.window_ns) + options_.window_ns;
@@ -316,6 +313,7 @@ void JobWindower::Evict() {
   // The open range is recomputed over what ends after the new edge.
   open_min_start_ns_ = INT64_MAX;
   open_max_end_ns_ = INT64_MIN;
+  buffered_max_end_ns_ = INT64_MIN;
   const int64_t cutoff = finalized_through_ns_ - options_.lateness_ns;
   const int64_t launch_cutoff =
       finalized_through_ns_ - options_.max_launch_lead_ns;
@@ -347,6 +345,7 @@ void JobWindower::Evict() {
     }
     if (!keep) continue;
     NoteOpen(a.start_ns, a.end_ns);
+    buffered_max_end_ns_ = std::max(buffered_max_end_ns_, a.end_ns);
     trace_.gpu[out] = a;
     gpu_offset_[out] = gpu_offset_[i];
     gpu_source_[out] = gpu_source_[i];
@@ -370,6 +369,7 @@ void JobWindower::Evict() {
                                        e.start_ns >= launch_cutoff);
     if (!keep) continue;
     NoteOpen(e.start_ns, e.end_ns);
+    buffered_max_end_ns_ = std::max(buffered_max_end_ns_, e.end_ns);
     trace_.cpu[out] = e;
     cpu_offset_[out] = cpu_offset_[i];
     cpu_source_[out] = cpu_source_[i];
@@ -384,6 +384,8 @@ void JobWindower::Evict() {
   out = 0;
   for (size_t i = 0; i < collectives_.size(); ++i) {
     if (collectives_[i].end_ns < cutoff) continue;
+    buffered_max_end_ns_ =
+        std::max(buffered_max_end_ns_, collectives_[i].end_ns);
     collectives_[out] = collectives_[i];
     collective_offset_[out] = collective_offset_[i];
     collective_source_[out] = collective_source_[i];

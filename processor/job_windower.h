@@ -236,6 +236,12 @@ class JobWindower {
   void NoteOpen(int64_t start_ns, int64_t end_ns);
   int64_t open_min_start_ns_ = INT64_MAX;
   int64_t open_max_end_ns_ = INT64_MIN;
+  // The newest end over every buffered event and collective record, kept
+  // as they come (Add) and recomputed when the buffer shrinks (Evict): what
+  // BufferedDataWindowEndNs returns without a pass over the buffer, which
+  // it made once per batch (a job of 8 ranks buffers about a million
+  // events: three quarters of the processor's CPU, issue 20).
+  int64_t buffered_max_end_ns_ = INT64_MIN;
   // HostSkewNs when windows last closed by the watermark; windows closed for
   // idleness (when every host is silent) report it too.
   int64_t last_skew_ns_ = 0;

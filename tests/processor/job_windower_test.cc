@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <random>
 
+#include "absl/functional/function_ref.h"
 #include "analysis/bubble_analyzer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -641,12 +642,24 @@ std::vector<WindowSummary> Feed(JobWindower& w,
   return out;
 }
 
-// Runs `batches` uninterrupted, and restarted after every cut (restored from
-// the finalized edge, replaying from the resume offset, then going on), and
-// expects the same windows after the cut either way.
-void ExpectRestartsChangeNothing(
-    const std::vector<const DecodedBatch*>& batches,
-    const WindowerOptions& options) {
+// A restart of the windower after batch `cut`: a new windower restored from
+// the uninterrupted one's finalized edge, replaying from its resume offset,
+// then going on to the end and going quiet (the idle close too).
+struct Restart {
+  size_t cut = 0;
+  size_t buffered_uninterrupted = 0;  // Events held at the cut.
+  size_t buffered_restored = 0;       // The same, after the replay.
+  std::vector<WindowSummary> got;     // Windows after the cut, restored.
+  std::vector<WindowSummary> want;    // The same, uninterrupted.
+};
+
+// Runs `batches` uninterrupted, and restarted after every `stride`-th cut
+// that has a resume offset, and hands each restart to `check`, which
+// returns false to stop. A replay must finalize nothing. Returns the
+// number of restarts checked.
+int ForEachRestart(const std::vector<const DecodedBatch*>& batches,
+                   const WindowerOptions& options, size_t stride,
+                   absl::FunctionRef<bool(const Restart&)> check) {
   JobWindower live("job", options);
   std::vector<std::vector<WindowSummary>> live_after(batches.size());
   for (size_t i = 0; i < batches.size(); ++i) {
@@ -654,30 +667,45 @@ void ExpectRestartsChangeNothing(
   }
   const std::vector<WindowSummary> live_idle = live.FinalizeAll();
   JobWindower before("job", options);
+  int restarts = 0;
   for (size_t cut = 0; cut + 1 < batches.size(); ++cut) {
     Feed(before, batches, cut, cut + 1, false);
-    if (!before.ResumeOffset()) continue;
+    if (cut % stride != 0 || !before.ResumeOffset()) continue;
+    ++restarts;
     JobWindower restored("job", options);
     restored.RestoreFinalizedThrough(before.finalized_through_ns());
     EXPECT_TRUE(Feed(restored, batches,
                      static_cast<size_t>(*before.ResumeOffset()), cut + 1,
                      /*replay=*/true)
                     .empty());
-    std::vector<WindowSummary> got =
-        Feed(restored, batches, cut + 1, batches.size(), false);
-    std::vector<WindowSummary> want;
+    Restart r{.cut = cut,
+              .buffered_uninterrupted = before.buffered_events(),
+              .buffered_restored = restored.buffered_events()};
+    r.got = Feed(restored, batches, cut + 1, batches.size(), false);
     for (size_t i = cut + 1; i < batches.size(); ++i) {
-      for (const WindowSummary& w : live_after[i]) want.push_back(w);
+      for (const WindowSummary& w : live_after[i]) r.want.push_back(w);
     }
-    // Then the job goes quiet: the idle close too.
-    for (const WindowSummary& w : restored.FinalizeAll()) got.push_back(w);
-    want.insert(want.end(), live_idle.begin(), live_idle.end());
-    ASSERT_EQ(got.size(), want.size()) << "cut " << cut;
-    for (size_t i = 0; i < got.size(); ++i) {
-      SCOPED_TRACE("cut " + std::to_string(cut));
-      ExpectSameWindow(got[i].window, want[i].window);
-    }
+    for (const WindowSummary& w : restored.FinalizeAll()) r.got.push_back(w);
+    r.want.insert(r.want.end(), live_idle.begin(), live_idle.end());
+    if (!check(r)) break;
   }
+  return restarts;
+}
+
+// Restarted after every cut, the windows after the cut have the same
+// analysis as the uninterrupted run's.
+void ExpectRestartsChangeNothing(
+    const std::vector<const DecodedBatch*>& batches,
+    const WindowerOptions& options) {
+  ForEachRestart(batches, options, 1, [](const Restart& r) {
+    EXPECT_EQ(r.got.size(), r.want.size()) << "cut " << r.cut;
+    if (r.got.size() != r.want.size()) return false;
+    for (size_t i = 0; i < r.got.size(); ++i) {
+      SCOPED_TRACE("cut " + std::to_string(r.cut));
+      ExpectSameWindow(r.got[i].window, r.want[i].window);
+    }
+    return true;
+  });
 }
 
 // Regression (issue 17): kernels [1, 9.95], [10.05, 15], [15, 16] s, then
@@ -755,47 +783,25 @@ TEST(JobWindower, RestartsOnRandomStreamsGiveTheUninterruptedWindows) {
 void ExpectRestartsChangeNoByte(const std::vector<const DecodedBatch*>& batches,
                                 const WindowerOptions& options, size_t stride,
                                 const std::string& what) {
-  JobWindower live("job", options);
-  std::vector<std::vector<WindowSummary>> live_after(batches.size());
-  for (size_t i = 0; i < batches.size(); ++i) {
-    live_after[i] = Feed(live, batches, i, i + 1, false);
-  }
-  const std::vector<WindowSummary> live_idle = live.FinalizeAll();
-  JobWindower before("job", options);
-  int restarts = 0;
-  for (size_t cut = 0; cut + 1 < batches.size(); ++cut) {
-    Feed(before, batches, cut, cut + 1, false);
-    if (cut % stride != 0 || !before.ResumeOffset()) continue;
-    ++restarts;
-    JobWindower restored("job", options);
-    restored.RestoreFinalizedThrough(before.finalized_through_ns());
-    EXPECT_TRUE(Feed(restored, batches,
-                     static_cast<size_t>(*before.ResumeOffset()), cut + 1,
-                     /*replay=*/true)
-                    .empty());
-    EXPECT_EQ(restored.buffered_events(), before.buffered_events())
-        << what << " cut " << cut;
-    std::vector<WindowSummary> got =
-        Feed(restored, batches, cut + 1, batches.size(), false);
-    std::vector<WindowSummary> want;
-    for (size_t i = cut + 1; i < batches.size(); ++i) {
-      for (const WindowSummary& w : live_after[i]) want.push_back(w);
-    }
-    for (const WindowSummary& w : restored.FinalizeAll()) got.push_back(w);
-    want.insert(want.end(), live_idle.begin(), live_idle.end());
-    ASSERT_EQ(got.size(), want.size()) << what << " cut " << cut;
-    for (size_t i = 0; i < got.size(); ++i) {
-      if (EncodeWindowSummary(got[i]) == EncodeWindowSummary(want[i])) {
-        continue;
-      }
-      SCOPED_TRACE(what + " cut " + std::to_string(cut));
-      ExpectSameWindow(got[i].window, want[i].window);
-      EXPECT_EQ(got[i].gpu_events, want[i].gpu_events);
-      EXPECT_EQ(got[i].cpu_events, want[i].cpu_events);
-      ADD_FAILURE() << "window " << want[i].window.start_ns << " differs";
-      return;  // One window is enough to show it.
-    }
-  }
+  const int restarts =
+      ForEachRestart(batches, options, stride, [&](const Restart& r) {
+        EXPECT_EQ(r.buffered_restored, r.buffered_uninterrupted)
+            << what << " cut " << r.cut;
+        EXPECT_EQ(r.got.size(), r.want.size()) << what << " cut " << r.cut;
+        if (r.got.size() != r.want.size()) return false;
+        for (size_t i = 0; i < r.got.size(); ++i) {
+          if (EncodeWindowSummary(r.got[i]) == EncodeWindowSummary(r.want[i])) {
+            continue;
+          }
+          SCOPED_TRACE(what + " cut " + std::to_string(r.cut));
+          ExpectSameWindow(r.got[i].window, r.want[i].window);
+          EXPECT_EQ(r.got[i].gpu_events, r.want[i].gpu_events);
+          EXPECT_EQ(r.got[i].cpu_events, r.want[i].cpu_events);
+          ADD_FAILURE() << "window " << r.want[i].window.start_ns << " differs";
+          return false;  // One window is enough to show it.
+        }
+        return true;
+      });
   EXPECT_GT(restarts, 0) << what;
 }
 

@@ -19,6 +19,7 @@
 #include "cli/command_line.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "processor/fleet_topics.h"
 #include "serve/http_server.h"
 #include "serve/window_materializer.h"
 #include "storage/window_store.h"
@@ -44,10 +45,13 @@ int RunServeCommand(int argc, char** argv) {
   std::string log_level = "info";
   HttpServerOptions options;
   WindowMaterializerOptions fleet;
+  // As `process`: the processors' state topic is followed by default.
+  const std::string default_state_topic = FleetTopicOptions().state_topic;
+  fleet.state_topic = default_state_topic;
   CommandLine cl(
       "bubblewatch serve --store DIR [--listen HOST:PORT] [--token-file F]\n"
-      "       bubblewatch serve --brokers B [--windows-topic T] [--store DIR] "
-      "[...]",
+      "       bubblewatch serve --brokers B [--windows-topic T] "
+      "[--state-topic T] [--store DIR] [...]",
       "Serves a window store over HTTP: the JSON API of `bubblewatch "
       "query` (/api/v1/jobs,\n/api/v1/jobs/JOB/windows, /api/v1/fleet), "
       "Prometheus metrics (/metrics), /healthz and\na dashboard (/).\n\n"
@@ -57,8 +61,9 @@ int RunServeCommand(int argc, char** argv) {
       "topic every processor publishes to is\nmaterialized into a store of "
       "serve's own (--store, default\n/var/tmp/bubblewatch-serve-TOPIC, "
       "under $TMPDIR when set), resumed from its stored offsets\nafter a "
-      "restart; /healthz and /metrics report the lag. Stops on "
-      "SIGINT/SIGTERM.\n\nExit codes: 0 stopped by a signal, 1 store, "
+      "restart; /healthz and /metrics report the lag. The processors' state "
+      "topic gives\nthe jobs' states and the alerts their rules have firing. "
+      "Stops on SIGINT/SIGTERM.\n\nExit codes: 0 stopped by a signal, 1 store, "
       "listen or Kafka failure, 2 usage error.");
   cl.AddString("store", &store_path, "DIR",
                "the RocksDB window store (with --brokers: serve's own)");
@@ -67,6 +72,9 @@ int RunServeCommand(int argc, char** argv) {
                "query tier)");
   cl.AddString("windows-topic", &fleet.windows_topic, "TOPIC",
                "--brokers: the topic processors publish windows to");
+  cl.AddString("state-topic", &fleet.state_topic, "TOPIC",
+               "--brokers: the processors' state topic, for job states and "
+               "alerts (\"\" = windows only)");
   cl.AddDuration("retention", &fleet.retention, "DURATION",
                  "--brokers: keep windows this long (event time, per job), "
                  "as process --retention");
@@ -101,10 +109,12 @@ int RunServeCommand(int argc, char** argv) {
     }
     const WindowMaterializerOptions defaults;
     if (fleet.windows_topic != defaults.windows_topic ||
+        fleet.state_topic != default_state_topic ||
         fleet.retention != defaults.retention ||
         !fleet.kafka_properties.empty()) {
       usage_errors.push_back(
-          "--windows-topic, --retention and -X need --brokers");
+          "--windows-topic, --state-topic, --retention and -X need "
+          "--brokers");
     }
   } else {
     if (fleet.brokers == "embedded") {

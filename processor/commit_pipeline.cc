@@ -61,6 +61,7 @@ absl::Status CommitPipeline::RestorePartition(rd_kafka_topic_partition_t& tp,
     state.jobs = std::move(remote->jobs);
     state.ledger = std::move(remote->ledger);
     state.job_alerts = std::move(remote->job_alerts);
+    state.activity = std::move(remote->activity);
     source = "changelog";
     absl::MutexLock lock(&stats_->mu);
     ++stats_->stats.state_restores;
@@ -75,6 +76,7 @@ absl::Status CommitPipeline::RestorePartition(rd_kafka_topic_partition_t& tp,
       state.jobs = std::move(stored.jobs);
       state.ledger = std::move(stored.ledger);
       state.job_alerts = std::move(stored.job_alerts);
+      state.activity = std::move(stored.activity);
     }
     source = "local store";
   }
@@ -254,6 +256,11 @@ absl::Status CommitPipeline::Commit(absl::Time now) {
       if (auto part = jobs_->partitions().find(job.partition);
           part != jobs_->partitions().end()) {
         part->second.jobs[name] = state;
+        // As the store keeps it: both only move forward.
+        JobActivity& seen = part->second.activity[name];
+        seen.last_event_ns = std::max(seen.last_event_ns, job.last_event_ns);
+        seen.last_seen_wall_ns =
+            std::max(seen.last_seen_wall_ns, absl::ToUnixNanos(now));
         part->second.changed = true;
       }
       batch.jobs.push_back(JobUpdate{.job = name,
@@ -325,7 +332,8 @@ absl::Status CommitPipeline::Commit(absl::Time now) {
                           .committed_position = progress.committed_position,
                           .jobs = part.jobs,
                           .ledger = part.ledger,
-                          .job_alerts = part.job_alerts});
+                          .job_alerts = part.job_alerts,
+                          .activity = part.activity});
   }
   // 4: one store batch (fsynced unless --store-no-sync).
   absl::Status written = store_->Commit(batch);
@@ -352,7 +360,8 @@ absl::Status CommitPipeline::Commit(absl::Time now) {
                             .committed_position = progress.committed_position,
                             .jobs = part.jobs,
                             .ledger = part.ledger,
-                            .job_alerts = part.job_alerts});
+                            .job_alerts = part.job_alerts,
+                            .activity = part.activity});
       if (!s.ok()) {
         --shared_->undelivered;
         return s;

@@ -32,6 +32,13 @@ bool JobState::AllProducersEnded() const {
   return true;
 }
 
+bool JobState::MarkExpired() {
+  if (lifecycle.ended && lifecycle.expired) return false;
+  lifecycle.ended = true;
+  lifecycle.expired = true;
+  return true;
+}
+
 int JobState::ForgetProducersBefore(int64_t cutoff_ns) {
   int forgotten = 0;
   for (auto it = producer_newest_ns.begin(); it != producer_newest_ns.end();) {

@@ -53,6 +53,11 @@ struct JobState {
   // returns how many.
   int ForgetProducersBefore(int64_t cutoff_ns);
 
+  // Marks the job ended by --job-expiry (docs/semantics.md#job-lifecycle):
+  // what is stored of a job the processor forgot. Returns false when it was
+  // marked so already (nothing changed).
+  bool MarkExpired();
+
   // A StateRecord holding a JobStateRecord (schemas/state.fbs,
   // docs/state.md); equal states serialize to equal bytes.
   std::string Serialize() const;

@@ -84,14 +84,13 @@ void PartitionJobs::ForgetExpired(PartitionState& part, int64_t resume_offset) {
         it->first, absl::FormatDuration(options_.job_expiry));
     // It ended (docs/semantics.md#job-lifecycle): what the store keeps of
     // it says so.
-    if (!state->lifecycle.ended || !state->lifecycle.expired) {
-      state->lifecycle.ended = true;
-      state->lifecycle.expired = true;
+    if (state->MarkExpired()) {
       expired_updates_.push_back(JobUpdate{.job = it->first,
                                            .state = state->Serialize(),
                                            .lifecycle = state->lifecycle});
     }
     if (live != jobs_.end()) jobs_.erase(live);
+    part.activity.erase(it->first);
     it = part.jobs.erase(it);
     ++forgotten;
   }

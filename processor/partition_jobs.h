@@ -53,6 +53,11 @@ struct PartitionState {
   // per-job records, StoreBatch::alert_states with a job): it moves with
   // the partition's snapshot to the next owner.
   JobStates job_alerts;
+  // What the store keeps of its jobs beside their state (last event time,
+  // last commit's wall time), as of the last commit: the snapshots carry it
+  // for `serve --brokers`. Jobs committed since the snapshot this was
+  // restored from (or all, with none) have it.
+  std::map<std::string, JobActivity> activity;
   // Offsets rejected by a limit at or after the resume offset, and the
   // partition's event-time clock (partition_limits.h).
   LimitLedger ledger;

@@ -46,6 +46,12 @@ absl::StatusOr<PartitionSnapshot> FromRecord(
                                       "job state of a partition snapshot")
                           .status());
       s.jobs.emplace_hint(s.jobs.end(), job, state);
+      if (entry->last_event_ns() != 0 || entry->last_seen_wall_ns() != 0) {
+        s.activity.emplace_hint(
+            s.activity.end(), job,
+            JobActivity{.last_event_ns = entry->last_event_ns(),
+                        .last_seen_wall_ns = entry->last_seen_wall_ns()});
+      }
     }
   }
   if (r.job_alerts() != nullptr) {
@@ -83,7 +89,9 @@ std::string EncodePartitionSnapshot(const PartitionSnapshot& snapshot) {
   // position; a snapshot the other way round would skip messages.
   BW_CHECK(snapshot.resume_offset <= snapshot.committed_position);
   flatbuffers::FlatBufferBuilder b(256);
-  auto entries_of = [&b](const JobStates& states) {
+  // `activity` is null for the alert entries (it is the jobs' only).
+  auto entries_of = [&b](const JobStates& states,
+                         const std::map<std::string, JobActivity>* activity) {
     std::vector<flatbuffers::Offset<fb::JobStateEntry>> entries;
     entries.reserve(states.size());
     for (const auto& [job, state] : states) {
@@ -92,7 +100,16 @@ std::string EncodePartitionSnapshot(const PartitionSnapshot& snapshot) {
       b.ForceVectorAlignment(state.size(), sizeof(uint8_t), 8);
       auto bytes = b.CreateVector(
           reinterpret_cast<const uint8_t*>(state.data()), state.size());
-      entries.push_back(fb::CreateJobStateEntry(b, name, bytes));
+      JobActivity seen;
+      if (activity != nullptr) {
+        if (auto it = activity->find(job); it != activity->end()) {
+          seen = it->second;
+        }
+      }
+      // Zero fields are not written: without activity an entry keeps the
+      // bytes it had before the fields existed.
+      entries.push_back(fb::CreateJobStateEntry(
+          b, name, bytes, seen.last_event_ns, seen.last_seen_wall_ns));
     }
     return b.CreateVector(entries);
   };
@@ -100,14 +117,14 @@ std::string EncodePartitionSnapshot(const PartitionSnapshot& snapshot) {
   for (const auto& [job, state] : snapshot.jobs) {
     BW_DCHECK(IsStateRecord(state));
   }
-  auto jobs = entries_of(snapshot.jobs);
+  auto jobs = entries_of(snapshot.jobs, &snapshot.activity);
   // Absent when empty: the bytes of a snapshot without alerts stay as they
   // were before the field existed.
   flatbuffers::Offset<
       flatbuffers::Vector<flatbuffers::Offset<fb::JobStateEntry>>>
       job_alerts = 0;
   if (!snapshot.job_alerts.empty())
-    job_alerts = entries_of(snapshot.job_alerts);
+    job_alerts = entries_of(snapshot.job_alerts, nullptr);
   flatbuffers::Offset<fb::LimitLedgerRecord> ledger = 0;
   if (!snapshot.ledger.empty()) {
     ledger = fb::CreateLimitLedgerRecord(

@@ -51,6 +51,19 @@ namespace bubblewatch {
 // No job is named "" (ValidateBatch rejects such a batch as "empty_job").
 using JobStates = std::map<std::string, std::string>;
 
+// What the owner's store keeps of a job beside its state (storage/
+// window_store.h JobUpdate): its newest event time and the wall time of the
+// owner's last commit of it. Both only move forward.
+struct JobActivity {
+  int64_t last_event_ns = 0;
+  int64_t last_seen_wall_ns = 0;  // Unix ns.
+
+  bool operator==(const JobActivity& o) const {
+    return last_event_ns == o.last_event_ns &&
+           last_seen_wall_ns == o.last_seen_wall_ns;
+  }
+};
+
 struct PartitionSnapshot {
   std::string topic;  // The input topic.
   int32_t partition = 0;
@@ -64,6 +77,12 @@ struct PartitionSnapshot {
   // (docs/alerts.md#fleet-wide-alerts). Opaque here, but a StateRecord
   // (the schema nests it).
   JobStates job_alerts;
+  // job -> its activity, for jobs of `jobs` whose activity the owner knows
+  // (a snapshot restored from a store written before the field existed
+  // lacks it until the job is committed again). For readers of the
+  // changelog that show jobs (`serve --brokers`); a restore carries it on
+  // into the next snapshots.
+  std::map<std::string, JobActivity> activity;
 };
 
 // A StateRecord holding a PartitionSnapshotRecord (schemas/state.fbs,

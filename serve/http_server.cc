@@ -232,6 +232,16 @@ class HttpServer::Impl {
     } else {
       w.Null();
     }
+    if (!m.state_topic.empty()) {
+      w.Key("state_topic").String(m.state_topic);
+      w.Key("state_partitions").Int(m.state_partitions);
+      w.Key("state_lag_messages");
+      if (m.state_lag_messages) {
+        w.Int(*m.state_lag_messages);
+      } else {
+        w.Null();
+      }
+    }
     w.EndObject();
     return std::move(w).Take();
   }

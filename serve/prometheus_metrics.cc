@@ -193,17 +193,28 @@ void WriteProcessor(Page& page, const ProcessorStats& p) {
 
 void WriteMaterializer(Page& page, const MaterializerStatus& m) {
   const std::string topic = Label("topic", m.topic);
+  const std::string state_topic =
+      m.state_topic.empty() ? "" : Label("topic", m.state_topic);
   page.Family("bubblewatch_serve_lag_messages", "gauge",
-              "Offsets of the windows topic not yet in serve's store, summed "
+              "Offsets of a followed topic (the windows topic, the "
+              "processors' state topic) not yet in serve's store, summed "
               "over its partitions (absent until every partition's high "
               "watermark is known).");
   if (m.lag_messages) {
     page.Sample("bubblewatch_serve_lag_messages", topic, *m.lag_messages);
   }
+  if (!state_topic.empty() && m.state_lag_messages) {
+    page.Sample("bubblewatch_serve_lag_messages", state_topic,
+                *m.state_lag_messages);
+  }
   page.Family("bubblewatch_serve_partitions", "gauge",
-              "Partitions of the windows topic serve follows.");
+              "Partitions of a followed topic.");
   page.Sample("bubblewatch_serve_partitions", topic,
               static_cast<int64_t>(m.partitions));
+  if (!state_topic.empty()) {
+    page.Sample("bubblewatch_serve_partitions", state_topic,
+                static_cast<int64_t>(m.state_partitions));
+  }
   page.Family("bubblewatch_serve_windows_applied_total", "counter",
               "Window versions written to serve's store.");
   page.Sample("bubblewatch_serve_windows_applied_total", topic,
@@ -213,9 +224,23 @@ void WriteMaterializer(Page& page, const MaterializerStatus& m) {
   page.Sample("bubblewatch_serve_windows_deleted_total", topic,
               m.windows_deleted);
   page.Family("bubblewatch_serve_invalid_messages_total", "counter",
-              "Messages of the windows topic skipped: not a window.");
+              "Messages of a followed topic skipped: not a window (windows "
+              "topic), not a partition snapshot (state topic).");
   page.Sample("bubblewatch_serve_invalid_messages_total", topic,
               m.invalid_messages);
+  if (state_topic.empty()) return;
+  page.Sample("bubblewatch_serve_invalid_messages_total", state_topic,
+              m.state_invalid_messages);
+  page.Family("bubblewatch_serve_snapshots_applied_total", "counter",
+              "Partition snapshots of the state topic applied to serve's "
+              "store (job states, alert states).");
+  page.Sample("bubblewatch_serve_snapshots_applied_total", state_topic,
+              m.snapshots_applied);
+  page.Family("bubblewatch_serve_snapshots_superseded_total", "counter",
+              "Partition snapshots ignored: one with a higher committed "
+              "position was applied before (a former owner's late write).");
+  page.Sample("bubblewatch_serve_snapshots_superseded_total", state_topic,
+              m.snapshots_superseded);
 }
 
 // Utilization and bubble ratio by cause of `p` in two families

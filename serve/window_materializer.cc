@@ -10,15 +10,19 @@
 #include <utility>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "alerts/alert_evaluator.h"
 #include "base/status_macros.h"
 #include "kafka/kafka_admin.h"
 #include "kafka/kafka_config.h"
 #include "kafka/kafka_handles.h"
 #include "kafka/kafka_status.h"
 #include "processor/fleet_topics.h"
+#include "processor/job_state.h"
+#include "processor/state_changelog.h"
 #include "schemas/window_summary_codec.h"
 #include "spdlog/spdlog.h"
 #include "storage/window_key.h"
@@ -45,6 +49,9 @@ absl::Status WindowMaterializerOptions::Validate() const {
   std::vector<std::string> problems;
   if (brokers.empty()) problems.push_back("brokers must not be empty");
   if (windows_topic.empty()) problems.push_back("windows_topic is empty");
+  if (!state_topic.empty() && state_topic == windows_topic) {
+    problems.push_back("state_topic and windows_topic are the same topic");
+  }
   auto positive = [&](absl::string_view name, absl::Duration d) {
     if (d <= absl::ZeroDuration()) {
       problems.push_back(
@@ -64,12 +71,61 @@ absl::Status WindowMaterializerOptions::Validate() const {
   return absl::InvalidArgumentError(absl::StrJoin(problems, "; "));
 }
 
+namespace {
+
+// The state topic's progress record in serve's store keeps, beside the next
+// offset, the snapshots applied last from that partition (usually one key,
+// "topic/P"): each as a 4-byte little-endian length, then its
+// EncodePartitionSnapshot bytes.
+std::string EncodeAppliedSnapshots(
+    const std::map<std::string, PartitionSnapshot>& applied) {
+  std::string out;
+  for (const auto& [key, snapshot] : applied) {
+    const std::string bytes = EncodePartitionSnapshot(snapshot);
+    const uint32_t n = static_cast<uint32_t>(bytes.size());
+    for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>(n >> (8 * i)));
+    out += bytes;
+  }
+  return out;
+}
+
+absl::StatusOr<std::map<std::string, PartitionSnapshot>> DecodeAppliedSnapshots(
+    absl::string_view bytes) {
+  std::map<std::string, PartitionSnapshot> out;
+  while (!bytes.empty()) {
+    if (bytes.size() < 4) {
+      return absl::DataLossError("truncated list of applied snapshots");
+    }
+    uint32_t n = 0;
+    for (int i = 0; i < 4; ++i) {
+      n |= static_cast<uint32_t>(static_cast<uint8_t>(bytes[i])) << (8 * i);
+    }
+    bytes.remove_prefix(4);
+    if (bytes.size() < n) {
+      return absl::DataLossError("truncated list of applied snapshots");
+    }
+    ASSIGN_OR_RETURN(PartitionSnapshot s,
+                     DecodePartitionSnapshot(bytes.substr(0, n)));
+    bytes.remove_prefix(n);
+    std::string key = absl::StrCat(s.topic, "/", s.partition);
+    out.insert_or_assign(std::move(key), std::move(s));
+  }
+  return out;
+}
+
+}  // namespace
+
 class WindowMaterializer::Impl {
  public:
   Impl(const WindowMaterializerOptions& options, WindowStore* store,
        RdKafkaPtr consumer)
       : options_(options), store_(store), consumer_(std::move(consumer)) {
+    topics_.push_back(Followed{.name = options_.windows_topic});
+    if (!options_.state_topic.empty()) {
+      topics_.push_back(Followed{.name = options_.state_topic, .state = true});
+    }
     status_.topic = options_.windows_topic;
+    status_.state_topic = options_.state_topic;
   }
 
   absl::Status Run() {
@@ -79,8 +135,10 @@ class WindowMaterializer::Impl {
       const absl::Time now = absl::Now();
       if (now >= next_metadata) {
         RETURN_IF_ERROR(RefreshPartitions());
-        next_metadata = now + (partitions_ == 0 ? options_.missing_topic_retry
-                                                : options_.metadata_interval);
+        const bool all_found = absl::c_all_of(
+            topics_, [](const Followed& t) { return t.partitions > 0; });
+        next_metadata = now + (all_found ? options_.metadata_interval
+                                         : options_.missing_topic_retry);
       }
       if (now >= next_retention) {
         absl::StatusOr<RetentionStats> trimmed =
@@ -92,7 +150,8 @@ class WindowMaterializer::Impl {
         }
         next_retention = now + options_.retention_interval;
       }
-      if (partitions_ == 0) {
+      if (absl::c_none_of(topics_,
+                          [](const Followed& t) { return t.partitions > 0; })) {
         absl::SleepFor(absl::Milliseconds(kPollMs));
         continue;
       }
@@ -112,55 +171,86 @@ class WindowMaterializer::Impl {
   }
 
  private:
-  // Reads the partition count; assigns every partition (again) when it
-  // grew, each from the next offset the store holds (the beginning when it
-  // holds none).
+  // One topic followed: the windows topic, or the processors' state topic.
+  struct Followed {
+    std::string name;
+    bool state = false;
+    int32_t partitions = 0;  // 0 until its metadata was read.
+    // Partition -> next offset the store holds progress for; -1: none yet.
+    absl::flat_hash_map<int32_t, int64_t> next_offset;
+    bool missing_logged = false;
+  };
+
+  // Reads each topic's partition count; when one grew, assigns every
+  // partition of every topic (again: an assignment replaces the last), each
+  // from the next offset the store holds (the beginning when it holds none).
   absl::Status RefreshPartitions() {
-    absl::StatusOr<int> count = TopicPartitionCount(
-        consumer_.get(), options_.windows_topic, kMetadataTimeout);
-    if (absl::IsNotFound(count.status())) {
-      if (!missing_logged_) {
-        spdlog::warn(
-            "windows topic {} does not exist (yet); waiting for it (a "
-            "processor creates it on its first assignment, `bubblewatch "
-            "topics create` beforehand)",
-            options_.windows_topic);
-        missing_logged_ = true;
+    bool grew = false;
+    for (Followed& t : topics_) {
+      absl::StatusOr<int> count =
+          TopicPartitionCount(consumer_.get(), t.name, kMetadataTimeout);
+      if (absl::IsNotFound(count.status())) {
+        if (!t.missing_logged) {
+          spdlog::warn(
+              "{} topic {} does not exist (yet); waiting for it (a processor "
+              "creates it on its first assignment, `bubblewatch topics "
+              "create` beforehand)",
+              t.state ? "state" : "windows", t.name);
+          t.missing_logged = true;
+        }
+        continue;
       }
-      return absl::OkStatus();
-    }
-    if (!count.ok()) {
-      spdlog::warn("reading the metadata of {}: {}", options_.windows_topic,
-                   count.status().ToString());
-      return absl::OkStatus();
-    }
-    if (*count <= partitions_) return absl::OkStatus();
-    RdKafkaPartitionListPtr list(rd_kafka_topic_partition_list_new(*count));
-    std::vector<std::string> resumed;
-    for (int32_t p = 0; p < *count; ++p) {
-      if (!next_offset_.contains(p)) {
+      if (!count.ok()) {
+        spdlog::warn("reading the metadata of {}: {}", t.name,
+                     count.status().ToString());
+        continue;
+      }
+      if (*count <= t.partitions) continue;
+      for (int32_t p = 0; p < *count; ++p) {
+        if (t.next_offset.contains(p)) continue;
         ASSIGN_OR_RETURN(std::optional<PartitionProgress> stored,
-                         store_->Progress(options_.windows_topic, p));
-        next_offset_[p] = stored ? stored->committed_position : -1;
+                         store_->Progress(t.name, p));
+        t.next_offset[p] = stored ? stored->committed_position : -1;
+        if (t.state && stored && !stored->state.empty()) {
+          absl::StatusOr<std::map<std::string, PartitionSnapshot>> applied =
+              DecodeAppliedSnapshots(stored->state);
+          if (!applied.ok()) {
+            return absl::DataLossError(
+                absl::StrCat("serve's store: the snapshots applied from ",
+                             t.name, "/", p, ": ", applied.status().message()));
+          }
+          applied_[p] = *std::move(applied);
+        }
       }
-      const int64_t next = next_offset_[p];
-      rd_kafka_topic_partition_list_add(list.get(),
-                                        options_.windows_topic.c_str(), p)
-          ->offset = next >= 0 ? next : RD_KAFKA_OFFSET_BEGINNING;
-      if (next >= 0) resumed.push_back(absl::StrCat(p, "@", next));
+      t.partitions = *count;
+      grew = true;
+    }
+    if (!grew) return absl::OkStatus();
+    RdKafkaPartitionListPtr list(rd_kafka_topic_partition_list_new(1));
+    for (const Followed& t : topics_) {
+      std::vector<std::string> resumed;
+      for (int32_t p = 0; p < t.partitions; ++p) {
+        const int64_t next = t.next_offset.at(p);
+        rd_kafka_topic_partition_list_add(list.get(), t.name.c_str(), p)
+            ->offset = next >= 0 ? next : RD_KAFKA_OFFSET_BEGINNING;
+        if (next >= 0) resumed.push_back(absl::StrCat(p, "@", next));
+      }
+      if (t.partitions == 0) continue;
+      spdlog::info("following {}: {} partitions, resuming {} from the store{}",
+                   t.name, t.partitions,
+                   resumed.empty() ? "none" : absl::StrJoin(resumed, " "),
+                   resumed.size() < static_cast<size_t>(t.partitions)
+                       ? ", the others from the beginning"
+                       : "");
     }
     RETURN_IF_ERROR(KafkaErrorToStatus(
         rd_kafka_assign(consumer_.get(), list.get()),
-        absl::StrCat("assigning the partitions of ", options_.windows_topic)));
-    spdlog::info("following {}: {} partitions, resuming {} from the store{}",
-                 options_.windows_topic, *count,
-                 resumed.empty() ? "none" : absl::StrJoin(resumed, " "),
-                 resumed.size() < static_cast<size_t>(*count)
-                     ? ", the others from the beginning"
-                     : "");
-    partitions_ = *count;
+        absl::StrCat("assigning the partitions of ", options_.windows_topic,
+                     options_.state_topic.empty() ? "" : " and ",
+                     options_.state_topic)));
     absl::MutexLock lock(&mu_);
-    status_.partitions = partitions_;
+    status_.partitions = topics_[0].partitions;
+    if (topics_.size() > 1) status_.state_partitions = topics_[1].partitions;
     return absl::OkStatus();
   }
 
@@ -194,62 +284,41 @@ class WindowMaterializer::Impl {
     return absl::OkStatus();
   }
 
-  // One store commit: the newest version of each window of the batch (or
-  // its deletion), the job records, the next offset of each partition.
-  absl::Status Apply(const std::vector<RdKafkaMessagePtr>& batch) {
+  // What one batch changes, before it is written.
+  struct Pending {
     // (job, start) -> the last version in the batch; nullopt: deleted.
     std::map<std::pair<std::string, int64_t>, std::optional<WindowSummary>>
-        latest;
+        windows;
     absl::flat_hash_map<std::string, JobUpdate> jobs;
-    std::map<int32_t, int64_t> next;
+    // Alert-state key -> its update (the last one of the batch wins).
+    std::map<std::string, AlertStateUpdate> alerts;
+    // (topic index, partition) -> next offset.
+    std::map<std::pair<size_t, int32_t>, int64_t> next;
     int64_t invalid = 0;
+    int64_t state_invalid = 0;
+    int64_t snapshots = 0;
+    int64_t superseded = 0;
+  };
+
+  // One store commit: the newest version of each window of the batch (or
+  // its deletion), what the snapshots say of jobs and alerts, the next
+  // offset of each partition.
+  absl::Status Apply(const std::vector<RdKafkaMessagePtr>& batch) {
+    Pending pending;
     std::vector<uint64_t> scratch;
     for (const RdKafkaMessagePtr& m : batch) {
-      int64_t& n = next[m->partition];
+      const size_t topic = TopicIndex(m.get());
+      int64_t& n = pending.next[{topic, m->partition}];
       n = std::max(n, m->offset + 1);
-      const absl::string_view key = Bytes(m->key, m->key_len);
-      const auto skip = [&](absl::string_view why) {
-        ++invalid;
-        Warn(absl::StrCat("skipping ", options_.windows_topic, "/",
-                          m->partition, "@", m->offset, ": ", why));
-      };
-      if (m->payload == nullptr) {  // A tombstone.
-        std::string job;
-        int64_t start = 0;
-        if (!ParseWindowTopicKey(key, &job, &start) ||
-            !ValidateJobName(job).ok()) {
-          skip("a tombstone whose key is not JOB@WINDOW_START_NS");
-          continue;
-        }
-        latest[{std::move(job), start}] = std::nullopt;
-        continue;
+      if (topics_[topic].state) {
+        AddSnapshot(*m, pending);
+      } else {
+        AddWindow(*m, pending, scratch);
       }
-      absl::StatusOr<WindowSummary> w = DecodeWindowSummary(
-          Bytes(m->payload, m->len), WindowDetail::kFull, &scratch);
-      if (!w.ok()) {
-        skip(w.status().message());
-        continue;
-      }
-      if (!ValidateJobName(w->job).ok() ||
-          w->window.end_ns < w->window.start_ns ||
-          key != WindowTopicKey(w->job, w->window.start_ns)) {
-        skip("the key does not name the window in the value");
-        continue;
-      }
-      rd_kafka_timestamp_type_t type;
-      const int64_t ms = rd_kafka_message_timestamp(m.get(), &type);
-      const absl::Time published =
-          ms >= 0 ? absl::FromUnixMillis(ms) : absl::Now();
-      auto [it, added] = jobs.try_emplace(w->job);
-      JobUpdate& u = it->second;
-      if (added) u.job = w->job;
-      u.last_event_ns = std::max(u.last_event_ns, w->window.end_ns);
-      u.last_seen_wall = std::max(u.last_seen_wall, published);
-      latest[{w->job, w->window.start_ns}] = *std::move(w);
     }
     StoreBatch out;
     int64_t deletes = 0;
-    for (auto& [key, window] : latest) {
+    for (auto& [key, window] : pending.windows) {
       if (window) {
         out.windows.push_back(*std::move(window));
       } else {
@@ -258,13 +327,22 @@ class WindowMaterializer::Impl {
         ++deletes;
       }
     }
-    for (auto& [job, update] : jobs) out.jobs.push_back(std::move(update));
-    for (const auto& [p, offset] : next) {
-      out.progress.push_back(PartitionProgress{.topic = options_.windows_topic,
-                                               .partition = p,
-                                               .resume_offset = offset,
-                                               .committed_position = offset,
-                                               .state = {}});
+    for (auto& [job, update] : pending.jobs) {
+      out.jobs.push_back(std::move(update));
+    }
+    for (auto& [key, update] : pending.alerts) {
+      out.alert_states.push_back(std::move(update));
+    }
+    for (const auto& [where, offset] : pending.next) {
+      const Followed& t = topics_[where.first];
+      PartitionProgress progress{.topic = t.name,
+                                 .partition = where.second,
+                                 .resume_offset = offset,
+                                 .committed_position = offset,
+                                 .state = {}};
+      if (t.state)
+        progress.state = EncodeAppliedSnapshots(applied_[where.second]);
+      out.progress.push_back(std::move(progress));
     }
     absl::Status written = store_->Commit(out);
     if (!written.ok()) {
@@ -273,41 +351,189 @@ class WindowMaterializer::Impl {
           absl::StrCat("cannot write windows to the store, stopping: ",
                        written.message()));
     }
-    for (const auto& [p, offset] : next) next_offset_[p] = offset;
+    for (const auto& [where, offset] : pending.next) {
+      topics_[where.first].next_offset[where.second] = offset;
+    }
     absl::MutexLock lock(&mu_);
     status_.windows_applied += static_cast<int64_t>(out.windows.size());
     status_.windows_deleted += deletes;
-    status_.invalid_messages += invalid;
+    status_.invalid_messages += pending.invalid;
+    status_.state_invalid_messages += pending.state_invalid;
+    status_.snapshots_applied += pending.snapshots;
+    status_.snapshots_superseded += pending.superseded;
     return absl::OkStatus();
+  }
+
+  size_t TopicIndex(const rd_kafka_message_t* m) const {
+    if (topics_.size() > 1 && rd_kafka_topic_name(m->rkt) == topics_[1].name) {
+      return 1;
+    }
+    return 0;
+  }
+
+  void Skip(const rd_kafka_message_t& m, absl::string_view why,
+            int64_t& counter) {
+    ++counter;
+    Warn(absl::StrCat("skipping ", rd_kafka_topic_name(m.rkt), "/", m.partition,
+                      "@", m.offset, ": ", why));
+  }
+
+  void AddWindow(const rd_kafka_message_t& m, Pending& pending,
+                 std::vector<uint64_t>& scratch) {
+    const absl::string_view key = Bytes(m.key, m.key_len);
+    if (m.payload == nullptr) {  // A tombstone.
+      std::string job;
+      int64_t start = 0;
+      if (!ParseWindowTopicKey(key, &job, &start) ||
+          !ValidateJobName(job).ok()) {
+        Skip(m, "a tombstone whose key is not JOB@WINDOW_START_NS",
+             pending.invalid);
+        return;
+      }
+      pending.windows[{std::move(job), start}] = std::nullopt;
+      return;
+    }
+    absl::StatusOr<WindowSummary> w = DecodeWindowSummary(
+        Bytes(m.payload, m.len), WindowDetail::kFull, &scratch);
+    if (!w.ok()) {
+      Skip(m, w.status().message(), pending.invalid);
+      return;
+    }
+    if (!ValidateJobName(w->job).ok() ||
+        w->window.end_ns < w->window.start_ns ||
+        key != WindowTopicKey(w->job, w->window.start_ns)) {
+      Skip(m, "the key does not name the window in the value", pending.invalid);
+      return;
+    }
+    // With the state topic a job's times are its owner's (the snapshots');
+    // without (or while it does not exist), the newest window's end and its
+    // publish time.
+    if (topics_.size() == 1 || topics_[1].partitions == 0) {
+      rd_kafka_timestamp_type_t type;
+      const int64_t ms = rd_kafka_message_timestamp(&m, &type);
+      const absl::Time published =
+          ms >= 0 ? absl::FromUnixMillis(ms) : absl::Now();
+      JobUpdate& u = JobOf(pending, w->job);
+      u.last_event_ns = std::max(u.last_event_ns, w->window.end_ns);
+      u.last_seen_wall = std::max(u.last_seen_wall, published);
+    }
+    pending.windows[{w->job, w->window.start_ns}] = *std::move(w);
+  }
+
+  static JobUpdate& JobOf(Pending& pending, const std::string& job) {
+    auto [it, added] = pending.jobs.try_emplace(job);
+    if (added) it->second.job = job;
+    return it->second;
+  }
+
+  // A partition snapshot: what changed since the one applied last under its
+  // key becomes job and alert-state updates.
+  void AddSnapshot(const rd_kafka_message_t& m, Pending& pending) {
+    if (m.payload == nullptr) return;  // Processors write no tombstones.
+    absl::StatusOr<PartitionSnapshot> s =
+        DecodePartitionSnapshot(Bytes(m.payload, m.len));
+    if (!s.ok()) {
+      Skip(m, s.status().message(), pending.state_invalid);
+      return;
+    }
+    const std::string key = absl::StrCat(s->topic, "/", s->partition);
+    if (Bytes(m.key, m.key_len) != key) {
+      Skip(m, "the key does not name the snapshot's partition",
+           pending.state_invalid);
+      return;
+    }
+    std::map<std::string, PartitionSnapshot>& applied = applied_[m.partition];
+    auto previous = applied.find(key);
+    const PartitionSnapshot* before =
+        previous == applied.end() ? nullptr : &previous->second;
+    if (before != nullptr &&
+        s->committed_position < before->committed_position) {
+      ++pending.superseded;
+      return;
+    }
+    static const JobStates kNone;
+    static const std::map<std::string, JobActivity> kNoActivity;
+    const JobStates& jobs_before = before ? before->jobs : kNone;
+    const JobStates& alerts_before = before ? before->job_alerts : kNone;
+    const auto& activity_before = before ? before->activity : kNoActivity;
+    for (const auto& [job, state] : s->jobs) {
+      auto seen = s->activity.find(job);
+      auto seen_before = activity_before.find(job);
+      auto old = jobs_before.find(job);
+      const bool same_state = old != jobs_before.end() && old->second == state;
+      const bool same_activity =
+          seen == s->activity.end() || (seen_before != activity_before.end() &&
+                                        seen_before->second == seen->second);
+      if (same_state && same_activity) continue;
+      JobUpdate& u = JobOf(pending, job);
+      u.state = state;
+      if (seen != s->activity.end()) {
+        u.last_event_ns = std::max(u.last_event_ns, seen->second.last_event_ns);
+        u.last_seen_wall =
+            std::max(u.last_seen_wall,
+                     absl::FromUnixNanos(seen->second.last_seen_wall_ns));
+      }
+    }
+    for (const auto& [job, state] : jobs_before) {
+      if (s->jobs.contains(job)) continue;
+      // Forgotten by its owner past --job-expiry: stored as its store has it.
+      absl::StatusOr<JobState> expired = JobState::Parse(state);
+      if (!expired.ok()) continue;  // Was checked when applied.
+      if (expired->MarkExpired())
+        JobOf(pending, job).state = expired->Serialize();
+    }
+    for (const auto& [job, state] : s->job_alerts) {
+      auto old = alerts_before.find(job);
+      if (old != alerts_before.end() && old->second == state) continue;
+      const std::string alert_key = JobAlertStateKey(job);
+      pending.alerts.insert_or_assign(
+          alert_key,
+          AlertStateUpdate{.key = alert_key, .job = job, .state = state});
+    }
+    for (const auto& [job, state] : alerts_before) {
+      if (s->job_alerts.contains(job)) continue;
+      const std::string alert_key = JobAlertStateKey(job);
+      pending.alerts.insert_or_assign(
+          alert_key, AlertStateUpdate{
+                         .key = alert_key, .job = job, .state = std::nullopt});
+    }
+    applied.insert_or_assign(key, *std::move(s));
+    ++pending.snapshots;
   }
 
   // Lag from the high watermarks librdkafka caches from its fetches; a
   // partition without one yet is asked for it.
   void UpdateLag() {
     const absl::Time now = absl::Now();
-    const bool may_query = now >= next_watermark_query_;
-    std::optional<int64_t> total = 0;
-    for (int32_t p = 0; p < partitions_; ++p) {
-      int64_t low = -1, high = -1;
-      rd_kafka_get_watermark_offsets(
-          consumer_.get(), options_.windows_topic.c_str(), p, &low, &high);
-      if (high < 0 && may_query) {
-        next_watermark_query_ = now + kWatermarkQueryInterval;
-        if (rd_kafka_query_watermark_offsets(
-                consumer_.get(), options_.windows_topic.c_str(), p, &low, &high,
-                1000) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-          high = -1;
+    bool may_query = now >= next_watermark_query_;
+    std::vector<std::optional<int64_t>> lags;
+    for (Followed& t : topics_) {
+      std::optional<int64_t> total;
+      if (t.partitions > 0) total = 0;
+      for (int32_t p = 0; p < t.partitions; ++p) {
+        int64_t low = -1, high = -1;
+        rd_kafka_get_watermark_offsets(consumer_.get(), t.name.c_str(), p, &low,
+                                       &high);
+        if (high < 0 && may_query) {
+          next_watermark_query_ = now + kWatermarkQueryInterval;
+          if (rd_kafka_query_watermark_offsets(consumer_.get(), t.name.c_str(),
+                                               p, &low, &high, 1000) !=
+              RD_KAFKA_RESP_ERR_NO_ERROR) {
+            high = -1;
+          }
         }
+        if (high < 0) {
+          total.reset();
+          break;
+        }
+        const int64_t next = std::max<int64_t>(t.next_offset[p], low);
+        *total += std::max<int64_t>(0, high - std::max<int64_t>(next, 0));
       }
-      if (high < 0) {
-        total.reset();
-        break;
-      }
-      const int64_t next = std::max<int64_t>(next_offset_[p], low);
-      *total += std::max<int64_t>(0, high - std::max<int64_t>(next, 0));
+      lags.push_back(total);
     }
     absl::MutexLock lock(&mu_);
-    status_.lag_messages = total;
+    status_.lag_messages = lags[0];
+    if (lags.size() > 1) status_.state_lag_messages = lags[1];
   }
 
   void Warn(const std::string& message) {
@@ -330,10 +556,12 @@ class WindowMaterializer::Impl {
   WindowStore* const store_;
   RdKafkaPtr consumer_;
   std::atomic<bool> stop_{false};
-  int32_t partitions_ = 0;
-  // Partition -> next offset the store holds progress for; -1: none yet.
-  absl::flat_hash_map<int32_t, int64_t> next_offset_;
-  bool missing_logged_ = false;
+  // The windows topic, then the state topic when followed.
+  std::vector<Followed> topics_;
+  // State partition -> snapshot key -> the snapshot applied last (what the
+  // store holds of its jobs and alerts).
+  absl::flat_hash_map<int32_t, std::map<std::string, PartitionSnapshot>>
+      applied_;
   absl::Time next_watermark_query_ = absl::InfinitePast();
   absl::Time next_warning_ = absl::InfinitePast();
   int64_t warnings_suppressed_ = 0;

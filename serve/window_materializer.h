@@ -28,8 +28,27 @@
 //     time), last_seen_wall the publish time of its newest message (the
 //     record's Kafka timestamp), both only moving forward.
 //
-// Not kept: the processor's job state, alert state and partition progress
-// of the events topic (none of it is on the windows topic).
+// With a state topic (options.state_topic, the processors' `--state-topic`,
+// processor/state_changelog.h) it follows that too, and keeps what each
+// input partition's newest snapshot says of its jobs:
+//   - each job's state (its lifecycle: ended, paused between snapshots) and
+//     the activity its owner's store keeps (newest event time, wall time of
+//     the last commit), so that a job's phase and last report read as on
+//     its owner's store; the windows then no longer set a job's times
+//     (they do while the state topic does not exist);
+//   - each job's alert state (the key "j/" + job), so that /api/v1/alerts
+//     lists what the processors' rules have firing, fleet-wide; a job whose
+//     alert state left its snapshot has it deleted;
+//   - a job that left its partition's snapshot was forgotten by its owner
+//     after --job-expiry: it is stored ended and expired, as the owner's
+//     store does.
+//   Per snapshot key the snapshot with the higher committed position wins
+//   (ties: the later one), which ignores a fenced-out former owner's late
+//   write. What was applied last is kept in the store with the state
+//   topic's progress, so a restart goes on from it.
+//
+// Not kept: the processors' partition progress and limit ledgers of the
+// events topic, and fleet rules' alert state (an instance's own).
 //
 // Thread safety: Run on one thread; Stop and status from any thread.
 #ifndef BUBBLEWATCH_SERVE_WINDOW_MATERIALIZER_H_
@@ -53,6 +72,9 @@ struct WindowMaterializerOptions {
   std::string brokers;
   std::vector<std::string> kafka_properties;
   std::string windows_topic = "bubblewatch.windows";
+  // The processors' state topic; empty: not followed (jobs' times then come
+  // from their windows, and no job state or alert is shown).
+  std::string state_topic;
   // As `process --retention`: windows whose start is this much older than
   // their job's newest are deleted. > 0.
   absl::Duration retention = absl::Hours(6);

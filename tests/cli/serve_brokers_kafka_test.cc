@@ -3,7 +3,9 @@
 // publishes its windows; a serve started before the windows topic exists
 // (it waits for it) and a second replica started afterwards, each with a
 // store of its own, answer /api/v1/fleet and every job's windows with the
-// very bytes `serve --store` gives over the processor's own store. A serve
+// very bytes `serve --store` gives over the processor's own store, the
+// jobs' states and the alerts the processor's rules have firing included
+// (from the processors' state topic). A serve
 // killed with SIGKILL comes back with the same answers, re-applying
 // nothing (its offsets are in its store). With two processor instances in
 // one group, one serve shows exactly the union of their stores; with three
@@ -42,11 +44,12 @@ using ::bubblewatch::testing::RunBubblewatch;
 using ::bubblewatch::testing::ServeProcess;
 using ::testing::HasSubstr;
 
-// The reply to `path` as "STATUS BODY", without the lifecycle of the
-// fleet's ranked jobs ("state", "last_seen"): that comes from the
-// processor's job state, which the windows topic does not carry, so serve
-// --brokers cannot show it (docs/query.md); every other byte must agree.
-std::string Body(const ServeProcess& s, const std::string& path) {
+// The reply to `path` as "STATUS BODY". Unless `whole`, without the
+// lifecycle of the fleet's ranked jobs ("state", "last_seen"): that comes
+// from the processor's job state, which a store merged from windows alone
+// (the union oracle) lacks; every other byte must agree.
+std::string Body(const ServeProcess& s, const std::string& path,
+                 bool whole = false) {
   httplib::Client client(s.url());
   client.set_read_timeout(30);
   auto r = client.Get(path);
@@ -54,7 +57,7 @@ std::string Body(const ServeProcess& s, const std::string& path) {
   static const std::regex kLifecycle(
       R"re(,"state":"[a-z]+","last_seen":"[^"]*")re");
   return std::to_string(r->status) + " " +
-         std::regex_replace(r->body, kLifecycle, "");
+         (whole ? r->body : std::regex_replace(r->body, kLifecycle, ""));
 }
 
 // The paths whose bodies must agree: the fleet (two periods and orders)
@@ -70,25 +73,34 @@ std::vector<std::string> Paths(const std::vector<std::string>& jobs) {
   return paths;
 }
 
-std::map<std::string, std::string> Bodies(
-    const ServeProcess& s, const std::vector<std::string>& paths) {
+std::map<std::string, std::string> Bodies(const ServeProcess& s,
+                                          const std::vector<std::string>& paths,
+                                          bool whole = false) {
   std::map<std::string, std::string> out;
-  for (const std::string& p : paths) out[p] = Body(s, p);
+  for (const std::string& p : paths) out[p] = Body(s, p, whole);
   return out;
 }
 
-// Polls until `s` has applied everything on the topic (lag 0) and answers
-// as `want`; returns whether it did.
+// True when /healthz says serve has applied everything on the windows
+// topic and, when it follows one, on the state topic (lag 0).
+bool CaughtUp(const ServeProcess& s) {
+  static const std::regex kWindows(R"re(,"lag_messages":0[,}])re");
+  static const std::regex kState(R"re("state_lag_messages":0[,}])re");
+  const std::string health = Body(s, "/healthz");
+  return std::regex_search(health, kWindows) &&
+         (health.find("\"state_topic\"") == std::string::npos ||
+          std::regex_search(health, kState));
+}
+
+// Polls until `s` has caught up and answers as `want`; returns whether it
+// did.
 bool CatchesUp(const ServeProcess& s,
-               const std::map<std::string, std::string>& want) {
+               const std::map<std::string, std::string>& want,
+               bool whole = false) {
   std::vector<std::string> paths;
   for (const auto& [p, body] : want) paths.push_back(p);
   return testing::PollUntil(
-      [&] {
-        return Body(s, "/healthz").find("\"lag_messages\":0}") !=
-                   std::string::npos &&
-               Bodies(s, paths) == want;
-      },
+      [&] { return CaughtUp(s) && Bodies(s, paths, whole) == want; },
       absl::Seconds(90), absl::Milliseconds(200));
 }
 
@@ -122,11 +134,30 @@ TEST(ServeBrokers, ReplicasAnswerAsTheProcessorsStoreAndSurviveSigkill) {
   const std::string windows = topic + ".windows";
   ASSERT_NO_FATAL_FAILURE(testing::CreateTopic(topic, 4, brokers));
   testing::TempDir dir;
+  // Rules that fire on the synthetic fleet's sync and dataloader jobs (no
+  // fleet rule: its state is each instance's own, not in the state topic).
+  const std::string rules = dir.Sub("rules.yaml");
+  testing::WriteFile(rules, R"(rules:
+  - name: host-sync-stall
+    kind: cause_share_above
+    cause: host_sync
+    threshold: 10%
+    for: 1
+    clear_for: 2
+    severity: critical
+  - name: data-loading-stall
+    kind: cause_share_above
+    cause: data_loading
+    threshold: 10%
+    for: 2
+    clear_for: 2
+    severity: warning
+)");
 
   // Replica 1 starts first: the windows topic does not exist yet.
   const std::string serve_args = " --brokers " + brokers + " --windows-topic " +
-                                 windows +
-                                 " --listen 127.0.0.1:0 --log-level info";
+                                 windows + " --state-topic " + topic +
+                                 ".state --listen 127.0.0.1:0 --log-level info";
   auto first = ServeProcess::StartCommand("serve --store '" +
                                           dir.Sub("serve1") + "'" + serve_args);
   ASSERT_NE(first, nullptr);
@@ -134,14 +165,16 @@ TEST(ServeBrokers, ReplicasAnswerAsTheProcessorsStoreAndSurviveSigkill) {
   auto produce = RunBubblewatch(
       "produce --brokers " + brokers + " --topic " + topic +
       " --synthetic --jobs 8 --gpus-per-job 2 --duration 40s --rate 400"
-      " --log-level error");
+      // Without end markers the jobs stay active and their alerts firing,
+      // so that there is something to show.
+      " --no-end-marker --log-level error");
   ASSERT_EQ(produce.exit_code, 0) << produce.err;
   auto process = RunBubblewatch(
       "process --brokers " + brokers + " --topic " + topic + " --group " +
           topic + " --windows-topic " + windows + " --state-topic " + topic +
-          ".state --dlq-topic " + topic +
-          ".dlq --idle-timeout 1s --exit-when-idle 3s --log-level info"
-          " --store '" +
+          ".state --dlq-topic " + topic + ".dlq --rules '" + rules +
+          "' --alerts-topic '' --idle-timeout 1s --exit-when-idle 3s "
+          "--log-level info --store '" +
           dir.Sub("processor") + "'",
       ".", /*kill_after_s=*/300);
   ASSERT_EQ(process.exit_code, 0) << process.err;
@@ -160,14 +193,25 @@ TEST(ServeBrokers, ReplicasAnswerAsTheProcessorsStoreAndSurviveSigkill) {
     jobs.emplace_back(std::string_view(j["job"]));
   }
   ASSERT_EQ(jobs.size(), 8u) << jobs_body;
-  const std::map<std::string, std::string> want = Bodies(*oracle, Paths(jobs));
+  // Every byte, the jobs' lifecycle and the alerts included.
+  std::vector<std::string> paths = Paths(jobs);
+  paths.push_back("/api/v1/jobs");
+  paths.push_back("/api/v1/alerts");
+  const std::map<std::string, std::string> want =
+      Bodies(*oracle, paths, /*whole=*/true);
   for (const auto& [p, body] : want) {
     ASSERT_EQ(body.substr(0, 4), "200 ") << p << ": " << body;
   }
+  // Something to compare: alerts firing, jobs with a lifecycle and times.
+  EXPECT_THAT(want.at("/api/v1/alerts"),
+              HasSubstr("\"rule\":\"host-sync-stall\""));
+  EXPECT_THAT(want.at("/api/v1/alerts"),
+              HasSubstr("\"rule\":\"data-loading-stall\""));
+  EXPECT_THAT(want.at("/api/v1/fleet"), HasSubstr("\"last_seen\":\"20"));
 
-  EXPECT_TRUE(CatchesUp(*first, want))
-      << Differences(want, Bodies(*first, Paths(jobs))) << first->Log();
-  EXPECT_EQ(Bodies(*first, Paths(jobs)), want);
+  EXPECT_TRUE(CatchesUp(*first, want, /*whole=*/true))
+      << Differences(want, Bodies(*first, paths, /*whole=*/true))
+      << first->Log();
   // The same jobs, each with the processor's window count.
   auto first_jobs = Body(*first, "/api/v1/jobs");
   for (simdjson::dom::element j :
@@ -182,8 +226,9 @@ TEST(ServeBrokers, ReplicasAnswerAsTheProcessorsStoreAndSurviveSigkill) {
   auto second = ServeProcess::StartCommand(
       "serve --store '" + dir.Sub("serve2") + "'" + serve_args);
   ASSERT_NE(second, nullptr);
-  EXPECT_TRUE(CatchesUp(*second, want))
-      << Differences(want, Bodies(*second, Paths(jobs))) << second->Log();
+  EXPECT_TRUE(CatchesUp(*second, want, /*whole=*/true))
+      << Differences(want, Bodies(*second, paths, /*whole=*/true))
+      << second->Log();
   EXPECT_EQ(Body(*second, "/api/v1/fleet"), Body(*first, "/api/v1/fleet"));
   EXPECT_EQ(Body(*second, "/api/v1/fleet?last=24h&top=100"),
             Body(*first, "/api/v1/fleet?last=24h&top=100"));
@@ -194,8 +239,9 @@ TEST(ServeBrokers, ReplicasAnswerAsTheProcessorsStoreAndSurviveSigkill) {
   auto restarted = ServeProcess::StartCommand(
       "serve --store '" + dir.Sub("serve1") + "'" + serve_args);
   ASSERT_NE(restarted, nullptr);
-  EXPECT_TRUE(CatchesUp(*restarted, want))
-      << Differences(want, Bodies(*restarted, Paths(jobs))) << restarted->Log();
+  EXPECT_TRUE(CatchesUp(*restarted, want, /*whole=*/true))
+      << Differences(want, Bodies(*restarted, paths, /*whole=*/true))
+      << restarted->Log();
   // The lag is absent from /metrics until serve has learned every
   // partition's high watermark, which may come a moment after the bodies.
   const std::string lag_sample =
@@ -211,6 +257,10 @@ TEST(ServeBrokers, ReplicasAnswerAsTheProcessorsStoreAndSurviveSigkill) {
                                  "topic=\"" +
                                  windows + "\"} 0\n"));
   EXPECT_THAT(metrics, HasSubstr(lag_sample + "0\n"));
+  // Nor a snapshot: it compares the next ones with those stored.
+  EXPECT_THAT(metrics, HasSubstr("\nbubblewatch_serve_snapshots_applied_total{"
+                                 "topic=\"" +
+                                 topic + ".state\"} 0\n"));
   EXPECT_THAT(restarted->Log(), HasSubstr("from the store"));
 }
 
@@ -251,7 +301,8 @@ TEST(ServeBrokers, OneServeShowsTheUnionOfTwoProcessorInstances) {
   testing::TempDir dir;
   auto serve = ServeProcess::StartCommand(
       "serve --store '" + dir.Sub("serve") + "' --brokers " + brokers +
-      " --windows-topic " + windows + " --listen 127.0.0.1:0");
+      " --windows-topic " + windows + " --state-topic " + topic +
+      ".state --listen 127.0.0.1:0");
   ASSERT_NE(serve, nullptr);
   // Two members of one group split the partitions (and rebalance as the
   // second joins); serve follows the windows topic while they run. The
@@ -322,7 +373,8 @@ TEST(ServeBrokers, ShowsTheWholeFleetThroughARebalanceStorm) {
   testing::TempDir dir;
   auto serve = ServeProcess::StartCommand(
       "serve --store '" + dir.Sub("serve") + "' --brokers " + brokers +
-      " --windows-topic " + windows + " --listen 127.0.0.1:0");
+      " --windows-topic " + windows + " --state-topic " + topic +
+      ".state --listen 127.0.0.1:0");
   ASSERT_NE(serve, nullptr);
 
   // The fleet at 1x (slower when the programs are, test_time.h): 40 s of
@@ -483,6 +535,14 @@ TEST(ServeBrokers, ShowsTheWholeFleetThroughARebalanceStorm) {
 TEST(ServeBrokers, UsageErrors) {
   EXPECT_EQ(RunBubblewatch("serve").exit_code, 2);
   EXPECT_EQ(RunBubblewatch("serve --store x --windows-topic t").exit_code, 2);
+  auto state = RunBubblewatch("serve --store x --state-topic s");
+  EXPECT_EQ(state.exit_code, 2);
+  EXPECT_THAT(state.err, HasSubstr("--state-topic"));
+  auto same = RunBubblewatch(
+      "serve --brokers 127.0.0.1:1 --store x --windows-topic t "
+      "--state-topic t");
+  EXPECT_EQ(same.exit_code, 2);
+  EXPECT_THAT(same.err, HasSubstr("the same topic"));
   EXPECT_EQ(RunBubblewatch("serve --brokers embedded").exit_code, 2);
   auto twice = RunBubblewatch("serve --brokers a:1 --brokers b:1 --store x");
   EXPECT_EQ(twice.exit_code, 2);

@@ -218,6 +218,31 @@ TEST(StateSchema, JobAlertStatesRoundTripAndAreAbsentWhenEmpty) {
   EXPECT_TRUE(back->job_alerts.empty());
 }
 
+// Issue 21: a job entry's activity (for serve --brokers) round-trips; an
+// entry without it keeps the bytes it had before the fields existed.
+TEST(StateSchema, JobActivityRoundTripsAndIsAbsentWhenUnknown) {
+  PartitionSnapshot s = Example();
+  const std::string without = EncodePartitionSnapshot(s);
+  ASSERT_GE(s.jobs.size(), 2u);
+  const std::string first = s.jobs.begin()->first;
+  s.activity[first] = JobActivity{
+      .last_event_ns = -5, .last_seen_wall_ns = 1'700'000'000'000'000'000};
+  s.activity["not-a-job-of-it"] = JobActivity{.last_event_ns = 1};
+  const std::string with = EncodePartitionSnapshot(s);
+  EXPECT_GT(with.size(), without.size());
+  absl::StatusOr<PartitionSnapshot> back = DecodePartitionSnapshot(with);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->jobs, s.jobs);
+  // Only the snapshot's jobs carry activity.
+  ASSERT_EQ(back->activity.size(), 1u);
+  EXPECT_EQ(back->activity.at(first), s.activity.at(first));
+  s.activity.clear();
+  EXPECT_EQ(EncodePartitionSnapshot(s), without);
+  back = DecodePartitionSnapshot(without);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->activity.empty());
+}
+
 TEST(StateSchema, AnEmptyLedgerIsNotStoredAndReadsEmpty) {
   PartitionSnapshot s = Example();
   s.ledger = LimitLedger();

@@ -2,7 +2,8 @@
 // broker, with real processors, is tests/cli/serve_brokers_kafka_test.cc):
 // a republished window replaces the stored one, a tombstone deletes, a
 // message that is no window is skipped, and a restart resumes from the
-// offsets stored with the windows, re-applying nothing.
+// offsets stored with the windows, re-applying nothing. With the state
+// topic: the jobs' states, times and alert states of the newest snapshots.
 #include "serve/window_materializer.h"
 
 #include <librdkafka/rdkafka.h>
@@ -17,11 +18,14 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kafka/embedded_kafka_cluster.h"
 #include "kafka/kafka_config.h"
 #include "processor/fleet_topics.h"
+#include "processor/job_state.h"
+#include "processor/state_changelog.h"
 #include "schemas/window_summary_codec.h"
 #include "storage/window_store.h"
 #include "tests/storage/storage_test_util.h"
@@ -40,7 +44,8 @@ constexpr int kPartitions = 3;
 
 class Publisher {
  public:
-  explicit Publisher(const std::string& brokers) {
+  explicit Publisher(const std::string& brokers, std::string topic = kTopic)
+      : topic_(std::move(topic)) {
     auto p = NewKafkaClient(RD_KAFKA_PRODUCER, KafkaConfig(brokers));
     EXPECT_TRUE(p.ok()) << p.status();
     if (p.ok()) producer_ = *std::move(p);
@@ -57,6 +62,13 @@ class Publisher {
            const std::string& value) {
     Send(key, job, &value);
   }
+  // As the processor's StateChangelog writes a snapshot: key "topic/P", to
+  // partition P.
+  void Snapshot(const PartitionSnapshot& s) {
+    const std::string value = EncodePartitionSnapshot(s);
+    const std::string key = absl::StrCat(s.topic, "/", s.partition);
+    Send(key, s.partition, &value);
+  }
   void Flush() {
     ASSERT_EQ(rd_kafka_flush(producer_.get(), 10000),
               RD_KAFKA_RESP_ERR_NO_ERROR);
@@ -66,10 +78,14 @@ class Publisher {
  private:
   void Send(const std::string& key, const std::string& job,
             const std::string* value) {
+    Send(key, WindowTopicPartition(job, kPartitions), value);
+  }
+  void Send(const std::string& key, int32_t partition,
+            const std::string* value) {
     ASSERT_EQ(
         rd_kafka_producev(
-            producer_.get(), RD_KAFKA_V_TOPIC(kTopic),
-            RD_KAFKA_V_PARTITION(WindowTopicPartition(job, kPartitions)),
+            producer_.get(), RD_KAFKA_V_TOPIC(topic_.c_str()),
+            RD_KAFKA_V_PARTITION(partition),
             RD_KAFKA_V_KEY(key.data(), key.size()),
             RD_KAFKA_V_VALUE(value ? const_cast<char*>(value->data()) : nullptr,
                              value ? value->size() : 0),
@@ -77,6 +93,7 @@ class Publisher {
         RD_KAFKA_RESP_ERR_NO_ERROR);
     ++sent_;
   }
+  std::string topic_;
   RdKafkaPtr producer_;
   int sent_ = 0;
 };
@@ -84,11 +101,13 @@ class Publisher {
 // Runs a materializer over `store` until it has caught up with `messages`
 // messages (lag known and 0 after at least that many were read), then
 // stops it and returns its final status.
-MaterializerStatus MaterializeUntilCaughtUp(const std::string& brokers,
-                                            WindowStore* store) {
+MaterializerStatus MaterializeUntilCaughtUp(
+    const std::string& brokers, WindowStore* store,
+    const std::string& state_topic = "") {
   WindowMaterializerOptions options;
   options.brokers = brokers;
   options.windows_topic = kTopic;
+  options.state_topic = state_topic;
   options.retention = absl::Hours(24 * 365);
   options.max_batch_wait = absl::Milliseconds(20);
   auto m = WindowMaterializer::Create(options, store);
@@ -99,7 +118,9 @@ MaterializerStatus MaterializeUntilCaughtUp(const std::string& brokers,
   const bool caught_up = testing::PollUntil(
       [&] {
         const MaterializerStatus s = (*m)->status();
-        return s.partitions == kPartitions && s.lag_messages == 0;
+        return s.partitions == kPartitions && s.lag_messages == 0 &&
+               (state_topic.empty() || (s.state_partitions == kPartitions &&
+                                        s.state_lag_messages == 0));
       },
       absl::Seconds(30), absl::Milliseconds(10));
   (*m)->Stop();
@@ -208,6 +229,108 @@ TEST(WindowMaterializer, ReplacesDeletesSkipsAndResumesFromStoredOffsets) {
   EXPECT_EQ((*d)->window_count, 5);
 }
 
+std::string JobStateBlob(int64_t newest_ns) {
+  JobState s;
+  s.NoteProducerEvents(/*producer=*/7, newest_ns);
+  return s.Serialize();
+}
+
+TEST(WindowMaterializer, KeepsWhatTheNewestSnapshotsSayOfJobsAndAlerts) {
+  auto cluster = EmbeddedKafkaCluster::Create(1);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  const std::string brokers = (*cluster)->bootstrap_servers();
+  const std::string state_topic = "state";
+  ASSERT_TRUE((*cluster)->CreateTopic(kTopic, kPartitions).ok());
+  ASSERT_TRUE((*cluster)->CreateTopic(state_topic, kPartitions).ok());
+  Publisher windows(brokers);
+  Publisher states(brokers, state_topic);
+  // Alert states are opaque here, but StateRecords (the schema nests them).
+  const std::string kAlertsOfA1 = JobStateBlob(1);
+  const std::string kAlertsOfB = JobStateBlob(2);
+  const std::string kAlertsOfA2 = JobStateBlob(3);
+  // A window of job-a: with the state topic its times are not the window's.
+  windows.Window(SampleWindow("job-a", 0));
+  PartitionSnapshot first{.topic = "events",
+                          .partition = 1,
+                          .resume_offset = 4,
+                          .committed_position = 10};
+  first.jobs = {{"job-a", JobStateBlob(400)}, {"job-b", JobStateBlob(300)}};
+  first.activity = {
+      {"job-a", JobActivity{.last_event_ns = 500, .last_seen_wall_ns = 9000}}};
+  first.job_alerts = {{"job-a", kAlertsOfA1}, {"job-b", kAlertsOfB}};
+  states.Snapshot(first);
+  // A former owner's late write: an older committed position, ignored.
+  PartitionSnapshot zombie = first;
+  zombie.committed_position = 8;
+  zombie.resume_offset = 3;
+  zombie.jobs["job-a"] = JobStateBlob(100);
+  zombie.job_alerts.erase("job-b");
+  states.Snapshot(zombie);
+  windows.Flush();
+  states.Flush();
+
+  testing::TempDir dir;
+  {
+    auto store = OpenRocksDbWindowStore(dir.path());
+    ASSERT_TRUE(store.ok()) << store.status();
+    const MaterializerStatus s =
+        MaterializeUntilCaughtUp(brokers, store->get(), state_topic);
+    EXPECT_EQ(s.snapshots_applied, 1);
+    EXPECT_EQ(s.snapshots_superseded, 1);
+    EXPECT_EQ(s.state_invalid_messages, 0);
+    const WindowStore& st = **store;
+    auto a = st.Job("job-a");
+    ASSERT_TRUE(a.ok() && a->has_value());
+    EXPECT_EQ((*a)->last_event_ns, 500);
+    EXPECT_EQ((*a)->last_seen_wall, absl::FromUnixNanos(9000));
+    EXPECT_EQ((*a)->window_count, 1);
+    EXPECT_EQ(st.JobState("job-a").value(), JobStateBlob(400));
+    auto b = st.Job("job-b");
+    ASSERT_TRUE(b.ok() && b->has_value());
+    EXPECT_EQ((*b)->last_event_ns, 0);  // No activity in the snapshot.
+    EXPECT_FALSE((*b)->lifecycle.ended);
+    EXPECT_THAT(
+        st.AlertStates().value(),
+        ElementsAre(
+            std::pair<std::string, std::string>("j/job-a", kAlertsOfA1),
+            std::pair<std::string, std::string>("j/job-b", kAlertsOfB)));
+  }
+
+  // After a restart, the next snapshot is compared with the one applied
+  // before it: job-b left (its owner forgot it past --job-expiry) and its
+  // alert state is gone; job-a moved on.
+  PartitionSnapshot second = first;
+  second.committed_position = 20;
+  second.jobs.erase("job-b");
+  second.jobs["job-a"] = JobStateBlob(600);
+  second.activity["job-a"] =
+      JobActivity{.last_event_ns = 650, .last_seen_wall_ns = 12000};
+  second.job_alerts = {{"job-a", kAlertsOfA2}};
+  states.Snapshot(second);
+  states.Raw("events/2", "job-x", "not a snapshot");
+  states.Flush();
+  auto store = OpenRocksDbWindowStore(dir.path());
+  ASSERT_TRUE(store.ok()) << store.status();
+  const MaterializerStatus s =
+      MaterializeUntilCaughtUp(brokers, store->get(), state_topic);
+  EXPECT_EQ(s.snapshots_applied, 1);
+  EXPECT_EQ(s.snapshots_superseded, 0);
+  EXPECT_EQ(s.state_invalid_messages, 1);
+  const WindowStore& st = **store;
+  auto a = st.Job("job-a");
+  ASSERT_TRUE(a.ok() && a->has_value());
+  EXPECT_EQ((*a)->last_event_ns, 650);
+  EXPECT_EQ((*a)->last_seen_wall, absl::FromUnixNanos(12000));
+  EXPECT_EQ(st.JobState("job-a").value(), JobStateBlob(600));
+  auto b = st.Job("job-b");
+  ASSERT_TRUE(b.ok() && b->has_value());
+  EXPECT_TRUE((*b)->lifecycle.ended);
+  EXPECT_TRUE((*b)->lifecycle.expired);
+  EXPECT_THAT(
+      st.AlertStates().value(),
+      ElementsAre(std::pair<std::string, std::string>("j/job-a", kAlertsOfA2)));
+}
+
 TEST(WindowMaterializer, WaitsForAMissingTopicAndReportsNoLagUntilThen) {
   auto cluster = EmbeddedKafkaCluster::Create(1);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
@@ -269,6 +392,11 @@ TEST(WindowMaterializer, OptionsAreValidated) {
   bad.retention = absl::ZeroDuration();
   bad.max_batch_messages = 0;
   absl::Status s = bad.Validate();
+  WindowMaterializerOptions same;
+  same.brokers = "localhost:9092";
+  same.state_topic = same.windows_topic;
+  EXPECT_THAT(std::string(same.Validate().message()),
+              ::testing::HasSubstr("the same topic"));
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   for (const char* part :
        {"brokers", "windows_topic", "retention", "max_batch_messages"}) {

@@ -209,7 +209,12 @@ std::vector<WindowSummary> JobWindower::FinalizeReady(
                   WindowSummary::ClosedBy::kWatermark);
 }
 
-std::vector<WindowSummary> JobWindower::FinalizeAll() {
+std::vector<WindowSummary> JobWindower::FinalizeAll(
+    WindowSummary::ClosedBy closed_by) {
+  // Windows closed here end at their devices' last kernels; the
+  // watermark's hold them open to the edge (FinalizeReady), so it is never
+  // the reason here.
+  BW_DCHECK(closed_by != WindowSummary::ClosedBy::kWatermark);
   int64_t last_end = INT64_MIN;
   for (const GpuActivity& a : trace_.gpu)
     last_end = std::max(last_end, a.end_ns);
@@ -218,8 +223,7 @@ std::vector<WindowSummary> JobWindower::FinalizeAll() {
       WindowStartOf(last_end - 1, options_.window_ns) + options_.window_ns;
   if (finalized_through_ns_ != INT64_MIN && target_end <= finalized_through_ns_)
     return {};
-  return Finalize(target_end, /*open_until_ns=*/INT64_MIN,
-                  WindowSummary::ClosedBy::kIdleTimeout);
+  return Finalize(target_end, /*open_until_ns=*/INT64_MIN, closed_by);
 }
 
 std::vector<WindowSummary> JobWindower::Finalize(

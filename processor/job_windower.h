@@ -96,8 +96,11 @@ class JobWindower {
   std::vector<WindowSummary> FinalizeReady(absl::Time now,
                                            absl::Duration host_idle);
 
-  // Every window that holds data, closed now (the job went quiet).
-  std::vector<WindowSummary> FinalizeAll();
+  // Every window that holds data, closed now, without trailing gaps; each
+  // is stamped with `closed_by`, why the caller closes the job: its idle
+  // timeout (wall time), its end marker or a new observation (both by
+  // partition order, so a replay stamps the same).
+  std::vector<WindowSummary> FinalizeAll(WindowSummary::ClosedBy closed_by);
 
   // Late events since the last call, by window start.
   absl::flat_hash_map<int64_t, int64_t> TakeLateCounts();

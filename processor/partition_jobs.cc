@@ -181,7 +181,8 @@ PartitionJobs::Added PartitionJobs::AddBatch(
       o && job->windower != nullptr) {
     const int64_t data_end = job->windower->BufferedDataWindowEndNs();
     if (data_end != INT64_MIN && o->start_ns >= data_end) {
-      closed = job->windower->FinalizeAll();
+      closed =
+          job->windower->FinalizeAll(WindowSummary::ClosedBy::kObservationEnd);
       NoteCollectiveErrors(job_name, *job);
       job->state.finalized_through_ns = job->windower->finalized_through_ns();
       spdlog::info(
@@ -234,7 +235,8 @@ PartitionJobs::Added PartitionJobs::AddBatch(
   // The job ended: nothing more is coming, its windows close now (by event
   // order, so a replay closes them at the same batch).
   if (batch->header.end_of_stream && job->state.lifecycle.ended) {
-    for (WindowSummary& w : job->windower->FinalizeAll()) {
+    for (WindowSummary& w :
+         job->windower->FinalizeAll(WindowSummary::ClosedBy::kEndMarker)) {
       done.push_back(std::move(w));
     }
     job->state.finalized_through_ns = job->windower->finalized_through_ns();
@@ -382,7 +384,8 @@ int PartitionJobs::CloseIdle(absl::Time now,
         now - job.windower->last_activity() < options_.idle_timeout) {
       continue;
     }
-    for (WindowSummary& w : job.windower->FinalizeAll()) {
+    for (WindowSummary& w :
+         job.windower->FinalizeAll(WindowSummary::ClosedBy::kIdleTimeout)) {
       windows.push_back(std::move(w));
     }
     NoteCollectiveErrors(name, job);

@@ -13,8 +13,9 @@
 //     one, else from the store's job record (GetOrLoad);
 //   - every decision that changes what is stored is a function of the
 //     partition's events in offset order (event-time expiry of jobs and
-//     producers, finalization by watermark), so a replay repeats it;
-//     decisions on wall time (idle timeouts, host skew warnings) are not;
+//     producers, finalization by watermark, end marker or observation, and
+//     the closed_by each stamps), so a replay repeats it; decisions on wall
+//     time (idle timeouts, host skew warnings) are not;
 //   - a job is forgotten (ForgetExpired) only without open windows, unsaved
 //     state, or a batch a replay from the resume offset would read.
 //
@@ -133,7 +134,9 @@ class PartitionJobs {
 
   // What adding an accepted batch produced.
   struct Added {
-    std::vector<WindowSummary> windows;  // Finalized by the watermark.
+    // Finalized by the batch: by the watermark, its end marker or its
+    // observation (WindowSummary::closed_by says which).
+    std::vector<WindowSummary> windows;
     // Window start -> late events of this batch for finalized windows.
     absl::flat_hash_map<int64_t, int64_t> late_counts;
     // Window start -> late collective records of this batch.

@@ -207,8 +207,19 @@ absl::string_view ClosedByName(WindowSummary::ClosedBy closed_by) {
       return "watermark";
     case WindowSummary::ClosedBy::kIdleTimeout:
       return "idle_timeout";
+    case WindowSummary::ClosedBy::kEndMarker:
+      return "end_marker";
+    case WindowSummary::ClosedBy::kObservationEnd:
+      return "observation_end";
   }
   return "unknown";
+}
+
+std::optional<WindowSummary::ClosedBy> ParseClosedBy(absl::string_view name) {
+  for (WindowSummary::ClosedBy c : kAllClosedBy) {
+    if (ClosedByName(c) == name) return c;
+  }
+  return std::nullopt;
 }
 
 }  // namespace bubblewatch

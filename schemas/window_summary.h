@@ -59,9 +59,17 @@ struct WindowCollectives {
 
 struct WindowSummary {
   // Why the window became final (docs/semantics.md#closing-windows).
+  // The values of the FlatBuffers enum ClosedBy (window_summary.fbs), which
+  // only ever gets new ones appended.
   enum class ClosedBy : uint8_t {
     kWatermark = 0,    // The job's watermark passed the window's end.
     kIdleTimeout = 1,  // The job sent nothing for the idle timeout.
+    // The batch whose end marker ended the job
+    // (docs/semantics.md#job-lifecycle).
+    kEndMarker = 2,
+    // A batch of a new observation that starts past the job's buffered data
+    // (docs/semantics.md#observations).
+    kObservationEnd = 3,
   };
 
   std::string job;
@@ -101,8 +109,20 @@ bool SameWindow(const WindowSummary& a, const WindowSummary& b,
 // another value).
 absl::string_view WindowCollectiveKeyName(uint8_t key);
 
-// The name of `closed_by` for reports and JSON: "watermark", "idle_timeout".
+// Every ClosedBy value, in the enum's order.
+inline constexpr WindowSummary::ClosedBy kAllClosedBy[] = {
+    WindowSummary::ClosedBy::kWatermark,
+    WindowSummary::ClosedBy::kIdleTimeout,
+    WindowSummary::ClosedBy::kEndMarker,
+    WindowSummary::ClosedBy::kObservationEnd,
+};
+
+// The name of `closed_by` for reports and JSON: "watermark", "idle_timeout",
+// "end_marker", "observation_end" ("unknown" for another value).
 absl::string_view ClosedByName(WindowSummary::ClosedBy closed_by);
+
+// The ClosedBy that ClosedByName names `name`; nullopt for any other name.
+std::optional<WindowSummary::ClosedBy> ParseClosedBy(absl::string_view name);
 
 }  // namespace bubblewatch
 

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <optional>
 #include <vector>
 
@@ -16,6 +17,18 @@ namespace {
 
 using flatbuffers::FlatBufferBuilder;
 using flatbuffers::Offset;
+
+// The C++ enum is stored as is: it must name the schema's values one for one.
+static_assert(std::size(kAllClosedBy) ==
+              static_cast<size_t>(fb::ClosedBy::MAX) + 1);
+static_assert(static_cast<uint8_t>(WindowSummary::ClosedBy::kWatermark) ==
+              static_cast<uint8_t>(fb::ClosedBy::Watermark));
+static_assert(static_cast<uint8_t>(WindowSummary::ClosedBy::kIdleTimeout) ==
+              static_cast<uint8_t>(fb::ClosedBy::IdleTimeout));
+static_assert(static_cast<uint8_t>(WindowSummary::ClosedBy::kEndMarker) ==
+              static_cast<uint8_t>(fb::ClosedBy::EndMarker));
+static_assert(static_cast<uint8_t>(WindowSummary::ClosedBy::kObservationEnd) ==
+              static_cast<uint8_t>(fb::ClosedBy::ObservationEnd));
 
 // ---- Encoding ----
 
@@ -240,7 +253,10 @@ absl::StatusOr<const fb::WindowSummary*> VerifiedRoot(const uint8_t* data,
                                  in->schema_version(), " (this build reads ",
                                  kWindowSummarySchemaVersion, ")"));
   }
-  if (static_cast<uint8_t>(in->closed_by()) > 1) {
+  // A value appended to the enum after this build: refused rather than read
+  // as another reason (docs/state.md#windows).
+  if (static_cast<uint8_t>(in->closed_by()) >
+      static_cast<uint8_t>(fb::ClosedBy::MAX)) {
     return DataLoss(
         absl::StrCat("unknown closed_by ", static_cast<int>(in->closed_by())));
   }

@@ -40,7 +40,7 @@ enum class WindowDetail {
 // Verifier or lacks the "BWWS" identifier; schema_version other than
 // kWindowSummarySchemaVersion; an attribution vector whose length is not the
 // number of causes (in the parts decoded); an unknown cause or closed_by
-// value.
+// value (one appended to the schema after this build: "unknown closed_by N").
 absl::StatusOr<WindowSummary> DecodeWindowSummary(
     absl::string_view bytes, WindowDetail detail = WindowDetail::kFull,
     std::vector<uint64_t>* scratch = nullptr);

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "serve/query_report.h"
 #include "simdjson.h"
@@ -85,6 +86,12 @@ class Fields {
     }
     return Fields(o, absl::StrCat(path_, ".", key), status_);
   }
+  // Records that `key` holds a bad value (the first problem is kept).
+  void Fail(const char* key, absl::string_view what) {
+    if (!status_->ok()) return;
+    *status_ = absl::DataLossError(
+        absl::StrCat("bad server reply: ", path_, ".", key, ": ", what));
+  }
   // Calls `each(Fields)` for every object of the array at `key`.
   template <typename F>
   void Array(const char* key, F each) {
@@ -109,11 +116,6 @@ class Fields {
   }
 
  private:
-  void Fail(const char* key, const char* what) {
-    *status_ = absl::DataLossError(
-        absl::StrCat("bad server reply: ", path_, ".", key, ": ", what));
-  }
-
   object obj_;
   std::string path_;
   absl::Status* status_;
@@ -231,9 +233,14 @@ WindowPoint ReadWindow(Fields& f) {
   p.gpu_events = f.Int("gpu_events");
   p.cpu_events = f.Int("cpu_events");
   p.late_events = f.Int("late_events");
-  p.closed_by = f.String("closed_by") == "idle_timeout"
-                    ? WindowSummary::ClosedBy::kIdleTimeout
-                    : WindowSummary::ClosedBy::kWatermark;
+  // A name this build does not know (a newer server's) is refused, as the
+  // window codec refuses the value: no reason is shown for another.
+  const std::string closed_by = f.String("closed_by");
+  if (std::optional<WindowSummary::ClosedBy> c = ParseClosedBy(closed_by)) {
+    p.closed_by = *c;
+  } else {
+    f.Fail("closed_by", absl::StrCat("unknown value \"", closed_by, "\""));
+  }
   // Absent in reports of servers older than the field.
   p.host_skew_ns = f.Has("host_skew_us") ? f.Ns("host_skew_us") : 0;
   p.collectives = ReadCollectives(f, &p.late_collectives);

@@ -163,14 +163,18 @@ class PartitionJobsLifecycle : public ::testing::Test {
 
 TEST_F(PartitionJobsLifecycle, TheEndMarkerEndsTheJobAndClosesItsWindows) {
   Feed(Batch(1, 0, 0, 5));
-  Feed(Batch(1, 1, 5, 12));
+  EXPECT_TRUE(Feed(Batch(1, 1, 5, 12)).empty()) << "watermark 9.9 s";
   EXPECT_FALSE(Job().state.lifecycle.ended);
   ASSERT_NE(Job().windower, nullptr);
   std::vector<WindowSummary> closed = Feed(Marker(1, 2));
   EXPECT_TRUE(Job().state.lifecycle.ended);
   EXPECT_EQ(Job().windower, nullptr) << "every window closed at the marker";
-  ASSERT_FALSE(closed.empty());
+  ASSERT_EQ(closed.size(), 2u);
   EXPECT_EQ(closed.back().window.end_ns, 20 * kS);
+  for (const WindowSummary& w : closed) {
+    EXPECT_EQ(w.closed_by, WindowSummary::ClosedBy::kEndMarker)
+        << w.window.start_ns;
+  }
   EXPECT_EQ(Job().state.finalized_through_ns, 20 * kS);
   EXPECT_EQ(Stats().end_markers, 1);
   EXPECT_EQ(Stats().jobs_ended, 1);
@@ -181,12 +185,14 @@ TEST_F(PartitionJobsLifecycle, TheEndMarkerEndsTheJobAndClosesItsWindows) {
 TEST_F(PartitionJobsLifecycle, AJobEndsWhenEveryProducerSentItsMarker) {
   Feed(Batch(1, 0, 0, 5));
   Feed(Batch(2, 0, 0, 5));
-  Feed(Marker(1, 1));
+  EXPECT_TRUE(Feed(Marker(1, 1)).empty()) << "a marker that ends no job";
   EXPECT_FALSE(Job().state.lifecycle.ended) << "producer 2 still sends";
   EXPECT_NE(Job().windower, nullptr);
   Feed(Batch(2, 1, 5, 8));
-  Feed(Marker(2, 2));
+  std::vector<WindowSummary> closed = Feed(Marker(2, 2));
   EXPECT_TRUE(Job().state.lifecycle.ended);
+  ASSERT_EQ(closed.size(), 1u);
+  EXPECT_EQ(closed[0].closed_by, WindowSummary::ClosedBy::kEndMarker);
   EXPECT_EQ(Stats().end_markers, 2);
   EXPECT_EQ(Stats().jobs_ended, 1);
 }

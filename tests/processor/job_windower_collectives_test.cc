@@ -27,6 +27,10 @@
 namespace bubblewatch {
 namespace {
 
+// The windowers here close their jobs as the idle timeout does.
+constexpr WindowSummary::ClosedBy kIdleClose =
+    WindowSummary::ClosedBy::kIdleTimeout;
+
 // One rank's (or one host's) stream.
 struct Source {
   Trace trace;
@@ -86,7 +90,8 @@ std::vector<WindowSummary> Stream(const std::vector<DecodedBatch>& batches,
       out.push_back(std::move(w));
     }
   }
-  for (WindowSummary& w : windower.FinalizeAll()) out.push_back(std::move(w));
+  for (WindowSummary& w : windower.FinalizeAll(kIdleClose))
+    out.push_back(std::move(w));
   EXPECT_TRUE(windower.TakeLateCollectiveCounts().empty());
   EXPECT_EQ(windower.collective_errors(), 0);
   return out;
@@ -354,7 +359,7 @@ TEST(JobWindowerCollectives, ARankClaimedByTwoHostsIsCountedNotAnalyzed) {
       ++windows;
     }
   }
-  for (const WindowSummary& w : windower.FinalizeAll()) {
+  for (const WindowSummary& w : windower.FinalizeAll(kIdleClose)) {
     EXPECT_FALSE(w.collectives.has_value());
     ++windows;
   }
@@ -385,7 +390,8 @@ std::vector<WindowSummary> StreamCountingErrors(
       out.push_back(std::move(w));
     }
   }
-  for (WindowSummary& w : windower.FinalizeAll()) out.push_back(std::move(w));
+  for (WindowSummary& w : windower.FinalizeAll(kIdleClose))
+    out.push_back(std::move(w));
   *errors = windower.collective_errors();
   windower.TakeCollectiveErrors(reason);
   return out;
@@ -628,7 +634,7 @@ TEST(JobWindowerCollectives, RestartsAtEveryBatchGiveTheUninterruptedWindows) {
   for (size_t i = 0; i < batches.size(); ++i) {
     live_after[i] = feed(live, i, i + 1, false);
   }
-  const std::vector<WindowSummary> live_idle = live.FinalizeAll();
+  const std::vector<WindowSummary> live_idle = live.FinalizeAll(kIdleClose);
   int with_collectives = 0;
   for (const auto& ws : live_after) {
     for (const WindowSummary& w : ws)
@@ -649,7 +655,8 @@ TEST(JobWindowerCollectives, RestartsAtEveryBatchGiveTheUninterruptedWindows) {
     EXPECT_TRUE(restored.TakeLateCollectiveCounts().empty());
     std::vector<WindowSummary> got =
         feed(restored, cut + 1, batches.size(), false);
-    for (WindowSummary& w : restored.FinalizeAll()) got.push_back(std::move(w));
+    for (WindowSummary& w : restored.FinalizeAll(kIdleClose))
+      got.push_back(std::move(w));
     std::vector<WindowSummary> want;
     for (size_t i = cut + 1; i < batches.size(); ++i) {
       want.insert(want.end(), live_after[i].begin(), live_after[i].end());

@@ -22,6 +22,9 @@
 namespace bubblewatch {
 namespace {
 
+// The windowers here close their jobs as the idle timeout does.
+constexpr WindowSummary::ClosedBy kIdle = WindowSummary::ClosedBy::kIdleTimeout;
+
 using testing::kUs;
 constexpr int64_t kWindow = 1000 * kUs;
 constexpr int64_t kLateness = 300 * kUs;
@@ -264,7 +267,8 @@ TEST(JobWindower, FinalizedWindowsEqualTheOfflineOracle) {
     EXPECT_LT(windower.buffered_events(),
               (s.whole.gpu.size() + s.whole.cpu.size()) / 3)
         << "the windower evicts what closed windows no longer need";
-    for (WindowSummary& w : windower.FinalizeAll()) got.push_back(std::move(w));
+    for (WindowSummary& w : windower.FinalizeAll(kIdle))
+      got.push_back(std::move(w));
 
     ASSERT_EQ(got.size(), oracle->windows.size());
     for (size_t i = 0; i < got.size(); ++i) {
@@ -326,7 +330,7 @@ TEST(JobWindower, CollectiveRecordsLeaveTheBubbleFiguresAsTheyWere) {
       for (WindowSummary& w : windower.FinalizeReady(now, absl::Hours(1)))
         keep(std::move(w));
     }
-    for (WindowSummary& w : windower.FinalizeAll()) keep(std::move(w));
+    for (WindowSummary& w : windower.FinalizeAll(kIdle)) keep(std::move(w));
     if (with_collectives) {
       EXPECT_EQ(with_analysis, static_cast<int>(out.size()));
     } else {
@@ -665,7 +669,7 @@ int ForEachRestart(const std::vector<const DecodedBatch*>& batches,
   for (size_t i = 0; i < batches.size(); ++i) {
     live_after[i] = Feed(live, batches, i, i + 1, false);
   }
-  const std::vector<WindowSummary> live_idle = live.FinalizeAll();
+  const std::vector<WindowSummary> live_idle = live.FinalizeAll(kIdle);
   JobWindower before("job", options);
   int restarts = 0;
   for (size_t cut = 0; cut + 1 < batches.size(); ++cut) {
@@ -685,7 +689,8 @@ int ForEachRestart(const std::vector<const DecodedBatch*>& batches,
     for (size_t i = cut + 1; i < batches.size(); ++i) {
       for (const WindowSummary& w : live_after[i]) r.want.push_back(w);
     }
-    for (const WindowSummary& w : restored.FinalizeAll()) r.got.push_back(w);
+    for (const WindowSummary& w : restored.FinalizeAll(kIdle))
+      r.got.push_back(w);
     r.want.insert(r.want.end(), live_idle.begin(), live_idle.end());
     if (!check(r)) break;
   }
@@ -693,7 +698,8 @@ int ForEachRestart(const std::vector<const DecodedBatch*>& batches,
 }
 
 // Restarted after every cut, the windows after the cut have the same
-// analysis as the uninterrupted run's.
+// analysis as the uninterrupted run's, and the same ones close by the
+// watermark (the rest at the final close, which both make alike).
 void ExpectRestartsChangeNothing(
     const std::vector<const DecodedBatch*>& batches,
     const WindowerOptions& options) {
@@ -703,6 +709,9 @@ void ExpectRestartsChangeNothing(
     for (size_t i = 0; i < r.got.size(); ++i) {
       SCOPED_TRACE("cut " + std::to_string(r.cut));
       ExpectSameWindow(r.got[i].window, r.want[i].window);
+      EXPECT_EQ(ClosedByName(r.got[i].closed_by),
+                ClosedByName(r.want[i].closed_by))
+          << "window " << r.want[i].window.start_ns;
     }
     return true;
   });

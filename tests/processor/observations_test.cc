@@ -1,13 +1,16 @@
 // Observations (docs/semantics.md#observations): span and bubbles are
 // computed within observations only, the time between two observations of a
-// job is never a bubble, each window stores its observed time, and live
-// processing (the idle timeout closing the job between observations) stores
-// the same bytes as a fresh run over the same batches. Bad input is counted
+// job is never a bubble, each window stores its observed time and why it
+// closed, and live processing (the idle timeout closing the job between
+// observations) stores the same bytes as a fresh run over the same batches,
+// but for that reason. Bad input is counted
 // or dead-lettered. The oracle is a brute force over a time grid.
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -78,6 +81,65 @@ std::vector<DecodedBatch> BatchesOf(const Obs& o, size_t per_batch,
   return out;
 }
 
+// The end marker of `o`'s producer, after its `sequence` batches.
+DecodedBatch MarkerOf(const Obs& o, uint64_t sequence) {
+  DecodedBatch b;
+  b.header = BatchHeader{.job = "job",
+                         .host = "h",
+                         .rank = 0,
+                         .world_size = 1,
+                         .producer_id = o.id,
+                         .sequence = sequence,
+                         .end_of_stream = true};
+  b.header.observation = ObservationInfo{
+      .id = o.id, .start_ns = o.start_ms * kMs, .end_ns = o.end_ms * kMs};
+  b.trace.job = "job";
+  return b;
+}
+
+// The start of the last window holding `o`'s data (1 s windows).
+int64_t LastWindowStartNs(const Obs& o) {
+  int64_t end_ms = INT64_MIN;
+  for (const Obs::Kernel& k : o.kernels) end_ms = std::max(end_ms, k.end_ms);
+  return (end_ms - 1) / 1000 * 1000 * kMs;
+}
+
+// `live` closed each observation by its idle timeout before the next one
+// came (wall time); `fresh`, reading the same batches at once, closed it at
+// the next observation's first batch (partition order). The bytes are the
+// same but for why each observation's last windows closed: idle_timeout
+// live, observation_end fresh; the last observation goes idle in both.
+void ExpectSameButWhyClosed(const std::vector<WindowSummary>& live,
+                            const std::vector<WindowSummary>& fresh,
+                            const std::vector<Obs>& obs) {
+  ASSERT_EQ(live.size(), fresh.size());
+  for (size_t i = 0; i < live.size(); ++i) {
+    WindowSummary want = live[i];
+    if (live[i].closed_by == WindowSummary::ClosedBy::kIdleTimeout &&
+        fresh[i].closed_by == WindowSummary::ClosedBy::kObservationEnd) {
+      want.closed_by = WindowSummary::ClosedBy::kObservationEnd;
+    }
+    EXPECT_EQ(EncodeWindowSummary(want), EncodeWindowSummary(fresh[i]))
+        << "window " << live[i].window.start_ns << ": "
+        << ClosedByName(live[i].closed_by) << " live, "
+        << ClosedByName(fresh[i].closed_by) << " fresh";
+  }
+  for (size_t j = 0; j < obs.size(); ++j) {
+    const int64_t last = LastWindowStartNs(obs[j]);
+    const auto it = std::find_if(
+        fresh.begin(), fresh.end(),
+        [&](const WindowSummary& w) { return w.window.start_ns == last; });
+    ASSERT_NE(it, fresh.end()) << "observation " << j;
+    EXPECT_EQ(it->closed_by, j + 1 < obs.size()
+                                 ? WindowSummary::ClosedBy::kObservationEnd
+                                 : WindowSummary::ClosedBy::kIdleTimeout)
+        << "observation " << j;
+    EXPECT_EQ(live[it - fresh.begin()].closed_by,
+              WindowSummary::ClosedBy::kIdleTimeout)
+        << "observation " << j;
+  }
+}
+
 class Observations : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -103,15 +165,29 @@ class Observations : public ::testing::Test {
   }
 
   std::vector<WindowSummary> Feed(const DecodedBatch& b) {
+    return FeedAt(b, offset_++, /*replay=*/false);
+  }
+  // Adds `b` at `offset` as the admission does; `replay`: a batch below
+  // the committed position after a restart.
+  std::vector<WindowSummary> FeedAt(const DecodedBatch& b, int64_t offset,
+                                    bool replay) {
     absl::StatusOr<JobEntry*> job = jobs_->GetOrLoad("job", 0);
     EXPECT_TRUE(job.ok()) << job.status();
     if (!job.ok()) return {};
     EXPECT_FALSE(ValidateBatch(b).has_value());
-    if (PartitionJobs::IsDuplicateBatch(**job, b.header, false)) return {};
+    if (PartitionJobs::IsDuplicateBatch(**job, b.header, replay)) return {};
     return jobs_
-        ->AddBatch(part_, "job", **job, b, offset_++, false, clock_,
+        ->AddBatch(part_, "job", **job, b, offset, replay, clock_,
                    absl::InfiniteDuration())
         .windows;
+  }
+  // A new instance over the same store that owns the partition from a
+  // snapshot holding `job_state` (what the last commit wrote of the job).
+  void Restart(const std::string& job_state) {
+    jobs_ = std::make_unique<PartitionJobs>(options_, store_.get(), &stats_);
+    part_ = PartitionState();
+    part_.jobs["job"] = job_state;
+    jobs_->partitions()[0] = part_;
   }
   // The idle timeout fires (wall time): every open window closes.
   std::vector<WindowSummary> Idle() {
@@ -258,12 +334,8 @@ TEST_F(Observations, BubblesStayWithinObservationsAgainstABruteForceOracle) {
     Reset();
     const std::vector<WindowSummary> fresh = Run(obs, /*idle_between=*/false);
     // Byte-identical whether the idle timeout or the next observation
-    // closed each observation's windows.
-    ASSERT_EQ(live.size(), fresh.size());
-    for (size_t i = 0; i < live.size(); ++i) {
-      EXPECT_EQ(EncodeWindowSummary(live[i]), EncodeWindowSummary(fresh[i]))
-          << "window " << live[i].window.start_ns;
-    }
+    // closed each observation's windows, but for saying which.
+    ExpectSameButWhyClosed(live, fresh, obs);
     EXPECT_EQ(Stats().observation_closes, static_cast<int64_t>(obs.size()) - 1);
     const Oracle oracle(obs);
     int64_t bubble_total = 0;
@@ -307,10 +379,110 @@ TEST_F(Observations, TwoRunsTwentySecondsApartMakeNoBubbleBetweenThem) {
     EXPECT_EQ(w.window.job.compute_ns, 500 * kMs) << i;
     EXPECT_EQ(w.observed_ns, std::optional<int64_t>(kS)) << i;
   }
-  EXPECT_EQ(windows[2].closed_by, WindowSummary::ClosedBy::kIdleTimeout)
-      << "closed at the next observation, as at an end marker";
+  const WindowSummary::ClosedBy want_closed_by[] = {
+      WindowSummary::ClosedBy::kWatermark, WindowSummary::ClosedBy::kWatermark,
+      // At the next observation's first batch, as at an end marker.
+      WindowSummary::ClosedBy::kObservationEnd,
+      WindowSummary::ClosedBy::kWatermark, WindowSummary::ClosedBy::kWatermark,
+      WindowSummary::ClosedBy::kIdleTimeout};
+  for (size_t i = 0; i < windows.size(); ++i) {
+    EXPECT_EQ(windows[i].closed_by, want_closed_by[i]) << i;
+  }
   EXPECT_EQ(windows[2].window.end_ns, 3 * kS);
   EXPECT_EQ(windows[3].window.start_ns, 23 * kS);
+}
+
+// Each window stores why it closed: the watermark, the end marker that
+// ended the job, a new observation past the job's data, or the idle
+// timeout. All but the last are decided in partition order, so an instance
+// restarted after any batch, replaying from the resume offset the last
+// commit stored, stores every later window as the uninterrupted run did,
+// closed_by included.
+TEST_F(Observations, EachWindowStoresWhyItClosedAndARestartStoresTheSame) {
+  // Run a ends with its producer's marker (the job ends); run b has none
+  // and is closed by run c, which starts 2.5 s after it; then c goes idle.
+  Obs a{.id = 1, .start_ms = 0, .end_ms = 2500};
+  Obs b{.id = 2, .start_ms = 5000, .end_ms = 7500};
+  Obs c{.id = 3, .start_ms = 10000, .end_ms = 12500};
+  for (Obs* o : {&a, &b, &c}) {
+    for (int64_t t = o->start_ms; t + 30 <= o->end_ms; t += 70) {
+      o->kernels.push_back({0, t, t + 30});
+    }
+  }
+  std::vector<DecodedBatch> batches = BatchesOf(a, 4);
+  batches.push_back(MarkerOf(a, batches.size()));
+  for (const Obs* o : {&b, &c}) {
+    for (DecodedBatch& batch : BatchesOf(*o, 4)) {
+      batches.push_back(std::move(batch));
+    }
+  }
+
+  // Uninterrupted: the windows each batch closed, then the idle close.
+  std::vector<std::vector<WindowSummary>> closed_at(batches.size());
+  for (size_t i = 0; i < batches.size(); ++i) closed_at[i] = Feed(batches[i]);
+  const std::vector<WindowSummary> idle = Idle();
+  std::vector<WindowSummary> all;
+  for (const std::vector<WindowSummary>& ws : closed_at) {
+    all.insert(all.end(), ws.begin(), ws.end());
+  }
+  all.insert(all.end(), idle.begin(), idle.end());
+  using C = WindowSummary::ClosedBy;
+  const std::vector<std::pair<int64_t, C>> want = {
+      {0, C::kWatermark},  {1, C::kWatermark},  {2, C::kEndMarker},
+      {5, C::kWatermark},  {6, C::kWatermark},  {7, C::kObservationEnd},
+      {10, C::kWatermark}, {11, C::kWatermark}, {12, C::kIdleTimeout}};
+  ASSERT_EQ(all.size(), want.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(all[i].window.start_ns, want[i].first * kS) << i;
+    EXPECT_EQ(all[i].closed_by, want[i].second)
+        << "window " << want[i].first
+        << " s: " << ClosedByName(all[i].closed_by);
+  }
+
+  int restarts_with_replay = 0;
+  for (size_t cut = 0; cut + 1 < batches.size(); ++cut) {
+    SCOPED_TRACE(absl::StrCat("restart after batch ", cut));
+    Reset();
+    for (size_t i = 0; i <= cut; ++i) Feed(batches[i]);
+    // What a commit after batch `cut` stores: the job's state, and the
+    // resume offset of its buffered events (after the cut when none).
+    const JobEntry& job = jobs_->jobs().at("job");
+    const std::string state = job.state.Serialize();
+    int64_t resume = static_cast<int64_t>(cut) + 1;
+    if (job.windower != nullptr && job.windower->ResumeOffset()) {
+      resume = *job.windower->ResumeOffset();
+    }
+    Restart(state);
+    for (int64_t i = resume; i <= static_cast<int64_t>(cut); ++i) {
+      EXPECT_TRUE(FeedAt(batches[i], i, /*replay=*/true).empty())
+          << "replayed batch " << i << " closed a window again";
+    }
+    if (resume <= static_cast<int64_t>(cut)) ++restarts_with_replay;
+    std::vector<WindowSummary> got;
+    for (size_t i = cut + 1; i < batches.size(); ++i) {
+      for (WindowSummary& w :
+           FeedAt(batches[i], static_cast<int64_t>(i), /*replay=*/false)) {
+        got.push_back(std::move(w));
+      }
+    }
+    for (WindowSummary& w : Idle()) got.push_back(std::move(w));
+    std::vector<WindowSummary> uninterrupted;
+    for (size_t i = cut + 1; i < batches.size(); ++i) {
+      uninterrupted.insert(uninterrupted.end(), closed_at[i].begin(),
+                           closed_at[i].end());
+    }
+    uninterrupted.insert(uninterrupted.end(), idle.begin(), idle.end());
+    ASSERT_EQ(got.size(), uninterrupted.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      std::string diff;
+      EXPECT_TRUE(SameWindow(got[i], uninterrupted[i], &diff))
+          << "window " << got[i].window.start_ns << ": " << diff;
+      EXPECT_EQ(EncodeWindowSummary(got[i]),
+                EncodeWindowSummary(uninterrupted[i]))
+          << "window " << got[i].window.start_ns;
+    }
+  }
+  EXPECT_GT(restarts_with_replay, 5);
 }
 
 // A duty cycle: a 2 s snapshot every 60 s, each its own observation. The
@@ -329,9 +501,8 @@ TEST_F(Observations, DutyCycleSnapshotsAreAnalyzedOnTheirOwn) {
   Reset();
   const std::vector<WindowSummary> fresh = Run(obs, /*idle_between=*/false);
   ASSERT_EQ(fresh.size(), 10u) << "two 1 s windows per snapshot";
-  ASSERT_EQ(live.size(), fresh.size());
+  ExpectSameButWhyClosed(live, fresh, obs);
   for (size_t i = 0; i < fresh.size(); ++i) {
-    EXPECT_EQ(EncodeWindowSummary(live[i]), EncodeWindowSummary(fresh[i]));
     const WindowSummary& w = fresh[i];
     EXPECT_EQ(w.window.start_ns, (60'000 * (i / 2) + 1000 * (i % 2)) * kMs);
     EXPECT_EQ(w.window.job.compute_ns, 25 * 25 * kMs);

@@ -9,6 +9,7 @@
 // the scan; a writer builds the sums when it opens it).
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -143,8 +144,8 @@ WindowSummary RandomWindow(std::mt19937_64& rng, const std::string& job,
     }
     s.collectives = std::move(c);
   }
-  s.closed_by = uniform(0, 1) == 0 ? WindowSummary::ClosedBy::kWatermark
-                                   : WindowSummary::ClosedBy::kIdleTimeout;
+  s.closed_by = kAllClosedBy[uniform(
+      0, static_cast<int64_t>(std::size(kAllClosedBy)) - 1)];
   return s;
 }
 

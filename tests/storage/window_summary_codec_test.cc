@@ -1,9 +1,11 @@
 #include "schemas/window_summary_codec.h"
 
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "flatbuffers/flatbuffers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -341,6 +343,76 @@ TEST(WindowSummaryCodec, RejectsWrongAttributionLengthAndVersion) {
   EXPECT_THAT(out.status().message(), HasSubstr("schema_version 99"));
 }
 
+// Every reason a window can close survives the codec, decoded whole and
+// read in place, and has its own name.
+TEST(WindowSummaryCodec, RoundTripsEveryClosedBy) {
+  std::vector<std::string> names;
+  for (WindowSummary::ClosedBy closed_by : kAllClosedBy) {
+    WindowSummary in = SampleWindow("job", 0);
+    in.closed_by = closed_by;
+    const std::string bytes = EncodeWindowSummary(in);
+    absl::StatusOr<WindowSummary> out = DecodeWindowSummary(bytes);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(out->closed_by, closed_by);
+    std::string diff;
+    EXPECT_TRUE(SameWindow(in, *out, &diff)) << diff;
+    std::vector<uint64_t> aligned((bytes.size() + 7) / 8);
+    std::memcpy(aligned.data(), bytes.data(), bytes.size());
+    absl::StatusOr<WindowSummaryView> view =
+        WindowSummaryView::Open(absl::string_view(
+            reinterpret_cast<const char*>(aligned.data()), bytes.size()));
+    ASSERT_TRUE(view.ok()) << view.status();
+    EXPECT_EQ(view->closed_by(), closed_by);
+    const absl::string_view name = ClosedByName(closed_by);
+    EXPECT_EQ(ParseClosedBy(name), closed_by) << name;
+    names.emplace_back(name);
+  }
+  EXPECT_THAT(names, ::testing::ElementsAre("watermark", "idle_timeout",
+                                            "end_marker", "observation_end"));
+  EXPECT_EQ(ParseClosedBy("unknown"), std::nullopt);
+  EXPECT_EQ(ParseClosedBy("Idle_Timeout"), std::nullopt);
+  EXPECT_EQ(ParseClosedBy(""), std::nullopt);
+}
+
+// The stored values are the schema's: what an older build stored reads the
+// same (values are only ever appended).
+TEST(WindowSummaryCodec, ClosedByValuesAreTheSchemas) {
+  EXPECT_EQ(static_cast<int>(WindowSummary::ClosedBy::kWatermark), 0);
+  EXPECT_EQ(static_cast<int>(WindowSummary::ClosedBy::kIdleTimeout), 1);
+  EXPECT_EQ(static_cast<int>(WindowSummary::ClosedBy::kEndMarker), 2);
+  EXPECT_EQ(static_cast<int>(WindowSummary::ClosedBy::kObservationEnd), 3);
+  EXPECT_EQ(static_cast<int>(fb::ClosedBy::MAX), 3);
+}
+
+// A value appended after this build (as end_marker was for the builds
+// before it) is refused, not read as another reason: by the decoder and by
+// the in-place view alike.
+TEST(WindowSummaryCodec, RefusesAClosedByItDoesNotKnow) {
+  for (int value : {4, 200, 255}) {
+    flatbuffers::FlatBufferBuilder b;
+    auto job = b.CreateString("j");
+    fb::WindowSummaryBuilder w(b);
+    w.add_job(job);
+    w.add_closed_by(static_cast<fb::ClosedBy>(value));
+    fb::FinishWindowSummaryBuffer(b, w.Finish());
+    const absl::string_view bytes(
+        reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
+    absl::StatusOr<WindowSummary> out = DecodeWindowSummary(bytes);
+    ASSERT_FALSE(out.ok()) << value;
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_THAT(out.status().message(),
+                HasSubstr(absl::StrCat("unknown closed_by ", value)));
+    std::vector<uint64_t> aligned((bytes.size() + 7) / 8);
+    std::memcpy(aligned.data(), bytes.data(), bytes.size());
+    absl::StatusOr<WindowSummaryView> view =
+        WindowSummaryView::Open(absl::string_view(
+            reinterpret_cast<const char*>(aligned.data()), bytes.size()));
+    ASSERT_FALSE(view.ok()) << value;
+    EXPECT_THAT(view.status().message(),
+                HasSubstr(absl::StrCat("unknown closed_by ", value)));
+  }
+}
+
 TEST(SameWindow, NamesTheFirstDifference) {
   const WindowSummary a = SampleWindow("job", 0);
   WindowSummary b = a;
@@ -359,6 +431,9 @@ TEST(SameWindow, NamesTheFirstDifference) {
   b = a;
   b.closed_by = WindowSummary::ClosedBy::kWatermark;
   EXPECT_FALSE(SameWindow(a, b, nullptr));
+  b.closed_by = WindowSummary::ClosedBy::kEndMarker;
+  EXPECT_FALSE(SameWindow(a, b, &diff));
+  EXPECT_EQ(diff, "closed_by: \"idle_timeout\" vs \"end_marker\"");
 }
 
 }  // namespace

@@ -446,16 +446,53 @@ std::vector<AlertEvent> AlertEvaluator::ToDeliver() const {
 
 void AlertEvaluator::EvaluateFleet(absl::Time now,
                                    std::vector<AlertEvent>& out) {
+  EvaluateFleetOver(
+      [this](const AlertRule& rule) {
+        std::vector<std::string> firing;
+        for (const auto& [job_id, job] : jobs_) {
+          auto it = job.rules.find(rule.fleet_rule);
+          if (it != job.rules.end() && it->second.firing &&
+              rule.jobs.Matches(job_id)) {
+            firing.push_back(job_id);
+          }
+        }
+        return firing;
+      },
+      now, out);
+}
+
+std::vector<AlertEvent> AlertEvaluator::OnFleetTick(
+    const std::vector<AlertEvent>& firing, absl::Time now) {
+  // Rule name -> the jobs firing it, each once.
+  absl::flat_hash_map<std::string, absl::flat_hash_set<std::string>> by_rule;
+  for (const AlertEvent& e : firing) {
+    if (e.job.empty() || e.status == AlertStatus::kResolved) continue;
+    by_rule[e.rule].insert(e.job);
+  }
+  std::vector<AlertEvent> out;
+  EvaluateFleetOver(
+      [&by_rule](const AlertRule& rule) {
+        std::vector<std::string> jobs;
+        if (auto it = by_rule.find(rule.fleet_rule); it != by_rule.end()) {
+          for (const std::string& job : it->second) {
+            if (rule.jobs.Matches(job)) jobs.push_back(job);
+          }
+        }
+        return jobs;
+      },
+      now, out);
+  // Repeats of the fleet rules only: job rules are the processors'.
+  FleetRepeats(now, out);
+  return out;
+}
+
+void AlertEvaluator::EvaluateFleetOver(
+    const std::function<std::vector<std::string>(const AlertRule&)>&
+        jobs_firing,
+    absl::Time now, std::vector<AlertEvent>& out) {
   for (const AlertRule& rule : rules_.rules) {
     if (rule.kind != RuleKind::kFleet) continue;
-    std::vector<std::string> firing;
-    for (const auto& [job_id, job] : jobs_) {
-      auto it = job.rules.find(rule.fleet_rule);
-      if (it != job.rules.end() && it->second.firing &&
-          rule.jobs.Matches(job_id)) {
-        firing.push_back(job_id);
-      }
-    }
+    std::vector<std::string> firing = jobs_firing(rule);
     std::sort(firing.begin(), firing.end());
     RuleState& st = fleet_[rule.name];
     const bool holds =
@@ -495,6 +532,11 @@ void AlertEvaluator::Repeats(absl::Time now, std::vector<AlertEvent>& out) {
       Emit(st, AlertStatus::kRepeat, now, out);
     }
   }
+  FleetRepeats(now, out);
+}
+
+void AlertEvaluator::FleetRepeats(absl::Time now,
+                                  std::vector<AlertEvent>& out) {
   for (auto& [name, st] : fleet_) {
     const AlertRule* rule = FindRule(name);
     if (rule == nullptr || !st.firing ||

@@ -36,6 +36,7 @@
 #ifndef BUBBLEWATCH_ALERTS_ALERT_EVALUATOR_H_
 #define BUBBLEWATCH_ALERTS_ALERT_EVALUATOR_H_
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -86,6 +87,15 @@ class AlertEvaluator {
 
   // Wall-clock tick: silences, repeats due, fleet counts.
   std::vector<AlertEvent> OnTick(absl::Time now);
+
+  // The fleet rules alone, over a fleet whose job rules other evaluators
+  // run (`serve --brokers --rules`: the processors of a group each evaluate
+  // their own jobs, and serve reads what they committed): `firing` is every
+  // job alert firing now, the union of those evaluators' Active(). Fires,
+  // changes, resolves and repeats the fleet alerts as OnTick does; this
+  // evaluator's own jobs (none, in that use) are not counted.
+  std::vector<AlertEvent> OnFleetTick(const std::vector<AlertEvent>& firing,
+                                      absl::Time now);
 
   // Every alert firing now, as its latest event (status kFiring or kRepeat).
   std::vector<AlertEvent> Active() const;
@@ -155,7 +165,13 @@ class AlertEvaluator {
   void Emit(RuleState& s, AlertStatus status, absl::Time now,
             std::vector<AlertEvent>& out);
   void EvaluateFleet(absl::Time now, std::vector<AlertEvent>& out);
+  // The fleet rules, each over the jobs `jobs_firing` says fire its rule.
+  void EvaluateFleetOver(
+      const std::function<std::vector<std::string>(const AlertRule&)>&
+          jobs_firing,
+      absl::Time now, std::vector<AlertEvent>& out);
   void Repeats(absl::Time now, std::vector<AlertEvent>& out);
+  void FleetRepeats(absl::Time now, std::vector<AlertEvent>& out);
   // Resolves the job's firing alerts when its phase is ended (once).
   void CheckEnded(absl::string_view job_id, JobAlerts& job, absl::Time now,
                   std::vector<AlertEvent>& out);

@@ -10,6 +10,7 @@
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "cli/config_file.h"
+#include "spdlog/spdlog.h"
 
 namespace bubblewatch {
 namespace {
@@ -67,6 +68,14 @@ absl::StatusOr<ProcessAlerts> SetUpProcessAlerts(
   ProcessAlerts alerts;
   if (flags.rules_path.empty()) return alerts;
   ASSIGN_OR_RETURN(AlertRuleSet rules, LoadAlertRulesFile(flags.rules_path));
+  for (const AlertRule& rule : rules.rules) {
+    if (rule.kind != RuleKind::kFleet) continue;
+    spdlog::info(
+        "fleet rule {} counts this instance's jobs only: with more than one "
+        "processor in the group, evaluate it in `serve --brokers --rules` "
+        "(docs/alerts.md#fleet-wide-alerts)",
+        rule.name);
+  }
   if (!flags.alertmanager_url.empty()) {
     AlertmanagerOptions am;
     am.url = flags.alertmanager_url;

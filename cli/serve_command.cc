@@ -15,6 +15,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "alerts/alert_rules.h"
+#include "alerts/alertmanager_client.h"
+#include "alerts/fleet_alerter.h"
 #include "base/logging.h"
 #include "cli/command_line.h"
 #include "cli/commands.h"
@@ -22,6 +25,7 @@
 #include "processor/fleet_topics.h"
 #include "serve/http_server.h"
 #include "serve/window_materializer.h"
+#include "spdlog/spdlog.h"
 #include "storage/window_store.h"
 
 namespace bubblewatch {
@@ -48,6 +52,11 @@ int RunServeCommand(int argc, char** argv) {
   // As `process`: the processors' state topic is followed by default.
   const std::string default_state_topic = FleetTopicOptions().state_topic;
   fleet.state_topic = default_state_topic;
+  // The fleet rules (docs/alerts.md#fleet-wide-alerts).
+  std::string rules_path;
+  std::string alertmanager_url;
+  std::string dashboard_url;
+  absl::Duration alertmanager_resend = absl::Minutes(1);
   CommandLine cl(
       "bubblewatch serve --store DIR [--listen HOST:PORT] [--token-file F]\n"
       "       bubblewatch serve --brokers B [--windows-topic T] "
@@ -63,7 +72,9 @@ int RunServeCommand(int argc, char** argv) {
       "under $TMPDIR when set), resumed from its stored offsets\nafter a "
       "restart; /healthz and /metrics report the lag. The processors' state "
       "topic gives\nthe jobs' states and the alerts their rules have firing. "
-      "Stops on SIGINT/SIGTERM.\n\nExit codes: 0 stopped by a signal, 1 store, "
+      "With --rules, serve --brokers\nevaluates the file's fleet rules over "
+      "the whole fleet (the processors evaluate the job\nrules). Stops on "
+      "SIGINT/SIGTERM.\n\nExit codes: 0 stopped by a signal, 1 store, "
       "listen or Kafka failure, 2 usage error.");
   cl.AddString("store", &store_path, "DIR",
                "the RocksDB window store (with --brokers: serve's own)");
@@ -82,6 +93,16 @@ int RunServeCommand(int argc, char** argv) {
              "--brokers: librdkafka property for the consumer (repeatable; "
              "SASL/SSL settings go here)");
   cl.AddAlias('X', "property");
+  cl.AddString("rules", &rules_path, "FILE",
+               "--brokers: evaluate the fleet rules of this rules file over "
+               "the whole fleet (its job rules are left to the processors)");
+  cl.AddString("alertmanager", &alertmanager_url, "URL",
+               "--rules: post the fleet alerts to this Alertmanager (v2 API)");
+  cl.AddDuration("alertmanager-resend", &alertmanager_resend, "DURATION",
+                 "--alertmanager: re-post active alerts this often (keep it "
+                 "below its resolve_timeout)");
+  cl.AddString("dashboard-url", &dashboard_url, "URL",
+               "--rules: base URL of the dashboard the alerts link to");
   cl.AddString("listen", &listen, "HOST:PORT",
                "address to listen on (port 0 = any free port)");
   cl.AddString("token-file", &token_file, "FILE",
@@ -111,9 +132,9 @@ int RunServeCommand(int argc, char** argv) {
     if (fleet.windows_topic != defaults.windows_topic ||
         fleet.state_topic != default_state_topic ||
         fleet.retention != defaults.retention ||
-        !fleet.kafka_properties.empty()) {
+        !fleet.kafka_properties.empty() || !rules_path.empty()) {
       usage_errors.push_back(
-          "--windows-topic, --state-topic, --retention and -X need "
+          "--windows-topic, --state-topic, --retention, --rules and -X need "
           "--brokers");
     }
   } else {
@@ -128,6 +149,18 @@ int RunServeCommand(int argc, char** argv) {
     if (absl::Status s = fleet.Validate(); !s.ok()) {
       usage_errors.push_back(std::string(s.message()));
     }
+  }
+  if (rules_path.empty() &&
+      (!alertmanager_url.empty() || !dashboard_url.empty())) {
+    usage_errors.push_back("--alertmanager and --dashboard-url need --rules");
+  }
+  if (!rules_path.empty() && fleet.state_topic.empty()) {
+    usage_errors.push_back(
+        "--rules needs the state topic: the fleet rules count the alerts "
+        "the processors commit there");
+  }
+  if (alertmanager_resend <= absl::ZeroDuration()) {
+    usage_errors.push_back("--alertmanager-resend must be > 0");
   }
   if (options.metrics_top_jobs < 0)
     usage_errors.push_back("--metrics-top-jobs must be >= 0");
@@ -151,6 +184,16 @@ int RunServeCommand(int argc, char** argv) {
       return kExitUsage;
     }
     options.bearer_token = *std::move(token);
+  }
+
+  std::optional<AlertRuleSet> rules;
+  if (!rules_path.empty()) {
+    absl::StatusOr<AlertRuleSet> loaded = LoadAlertRulesFile(rules_path);
+    if (!loaded.ok()) {
+      std::cerr << "bubblewatch serve: " << loaded.status().message() << "\n";
+      return kExitUsage;
+    }
+    rules = *std::move(loaded);
   }
 
   // Signals are taken by one thread (sigwait) rather than a handler: stopping
@@ -197,6 +240,33 @@ int RunServeCommand(int argc, char** argv) {
   WindowStoreReader* store =
       own_store ? static_cast<WindowStoreReader*>(own_store.get())
                 : read_only.get();
+  std::unique_ptr<AlertmanagerClient> alertmanager;
+  std::unique_ptr<FleetAlerter> alerter;
+  if (rules) {
+    if (!alertmanager_url.empty()) {
+      AlertmanagerOptions am;
+      am.url = alertmanager_url;
+      am.resend_interval = alertmanager_resend;
+      absl::StatusOr<std::unique_ptr<AlertmanagerClient>> client =
+          AlertmanagerClient::Create(am);
+      if (!client.ok()) {
+        std::cerr << "bubblewatch serve: " << client.status().message() << "\n";
+        return kExitUsage;
+      }
+      alertmanager = *std::move(client);
+    }
+    FleetAlerterOptions alerter_options;
+    alerter_options.evaluator.dashboard_url = dashboard_url;
+    std::string& link = alerter_options.evaluator.dashboard_url;
+    while (!link.empty() && link.back() == '/') link.pop_back();
+    alerter = std::make_unique<FleetAlerter>(*std::move(rules), alerter_options,
+                                             store, alertmanager.get());
+    if (alerter->fleet_rules() == 0) {
+      spdlog::warn("{} has no fleet rule: serve evaluates nothing of it",
+                   rules_path);
+    }
+    options.fleet_alerts = [a = alerter.get()] { return a->Active(); };
+  }
   absl::StatusOr<std::unique_ptr<HttpServer>> server =
       HttpServer::Bind(options, store);
   if (!server.ok()) {
@@ -218,6 +288,8 @@ int RunServeCommand(int argc, char** argv) {
       if (!materialized.ok()) s->Stop();
     });
   }
+  std::thread alerter_thread;
+  if (alerter) alerter_thread = std::thread([&] { alerter->Run(); });
   // Tests and scripts wait for this line to learn the (maybe chosen) port.
   std::cerr << "bubblewatch serve: listening on " << (*server)->url()
             << " (store " << store_path
@@ -234,6 +306,12 @@ int RunServeCommand(int argc, char** argv) {
     materializer->Stop();
     materializer_thread.join();
   }
+  if (alerter) {
+    alerter->Stop();
+    alerter_thread.join();
+  }
+  // Its destructor makes one last attempt to deliver what is pending.
+  alertmanager.reset();
   if (!served.ok()) {
     std::cerr << "bubblewatch serve: " << served.message() << "\n";
     return kExitFailure;

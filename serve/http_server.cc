@@ -332,7 +332,13 @@ class HttpServer::Impl {
     if (absl::Status s = MaybeRefresh(); !s.ok()) return ReplyError(res, s);
     auto states = store_->AlertStates();
     if (!states.ok()) return ReplyError(res, states.status());
-    Reply(res, RenderAlertsJson(ReadStoredAlerts(*states), *pretty));
+    StoredAlerts alerts = ReadStoredAlerts(*states);
+    if (options_.fleet_alerts) {
+      for (AlertEvent& e : options_.fleet_alerts()) {
+        alerts.firing.push_back(std::move(e));
+      }
+    }
+    Reply(res, RenderAlertsJson(alerts, *pretty));
   }
 
   void Fleet(const httplib::Request& req, httplib::Response& res) {

@@ -44,6 +44,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "alerts/alert_event.h"
 #include "processor/processor_stats.h"
 #include "serve/materializer_status.h"
 #include "serve/prometheus_metrics.h"
@@ -70,6 +71,9 @@ struct HttpServerOptions {
   // /metrics (bubblewatch_serve_*). Called from request threads; must be
   // thread-safe.
   std::function<MaterializerStatus()> materializer_status;
+  // Under `serve --brokers --rules`: the fleet alerts firing now, added to
+  // /api/v1/alerts' "firing". Called from request threads; thread-safe.
+  std::function<std::vector<AlertEvent>()> fleet_alerts;
 
   // Connection limits (docs/http.md). A request's head and body must arrive
   // within request_timeout of its first byte: a client that trickles one

@@ -776,6 +776,16 @@ TEST_F(AlertmanagerKafka, FleetOfProcessorsPagesOncePerConditionAcrossMoves) {
                        << "    threshold: 8%\n"
                        << "    for: 1\n"
                        << "    clear_for: 2\n";
+  // The fleet rule: in a group each instance counts its own jobs only, so
+  // it is evaluated by `serve --brokers` (two replicas) over the alert
+  // state the instances commit to the state topic: more than 5 jobs firing
+  // `rule`, fleet-wide.
+  const std::string fleet_rule = Unique("many-stalls");
+  const std::string fleet_rules =
+      ::testing::TempDir() + "/" + topic + ".fleet.yaml";
+  std::ofstream(fleet_rules) << ReadFile(rules) << "  - name: " << fleet_rule
+                             << "\n    kind: fleet\n    rule: " << rule
+                             << "\n    jobs_firing_more_than: 5\n";
   auto produce = [&](const std::string& prefix, int jobs, const char* scenario,
                      const char* start, const char* seed) {
     return RunToEnd(BUBBLEWATCH_BINARY, {"produce",
@@ -847,6 +857,40 @@ TEST_F(AlertmanagerKafka, FleetOfProcessorsPagesOncePerConditionAcrossMoves) {
     return jobs;
   };
 
+  std::vector<pid_t> serves;
+  std::vector<std::string> serve_logs;
+  for (int i = 0; i < 2; ++i) {
+    serve_logs.push_back(::testing::TempDir() + "/" + topic + ".serve" +
+                         std::to_string(i) + ".log");
+    serves.push_back(SpawnLogged(
+        BUBBLEWATCH_BINARY,
+        {"serve", "--brokers", brokers, "--store",
+         ::testing::TempDir() + "/" + topic + ".serve" + std::to_string(i),
+         "--windows-topic", topic + ".windows", "--state-topic",
+         topic + ".state", "--rules", fleet_rules, "--alertmanager", am,
+         "--alertmanager-resend", "1s", "--listen", "127.0.0.1:0"},
+        serve_logs.back()));
+  }
+  absl::Cleanup stop_serves = [&] {
+    for (pid_t pid : serves) {
+      if (pid > 0 && kill(pid, SIGTERM) == 0) Wait(pid);
+    }
+  };
+  auto fleet_listed = [&] {
+    return ListAlertmanagerAlerts(am, fleet_rule).size();
+  };
+  // Lines "fleet alert RULE STATUS" in serve replica i's log.
+  auto fleet_logged = [&](int i, const std::string& status) {
+    const std::string log = ReadFile(serve_logs[i]);
+    const std::string line = "fleet alert " + fleet_rule + " " + status + ":";
+    int n = 0;
+    for (size_t at = log.find(line); at != std::string::npos;
+         at = log.find(line, at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+
   // 1. Two instances; 6 jobs stall for 30 s and fire.
   start_instance();
   start_instance();
@@ -859,6 +903,16 @@ TEST_F(AlertmanagerKafka, FleetOfProcessorsPagesOncePerConditionAcrossMoves) {
       << "the early jobs did not all fire";
   ASSERT_TRUE(PollUntil([&] { return listed_jobs().size() == 6; },
                         absl::Seconds(30), absl::Milliseconds(250)));
+  // 6 > 5 jobs fleet-wide, on two instances: both replicas fire the fleet
+  // alert, Alertmanager holds it once.
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        return fleet_logged(0, "firing") == 1 && fleet_logged(1, "firing") == 1;
+      },
+      absl::Seconds(30), absl::Milliseconds(250)))
+      << ReadFile(serve_logs[0]) << ReadFile(serve_logs[1]);
+  EXPECT_TRUE(PollUntil([&] { return fleet_listed() == 1; }, absl::Seconds(30),
+                        absl::Milliseconds(250)));
 
   // 2. A third instance joins: partitions (and their jobs) move to it.
   start_instance();
@@ -879,6 +933,8 @@ TEST_F(AlertmanagerKafka, FleetOfProcessorsPagesOncePerConditionAcrossMoves) {
   std::multiset<std::string> listed = listed_jobs();
   EXPECT_EQ(std::set<std::string>(listed.begin(), listed.end()).size(), 9u)
       << "Alertmanager lists a job twice";
+  // Through the moves and the kill: still one fleet alert, fired once.
+  EXPECT_EQ(fleet_listed(), 1u);
 
   // 3. Every job healthy: each resolves once, on whichever instance owns it
   // now, and Alertmanager lists none (resend 1 s: an instance that still
@@ -893,9 +949,18 @@ TEST_F(AlertmanagerKafka, FleetOfProcessorsPagesOncePerConditionAcrossMoves) {
       PollUntil([&] { return ListAlertmanagerAlerts(am, rule).empty(); },
                 absl::Seconds(30), absl::Milliseconds(250)))
       << "Alertmanager still lists alerts";
+  // The fleet alert resolves with them, once per replica.
+  EXPECT_TRUE(PollUntil([&] { return fleet_listed() == 0; }, absl::Seconds(30),
+                        absl::Milliseconds(250)))
+      << "Alertmanager still lists the fleet alert";
   // Several resend intervals later it still lists none.
   absl::SleepFor(absl::Seconds(3));
   EXPECT_TRUE(ListAlertmanagerAlerts(am, rule).empty());
+  EXPECT_EQ(fleet_listed(), 0u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(fleet_logged(i, "firing"), 1) << ReadFile(serve_logs[i]);
+    EXPECT_EQ(fleet_logged(i, "resolved"), 1) << ReadFile(serve_logs[i]);
+  }
 
   for (pid_t& pid : instances) {
     if (pid <= 0) continue;

@@ -5,7 +5,15 @@
 // and the boxes of its drawn regions; the tests read those from the DOM and
 // check the pixels of those boxes in a screenshot taken at the same window
 // size (same layout). The screenshots stay as test artifacts
-// (BUBBLEWATCH_ARTIFACT_DIR/dashboard_*.png).
+// (BUBBLEWATCH_ARTIFACT_DIR/dashboard_*.png, brokers_dashboard_*.png).
+//
+// Built twice. dashboard_browser_tests serves the store with `serve
+// --store`. dashboard_brokers_browser_tests
+// (BUBBLEWATCH_DASHBOARD_FROM_BROKERS; ctest labels kafka and browser: it needs
+// the real broker) publishes the same store to a windows topic and a state
+// topic, as processors would, and serves it with `serve --brokers`: every page
+// must look the same when it comes from the fleet query tier, job states and
+// alerts included.
 #include <png.h>
 #include <sys/wait.h>
 
@@ -27,6 +35,9 @@
 #include "tests/cli/serve_process.h"
 #include "tests/serve/dashboard_test_fleet.h"
 #include "tests/testing/temp_dir.h"
+#if BUBBLEWATCH_DASHBOARD_FROM_BROKERS
+#include "tests/cli/publish_store.h"
+#endif
 
 namespace bubblewatch {
 namespace {
@@ -226,6 +237,12 @@ std::vector<RankCell> RankRow(const std::string& dom, int rank) {
   return cells;
 }
 
+#if BUBBLEWATCH_DASHBOARD_FROM_BROKERS
+constexpr char kArtifactPrefix[] = "brokers_";
+#else
+constexpr char kArtifactPrefix[] = "";
+#endif
+
 class DashboardBrowserTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -234,7 +251,12 @@ class DashboardBrowserTest : public ::testing::Test {
            "chromium)";
     ASSERT_TRUE(
         dashboard_test::WriteDashboardFleetStore(dir_.Sub("store")).ok());
+#if BUBBLEWATCH_DASHBOARD_FROM_BROKERS
+    server_ = testing::ServeThroughBrokers(dir_.Sub("store"), dir_.Sub("serve"),
+                                           "it-dashboard");
+#else
     server_ = ServeProcess::Start(dir_.Sub("store"));
+#endif
     ASSERT_NE(server_, nullptr);
   }
 
@@ -251,7 +273,8 @@ class DashboardBrowserTest : public ::testing::Test {
   // A screenshot of `page` at `size` ("W,H"), kept as artifact `name`.
   Image Screenshot(const std::string& page, const std::string& size,
                    const std::string& name) {
-    const std::string png = std::string(BUBBLEWATCH_ARTIFACT_DIR) + "/" + name;
+    const std::string png =
+        std::string(BUBBLEWATCH_ARTIFACT_DIR) + "/" + kArtifactPrefix + name;
     std::filesystem::remove(png);
     int rc = -1;
     Chromium(dir_.path(),

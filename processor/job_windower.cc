@@ -114,6 +114,9 @@ int64_t JobWindower::Add(const DecodedBatch& batch, int64_t offset, bool replay,
     collective_offset_.push_back(offset);
     collective_source_.push_back(source);
   }
+  if (!in.gpu.empty() || !in.cpu.empty() || !in.collectives.empty()) {
+    lowest_offset_ = std::min(lowest_offset_, offset);
+  }
   // Between finalizations nothing else evicts: what a replayed or late
   // batch brought behind the edge goes now, by the rule that applies to all.
   if (finalized_through_ns_ != INT64_MIN && (replay || behind_edge)) Evict();
@@ -318,6 +321,7 @@ void JobWindower::Evict() {
   open_min_start_ns_ = INT64_MAX;
   open_max_end_ns_ = INT64_MIN;
   buffered_max_end_ns_ = INT64_MIN;
+  lowest_offset_ = INT64_MAX;
   const int64_t cutoff = finalized_through_ns_ - options_.lateness_ns;
   const int64_t launch_cutoff =
       finalized_through_ns_ - options_.max_launch_lead_ns;
@@ -351,6 +355,7 @@ void JobWindower::Evict() {
     NoteOpen(a.start_ns, a.end_ns);
     buffered_max_end_ns_ = std::max(buffered_max_end_ns_, a.end_ns);
     trace_.gpu[out] = a;
+    lowest_offset_ = std::min(lowest_offset_, gpu_offset_[i]);
     gpu_offset_[out] = gpu_offset_[i];
     gpu_source_[out] = gpu_source_[i];
     ++out;
@@ -375,6 +380,7 @@ void JobWindower::Evict() {
     NoteOpen(e.start_ns, e.end_ns);
     buffered_max_end_ns_ = std::max(buffered_max_end_ns_, e.end_ns);
     trace_.cpu[out] = e;
+    lowest_offset_ = std::min(lowest_offset_, cpu_offset_[i]);
     cpu_offset_[out] = cpu_offset_[i];
     cpu_source_[out] = cpu_source_[i];
     ++out;
@@ -391,6 +397,7 @@ void JobWindower::Evict() {
     buffered_max_end_ns_ =
         std::max(buffered_max_end_ns_, collectives_[i].end_ns);
     collectives_[out] = collectives_[i];
+    lowest_offset_ = std::min(lowest_offset_, collective_offset_[i]);
     collective_offset_[out] = collective_offset_[i];
     collective_source_[out] = collective_source_[i];
     ++out;
@@ -486,16 +493,16 @@ absl::flat_hash_map<int64_t, int64_t> JobWindower::TakeLateCollectiveCounts() {
 }
 
 std::optional<int64_t> JobWindower::ResumeOffset() const {
-  std::optional<int64_t> lowest;
-  for (int64_t o : collective_offset_) {
-    if (!lowest || o < *lowest) lowest = o;
-  }
-  for (int64_t o : gpu_offset_) {
-    if (!lowest || o < *lowest) lowest = o;
-  }
-  for (int64_t o : cpu_offset_) {
-    if (!lowest || o < *lowest) lowest = o;
-  }
+  BW_DCHECK(lowest_offset_ == LowestOffsetScanned());
+  if (lowest_offset_ == INT64_MAX) return std::nullopt;
+  return lowest_offset_;
+}
+
+int64_t JobWindower::LowestOffsetScanned() const {
+  int64_t lowest = INT64_MAX;
+  for (int64_t o : collective_offset_) lowest = std::min(lowest, o);
+  for (int64_t o : gpu_offset_) lowest = std::min(lowest, o);
+  for (int64_t o : cpu_offset_) lowest = std::min(lowest, o);
   return lowest;
 }
 

@@ -245,6 +245,13 @@ class JobWindower {
   // it made once per batch (a job of 8 ranks buffers about a million
   // events: three quarters of the processor's CPU, issue 20).
   int64_t buffered_max_end_ns_ = INT64_MIN;
+  // The lowest input offset of a buffered event (INT64_MAX: none), kept as
+  // Add and Evict change the buffer: ResumeOffset is asked at every commit
+  // and scanning the offsets of every buffered event cost 2.7 % of the
+  // processor's CPU (8-rank jobs hold about a million).
+  int64_t lowest_offset_ = INT64_MAX;
+  // The same by a scan of the buffer (a debug check of lowest_offset_).
+  int64_t LowestOffsetScanned() const;
   // HostSkewNs when windows last closed by the watermark; windows closed for
   // idleness (when every host is silent) report it too.
   int64_t last_skew_ns_ = 0;

@@ -1,5 +1,6 @@
 #include "analysis/interval_set.h"
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -97,6 +98,63 @@ TEST(IntervalSet, CoveredLengthWithACursorAgreesWhereverTheCursorIs) {
       int64_t b = a + static_cast<int64_t>(rng() % 300) - 20;
       EXPECT_EQ(set.CoveredLength(a, b, &cursor), set.CoveredLength(a, b))
           << "round " << round << " [" << a << ", " << b << ")";
+    }
+  }
+}
+
+// The union by a plain sort and merge: what FromIntervals must give
+// whatever the input's order.
+std::vector<Interval> ReferenceUnion(std::vector<Interval> v) {
+  std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) {
+    return a.start < b.start;
+  });
+  std::vector<Interval> out;
+  for (const Interval& iv : v) {
+    if (iv.end <= iv.start) continue;
+    if (!out.empty() && iv.start <= out.back().end) {
+      out.back().end = std::max(out.back().end, iv.end);
+    } else {
+      out.push_back(iv);
+    }
+  }
+  return out;
+}
+
+// Sorted, nearly sorted (events listed as they end: an enclosing one after
+// what it encloses), a few far out of place, and shuffled inputs.
+TEST(IntervalSet, FromIntervalsIsTheUnionWhateverTheOrder) {
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 200; ++round) {
+    const int n = 1 + static_cast<int>(rng() % 400);
+    std::vector<Interval> v;
+    int64_t t = 0;
+    for (int i = 0; i < n; ++i) {
+      t += static_cast<int64_t>(rng() % 50);
+      v.push_back({t, t + static_cast<int64_t>(rng() % 80)});
+    }
+    switch (round % 4) {
+      case 0:
+        break;  // By start.
+      case 1:   // By end.
+        std::stable_sort(
+            v.begin(), v.end(),
+            [](const Interval& a, const Interval& b) { return a.end < b.end; });
+        break;
+      case 2:  // A few swapped far apart.
+        for (int k = 0; k < 3; ++k) {
+          std::swap(v[rng() % v.size()], v[rng() % v.size()]);
+        }
+        break;
+      case 3:
+        std::shuffle(v.begin(), v.end(), rng);
+        break;
+    }
+    const std::vector<Interval> want = ReferenceUnion(v);
+    const IntervalSet got = IntervalSet::FromIntervals(v);
+    ASSERT_EQ(got.intervals().size(), want.size()) << "round " << round;
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(got.intervals()[i].start, want[i].start) << round << " " << i;
+      EXPECT_EQ(got.intervals()[i].end, want[i].end) << round << " " << i;
     }
   }
 }

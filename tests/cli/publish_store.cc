@@ -67,9 +67,9 @@ void PublishStore(const std::string& store, const std::string& topic) {
     snapshot.jobs[job.job] = state->has_value() && !(*state)->empty()
                                  ? **state
                                  : JobState().Serialize();
-    snapshot.activity[job.job] = JobActivity{
-        .last_event_ns = job.last_event_ns,
-        .last_seen_wall_ns = absl::ToUnixNanos(job.last_seen_wall)};
+    snapshot.activity[job.job] =
+        JobActivity{.last_event_ns = job.last_event_ns,
+                    .last_seen_wall_ns = absl::ToUnixNanos(job.last_seen_wall)};
   }
   auto alerts = (*reader)->AlertStates();
   ASSERT_TRUE(alerts.ok()) << alerts.status();
@@ -99,9 +99,10 @@ std::unique_ptr<ServeProcess> ServeThroughBrokers(
   static const std::regex kCaughtUp(
       R"re(,"lag_messages":0,.*"state_lag_messages":0\})re");
   // The one snapshot published, applied (not skipped as invalid).
-  const std::string applied = "\nbubblewatch_serve_snapshots_applied_total{"
-                              "topic=\"" +
-                              topic + ".state\"} 1\n";
+  const std::string applied =
+      "\nbubblewatch_serve_snapshots_applied_total{"
+      "topic=\"" +
+      topic + ".state\"} 1\n";
   std::string health, listed, metrics;
   const bool ready = PollUntil(
       [&] {

@@ -231,14 +231,27 @@ void AddWindowCollectives(const WindowCollectives& window,
   period.unattributed += window.unattributed;
   period.seq_backwards += window.seq_backwards;
   period.seq_jumps += window.seq_jumps;
-  for (const RankWindow& r : window.ranks) {
-    auto it = std::lower_bound(
-        period.ranks.begin(), period.ranks.end(), r.rank,
-        [](const RankWindow& a, int32_t rank) { return a.rank < rank; });
-    if (it == period.ranks.end() || it->rank != r.rank) {
-      it = period.ranks.insert(it, RankWindow{.rank = r.rank});
+  // Usually every window has the period's ranks, in the same order: then
+  // rank i adds to rank i, without a search (a 64-rank job's hour is 23,040
+  // of these per query).
+  const bool aligned =
+      window.ranks.size() == period.ranks.size() &&
+      std::equal(window.ranks.begin(), window.ranks.end(), period.ranks.begin(),
+                 [](const RankWindow& w, const RankWindow& p) {
+                   return w.rank == p.rank;
+                 });
+  for (size_t i = 0; i < window.ranks.size(); ++i) {
+    const RankWindow& r = window.ranks[i];
+    auto it = period.ranks.begin() + static_cast<ptrdiff_t>(i);
+    if (!aligned) {
+      it = std::lower_bound(
+          period.ranks.begin(), period.ranks.end(), r.rank,
+          [](const RankWindow& a, int32_t rank) { return a.rank < rank; });
+      if (it == period.ranks.end() || it->rank != r.rank) {
+        it = period.ranks.insert(it, RankWindow{.rank = r.rank});
+      }
     }
-    it->host = r.host;
+    if (it->host != r.host) it->host = r.host;
     it->device = r.device;
     it->span_ns += r.span_ns;
     it->compute_ns += r.compute_ns;
@@ -263,11 +276,16 @@ void AddWindowCollectives(const WindowCollectives& window,
     for (int c = 0; c < kNumBubbleCauses; ++c) it->causes[c] += s.causes[c];
     it->unattributed_ns += s.unattributed_ns;
   }
-  std::sort(period.stragglers.begin(), period.stragglers.end(),
-            [](const StragglerWindow& a, const StragglerWindow& b) {
-              return std::tie(b.wait_caused_ns, a.rank) <
-                     std::tie(a.wait_caused_ns, b.rank);
-            });
+  const auto more_wait = [](const StragglerWindow& a,
+                            const StragglerWindow& b) {
+    return std::tie(b.wait_caused_ns, a.rank) <
+           std::tie(a.wait_caused_ns, b.rank);
+  };
+  // Most windows leave the order as it was.
+  if (!std::is_sorted(period.stragglers.begin(), period.stragglers.end(),
+                      more_wait)) {
+    std::sort(period.stragglers.begin(), period.stragglers.end(), more_wait);
+  }
 }
 
 absl::StatusOr<JobReport> QueryJob(const WindowStoreReader& store,

@@ -24,31 +24,9 @@ constexpr auto ByStart = [](const Interval& x, const Interval& y) {
 };
 
 void SortByStart(std::vector<Interval>& intervals) {
-  if (std::is_sorted(intervals.begin(), intervals.end(), ByStart)) return;
-  // Nearly sorted is the common case: a live trace lists a thread's events
-  // as they end, so an event comes after those it encloses and nothing
-  // else is out of place. Keep the ascending run in place, sort the few
-  // that break it and merge the two: O(n + k log k) instead of n log n
-  // (introsort here was 6.6 % of the processor's CPU on 8-rank jobs).
-  std::vector<Interval> out_of_place;
-  size_t kept = 0;
-  int64_t last_start = INT64_MIN;
-  for (const Interval& iv : intervals) {
-    if (iv.start >= last_start) {
-      intervals[kept++] = iv;
-      last_start = iv.start;
-    } else {
-      out_of_place.push_back(iv);
-    }
-  }
-  std::copy(out_of_place.begin(), out_of_place.end(), intervals.begin() + kept);
-  if (out_of_place.size() > intervals.size() / 4) {
+  if (!std::is_sorted(intervals.begin(), intervals.end(), ByStart)) {
     std::sort(intervals.begin(), intervals.end(), ByStart);
-    return;
   }
-  std::sort(intervals.begin() + kept, intervals.end(), ByStart);
-  std::inplace_merge(intervals.begin(), intervals.begin() + kept,
-                     intervals.end(), ByStart);
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "schemas/window_summary_codec.h"
 #include "storage/window_store.h"
 #include "tests/processor/processor_kafka_test_util.h"
+#include "tests/testing/command_flags.h"
 #include "tests/testing/files.h"
 #include "tests/testing/poll.h"
 #include "tests/testing/test_time.h"
@@ -88,6 +89,16 @@ std::vector<std::string> FreshProcess(const std::string& topic,
   return args;
 }
 
+// FreshProcess tagged "-live", kept running while the test waits for
+// windows between sends (it exits 15 s, scaled, after the last batch).
+std::vector<std::string> LiveProcess(const std::string& topic,
+                                     const std::string& store) {
+  std::vector<std::string> args = FreshProcess(topic, store, "-live");
+  testing::SetFlags(
+      args, {"--exit-when-idle", testing::ScaledFlag(absl::Seconds(15))});
+  return args;
+}
+
 // The windows of job "observed" in the store at `path` (read-only, while
 // a processor may still write it); empty when it cannot be opened yet.
 std::vector<WindowSummary> Windows(const std::string& path,
@@ -125,13 +136,8 @@ TEST(ObservationsKafka, TwoRunsApartReplayIntoAFreshStoreAlikeButWhyClosed) {
   // Live: the processor closes the first run by its idle timeout (3 s
   // scaled), then the second run is sent.
   const std::string live = dir + "/live";
-  std::vector<std::string> args = FreshProcess(topic, live, "-live");
   // It must outlive the wait for run 1's windows and run 2's produce.
-  for (size_t i = 0; i + 1 < args.size(); ++i) {
-    if (args[i] == "--exit-when-idle") {
-      args[i + 1] = testing::ScaledFlag(absl::Seconds(15));
-    }
-  }
+  const std::vector<std::string> args = LiveProcess(topic, live);
   const pid_t pid = Spawn(args);
   ASSERT_TRUE(testing::PollUntil([&] { return !Windows(live).empty(); },
                                  absl::Seconds(60), absl::Milliseconds(200)))
@@ -186,12 +192,7 @@ TEST(ObservationsKafka, DutyCycleSnapshotsStoreOneWindowEachLiveAsReplayed) {
                        RunTrace(60 * i));
   }
   const std::string live = dir + "/live";
-  std::vector<std::string> args = FreshProcess(topic, live, "-live");
-  for (size_t i = 0; i + 1 < args.size(); ++i) {
-    if (args[i] == "--exit-when-idle") {
-      args[i + 1] = testing::ScaledFlag(absl::Seconds(15));
-    }
-  }
+  const std::vector<std::string> args = LiveProcess(topic, live);
   const pid_t pid = Spawn(args);
   for (int i = 0; i < kSnapshots; ++i) {
     ASSERT_EQ(RunToEnd(Produce(topic, absl::StrCat(dir, "/snap", i, ".json"))),
@@ -272,9 +273,7 @@ TEST(ObservationsKafka, ProducerRestartedMidFileStoresWhatOneRunStores) {
   const std::string clean_store = dir + "/clean";
   const std::string log = dir + "/process.log";
   std::vector<std::string> args = ProcessArgs(topic, restarted_store);
-  for (size_t i = 0; i + 1 < args.size(); ++i) {
-    if (args[i] == "--log-level") args[i + 1] = "info";
-  }
+  testing::SetFlags(args, {"--log-level", "info"});
   ASSERT_EQ(Wait(Spawn(args, log)), 0);
   ASSERT_EQ(RunToEnd(ProcessArgs(clean, clean_store)), 0);
   const std::vector<WindowSummary> got = Windows(restarted_store, "restarted");

@@ -11,9 +11,9 @@ namespace bubblewatch {
 namespace {
 
 int CountFleetRules(const AlertRuleSet& rules) {
-  return static_cast<int>(
-      std::count_if(rules.rules.begin(), rules.rules.end(),
-                    [](const AlertRule& r) { return r.kind == RuleKind::kFleet; }));
+  return static_cast<int>(std::count_if(
+      rules.rules.begin(), rules.rules.end(),
+      [](const AlertRule& r) { return r.kind == RuleKind::kFleet; }));
 }
 
 }  // namespace
@@ -35,9 +35,9 @@ absl::StatusOr<std::vector<AlertEvent>> FleetAlerter::Tick(absl::Time now) {
   const StoredAlerts stored = ReadStoredAlerts(*states);
   std::vector<AlertEvent> events = evaluator_.OnFleetTick(stored.firing, now);
   for (const AlertEvent& e : events) {
-    spdlog::info("fleet alert {} {}: {} jobs firing (more than {}): {}",
-                 e.rule, std::string(AlertStatusName(e.status)), e.jobs.size(), e.threshold,
-                 absl::StrJoin(e.jobs, ","));
+    spdlog::info("fleet alert {} {}: {} jobs firing (more than {}): {}", e.rule,
+                 std::string(AlertStatusName(e.status)), e.jobs.size(),
+                 e.threshold, absl::StrJoin(e.jobs, ","));
   }
   if (alertmanager_ != nullptr) {
     if (!events.empty()) alertmanager_->Send(events);

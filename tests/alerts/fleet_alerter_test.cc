@@ -19,10 +19,10 @@
 namespace bubblewatch {
 namespace {
 
-using ::testing::ElementsAre;
 using alert_test::kT0;
 using alert_test::Rules;
 using alert_test::Window;
+using ::testing::ElementsAre;
 
 constexpr char kJobRule[] = R"(rules:
   - {name: stall, kind: cause_share_above, cause: host_sync, threshold: 30%}

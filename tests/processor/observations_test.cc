@@ -741,6 +741,80 @@ TEST_F(Observations, OverlappingAndBackwardsObservationsAreCounted) {
   EXPECT_EQ(Stats().overlapping_observations, 1);
 }
 
+// Several processes of one host that send their traces without a rank
+// (rank -1), each its own producer and observation, overlap legitimately:
+// no bad input. Their observed time is the union of the observations,
+// the overlap counted once.
+TEST_F(Observations, OverlappingTracesOfOneHostWithoutRanksAreNotBadInput) {
+  Obs a{.id = 1, .start_ms = 0, .end_ms = 600};
+  Obs b{.id = 2, .start_ms = 300, .end_ms = 900};
+  for (int64_t t = 0; t < 600; t += 50) a.kernels.push_back({0, t, t + 25});
+  for (int64_t t = 300; t < 900; t += 50) b.kernels.push_back({1, t, t + 25});
+  std::vector<WindowSummary> out;
+  for (const Obs& o : {a, b}) {
+    for (const DecodedBatch& batch : BatchesOf(o, 4, false, "h", -1)) {
+      for (WindowSummary& w : Feed(batch)) out.push_back(std::move(w));
+    }
+  }
+  for (WindowSummary& w : Idle()) out.push_back(std::move(w));
+  EXPECT_EQ(Stats().overlapping_observations, 0);
+  EXPECT_EQ(Stats().observations_backwards, 0);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].observed_ns, std::optional<int64_t>(900 * kMs));
+  // Each device's gaps lie within the union: 11 gaps of 25 ms each.
+  EXPECT_EQ(out[0].window.job.bubble_ns, 2 * 11 * 25 * kMs);
+  // Two ranks of one host are two processes too.
+  Reset();
+  for (int32_t rank : {0, 1}) {
+    for (const DecodedBatch& batch :
+         BatchesOf(rank == 0 ? a : b, 4, false, "h", rank)) {
+      Feed(batch);
+    }
+  }
+  EXPECT_EQ(Stats().overlapping_observations, 0);
+}
+
+// A true overlap: one stream sends a second observation over time its
+// previous one held. Without a rank, one producer's two observations;
+// with a rank, two producers of one (host, rank). Counted once each, the
+// overlap still observed once.
+TEST_F(Observations, ATrueOverlapOfOneStreamIsCounted) {
+  Obs a{.id = 1, .start_ms = 0, .end_ms = 600};
+  Obs b{.id = 2, .start_ms = 300, .end_ms = 900};
+  for (int64_t t = 0; t < 600; t += 50) a.kernels.push_back({0, t, t + 25});
+  for (int64_t t = 300; t < 900; t += 50) b.kernels.push_back({1, t, t + 25});
+  // One producer (id 9, its sequence going on) without a rank.
+  std::vector<WindowSummary> out;
+  std::vector<DecodedBatch> batches = BatchesOf(a, 4, false, "h", -1, 9);
+  for (DecodedBatch& x : BatchesOf(b, 4, false, "h", -1, 9, batches.size())) {
+    batches.push_back(std::move(x));
+  }
+  for (const DecodedBatch& batch : batches) {
+    for (WindowSummary& w : Feed(batch)) out.push_back(std::move(w));
+  }
+  for (WindowSummary& w : Idle()) out.push_back(std::move(w));
+  EXPECT_EQ(Stats().overlapping_observations, 1);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].observed_ns, std::optional<int64_t>(900 * kMs));
+  // Rank 3 of host h, sent by two producers.
+  Reset();
+  for (const Obs& o : {a, b}) {
+    for (const DecodedBatch& batch : BatchesOf(o, 4, false, "h", 3)) {
+      Feed(batch);
+    }
+  }
+  EXPECT_EQ(Stats().overlapping_observations, 1);
+  // A batch without a producer id and without a rank names no stream.
+  Reset();
+  for (const Obs& o : {a, b}) {
+    for (DecodedBatch batch : BatchesOf(o, 4, false, "h", -1)) {
+      batch.header.producer_id = 0;
+      Feed(batch);
+    }
+  }
+  EXPECT_EQ(Stats().overlapping_observations, 0);
+}
+
 TEST_F(Observations, BadIntervalsAreDeadLettered) {
   Obs a{.id = 1, .start_ms = 0, .end_ms = 100, .kernels = {{0, 10, 20}}};
   DecodedBatch b = BatchesOf(a, 10)[0];

@@ -485,6 +485,8 @@ absl::StatusOr<Analysis> Analyzer::Run() {
   }
   WindowAccumulator windows(options_.window_ns);
 
+  // One bubble: an observed piece [start, start + length) of a gap (the
+  // whole gap when all time is observed).
   struct GapRef {
     int64_t length;
     int64_t start;
@@ -541,6 +543,12 @@ absl::StatusOr<Analysis> Analyzer::Run() {
       s.compute_ns = timeline.compute_ns();
       s.bubble_ns = s.span_ns - s.compute_ns;
     }
+    // With unobserved time, the span is the busy time and the observed
+    // bubble pieces (added as the gaps are cut below), not first to last.
+    if (options_.observed != nullptr) {
+      s.span_ns = s.compute_ns;
+      s.bubble_ns = 0;
+    }
     if (windows.enabled()) {
       for (const KernelSlot& k : timeline.kernels()) {
         windows.CountKernel(input.device, k.start_ns);
@@ -558,17 +566,41 @@ absl::StatusOr<Analysis> Analyzer::Run() {
         StartBreakdowns(input.device, timeline, out.breakdowns);
     size_t next_query = 0;
     std::vector<uint32_t> active_queries;
+    std::vector<Interval> pieces;
     for (size_t g = 0; g < timeline.gaps().size(); ++g) {
       const Gap& gap = timeline.gaps()[g];
-      GapContext ctx = MakeGapContext(timeline, gap);
+      // The gap's observed pieces are its bubbles; the rest was seen by
+      // nobody (docs/semantics.md#observations).
+      pieces.clear();
+      if (options_.observed == nullptr) {
+        pieces.push_back({gap.start_ns, gap.end_ns});
+      } else {
+        options_.observed->ForEachCovered(gap.start_ns, gap.end_ns,
+                                          [&](int64_t a, int64_t b) {
+                                            pieces.push_back({a, b});
+                                          });
+        for (const Interval& p : pieces) {
+          s.span_ns += p.end - p.start;
+          s.bubble_ns += p.end - p.start;
+        }
+      }
+      const bool whole_gap = pieces.size() == 1 &&
+                             pieces[0].start == gap.start_ns &&
+                             pieces[0].end == gap.end_ns;
+      // Made only for a gap with a bubble: one wholly unobserved costs no
+      // lookups (a duty cycle's minute between snapshots).
+      GapContext ctx{};
+      if (!pieces.empty()) ctx = MakeGapContext(timeline, gap);
       Attribution gap_attribution{};
-      AttributeGap(ctx, copies, gap.start_ns, gap.end_ns,
-                   [&](BubbleCause c, int64_t w, int64_t ns) {
-                     gap_attribution[static_cast<int>(c)] += ns;
-                     if (windows.enabled()) {
-                       windows.AddBubbleCause(input.device, w, c, ns);
-                     }
-                   });
+      for (const Interval& p : pieces) {
+        AttributeGap(ctx, copies, p.start, p.end,
+                     [&](BubbleCause c, int64_t w, int64_t ns) {
+                       gap_attribution[static_cast<int>(c)] += ns;
+                       if (windows.enabled()) {
+                         windows.AddBubbleCause(input.device, w, c, ns);
+                       }
+                     });
+      }
       for (int c = 0; c < kNumBubbleCauses; ++c) {
         s.attribution[c] += gap_attribution[c];
       }
@@ -586,39 +618,50 @@ absl::StatusOr<Analysis> Analyzer::Run() {
           if (lo >= hi) continue;
           IntervalBreakdown& b = out.breakdowns[i];
           b.busy_ns -= hi - lo;
-          if (lo == gap.start_ns && hi == gap.end_ns) {
+          if (lo == gap.start_ns && hi == gap.end_ns && whole_gap) {
             // The whole gap: its attribution is already known.
             for (int c = 0; c < kNumBubbleCauses; ++c) {
               b.bubble[c] += gap_attribution[c];
             }
             continue;
           }
-          AttributeGap(ctx, copies, lo, hi,
-                       [&](BubbleCause c, int64_t, int64_t ns) {
-                         b.bubble[static_cast<int>(c)] += ns;
-                       });
+          // Unobserved time of the interval is outside any span.
+          b.outside_ns += hi - lo;
+          for (const Interval& p : pieces) {
+            const int64_t x = std::max(lo, p.start);
+            const int64_t y = std::min(hi, p.end);
+            if (x >= y) continue;
+            b.outside_ns -= y - x;
+            AttributeGap(ctx, copies, x, y,
+                         [&](BubbleCause c, int64_t, int64_t ns) {
+                           b.bubble[static_cast<int>(c)] += ns;
+                         });
+          }
         }
       }
-      int64_t length = gap.end_ns - gap.start_ns;
-      if (length > s.largest_bubble_ns) {
-        s.largest_bubble_ns = length;
-        s.largest_bubble_start_ns = gap.start_ns;
-        s.culprit_before_bubble = MakeKernelRef(trace_, gap.culprit);
-      }
-      GapRef ref{length, gap.start_ns, input.device, slot, g};
-      if (top_gaps.size() < top || (top > 0 && longer(ref, top_gaps.front()))) {
-        top_gaps.push_back(ref);
-        std::push_heap(top_gaps.begin(), top_gaps.end(), longer);
-        if (top_gaps.size() > top) {
-          std::pop_heap(top_gaps.begin(), top_gaps.end(), longer);
-          top_gaps.pop_back();
+      for (const Interval& p : pieces) {
+        const int64_t length = p.end - p.start;
+        if (length > s.largest_bubble_ns) {
+          s.largest_bubble_ns = length;
+          s.largest_bubble_start_ns = p.start;
+          s.culprit_before_bubble = MakeKernelRef(trace_, gap.culprit);
         }
-      }
-      if (windows.enabled()) {
-        ForEachWindowPiece(gap.start_ns, gap.end_ns,
-                           [&](int64_t w, int64_t x, int64_t y) {
-                             windows.AddGapPart(input.device, w, x, y, slot, g);
-                           });
+        GapRef ref{length, p.start, input.device, slot, g};
+        if (top_gaps.size() < top ||
+            (top > 0 && longer(ref, top_gaps.front()))) {
+          top_gaps.push_back(ref);
+          std::push_heap(top_gaps.begin(), top_gaps.end(), longer);
+          if (top_gaps.size() > top) {
+            std::pop_heap(top_gaps.begin(), top_gaps.end(), longer);
+            top_gaps.pop_back();
+          }
+        }
+        if (windows.enabled()) {
+          ForEachWindowPiece(
+              p.start, p.end, [&](int64_t w, int64_t x, int64_t y) {
+                windows.AddGapPart(input.device, w, x, y, slot, g);
+              });
+        }
       }
     }
     out.kernels += d.kernels;
@@ -646,7 +689,7 @@ absl::StatusOr<Analysis> Analyzer::Run() {
     const Gap& gap = timelines[ref.device_slot].gaps()[ref.gap];
     out.top_bubbles.push_back(MakeBubbleReport(
         devices_[ref.device_slot], timelines[ref.device_slot],
-        copy_sets[ref.device_slot], gap, gap.start_ns, gap.end_ns));
+        copy_sets[ref.device_slot], gap, ref.start, ref.start + ref.length));
   }
 
   if (windows.enabled()) {

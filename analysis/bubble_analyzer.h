@@ -62,6 +62,15 @@ struct AnalyzerOptions {
   // analysis asks where a rank's time went between two sync points.
   // Borrowed: must outlive the call.
   absl::Span<const DeviceInterval> breakdown_intervals;
+  // The job's observed time (docs/semantics.md#observations), or null when
+  // all of it is observed. A gap's part outside it is unobserved: no bubble,
+  // in no span, no cause, no window. Each observed piece of a gap is a
+  // bubble of its own for the span, the attribution (with the context of
+  // the whole gap, as windows cut gaps), the largest and the top bubbles.
+  // The streaming processor passes the union of its known observations, so
+  // a short break between two traces analyzed together is not idle time.
+  // Borrowed: must outlive the call.
+  const IntervalSet* observed = nullptr;
 
   // kInvalidArgument listing every field out of range (negative counts, a
   // window_ns outside 0..kMaxWindowNs); AnalyzeTrace calls it.

@@ -246,8 +246,14 @@ std::vector<WindowSummary> JobWindower::Finalize(
   options.max_windows = 0;
   options.top_bubbles_per_window = options_.top_bubbles_per_window;
   options.open_until_ns = open_until_ns;
-  absl::StatusOr<Analysis> analysis = AnalyzeTrace(trace_, options);
+  // The observed time cuts the gaps (docs/semantics.md#observations): what
+  // lies between two observations analyzed together is no bubble. The same
+  // known observations as observed_ns, forgotten first, so that a replay
+  // from the resume offset cuts the same gaps.
   ForgetOldObservations();
+  const std::optional<IntervalSet> observed = ObservedSet();
+  if (observed) options.observed = &*observed;
+  absl::StatusOr<Analysis> analysis = AnalyzeTrace(trace_, options);
   // Batches were validated on arrival; an error here would be a bug.
   BW_DCHECK(analysis.ok());
   if (analysis.ok()) {
@@ -263,7 +269,9 @@ std::vector<WindowSummary> JobWindower::Finalize(
       summary.job = job_;
       summary.closed_by = closed_by;
       summary.host_skew_ns = last_skew_ns_;
-      summary.observed_ns = ObservedNs(w.start_ns, w.end_ns);
+      if (observed) {
+        summary.observed_ns = observed->CoveredLength(w.start_ns, w.end_ns);
+      }
       for (const GpuActivity& a : trace_.gpu) {
         if (a.start_ns >= w.start_ns && a.start_ns < w.end_ns)
           ++summary.gpu_events;
@@ -292,27 +300,17 @@ void JobWindower::ForgetOldObservations() {
   if (legacy_offset_ < resume) legacy_offset_ = INT64_MIN;
 }
 
-std::optional<int64_t> JobWindower::ObservedNs(int64_t start_ns,
-                                               int64_t end_ns) const {
+std::optional<IntervalSet> JobWindower::ObservedSet() const {
   if (legacy_offset_ != INT64_MIN || observations_.empty()) {
     return std::nullopt;
   }
-  // The union of the intervals, clipped to the window, by start.
-  std::vector<std::pair<int64_t, int64_t>> parts;
+  std::vector<Interval> intervals;
+  intervals.reserve(observations_.size());
   for (const auto& [id, o] : observations_) {
-    const int64_t lo = std::max(o.start_ns, start_ns);
-    const int64_t hi = std::min(o.end_ns, end_ns);
-    if (lo < hi) parts.emplace_back(lo, hi);
+    intervals.push_back({o.start_ns, o.end_ns});
   }
-  std::sort(parts.begin(), parts.end());
-  int64_t observed = 0;
-  int64_t covered_to = INT64_MIN;
-  for (const auto& [lo, hi] : parts) {
-    const int64_t from = std::max(lo, covered_to);
-    if (hi > from) observed += hi - from;
-    covered_to = std::max(covered_to, hi);
-  }
-  return observed;
+  // Sorted first: the set does not depend on the hash map's order.
+  return IntervalSet::FromIntervals(std::move(intervals));
 }
 
 void JobWindower::Evict() {

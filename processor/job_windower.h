@@ -50,6 +50,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
+#include "analysis/interval_set.h"
 #include "base/option_problems.h"
 #include "schemas/event_batch_codec.h"
 #include "schemas/trace.h"
@@ -189,10 +190,12 @@ class JobWindower {
   // The index of the (host, rank) that sent a batch.
   uint32_t SourceOf(const BatchHeader& header);
 
-  // The observed time of [start_ns, end_ns): its overlap with the union of
-  // the known observations' intervals; nullopt while a legacy batch (no
-  // observation) is known, or none is (docs/semantics.md#observations).
-  std::optional<int64_t> ObservedNs(int64_t start_ns, int64_t end_ns) const;
+  // The union of the known observations' intervals (half-open); nullopt
+  // while a legacy batch (no observation) is known, or none is: then
+  // everything counts as observed (docs/semantics.md#observations). A
+  // window's observed_ns is its overlap with this set, and its gaps are cut
+  // by it.
+  std::optional<IntervalSet> ObservedSet() const;
   // Forgets the observations and legacy batches only known from batches
   // below ResumeOffset(): a processor replaying from there does not know
   // them either.

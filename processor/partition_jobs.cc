@@ -270,8 +270,18 @@ void PartitionJobs::NoteObservation(const std::string& name, JobEntry& job,
                                     const BatchHeader& header) {
   if (!header.observation) return;
   const ObservationInfo& o = *header.observation;
-  auto [it, inserted] =
-      job.last_observation.try_emplace(std::pair(header.host, header.rank), o);
+  // One profiler at a time records a rank: a rank's two observations that
+  // overlap hold the same time twice. A rank below 0 is unknown and does
+  // not name a process (the processes of one host that each send a trace
+  // without one overlap, legitimately): only its producer's own
+  // observations are compared, and without a producer id none.
+  uint64_t producer = 0;
+  if (header.rank < 0) {
+    if (header.producer_id == 0) return;
+    producer = header.producer_id;
+  }
+  auto [it, inserted] = job.last_observation.try_emplace(
+      std::tuple(header.host, header.rank, producer), o);
   if (inserted || it->second.id == o.id) return;
   const ObservationInfo previous = it->second;
   it->second = o;
@@ -279,20 +289,20 @@ void PartitionJobs::NoteObservation(const std::string& name, JobEntry& job,
   // events are kept and analyzed like any others.
   if (o.start_ns < previous.start_ns) {
     spdlog::warn(
-        "job {}: host {} rank {}: observation {:016x} starts at {} ns, "
-        "before the previous one {:016x} (at {} ns): observations go "
-        "backwards (docs/semantics.md#observations)",
-        name, header.host, header.rank, o.id, o.start_ns, previous.id,
-        previous.start_ns);
+        "job {}: host {} rank {} producer {:016x}: observation {:016x} "
+        "starts at {} ns, before the previous one {:016x} (at {} ns): "
+        "observations go backwards (docs/semantics.md#observations)",
+        name, header.host, header.rank, header.producer_id, o.id, o.start_ns,
+        previous.id, previous.start_ns);
     absl::MutexLock lock(&stats_->mu);
     ++stats_->stats.observations_backwards;
   } else if (o.start_ns < previous.end_ns) {
     spdlog::warn(
-        "job {}: host {} rank {}: observation {:016x} [{}, {}] ns overlaps "
-        "the previous one {:016x} [{}, {}] ns "
+        "job {}: host {} rank {} producer {:016x}: observation {:016x} "
+        "[{}, {}] ns overlaps the previous one {:016x} [{}, {}] ns "
         "(docs/semantics.md#observations)",
-        name, header.host, header.rank, o.id, o.start_ns, o.end_ns, previous.id,
-        previous.start_ns, previous.end_ns);
+        name, header.host, header.rank, header.producer_id, o.id, o.start_ns,
+        o.end_ns, previous.id, previous.start_ns, previous.end_ns);
     absl::MutexLock lock(&stats_->mu);
     ++stats_->stats.overlapping_observations;
   }

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -81,9 +82,13 @@ struct JobEntry {
   absl::Time skew_warned_at = absl::InfinitePast();
   // While replaying: producer id -> highest sequence replayed so far.
   absl::flat_hash_map<uint64_t, uint64_t> replayed_sequences;
-  // The last observation of each (host, rank), for the bad-input counters
-  // (live batches only; not persisted).
-  absl::flat_hash_map<std::pair<std::string, int32_t>, ObservationInfo>
+  // The last observation of each stream, for the bad-input counters (live
+  // batches only; not persisted): keyed by (host, rank, 0) for a rank >= 0,
+  // which one process holds, and by (host, rank, producer id) for an
+  // unknown rank (< 0), which every process of a host may send
+  // (docs/semantics.md#observations).
+  absl::flat_hash_map<std::tuple<std::string, int32_t, uint64_t>,
+                      ObservationInfo>
       last_observation;
 };
 
@@ -154,14 +159,15 @@ class PartitionJobs {
   // Observations: a batch whose observation starts at or after the first
   // window boundary after the job's buffered data closes the job's windows
   // first, as an end marker does, so unobserved time is never a bubble; an
-  // observation that overlaps or precedes its (host, rank)'s previous one
-  // is counted (docs/semantics.md#observations).
+  // observation that overlaps or precedes its stream's previous one is
+  // counted (docs/semantics.md#observations).
   Added AddBatch(PartitionState& part, const std::string& name, JobEntry& job,
                  const DecodedBatch& batch, int64_t offset, bool replay,
                  absl::Time now, absl::Duration host_idle);
 
   // Counts a live batch's observation that overlaps or precedes the
-  // previous observation of its (host, rank) (docs/semantics.md#observations).
+  // previous observation of its stream: its (host, rank) when the rank is
+  // known, else its producer (docs/semantics.md#observations).
   void NoteObservation(const std::string& name, JobEntry& job,
                        const BatchHeader& header);
 

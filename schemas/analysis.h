@@ -26,9 +26,12 @@ struct KernelRef {
 // The utilization figures of one device, or of the job (sums over devices:
 // GPU-time), over the whole trace or one window.
 struct UtilizationStats {
-  int64_t span_ns = 0;     // First kernel start to last kernel end.
+  // First kernel start to last kernel end, less unobserved time
+  // (AnalyzerOptions::observed): always compute + bubble.
+  int64_t span_ns = 0;
   int64_t compute_ns = 0;  // Length of the union of kernel intervals.
-  int64_t bubble_ns = 0;   // span - compute; the gaps between busy intervals.
+  // span - compute: the (observed parts of the) gaps between busy intervals.
+  int64_t bubble_ns = 0;
   int64_t largest_bubble_ns = 0;
   int64_t largest_bubble_start_ns = 0;  // Meaningful when largest > 0.
   // The kernel that finished just before the largest bubble.
@@ -97,8 +100,9 @@ struct DeviceInterval {
 
 // Where one DeviceInterval's time went: busy (any kernel), bubble time by
 // cause, and time outside the device's span (before its first kernel or
-// after its last, or a device with no kernels). Adds up to the interval's
-// length (0 for an empty or reversed interval).
+// after its last, a device with no kernels, or unobserved time inside a
+// gap). Adds up to the interval's length (0 for an empty or reversed
+// interval).
 struct IntervalBreakdown {
   int64_t busy_ns = 0;
   Attribution bubble{};

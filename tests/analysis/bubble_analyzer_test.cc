@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <random>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "analysis/window_accumulator.h"
@@ -551,6 +552,249 @@ TEST(BubbleAnalyzer, OpenUntilBeforeTheLastKernelChangesNothing) {
   Analysis a = MustAnalyze(SeedSample().Build(), options);
   EXPECT_EQ(a.job.span_ns, 130 * kUs);
   EXPECT_EQ(a.job.bubble_ns, 85 * kUs);
+}
+
+// docs/semantics.md#observations, the worked example (in µs): observations
+// [0, 2000) and [5000, 7000), kernels a [0, 1500) and b [5500, 7000), b
+// launched at 5200 on the thread that synchronized over [1500, 1900). The
+// gap [1500, 5500) has the observed pieces [1500, 2000) and [5000, 5500);
+// the 3000 µs between them are no bubble.
+Trace ObservedGapExample() {
+  TraceBuilder b;
+  b.Kernel("a", 0, 1500).Kernel("b", 5500, 7000, 7, 0, 2);
+  b.Launch(5200, 5210, 2);
+  b.Cpu("cudaDeviceSynchronize", 1500, 1900);
+  return b.Build();
+}
+
+TEST(BubbleAnalyzer, UnobservedTimeInsideAGapIsNoBubble) {
+  const IntervalSet observed =
+      IntervalSet::FromIntervals({{0, 2000 * kUs}, {5000 * kUs, 7000 * kUs}});
+  AnalyzerOptions options;
+  options.window_ns = 10'000 * kUs;
+  options.observed = &observed;
+  Analysis a = MustAnalyze(ObservedGapExample(), options);
+  EXPECT_EQ(a.job.compute_ns, 3000 * kUs);
+  EXPECT_EQ(a.job.bubble_ns, 1000 * kUs);
+  EXPECT_EQ(a.job.span_ns, 4000 * kUs);
+  // Host-side time [1500, 5200) observed: 500 + 200 µs; the sync covers 400
+  // and overlaps it, so the 300 uncovered are host_sync too. The launch's
+  // [5200, 5500) is launch_overhead.
+  EXPECT_EQ(Cause(a.job, BubbleCause::kHostSync), 700 * kUs);
+  EXPECT_EQ(Cause(a.job, BubbleCause::kLaunchOverhead), 300 * kUs);
+  EXPECT_EQ(AttributionTotal(a.job.attribution), a.job.bubble_ns);
+  // Each piece is a bubble; equal lengths: the earlier is the largest, and
+  // its culprit is the kernel before the whole gap.
+  EXPECT_EQ(a.job.largest_bubble_ns, 500 * kUs);
+  EXPECT_EQ(a.job.largest_bubble_start_ns, 1500 * kUs);
+  EXPECT_EQ(a.job.culprit_before_bubble->name, "a");
+  ASSERT_EQ(a.top_bubbles.size(), 2u);
+  EXPECT_EQ(a.top_bubbles[0].start_ns, 1500 * kUs);
+  EXPECT_EQ(a.top_bubbles[0].end_ns, 2000 * kUs);
+  EXPECT_EQ(a.top_bubbles[0].cause, BubbleCause::kHostSync);
+  EXPECT_EQ(a.top_bubbles[1].start_ns, 5000 * kUs);
+  EXPECT_EQ(a.top_bubbles[1].end_ns, 5500 * kUs);
+  EXPECT_EQ(
+      a.top_bubbles[1].attribution[static_cast<int>(BubbleCause::kHostSync)],
+      200 * kUs);
+  EXPECT_EQ(a.top_bubbles[1].cause, BubbleCause::kLaunchOverhead);
+  EXPECT_EQ(a.top_bubbles[1].before->name, "a");
+  EXPECT_EQ(a.top_bubbles[1].after->name, "b");
+  ASSERT_EQ(a.windows.size(), 1u);
+  EXPECT_EQ(a.windows[0].job.span_ns, 4000 * kUs);
+  EXPECT_EQ(a.windows[0].job.bubble_ns, 1000 * kUs);
+  EXPECT_EQ(a.windows[0].job.attribution, a.job.attribution);
+
+  // Windows wholly inside the unobserved time do not exist.
+  options.window_ns = 1000 * kUs;
+  a = MustAnalyze(ObservedGapExample(), options);
+  std::vector<int64_t> starts;
+  for (const WindowAnalysis& w : a.windows) starts.push_back(w.start_ns / kUs);
+  EXPECT_EQ(starts, (std::vector<int64_t>{0, 1000, 5000, 6000}));
+
+  // Without observations, the whole gap is one bubble, as before.
+  a = MustAnalyze(ObservedGapExample());
+  EXPECT_EQ(a.job.bubble_ns, 4000 * kUs);
+  EXPECT_EQ(a.job.span_ns, 7000 * kUs);
+}
+
+// A gap straddling an observation's end: only its part before the end is a
+// bubble, attributed with the whole gap's context (here its next kernel's
+// launch before the gap: gpu_dependency).
+TEST(BubbleAnalyzer, AGapAcrossAnObservationsEndCountsItsObservedPart) {
+  TraceBuilder b;
+  b.Kernel("a", 0, 100, 7, 0, 1).Kernel("b", 400, 500, 7, 0, 2);
+  b.Launch(-10, -9, 1).Launch(50, 51, 2);
+  const Trace trace = b.Build();
+  const IntervalSet observed =
+      IntervalSet::FromIntervals({{0, 130 * kUs}, {400 * kUs, 500 * kUs}});
+  AnalyzerOptions options;
+  options.observed = &observed;
+  options.window_ns = 100 * kUs;
+  Analysis a = MustAnalyze(trace, options);
+  EXPECT_EQ(a.job.bubble_ns, 30 * kUs);
+  EXPECT_EQ(a.job.span_ns, 230 * kUs);
+  EXPECT_EQ(Cause(a.job, BubbleCause::kGpuDependency), 30 * kUs);
+  ASSERT_EQ(a.top_bubbles.size(), 1u);
+  EXPECT_EQ(a.top_bubbles[0].start_ns, 100 * kUs);
+  EXPECT_EQ(a.top_bubbles[0].end_ns, 130 * kUs);
+  EXPECT_EQ(a.top_bubbles[0].after->name, "b");
+  std::vector<int64_t> starts;
+  for (const WindowAnalysis& w : a.windows) starts.push_back(w.start_ns / kUs);
+  EXPECT_EQ(starts, (std::vector<int64_t>{0, 100, 400}));
+  EXPECT_EQ(a.windows[1].job.bubble_ns, 30 * kUs);
+  EXPECT_EQ(a.windows[1].job.span_ns, 30 * kUs);
+  // A breakdown interval across the gap: its unobserved part is outside.
+  const DeviceInterval interval{
+      .device = 0, .start_ns = 50 * kUs, .end_ns = 450 * kUs};
+  options.breakdown_intervals = absl::MakeConstSpan(&interval, 1);
+  a = MustAnalyze(trace, options);
+  ASSERT_EQ(a.breakdowns.size(), 1u);
+  EXPECT_EQ(a.breakdowns[0].busy_ns, 100 * kUs);
+  EXPECT_EQ(AttributionTotal(a.breakdowns[0].bubble), 30 * kUs);
+  EXPECT_EQ(a.breakdowns[0].outside_ns, 270 * kUs);
+}
+
+void ExpectSameStats(const UtilizationStats& got,
+                     const UtilizationStats& want) {
+  EXPECT_EQ(got.span_ns, want.span_ns);
+  EXPECT_EQ(got.compute_ns, want.compute_ns);
+  EXPECT_EQ(got.bubble_ns, want.bubble_ns);
+  EXPECT_EQ(got.largest_bubble_ns, want.largest_bubble_ns);
+  EXPECT_EQ(got.largest_bubble_start_ns, want.largest_bubble_start_ns);
+  EXPECT_EQ(got.culprit_before_bubble.has_value(),
+            want.culprit_before_bubble.has_value());
+  if (got.culprit_before_bubble && want.culprit_before_bubble) {
+    EXPECT_EQ(got.culprit_before_bubble->name,
+              want.culprit_before_bubble->name);
+  }
+  EXPECT_EQ(got.attribution, want.attribution);
+}
+
+// Random timelines whose observed time is a random set of whole windows,
+// with every kernel inside one observed run of windows: each window inside
+// the observed time is exactly the window of the analysis without
+// observations (the context of a gap is its whole gap's either way), the
+// others do not exist, the whole adds up, and a 1 µs grid agrees: a bubble
+// is idle, observed time between the device's first and last kernel.
+TEST(BubbleAnalyzer, RandomObservedTimeCutsGapsAndKeepsWindowsExact) {
+  constexpr int64_t kWindowUs = 100;
+  constexpr int kWindows = 30;
+  std::mt19937 rng(22);
+  for (int round = 0; round < 100; ++round) {
+    SCOPED_TRACE(absl::StrCat("round ", round));
+    std::bernoulli_distribution observed_window(0.6);
+    std::vector<bool> is_observed(kWindows);
+    std::vector<Interval> runs;  // Observed runs of windows, in µs.
+    for (int w = 0; w < kWindows; ++w) {
+      is_observed[w] = observed_window(rng);
+      if (!is_observed[w]) continue;
+      if (w > 0 && is_observed[w - 1]) {
+        runs.back().end = (w + 1) * kWindowUs;
+      } else {
+        runs.push_back({w * kWindowUs, (w + 1) * kWindowUs});
+      }
+    }
+    if (runs.empty()) continue;
+    std::vector<Interval> observed_ns;
+    for (const Interval& r : runs) {
+      observed_ns.push_back({r.start * kUs, r.end * kUs});
+    }
+    const IntervalSet observed = IntervalSet::FromIntervals(observed_ns);
+    TraceBuilder b;
+    std::uniform_int_distribution<size_t> pick_run(0, runs.size() - 1);
+    std::uniform_int_distribution<int> len(1, 40), dev(0, 1), tid(1, 2),
+        kind(0, 9);
+    uint64_t corr = 1;
+    for (int i = 0; i < 10 + round % 30; ++i) {
+      const Interval& r = runs[pick_run(rng)];
+      const int64_t s =
+          std::uniform_int_distribution<int64_t>(r.start, r.end - 1)(rng);
+      const int64_t e = std::min<int64_t>(r.end, s + len(rng));
+      b.Kernel("k" + std::to_string(i % 4), s, e, 7, dev(rng), corr);
+      if (kind(rng) < 7) b.Launch(s - len(rng), s - 1, corr, tid(rng));
+      ++corr;
+    }
+    for (int i = 0; i < 8; ++i) {
+      const char* names[] = {"cudaStreamSynchronize", "cudaMalloc",
+                             "DataLoader.next", "aten::add", "cudaEventRecord"};
+      const int64_t s =
+          std::uniform_int_distribution<int64_t>(0, kWindows * kWindowUs)(rng);
+      b.Cpu(names[kind(rng) % 5], s, s + 3 * len(rng), tid(rng), 0,
+            CpuEventCategory::kCpuOp);
+    }
+    const Trace trace = b.Build();
+    AnalyzerOptions options;
+    options.window_ns = kWindowUs * kUs;
+    options.top_bubbles_per_window = 2;
+    const Analysis whole = MustAnalyze(trace, options);
+    options.observed = &observed;
+    const Analysis cut = MustAnalyze(trace, options);
+
+    EXPECT_EQ(AttributionTotal(cut.job.attribution), cut.job.bubble_ns);
+    EXPECT_EQ(cut.job.span_ns, cut.job.compute_ns + cut.job.bubble_ns);
+    EXPECT_EQ(cut.job.compute_ns, whole.job.compute_ns);
+    for (const DeviceAnalysis& d : cut.devices) {
+      EXPECT_EQ(AttributionTotal(d.stats.attribution), d.stats.bubble_ns);
+      EXPECT_EQ(d.stats.span_ns, d.stats.compute_ns + d.stats.bubble_ns);
+    }
+    UtilizationStats sum;
+    size_t matched = 0;
+    for (const WindowAnalysis& w : cut.windows) {
+      AddDeviceStats(w.job, sum);
+      const int64_t index = w.start_ns / (kWindowUs * kUs);
+      EXPECT_TRUE(is_observed[index]) << "window " << index;
+      const auto it = std::find_if(
+          whole.windows.begin(), whole.windows.end(),
+          [&](const WindowAnalysis& x) { return x.start_ns == w.start_ns; });
+      ASSERT_NE(it, whole.windows.end());
+      ++matched;
+      SCOPED_TRACE(absl::StrCat("window ", index));
+      ExpectSameStats(w.job, it->job);
+      ASSERT_EQ(w.devices.size(), it->devices.size());
+      for (size_t i = 0; i < w.devices.size(); ++i) {
+        ExpectSameStats(w.devices[i].stats, it->devices[i].stats);
+        EXPECT_EQ(w.devices[i].kernels, it->devices[i].kernels);
+      }
+      ASSERT_EQ(w.top_bubbles.size(), it->top_bubbles.size());
+      for (size_t i = 0; i < w.top_bubbles.size(); ++i) {
+        EXPECT_EQ(w.top_bubbles[i].start_ns, it->top_bubbles[i].start_ns);
+        EXPECT_EQ(w.top_bubbles[i].end_ns, it->top_bubbles[i].end_ns);
+        EXPECT_EQ(w.top_bubbles[i].attribution, it->top_bubbles[i].attribution);
+        EXPECT_EQ(w.top_bubbles[i].blamed, it->top_bubbles[i].blamed);
+      }
+    }
+    // Every window of the analysis without observations that lies in
+    // observed time is there.
+    size_t want_matched = 0;
+    for (const WindowAnalysis& w : whole.windows) {
+      want_matched += is_observed[w.start_ns / (kWindowUs * kUs)] ? 1 : 0;
+    }
+    EXPECT_EQ(matched, want_matched);
+    EXPECT_EQ(sum.compute_ns, cut.job.compute_ns);
+    EXPECT_EQ(sum.bubble_ns, cut.job.bubble_ns);
+    EXPECT_EQ(sum.span_ns, cut.job.span_ns);
+    EXPECT_EQ(sum.attribution, cut.job.attribution);
+    EXPECT_LE(sum.largest_bubble_ns, cut.job.largest_bubble_ns);
+    // The grid.
+    for (const DeviceAnalysis& d : cut.devices) {
+      std::vector<bool> busy(kWindows * kWindowUs, false);
+      int64_t first = INT64_MAX, last = INT64_MIN;
+      for (const GpuActivity& g : trace.gpu) {
+        if (g.device != d.device || g.end_ns == g.start_ns) continue;
+        first = std::min(first, g.start_ns / kUs);
+        last = std::max(last, g.end_ns / kUs);
+        for (int64_t t = g.start_ns / kUs; t < g.end_ns / kUs; ++t) {
+          busy[t] = true;
+        }
+      }
+      int64_t bubble = 0;
+      for (int64_t t = first; t < last; ++t) {
+        bubble += !busy[t] && is_observed[t / kWindowUs] ? 1 : 0;
+      }
+      EXPECT_EQ(d.stats.bubble_ns, bubble * kUs) << "device " << d.device;
+    }
+  }
 }
 
 }  // namespace

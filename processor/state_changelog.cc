@@ -142,6 +142,13 @@ std::string EncodePartitionSnapshot(const PartitionSnapshot& snapshot) {
 absl::StatusOr<PartitionSnapshot> DecodePartitionSnapshot(
     absl::string_view bytes) {
   if (!IsStateRecord(bytes)) return LegacyDecodePartitionSnapshot(bytes);
+  // FlatBuffers reads its fields in place and needs them aligned (8 bytes
+  // for the nested records' longs). Bytes from a Kafka payload or inside a
+  // longer record need not be: decode a copy (the heap aligns it).
+  if (reinterpret_cast<uintptr_t>(bytes.data()) % 8 != 0) {
+    const std::string aligned(bytes);
+    return DecodePartitionSnapshot(aligned);
+  }
   ASSIGN_OR_RETURN(
       const fb::StateRecord* record,
       ReadStateRecord(bytes, fb::StateBody::PartitionSnapshotRecord,

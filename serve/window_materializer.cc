@@ -76,12 +76,17 @@ namespace {
 // The state topic's progress record in serve's store keeps, beside the next
 // offset, the snapshots applied last from that partition (usually one key,
 // "topic/P"): each as a 4-byte little-endian length, then its
-// EncodePartitionSnapshot bytes.
-std::string EncodeAppliedSnapshots(
-    const std::map<std::string, PartitionSnapshot>& applied) {
+// bytes as the state topic carried them.
+struct AppliedSnapshot {
+  PartitionSnapshot snapshot;
+  std::string bytes;  // As received: stored again without re-encoding.
+};
+using AppliedSnapshots = std::map<std::string, AppliedSnapshot>;
+
+std::string EncodeAppliedSnapshots(const AppliedSnapshots& applied) {
   std::string out;
-  for (const auto& [key, snapshot] : applied) {
-    const std::string bytes = EncodePartitionSnapshot(snapshot);
+  for (const auto& [key, a] : applied) {
+    const std::string& bytes = a.bytes;
     const uint32_t n = static_cast<uint32_t>(bytes.size());
     for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>(n >> (8 * i)));
     out += bytes;
@@ -89,9 +94,9 @@ std::string EncodeAppliedSnapshots(
   return out;
 }
 
-absl::StatusOr<std::map<std::string, PartitionSnapshot>> DecodeAppliedSnapshots(
+absl::StatusOr<AppliedSnapshots> DecodeAppliedSnapshots(
     absl::string_view bytes) {
-  std::map<std::string, PartitionSnapshot> out;
+  AppliedSnapshots out;
   while (!bytes.empty()) {
     if (bytes.size() < 4) {
       return absl::DataLossError("truncated list of applied snapshots");
@@ -106,9 +111,12 @@ absl::StatusOr<std::map<std::string, PartitionSnapshot>> DecodeAppliedSnapshots(
     }
     ASSIGN_OR_RETURN(PartitionSnapshot s,
                      DecodePartitionSnapshot(bytes.substr(0, n)));
-    bytes.remove_prefix(n);
     std::string key = absl::StrCat(s.topic, "/", s.partition);
-    out.insert_or_assign(std::move(key), std::move(s));
+    out.insert_or_assign(
+        std::move(key),
+        AppliedSnapshot{.snapshot = std::move(s),
+                        .bytes = std::string(bytes.substr(0, n))});
+    bytes.remove_prefix(n);
   }
   return out;
 }
@@ -212,7 +220,7 @@ class WindowMaterializer::Impl {
                          store_->Progress(t.name, p));
         t.next_offset[p] = stored ? stored->committed_position : -1;
         if (t.state && stored && !stored->state.empty()) {
-          absl::StatusOr<std::map<std::string, PartitionSnapshot>> applied =
+          absl::StatusOr<AppliedSnapshots> applied =
               DecodeAppliedSnapshots(stored->state);
           if (!applied.ok()) {
             return absl::DataLossError(
@@ -442,10 +450,10 @@ class WindowMaterializer::Impl {
            pending.state_invalid);
       return;
     }
-    std::map<std::string, PartitionSnapshot>& applied = applied_[m.partition];
+    AppliedSnapshots& applied = applied_[m.partition];
     auto previous = applied.find(key);
     const PartitionSnapshot* before =
-        previous == applied.end() ? nullptr : &previous->second;
+        previous == applied.end() ? nullptr : &previous->second.snapshot;
     if (before != nullptr &&
         s->committed_position < before->committed_position) {
       ++pending.superseded;
@@ -497,7 +505,9 @@ class WindowMaterializer::Impl {
           alert_key, AlertStateUpdate{
                          .key = alert_key, .job = job, .state = std::nullopt});
     }
-    applied.insert_or_assign(key, *std::move(s));
+    applied.insert_or_assign(
+        key, AppliedSnapshot{.snapshot = *std::move(s),
+                             .bytes = std::string(Bytes(m.payload, m.len))});
     ++pending.snapshots;
   }
 
@@ -560,8 +570,7 @@ class WindowMaterializer::Impl {
   std::vector<Followed> topics_;
   // State partition -> snapshot key -> the snapshot applied last (what the
   // store holds of its jobs and alerts).
-  absl::flat_hash_map<int32_t, std::map<std::string, PartitionSnapshot>>
-      applied_;
+  absl::flat_hash_map<int32_t, AppliedSnapshots> applied_;
   absl::Time next_watermark_query_ = absl::InfinitePast();
   absl::Time next_warning_ = absl::InfinitePast();
   int64_t warnings_suppressed_ = 0;

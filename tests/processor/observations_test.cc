@@ -741,15 +741,22 @@ TEST_F(Observations, OverlappingAndBackwardsObservationsAreCounted) {
   EXPECT_EQ(Stats().overlapping_observations, 1);
 }
 
+// Two observations that overlap in [300, 600) ms: a on device 0 over
+// [0, 600) ms, b on device 1 over [300, 900) ms, a 25 ms kernel every 50 ms.
+std::pair<Obs, Obs> TwoOverlappingObservations() {
+  Obs a{.id = 1, .start_ms = 0, .end_ms = 600};
+  Obs b{.id = 2, .start_ms = 300, .end_ms = 900};
+  for (int64_t t = 0; t < 600; t += 50) a.kernels.push_back({0, t, t + 25});
+  for (int64_t t = 300; t < 900; t += 50) b.kernels.push_back({1, t, t + 25});
+  return {a, b};
+}
+
 // Several processes of one host that send their traces without a rank
 // (rank -1), each its own producer and observation, overlap legitimately:
 // no bad input. Their observed time is the union of the observations,
 // the overlap counted once.
 TEST_F(Observations, OverlappingTracesOfOneHostWithoutRanksAreNotBadInput) {
-  Obs a{.id = 1, .start_ms = 0, .end_ms = 600};
-  Obs b{.id = 2, .start_ms = 300, .end_ms = 900};
-  for (int64_t t = 0; t < 600; t += 50) a.kernels.push_back({0, t, t + 25});
-  for (int64_t t = 300; t < 900; t += 50) b.kernels.push_back({1, t, t + 25});
+  const auto [a, b] = TwoOverlappingObservations();
   std::vector<WindowSummary> out;
   for (const Obs& o : {a, b}) {
     for (const DecodedBatch& batch : BatchesOf(o, 4, false, "h", -1)) {
@@ -779,10 +786,7 @@ TEST_F(Observations, OverlappingTracesOfOneHostWithoutRanksAreNotBadInput) {
 // with a rank, two producers of one (host, rank). Counted once each, the
 // overlap still observed once.
 TEST_F(Observations, ATrueOverlapOfOneStreamIsCounted) {
-  Obs a{.id = 1, .start_ms = 0, .end_ms = 600};
-  Obs b{.id = 2, .start_ms = 300, .end_ms = 900};
-  for (int64_t t = 0; t < 600; t += 50) a.kernels.push_back({0, t, t + 25});
-  for (int64_t t = 300; t < 900; t += 50) b.kernels.push_back({1, t, t + 25});
+  const auto [a, b] = TwoOverlappingObservations();
   // One producer (id 9, its sequence going on) without a rank.
   std::vector<WindowSummary> out;
   std::vector<DecodedBatch> batches = BatchesOf(a, 4, false, "h", -1, 9);

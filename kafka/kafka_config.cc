@@ -384,4 +384,13 @@ absl::StatusOr<RdKafkaPtr> NewKafkaClient(rd_kafka_type_t type,
   return NewKafkaClient(type, std::move(conf));
 }
 
+void SetConsumerPrefetchDefaults(KafkaConfig& config, int librdkafka_version) {
+  if (librdkafka_version >= kRdKafkaVersionWithFetchQueueBackoff) {
+    config.SetDefault("queued.max.messages.kbytes", "16384");
+    config.SetDefault("fetch.queue.backoff.ms", "10");
+  } else {
+    config.SetDefault("queued.max.messages.kbytes", "131072");
+  }
+}
+
 }  // namespace bubblewatch

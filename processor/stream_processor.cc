@@ -136,10 +136,9 @@ absl::Status StreamProcessor::Impl::Init() {
   // Work between polls is bounded (one message, one commit), so the default
   // poll interval is ample; keep it explicit for operators.
   consumer_config.SetDefault("max.poll.interval.ms", "300000");
-  // librdkafka prefetches up to 64 MiB per partition by default, which a
-  // long backlog fills: memory that grows with lag, not with open windows.
-  // 16 MiB is still a third of a second at 1 M events/s.
-  consumer_config.SetDefault("queued.max.messages.kbytes", "16384");
+  // A prefetch queue bounded in memory that does not throttle catching up
+  // on a backlog (kafka_config.h says how the two trade off).
+  SetConsumerPrefetchDefaults(consumer_config);
   consumer_config.WatchBrokerFeatures();
   ASSIGN_OR_RETURN(RdKafkaConfPtr conf, consumer_config.Build());
   rd_kafka_conf_set_rebalance_cb(conf.get(), &Impl::RebalanceCallback);

@@ -592,7 +592,7 @@ absl::StatusOr<std::unique_ptr<WindowMaterializer>> WindowMaterializer::Create(
   // Stored offsets can fall below the topic's start (retention deleted
   // them while serve was down): start over from what is there.
   config.SetDefault("auto.offset.reset", "earliest");
-  config.SetDefault("queued.max.messages.kbytes", "16384");
+  SetConsumerPrefetchDefaults(config);
   ASSIGN_OR_RETURN(RdKafkaPtr consumer,
                    NewKafkaClient(RD_KAFKA_CONSUMER, config));
   rd_kafka_poll_set_consumer(consumer.get());

@@ -283,5 +283,28 @@ TEST(KafkaConfig, BuildsAProducerAndAConsumer) {
   EXPECT_TRUE(NewKafkaClient(RD_KAFKA_CONSUMER, consumer_config).ok());
 }
 
+TEST(KafkaConfig, PrefetchDefaultsFollowTheLibrarysFetchBackoff) {
+  // Before 2.4 the fetcher waits up to a second once the queue is full:
+  // the queue must hold more than a second's work.
+  KafkaConfig old_library("b:1");
+  SetConsumerPrefetchDefaults(old_library, 0x020002ff);
+  EXPECT_EQ(old_library.Get("queued.max.messages.kbytes"), "131072");
+  EXPECT_EQ(old_library.Get("fetch.queue.backoff.ms"), std::nullopt);
+  KafkaConfig new_library("b:1");
+  SetConsumerPrefetchDefaults(new_library,
+                              kRdKafkaVersionWithFetchQueueBackoff);
+  EXPECT_EQ(new_library.Get("queued.max.messages.kbytes"), "16384");
+  EXPECT_EQ(new_library.Get("fetch.queue.backoff.ms"), "10");
+  // The user's -X wins.
+  KafkaConfig user("b:1");
+  ASSERT_TRUE(user.SetAssignment("queued.max.messages.kbytes=4096").ok());
+  SetConsumerPrefetchDefaults(user, 0x020002ff);
+  EXPECT_EQ(user.Get("queued.max.messages.kbytes"), "4096");
+  // What this build links is accepted by librdkafka.
+  KafkaConfig linked("b:1");
+  SetConsumerPrefetchDefaults(linked);
+  EXPECT_TRUE(linked.Build().ok());
+}
+
 }  // namespace
 }  // namespace bubblewatch

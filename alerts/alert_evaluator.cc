@@ -230,7 +230,7 @@ std::vector<AlertEvent> AlertEvaluator::OnWindow(const WindowSummary& window,
           st.last.straggler_rank = top->rank;
           st.last.straggler_cause = StragglerCause(*top);
           for (const RankWindow& r : window.collectives->ranks) {
-            if (r.rank == top->rank) st.last.straggler_host = r.host;
+            if (r.rank == top->rank) st.last.straggler_host = r.host.str();
           }
           // The alert's cause (a label, fixed while it fires): what made
           // the straggler late, not the window's dominant bubble cause.

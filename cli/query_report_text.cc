@@ -81,7 +81,7 @@ void AppendRanks(std::string& out, const WindowCollectives& c, bool color) {
   for (const RankWindow& r : c.ranks) {
     absl::StrAppendFormat(
         &out, "  %5d %-20s %4d %7s %12s %12s %12s %12s %6d\n", r.rank,
-        r.host.empty() ? "-" : r.host, r.device,
+        r.host.empty() ? "-" : r.host.str(), r.device,
         Percent(r.busy_useful_utilization()), HumanDuration(r.comm_wait_ns),
         HumanDuration(r.comm_exposed_ns), HumanDuration(r.comm_ns),
         HumanDuration(r.wait_caused_ns), r.arrived_last);

@@ -90,7 +90,7 @@ class Differ {
 
   void Rank(const std::string& path, const RankWindow& a, const RankWindow& b) {
     Field(path + ".rank", a.rank, b.rank);
-    Field(path + ".host", a.host, b.host);
+    Field(path + ".host", a.host.str(), b.host.str());
     Field(path + ".device", a.device, b.device);
     Field(path + ".span_ns", a.span_ns, b.span_ns);
     Field(path + ".compute_ns", a.compute_ns, b.compute_ns);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "base/shared_string.h"
 #include "schemas/analysis.h"
 
 namespace bubblewatch {
@@ -24,7 +25,8 @@ namespace bubblewatch {
 // window (docs/semantics.md#streaming-collectives).
 struct RankWindow {
   int32_t rank = 0;
-  std::string host;
+  // Shared: a period repeats it in every window (base/shared_string.h).
+  SharedString host;
   int32_t device = 0;
   int64_t span_ns = 0;     // The rank's device span in its window trace.
   int64_t compute_ns = 0;  // Its busy time (every kernel).

@@ -72,7 +72,7 @@ Offset<fb::WindowCollectives> EncodeCollectives(
   std::vector<Offset<fb::RankWindow>> ranks;
   ranks.reserve(c->ranks.size());
   for (const RankWindow& r : c->ranks) {
-    auto host = b.CreateSharedString(r.host);
+    auto host = b.CreateSharedString(r.host.str());
     ranks.push_back(fb::CreateRankWindow(
         b, r.rank, host, r.device, r.span_ns, r.compute_ns, r.comm_ns,
         r.comm_exposed_ns, r.comm_wait_ns, r.wait_caused_ns, r.arrived_last,
@@ -147,7 +147,8 @@ absl::Status DecodeBubble(const fb::BubbleReport* r, BubbleReport& out) {
 }
 
 absl::Status DecodeCollectives(const fb::WindowCollectives* in,
-                               std::optional<WindowCollectives>& out) {
+                               std::optional<WindowCollectives>& out,
+                               const WindowCollectives* like = nullptr) {
   out.reset();
   if (in == nullptr) return absl::OkStatus();
   if (in->key() > 2) {
@@ -166,8 +167,19 @@ absl::Status DecodeCollectives(const fb::WindowCollectives* in,
   if (const auto* ranks = in->ranks()) {
     c.ranks.reserve(ranks->size());
     for (const fb::RankWindow* r : *ranks) {
+      const size_t i = c.ranks.size();
+      SharedString host;
+      if (const flatbuffers::String* text = r->host()) {
+        const absl::string_view view(text->c_str(), text->size());
+        if (like != nullptr && i < like->ranks.size() &&
+            like->ranks[i].host.str() == view) {
+          host = like->ranks[i].host;
+        } else {
+          host = SharedString(view);
+        }
+      }
       c.ranks.push_back(RankWindow{.rank = r->rank(),
-                                   .host = r->host() ? r->host()->str() : "",
+                                   .host = std::move(host),
                                    .device = r->device(),
                                    .span_ns = r->span_ns(),
                                    .compute_ns = r->compute_ns(),
@@ -343,9 +355,10 @@ std::optional<int64_t> WindowSummaryView::observed_ns() const {
 }
 
 absl::StatusOr<std::optional<WindowCollectives>>
-WindowSummaryView::DecodeCollectives() const {
+WindowSummaryView::DecodeCollectives(const WindowCollectives* like) const {
   std::optional<WindowCollectives> out;
-  RETURN_IF_ERROR(::bubblewatch::DecodeCollectives(root_->collectives(), out));
+  RETURN_IF_ERROR(
+      ::bubblewatch::DecodeCollectives(root_->collectives(), out, like));
   return out;
 }
 

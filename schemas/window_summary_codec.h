@@ -73,8 +73,12 @@ class WindowSummaryView {
   // WindowSummary::observed_ns (nullopt when absent).
   std::optional<int64_t> observed_ns() const;
   // The collective analysis (multi-rank windows); nullopt when absent.
+  // A rank's host equal to that of `like`'s rank at the same index (the
+  // previous window of a scan: ranks rarely move) shares its buffer instead
+  // of allocating one.
   // Errors: kDataLoss for an unknown key or a bad attribution length.
-  absl::StatusOr<std::optional<WindowCollectives>> DecodeCollectives() const;
+  absl::StatusOr<std::optional<WindowCollectives>> DecodeCollectives(
+      const WindowCollectives* like = nullptr) const;
   WindowSummary::ClosedBy closed_by() const;
   int32_t device_count() const;
   // The job-level stats (sums over devices).

@@ -61,7 +61,7 @@ void WriteCollectives(JsonWriter& w, const WindowCollectives& c,
     w.Key("rank").Int(r.rank);
     w.Key("device").Int(r.device);
     w.Key("host");
-    r.host.empty() ? w.Null() : w.String(r.host);
+    r.host.empty() ? w.Null() : w.String(r.host.str());
     w.Key("span_us").Double(JsonUs(r.span_ns));
     w.Key("compute_us").Double(JsonUs(r.compute_ns));
     w.Key("utilization")

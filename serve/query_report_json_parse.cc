@@ -174,7 +174,7 @@ std::optional<WindowCollectives> ReadCollectives(Fields& f,
     RankWindow& o = c.ranks.emplace_back();
     o.rank = static_cast<int32_t>(r.Int("rank"));
     o.device = static_cast<int32_t>(r.Int("device"));
-    o.host = r.IsNull("host") ? "" : r.String("host");
+    o.host = r.IsNull("host") ? SharedString() : SharedString(r.String("host"));
     o.span_ns = r.Ns("span_us");
     o.compute_ns = r.Ns("compute_us");
     o.comm_ns = r.Ns("comm_us");

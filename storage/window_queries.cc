@@ -85,8 +85,13 @@ absl::StatusOr<ScannedPoints> ScanPoints(const WindowStoreReader& store,
     }
     // The collective part only here: a job's report shows it, the fleet's
     // ranking (PointOf alone) does not.
+    // Hosts as the previous window's share its strings (most do).
+    const WindowCollectives* previous =
+        out.points.empty() || !out.points.back().collectives.has_value()
+            ? nullptr
+            : &*out.points.back().collectives;
     absl::StatusOr<std::optional<WindowCollectives>> collectives =
-        view->DecodeCollectives();
+        view->DecodeCollectives(previous);
     if (!collectives.ok()) {
       return WindowError(job, out.encoded.start_ns(i), collectives.status());
     }

@@ -174,6 +174,17 @@ TEST(WindowSummaryCodec, RoundTripsTheCollectives) {
   ASSERT_TRUE(read->has_value());
   EXPECT_EQ((*read)->ranks.size(), 2u);
   EXPECT_EQ((*read)->stragglers[0].rank, 1);
+
+  // Decoded like an earlier window, a rank whose host is the earlier one's
+  // shares its text; one whose host differs gets its own.
+  WindowCollectives like = **read;
+  like.ranks[1].host = "node-moved";
+  absl::StatusOr<std::optional<WindowCollectives>> again =
+      view->DecodeCollectives(&like);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(&(*again)->ranks[0].host.str(), &like.ranks[0].host.str());
+  EXPECT_EQ((*again)->ranks[1].host, "node-b");
+  EXPECT_NE(&(*again)->ranks[1].host.str(), &like.ranks[1].host.str());
 }
 
 // The observed time (docs/semantics.md#observations) round-trips, through

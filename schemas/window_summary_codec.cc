@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -69,16 +70,26 @@ Offset<fb::BubbleReport> EncodeBubble(FlatBufferBuilder& b,
 Offset<fb::WindowCollectives> EncodeCollectives(
     FlatBufferBuilder& b, const std::optional<WindowCollectives>& c) {
   if (!c) return 0;  // Absent: single-rank windows keep their bytes.
-  std::vector<Offset<fb::RankWindow>> ranks;
-  ranks.reserve(c->ranks.size());
+  // Rows in the compact form, each host name once (a host holds several
+  // ranks).
+  std::vector<fb::RankRow> rows;
+  rows.reserve(c->ranks.size());
+  std::vector<Offset<flatbuffers::String>> hosts;
+  absl::flat_hash_map<absl::string_view, int32_t> host_index;
   for (const RankWindow& r : c->ranks) {
-    auto host = b.CreateSharedString(r.host.str());
-    ranks.push_back(fb::CreateRankWindow(
-        b, r.rank, host, r.device, r.span_ns, r.compute_ns, r.comm_ns,
-        r.comm_exposed_ns, r.comm_wait_ns, r.wait_caused_ns, r.arrived_last,
-        r.clock_offset_ns));
+    int32_t host = -1;
+    if (!r.host.empty()) {
+      auto [it, inserted] = host_index.try_emplace(
+          r.host.str(), static_cast<int32_t>(host_index.size()));
+      if (inserted) hosts.push_back(b.CreateString(r.host.str()));
+      host = it->second;
+    }
+    rows.emplace_back(r.rank, r.device, host, r.span_ns, r.compute_ns,
+                      r.comm_ns, r.comm_exposed_ns, r.comm_wait_ns,
+                      r.wait_caused_ns, r.arrived_last, r.clock_offset_ns);
   }
-  auto ranks_vec = b.CreateVector(ranks);
+  auto rows_vec = b.CreateVectorOfStructs(rows);
+  auto hosts_vec = b.CreateVector(hosts);
   std::vector<Offset<fb::StragglerWindow>> stragglers;
   stragglers.reserve(c->stragglers.size());
   for (const StragglerWindow& s : c->stragglers) {
@@ -88,10 +99,10 @@ Offset<fb::WindowCollectives> EncodeCollectives(
         attribution, s.unattributed_ns));
   }
   auto stragglers_vec = b.CreateVector(stragglers);
-  return fb::CreateWindowCollectives(b, c->key, c->kernels, c->matched,
-                                     c->unmatched, c->unsynchronized, c->used,
-                                     c->unattributed, c->seq_backwards,
-                                     ranks_vec, stragglers_vec, c->seq_jumps);
+  return fb::CreateWindowCollectives(
+      b, c->key, c->kernels, c->matched, c->unmatched, c->unsynchronized,
+      c->used, c->unattributed, c->seq_backwards,
+      /*ranks=*/0, stragglers_vec, c->seq_jumps, rows_vec, hosts_vec);
 }
 
 // ---- Decoding (after the Verifier) ----
@@ -164,22 +175,46 @@ absl::Status DecodeCollectives(const fb::WindowCollectives* in,
   c.unattributed = in->unattributed();
   c.seq_backwards = in->seq_backwards();
   c.seq_jumps = in->seq_jumps();
-  if (const auto* ranks = in->ranks()) {
+  // A rank's host: the SharedString of `like`'s rank i when the text is
+  // the same, else a new one.
+  auto host_of = [like](size_t i, const flatbuffers::String* text) {
+    if (text == nullptr) return SharedString();
+    const absl::string_view view(text->c_str(), text->size());
+    if (like != nullptr && i < like->ranks.size() &&
+        like->ranks[i].host.str() == view) {
+      return like->ranks[i].host;
+    }
+    return SharedString(view);
+  };
+  if (const auto* rows = in->rank_rows()) {
+    const auto* hosts = in->rank_hosts();
+    const int32_t host_count =
+        hosts != nullptr ? static_cast<int32_t>(hosts->size()) : 0;
+    c.ranks.reserve(rows->size());
+    for (const fb::RankRow* r : *rows) {
+      if (r->host() < -1 || r->host() >= host_count) {
+        return DataLoss(absl::StrCat("rank ", r->rank(), " names host ",
+                                     r->host(), " of ", host_count));
+      }
+      const size_t i = c.ranks.size();
+      c.ranks.push_back(RankWindow{
+          .rank = r->rank(),
+          .host = host_of(i, r->host() < 0 ? nullptr : hosts->Get(r->host())),
+          .device = r->device(),
+          .span_ns = r->span_ns(),
+          .compute_ns = r->compute_ns(),
+          .comm_ns = r->comm_ns(),
+          .comm_exposed_ns = r->comm_exposed_ns(),
+          .comm_wait_ns = r->comm_wait_ns(),
+          .wait_caused_ns = r->wait_caused_ns(),
+          .arrived_last = r->arrived_last(),
+          .clock_offset_ns = r->clock_offset_ns()});
+    }
+  } else if (const auto* ranks = in->ranks()) {
     c.ranks.reserve(ranks->size());
     for (const fb::RankWindow* r : *ranks) {
-      const size_t i = c.ranks.size();
-      SharedString host;
-      if (const flatbuffers::String* text = r->host()) {
-        const absl::string_view view(text->c_str(), text->size());
-        if (like != nullptr && i < like->ranks.size() &&
-            like->ranks[i].host.str() == view) {
-          host = like->ranks[i].host;
-        } else {
-          host = SharedString(view);
-        }
-      }
       c.ranks.push_back(RankWindow{.rank = r->rank(),
-                                   .host = std::move(host),
+                                   .host = host_of(c.ranks.size(), r->host()),
                                    .device = r->device(),
                                    .span_ns = r->span_ns(),
                                    .compute_ns = r->compute_ns(),

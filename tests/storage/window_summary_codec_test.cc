@@ -326,6 +326,75 @@ TEST(WindowSummaryCodec, RejectsGarbageAndTruncationAsDataLoss) {
             absl::StatusCode::kDataLoss);
 }
 
+// Windows written before rank_rows keep their ranks as RankWindow tables:
+// still read, hosts and all. Since, each host name is stored once per
+// window, and a row naming a host the window lacks is refused.
+TEST(WindowSummaryCodec, ReadsRanksOfBothFormsAndStoresEachHostOnce) {
+  flatbuffers::FlatBufferBuilder b;
+  std::vector<flatbuffers::Offset<fb::RankWindow>> tables;
+  for (int32_t r = 0; r < 3; ++r) {
+    auto host = b.CreateSharedString(r < 2 ? "node-a" : "node-b");
+    tables.push_back(fb::CreateRankWindow(b, r, host, r, 1000, 900 - r, 300,
+                                          200, 150, 7 * r, r, -r));
+  }
+  auto ranks = b.CreateVector(tables);
+  auto collectives =
+      fb::CreateWindowCollectives(b, 0, 30, 10, 0, 0, 10, 0, 0, ranks);
+  auto job = b.CreateString("j");
+  fb::WindowSummaryBuilder w(b);
+  w.add_job(job);
+  w.add_collectives(collectives);
+  fb::FinishWindowSummaryBuffer(b, w.Finish());
+  absl::StatusOr<WindowSummary> old = DecodeWindowSummary(absl::string_view(
+      reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize()));
+  ASSERT_TRUE(old.ok()) << old.status();
+  ASSERT_TRUE(old->collectives.has_value());
+  ASSERT_EQ(old->collectives->ranks.size(), 3u);
+  EXPECT_EQ(old->collectives->ranks[1].host, "node-a");
+  EXPECT_EQ(old->collectives->ranks[2].host, "node-b");
+  EXPECT_EQ(old->collectives->ranks[2].wait_caused_ns, 14);
+  EXPECT_EQ(old->collectives->ranks[2].clock_offset_ns, -2);
+
+  // Re-encoded: rows, two host names for three ranks, nothing lost.
+  old->collectives->ranks.push_back(RankWindow{.rank = 3});  // No host.
+  const std::string now = EncodeWindowSummary(*old);
+  const fb::WindowCollectives* stored =
+      fb::GetWindowSummary(now.data())->collectives();
+  EXPECT_EQ(stored->ranks(), nullptr);
+  ASSERT_NE(stored->rank_rows(), nullptr);
+  EXPECT_EQ(stored->rank_rows()->size(), 4u);
+  ASSERT_NE(stored->rank_hosts(), nullptr);
+  EXPECT_EQ(stored->rank_hosts()->size(), 2u);
+  EXPECT_EQ(stored->rank_rows()->Get(3)->host(), -1);
+  absl::StatusOr<WindowSummary> back = DecodeWindowSummary(now);
+  ASSERT_TRUE(back.ok()) << back.status();
+  std::string diff;
+  EXPECT_TRUE(SameWindow(*old, *back, &diff)) << diff;
+  EXPECT_TRUE(back->collectives->ranks[3].host.empty());
+
+  // A row whose host index is past the window's host names.
+  b.Clear();
+  const fb::RankRow bad(0, 0, /*host=*/1, 1, 1, 0, 0, 0, 0, 0, 0);
+  auto rows = b.CreateVectorOfStructs(&bad, 1);
+  std::vector<flatbuffers::Offset<flatbuffers::String>> names = {
+      b.CreateString("only")};
+  auto hosts = b.CreateVector(names);
+  fb::WindowCollectivesBuilder cb(b);
+  cb.add_rank_rows(rows);
+  cb.add_rank_hosts(hosts);
+  auto bad_collectives = cb.Finish();
+  job = b.CreateString("j");
+  fb::WindowSummaryBuilder v(b);
+  v.add_job(job);
+  v.add_collectives(bad_collectives);
+  fb::FinishWindowSummaryBuffer(b, v.Finish());
+  absl::StatusOr<WindowSummary> refused = DecodeWindowSummary(absl::string_view(
+      reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize()));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(refused.status().message(), HasSubstr("names host 1 of 1"));
+}
+
 TEST(WindowSummaryCodec, RejectsWrongAttributionLengthAndVersion) {
   flatbuffers::FlatBufferBuilder b;
   const int64_t three[] = {1, 2, 3};

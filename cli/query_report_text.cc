@@ -6,10 +6,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "base/human_duration.h"
 #include "cli/analysis_report.h"
 #include "cli/text_style.h"
+#include "schemas/job_lifecycle.h"
 #include "serve/query_report.h"
 
 namespace bubblewatch {
@@ -96,6 +98,23 @@ void AppendRanks(std::string& out, const WindowCollectives& c, bool color) {
                           HumanDuration(s.wait_caused_ns), s.arrived_last,
                           StragglerCauseText(s));
   }
+}
+
+// "  bad input: 1 batch after end, 2 overlapping observations": the job's
+// bad input (docs/semantics.md#observations, #job-lifecycle), or "" for
+// none.
+std::string BadInputText(const JobLifecycle& life) {
+  std::vector<std::string> parts;
+  auto add = [&](int64_t n, absl::string_view one, absl::string_view many) {
+    if (n != 0) parts.push_back(absl::StrCat(n, " ", n == 1 ? one : many));
+  };
+  add(life.batches_after_end, "batch after end", "batches after end");
+  add(life.overlapping_observations, "overlapping observation",
+      "overlapping observations");
+  add(life.observations_backwards, "observation backwards",
+      "observations backwards");
+  if (parts.empty()) return "";
+  return absl::StrCat("  bad input: ", absl::StrJoin(parts, ", "));
 }
 
 }  // namespace
@@ -297,10 +316,10 @@ std::string RenderJobsText(const std::vector<JobInfo>& jobs, absl::Time now) {
     const JobPhase phase = PhaseAt(
         j.lifecycle, std::max(now - j.last_seen_wall, absl::ZeroDuration()));
     absl::StrAppendFormat(
-        &out, "%-32s %-7s %8d  %-19s  %s\n", j.job, JobPhaseName(phase),
+        &out, "%-32s %-7s %8d  %-19s  %s%s\n", j.job, JobPhaseName(phase),
         j.window_count,
         j.window_count > 0 ? EventTimeText(j.latest_window_start_ns) : "-",
-        seen);
+        seen, BadInputText(j.lifecycle));
   }
   return out;
 }

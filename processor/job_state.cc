@@ -1,6 +1,8 @@
 #include "processor/job_state.h"
 
 #include <algorithm>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -30,6 +32,19 @@ bool JobState::AllProducersEnded() const {
     if (!ended_producers.contains(producer)) return false;
   }
   return true;
+}
+
+int JobState::ForgetObservationsBefore(int64_t cutoff_ns) {
+  int forgotten = 0;
+  for (auto it = last_observations.begin(); it != last_observations.end();) {
+    if (it->second.end_ns < cutoff_ns) {
+      last_observations.erase(it++);
+      ++forgotten;
+    } else {
+      ++it;
+    }
+  }
+  return forgotten;
 }
 
 bool JobState::MarkExpired() {
@@ -82,6 +97,34 @@ std::string JobState::Serialize() const {
   flatbuffers::Offset<flatbuffers::Vector<int64_t>> gaps;
   if (!lifecycle.gaps_ns.empty())
     gaps = builder.CreateVector(lifecycle.gaps_ns);
+  // The streams sorted too; a host's name once, however many ranks it has.
+  flatbuffers::Offset<
+      flatbuffers::Vector<flatbuffers::Offset<fb::ObservationStreamRecord>>>
+      streams;
+  if (!last_observations.empty()) {
+    std::vector<const std::pair<const ObservationStream, ObservationInfo>*>
+        sorted;
+    sorted.reserve(last_observations.size());
+    for (const auto& entry : last_observations) sorted.push_back(&entry);
+    std::sort(sorted.begin(), sorted.end(),
+              [](const auto* a, const auto* b) { return a->first < b->first; });
+    std::vector<flatbuffers::Offset<fb::ObservationStreamRecord>> records;
+    records.reserve(sorted.size());
+    for (const auto* entry : sorted) {
+      const auto& [host, rank, producer] = entry->first;
+      const ObservationInfo& o = entry->second;
+      auto name = builder.CreateSharedString(host);
+      fb::ObservationStreamRecordBuilder stream(builder);
+      stream.add_host(name);
+      stream.add_rank(rank);
+      stream.add_producer_id(producer);
+      stream.add_observation_id(o.id);
+      stream.add_start_ns(o.start_ns);
+      stream.add_end_ns(o.end_ns);
+      records.push_back(stream.Finish());
+    }
+    streams = builder.CreateVector(records);
+  }
   fb::JobStateRecordBuilder record(builder);
   record.add_finalized_through_ns(finalized_through_ns);
   record.add_producers(vector);
@@ -92,6 +135,14 @@ std::string JobState::Serialize() const {
   if (lifecycle.batches_after_end != 0) {
     record.add_batches_after_end(lifecycle.batches_after_end);
   }
+  // Issue 22's fields likewise only when set.
+  if (lifecycle.overlapping_observations != 0) {
+    record.add_overlapping_observations(lifecycle.overlapping_observations);
+  }
+  if (lifecycle.observations_backwards != 0) {
+    record.add_observations_backwards(lifecycle.observations_backwards);
+  }
+  if (!streams.IsNull()) record.add_last_observations(streams);
   auto body = record.Finish();
   return FinishStateRecord(builder, fb::StateBody::JobStateRecord,
                            body.Union());
@@ -117,6 +168,24 @@ absl::StatusOr<JobState> JobState::Parse(absl::string_view bytes) {
   }
   if (r.ended_producers() != nullptr) {
     for (uint64_t id : *r.ended_producers()) state.ended_producers.insert(id);
+  }
+  if (r.last_observations() != nullptr) {
+    for (const fb::ObservationStreamRecord* o : *r.last_observations()) {
+      ObservationStream stream(
+          o->host() != nullptr ? o->host()->str() : std::string(), o->rank(),
+          o->producer_id());
+      if (!state.last_observations
+               .emplace(std::move(stream),
+                        ObservationInfo{.id = o->observation_id(),
+                                        .start_ns = o->start_ns(),
+                                        .end_ns = o->end_ns()})
+               .second) {
+        return absl::DataLossError(absl::StrCat(
+            "stored job state names the observations of host ",
+            o->host() != nullptr ? o->host()->str() : std::string(), " rank ",
+            o->rank(), " producer ", o->producer_id(), " twice"));
+      }
+    }
   }
   state.lifecycle = ReadJobLifecycle(bytes);
   return state;

@@ -11,21 +11,41 @@
 //
 // It also holds the job's lifecycle (schemas/job_lifecycle.h,
 // docs/semantics.md#job-lifecycle): which producers sent their end marker,
-// whether the job ended, its last gaps between snapshots. Like the rest, a
-// function of the job's batches in partition order (PartitionJobs::AddBatch).
+// whether the job ended, its last gaps between snapshots, the bad input it
+// counted. Like the rest, a function of the job's batches in partition order
+// (PartitionJobs::AddBatch).
+//
+// And the last observation of each of the job's streams
+// (docs/semantics.md#observations), what the stream's next observation is
+// compared with to count an overlap or one going backwards. It is persisted
+// (not kept beside the state in memory only) because the counts are: a
+// restarted processor counts only the batches past the committed position
+// (those before it are in the restored counts, so none counts twice), and
+// it must compare the first of them with what the last commit knew, not
+// with nothing, or it would miss an overlap that an uninterrupted run
+// counts. A stream is forgotten with the producers of its time
+// (ForgetObservationsBefore), so the state does not grow without bound.
 #ifndef BUBBLEWATCH_PROCESSOR_JOB_STATE_H_
 #define BUBBLEWATCH_PROCESSOR_JOB_STATE_H_
 
 #include <cstdint>
 #include <string>
+#include <tuple>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "schemas/event_batch_codec.h"
 #include "schemas/job_lifecycle.h"
 
 namespace bubblewatch {
+
+// One stream of a job's observations (docs/semantics.md#observations): what
+// one profiler records at a time. (host, rank, 0) for a rank >= 0, which one
+// process holds; (host, rank, producer id) for an unknown rank (< 0), which
+// every process of a host may send.
+using ObservationStream = std::tuple<std::string, int32_t, uint64_t>;
 
 struct JobState {
   int64_t finalized_through_ns = INT64_MIN;
@@ -38,6 +58,8 @@ struct JobState {
   // forgotten with them).
   absl::flat_hash_set<uint64_t> ended_producers;
   JobLifecycle lifecycle;
+  // The last observation of each stream (see the top).
+  absl::flat_hash_map<ObservationStream, ObservationInfo> last_observations;
 
   // Records that a batch of `producer` ending at `newest_ns` was counted.
   void NoteProducerEvents(uint64_t producer, int64_t newest_ns);
@@ -52,6 +74,11 @@ struct JobState {
   // Forgets the producers whose newest event ends before `cutoff_ns`;
   // returns how many.
   int ForgetProducersBefore(int64_t cutoff_ns);
+
+  // Forgets the streams whose last observation ends before `cutoff_ns`
+  // (PartitionJobs forgets them with the producers of their time: their
+  // newest events lie inside that observation); returns how many.
+  int ForgetObservationsBefore(int64_t cutoff_ns);
 
   // Marks the job ended by --job-expiry (docs/semantics.md#job-lifecycle):
   // what is stored of a job the processor forgot. Returns false when it was

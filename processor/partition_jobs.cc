@@ -280,13 +280,18 @@ void PartitionJobs::NoteObservation(const std::string& name, JobEntry& job,
     if (header.producer_id == 0) return;
     producer = header.producer_id;
   }
-  auto [it, inserted] = job.last_observation.try_emplace(
-      std::tuple(header.host, header.rank, producer), o);
+  // Live batches only: the state restored after a restart holds the last
+  // observations and counts of every batch before the committed position,
+  // so a replayed batch neither counts again nor moves them back.
+  auto [it, inserted] = job.state.last_observations.try_emplace(
+      ObservationStream(header.host, header.rank, producer), o);
   if (inserted || it->second.id == o.id) return;
   const ObservationInfo previous = it->second;
   it->second = o;
-  // Bad input (docs/semantics.md#observations): counted and logged; the
-  // events are kept and analyzed like any others.
+  // Bad input (docs/semantics.md#observations): counted, per job and
+  // process-wide, and logged; the events are kept and analyzed like any
+  // others.
+  JobLifecycle& life = job.state.lifecycle;
   if (o.start_ns < previous.start_ns) {
     spdlog::warn(
         "job {}: host {} rank {} producer {:016x}: observation {:016x} "
@@ -294,6 +299,7 @@ void PartitionJobs::NoteObservation(const std::string& name, JobEntry& job,
         "observations go backwards (docs/semantics.md#observations)",
         name, header.host, header.rank, header.producer_id, o.id, o.start_ns,
         previous.id, previous.start_ns);
+    ++life.observations_backwards;
     absl::MutexLock lock(&stats_->mu);
     ++stats_->stats.observations_backwards;
   } else if (o.start_ns < previous.end_ns) {
@@ -303,6 +309,7 @@ void PartitionJobs::NoteObservation(const std::string& name, JobEntry& job,
         "(docs/semantics.md#observations)",
         name, header.host, header.rank, header.producer_id, o.id, o.start_ns,
         o.end_ns, previous.id, previous.start_ns, previous.end_ns);
+    ++life.overlapping_observations;
     absl::MutexLock lock(&stats_->mu);
     ++stats_->stats.overlapping_observations;
   }
@@ -384,6 +391,7 @@ void PartitionJobs::ForgetOldProducers(JobState& state) {
     return;
   }
   state.ForgetProducersBefore(state.finalized_through_ns - expiry);
+  state.ForgetObservationsBefore(state.finalized_through_ns - expiry);
 }
 
 int PartitionJobs::CloseIdle(absl::Time now,

@@ -26,7 +26,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -82,14 +81,6 @@ struct JobEntry {
   absl::Time skew_warned_at = absl::InfinitePast();
   // While replaying: producer id -> highest sequence replayed so far.
   absl::flat_hash_map<uint64_t, uint64_t> replayed_sequences;
-  // The last observation of each stream, for the bad-input counters (live
-  // batches only; not persisted): keyed by (host, rank, 0) for a rank >= 0,
-  // which one process holds, and by (host, rank, producer id) for an
-  // unknown rank (< 0), which every process of a host may send
-  // (docs/semantics.md#observations).
-  absl::flat_hash_map<std::tuple<std::string, int32_t, uint64_t>,
-                      ObservationInfo>
-      last_observation;
 };
 
 class PartitionJobs {
@@ -167,7 +158,10 @@ class PartitionJobs {
 
   // Counts a live batch's observation that overlaps or precedes the
   // previous observation of its stream: its (host, rank) when the rank is
-  // known, else its producer (docs/semantics.md#observations).
+  // known, else its producer (docs/semantics.md#observations). Per job in
+  // its state (lifecycle.overlapping_observations, observations_backwards,
+  // compared with JobState::last_observations, all persisted: see
+  // job_state.h) and process-wide in the stats.
   void NoteObservation(const std::string& name, JobEntry& job,
                        const BatchHeader& header);
 
@@ -197,7 +191,8 @@ class PartitionJobs {
   void NoteLifecycle(const std::string& name, JobEntry& job,
                      const DecodedBatch& batch);
   // Forgets the producers of `state` whose newest event lies more than
-  // options.producer_expiry behind its finalized edge.
+  // options.producer_expiry behind its finalized edge, and the streams
+  // whose last observation ended that far behind it.
   void ForgetOldProducers(JobState& state);
 
   const StreamProcessorOptions& options_;

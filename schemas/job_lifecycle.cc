@@ -54,6 +54,8 @@ JobLifecycle ReadJobLifecycle(absl::string_view job_state) {
   out.ended = r.ended();
   out.expired = r.expired();
   out.batches_after_end = r.batches_after_end();
+  out.overlapping_observations = r.overlapping_observations();
+  out.observations_backwards = r.observations_backwards();
   if (r.gaps_ns() != nullptr) {
     out.gaps_ns.assign(r.gaps_ns()->begin(), r.gaps_ns()->end());
   }

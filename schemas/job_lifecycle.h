@@ -40,6 +40,12 @@ struct JobLifecycle {
   std::vector<int64_t> gaps_ns;
   // Bad input seen: batches of a producer after its own end marker.
   int64_t batches_after_end = 0;
+  // Bad input seen (docs/semantics.md#observations): observations of a
+  // stream that overlapped the stream's previous one, or started before it
+  // started. Kept here, beside batches_after_end, so that every reader of
+  // a job's lifecycle (query jobs, /api/v1/jobs) shows them per job.
+  int64_t overlapping_observations = 0;
+  int64_t observations_backwards = 0;
 
   // The learned cadence: the median of gaps_ns (the lower middle one of an
   // even count) once there are kGapsForCadence of them; 0 without.

@@ -37,7 +37,8 @@ std::string RenderJobReportJson(const JobReport& report, bool pretty);
 std::string RenderFleetJson(const FleetReport& report, bool pretty);
 // {"jobs": [{"job", "window_count", "last_event_ns",
 //            "latest_window_start_ns", "last_seen", "state", "ended",
-//            "expired", "cadence_s", "batches_after_end"}]}
+//            "expired", "cadence_s", "batches_after_end",
+//            "overlapping_observations", "observations_backwards"}]}
 // "state" is the phase at `now` (schemas/job_lifecycle.h, PhaseAt with the
 // silence since last_seen).
 std::string RenderJobsJson(const std::vector<JobInfo>& jobs, bool pretty,
@@ -67,7 +68,9 @@ struct JobTextOptions {
 std::string RenderJobReportText(const JobReport& report,
                                 const JobTextOptions& options);
 std::string RenderFleetText(const FleetReport& report, bool color);
-// `now` is the wall time "last seen" is measured against.
+// `now` is the wall time "last seen" is measured against. A job with bad
+// input counted (batches after an end marker, overlapping or backwards
+// observations) ends its row with "  bad input: ...".
 std::string RenderJobsText(const std::vector<JobInfo>& jobs, absl::Time now);
 
 // --- The terminal chart (query_report_chart.cc) ---

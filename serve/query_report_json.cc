@@ -270,6 +270,8 @@ std::string RenderJobsJson(const std::vector<JobInfo>& jobs, bool pretty,
     w.Key("cadence_s")
         .Double(static_cast<double>(j.lifecycle.cadence_ns()) / 1e9);
     w.Key("batches_after_end").Int(j.lifecycle.batches_after_end);
+    w.Key("overlapping_observations").Int(j.lifecycle.overlapping_observations);
+    w.Key("observations_backwards").Int(j.lifecycle.observations_backwards);
     w.EndObject();
   }
   w.EndArray();

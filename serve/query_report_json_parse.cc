@@ -371,6 +371,13 @@ absl::StatusOr<std::vector<JobInfo>> ParseJobsJson(absl::string_view json) {
         info.lifecycle.ended = j.Bool("ended");
         info.lifecycle.expired = j.Bool("expired");
         info.lifecycle.batches_after_end = j.Int("batches_after_end");
+        // Added later (issue 22): absent from an older server's reply.
+        if (j.Has("overlapping_observations")) {
+          info.lifecycle.overlapping_observations =
+              j.Int("overlapping_observations");
+          info.lifecycle.observations_backwards =
+              j.Int("observations_backwards");
+        }
         // The cadence comes as one figure: two equal gaps have it as median.
         const auto cadence_ns =
             static_cast<int64_t>(std::llround(j.Double("cadence_s") * 1e9));

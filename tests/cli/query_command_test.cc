@@ -64,7 +64,8 @@ TEST_F(QueryCommandTest, JobsListsEveryJobWithItsWindowCount) {
 
 // The job lifecycle (docs/semantics.md#job-lifecycle): an ended job says so
 // in `query jobs`, from the store and through a server (whose JSON the
-// client reads back).
+// client reads back), and so does the bad input counted for it
+// (docs/semantics.md#observations).
 TEST(QueryJobsLifecycle, TheStateIsShownFromTheStoreAndThroughAServer) {
   testing::TempDir dir;
   ASSERT_TRUE(query_test::WriteFleetStoreWithGammaEnded(dir.Sub("s")).ok());
@@ -80,9 +81,14 @@ TEST(QueryJobsLifecycle, TheStateIsShownFromTheStoreAndThroughAServer) {
       if (absl::StartsWith(line, "gamma ")) {
         ++rows;
         EXPECT_THAT(line, HasSubstr(" ended ")) << source;
+        EXPECT_THAT(line,
+                    HasSubstr("  bad input: 1 batch after end, 2 overlapping "
+                              "observations, 1 observation backwards"))
+            << source;
       } else if (absl::StartsWith(line, "alpha ")) {
         ++rows;
         EXPECT_THAT(line, HasSubstr(" active ")) << source;
+        EXPECT_THAT(line, Not(HasSubstr("bad input"))) << source;
       }
     }
     EXPECT_EQ(rows, 2) << text.out;
@@ -95,6 +101,10 @@ TEST(QueryJobsLifecycle, TheStateIsShownFromTheStoreAndThroughAServer) {
                 job == "gamma" ? "ended" : "active")
           << job << source;
       EXPECT_EQ(bool(j["ended"]), job == "gamma") << job;
+      const bool gamma = job == "gamma";
+      EXPECT_EQ(int64_t(j["batches_after_end"]), gamma ? 1 : 0) << job;
+      EXPECT_EQ(int64_t(j["overlapping_observations"]), gamma ? 2 : 0) << job;
+      EXPECT_EQ(int64_t(j["observations_backwards"]), gamma ? 1 : 0) << job;
     }
   }
 }

@@ -1,5 +1,8 @@
 #include "processor/job_state.h"
 
+#include <string>
+#include <vector>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "schemas/state_record.h"
@@ -85,6 +88,93 @@ TEST(JobState, NewestEventIsTheLatestOfTheEdgeAndTheProducers) {
   state.NoteProducerEvents(1, 55);
   state.NoteProducerEvents(2, 30);
   EXPECT_EQ(state.NewestEventNs(), 55);
+}
+
+// Issue 22: a job's bad input about observations and the last observation
+// of each stream persist with its state, in the same bytes whatever the
+// order they were noted in, and a state without them keeps its old bytes.
+TEST(JobState, ObservationCountsAndLastObservationsRoundTrip) {
+  JobState state;
+  state.finalized_through_ns = 40'000'000'000;
+  state.producer_sequences = {{7, 12}};
+  state.NoteProducerEvents(7, 39'000'000'000);
+  state.lifecycle.batches_after_end = 1;
+  const std::string plain = state.Serialize();
+
+  JobState with = state;
+  with.lifecycle.overlapping_observations = 3;
+  with.lifecycle.observations_backwards = 2;
+  const ObservationInfo a{.id = 11, .start_ns = 5, .end_ns = 90};
+  const ObservationInfo b{.id = 12, .start_ns = -7, .end_ns = INT64_MAX};
+  const ObservationInfo c{.id = UINT64_MAX, .start_ns = 1, .end_ns = 2};
+  with.last_observations[{"node-b", 0, 0}] = a;
+  with.last_observations[{"node-a", 3, 0}] = b;
+  with.last_observations[{"node-a", -1, 0xfeedull}] = c;
+  with.last_observations[{"", -1, 1}] = a;
+  const std::string bytes = with.Serialize();
+  EXPECT_GT(bytes.size(), plain.size());
+  absl::StatusOr<JobState> parsed = JobState::Parse(bytes);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->lifecycle, with.lifecycle);
+  EXPECT_EQ(parsed->lifecycle.overlapping_observations, 3);
+  EXPECT_EQ(parsed->lifecycle.observations_backwards, 2);
+  EXPECT_EQ(ReadJobLifecycle(bytes), with.lifecycle);
+  EXPECT_EQ(parsed->last_observations, with.last_observations);
+  EXPECT_EQ(parsed->Serialize(), bytes);
+
+  // The same streams noted in another order: the same bytes.
+  JobState reordered = state;
+  reordered.lifecycle = with.lifecycle;
+  reordered.last_observations[{"", -1, 1}] = a;
+  reordered.last_observations[{"node-a", -1, 0xfeedull}] = c;
+  reordered.last_observations[{"node-b", 0, 0}] = a;
+  reordered.last_observations[{"node-a", 3, 0}] = b;
+  EXPECT_EQ(reordered.Serialize(), bytes);
+
+  // Back to none: the bytes of a state that never had them.
+  parsed->lifecycle.overlapping_observations = 0;
+  parsed->lifecycle.observations_backwards = 0;
+  parsed->last_observations.clear();
+  EXPECT_EQ(parsed->Serialize(), plain);
+}
+
+TEST(JobState, ForgetsStreamsWhoseLastObservationEndedBeforeTheCutoff) {
+  JobState state;
+  state.last_observations[{"h", 0, 0}] = {
+      .id = 1, .start_ns = 0, .end_ns = 100};
+  state.last_observations[{"h", 1, 0}] = {
+      .id = 2, .start_ns = 0, .end_ns = 200};
+  state.last_observations[{"h", -1, 9}] = {
+      .id = 3, .start_ns = 0, .end_ns = 300};
+  EXPECT_EQ(state.ForgetObservationsBefore(200), 1);
+  EXPECT_FALSE(state.last_observations.contains({"h", 0, 0}));
+  EXPECT_EQ(state.last_observations.size(), 2u);
+  EXPECT_EQ(state.ForgetObservationsBefore(INT64_MIN), 0);
+  EXPECT_EQ(state.ForgetObservationsBefore(INT64_MAX), 2);
+  EXPECT_TRUE(state.last_observations.empty());
+}
+
+TEST(JobState, AStreamStoredTwiceIsDataLoss) {
+  flatbuffers::FlatBufferBuilder builder;
+  std::vector<flatbuffers::Offset<fb::ObservationStreamRecord>> streams;
+  for (int i = 0; i < 2; ++i) {
+    auto host = builder.CreateString("h");
+    fb::ObservationStreamRecordBuilder stream(builder);
+    stream.add_host(host);
+    stream.add_rank(4);
+    stream.add_observation_id(10 + i);
+    streams.push_back(stream.Finish());
+  }
+  auto vector = builder.CreateVector(streams);
+  fb::JobStateRecordBuilder record(builder);
+  record.add_last_observations(vector);
+  auto body = record.Finish();
+  const std::string bytes =
+      FinishStateRecord(builder, fb::StateBody::JobStateRecord, body.Union());
+  absl::StatusOr<JobState> parsed = JobState::Parse(bytes);
+  EXPECT_EQ(parsed.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(parsed.status().message(),
+              ::testing::HasSubstr("host h rank 4 producer 0 twice"));
 }
 
 }  // namespace

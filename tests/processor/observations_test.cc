@@ -222,17 +222,26 @@ class Observations : public ::testing::Test {
     absl::MutexLock lock(&stats_.mu);
     return stats_.stats;
   }
+  // The job's state now, as a commit would store it.
+  std::string JobStateBytes() {
+    return jobs_->jobs().at("job").state.Serialize();
+  }
   // Feeds `batches` uninterrupted, then lets the job go idle; `all` gets
   // every window. Then, for every cut, a run restarted after batch `cut`
   // from what a commit there stores (the job's state, replaying from its
   // resume offset) must store every later window byte for byte as the
-  // uninterrupted run did. Returns the number of restarts that replayed.
+  // uninterrupted run did, end with the same job state (its bad-input
+  // counts and last observations included: none counted twice, none
+  // missed) and count the same bad input process-wide. Returns the number
+  // of restarts that replayed.
   int ExpectRestartsStoreTheSame(const std::vector<DecodedBatch>& batches,
                                  std::vector<WindowSummary>* all) {
     Reset();
     std::vector<std::vector<WindowSummary>> closed_at(batches.size());
     for (size_t i = 0; i < batches.size(); ++i) closed_at[i] = Feed(batches[i]);
     const std::vector<WindowSummary> idle = Idle();
+    const std::string final_state = JobStateBytes();
+    const ProcessorStats final_stats = Stats();
     all->clear();
     for (const std::vector<WindowSummary>& ws : closed_at) {
       all->insert(all->end(), ws.begin(), ws.end());
@@ -263,6 +272,11 @@ class Observations : public ::testing::Test {
         }
       }
       for (WindowSummary& w : Idle()) got.push_back(std::move(w));
+      EXPECT_EQ(JobStateBytes(), final_state);
+      EXPECT_EQ(Stats().overlapping_observations,
+                final_stats.overlapping_observations);
+      EXPECT_EQ(Stats().observations_backwards,
+                final_stats.observations_backwards);
       std::vector<WindowSummary> uninterrupted;
       for (size_t i = cut + 1; i < batches.size(); ++i) {
         uninterrupted.insert(uninterrupted.end(), closed_at[i].begin(),
@@ -739,6 +753,78 @@ TEST_F(Observations, OverlappingAndBackwardsObservationsAreCounted) {
   other.id = 4;
   for (const DecodedBatch& b : BatchesOf(other, 10, false, "other")) Feed(b);
   EXPECT_EQ(Stats().overlapping_observations, 1);
+}
+
+// Issue 22: the bad input about observations is counted per job too, in its
+// persisted state, and a restart after any batch (restoring that state,
+// replaying from the resume offset) counts each bad observation once: the
+// replayed batches not again, and the first live one against the last
+// observation the commit stored, so none is missed either.
+TEST_F(Observations, BadObservationsAreCountedPerJobOnceAcrossRestarts) {
+  Obs a{.id = 1, .start_ms = 5000, .end_ms = 6000};
+  Obs overlap{.id = 2, .start_ms = 5500, .end_ms = 6500};
+  Obs back{.id = 3, .start_ms = 1000, .end_ms = 1200};
+  Obs back_overlap{.id = 4, .start_ms = 1100, .end_ms = 1300};
+  for (Obs* o : {&a, &overlap, &back, &back_overlap}) {
+    for (int64_t t = o->start_ms; t + 30 <= o->end_ms; t += 70) {
+      o->kernels.push_back({0, t, t + 30});
+    }
+  }
+  std::vector<DecodedBatch> batches;
+  for (const Obs* o : {&a, &overlap, &back, &back_overlap}) {
+    for (DecodedBatch& b : BatchesOf(*o, 6)) batches.push_back(std::move(b));
+  }
+  // Another host over the same time: a multi-rank job, not bad input.
+  Obs other = a;
+  other.id = 5;
+  for (DecodedBatch& b : BatchesOf(other, 6, false, "other")) {
+    batches.push_back(std::move(b));
+  }
+
+  std::vector<WindowSummary> all;
+  EXPECT_GT(ExpectRestartsStoreTheSame(batches, &all), 5);
+  // The uninterrupted run (each restarted one ended in the same state).
+  Reset();
+  for (const DecodedBatch& b : batches) Feed(b);
+  const JobState& state = jobs_->jobs().at("job").state;
+  EXPECT_EQ(state.lifecycle.overlapping_observations, 2);
+  EXPECT_EQ(state.lifecycle.observations_backwards, 1);
+  EXPECT_EQ(Stats().overlapping_observations, 2);
+  EXPECT_EQ(Stats().observations_backwards, 1);
+  EXPECT_EQ(state.last_observations.size(), 2u);
+  EXPECT_EQ(state.last_observations.at({"h", 0, 0}).id, 4u);
+  EXPECT_EQ(state.last_observations.at({"other", 0, 0}).id, 5u);
+
+  // Spelled out: a restart right before the overlapping observation. The
+  // state the last commit stored names a's observation, so the first live
+  // batch is compared with it (a processor that kept it in memory only
+  // would compare it with nothing and miss the overlap)...
+  Reset();
+  const size_t first_overlap = BatchesOf(a, 6).size();
+  for (size_t i = 0; i < first_overlap; ++i) Feed(batches[i]);
+  Restart(JobStateBytes());
+  for (size_t i = 0; i < first_overlap; ++i) {
+    FeedAt(batches[i], static_cast<int64_t>(i), /*replay=*/true);
+  }
+  EXPECT_EQ(jobs_->jobs().at("job").state.last_observations.at({"h", 0, 0}).id,
+            1u);
+  for (size_t i = first_overlap; i < batches.size(); ++i) {
+    FeedAt(batches[i], static_cast<int64_t>(i), /*replay=*/false);
+  }
+  const JobLifecycle counted = jobs_->jobs().at("job").state.lifecycle;
+  EXPECT_EQ(counted.overlapping_observations, 2);
+  EXPECT_EQ(counted.observations_backwards, 1);
+  // ... and one restarted after it replays the bad observations' batches
+  // without counting them again.
+  Restart(JobStateBytes());
+  for (size_t i = 0; i < batches.size(); ++i) {
+    FeedAt(batches[i], static_cast<int64_t>(i), /*replay=*/true);
+  }
+  EXPECT_EQ(jobs_->jobs().at("job").state.lifecycle, counted);
+  EXPECT_EQ(jobs_->jobs().at("job").state.last_observations.at({"h", 0, 0}).id,
+            4u);
+  EXPECT_EQ(Stats().overlapping_observations, 2);
+  EXPECT_EQ(Stats().observations_backwards, 1);
 }
 
 // Two observations that overlap in [300, 600) ms: a on device 0 over

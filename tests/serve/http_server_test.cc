@@ -280,12 +280,20 @@ TEST(HttpServer, JobsFleetAndMetricsShowTheLifecycle) {
   auto jobs = s.Get("/api/v1/jobs");
   ASSERT_TRUE(jobs);
   std::map<std::string, std::string> state;
+  std::map<std::string, int64_t> overlapping, backwards;
   for (simdjson::dom::element j : parser.parse(jobs->body)["jobs"]) {
-    state[std::string(std::string_view(j["job"]))] =
-        std::string(std::string_view(j["state"]));
+    const std::string job{std::string_view(j["job"])};
+    state[job] = std::string(std::string_view(j["state"]));
+    overlapping[job] = int64_t(j["overlapping_observations"]);
+    backwards[job] = int64_t(j["observations_backwards"]);
   }
   EXPECT_EQ(state["gamma"], "ended");
   EXPECT_EQ(state["alpha"], "active");
+  // Its bad input (docs/semantics.md#observations), per job.
+  EXPECT_EQ(overlapping["gamma"], 2);
+  EXPECT_EQ(backwards["gamma"], 1);
+  EXPECT_EQ(overlapping["alpha"], 0);
+  EXPECT_EQ(backwards["alpha"], 0);
   auto fleet = s.Get("/api/v1/fleet?top=10");
   ASSERT_TRUE(fleet);
   std::map<std::string, std::string> fleet_state;

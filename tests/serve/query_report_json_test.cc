@@ -1,16 +1,20 @@
 // The JSON of `query job --json` and /api/v1/jobs/{job}/windows read back
 // (serve/query_report_json_parse.cc), as `query --server` does: every
 // closed_by a window can carry round-trips, and a name this build does not
-// know is refused rather than shown as another reason.
+// know is refused rather than shown as another reason; and the jobs list
+// of `query jobs --json` and /api/v1/jobs with its bad-input counts.
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "schemas/window_summary.h"
 #include "serve/query_report.h"
 #include "storage/window_queries.h"
+#include "storage/window_store.h"
 
 namespace bubblewatch {
 namespace {
@@ -73,6 +77,49 @@ TEST(QueryReportJson, AnUnknownClosedByIsABadReply) {
   ASSERT_FALSE(parsed.ok());
   EXPECT_EQ(parsed.status().message(),
             "bad server reply: $.windows[0].closed_by: missing");
+}
+
+// /api/v1/jobs and `query jobs --json` read back by `query --server`: each
+// job's lifecycle and bad-input counts round-trip (issue 22), and a reply
+// of a server from before the observation counts reads them as 0.
+TEST(QueryReportJson, JobsRoundTripWithTheirBadInputCounts) {
+  const absl::Time now = absl::FromUnixSeconds(1'800'000'000);
+  std::vector<JobInfo> jobs(2);
+  jobs[0].job = "clean";
+  jobs[0].window_count = 3;
+  jobs[0].last_seen_wall = now - absl::Seconds(2);
+  jobs[1].job = "noisy";
+  jobs[1].window_count = 7;
+  jobs[1].last_event_ns = 123;
+  jobs[1].latest_window_start_ns = 120;
+  jobs[1].last_seen_wall = now - absl::Seconds(30);
+  jobs[1].lifecycle.ended = true;
+  jobs[1].lifecycle.batches_after_end = 1;
+  jobs[1].lifecycle.overlapping_observations = 4;
+  jobs[1].lifecycle.observations_backwards = 2;
+  const std::string json = RenderJobsJson(jobs, /*pretty=*/false, now);
+  EXPECT_THAT(json, HasSubstr("\"batches_after_end\":1,"
+                              "\"overlapping_observations\":4,"
+                              "\"observations_backwards\":2"));
+  absl::StatusOr<std::vector<JobInfo>> parsed = ParseJobsJson(json);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_EQ(parsed->size(), 2u);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    EXPECT_EQ((*parsed)[i].job, jobs[i].job);
+    EXPECT_EQ((*parsed)[i].lifecycle, jobs[i].lifecycle) << jobs[i].job;
+  }
+  EXPECT_EQ(RenderJobsJson(*parsed, false, now), json);
+
+  const std::string older = absl::StrReplaceAll(
+      json,
+      {{",\"overlapping_observations\":0,\"observations_backwards\":0", ""},
+       {",\"overlapping_observations\":4,\"observations_backwards\":2", ""}});
+  ASSERT_EQ(older.find("observations"), std::string::npos) << older;
+  parsed = ParseJobsJson(older);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ((*parsed)[1].lifecycle.batches_after_end, 1);
+  EXPECT_EQ((*parsed)[1].lifecycle.overlapping_observations, 0);
+  EXPECT_EQ((*parsed)[1].lifecycle.observations_backwards, 0);
 }
 
 }  // namespace

@@ -111,7 +111,10 @@ inline absl::Status WriteFleetStore(const std::string& path) {
 }
 
 // The fleet of WriteFleet with gamma ended by its end markers: its stored
-// state (a JobStateRecord) says so (docs/semantics.md#job-lifecycle).
+// state (a JobStateRecord) says so (docs/semantics.md#job-lifecycle), and
+// that its producers sent bad input: 1 batch after an end marker, 2
+// overlapping observations, 1 going backwards
+// (docs/semantics.md#observations).
 inline absl::Status WriteFleetStoreWithGammaEnded(const std::string& path) {
   absl::StatusOr<std::unique_ptr<WindowStore>> store =
       OpenRocksDbWindowStore(path);
@@ -120,6 +123,9 @@ inline absl::Status WriteFleetStoreWithGammaEnded(const std::string& path) {
   flatbuffers::FlatBufferBuilder builder;
   fb::JobStateRecordBuilder record(builder);
   record.add_ended(true);
+  record.add_batches_after_end(1);
+  record.add_overlapping_observations(2);
+  record.add_observations_backwards(1);
   auto body = record.Finish();
   StoreBatch batch;
   batch.jobs.push_back(

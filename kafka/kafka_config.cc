@@ -385,11 +385,9 @@ absl::StatusOr<RdKafkaPtr> NewKafkaClient(rd_kafka_type_t type,
 }
 
 void SetConsumerPrefetchDefaults(KafkaConfig& config, int librdkafka_version) {
+  config.SetDefault("queued.max.messages.kbytes", "16384");
   if (librdkafka_version >= kRdKafkaVersionWithFetchQueueBackoff) {
-    config.SetDefault("queued.max.messages.kbytes", "16384");
     config.SetDefault("fetch.queue.backoff.ms", "10");
-  } else {
-    config.SetDefault("queued.max.messages.kbytes", "131072");
   }
 }
 

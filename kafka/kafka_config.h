@@ -173,22 +173,18 @@ absl::StatusOr<RdKafkaPtr> NewKafkaClient(rd_kafka_type_t type,
 // The first librdkafka with fetch.queue.backoff.ms (2.4.0).
 inline constexpr int kRdKafkaVersionWithFetchQueueBackoff = 0x020400ff;
 
-// Sets a consumer's prefetch defaults (a -X value still wins): a queue
-// bounded in memory that does not throttle a consumer catching up.
+// Sets a consumer's prefetch defaults (a -X value still wins): a queue of
+// queued.max.messages.kbytes=16384 (16 MiB), which a long backlog fills:
+// memory that grows with lag, not with open windows, is bounded by it.
 //
-// librdkafka stops fetching a partition once its queue holds
-// queued.max.messages.kbytes, and looks again only after
-// fetch.queue.backoff.ms. Before 2.4 (`librdkafka_version`, as
-// rd_kafka_version() gives it, below kRdKafkaVersionWithFetchQueueBackoff)
-// that wait is fixed at up to a second (librdkafka issue #2879): a queue
-// that holds less than a second of processing leaves the consumer idle for
-// the rest of it. With 16 MiB, `process` caught up on a backlog at 1.2 M
-// events/s while it can process 3.4 M (docs/performance.md, "Fetching").
-//   librdkafka >= 2.4: queued.max.messages.kbytes=16384 and
-//                      fetch.queue.backoff.ms=10;
-//   older:             queued.max.messages.kbytes=131072 (128 MiB, half
-//                      of librdkafka's own default of 2.0).
-// The queue fills only while the consumer is behind.
+// librdkafka stops fetching a partition once its queue holds that much, and
+// looks again only after fetch.queue.backoff.ms: from 2.4 on (as
+// rd_kafka_version() gives it: at least
+// kRdKafkaVersionWithFetchQueueBackoff) this sets it to 10 ms. Before 2.4
+// the wait is up to a second (librdkafka issue #2879) and not settable: a
+// consumer of such a librdkafka wakes the fetcher itself
+// (kafka/fetch_wakeup.h), or a queue this small holds it to a third of its
+// speed on a backlog (docs/performance.md, "Fetching").
 void SetConsumerPrefetchDefaults(KafkaConfig& config,
                                  int librdkafka_version = rd_kafka_version());
 

@@ -7,10 +7,12 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/container/btree_set.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "kafka/broker_features.h"
+#include "kafka/fetch_wakeup.h"
 #include "kafka/kafka_config.h"
 #include "kafka/kafka_handles.h"
 #include "kafka/kafka_status.h"
@@ -119,7 +121,36 @@ class StreamProcessor::Impl {
   // silence start afresh (an assignment, whose replay has not begun yet; the
   // broker coming back after an outage).
   absl::Time last_message_ = absl::Now();
+  // Restarts fetching that librdkafka < 2.4 put to sleep while a partition
+  // still lags (kafka/fetch_wakeup.h); unused with a newer librdkafka.
+  FetchWakeup fetch_wakeup_;
+  bool fetch_wakeup_needed_ = FetchWakeup::Needed();
+  // Partitions sought since their assignment, and the messages of theirs
+  // skipped as sent again: an asynchronous seek may return a message the
+  // loop already handled (it raced the seek), never one it has not.
+  absl::flat_hash_set<int32_t> sought_;
+  int64_t refetched_ = 0;
+  void WakeStalledFetches(absl::Time now);
 };
+
+void StreamProcessor::Impl::WakeStalledFetches(absl::Time now) {
+  if (!fetch_wakeup_needed_ || health_.down()) return;
+  std::vector<FetchWakeup::Lagging> lagging;
+  for (const auto& [p, part] : partition_jobs_.partitions()) {
+    int64_t low = 0, high = 0;
+    if (part.at_end || part.next_offset < 0 ||
+        rd_kafka_get_watermark_offsets(consumer_.get(), options_.topic.c_str(),
+                                       p, &low,
+                                       &high) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+        high <= part.next_offset) {
+      continue;
+    }
+    lagging.push_back({.partition = p, .next_offset = part.next_offset});
+  }
+  if (lagging.empty() || !fetch_wakeup_.Due(now)) return;
+  FetchWakeup::Seek(consumer_.get(), options_.topic, lagging);
+  for (const FetchWakeup::Lagging& l : lagging) sought_.insert(l.partition);
+}
 
 absl::Status StreamProcessor::Impl::Init() {
   KafkaConfig consumer_config(options_.brokers);
@@ -136,8 +167,9 @@ absl::Status StreamProcessor::Impl::Init() {
   // Work between polls is bounded (one message, one commit), so the default
   // poll interval is ample; keep it explicit for operators.
   consumer_config.SetDefault("max.poll.interval.ms", "300000");
-  // A prefetch queue bounded in memory that does not throttle catching up
-  // on a backlog (kafka_config.h says how the two trade off).
+  // A prefetch queue bounded in memory; with librdkafka < 2.4 the loop
+  // wakes its fetcher (WakeStalledFetches), or the queue would throttle
+  // catching up on a backlog (kafka_config.h).
   SetConsumerPrefetchDefaults(consumer_config);
   consumer_config.WatchBrokerFeatures();
   ASSIGN_OR_RETURN(RdKafkaConfPtr conf, consumer_config.Build());
@@ -239,6 +271,7 @@ void StreamProcessor::Impl::OnAssign(
       options_.observer->OnJobsAssigned(jobs, state.job_alerts);
     }
     partition_jobs_.partitions()[tp.partition] = std::move(state);
+    sought_.erase(tp.partition);
   }
   commits_.AssignmentDone();
 }
@@ -254,6 +287,7 @@ void StreamProcessor::Impl::OnRevoke(
   for (int i = 0; i < partitions->cnt; ++i) {
     int32_t p = partitions->elems[i].partition;
     spdlog::info("revoked {}/{}", partitions->elems[i].topic, p);
+    sought_.erase(p);
     if (options_.observer != nullptr) {
       absl::btree_set<std::string> jobs;
       if (auto it = partition_jobs_.partitions().find(p);
@@ -428,12 +462,22 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
         features_checked_ = true;
       }
     }
+    if (!message) {
+      WakeStalledFetches(now);
+    } else {
+      fetch_wakeup_.OnMessage(now);
+    }
     if (message) {
       if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR ||
           message->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
         health_.NoteReached();
       }
-      if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR &&
+          sought_.contains(message->partition) &&
+          message->offset <
+              partition_jobs_.partitions()[message->partition].next_offset) {
+        ++refetched_;  // Handled before the seek (WakeStalledFetches).
+      } else if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
         last_message_ = now;
         if (first_message_ == absl::InfinitePast()) first_message_ = now;
         RETURN_IF_ERROR(HandleMessage(*message, now));
@@ -494,6 +538,12 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
   RETURN_IF_ERROR(commits_.Commit(absl::Now()));
   RETURN_IF_ERROR(commits_.FlushAndCommitOffsets(/*sync=*/true));
   LogProgress();
+  if (fetch_wakeup_.seeks() > 0) {
+    spdlog::info(
+        "woke librdkafka's sleeping fetcher {} time(s) "
+        "(kafka/fetch_wakeup.h); {} message(s) sent again skipped",
+        fetch_wakeup_.seeks(), refetched_);
+  }
   spdlog::info("{}", store_->Describe());
   rd_kafka_consumer_close(consumer_.get());
   consumer_closed_ = true;

@@ -284,11 +284,10 @@ TEST(KafkaConfig, BuildsAProducerAndAConsumer) {
 }
 
 TEST(KafkaConfig, PrefetchDefaultsFollowTheLibrarysFetchBackoff) {
-  // Before 2.4 the fetcher waits up to a second once the queue is full:
-  // the queue must hold more than a second's work.
+  // Before 2.4 the backoff is not settable (FetchWakeup stands in for it).
   KafkaConfig old_library("b:1");
   SetConsumerPrefetchDefaults(old_library, 0x020002ff);
-  EXPECT_EQ(old_library.Get("queued.max.messages.kbytes"), "131072");
+  EXPECT_EQ(old_library.Get("queued.max.messages.kbytes"), "16384");
   EXPECT_EQ(old_library.Get("fetch.queue.backoff.ms"), std::nullopt);
   KafkaConfig new_library("b:1");
   SetConsumerPrefetchDefaults(new_library,

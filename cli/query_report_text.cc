@@ -164,6 +164,17 @@ std::string RenderJobReportText(const JobReport& r, const JobTextOptions& o) {
                         HumanDuration(s.compute_ns));
   absl::StrAppendFormat(&out, "  %-18s %s  (%s of span)\n", "bubble",
                         HumanDuration(s.bubble_ns), Percent(s.bubble_ratio()));
+  // Only when some window's observed time is known
+  // (docs/semantics.md#observations); over those windows.
+  if (r.observed.has_value()) {
+    const ObservedPeriod& o = *r.observed;
+    absl::StrAppendFormat(
+        &out, "  %-18s %s  (%s of %d window(s), %d partly observed)\n",
+        "observed", HumanDuration(o.observed_ns), Percent(o.coverage()),
+        o.windows, o.partial_windows);
+    absl::StrAppendFormat(&out, "  %-18s %s\n", "unobserved",
+                          HumanDuration(o.unobserved_ns()));
+  }
 
   absl::StrAppend(&out, "\n", Bold(o.color, "Bubble time by cause"), "\n");
   AppendCauses(out, s);

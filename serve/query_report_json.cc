@@ -191,6 +191,16 @@ std::string RenderJobReportJson(const JobReport& r, bool pretty) {
   dominant ? w.String(BubbleCauseName(*dominant)) : w.Null();
   w.Key("advice");
   dominant ? w.String(BubbleCauseAdvice(*dominant)) : w.Null();
+  // Only when some window's observed time is known
+  // (docs/semantics.md#observations): a legacy job's summary is as it was.
+  if (r.observed.has_value()) {
+    const ObservedPeriod& o = *r.observed;
+    w.Key("observed_windows").Int(o.windows);
+    w.Key("observed_us").Double(JsonUs(o.observed_ns));
+    w.Key("unobserved_us").Double(JsonUs(o.unobserved_ns()));
+    w.Key("coverage").Double(o.coverage());
+    w.Key("partly_observed_windows").Int(o.partial_windows);
+  }
   w.EndObject();
   w.Key("top_bubbles").BeginArray();
   for (const BubbleReport& b : r.top_bubbles) WriteBubble(w, b);

@@ -302,6 +302,15 @@ absl::StatusOr<JobReport> ParseJobReportJson(absl::string_view json) {
         r.worst_utilization = s->Double("worst_utilization");
       }
       r.worst_window_start_ns = s->Int("worst_window_start_ns");
+      // Absent when no window's observed time is known, and from servers
+      // older than the fields.
+      if (s->Has("observed_windows")) {
+        ObservedPeriod& o = r.observed.emplace();
+        o.windows = s->Int("observed_windows");
+        o.observed_ns = s->Ns("observed_us");
+        o.length_ns = o.observed_ns + s->Ns("unobserved_us");
+        o.partial_windows = s->Int("partly_observed_windows");
+      }
     }
     f.Array("top_bubbles",
             [&](Fields& b) { r.top_bubbles.push_back(ReadBubble(b)); });

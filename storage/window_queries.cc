@@ -359,6 +359,10 @@ absl::StatusOr<JobReport> QueryJob(const WindowStoreReader& store,
   for (size_t i = first_in_period; i < context.size(); ++i) {
     const WindowPoint& w = context[i];
     report.summary.Add(w.stats);
+    if (w.observed_ns.has_value()) {
+      if (!report.observed.has_value()) report.observed.emplace();
+      report.observed->Add(w);
+    }
     report.late_collectives += w.late_collectives;
     if (w.collectives.has_value()) {
       if (!report.collectives.has_value()) report.collectives.emplace();
@@ -511,6 +515,21 @@ void FleetJobPeriod::Add(const FleetJobPeriod& other) {
   collective_windows += other.collective_windows;
   comm_wait_ns += other.comm_wait_ns;
   straggler_wait_ns += other.straggler_wait_ns;
+}
+
+void ObservedPeriod::Add(const WindowPoint& window) {
+  if (!window.observed_ns.has_value()) return;
+  const int64_t length = window.end_ns - window.start_ns;
+  ++windows;
+  length_ns += length;
+  observed_ns += *window.observed_ns;
+  if (*window.observed_ns < length) ++partial_windows;
+}
+
+double ObservedPeriod::coverage() const {
+  return length_ns > 0
+             ? static_cast<double>(observed_ns) / static_cast<double>(length_ns)
+             : 0.0;
 }
 
 double FleetJobPeriod::coverage() const {

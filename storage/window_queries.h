@@ -104,6 +104,26 @@ struct RollingUtilization {
   double comm_wait_ratio() const;
 };
 
+// How much of a job's windows was observed (docs/semantics.md#observations),
+// over those of its windows whose observed time is known
+// (WindowPoint::observed_ns): windows of legacy producers, whose observed
+// time is unknown, are in no figure, nor is time in no window.
+struct ObservedPeriod {
+  int64_t windows = 0;      // Windows whose observed time is known.
+  int64_t length_ns = 0;    // Their lengths (end - start) summed.
+  int64_t observed_ns = 0;  // Their observed time summed.
+  // Of them, those observed for less than their whole length (the edge of
+  // an observation, a job's tail): partly observed windows.
+  int64_t partial_windows = 0;
+
+  // Adds `window` if its observed time is known.
+  void Add(const WindowPoint& window);
+  // length - observed: the time of those windows nobody observed.
+  int64_t unobserved_ns() const { return length_ns - observed_ns; }
+  // observed / length; 0 when the length is 0.
+  double coverage() const;
+};
+
 // Which period of a job to report: the last `last` of its windows (ending at
 // its latest window), or the windows starting in [from_ns, to_ns).
 struct JobPeriod {
@@ -130,6 +150,9 @@ struct JobReport {
   // One entry per kRollingRanges, in that order; empty without windows.
   std::vector<RollingUtilization> rolling;
   PeriodStats summary;  // Over `windows`; its utilization is the mean.
+  // The observed time of `windows`; nullopt when no window's is known, so a
+  // legacy job's report is what it was.
+  std::optional<ObservedPeriod> observed;
   // The lowest utilization of a window with a span, and that window's start;
   // nullopt when no window has a span.
   std::optional<double> worst_utilization;

@@ -5,7 +5,10 @@
 // by cause, the rolling figures, utilization per device per window (lines,
 // or a heat map beyond HEATMAP_FROM devices), for a multi-rank job a rank ×
 // window heat map of busy-useful utilization with each window's straggler
-// marked, and the top bubbles.
+// marked, the window table, and the top bubbles. Where a job's windows carry
+// their observed time (docs/semantics.md#observations), the job page shows
+// the period's observed and unobserved time, each window's coverage, and
+// marks partly observed windows (hatched bars, marked rows).
 //
 // Data comes from the JSON API (docs/query.md).
 // With a bearer token configured, the token is asked once and kept in
@@ -42,6 +45,8 @@ const STRAGGLER_MARK = '#ff2d2d';
 // Lines of the per-device view, device 0 first.
 const DEVICE_COLORS = ['#2f6fdf', '#f79009', '#12b76a', '#d92d20', '#7a5af8',
   '#06aed4', '#ee46bc', '#3e4784'];
+// The stripes over a partly observed window's bar (no bar colour is white).
+const PARTIAL_HATCH = '#ffffff';
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
@@ -122,9 +127,14 @@ function nameCell(row, text, full) {
   row.lastChild.title = full;
 }
 
-function card(label, value) {
+// A figure of the job's summary; `key` names it for the browser test
+// (data-card), `data` adds data-* attributes, `title` is the tooltip.
+function card(label, value, key, data, title) {
   const d = document.createElement('div');
   d.className = 'card';
+  if (key) d.dataset.card = key;
+  for (const [k, v] of Object.entries(data || {})) d.dataset[k] = String(v);
+  if (title) d.title = title;
   const l = document.createElement('div');
   l.className = 'label';
   l.textContent = label;
@@ -331,12 +341,48 @@ function drawChart(report, mode) {
   }
   const min = yMin(mode, report.windows.filter((w) => w.span_us > 0)
     .map((w) => share(w, w.compute_us)));
+  // Partly observed windows: white stripes across the whole column, so a
+  // bar of the GPU span observed is not read as a whole window.
+  const partial = report.windows.map(partlyObserved);
+  const hatch = {
+    id: 'partial-hatch',
+    afterDatasetsDraw: (c) => {
+      const bars = c.getDatasetMeta(0).data;
+      const { top, bottom } = c.chartArea;
+      const h = bottom - top;
+      const ctx = c.ctx;
+      partial.forEach((p, i) => {
+        if (!p || !bars[i]) return;
+        const x0 = bars[i].x - bars[i].width / 2;
+        const w = bars[i].width;
+        ctx.save();
+        ctx.beginPath();
+        ctx.rect(x0, top, w, h);
+        ctx.clip();
+        ctx.strokeStyle = PARTIAL_HATCH;
+        ctx.lineWidth = 3;
+        ctx.beginPath();
+        for (let d = -h; d < w; d += 9) {
+          ctx.moveTo(x0 + d, bottom);
+          ctx.lineTo(x0 + d + h, top);
+        }
+        ctx.stroke();
+        ctx.restore();
+      });
+    },
+  };
+  const footer = (items) => {
+    const w = report.windows[items[0].dataIndex];
+    if (w.observed_us === undefined) return '';
+    return `observed ${duration(w.observed_us)} of ${duration((w.end_ns - w.start_ns) / 1e3)} ` +
+      `(${pct(w.coverage)})` + (partlyObserved(w) ? ': partly observed window' : '');
+  };
   if (charts.util) charts.util.destroy();
   return drawn((plugin) => {
     charts.util = new Chart($('util-chart'), {
       type: 'bar',
       data: { labels, datasets },
-      plugins: [plugin],
+      plugins: [hatch, plugin],
       options: {
         animation: false,
         maintainAspectRatio: false,
@@ -352,11 +398,90 @@ function drawChart(report, mode) {
         },
         plugins: {
           title: { display: true, text: 'Utilization and bubble attribution per window (UTC)' },
-          tooltip: { callbacks: { label: (ctx) => `${ctx.dataset.label}: ${ctx.parsed.y.toFixed(2)}%` } },
+          tooltip: {
+            callbacks: {
+              label: (ctx) => `${ctx.dataset.label}: ${ctx.parsed.y.toFixed(2)}%`,
+              footer,
+            },
+          },
         },
       },
     });
-  }).then((c) => ({ datasets: c.data.datasets.length, yMin: min }));
+  }).then((c) => ({
+    datasets: c.data.datasets.length, yMin: min,
+    plotBox: [c.chartArea.left, c.chartArea.top, c.chartArea.width, c.chartArea.height],
+  }));
+}
+
+// Whether window `w` was observed for less than its whole length (its
+// observed time known: docs/semantics.md#observations).
+function partlyObserved(w) {
+  return w.observed_us !== undefined && w.coverage < 1;
+}
+
+// The cards of the period's observed time, when some window's is known: the
+// observed time and its share of those windows, the unobserved time, and how
+// many windows were partly observed.
+function observedCards(cards, s, windows) {
+  if (s.observed_windows === undefined) return;
+  const unknown = windows - s.observed_windows;
+  const over = `over the ${s.observed_windows} window(s) whose observed time is known` +
+    (unknown > 0 ? `; ${unknown} window(s) of unknown observed time are in no figure` : '');
+  cards.appendChild(card('observed time', `${duration(s.observed_us)} (${pct(s.coverage)})`,
+    'observed', { us: s.observed_us, coverage: s.coverage },
+    'time some observation of the job covered, and its share of the windows\' length, ' + over));
+  cards.appendChild(card('unobserved time', duration(s.unobserved_us), 'unobserved',
+    { us: s.unobserved_us },
+    'time of the windows nobody observed: never a bubble, ' + over));
+  cards.appendChild(card('partly observed windows',
+    `${s.partly_observed_windows} of ${s.observed_windows}`, 'partial',
+    { count: s.partly_observed_windows },
+    'windows observed for less than their whole length (an observation\'s edge, a job\'s tail)'));
+}
+
+// The window table, newest first: each window's figures and, where its
+// observed time is known, the observed time and coverage; partly observed
+// rows marked (class "partial", a "partial" badge). The observed columns are
+// hidden when no window's observed time is known. Returns the counts.
+function drawWindowTable(report) {
+  const table = $('window-table');
+  const known = report.windows.some((w) => w.observed_us !== undefined);
+  table.classList.toggle('no-observed', !known);
+  const body = table.tBodies[0];
+  body.replaceChildren();
+  let partial = 0;
+  for (const w of [...report.windows].reverse()) {
+    const tr = document.createElement('tr');
+    const observed = w.observed_us !== undefined;
+    tr.dataset.coverage = observed ? String(w.coverage) : '';
+    tr.dataset.observedUs = observed ? String(w.observed_us) : '';
+    cell(tr, utc(w.start_ns));
+    cell(tr, pct(w.utilization), 'num');
+    cell(tr, duration(w.bubble_us), 'num');
+    const dom = dominant(w.attribution_us);
+    cell(tr, dom ? dom + ' ' + pct(w.attribution_us[dom] / w.bubble_us) : '-');
+    cell(tr, duration(w.largest_bubble_us), 'num');
+    kernelCell(tr, w.culprit_before_bubble);
+    cell(tr, observed ? duration(w.observed_us) : '-', 'num obs observed');
+    cell(tr, observed ? pct(w.coverage) : '-', 'num obs coverage');
+    if (!observed) {
+      tr.lastChild.title = 'observed time unknown (the producer sends no observations)';
+    } else if (partlyObserved(w)) {
+      const mark = document.createElement('span');
+      mark.className = 'badge partial';
+      mark.textContent = 'partial';
+      tr.lastChild.appendChild(mark);
+      tr.lastChild.title = `observed ${duration(w.observed_us)} of ` +
+        `${duration((w.end_ns - w.start_ns) / 1e3)}: its figures cover only that`;
+      tr.classList.add('partial');
+      ++partial;
+    }
+    body.appendChild(tr);
+  }
+  $('window-note').textContent = `${report.windows.length} window(s)` +
+    (known ? `; ${partial} partly observed` : '');
+  $('coverage-legend').hidden = partial === 0;
+  return { partial };
 }
 
 // Utilization as a colour of HEAT_STOPS, interpolated.
@@ -607,6 +732,7 @@ async function showJob(job) {
   if (s.worst_utilization !== null) cards.appendChild(card('worst window', pct(s.worst_utilization)));
   cards.appendChild(card('bubble time', duration(s.bubble_us)));
   if (s.dominant_cause) cards.appendChild(card('dominant cause', s.dominant_cause));
+  observedCards(cards, s, report.windows.length);
   $('advice').textContent = s.advice || '';
 
   const body = $('bubbles-table').tBodies[0];
@@ -634,12 +760,18 @@ async function showJob(job) {
     drawDevices(devices, yzoom.value),
   ]);
   const rankHeat = drawRankHeatmap(report);
+  const table = drawWindowTable(report);
   const l = layout();
+  const u = $('util-chart').getBoundingClientRect();
   const data = {
     windows: report.windows.length, datasets: util.datasets, yMin: util.yMin,
     devices: devices.devices.length, deviceView: dev.view,
+    observedWindows: s.observed_windows === undefined ? 0 : s.observed_windows,
+    partialWindows: table.partial,
     scrollWidth: l.scrollWidth, viewWidth: l.viewWidth,
     rectUtil: box($('util-chart')),
+    rectUtilPlot: [u.left + scrollX + util.plotBox[0], u.top + scrollY + util.plotBox[1],
+      util.plotBox[2], util.plotBox[3]].map(Math.round).join(','),
   };
   if (dev.plotBox) {
     const c = $('device-heatmap').getBoundingClientRect();

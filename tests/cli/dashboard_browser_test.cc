@@ -28,6 +28,8 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -237,6 +239,97 @@ std::vector<RankCell> RankRow(const std::string& dom, int rank) {
   return cells;
 }
 
+// app.js pct: a ratio as "12.3%".
+std::string Pct(double ratio) { return absl::StrFormat("%.1f%%", 100 * ratio); }
+
+// app.js duration: µs as "12.3 us", "4.56 ms" or "7.89 s".
+std::string Duration(double us) {
+  const double a = std::abs(us);
+  if (a < 1e3) return absl::StrFormat("%.1f us", us);
+  if (a < 1e6) return absl::StrFormat("%.2f ms", us / 1e3);
+  return absl::StrFormat("%.2f s", us / 1e6);
+}
+
+// A row of the page's #window-table: the data-* figures as the API gave
+// them ("" where unknown), whether the row is marked partial, and the text
+// of its observed and coverage cells (with or without the partial badge).
+struct WindowRow {
+  std::string coverage;
+  std::string observed_us;
+  bool partial_row = false;
+  std::string observed_text;
+  std::string coverage_text;
+  bool badge = false;
+};
+
+// The rows of #window-table, as the page lists them (newest first).
+std::vector<WindowRow> WindowRows(const std::string& dom) {
+  std::vector<WindowRow> rows;
+  const size_t table = dom.find("<table id=\"window-table\"");
+  if (table == std::string::npos) return rows;
+  const size_t body = dom.find("<tbody>", table);
+  const size_t body_end = dom.find("</tbody>", body);
+  if (body == std::string::npos || body_end == std::string::npos) return rows;
+  const std::regex open(
+      R"re(^<tr data-coverage="([^"]*)" data-observed-us="([^"]*)"( class="partial")?>)re");
+  const std::regex observed(
+      R"re(<td class="num obs observed"[^>]*>([^<]*)</td>)re");
+  const std::regex coverage(
+      R"re(<td class="num obs coverage"[^>]*>([^<]*)(<span class="badge partial">partial</span>)?</td>)re");
+  for (size_t at = dom.find("<tr", body); at < body_end;
+       at = dom.find("<tr", at + 1)) {
+    const std::string row = dom.substr(at, dom.find("</tr>", at) - at);
+    WindowRow r;
+    std::smatch m;
+    EXPECT_TRUE(std::regex_search(row, m, open)) << row;
+    if (m.empty()) continue;
+    r.coverage = m.str(1);
+    r.observed_us = m.str(2);
+    r.partial_row = m[3].matched;
+    EXPECT_TRUE(std::regex_search(row, m, observed)) << row;
+    if (!m.empty()) r.observed_text = m.str(1);
+    EXPECT_TRUE(std::regex_search(row, m, coverage)) << row;
+    if (!m.empty()) {
+      r.coverage_text = m.str(1);
+      r.badge = m[2].matched;
+    }
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+// A summary card of the job page (data-card="key"): its opening tag (with
+// its data-* figures) and the text of its value; both "" if none.
+struct Card {
+  std::string tag;
+  std::string value;
+};
+
+Card FindCard(const std::string& dom, const std::string& key) {
+  Card c;
+  const size_t at = dom.find("data-card=\"" + key + "\"");
+  if (at == std::string::npos) return c;
+  const size_t begin = dom.rfind("<div", at);
+  c.tag = dom.substr(begin, dom.find('>', at) + 1 - begin);
+  const std::string value_tag = "<div class=\"value\">";
+  const size_t v = dom.find(value_tag, at);
+  if (v == std::string::npos) return c;
+  const size_t from = v + value_tag.size();
+  c.value = dom.substr(from, dom.find('<', from) - from);
+  return c;
+}
+
+// The number in attribute data-`name` of `tag`; NaN if none.
+double TagNumber(const std::string& tag, const std::string& name) {
+  std::smatch m;
+  double v = std::nan("");
+  if (std::regex_search(tag, m,
+                        std::regex(" data-" + name + R"re(="([^"]*)")re"))) {
+    EXPECT_TRUE(absl::SimpleAtod(m.str(1), &v)) << tag;
+  }
+  return v;
+}
+
 #if BUBBLEWATCH_DASHBOARD_FROM_BROKERS
 constexpr char kArtifactPrefix[] = "brokers_";
 #else
@@ -300,6 +393,112 @@ TEST_F(DashboardBrowserTest, JobPageDrawsTheChartOfEveryWindow) {
   EXPECT_THAT(dom, HasSubstr("utilization, last 1m"));
   EXPECT_THAT(dom, HasSubstr("cudaStreamSynchronize"));  // Top bubbles.
   EXPECT_THAT(dom, HasSubstr("gemm_40"));
+  // Alpha's windows carry no observed time: no coverage is shown, none is
+  // marked partial.
+  EXPECT_EQ(StatusData(dom, "observed-windows"), "0");
+  EXPECT_EQ(StatusData(dom, "partial-windows"), "0");
+  EXPECT_EQ(FindCard(dom, "observed").tag, "");
+  EXPECT_THAT(dom,
+              HasSubstr(R"(<table id="window-table" class="no-observed")"));
+  const std::vector<WindowRow> rows = WindowRows(dom);
+  ASSERT_EQ(rows.size(), 360u);
+  for (const WindowRow& r : rows) {
+    EXPECT_EQ(r.coverage, "");
+    EXPECT_FALSE(r.partial_row || r.badge);
+  }
+}
+
+TEST_F(DashboardBrowserTest, JobPageShowsObservedTimeAndMarksPartialWindows) {
+  // "observed": one observation starting 2.5 s into window 390 and ending
+  // 6 s into window 399 (dashboard_test_fleet.h).
+  const std::string page = "/?job=observed&last=1h";
+  const std::string dom = Dom(page, "1400,1600");
+  std::vector<WindowSummary> stored;
+  for (int64_t i = dashboard_test::kObservedFirst;
+       i <= dashboard_test::kObservedLast; ++i) {
+    stored.push_back(dashboard_test::ObservedWindow(i));
+  }
+  const int n = static_cast<int>(stored.size());
+  int64_t observed_ns = 0, length_ns = 0;
+  int partial = 0;
+  for (const WindowSummary& w : stored) {
+    ASSERT_TRUE(w.observed_ns.has_value());
+    const int64_t length = w.window.end_ns - w.window.start_ns;
+    observed_ns += *w.observed_ns;
+    length_ns += length;
+    if (*w.observed_ns < length) ++partial;
+  }
+  ASSERT_GT(partial, 0);
+  ASSERT_LT(partial, n);  // Whole windows too.
+  EXPECT_EQ(StatusNumber(dom, "windows"), n);
+  EXPECT_EQ(StatusNumber(dom, "observed-windows"), n);
+  EXPECT_EQ(StatusNumber(dom, "partial-windows"), partial);
+  EXPECT_EQ(StatusNumber(dom, "view-width"), 1400);
+  EXPECT_LE(StatusNumber(dom, "scroll-width"), 1400);
+
+  // The period's figures in the summary cards.
+  const Card observed = FindCard(dom, "observed");
+  EXPECT_NEAR(TagNumber(observed.tag, "us"), observed_ns / 1e3, 1e-6)
+      << observed.tag;
+  const double coverage = static_cast<double>(observed_ns) / length_ns;
+  EXPECT_NEAR(TagNumber(observed.tag, "coverage"), coverage, 1e-12)
+      << observed.tag;
+  EXPECT_EQ(observed.value,
+            Duration(observed_ns / 1e3) + " (" + Pct(coverage) + ")");
+  const Card unobserved = FindCard(dom, "unobserved");
+  EXPECT_NEAR(TagNumber(unobserved.tag, "us"), (length_ns - observed_ns) / 1e3,
+              1e-6)
+      << unobserved.tag;
+  EXPECT_EQ(unobserved.value, Duration((length_ns - observed_ns) / 1e3));
+  const Card partial_card = FindCard(dom, "partial");
+  EXPECT_EQ(TagNumber(partial_card.tag, "count"), partial) << partial_card.tag;
+  EXPECT_EQ(partial_card.value, absl::StrCat(partial, " of ", n));
+
+  // Each window's row (newest first) against the stored window: observed
+  // time and coverage as data and as shown, and the partial mark on exactly
+  // the partly observed windows.
+  const std::vector<WindowRow> rows = WindowRows(dom);
+  ASSERT_EQ(rows.size(), stored.size());
+  int marked = 0;
+  for (int k = 0; k < n; ++k) {
+    const WindowSummary& w = stored[n - 1 - k];
+    const WindowRow& r = rows[k];
+    const int64_t length = w.window.end_ns - w.window.start_ns;
+    const double us = *w.observed_ns / 1e3;
+    const double cov = static_cast<double>(*w.observed_ns) / length;
+    const bool is_partial = *w.observed_ns < length;
+    double shown = -1;
+    EXPECT_TRUE(absl::SimpleAtod(r.observed_us, &shown)) << r.observed_us;
+    EXPECT_NEAR(shown, us, 1e-6) << "row " << k;
+    EXPECT_TRUE(absl::SimpleAtod(r.coverage, &shown)) << r.coverage;
+    EXPECT_NEAR(shown, cov, 1e-12) << "row " << k;
+    EXPECT_EQ(r.observed_text, Duration(us)) << "row " << k;
+    EXPECT_EQ(r.coverage_text, Pct(cov)) << "row " << k;
+    EXPECT_EQ(r.partial_row, is_partial) << "row " << k;
+    EXPECT_EQ(r.badge, is_partial) << "row " << k;
+    marked += r.partial_row ? 1 : 0;
+  }
+  EXPECT_EQ(marked, partial);
+
+  // The chart: white stripes over the columns of the partly observed
+  // windows, none over a whole window's.
+  const Image img = Screenshot(page, "1400,1600", "dashboard_observed.png");
+  const Box plot = ParseBox(StatusData(dom, "rect-util-plot"));
+  ASSERT_GT(plot.w, 1000);
+  ASSERT_GT(plot.h, 200);
+  auto x = [&](int i) {
+    return plot.x + static_cast<int>(std::lround(1.0 * i * plot.w / n));
+  };
+  for (int i = 0; i < n; ++i) {
+    const Box column{x(i) + 4, plot.y + 4, x(i + 1) - x(i) - 8, plot.h - 8};
+    const double white = img.Share(column, Near({255, 255, 255}));
+    if (*stored[i].observed_ns <
+        stored[i].window.end_ns - stored[i].window.start_ns) {
+      EXPECT_GT(white, 0.1) << "window " << i;
+    } else {
+      EXPECT_LT(white, 0.01) << "window " << i;
+    }
+  }
 }
 
 TEST_F(DashboardBrowserTest, JobPageZoomsToASmallBubbleAndFitsThePage) {
@@ -435,7 +634,7 @@ TEST_F(DashboardBrowserTest, FleetPageRanksTheLastHourByDefault) {
   // beta's windows end 3,700 s before the fleet's newest one: outside the
   // default period, inside two hours.
   const std::string hour = Dom("/", "1400,900");
-  EXPECT_EQ(StatusData(hour, "rows"), "7");
+  EXPECT_EQ(StatusData(hour, "rows"), "8");
   EXPECT_EQ(FleetRow(hour, "beta"), "");
   EXPECT_THAT(hour, HasSubstr("over the last 1h: fleet utilization"));
   EXPECT_THAT(hour, HasSubstr("GPU-hours lost to bubbles"));
@@ -443,7 +642,7 @@ TEST_F(DashboardBrowserTest, FleetPageRanksTheLastHourByDefault) {
 
 TEST_F(DashboardBrowserTest, FleetPageShowsLastSeenStalenessAndAlerts) {
   const std::string dom = Dom("/?last=2h", "1400,900");
-  EXPECT_EQ(StatusData(dom, "rows"), "8");
+  EXPECT_EQ(StatusData(dom, "rows"), "9");
   EXPECT_EQ(StatusData(dom, "stale"), "1");
   EXPECT_EQ(StatusData(dom, "firing"), "1");
   EXPECT_THAT(dom, HasSubstr("?job=odd%2Fjob%20%22x%22"));

@@ -410,9 +410,19 @@ TEST(QueryObserved, JobShowsObservedTimePerWindowWhereKnown) {
   EXPECT_EQ(windows.at(0)["coverage"].error(), simdjson::NO_SUCH_FIELD);
   EXPECT_EQ(double(windows.at(1)["observed_us"]), 2.5e6);
   EXPECT_EQ(double(windows.at(1)["coverage"]), 0.25);
+  // The period's figures, over the one window whose observed time is known.
+  simdjson::dom::element summary = doc["summary"];
+  EXPECT_EQ(int64_t(summary["observed_windows"]), 1);
+  EXPECT_EQ(double(summary["observed_us"]), 2.5e6);
+  EXPECT_EQ(double(summary["unobserved_us"]), 7.5e6);
+  EXPECT_EQ(double(summary["coverage"]), 0.25);
+  EXPECT_EQ(int64_t(summary["partly_observed_windows"]), 1);
   auto text = RunBubblewatch("query job observed --store " + store);
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_THAT(text.out, HasSubstr("(observed 2.500 s, 25.0%)"));
+  EXPECT_THAT(text.out,
+              HasSubstr("observed           2.500 s  (25.0% of 1 window(s), "
+                        "1 partly observed)\n  unobserved         7.500 s\n"));
   const std::vector<absl::string_view> parts =
       absl::StrSplit(text.out, "(observed");
   EXPECT_EQ(parts.size(), 2u) << "only the window whose observed time is known";

@@ -17,12 +17,18 @@
 //             waits 0.5 s; the straggler is kStragglerA in windows 370..379,
 //             none in 380..389 (every rank waits 1 s), kStragglerB in
 //             390..399.
+//   "observed": 1 device, windows 390..399 of one observation
+//             [kObservedFrom, kObservedTo) (docs/semantics.md#observations):
+//             window 390 observed from 2.5 s on (75 %), 391..398 whole,
+//             399 up to 6 s (60 %, the job's tail); the device is busy 90 %
+//             of each window's observed time.
 //   alert state: the rule kAlertRule evaluated by the real AlertEvaluator on
 //             the latest windows of beta (20 %: firing), gamma (60 %: clear)
 //             and steady (99.6 %: clear); the other jobs have none.
 #ifndef BUBBLEWATCH_TESTS_SERVE_DASHBOARD_TEST_FLEET_H_
 #define BUBBLEWATCH_TESTS_SERVE_DASHBOARD_TEST_FLEET_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -166,6 +172,43 @@ inline WindowSummary RankWindows(int64_t index) {
   return s;
 }
 
+// The windows and the observation of "observed".
+inline constexpr int64_t kObservedFirst = 390;
+inline constexpr int64_t kObservedLast = 399;
+inline constexpr int64_t kObservedFrom =
+    kT0 + kObservedFirst * kWindow + 2'500'000'000;
+inline constexpr int64_t kObservedTo =
+    kT0 + kObservedLast * kWindow + 6'000'000'000;
+
+// Window `index` of "observed": its observed time is its overlap with the
+// observation, the device's span that time, 90 % of it busy (host_sync
+// but 1 ms launch_overhead, as DeviceWindows).
+inline WindowSummary ObservedWindow(int64_t index) {
+  const int64_t start = kT0 + index * kWindow;
+  const int64_t from = std::max(start, kObservedFrom);
+  const int64_t to = std::min(start + kWindow, kObservedTo);
+  const int64_t observed = to - from;
+  WindowSummary s = DeviceWindows("observed", index, {observed / 10 * 9});
+  UtilizationStats& u = s.window.devices[0].stats;
+  u.span_ns = observed;
+  u.bubble_ns = observed - u.compute_ns;
+  const int64_t ms = 1'000'000;
+  u.attribution = {};
+  u.attribution[static_cast<int>(BubbleCause::kLaunchOverhead)] = ms;
+  u.attribution[static_cast<int>(BubbleCause::kHostSync)] = u.bubble_ns - ms;
+  u.largest_bubble_ns = u.bubble_ns;
+  u.largest_bubble_start_ns = from + u.compute_ns;
+  s.window.job = UtilizationStats{};
+  AddDeviceStats(u, s.window.job);
+  s.window.job.culprit_before_bubble = s.window.top_bubbles[0].before;
+  BubbleReport& b = s.window.top_bubbles[0];
+  b.start_ns = u.largest_bubble_start_ns;
+  b.end_ns = to;
+  b.attribution = u.attribution;
+  s.observed_ns = observed;
+  return s;
+}
+
 inline absl::Status WriteDashboardFleet(WindowStore& store) {
   if (absl::Status s = query_test::WriteFleet(store); !s.ok()) return s;
   StoreBatch batch;
@@ -186,6 +229,10 @@ inline absl::Status WriteDashboardFleet(WindowStore& store) {
   for (int64_t i = 397; i <= 399; ++i) {
     batch.windows.push_back(query_test::MakeWindow("stale", i, 5 * kSecond));
   }
+  for (int64_t i = kObservedFirst; i <= kObservedLast; ++i) {
+    batch.windows.push_back(ObservedWindow(i));
+  }
+  job("observed", kObservedLast, now);
   job("steady", 399, now);
   job("wide", 399, now);
   job("ranks", 399, now);

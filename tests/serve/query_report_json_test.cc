@@ -20,6 +20,7 @@ namespace bubblewatch {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr int64_t kWindowNs = 10'000'000'000;
 
@@ -51,6 +52,41 @@ TEST(QueryReportJson, EveryClosedByRoundTrips) {
     EXPECT_EQ(parsed->windows[i].closed_by, report.windows[i].closed_by)
         << ClosedByName(report.windows[i].closed_by);
   }
+  EXPECT_EQ(RenderJobReportJson(*parsed, false), json);
+}
+
+// The period's observed time (docs/semantics.md#observations) reads back;
+// a report without it has none of its keys.
+TEST(QueryReportJson, ObservedTimeRoundTrips) {
+  JobReport report = OneWindowPerClosedBy();
+  const std::string legacy = RenderJobReportJson(report, /*pretty=*/false);
+  EXPECT_THAT(legacy, Not(HasSubstr("observed")));
+  absl::StatusOr<JobReport> parsed = ParseJobReportJson(legacy);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_FALSE(parsed->observed.has_value());
+
+  report.windows[0].observed_ns = kWindowNs;
+  report.windows[1].observed_ns = kWindowNs / 4;
+  report.observed.emplace();
+  report.observed->Add(report.windows[0]);
+  report.observed->Add(report.windows[1]);
+  report.observed->Add(report.windows[2]);  // Unknown: not counted.
+  EXPECT_EQ(report.observed->windows, 2);
+  EXPECT_EQ(report.observed->partial_windows, 1);
+  EXPECT_EQ(report.observed->unobserved_ns(), 3 * kWindowNs / 4);
+  EXPECT_EQ(report.observed->coverage(), 0.625);
+  const std::string json = RenderJobReportJson(report, /*pretty=*/false);
+  EXPECT_THAT(json, HasSubstr("\"observed_windows\":2,\"observed_us\":"
+                              "12500000,\"unobserved_us\":7500000,"
+                              "\"coverage\":0.625,"
+                              "\"partly_observed_windows\":1"));
+  parsed = ParseJobReportJson(json);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_TRUE(parsed->observed.has_value());
+  EXPECT_EQ(parsed->observed->windows, 2);
+  EXPECT_EQ(parsed->observed->length_ns, 2 * kWindowNs);
+  EXPECT_EQ(parsed->observed->observed_ns, kWindowNs + kWindowNs / 4);
+  EXPECT_EQ(parsed->observed->partial_windows, 1);
   EXPECT_EQ(RenderJobReportJson(*parsed, false), json);
 }
 

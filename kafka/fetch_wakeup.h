@@ -74,9 +74,9 @@ class FetchWakeup {
  private:
   absl::Duration initial_wait_;
   absl::Duration max_wait_;
-  absl::Duration learned_;  // The wait after messages flow.
-  absl::Duration wait_;     // The wait now.
-  absl::Time since_ = absl::InfinitePast();  // Last message or seek.
+  absl::Duration learned_;                     // The wait after messages flow.
+  absl::Duration wait_;                        // The wait now.
+  absl::Time since_ = absl::InfinitePast();    // Last message or seek.
   absl::Time seek_at_ = absl::InfinitePast();  // A seek awaiting a message.
   int64_t seeks_ = 0;
 };

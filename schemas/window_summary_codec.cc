@@ -157,6 +157,23 @@ absl::Status DecodeBubble(const fb::BubbleReport* r, BubbleReport& out) {
   return DecodeAttribution(r->attribution_ns(), out.attribution);
 }
 
+// A rank's figures from either stored form (fb::RankRow, fb::RankWindow:
+// the same accessors).
+template <typename Stored>
+RankWindow RankFrom(const Stored& r, SharedString host) {
+  return RankWindow{.rank = r.rank(),
+                    .host = std::move(host),
+                    .device = r.device(),
+                    .span_ns = r.span_ns(),
+                    .compute_ns = r.compute_ns(),
+                    .comm_ns = r.comm_ns(),
+                    .comm_exposed_ns = r.comm_exposed_ns(),
+                    .comm_wait_ns = r.comm_wait_ns(),
+                    .wait_caused_ns = r.wait_caused_ns(),
+                    .arrived_last = r.arrived_last(),
+                    .clock_offset_ns = r.clock_offset_ns()};
+}
+
 absl::Status DecodeCollectives(const fb::WindowCollectives* in,
                                std::optional<WindowCollectives>& out,
                                const WindowCollectives* like = nullptr) {
@@ -197,33 +214,14 @@ absl::Status DecodeCollectives(const fb::WindowCollectives* in,
                                      r->host(), " of ", host_count));
       }
       const size_t i = c.ranks.size();
-      c.ranks.push_back(RankWindow{
-          .rank = r->rank(),
-          .host = host_of(i, r->host() < 0 ? nullptr : hosts->Get(r->host())),
-          .device = r->device(),
-          .span_ns = r->span_ns(),
-          .compute_ns = r->compute_ns(),
-          .comm_ns = r->comm_ns(),
-          .comm_exposed_ns = r->comm_exposed_ns(),
-          .comm_wait_ns = r->comm_wait_ns(),
-          .wait_caused_ns = r->wait_caused_ns(),
-          .arrived_last = r->arrived_last(),
-          .clock_offset_ns = r->clock_offset_ns()});
+      c.ranks.push_back(RankFrom(
+          *r, host_of(i, r->host() < 0 ? nullptr : hosts->Get(r->host()))));
     }
   } else if (const auto* ranks = in->ranks()) {
     c.ranks.reserve(ranks->size());
     for (const fb::RankWindow* r : *ranks) {
-      c.ranks.push_back(RankWindow{.rank = r->rank(),
-                                   .host = host_of(c.ranks.size(), r->host()),
-                                   .device = r->device(),
-                                   .span_ns = r->span_ns(),
-                                   .compute_ns = r->compute_ns(),
-                                   .comm_ns = r->comm_ns(),
-                                   .comm_exposed_ns = r->comm_exposed_ns(),
-                                   .comm_wait_ns = r->comm_wait_ns(),
-                                   .wait_caused_ns = r->wait_caused_ns(),
-                                   .arrived_last = r->arrived_last(),
-                                   .clock_offset_ns = r->clock_offset_ns()});
+      const size_t i = c.ranks.size();
+      c.ranks.push_back(RankFrom(*r, host_of(i, r->host())));
     }
   }
   if (const auto* stragglers = in->stragglers()) {

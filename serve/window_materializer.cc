@@ -12,10 +12,12 @@
 
 #include "absl/algorithm/container.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "alerts/alert_evaluator.h"
 #include "base/status_macros.h"
+#include "kafka/fetch_wakeup.h"
 #include "kafka/kafka_admin.h"
 #include "kafka/kafka_config.h"
 #include "kafka/kafka_handles.h"
@@ -168,6 +170,12 @@ class WindowMaterializer::Impl {
       if (!batch.empty()) RETURN_IF_ERROR(Apply(batch));
       UpdateLag();
     }
+    if (fetch_wakeup_.seeks() > 0) {
+      spdlog::info(
+          "woke librdkafka's sleeping fetcher {} time(s) "
+          "(kafka/fetch_wakeup.h); {} message(s) sent again skipped",
+          fetch_wakeup_.seeks(), refetched_);
+    }
     return absl::OkStatus();
   }
 
@@ -266,6 +274,7 @@ class WindowMaterializer::Impl {
   // first message, or a poll that brings nothing (caught up).
   absl::Status Gather(std::vector<RdKafkaMessagePtr>& batch) {
     absl::Time deadline = absl::InfiniteFuture();
+    gathered_next_.clear();
     while (static_cast<int>(batch.size()) < options_.max_batch_messages &&
            !stop_.load()) {
       const int timeout_ms =
@@ -274,7 +283,13 @@ class WindowMaterializer::Impl {
                               absl::ToInt64Milliseconds(deadline - absl::Now()),
                               0, kPollMs));
       RdKafkaMessagePtr m(rd_kafka_consumer_poll(consumer_.get(), timeout_ms));
-      if (!m) break;
+      if (!m) {
+        // Everything gathered before is in the store: next_offset is where
+        // each partition goes on.
+        if (batch.empty()) WakeStalledFetches();
+        break;
+      }
+      fetch_wakeup_.OnMessage(absl::Now());
       if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) continue;
       if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
         absl::Status s = KafkaErrorToStatus(
@@ -285,11 +300,69 @@ class WindowMaterializer::Impl {
         Warn(s.ToString());
         continue;
       }
+      if (Refetched(*m)) continue;
+      if (!sought_.empty()) {
+        int64_t& next = gathered_next_[{TopicIndex(m.get()), m->partition}];
+        next = std::max(next, m->offset + 1);
+      }
       if (batch.empty()) deadline = absl::Now() + options_.max_batch_wait;
       batch.push_back(std::move(m));
       if (absl::Now() >= deadline) break;
     }
     return absl::OkStatus();
+  }
+
+  // Restarts fetching that librdkafka < 2.4 put to sleep while a partition
+  // lags behind the high watermark it last saw (kafka/fetch_wakeup.h): a
+  // backlog of windows (serve restarted, or a new replica) is otherwise read
+  // 16 MiB per second.
+  void WakeStalledFetches() {
+    if (!FetchWakeup::Needed()) return;
+    const absl::Time now = absl::Now();
+    std::vector<std::vector<FetchWakeup::Lagging>> lagging(topics_.size());
+    bool any = false;
+    for (size_t i = 0; i < topics_.size(); ++i) {
+      for (const auto& [p, next] : topics_[i].next_offset) {
+        int64_t low = 0, high = 0;
+        if (next < 0 ||
+            rd_kafka_get_watermark_offsets(
+                consumer_.get(), topics_[i].name.c_str(), p, &low, &high) !=
+                RD_KAFKA_RESP_ERR_NO_ERROR ||
+            high <= next) {
+          continue;
+        }
+        lagging[i].push_back({.partition = p, .next_offset = next});
+        any = true;
+      }
+    }
+    if (!any || !fetch_wakeup_.Due(now)) return;
+    for (size_t i = 0; i < topics_.size(); ++i) {
+      FetchWakeup::Seek(consumer_.get(), topics_[i].name, lagging[i]);
+      for (const FetchWakeup::Lagging& l : lagging[i]) {
+        sought_.insert({i, l.partition});
+      }
+    }
+  }
+
+  // A message of a sought partition below what the store already holds or
+  // this batch already has: sent again because it raced the asynchronous
+  // seek; skipped (counted).
+  bool Refetched(const rd_kafka_message_t& m) {
+    if (m.err != RD_KAFKA_RESP_ERR_NO_ERROR || sought_.empty()) return false;
+    const size_t topic = TopicIndex(&m);
+    if (!sought_.contains({topic, m.partition})) return false;
+    int64_t next = -1;
+    if (auto it = topics_[topic].next_offset.find(m.partition);
+        it != topics_[topic].next_offset.end()) {
+      next = it->second;
+    }
+    if (auto it = gathered_next_.find({topic, m.partition});
+        it != gathered_next_.end()) {
+      next = std::max(next, it->second);
+    }
+    if (m.offset >= next) return false;
+    ++refetched_;
+    return true;
   }
 
   // What one batch changes, before it is written.
@@ -568,6 +641,13 @@ class WindowMaterializer::Impl {
   std::atomic<bool> stop_{false};
   // The windows topic, then the state topic when followed.
   std::vector<Followed> topics_;
+  FetchWakeup fetch_wakeup_;
+  // (topic index, partition) sought since their assignment; messages
+  // skipped as sent again.
+  absl::flat_hash_set<std::pair<size_t, int32_t>> sought_;
+  // Of the batch being gathered: (topic index, partition) -> next offset.
+  absl::flat_hash_map<std::pair<size_t, int32_t>, int64_t> gathered_next_;
+  int64_t refetched_ = 0;
   // State partition -> snapshot key -> the snapshot applied last (what the
   // store holds of its jobs and alerts).
   absl::flat_hash_map<int32_t, AppliedSnapshots> applied_;

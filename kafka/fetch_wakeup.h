@@ -36,42 +36,65 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 
 namespace bubblewatch {
 
 class FetchWakeup {
  public:
-  struct Lagging {
+  // Where the consumer stands in one assigned partition.
+  struct Position {
+    absl::string_view topic;
     int32_t partition;
-    int64_t next_offset;  // The next offset the consumer expects.
+    int64_t next_offset;  // The next offset it expects; < 0: none yet.
   };
 
   FetchWakeup(absl::Duration initial_wait = absl::Milliseconds(100),
-              absl::Duration max_wait = absl::Seconds(1));
+              absl::Duration max_wait = absl::Seconds(1),
+              int librdkafka_version = rd_kafka_version());
 
-  // Whether the linked librdkafka needs it (before 2.4).
+  // Whether a librdkafka of that version needs it (before 2.4).
   static bool Needed(int librdkafka_version = rd_kafka_version());
 
   // A message arrived at `now`: the silence starts over, and the first
   // message after a seek teaches the wait.
   void OnMessage(absl::Time now);
 
+  // Called when a poll brought nothing: if a seek is Due, seeks each of
+  // `positions` whose partition lags (librdkafka's last high watermark is
+  // past its next offset) to its next offset, asynchronously; errors (a
+  // partition revoked meanwhile) are ignored: the next assignment starts it
+  // anyway. Nothing with a librdkafka that does not need it.
+  void WakeIfStalled(rd_kafka_t* consumer, absl::Span<const Position> positions,
+                     absl::Time now);
+
+  // Whether a message at `offset` is one sent again after a seek: its
+  // partition was sought and the consumer has handled up to `next_offset`
+  // already (an asynchronous seek may race a fetch; never a message not yet
+  // handled). Counted.
+  bool Refetched(absl::string_view topic, int32_t partition, int64_t offset,
+                 int64_t next_offset);
+
+  // The partition was (re)assigned: not sought any more.
+  void Forget(absl::string_view topic, int32_t partition);
+
+  // Logs how often it sought and skipped, if it ever did (at exit).
+  void LogSummary() const;
+
   // Whether to seek now: no message for the current wait since the last
   // message or the last seek. A true answer counts as a seek.
   bool Due(absl::Time now);
 
-  // Seeks each of `lagging` (partitions of `topic` assigned to `consumer`)
-  // to its next offset, asynchronously; errors (a partition revoked
-  // meanwhile) are ignored: the next assignment starts it anyway. Returns
-  // the number of partitions sought.
-  static int Seek(rd_kafka_t* consumer, const std::string& topic,
-                  const std::vector<Lagging>& lagging);
-
   absl::Duration wait() const { return wait_; }
   int64_t seeks() const { return seeks_; }
+  int64_t refetched() const { return refetched_; }
 
  private:
+  bool needed_;
   absl::Duration initial_wait_;
   absl::Duration max_wait_;
   absl::Duration learned_;                     // The wait after messages flow.
@@ -79,6 +102,9 @@ class FetchWakeup {
   absl::Time since_ = absl::InfinitePast();    // Last message or seek.
   absl::Time seek_at_ = absl::InfinitePast();  // A seek awaiting a message.
   int64_t seeks_ = 0;
+  int64_t refetched_ = 0;
+  // Topic -> partitions sought since their assignment.
+  absl::flat_hash_map<std::string, absl::flat_hash_set<int32_t>> sought_;
 };
 
 }  // namespace bubblewatch

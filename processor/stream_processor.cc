@@ -7,7 +7,6 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/container/btree_set.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -124,32 +123,19 @@ class StreamProcessor::Impl {
   // Restarts fetching that librdkafka < 2.4 put to sleep while a partition
   // still lags (kafka/fetch_wakeup.h); unused with a newer librdkafka.
   FetchWakeup fetch_wakeup_;
-  bool fetch_wakeup_needed_ = FetchWakeup::Needed();
-  // Partitions sought since their assignment, and the messages of theirs
-  // skipped as sent again: an asynchronous seek may return a message the
-  // loop already handled (it raced the seek), never one it has not.
-  absl::flat_hash_set<int32_t> sought_;
-  int64_t refetched_ = 0;
   void WakeStalledFetches(absl::Time now);
 };
 
 void StreamProcessor::Impl::WakeStalledFetches(absl::Time now) {
-  if (!fetch_wakeup_needed_ || health_.down()) return;
-  std::vector<FetchWakeup::Lagging> lagging;
+  if (health_.down()) return;
+  std::vector<FetchWakeup::Position> positions;
   for (const auto& [p, part] : partition_jobs_.partitions()) {
-    int64_t low = 0, high = 0;
-    if (part.at_end || part.next_offset < 0 ||
-        rd_kafka_get_watermark_offsets(consumer_.get(), options_.topic.c_str(),
-                                       p, &low,
-                                       &high) != RD_KAFKA_RESP_ERR_NO_ERROR ||
-        high <= part.next_offset) {
-      continue;
-    }
-    lagging.push_back({.partition = p, .next_offset = part.next_offset});
+    if (part.at_end) continue;
+    positions.push_back({.topic = options_.topic,
+                         .partition = p,
+                         .next_offset = part.next_offset});
   }
-  if (lagging.empty() || !fetch_wakeup_.Due(now)) return;
-  FetchWakeup::Seek(consumer_.get(), options_.topic, lagging);
-  for (const FetchWakeup::Lagging& l : lagging) sought_.insert(l.partition);
+  fetch_wakeup_.WakeIfStalled(consumer_.get(), positions, now);
 }
 
 absl::Status StreamProcessor::Impl::Init() {
@@ -271,7 +257,7 @@ void StreamProcessor::Impl::OnAssign(
       options_.observer->OnJobsAssigned(jobs, state.job_alerts);
     }
     partition_jobs_.partitions()[tp.partition] = std::move(state);
-    sought_.erase(tp.partition);
+    fetch_wakeup_.Forget(options_.topic, tp.partition);
   }
   commits_.AssignmentDone();
 }
@@ -287,7 +273,7 @@ void StreamProcessor::Impl::OnRevoke(
   for (int i = 0; i < partitions->cnt; ++i) {
     int32_t p = partitions->elems[i].partition;
     spdlog::info("revoked {}/{}", partitions->elems[i].topic, p);
-    sought_.erase(p);
+    fetch_wakeup_.Forget(options_.topic, p);
     if (options_.observer != nullptr) {
       absl::btree_set<std::string> jobs;
       if (auto it = partition_jobs_.partitions().find(p);
@@ -466,17 +452,15 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
       WakeStalledFetches(now);
     } else {
       fetch_wakeup_.OnMessage(now);
-    }
-    if (message) {
       if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR ||
           message->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
         health_.NoteReached();
       }
       if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR &&
-          sought_.contains(message->partition) &&
-          message->offset <
-              partition_jobs_.partitions()[message->partition].next_offset) {
-        ++refetched_;  // Handled before the seek (WakeStalledFetches).
+          fetch_wakeup_.Refetched(
+              options_.topic, message->partition, message->offset,
+              partition_jobs_.partitions()[message->partition].next_offset)) {
+        // Handled before a seek of WakeStalledFetches: skipped.
       } else if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
         last_message_ = now;
         if (first_message_ == absl::InfinitePast()) first_message_ = now;
@@ -538,12 +522,7 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
   RETURN_IF_ERROR(commits_.Commit(absl::Now()));
   RETURN_IF_ERROR(commits_.FlushAndCommitOffsets(/*sync=*/true));
   LogProgress();
-  if (fetch_wakeup_.seeks() > 0) {
-    spdlog::info(
-        "woke librdkafka's sleeping fetcher {} time(s) "
-        "(kafka/fetch_wakeup.h); {} message(s) sent again skipped",
-        fetch_wakeup_.seeks(), refetched_);
-  }
+  fetch_wakeup_.LogSummary();
   spdlog::info("{}", store_->Describe());
   rd_kafka_consumer_close(consumer_.get());
   consumer_closed_ = true;

@@ -12,7 +12,6 @@
 
 #include "absl/algorithm/container.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "alerts/alert_evaluator.h"
@@ -170,12 +169,7 @@ class WindowMaterializer::Impl {
       if (!batch.empty()) RETURN_IF_ERROR(Apply(batch));
       UpdateLag();
     }
-    if (fetch_wakeup_.seeks() > 0) {
-      spdlog::info(
-          "woke librdkafka's sleeping fetcher {} time(s) "
-          "(kafka/fetch_wakeup.h); {} message(s) sent again skipped",
-          fetch_wakeup_.seeks(), refetched_);
-    }
+    fetch_wakeup_.LogSummary();
     return absl::OkStatus();
   }
 
@@ -301,7 +295,7 @@ class WindowMaterializer::Impl {
         continue;
       }
       if (Refetched(*m)) continue;
-      if (!sought_.empty()) {
+      if (fetch_wakeup_.seeks() > 0) {  // Only Refetched reads it.
         int64_t& next = gathered_next_[{TopicIndex(m.get()), m->partition}];
         next = std::max(next, m->offset + 1);
       }
@@ -317,40 +311,21 @@ class WindowMaterializer::Impl {
   // backlog of windows (serve restarted, or a new replica) is otherwise read
   // 16 MiB per second.
   void WakeStalledFetches() {
-    if (!FetchWakeup::Needed()) return;
-    const absl::Time now = absl::Now();
-    std::vector<std::vector<FetchWakeup::Lagging>> lagging(topics_.size());
-    bool any = false;
-    for (size_t i = 0; i < topics_.size(); ++i) {
-      for (const auto& [p, next] : topics_[i].next_offset) {
-        int64_t low = 0, high = 0;
-        if (next < 0 ||
-            rd_kafka_get_watermark_offsets(
-                consumer_.get(), topics_[i].name.c_str(), p, &low, &high) !=
-                RD_KAFKA_RESP_ERR_NO_ERROR ||
-            high <= next) {
-          continue;
-        }
-        lagging[i].push_back({.partition = p, .next_offset = next});
-        any = true;
+    std::vector<FetchWakeup::Position> positions;
+    for (const Followed& t : topics_) {
+      for (const auto& [p, next] : t.next_offset) {
+        positions.push_back(
+            {.topic = t.name, .partition = p, .next_offset = next});
       }
     }
-    if (!any || !fetch_wakeup_.Due(now)) return;
-    for (size_t i = 0; i < topics_.size(); ++i) {
-      FetchWakeup::Seek(consumer_.get(), topics_[i].name, lagging[i]);
-      for (const FetchWakeup::Lagging& l : lagging[i]) {
-        sought_.insert({i, l.partition});
-      }
-    }
+    fetch_wakeup_.WakeIfStalled(consumer_.get(), positions, absl::Now());
   }
 
-  // A message of a sought partition below what the store already holds or
-  // this batch already has: sent again because it raced the asynchronous
-  // seek; skipped (counted).
+  // A message below what the store or this batch already holds, sent again
+  // because it raced a seek of WakeStalledFetches: skipped (counted).
   bool Refetched(const rd_kafka_message_t& m) {
-    if (m.err != RD_KAFKA_RESP_ERR_NO_ERROR || sought_.empty()) return false;
+    if (m.err != RD_KAFKA_RESP_ERR_NO_ERROR) return false;
     const size_t topic = TopicIndex(&m);
-    if (!sought_.contains({topic, m.partition})) return false;
     int64_t next = -1;
     if (auto it = topics_[topic].next_offset.find(m.partition);
         it != topics_[topic].next_offset.end()) {
@@ -360,9 +335,8 @@ class WindowMaterializer::Impl {
         it != gathered_next_.end()) {
       next = std::max(next, it->second);
     }
-    if (m.offset >= next) return false;
-    ++refetched_;
-    return true;
+    return fetch_wakeup_.Refetched(topics_[topic].name, m.partition, m.offset,
+                                   next);
   }
 
   // What one batch changes, before it is written.
@@ -642,12 +616,8 @@ class WindowMaterializer::Impl {
   // The windows topic, then the state topic when followed.
   std::vector<Followed> topics_;
   FetchWakeup fetch_wakeup_;
-  // (topic index, partition) sought since their assignment; messages
-  // skipped as sent again.
-  absl::flat_hash_set<std::pair<size_t, int32_t>> sought_;
   // Of the batch being gathered: (topic index, partition) -> next offset.
   absl::flat_hash_map<std::pair<size_t, int32_t>, int64_t> gathered_next_;
-  int64_t refetched_ = 0;
   // State partition -> snapshot key -> the snapshot applied last (what the
   // store holds of its jobs and alerts).
   absl::flat_hash_map<int32_t, AppliedSnapshots> applied_;

@@ -54,5 +54,20 @@ TEST(FetchWakeup, MessagesRestartTheWaitAtWhatTheLastSeekTaught) {
   EXPECT_EQ(w.wait(), 1000 * kOneMs);
 }
 
+TEST(FetchWakeup, SkipsOnlyWhatASoughtPartitionSendsAgain) {
+  FetchWakeup w;
+  // Nothing sought: a lower offset is not this class's to skip.
+  EXPECT_FALSE(w.Refetched("events", 0, 5, 10));
+  // A librdkafka that needs no wakeup never seeks, whatever the lag.
+  FetchWakeup modern(100 * kOneMs, 1000 * kOneMs,
+                     kRdKafkaVersionWithFetchQueueBackoff);
+  const FetchWakeup::Position lagging{
+      .topic = "events", .partition = 0, .next_offset = 10};
+  modern.OnMessage(kStart);
+  modern.WakeIfStalled(nullptr, {&lagging, 1}, kStart + 10 * kOneMs * 1000);
+  EXPECT_EQ(modern.seeks(), 0);
+  EXPECT_EQ(w.refetched(), 0);
+}
+
 }  // namespace
 }  // namespace bubblewatch

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/btree_set.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "kafka/kafka_admin.h"
@@ -35,6 +36,7 @@ absl::Status CommitPipeline::RestorePartition(rd_kafka_topic_partition_t& tp,
   ASSIGN_OR_RETURN(std::optional<PartitionProgress> local,
                    store_->Progress(tp.topic, tp.partition));
   std::optional<PartitionSnapshot> remote;
+  std::vector<std::string> remote_gone;
   if (!topics_prepared_ && (changelog_ || !options_.windows_topic.empty())) {
     ASSIGN_OR_RETURN(
         int partitions,
@@ -47,21 +49,25 @@ absl::Status CommitPipeline::RestorePartition(rd_kafka_topic_partition_t& tp,
   }
   if (changelog_) {
     if (!changelog_created_now_) {
-      ASSIGN_OR_RETURN(remote, changelog_->ReadLatest(tp.topic, tp.partition));
+      ASSIGN_OR_RETURN(
+          remote, changelog_->ReadLatest(tp.topic, tp.partition, &remote_gone));
     }
   }
   // Both are consistent snapshots (progress + job states of one commit);
   // the newer one is the one that processed more. On a tie the local one is
   // as good and saves nothing but a decode.
   const char* source = "none (group offset)";
+  PartitionSnapshot restored;
   if (remote &&
       (!local || remote->committed_position > local->committed_position)) {
     tp.offset = remote->resume_offset;
-    state.committed_position = remote->committed_position;
-    state.jobs = std::move(remote->jobs);
-    state.ledger = std::move(remote->ledger);
-    state.job_alerts = std::move(remote->job_alerts);
-    state.activity = std::move(remote->activity);
+    restored = *std::move(remote);
+    for (std::string& job : remote_gone) {
+      state.gone_jobs.emplace(std::move(job), restored.committed_position);
+    }
+    // The store may hold job records of an older ownership that this
+    // snapshot does not: the first commit rewrites them all.
+    state.write_all_jobs = true;
     source = "changelog";
     absl::MutexLock lock(&stats_->mu);
     ++stats_->stats.state_restores;
@@ -69,17 +75,36 @@ absl::Status CommitPipeline::RestorePartition(rd_kafka_topic_partition_t& tp,
     // Resume where an open window still needs data; what lies below the
     // committed position is replay.
     tp.offset = local->resume_offset;
-    state.committed_position = local->committed_position;
+    restored.committed_position = local->committed_position;
     if (!local->state.empty()) {
-      ASSIGN_OR_RETURN(PartitionSnapshot stored,
-                       DecodeStoredPartitionState(local->state));
-      state.jobs = std::move(stored.jobs);
-      state.ledger = std::move(stored.ledger);
-      state.job_alerts = std::move(stored.job_alerts);
-      state.activity = std::move(stored.activity);
+      ASSIGN_OR_RETURN(restored, DecodeStoredPartitionState(local->state));
+      restored.committed_position = local->committed_position;
+      ASSIGN_OR_RETURN(auto entries,
+                       store_->PartitionJobRecords(tp.topic, tp.partition));
+      std::vector<PartitionJobRecord> records;
+      records.reserve(entries.size());
+      for (const auto& [job, bytes] : entries) {
+        ASSIGN_OR_RETURN(PartitionJobRecord r, DecodePartitionJob(bytes));
+        records.push_back(std::move(r));
+      }
+      const bool per_key = restored.jobs_per_key;
+      restored = AssemblePartitionSnapshot(std::move(restored), records);
+      // An old-form snapshot is rewritten per key; so is a changelog that
+      // is behind the store (a commit whose snapshot was not written
+      // before a crash): its job records lack that commit's changes.
+      state.write_all_jobs =
+          !per_key ||
+          (changelog_ != nullptr && (!remote || remote->committed_position !=
+                                                    local->committed_position));
     }
     source = "local store";
   }
+  state.committed_position = restored.committed_position;
+  state.snapshot_position = restored.committed_position;
+  state.jobs = std::move(restored.jobs);
+  state.ledger = std::move(restored.ledger);
+  state.job_alerts = std::move(restored.job_alerts);
+  state.activity = std::move(restored.activity);
   state.resume_offset = tp.offset;
   spdlog::info(
       "assigned {}/{}: state from {} ({} jobs, {} limit rejections to "
@@ -87,6 +112,65 @@ absl::Status CommitPipeline::RestorePartition(rd_kafka_topic_partition_t& tp,
       tp.topic, tp.partition, source, PartitionJobs::TrackedJobs(state),
       state.ledger.rejections(), tp.offset, state.committed_position);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<CommitPipeline::JobRecordWrite>>
+CommitPipeline::JobRecordsToWrite(PartitionState& part,
+                                  const PartitionProgress& progress) {
+  std::vector<JobRecordWrite> out;
+  auto add = [&](const std::string& job) {
+    PartitionJobRecord r{
+        .topic = progress.topic, .partition = progress.partition, .job = job};
+    std::optional<JobSnapshotVersion> current =
+        CurrentJobVersion(part, job, progress.committed_position);
+    if (auto it = part.changing.find(job); it != part.changing.end()) {
+      r.previous = it->second;
+    } else {
+      r.previous = CurrentJobVersion(part, job, part.snapshot_position);
+    }
+    JobRecordWrite w{.job = job};
+    if (current) {
+      r.current = *std::move(current);
+      w.record = EncodePartitionJob(r);
+      part.gone_jobs.erase(job);
+    } else if (r.previous) {
+      // Gone: the store deletes it at once (its commit is atomic); the
+      // changelog keeps a record without state or alerts, with the version
+      // it replaces, until a snapshot after it is acknowledged.
+      r.current.committed_position = progress.committed_position;
+      w.gone_record = EncodePartitionJob(r);
+      part.gone_jobs.insert_or_assign(job, progress.committed_position);
+    } else {
+      return;  // Came and went within one commit: nothing was written.
+    }
+    out.push_back(std::move(w));
+  };
+  if (part.write_all_jobs) {
+    absl::btree_set<std::string> jobs;
+    for (const auto& [job, unused] : part.jobs) jobs.insert(job);
+    for (const auto& [job, unused] : part.job_alerts) jobs.insert(job);
+    for (const auto& [job, unused] : part.changing) jobs.insert(job);
+    for (const std::string& job : jobs) add(job);
+    // The store's records of jobs the restored snapshot does not hold.
+    ASSIGN_OR_RETURN(auto stored, store_->PartitionJobRecords(
+                                      progress.topic, progress.partition));
+    for (const auto& [job, unused] : stored) {
+      if (!jobs.contains(job)) out.push_back(JobRecordWrite{.job = job});
+    }
+  } else {
+    for (const auto& [job, unused] : part.changing) add(job);
+  }
+  return out;
+}
+
+PartitionSnapshot CommitPipeline::PartitionRecord(
+    const PartitionState& part, const PartitionProgress& progress) {
+  return PartitionSnapshot{.topic = progress.topic,
+                           .partition = progress.partition,
+                           .resume_offset = progress.resume_offset,
+                           .committed_position = progress.committed_position,
+                           .ledger = part.ledger,
+                           .jobs_per_key = true};
 }
 
 void CommitPipeline::PrepareWindowsTopic(int input_partitions) {
@@ -255,13 +339,13 @@ absl::Status CommitPipeline::Commit(absl::Time now) {
       std::string state = job.state.Serialize();
       if (auto part = jobs_->partitions().find(job.partition);
           part != jobs_->partitions().end()) {
+        NoteJobChanging(part->second, name);
         part->second.jobs[name] = state;
         // As the store keeps it: both only move forward.
         JobActivity& seen = part->second.activity[name];
         seen.last_event_ns = std::max(seen.last_event_ns, job.last_event_ns);
         seen.last_seen_wall_ns =
             std::max(seen.last_seen_wall_ns, absl::ToUnixNanos(now));
-        part->second.changed = true;
       }
       batch.jobs.push_back(JobUpdate{.job = name,
                                      .last_event_ns = job.last_event_ns,
@@ -316,24 +400,27 @@ absl::Status CommitPipeline::Commit(absl::Time now) {
     if (u.job.empty()) continue;
     PartitionState* part = jobs_->PartitionOf(u.job);
     if (part == nullptr) continue;  // Not an owned partition's job.
+    NoteJobChanging(*part, u.job);
     if (u.state) {
       part->job_alerts[u.job] = *u.state;
     } else {
       part->job_alerts.erase(u.job);
     }
-    part->changed = true;
   }
+  // The partitions' snapshots: a record of progress and ledger, and a
+  // record per job whose part changed (docs/state.md#partition-snapshots),
+  // the same bytes to the store and the changelog.
+  absl::flat_hash_map<int32_t, std::vector<JobRecordWrite>> job_writes;
   for (PartitionProgress& progress : batch.progress) {
-    const PartitionState& part = jobs_->partitions()[progress.partition];
-    progress.state = EncodePartitionSnapshot(
-        PartitionSnapshot{.topic = progress.topic,
-                          .partition = progress.partition,
-                          .resume_offset = progress.resume_offset,
-                          .committed_position = progress.committed_position,
-                          .jobs = part.jobs,
-                          .ledger = part.ledger,
-                          .job_alerts = part.job_alerts,
-                          .activity = part.activity});
+    PartitionState& part = jobs_->partitions()[progress.partition];
+    progress.state = EncodePartitionSnapshot(PartitionRecord(part, progress));
+    ASSIGN_OR_RETURN(std::vector<JobRecordWrite> writes,
+                     JobRecordsToWrite(part, progress));
+    progress.job_records.reserve(writes.size());
+    for (const JobRecordWrite& w : writes) {
+      progress.job_records.emplace_back(w.job, w.record);
+    }
+    if (!writes.empty()) job_writes[progress.partition] = std::move(writes);
   }
   // 4: one store batch (fsynced unless --store-no-sync).
   absl::Status written = store_->Commit(batch);
@@ -347,33 +434,53 @@ absl::Status CommitPipeline::Commit(absl::Time now) {
   uncommitted_ = false;
   if (options_.observer != nullptr) options_.observer->AfterCommit(now);
   // 5: this commit's snapshots; their offsets wait for the next flush.
-  int64_t snapshots = 0;
-  if (changelog_) {
-    for (const PartitionProgress& progress : batch.progress) {
-      PartitionState& part = jobs_->partitions()[progress.partition];
-      if (!part.changed) continue;
-      ++shared_->undelivered;
-      absl::Status s = changelog_->Write(
-          PartitionSnapshot{.topic = progress.topic,
-                            .partition = progress.partition,
-                            .resume_offset = progress.resume_offset,
-                            .committed_position = progress.committed_position,
-                            .jobs = part.jobs,
-                            .ledger = part.ledger,
-                            .job_alerts = part.job_alerts,
-                            .activity = part.activity});
-      if (!s.ok()) {
-        --shared_->undelivered;
+  int64_t snapshots = 0, job_records = 0;
+  for (const PartitionProgress& progress : batch.progress) {
+    PartitionState& part = jobs_->partitions()[progress.partition];
+    std::vector<JobRecordWrite>& writes = job_writes[progress.partition];
+    if (changelog_ && part.changed) {
+      // Queues one record, counted as undelivered until acknowledged.
+      auto queue = [this](absl::Status s) {
+        ++shared_->undelivered;
+        if (!s.ok()) --shared_->undelivered;
         return s;
+      };
+      // The jobs first, the partition record last: a restore that finds
+      // only some of the jobs takes their previous versions.
+      for (const JobRecordWrite& w : writes) {
+        const std::optional<std::string>& bytes =
+            w.record ? w.record : w.gone_record;
+        if (!bytes) continue;  // A stale store record only.
+        RETURN_IF_ERROR(queue(changelog_->WriteJob(
+            progress.topic, progress.partition, w.job, *bytes)));
+        ++job_records;
       }
+      // Records of gone jobs, once the snapshot after them is acknowledged
+      // (the flush of this commit's step 2 acknowledged snapshot_position).
+      for (auto it = part.gone_jobs.begin(); it != part.gone_jobs.end();) {
+        auto here = it++;
+        if (here->second > part.snapshot_position) continue;
+        RETURN_IF_ERROR(queue(changelog_->DeleteJob(
+            progress.topic, progress.partition, here->first)));
+        part.gone_jobs.erase(here);
+      }
+      RETURN_IF_ERROR(
+          queue(changelog_->Write(PartitionRecord(part, progress))));
       part.changed = false;
+      part.snapshot_position = progress.committed_position;
       ++snapshots;
+    } else if (!changelog_) {
+      part.snapshot_position = progress.committed_position;
+      part.gone_jobs.clear();
     }
+    part.changing.clear();
+    part.write_all_jobs = false;
   }
   if (offsets->cnt > 0) pending_group_offsets_ = std::move(offsets);
   absl::MutexLock lock(&stats_->mu);
   stats_->stats.windows_written += static_cast<int64_t>(batch.windows.size());
   stats_->stats.state_snapshots_written += snapshots;
+  stats_->stats.state_job_records_written += job_records;
   return absl::OkStatus();
 }
 

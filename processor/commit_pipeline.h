@@ -28,12 +28,14 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "kafka/kafka_handles.h"
 #include "processor/broker_health.h"
@@ -111,6 +113,22 @@ class CommitPipeline {
   // windows_partitions_. Failures only warn: publishing windows is not
   // what the store's correctness depends on.
   void PrepareWindowsTopic(int input_partitions);
+  // One job's record to write: `record` to the store and the changelog;
+  // for a job gone from the partition, nothing to the store (deleted) and
+  // `gone_record` to the changelog; neither: a stale store record, deleted.
+  struct JobRecordWrite {
+    std::string job;
+    std::optional<std::string> record;
+    std::optional<std::string> gone_record;
+  };
+  // The job records `part`'s snapshot at `progress` needs written: those of
+  // the jobs that changed since the last snapshot, or all after an
+  // assignment (PartitionState::write_all_jobs).
+  absl::StatusOr<std::vector<JobRecordWrite>> JobRecordsToWrite(
+      PartitionState& part, const PartitionProgress& progress);
+  // The partition record of `part` at `progress` (its jobs are per key).
+  static PartitionSnapshot PartitionRecord(const PartitionState& part,
+                                           const PartitionProgress& progress);
   // Adds the pending late-event counts to `batch`'s windows, reading the
   // stored window when the batch does not hold it.
   absl::Status AddLateUpdates(StoreBatch& batch);

@@ -19,6 +19,30 @@ constexpr absl::Duration kSkewWarningInterval = absl::Minutes(10);
 
 }  // namespace
 
+std::optional<JobSnapshotVersion> CurrentJobVersion(const PartitionState& part,
+                                                    const std::string& job,
+                                                    int64_t position) {
+  JobSnapshotVersion v{.committed_position = position};
+  if (auto it = part.jobs.find(job); it != part.jobs.end()) {
+    v.state = it->second;
+  }
+  if (auto it = part.job_alerts.find(job); it != part.job_alerts.end()) {
+    v.alerts = it->second;
+  }
+  if (v.gone()) return std::nullopt;
+  if (auto it = part.activity.find(job); it != part.activity.end()) {
+    v.activity = it->second;
+  }
+  return v;
+}
+
+void NoteJobChanging(PartitionState& part, const std::string& job) {
+  part.changed = true;
+  if (part.changing.contains(job)) return;
+  part.changing.emplace(job,
+                        CurrentJobVersion(part, job, part.snapshot_position));
+}
+
 absl::StatusOr<JobEntry*> PartitionJobs::GetOrLoad(const std::string& job,
                                                    int32_t partition) {
   auto it = jobs_.find(job);
@@ -90,6 +114,7 @@ void PartitionJobs::ForgetExpired(PartitionState& part, int64_t resume_offset) {
                                            .lifecycle = state->lifecycle});
     }
     if (live != jobs_.end()) jobs_.erase(live);
+    NoteJobChanging(part, it->first);
     part.activity.erase(it->first);
     it = part.jobs.erase(it);
     ++forgotten;
@@ -249,6 +274,7 @@ PartitionJobs::Added PartitionJobs::AddBatch(
   }
   // Tracked from its first accepted batch (the commit writes its state).
   if (!part.jobs.contains(job_name)) {
+    NoteJobChanging(part, job_name);
     part.jobs.emplace(job_name, job->state.Serialize());
   }
   {

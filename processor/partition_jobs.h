@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,7 +67,36 @@ struct PartitionState {
   // When a new job at the limit last looked for expired jobs.
   absl::Time last_expiry_pass = absl::InfinitePast();
   bool changed = false;  // Since the last snapshot written.
+  // Jobs are kept per key (docs/state.md#partition-snapshots): a commit
+  // writes the records of the jobs whose part changed, each with the
+  // version it replaces. The committed position of the last snapshot
+  // written (or restored): the position of every version in the maps
+  // above that no commit since changed.
+  int64_t snapshot_position = 0;
+  // Jobs whose part changed since the last snapshot, with their version as
+  // of snapshot_position (nullopt: the job was not in it). Filled by
+  // NoteJobChanging, emptied by the commit that writes them.
+  absl::flat_hash_map<std::string, std::optional<JobSnapshotVersion>> changing;
+  // The next commit writes every job's record (and deletes the store's
+  // records of jobs the maps lack): set on assignment, since the copy
+  // not restored from may lack what the other had.
+  bool write_all_jobs = false;
+  // Jobs gone from the partition (neither state nor alerts) whose
+  // changelog record is deleted (a tombstone) once a snapshot at or after
+  // the position it went at is acknowledged: job -> that position.
+  absl::flat_hash_map<std::string, int64_t> gone_jobs;
 };
+
+// Call before `job`'s part of `part`'s snapshot (its entry in jobs,
+// job_alerts or activity) changes: keeps its version as of the last
+// snapshot, once per commit, and marks the partition changed.
+void NoteJobChanging(PartitionState& part, const std::string& job);
+
+// `job`'s version in `part`'s maps as they are now, at `position`
+// (nullopt when the partition has neither its state nor its alerts).
+std::optional<JobSnapshotVersion> CurrentJobVersion(const PartitionState& part,
+                                                    const std::string& job,
+                                                    int64_t position);
 
 // One live job.
 struct JobEntry {

@@ -36,9 +36,11 @@ struct ProcessorStats {
   // minimal form (logged each; dead_letter.h).
   int64_t dead_letters_lost = 0;
   // Partitions assigned whose state came from the changelog (newer than the
-  // local store's), and snapshots written to it.
+  // local store's), and snapshots written to it: partition records, and
+  // the per-job records of the jobs each one changed.
   int64_t state_restores = 0;
   int64_t state_snapshots_written = 0;
+  int64_t state_job_records_written = 0;
   int64_t open_jobs = 0;
   int64_t buffered_events = 0;
   // Jobs tracked over the partitions owned (what max_jobs_per_partition

@@ -4,6 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/check.h"
@@ -29,6 +31,7 @@ absl::StatusOr<PartitionSnapshot> FromRecord(
   s.partition = r.partition();
   s.resume_offset = r.resume_offset();
   s.committed_position = r.committed_position();
+  s.jobs_per_key = r.jobs_per_key();
   if (r.jobs() != nullptr) {
     for (const fb::JobStateEntry* entry : *r.jobs()) {
       absl::string_view job(entry->job()->data(), entry->job()->size());
@@ -134,7 +137,8 @@ std::string EncodePartitionSnapshot(const PartitionSnapshot& snapshot) {
   auto topic = b.CreateString(snapshot.topic);
   auto body = fb::CreatePartitionSnapshotRecord(
       b, topic, snapshot.partition, snapshot.resume_offset,
-      snapshot.committed_position, jobs, ledger, job_alerts);
+      snapshot.committed_position, jobs, ledger, job_alerts,
+      snapshot.jobs_per_key);
   return FinishStateRecord(b, fb::StateBody::PartitionSnapshotRecord,
                            body.Union());
 }
@@ -160,6 +164,147 @@ absl::StatusOr<PartitionSnapshot> DecodeStoredPartitionState(
     absl::string_view bytes) {
   if (!IsStateRecord(bytes)) return LegacyDecodeStoredJobStates(bytes);
   return DecodePartitionSnapshot(bytes);
+}
+
+std::string PartitionJobKey(absl::string_view topic, int32_t partition,
+                            absl::string_view job) {
+  return absl::StrCat(SnapshotKey(topic, partition), "/job/", job);
+}
+
+namespace {
+
+flatbuffers::Offset<fb::JobSnapshotVersion> BuildVersion(
+    flatbuffers::FlatBufferBuilder& b, const JobSnapshotVersion& v) {
+  // Nested FlatBuffers: their 8-byte fields stay aligned in the outer one.
+  auto nested = [&b](const std::optional<std::string>& bytes)
+      -> flatbuffers::Offset<flatbuffers::Vector<uint8_t>> {
+    if (!bytes) return 0;
+    b.ForceVectorAlignment(bytes->size(), sizeof(uint8_t), 8);
+    return b.CreateVector(reinterpret_cast<const uint8_t*>(bytes->data()),
+                          bytes->size());
+  };
+  auto state = nested(v.state);
+  auto alerts = nested(v.alerts);
+  return fb::CreateJobSnapshotVersion(
+      b, v.committed_position, /*forgotten=*/!v.state, state, alerts,
+      v.activity.last_event_ns, v.activity.last_seen_wall_ns);
+}
+
+absl::StatusOr<JobSnapshotVersion> ReadVersion(
+    const fb::JobSnapshotVersion& r) {
+  JobSnapshotVersion v;
+  v.committed_position = r.committed_position();
+  auto bytes = [](const flatbuffers::Vector<uint8_t>* vec) {
+    return std::string(reinterpret_cast<const char*>(vec->data()), vec->size());
+  };
+  if (r.state() != nullptr && !r.forgotten()) {
+    v.state = bytes(r.state());
+    RETURN_IF_ERROR(ReadStateRecord(*v.state, fb::StateBody::JobStateRecord,
+                                    "job state of a partition job record")
+                        .status());
+  }
+  // Decoded by alerts/ (AlertEvaluator::Restore), which names a bad one.
+  if (r.alerts() != nullptr) v.alerts = bytes(r.alerts());
+  v.activity.last_event_ns = r.last_event_ns();
+  v.activity.last_seen_wall_ns = r.last_seen_wall_ns();
+  return v;
+}
+
+}  // namespace
+
+std::string EncodePartitionJob(const PartitionJobRecord& record) {
+  BW_CHECK(!record.job.empty());
+  flatbuffers::FlatBufferBuilder b(256);
+  auto current = BuildVersion(b, record.current);
+  flatbuffers::Offset<fb::JobSnapshotVersion> previous = 0;
+  if (record.previous) previous = BuildVersion(b, *record.previous);
+  auto topic = b.CreateString(record.topic);
+  auto job = b.CreateString(record.job);
+  auto body = fb::CreatePartitionJobRecord(b, topic, record.partition, job,
+                                           current, previous);
+  return FinishStateRecord(b, fb::StateBody::PartitionJobRecord, body.Union());
+}
+
+bool IsPartitionJobRecord(absl::string_view bytes) {
+  if (!IsStateRecord(bytes)) return false;
+  if (reinterpret_cast<uintptr_t>(bytes.data()) % 8 != 0) {
+    const std::string aligned(bytes);
+    return IsPartitionJobRecord(aligned);
+  }
+  flatbuffers::Verifier verifier(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                 bytes.size());
+  if (!fb::VerifyStateRecordBuffer(verifier)) return false;
+  return fb::GetStateRecord(bytes.data())->body_type() ==
+         fb::StateBody::PartitionJobRecord;
+}
+
+absl::StatusOr<PartitionJobRecord> DecodePartitionJob(absl::string_view bytes) {
+  if (reinterpret_cast<uintptr_t>(bytes.data()) % 8 != 0) {
+    const std::string aligned(bytes);
+    return DecodePartitionJob(aligned);
+  }
+  ASSIGN_OR_RETURN(const fb::StateRecord* record,
+                   ReadStateRecord(bytes, fb::StateBody::PartitionJobRecord,
+                                   "partition job record"));
+  const fb::PartitionJobRecord& r = *record->body_as_PartitionJobRecord();
+  PartitionJobRecord out;
+  if (r.topic() != nullptr) out.topic = r.topic()->str();
+  out.partition = r.partition();
+  out.job = r.job()->str();
+  if (out.job.empty()) {
+    return absl::DataLossError("corrupt partition job record: empty job");
+  }
+  if (r.current() == nullptr) {
+    return absl::DataLossError(absl::StrCat("corrupt partition job record of '",
+                                            out.job.substr(0, 60),
+                                            "': no current version"));
+  }
+  ASSIGN_OR_RETURN(out.current, ReadVersion(*r.current()));
+  if (r.previous() != nullptr) {
+    ASSIGN_OR_RETURN(out.previous, ReadVersion(*r.previous()));
+  }
+  return out;
+}
+
+PartitionSnapshot AssemblePartitionSnapshot(
+    PartitionSnapshot partition_record,
+    const std::vector<PartitionJobRecord>& jobs,
+    std::vector<std::string>* gone_jobs) {
+  PartitionSnapshot s = std::move(partition_record);
+  const int64_t at = s.committed_position;
+  // An old-form record holds its jobs as of exactly `at`: a job record
+  // from before it is older than what it holds.
+  const bool old_form = !s.jobs_per_key;
+  auto usable = [&](const JobSnapshotVersion& v) {
+    return old_form ? v.committed_position == at : v.committed_position <= at;
+  };
+  for (const PartitionJobRecord& r : jobs) {
+    const JobSnapshotVersion* v = nullptr;
+    if (usable(r.current)) {
+      v = &r.current;
+    } else if (r.previous && usable(*r.previous)) {
+      v = &r.previous.value();
+    }
+    if (v == nullptr) continue;  // Newer than the partition: not yet in it.
+    if (v->state) {
+      s.jobs.insert_or_assign(r.job, *v->state);
+      if (v->activity.last_event_ns != 0 ||
+          v->activity.last_seen_wall_ns != 0) {
+        s.activity.insert_or_assign(r.job, v->activity);
+      }
+    } else {
+      s.jobs.erase(r.job);
+      s.activity.erase(r.job);
+    }
+    if (v->alerts) {
+      s.job_alerts.insert_or_assign(r.job, *v->alerts);
+    } else {
+      s.job_alerts.erase(r.job);
+    }
+    if (v->gone() && gone_jobs != nullptr) gone_jobs->push_back(r.job);
+  }
+  s.jobs_per_key = true;
+  return s;
 }
 
 absl::StatusOr<std::unique_ptr<StateChangelog>> StateChangelog::Create(
@@ -211,21 +356,50 @@ absl::StatusOr<bool> StateChangelog::Prepare(int input_partitions) {
   return created;
 }
 
-absl::Status StateChangelog::Write(const PartitionSnapshot& snapshot) {
-  const std::string key = SnapshotKey(snapshot.topic, snapshot.partition);
-  const std::string value = EncodePartitionSnapshot(snapshot);
-  return KafkaErrorToStatus(
-      rd_kafka_producev(
-          producer_, RD_KAFKA_V_TOPIC(topic_.c_str()),
-          RD_KAFKA_V_PARTITION(snapshot.partition),
-          RD_KAFKA_V_KEY(key.data(), key.size()),
-          RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
-          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END),
-      absl::StrCat("writing the state of ", key, " to ", topic_));
+absl::Status StateChangelog::Produce(int32_t partition, const std::string& key,
+                                     absl::string_view value, bool tombstone,
+                                     absl::string_view what) {
+  for (;;) {
+    rd_kafka_resp_err_t err = rd_kafka_producev(
+        producer_, RD_KAFKA_V_TOPIC(topic_.c_str()),
+        RD_KAFKA_V_PARTITION(partition), RD_KAFKA_V_KEY(key.data(), key.size()),
+        RD_KAFKA_V_VALUE(tombstone ? nullptr : const_cast<char*>(value.data()),
+                         tombstone ? 0 : value.size()),
+        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+    // A commit that changed many jobs can fill librdkafka's queue
+    // (queue.buffering.max.messages): serve delivery reports until it
+    // has room, as a blocking produce would.
+    if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+      rd_kafka_poll(producer_, 100);
+      continue;
+    }
+    return KafkaErrorToStatus(
+        err, absl::StrCat("writing ", what, " of ", key, " to ", topic_));
+  }
 }
 
+absl::Status StateChangelog::Write(const PartitionSnapshot& snapshot) {
+  return Produce(
+      snapshot.partition, SnapshotKey(snapshot.topic, snapshot.partition),
+      EncodePartitionSnapshot(snapshot), /*tombstone=*/false, "the state");
+}
+
+absl::Status StateChangelog::WriteJob(absl::string_view topic,
+                                      int32_t partition, absl::string_view job,
+                                      absl::string_view record) {
+  return Produce(partition, PartitionJobKey(topic, partition, job), record,
+                 /*tombstone=*/false, "the job state");
+}
+
+absl::Status StateChangelog::DeleteJob(absl::string_view topic,
+                                       int32_t partition,
+                                       absl::string_view job) {
+  return Produce(partition, PartitionJobKey(topic, partition, job), {},
+                 /*tombstone=*/true, "the deletion");
+}
 absl::StatusOr<std::optional<PartitionSnapshot>> StateChangelog::ReadLatest(
-    absl::string_view topic, int32_t partition) {
+    absl::string_view topic, int32_t partition,
+    std::vector<std::string>* gone_jobs) {
   int64_t low = 0, high = 0;
   // A just-created changelog has no partition leaders for a moment: retry
   // what librdkafka calls retriable until the deadline.
@@ -247,22 +421,30 @@ absl::StatusOr<std::optional<PartitionSnapshot>> StateChangelog::ReadLatest(
     absl::SleepFor(absl::Milliseconds(200));
   }
   if (high <= low) return std::nullopt;
+  // The whole partition: a job's record may be anywhere in it. Compaction
+  // keeps it about one record per job plus the segment being written
+  // (StateTopicConfigs rolls segments often for that).
   RdKafkaPartitionListPtr assignment(rd_kafka_topic_partition_list_new(1));
   rd_kafka_topic_partition_list_add(assignment.get(), topic_.c_str(), partition)
-      ->offset = std::max(low, high - kLookback);
+      ->offset = low;
   RETURN_IF_ERROR(
       KafkaErrorToStatus(rd_kafka_assign(reader_.get(), assignment.get()),
                          absl::StrCat("assigning ", topic_, "/", partition)));
   std::optional<PartitionSnapshot> best;
+  // job -> its newest record (the last in the log, as compaction keeps).
+  absl::flat_hash_map<std::string, PartitionJobRecord> jobs;
   const std::string key = SnapshotKey(topic, partition);
-  const absl::Time deadline = absl::Now() + kTimeout;
+  const std::string job_prefix = absl::StrCat(key, "/job/");
+  absl::Time deadline = absl::Now() + kTimeout;
   absl::Status status = absl::OkStatus();
+  int64_t records = 0;
   bool done = false;
   while (!done) {
     if (absl::Now() > deadline) {
       status = absl::DeadlineExceededError(
           absl::StrCat("reading the state of ", key, " from ", topic_,
-                       ": not done within ", absl::FormatDuration(kTimeout)));
+                       ": no record for ", absl::FormatDuration(kTimeout),
+                       " after ", records, " of about ", high - low));
       break;
     }
     RdKafkaMessagePtr m(rd_kafka_consumer_poll(reader_.get(), 100));
@@ -272,26 +454,51 @@ absl::StatusOr<std::optional<PartitionSnapshot>> StateChangelog::ReadLatest(
       status = KafkaErrorToStatus(m->err, absl::StrCat("reading ", topic_));
       break;
     }
+    deadline = absl::Now() + kTimeout;
+    ++records;
     done = m->offset >= high - 1;
-    if (m->key_len != key.size() ||
-        absl::string_view(static_cast<const char*>(m->key), m->key_len) !=
-            key) {
+    const absl::string_view k(static_cast<const char*>(m->key), m->key_len);
+    const absl::string_view value(static_cast<const char*>(m->payload), m->len);
+    if (absl::StartsWith(k, job_prefix) && k.size() > job_prefix.size()) {
+      const std::string job(k.substr(job_prefix.size()));
+      if (m->payload == nullptr) {  // A tombstone: the job is gone.
+        jobs.erase(job);
+        continue;
+      }
+      absl::StatusOr<PartitionJobRecord> r = DecodePartitionJob(value);
+      if (r.ok() && r->job != job) {
+        r = absl::DataLossError("the key names another job");
+      }
+      if (!r.ok()) {
+        spdlog::warn("skipping {}/{}@{}: {}", topic_, partition, m->offset,
+                     r.status().ToString());
+        continue;
+      }
+      jobs.insert_or_assign(job, *std::move(r));
+      continue;
+    }
+    if (k != key || m->payload == nullptr) {
       continue;  // Not ours (should not happen: one partition per key).
     }
-    absl::StatusOr<PartitionSnapshot> s =
-        DecodePartitionSnapshot({static_cast<const char*>(m->payload), m->len});
+    absl::StatusOr<PartitionSnapshot> s = DecodePartitionSnapshot(value);
     if (!s.ok()) {
       spdlog::warn("skipping {}/{}@{}: {}", topic_, partition, m->offset,
                    s.status().ToString());
       continue;
     }
+    // The highest committed position wins, which also discards a late
+    // write of a fenced-out (zombie) former owner.
     if (!best || s->committed_position >= best->committed_position) {
       best = *std::move(s);
     }
   }
   rd_kafka_assign(reader_.get(), nullptr);
   RETURN_IF_ERROR(status);
-  return best;
+  if (!best) return std::nullopt;
+  std::vector<PartitionJobRecord> newest;
+  newest.reserve(jobs.size());
+  for (auto& [job, r] : jobs) newest.push_back(std::move(r));
+  return AssemblePartitionSnapshot(*std::move(best), newest, gone_jobs);
 }
 
 }  // namespace bubblewatch

@@ -4,22 +4,23 @@
 // the previous owner's job state, not just its offset. This is Kafka Streams'
 // changelog topic, with one difference argued below.
 //
-// What a record holds: a PartitionSnapshot, i.e. ONE input partition's
-// progress (resume offset, committed position), the state of every job in
-// that partition (finalized edge, per-producer batch sequence), its limit
-// ledger and its jobs' alert state, exactly as
-// the same store commit wrote them to the local RocksDB store. A record is
-// therefore always a consistent snapshot: there is no moment where the
-// progress of a partition and the state of its jobs come from different
-// commits.
+// What the records hold: a partition's snapshot, i.e. ONE input
+// partition's progress (resume offset, committed position) and limit ledger
+// in its partition record (key "topic/P"), and the state, alert state and
+// activity of each of its jobs in a record per job (key "topic/P/job/JOB"),
+// as the same store commit wrote them to the local RocksDB store. A commit
+// writes the records of the jobs it changed (each with the version it
+// replaced), then the partition record, so that a restore can always
+// assemble the snapshot of one commit (AssemblePartitionSnapshot): there is
+// no moment where the progress of a partition and the state of its jobs
+// come from different commits, and no record grows with the number of
+// jobs. The rule and why it holds: docs/state.md#partition-snapshots.
 //
-// Where it goes: changelog partition P holds the snapshots of input
-// partition P (key "topic/P", cleanup.policy=compact). The newest snapshot
-// of P is therefore at the END of changelog partition P, and a restore reads
-// only the last few records there instead of replaying the whole changelog
-// (the "restores that take hours" complaint about Kafka Streams). Among the
-// last `lookback` records the one with the highest committed position wins,
-// which also discards a late write of a fenced-out (zombie) former owner.
+// Where they go: changelog partition P holds the records of input
+// partition P (cleanup.policy=compact: about one record per job remains).
+// A restore reads the whole partition; the partition record with the
+// highest committed position wins, which also discards a late partition
+// record of a fenced-out (zombie) former owner.
 //
 // Why the order of commit steps makes a crash harmless, and how the next
 // owner picks and replays a snapshot: docs/architecture.md#commit-protocol.
@@ -36,6 +37,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -83,7 +85,67 @@ struct PartitionSnapshot {
   // changelog that show jobs (`serve --brokers`); a restore carries it on
   // into the next snapshots.
   std::map<std::string, JobActivity> activity;
+  // The jobs are kept per key (PartitionJobRecord) rather than in this
+  // record: how this build writes every partition record. Decoded records
+  // with it have empty `jobs`, `job_alerts` and `activity` until
+  // AssemblePartitionSnapshot fills them from the job records.
+  bool jobs_per_key = false;
 };
+
+// One version of one job's part of its partition's snapshot
+// (docs/state.md#partition-snapshots).
+struct JobSnapshotVersion {
+  // The commit that wrote it: the job's part of every snapshot of the
+  // partition from this committed position to the job's next version.
+  int64_t committed_position = 0;
+  // JobState::Serialize() of a job the partition tracks; nullopt once its
+  // owner forgot it (--job-expiry).
+  std::optional<std::string> state;
+  // The job's alert state (alerts/), if any.
+  std::optional<std::string> alerts;
+  JobActivity activity;
+
+  // Neither state nor alerts: the job is gone from the partition.
+  bool gone() const { return !state && !alerts; }
+};
+
+// What the changelog and the store keep per job of a partition whose
+// snapshot keeps its jobs per key. `previous` is the version `current`
+// replaced, for a restore whose partition record is older than `current`:
+// an owner that died after writing its jobs and before its partition record
+// leaves exactly that.
+struct PartitionJobRecord {
+  std::string topic;
+  int32_t partition = 0;
+  std::string job;  // Not empty.
+  JobSnapshotVersion current;
+  std::optional<JobSnapshotVersion> previous;
+};
+
+// The changelog key of `job` of input (topic, partition): "TOPIC/P/job/JOB".
+// A partition record's key is "TOPIC/P".
+std::string PartitionJobKey(absl::string_view topic, int32_t partition,
+                            absl::string_view job);
+
+// A StateRecord holding a PartitionJobRecord.
+std::string EncodePartitionJob(const PartitionJobRecord& record);
+absl::StatusOr<PartitionJobRecord> DecodePartitionJob(absl::string_view bytes);
+// True if `bytes` are a StateRecord whose body is a PartitionJobRecord (what
+// a reader of the changelog needs to tell the two kinds of record apart).
+bool IsPartitionJobRecord(absl::string_view bytes);
+
+// The snapshot that `partition_record` and the newest job records of its
+// partition (each job's last record, in any order) describe: per job the
+// newest version at or before the partition record's committed position
+// (current, else previous; a job with neither keeps what the partition
+// record holds). A partition record written before jobs were kept per key
+// holds its jobs itself; a job record then counts only at exactly its
+// position. The jobs found gone (no state, no alerts) are added to
+// `gone_jobs` when it is not null, for their records to be deleted.
+PartitionSnapshot AssemblePartitionSnapshot(
+    PartitionSnapshot partition_record,
+    const std::vector<PartitionJobRecord>& jobs,
+    std::vector<std::string>* gone_jobs = nullptr);
 
 // A StateRecord holding a PartitionSnapshotRecord (schemas/state.fbs,
 // docs/state.md): the changelog's values, and the state the local store
@@ -122,15 +184,27 @@ class StateChangelog {
   // topic's partitions take a moment to get leaders).
   absl::StatusOr<bool> Prepare(int input_partitions);
 
-  // Queues `snapshot` on the producer, to changelog partition
-  // snapshot.partition. Errors are librdkafka's enqueue errors.
+  // Each queues one record on the producer, to changelog partition
+  // `partition` (of the input partition): a partition record (its
+  // progress, ledger, and jobs only in the old form), one job's record
+  // (EncodePartitionJob's bytes), or the tombstone that deletes a job's
+  // record. A full local queue is waited out (the producer is polled);
+  // errors are librdkafka's other enqueue errors.
   absl::Status Write(const PartitionSnapshot& snapshot);
+  absl::Status WriteJob(absl::string_view topic, int32_t partition,
+                        absl::string_view job, absl::string_view record);
+  absl::Status DeleteJob(absl::string_view topic, int32_t partition,
+                         absl::string_view job);
 
   // The newest snapshot of input (topic, partition), or nullopt when the
-  // changelog has none. Records that do not decode are skipped with a
-  // warning (a newer or the local copy is used).
+  // changelog has none: the whole changelog partition is read (compaction
+  // keeps it about one record per job), the partition record with the
+  // highest committed position wins and AssemblePartitionSnapshot adds the
+  // jobs. Records that do not decode are skipped with a warning (a newer
+  // or the local copy is used). The jobs found gone go to `gone_jobs`.
   absl::StatusOr<std::optional<PartitionSnapshot>> ReadLatest(
-      absl::string_view topic, int32_t partition);
+      absl::string_view topic, int32_t partition,
+      std::vector<std::string>* gone_jobs = nullptr);
 
  private:
   StateChangelog(std::string topic, rd_kafka_t* producer, RdKafkaPtr reader)
@@ -138,7 +212,12 @@ class StateChangelog {
         producer_(producer),
         reader_(std::move(reader)) {}
 
-  static constexpr int kLookback = 16;
+  // Queues one record (null value: a tombstone).
+  absl::Status Produce(int32_t partition, const std::string& key,
+                       absl::string_view value, bool tombstone,
+                       absl::string_view what);
+
+  // A read of the changelog that makes no progress for this long fails.
   static constexpr absl::Duration kTimeout = absl::Seconds(15);
 
   std::string topic_;

@@ -481,10 +481,63 @@ class WindowMaterializer::Impl {
     return it->second;
   }
 
+  // One job's record of a partition snapshot kept per key
+  // (docs/state.md#partition-snapshots): its current version becomes the
+  // job's update, as its owner's store has it.
+  void AddJobRecord(const rd_kafka_message_t& m, Pending& pending) {
+    absl::StatusOr<PartitionJobRecord> r =
+        DecodePartitionJob(Bytes(m.payload, m.len));
+    if (!r.ok()) {
+      Skip(m, r.status().message(), pending.state_invalid);
+      return;
+    }
+    if (Bytes(m.key, m.key_len) !=
+        PartitionJobKey(r->topic, r->partition, r->job)) {
+      Skip(m, "the key does not name the record's job", pending.state_invalid);
+      return;
+    }
+    const JobSnapshotVersion& now = r->current;
+    const std::optional<JobSnapshotVersion>& before = r->previous;
+    if (now.state) {
+      const bool same = before && before->state == now.state &&
+                        before->activity == now.activity;
+      if (!same) {
+        JobUpdate& u = JobOf(pending, r->job);
+        u.state = *now.state;
+        if (now.activity.last_event_ns != 0 ||
+            now.activity.last_seen_wall_ns != 0) {
+          u.last_event_ns =
+              std::max(u.last_event_ns, now.activity.last_event_ns);
+          u.last_seen_wall =
+              std::max(u.last_seen_wall,
+                       absl::FromUnixNanos(now.activity.last_seen_wall_ns));
+        }
+      }
+    } else if (before && before->state) {
+      // Forgotten by its owner past --job-expiry: stored as its store has it.
+      absl::StatusOr<JobState> expired = JobState::Parse(*before->state);
+      if (expired.ok() && expired->MarkExpired()) {
+        JobOf(pending, r->job).state = expired->Serialize();
+      }
+    }
+    if (now.alerts != (before ? before->alerts : std::nullopt)) {
+      const std::string alert_key = JobAlertStateKey(r->job);
+      pending.alerts.insert_or_assign(
+          alert_key, AlertStateUpdate{
+                         .key = alert_key, .job = r->job, .state = now.alerts});
+    }
+  }
+
   // A partition snapshot: what changed since the one applied last under its
   // key becomes job and alert-state updates.
   void AddSnapshot(const rd_kafka_message_t& m, Pending& pending) {
-    if (m.payload == nullptr) return;  // Processors write no tombstones.
+    // A tombstone deletes a gone job's record, whose last version (without
+    // state or alerts) was applied when it came.
+    if (m.payload == nullptr) return;
+    if (IsPartitionJobRecord(Bytes(m.payload, m.len))) {
+      AddJobRecord(m, pending);
+      return;
+    }
     absl::StatusOr<PartitionSnapshot> s =
         DecodePartitionSnapshot(Bytes(m.payload, m.len));
     if (!s.ok()) {
@@ -498,6 +551,13 @@ class WindowMaterializer::Impl {
       return;
     }
     AppliedSnapshots& applied = applied_[m.partition];
+    if (s->jobs_per_key) {
+      // Its jobs come in records of their own (AddJobRecord); there is no
+      // older snapshot's job list left to compare with.
+      applied.erase(key);
+      ++pending.snapshots;
+      return;
+    }
     auto previous = applied.find(key);
     const PartitionSnapshot* before =
         previous == applied.end() ? nullptr : &previous->second.snapshot;

@@ -570,6 +570,24 @@ absl::StatusOr<std::optional<PartitionProgress>> RocksDbWindowStore::Progress(
                            .state = std::move(r.state)};
 }
 
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>>
+RocksDbWindowStore::PartitionJobRecords(absl::string_view topic,
+                                        int32_t partition) const {
+  std::vector<std::pair<std::string, std::string>> records;
+  const std::string prefix = PartitionJobRecordKey(topic, partition, "");
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_->NewIterator(rocksdb::ReadOptions(), progress_));
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix);
+       it->Next()) {
+    records.emplace_back(it->key().ToString().substr(prefix.size()),
+                         it->value().ToString());
+  }
+  RETURN_IF_ERROR(FromRocksDb(
+      it->status(),
+      absl::StrCat("reading the job records of ", topic, "/", partition)));
+  return records;
+}
+
 absl::Status RocksDbWindowStore::Refresh() {
   if (mode_ == Mode::kPrimary) return absl::OkStatus();
   return FromRocksDb(

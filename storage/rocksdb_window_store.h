@@ -71,6 +71,9 @@ class RocksDbWindowStore final : public WindowStore {
       const override;
   absl::StatusOr<std::optional<PartitionProgress>> Progress(
       absl::string_view topic, int32_t partition) const override;
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>>
+  PartitionJobRecords(absl::string_view topic,
+                      int32_t partition) const override;
   absl::Status Refresh() override;
   StoreMemoryUsage MemoryUsage() const override;
   std::string Describe() const override;

@@ -373,6 +373,14 @@ absl::Status RocksDbWindowStore::Commit(const StoreBatch& batch) {
                ProgressRecord{.resume_offset = p.resume_offset,
                               .committed_position = p.committed_position,
                               .state = p.state}));
+    for (const auto& [job, record] : p.job_records) {
+      const std::string key = PartitionJobRecordKey(p.topic, p.partition, job);
+      if (record) {
+        wb.Put(progress_, key, *record);
+      } else {
+        wb.Delete(progress_, key);
+      }
+    }
   }
 
   for (const AlertStateUpdate& a : batch.alert_states) {

@@ -67,6 +67,14 @@ std::string ProgressKey(absl::string_view topic, int32_t partition) {
   return key;
 }
 
+std::string PartitionJobRecordKey(absl::string_view topic, int32_t partition,
+                                  absl::string_view job) {
+  std::string key = ProgressKey(topic, partition);
+  key.push_back(kSeparator);
+  key.append(job.data(), job.size());
+  return key;
+}
+
 std::string AlertStateKey(absl::string_view key) {
   std::string out("alert_state");
   out.push_back('\0');

@@ -46,6 +46,11 @@ bool ParseWindowKey(absl::string_view key, absl::string_view* job,
 
 // topic '\0' + big-endian partition.
 std::string ProgressKey(absl::string_view topic, int32_t partition);
+// The key of one job's record under a partition's progress (same family):
+// ProgressKey, a 0 byte, the job. Never equal to a ProgressKey (longer), and
+// the records of one partition share the prefix of job "".
+std::string PartitionJobRecordKey(absl::string_view topic, int32_t partition,
+                                  absl::string_view job);
 
 // "alert_state" '\0' + key: alert-state blobs live in the default family.
 std::string AlertStateKey(absl::string_view key);

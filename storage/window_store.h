@@ -107,6 +107,13 @@ struct PartitionProgress {
   // progress (so progress and job state are one consistent snapshot). Empty
   // in stores written before it existed.
   std::string state;
+  // Opaque too: per-job records of the partition, kept under its progress
+  // so that a commit writes only the jobs it changed (the processor's
+  // snapshot keeps its jobs per key: docs/state.md#partition-snapshots).
+  // On Commit: job -> its new record, or nullopt to delete it; written in
+  // the same atomic batch as the progress. Progress() leaves it empty:
+  // PartitionJobRecords reads them.
+  std::vector<std::pair<std::string, std::optional<std::string>>> job_records;
 };
 
 // One opaque alert-state blob (alerts/), committed with the windows it was
@@ -279,6 +286,11 @@ class WindowStoreReader {
   // Returns the progress last committed for a partition, or nullopt.
   virtual absl::StatusOr<std::optional<PartitionProgress>> Progress(
       absl::string_view topic, int32_t partition) const = 0;
+
+  // Every per-job record of a partition (PartitionProgress::job_records),
+  // as (job, record), ascending by job.
+  virtual absl::StatusOr<std::vector<std::pair<std::string, std::string>>>
+  PartitionJobRecords(absl::string_view topic, int32_t partition) const = 0;
 
   // A read-only instance catches up with the primary's commits so far
   // (RocksDB TryCatchUpWithPrimary); the primary itself returns OK.

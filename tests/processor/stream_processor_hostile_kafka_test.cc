@@ -11,18 +11,27 @@
 // Afterwards the processor has exited 0 (idle), every bad message is in the
 // dead-letter topic with its reason, bounded, with its original headers,
 // and the good job's windows hold every real kernel.
+// And the state of many jobs (docs/state.md#partition-snapshots): 300 jobs
+// with 3,995-byte names on one partition made the partition's snapshot
+// larger than the broker accepts, and `process` exited 1 on every run; a
+// snapshot written before jobs were kept per key still restores.
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kafka/kafka_config.h"
 #include "kafka/kafka_handles.h"
+#include "processor/job_state.h"
+#include "processor/state_changelog.h"
 #include "schemas/event_batch_codec.h"
 #include "tests/processor/processor_kafka_test_util.h"
+#include "tests/testing/files.h"
 
 namespace bubblewatch {
 namespace {
@@ -46,7 +55,7 @@ class RawProducer {
     if (p.ok()) producer_ = *std::move(p);
   }
   void Send(const std::string& key, const std::string& value,
-            const std::string& trace_id = "") {
+            const std::string& trace_id = "", int32_t partition = 0) {
     ASSERT_NE(producer_, nullptr);
     rd_kafka_headers_t* headers = rd_kafka_headers_new(1);
     if (!trace_id.empty()) {
@@ -55,7 +64,7 @@ class RawProducer {
     }
     rd_kafka_resp_err_t err = rd_kafka_producev(
         producer_.get(), RD_KAFKA_V_TOPIC(topic_.c_str()),
-        RD_KAFKA_V_PARTITION(0), RD_KAFKA_V_KEY(key.data(), key.size()),
+        RD_KAFKA_V_PARTITION(partition), RD_KAFKA_V_KEY(key.data(), key.size()),
         RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
         RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(headers),
         RD_KAFKA_V_END);
@@ -152,6 +161,113 @@ TEST(ProcessorHostileKafka, HostileMessagesAreDeadLetteredAndNothingStops) {
   for (const WindowSummary& w : windows) compute_ns += w.window.job.compute_ns;
   EXPECT_EQ(compute_ns, real_kernels * 1'000'000);
   EXPECT_TRUE(StoredWindows(store, {"job-far"}).empty());
+  std::filesystem::remove_all(store);
+}
+
+// `args` with --log-level info, so that the assignment's restore is logged.
+std::vector<std::string> WithInfoLog(std::vector<std::string> args) {
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] == "--log-level") args[i + 1] = "info";
+  }
+  return args;
+}
+
+TEST(ProcessorHostileKafka, ManyJobsWithLongNamesCommitAndMoveToTheNextOwner) {
+  const std::string topic = Unique("bw-manyjobs");
+  const std::string store = ::testing::TempDir() + "/" + topic;
+  RawProducer producer(topic);
+  constexpr int kJobs = 300;
+  std::vector<std::string> jobs;
+  for (int i = 0; i < kJobs; ++i) {
+    std::string name = absl::StrCat("job-", i, "-");
+    name.resize(3995, 'x');  // Under the 4,096-byte name limit.
+    jobs.push_back(name);
+    producer.Send(name, Batch(name, 1000 + i, 0, {kBase + i * 1'000'000}));
+  }
+  producer.Flush();
+  // Once exit 1 within about a second ("Message size too large"), on
+  // every run.
+  ASSERT_EQ(RunToEnd(ProcessArgs(topic, store)), 0);
+  ASSERT_EQ(RunToEnd(ProcessArgs(topic, store)), 0);
+
+  // A record per job and partition records, none near the broker's limit.
+  std::vector<TopicMessage> records =
+      ReadTopicMessages(topic + ".state", kJobs + 1);
+  std::set<std::string> job_keys;
+  size_t partition_records = 0, largest = 0;
+  for (const TopicMessage& m : records) {
+    largest = std::max(largest, m.payload.size());
+    if (m.key == absl::StrCat(topic, "/0")) {
+      ++partition_records;
+    } else {
+      job_keys.insert(m.key);
+    }
+  }
+  EXPECT_EQ(job_keys.size(), static_cast<size_t>(kJobs));
+  EXPECT_GE(partition_records, 1u);
+  EXPECT_LT(largest, 16u << 10);
+
+  // The next owner (another store) restores every job's state from the
+  // changelog: each job's batch sent again counts as a duplicate, and a
+  // new batch of one job counts once.
+  for (int i = 0; i < kJobs; ++i) {
+    producer.Send(jobs[i],
+                  Batch(jobs[i], 1000 + i, 0, {kBase + i * 1'000'000}));
+  }
+  producer.Send(jobs[7], Batch(jobs[7], 1007, 1, {kBase + 60 * kSec}));
+  producer.Flush();
+  const std::string next_store = store + "-next";
+  const std::string log = next_store + ".log";
+  ASSERT_EQ(Wait(Spawn(WithInfoLog(ProcessArgs(topic, next_store)), log)), 0);
+  EXPECT_THAT(
+      testing::ReadFile(log),
+      HasSubstr(absl::StrCat("state from changelog (", kJobs, " jobs")));
+  std::vector<WindowSummary> windows = StoredWindows(next_store, jobs);
+  ASSERT_EQ(windows.size(), 1u);
+  EXPECT_EQ(windows[0].job, jobs[7]);
+  EXPECT_EQ(windows[0].window.job.compute_ns, 1'000'000);
+  std::filesystem::remove_all(store);
+  std::filesystem::remove_all(next_store);
+}
+
+TEST(ProcessorHostileKafka, ASnapshotWrittenBeforePerKeyJobsStillRestores) {
+  const std::string topic = Unique("bw-oldsnap");
+  const std::string store = ::testing::TempDir() + "/" + topic;
+  testing::CreateTopic(topic, 1);
+  testing::CreateTopic(topic + ".state", 1);
+  // What an older processor left: one record holding the partition's jobs,
+  // here a job whose producer 77 counted batches up to sequence 5.
+  JobState old;
+  old.producer_sequences[77] = 5;
+  old.producer_newest_ns[77] = kBase;
+  PartitionSnapshot snapshot{.topic = topic,
+                             .partition = 0,
+                             .resume_offset = 0,
+                             .committed_position = 0,
+                             .jobs = {{"old-job", old.Serialize()}}};
+  ASSERT_FALSE(snapshot.jobs_per_key);
+  RawProducer state(topic + ".state");
+  state.Send(absl::StrCat(topic, "/0"), EncodePartitionSnapshot(snapshot));
+  state.Flush();
+  RawProducer producer(topic);
+  producer.Send("old-job", Batch("old-job", 77, 5, {kBase}));  // Counted.
+  producer.Send("old-job", Batch("old-job", 77, 6, {kBase + 2 * kSec}));
+  producer.Flush();
+  const std::string log = store + ".log";
+  ASSERT_EQ(Wait(Spawn(WithInfoLog(ProcessArgs(topic, store)), log)), 0);
+  EXPECT_THAT(testing::ReadFile(log),
+              HasSubstr("state from changelog (1 jobs"));
+  std::vector<WindowSummary> windows = StoredWindows(store, {"old-job"});
+  ASSERT_EQ(windows.size(), 1u);
+  // Only sequence 6: the restored state had counted 5.
+  EXPECT_EQ(windows[0].window.job.compute_ns, 1'000'000);
+  // Rewritten per key: the job has a record of its own now.
+  std::vector<TopicMessage> records = ReadTopicMessages(topic + ".state", 3);
+  bool job_record = false;
+  for (const TopicMessage& m : records) {
+    job_record |= m.key == PartitionJobKey(topic, 0, "old-job");
+  }
+  EXPECT_TRUE(job_record);
   std::filesystem::remove_all(store);
 }
 

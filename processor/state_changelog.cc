@@ -100,14 +100,15 @@ std::string EncodePartitionSnapshot(const PartitionSnapshot& snapshot) {
       b.ForceVectorAlignment(state.size(), sizeof(uint8_t), 8);
       auto bytes = b.CreateVector(
           reinterpret_cast<const uint8_t*>(state.data()), state.size());
-      JobActivity seen;
+      // Zero fields are not written: without activity an entry keeps the
+      // bytes it had before the fields existed. (A job with activity but no
+      // event writes kNoEventNs.)
+      JobActivity seen{.last_event_ns = 0, .last_seen_wall_ns = 0};
       if (activity != nullptr) {
         if (auto it = activity->find(job); it != activity->end()) {
           seen = it->second;
         }
       }
-      // Zero fields are not written: without activity an entry keeps the
-      // bytes it had before the fields existed.
       entries.push_back(fb::CreateJobStateEntry(
           b, name, bytes, seen.last_event_ns, seen.last_seen_wall_ns));
     }

@@ -125,6 +125,9 @@ class AdmissionDriver {
 
   const std::vector<std::string>& windows() const { return windows_; }
   JobState& state() { return jobs_->jobs().at("job").state; }
+  int64_t last_event_ns() const {
+    return jobs_->jobs().at("job").last_event_ns;
+  }
   bool tracks_job() const { return jobs_->jobs().contains("job"); }
 
  private:
@@ -262,6 +265,19 @@ TEST_F(BatchAdmissionSequence, AReplayDecidesAsTheFirstPass) {
         << "live batch " << i;
   }
   EXPECT_EQ(second.state().producer_sequences.at(kRealProducer), 11u);
+}
+
+// Event times before the epoch are valid: a job's newest event there is
+// kept as it is, not shown as the 0 that once stood for "none" (storage's
+// kNoEventNs; the store and `query jobs` are tested in their folders).
+TEST(BatchAdmissionTimes, ANewestEventBeforeTheEpochIsKept) {
+  testing::TempDir dir;
+  AdmissionDriver p(dir.Sub("store"));
+  constexpr int64_t kLongAgoS = -4'600'000'000;  // -4.6e18 ns.
+  ASSERT_EQ(p.Feed(SequencedBatch(kRealProducer, 0, kLongAgoS, kLongAgoS + 1))
+                .verdict,
+            AdmissionVerdict::kAccept);
+  EXPECT_EQ(p.last_event_ns(), kLongAgoS * kS + 950 * testing::kMs);
 }
 
 }  // namespace

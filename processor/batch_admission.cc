@@ -77,21 +77,19 @@ absl::StatusOr<Admission> BatchAdmission::Admit(
   }
   ASSIGN_OR_RETURN(JobEntry * job, jobs_->GetOrLoad(job_name, partition));
   if (!replay) {
-    if (std::optional<BatchRejection> rejection = CheckOpenWindows(
-            job->windower->OpenWindowsWith(*batch), options_.windower.window_ns,
-            options_.state_limits)) {
+    std::optional<BatchRejection> rejection =
+        CheckOpenWindows(job->windower->OpenWindowsWith(*batch),
+                         options_.windower.window_ns, options_.state_limits);
+    if (!rejection) {
+      rejection = CheckSequenceStep(job->state.producer_sequences,
+                                    batch->header, options_.state_limits);
+    }
+    if (rejection) {
       Admission a = reject_for_limit(*std::move(rejection));
       // A job whose first batch this was is not tracked: a stream of
       // made-up job names must not grow the job table either.
       if (!part.jobs.contains(job_name)) jobs_->jobs().erase(job_name);
       return a;
-    }
-  }
-  if (!replay) {
-    if (std::optional<BatchRejection> rejection =
-            CheckSequenceStep(job->state.producer_sequences, batch->header,
-                              options_.state_limits)) {
-      return reject_for_limit(*std::move(rejection));
     }
   }
   if (PartitionJobs::IsDuplicateBatch(*job, batch->header, replay)) {

@@ -1,9 +1,10 @@
 // BatchAdmission: decides what becomes of one consumed message, in this
 // order: size (before decoding) → decode → validate (batch_validator.h) →
 // the stateful limits (partition_limits.h: jobs per partition, open windows
-// per job, sequence step) → per-producer duplicates. The decision is data
-// (Admission); the caller acts on it: a dead letter goes to the
-// DeadLetterSink, an accepted batch to its job (PartitionJobs::AddBatch).
+// per job, sequence step, a new producer's first sequence included) →
+// per-producer duplicates. The decision is data (Admission); the caller acts
+// on it: a dead letter goes to the DeadLetterSink, an accepted batch to its
+// job (PartitionJobs::AddBatch).
 //
 // Promises:
 //   - a replayed message (below its partition's committed position) is
@@ -16,8 +17,8 @@
 //     replayed before (PartitionJobs::IsDuplicateBatch);
 //   - a decision depends only on the partition's own state, never on which
 //     partitions this instance owns;
-//   - a batch rejected by the open-windows limit leaves no job behind when
-//     it was its job's first.
+//   - a batch rejected by the open-windows or the sequence limit leaves no
+//     job behind when it was its job's first.
 //
 // Thread safety: Run's thread only.
 #ifndef BUBBLEWATCH_PROCESSOR_BATCH_ADMISSION_H_

@@ -103,7 +103,7 @@ struct JobEntry {
   std::unique_ptr<JobWindower> windower;  // Null once closed for idleness.
   JobState state;
   int32_t partition = 0;
-  int64_t last_event_ns = 0;
+  int64_t last_event_ns = kNoEventNs;
   int64_t last_offset = -1;  // Of the last batch added.
   bool dirty = false;
   // A skew warning was logged (at that time) and has not cleared yet.

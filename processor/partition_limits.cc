@@ -37,7 +37,21 @@ std::optional<BatchRejection> CheckSequenceStep(
     const BatchHeader& header, const ProcessorLimits& limits) {
   if (header.producer_id == 0) return std::nullopt;  // Not deduplicated.
   auto it = counted.find(header.producer_id);
-  if (it == counted.end() || header.sequence <= it->second) return std::nullopt;
+  if (it == counted.end()) {
+    // A stream starts at batch 0 (a restart resends from there), so an
+    // unknown producer's first batch lies within the step of it; adopting a
+    // forged 2^64 - 1 here would shadow the whole real stream.
+    if (header.sequence < limits.max_sequence_step) return std::nullopt;
+    return BatchRejection{
+        "sequence_gap",
+        absl::StrFormat("producer %016x is not tracked by its job and starts "
+                        "at batch %d (a stream starts below %d): a forged or "
+                        "corrupt sequence, or a stream whose start this job "
+                        "never counted",
+                        header.producer_id, header.sequence,
+                        limits.max_sequence_step)};
+  }
+  if (header.sequence <= it->second) return std::nullopt;
   // Unsigned: the distance to a forged 2^64 - 1 fits, the sum might not.
   const uint64_t step = header.sequence - it->second;
   if (step <= limits.max_sequence_step) return std::nullopt;

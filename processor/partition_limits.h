@@ -43,13 +43,16 @@ struct ProcessorLimits {
   // newest event is `job_expiry` (event time) behind their partition's.
   int64_t max_jobs_per_partition = 10'000;
   // How far one batch's sequence may run ahead of the highest counted batch
-  // of its producer (same producer id). A producer numbers its batches
-  // 0, 1, 2, ...; only its own dead-lettered batches leave holes. A batch
-  // further ahead is dead-lettered as "sequence_gap" instead of adopted: a
-  // forged sequence near 2^64 would otherwise make every real batch after
-  // it look like a resent duplicate (issue 17). So a forger who knows a
-  // producer id can still make at most this many of its next batches look
-  // like duplicates (docs/semantics.md, "What a producer can forge").
+  // of its producer (same producer id) in its job. A producer numbers its
+  // batches 0, 1, 2, ... and a restart resends from 0; only its own
+  // dead-lettered batches leave holes. A batch further ahead is
+  // dead-lettered as "sequence_gap" instead of adopted: a forged sequence
+  // near 2^64 would otherwise make every real batch after it look like a
+  // resent duplicate. A producer the job does not track counts as having
+  // counted batch -1, so its first batch must be below this: a forged first
+  // batch may not shadow the real stream either. So one forged batch with a
+  // known producer id makes at most this many real batches look like
+  // duplicates (docs/semantics.md#what-a-producer-can-forge).
   uint64_t max_sequence_step = 1024;
 
   // kInvalidArgument naming every limit below 1 (OptionProblems).
@@ -57,10 +60,12 @@ struct ProcessorLimits {
   void AddProblems(OptionProblems problems) const;
 };
 
-// Returns "sequence_gap" when `header`'s producer has a highest counted
-// sequence in `counted` (JobState::producer_sequences) and the batch's
-// sequence lies more than limits.max_sequence_step beyond it. A producer
-// seen for the first time sets its own start.
+// Returns "sequence_gap" when `header`'s producer id is not 0 and its
+// sequence lies more than limits.max_sequence_step beyond the producer's
+// highest counted sequence in `counted` (JobState::producer_sequences), or,
+// for a producer not in `counted` (new, or forgotten after
+// --producer-expiry), is limits.max_sequence_step or more. A sequence at or
+// below the highest counted is a duplicate, not this check's.
 std::optional<BatchRejection> CheckSequenceStep(
     const absl::flat_hash_map<uint64_t, uint64_t>& counted,
     const BatchHeader& header, const ProcessorLimits& limits);

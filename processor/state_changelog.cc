@@ -103,14 +103,15 @@ std::string EncodePartitionSnapshot(const PartitionSnapshot& snapshot) {
       b.ForceVectorAlignment(state.size(), sizeof(uint8_t), 8);
       auto bytes = b.CreateVector(
           reinterpret_cast<const uint8_t*>(state.data()), state.size());
-      JobActivity seen;
+      // Zero fields are not written: without activity an entry keeps the
+      // bytes it had before the fields existed. (A job with activity but no
+      // event writes kNoEventNs.)
+      JobActivity seen{.last_event_ns = 0, .last_seen_wall_ns = 0};
       if (activity != nullptr) {
         if (auto it = activity->find(job); it != activity->end()) {
           seen = it->second;
         }
       }
-      // Zero fields are not written: without activity an entry keeps the
-      // bytes it had before the fields existed.
       entries.push_back(fb::CreateJobStateEntry(
           b, name, bytes, seen.last_event_ns, seen.last_seen_wall_ns));
     }
@@ -288,8 +289,8 @@ PartitionSnapshot AssemblePartitionSnapshot(
     if (v == nullptr) continue;  // Newer than the partition: not yet in it.
     if (v->state) {
       s.jobs.insert_or_assign(r.job, *v->state);
-      if (v->activity.last_event_ns != 0 ||
-          v->activity.last_seen_wall_ns != 0) {
+      // Known activity always has the owner's commit time.
+      if (v->activity.last_seen_wall_ns != 0) {
         s.activity.insert_or_assign(r.job, v->activity);
       }
     } else {

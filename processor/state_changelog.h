@@ -46,6 +46,7 @@
 #include "kafka/kafka_config.h"
 #include "kafka/kafka_handles.h"
 #include "processor/partition_limits.h"
+#include "storage/window_store.h"
 
 namespace bubblewatch {
 
@@ -57,7 +58,7 @@ using JobStates = std::map<std::string, std::string>;
 // window_store.h JobUpdate): its newest event time and the wall time of the
 // owner's last commit of it. Both only move forward.
 struct JobActivity {
-  int64_t last_event_ns = 0;
+  int64_t last_event_ns = kNoEventNs;
   int64_t last_seen_wall_ns = 0;  // Unix ns.
 
   bool operator==(const JobActivity& o) const {

@@ -267,7 +267,11 @@ std::string RenderJobsJson(const std::vector<JobInfo>& jobs, bool pretty,
     w.BeginObject();
     w.Key("job").String(j.job);
     w.Key("window_count").Int(j.window_count);
-    w.Key("last_event_ns").Int(j.last_event_ns);
+    if (j.last_event_ns == kNoEventNs) {
+      w.Key("last_event_ns").Null();
+    } else {
+      w.Key("last_event_ns").Int(j.last_event_ns);
+    }
     w.Key("latest_window_start_ns").Int(j.latest_window_start_ns);
     w.Key("last_seen")
         .String(absl::FormatTime(absl::RFC3339_full, j.last_seen_wall,

@@ -33,6 +33,9 @@ namespace {
 
 constexpr int kPollMs = 100;
 constexpr absl::Duration kMetadataTimeout = absl::Seconds(10);
+// How often a wait for a broker looks at Stop: SIGTERM must end serve within
+// about a second also while its brokers do not answer.
+constexpr absl::Duration kStopCheckInterval = absl::Milliseconds(200);
 // A partition whose high watermark no fetch has reported yet is asked for
 // it at most this often (a blocking request).
 constexpr absl::Duration kWatermarkQueryInterval = absl::Seconds(1);
@@ -144,6 +147,7 @@ class WindowMaterializer::Impl {
       const absl::Time now = absl::Now();
       if (now >= next_metadata) {
         RETURN_IF_ERROR(RefreshPartitions());
+        if (stop_.load()) break;
         const bool all_found = absl::c_all_of(
             topics_, [](const Followed& t) { return t.partitions > 0; });
         next_metadata = now + (all_found ? options_.metadata_interval
@@ -191,14 +195,41 @@ class WindowMaterializer::Impl {
     bool missing_logged = false;
   };
 
+  // TopicPartitionCount within kMetadataTimeout, but kCancelled within
+  // kStopCheckInterval of Stop while no broker is up: librdkafka first waits
+  // up to the whole timeout for a usable broker (kUnavailable when none
+  // came), which with the brokers down kept a stopping serve alive for 10 s
+  // per topic. So that wait is asked for in slices; a request that reached a
+  // broker and timed out gets the rest of the timeout whole, so that a slow
+  // broker is still waited for.
+  absl::StatusOr<int> PartitionCountUnlessStopped(const std::string& topic) {
+    const absl::Time deadline = absl::Now() + kMetadataTimeout;
+    for (;;) {
+      const absl::Time slice_end =
+          std::min(deadline, absl::Now() + kStopCheckInterval);
+      absl::StatusOr<int> count = TopicPartitionCount(
+          consumer_.get(), topic,
+          std::max(slice_end - absl::Now(), absl::Milliseconds(1)));
+      if (stop_.load()) return absl::CancelledError("stopping");
+      const absl::Time now = absl::Now();
+      if (now >= deadline) return count;
+      if (absl::IsDeadlineExceeded(count.status())) {
+        return TopicPartitionCount(consumer_.get(), topic, deadline - now);
+      }
+      if (!absl::IsUnavailable(count.status())) return count;
+      // Not faster than a slice, should librdkafka answer at once.
+      absl::SleepFor(slice_end - now);
+    }
+  }
+
   // Reads each topic's partition count; when one grew, assigns every
   // partition of every topic (again: an assignment replaces the last), each
   // from the next offset the store holds (the beginning when it holds none).
   absl::Status RefreshPartitions() {
     bool grew = false;
     for (Followed& t : topics_) {
-      absl::StatusOr<int> count =
-          TopicPartitionCount(consumer_.get(), t.name, kMetadataTimeout);
+      absl::StatusOr<int> count = PartitionCountUnlessStopped(t.name);
+      if (absl::IsCancelled(count.status())) return absl::OkStatus();
       if (absl::IsNotFound(count.status())) {
         if (!t.missing_logged) {
           spdlog::warn(
@@ -504,8 +535,7 @@ class WindowMaterializer::Impl {
       if (!same) {
         JobUpdate& u = JobOf(pending, r->job);
         u.state = *now.state;
-        if (now.activity.last_event_ns != 0 ||
-            now.activity.last_seen_wall_ns != 0) {
+        if (now.activity.last_seen_wall_ns != 0) {  // Known activity.
           u.last_event_ns =
               std::max(u.last_event_ns, now.activity.last_event_ns);
           u.last_seen_wall =

@@ -21,7 +21,9 @@
 namespace bubblewatch {
 
 struct JobRecord {
-  int64_t last_event_ns = 0;
+  // INT64_MIN (window_store.h's kNoEventNs) for none. Records written before
+  // it was (2026-12) hold 0 for none, read as an event at 0.
+  int64_t last_event_ns = INT64_MIN;
   int64_t last_seen_wall_ns = 0;  // Unix ns.
   int64_t window_count = 0;
   int64_t latest_window_start_ns = 0;  // Meaningful when window_count > 0.

@@ -69,10 +69,16 @@ struct WindowStoreOptions {
   absl::Status Validate() const;
 };
 
+// The last_event_ns of a job that reported no event. Not 0: event times
+// before the epoch are valid (docs/semantics.md#units-and-events), and a
+// job's newest event may lie there.
+inline constexpr int64_t kNoEventNs = INT64_MIN;
+
 // What the store knows about one job.
 struct JobInfo {
   std::string job;
-  int64_t last_event_ns = 0;  // Latest event time reported; 0 if none.
+  // Latest event time reported; kNoEventNs if none.
+  int64_t last_event_ns = kNoEventNs;
   absl::Time last_seen_wall = absl::UnixEpoch();  // Wall time last reported.
   int64_t window_count = 0;                       // Windows stored now.
   int64_t latest_window_start_ns = 0;  // Meaningful when window_count > 0.
@@ -86,7 +92,7 @@ struct JobInfo {
 // replay cannot make a job look older.
 struct JobUpdate {
   std::string job;
-  int64_t last_event_ns = 0;
+  int64_t last_event_ns = kNoEventNs;
   absl::Time last_seen_wall = absl::UnixEpoch();
   // Replaces the job's opaque state blob when set; kept as is when not.
   std::optional<std::string> state = std::nullopt;

@@ -62,8 +62,17 @@ TEST(PartitionLimits, SequenceMayOnlyAdvanceByABoundedStep) {
   EXPECT_EQ(r->reason, "sequence_gap");
   EXPECT_THAT(r->detail, HasSubstr("from batch 100 to 18446744073709551615"));
   EXPECT_EQ(check(7, 100 + 1025)->reason, "sequence_gap");
-  // A producer seen for the first time, or one without an id, sets its own.
-  EXPECT_EQ(check(8, UINT64_MAX), std::nullopt);
+  // A producer the job does not track starts within the step of batch 0
+  // (as if it had counted batch -1), so a forged first batch cannot shadow
+  // the real stream either. One without an id is not deduplicated.
+  EXPECT_EQ(check(8, 0), std::nullopt);
+  EXPECT_EQ(check(8, 1023), std::nullopt);
+  r = check(8, 1024);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->reason, "sequence_gap");
+  EXPECT_THAT(r->detail, HasSubstr("not tracked by its job and starts at "
+                                   "batch 1024 (a stream starts below 1024)"));
+  EXPECT_EQ(check(8, UINT64_MAX)->reason, "sequence_gap");
   EXPECT_EQ(check(0, UINT64_MAX), std::nullopt);
 }
 

@@ -158,5 +158,24 @@ TEST(QueryReportJson, JobsRoundTripWithTheirBadInputCounts) {
   EXPECT_EQ((*parsed)[1].lifecycle.observations_backwards, 0);
 }
 
+// A job's newest event may lie before the epoch; one without events says
+// null, not 0.
+TEST(QueryReportJson, JobsLastEventBeforeTheEpochAndNone) {
+  const absl::Time now = absl::FromUnixSeconds(1'800'000'000);
+  std::vector<JobInfo> jobs(2);
+  jobs[0].job = "past";
+  jobs[0].last_event_ns = -4'600'000'000'000'000'000;
+  jobs[1].job = "silent";
+  const std::string json = RenderJobsJson(jobs, /*pretty=*/false, now);
+  EXPECT_THAT(json, HasSubstr("\"last_event_ns\":-4600000000000000000,"));
+  EXPECT_THAT(json, HasSubstr("\"last_event_ns\":null,"));
+  absl::StatusOr<std::vector<JobInfo>> parsed = ParseJobsJson(json);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_EQ(parsed->size(), 2u);
+  EXPECT_EQ((*parsed)[0].last_event_ns, -4'600'000'000'000'000'000);
+  EXPECT_EQ((*parsed)[1].last_event_ns, kNoEventNs);
+  EXPECT_EQ(RenderJobsJson(*parsed, false, now), json);
+}
+
 }  // namespace
 }  // namespace bubblewatch

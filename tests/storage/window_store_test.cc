@@ -342,6 +342,31 @@ TEST(WindowStore, JobTimesOnlyMoveForward) {
   EXPECT_EQ((*info)->window_count, 0);
 }
 
+// Event times before the epoch are valid: a job whose newest event lies at
+// -4.6e18 ns shows that, not 0 (0 stood for "none" once), and a job that
+// reported no event shows kNoEventNs.
+TEST(WindowStore, JobTimesBeforeTheEpochAreKept) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.path());
+  constexpr int64_t kLongAgo = -4'600'000'000'000'000'000;
+  StoreBatch b;
+  b.jobs.push_back(JobUpdate{.job = "past", .last_event_ns = kLongAgo});
+  b.jobs.push_back(JobUpdate{.job = "silent"});
+  ASSERT_TRUE(store->Commit(b).ok());
+  b.jobs = {JobUpdate{.job = "past", .last_event_ns = kLongAgo - 10}};
+  ASSERT_TRUE(store->Commit(b).ok());
+  auto past = store->Job("past");
+  ASSERT_TRUE(past.ok() && past->has_value());
+  EXPECT_EQ((*past)->last_event_ns, kLongAgo);
+  auto silent = store->Job("silent");
+  ASSERT_TRUE(silent.ok() && silent->has_value());
+  EXPECT_EQ((*silent)->last_event_ns, kNoEventNs);
+  auto jobs = store->ListJobs();
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 2u);
+  EXPECT_EQ((*jobs)[0].last_event_ns, kLongAgo);
+}
+
 TEST(WindowStore, InvalidBatchWritesNothing) {
   TempDir dir;
   auto store = OpenOrDie(dir.path());

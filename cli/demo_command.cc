@@ -213,6 +213,9 @@ int RunDemoCommand(int argc, char** argv) {
     options.exit_when_idle = absl::Seconds(8);
     options.kafka_properties = {"fetch.wait.max.ms=10",
                                 "fetch.message.max.bytes=4194304"};
+    // The mock cluster has no topic configs to read; its topics take any
+    // size, so the producer's limit is the one that counts.
+    options.windows_topic_max_bytes = 1'000'000;
     absl::StatusOr<AlertRuleSet> rules =
         ParseAlertRules(kDemoRules, "demo rules");
     if (!rules.ok()) return Fail(rules.status().message());

@@ -103,6 +103,28 @@ void AppendRanks(std::string& out, const WindowCollectives& c, bool color) {
 // "  bad input: 1 batch after end, 2 overlapping observations": the job's
 // bad input (docs/semantics.md#observations, #job-lifecycle), or "" for
 // none.
+// "  (trimmed: 250 devices, 3 ranks left out; 510 names cut)" for a window
+// trimmed to fit the windows topic
+// (docs/semantics.md#windows-that-do-not-fit); "" for one that was not.
+std::string TrimmedText(const std::optional<WindowTrim>& t) {
+  if (!t) return "";
+  std::vector<std::string> left;
+  auto add = [&left](int64_t n, absl::string_view what) {
+    if (n > 0) left.push_back(absl::StrCat(n, " ", what));
+  };
+  add(t->devices, "devices");
+  add(t->top_bubbles, "top bubbles");
+  add(t->ranks, "ranks");
+  add(t->stragglers, "stragglers");
+  std::vector<std::string> parts;
+  if (!left.empty()) {
+    parts.push_back(absl::StrCat(absl::StrJoin(left, ", "), " left out"));
+  }
+  if (t->names_cut > 0)
+    parts.push_back(absl::StrCat(t->names_cut, " names cut"));
+  return absl::StrCat("  (trimmed to fit: ", absl::StrJoin(parts, "; "), ")");
+}
+
 std::string BadInputText(const JobLifecycle& life) {
   std::vector<std::string> parts;
   auto add = [&](int64_t n, absl::string_view one, absl::string_view many) {
@@ -234,7 +256,8 @@ std::string RenderJobReportText(const JobReport& r, const JobTextOptions& o) {
                                Percent(static_cast<double>(*w.observed_ns) /
                                        (w.end_ns - w.start_ns)),
                                ")")
-                : ""));
+                : "",
+            TrimmedText(w.trimmed)));
   }
   return out;
 }

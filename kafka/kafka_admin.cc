@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/status_macros.h"
@@ -240,6 +241,22 @@ absl::StatusOr<std::vector<TopicDescription>> DescribeTopics(
     }
   }
   return out;
+}
+
+absl::StatusOr<std::optional<int64_t>> TopicMaxMessageBytes(
+    rd_kafka_t* client, const std::string& topic, absl::Duration timeout) {
+  ASSIGN_OR_RETURN(std::vector<TopicDescription> described,
+                   DescribeTopics(client, {topic}, timeout));
+  if (described.empty() || !described.front().exists) return std::nullopt;
+  const auto& configs = described.front().configs;
+  auto it = configs.find("max.message.bytes");
+  int64_t bytes = 0;
+  if (it == configs.end() || !absl::SimpleAtoi(it->second, &bytes) ||
+      bytes <= 0) {
+    return absl::InternalError(absl::StrCat(
+        "topic ", topic, ": DescribeConfigs gave no max.message.bytes"));
+  }
+  return bytes;
 }
 
 }  // namespace bubblewatch

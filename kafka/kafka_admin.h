@@ -9,7 +9,9 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -76,6 +78,13 @@ struct TopicDescription {
 absl::StatusOr<std::vector<TopicDescription>> DescribeTopics(
     rd_kafka_t* client, const std::vector<std::string>& topics,
     absl::Duration timeout);
+
+// The `max.message.bytes` of `topic` (what the broker accepts as one record
+// batch of it), from DescribeConfigs; nullopt when the topic does not exist.
+// Errors: kDeadlineExceeded when no answer came within `timeout` (the mock
+// cluster never answers DescribeConfigs); Kafka errors otherwise.
+absl::StatusOr<std::optional<int64_t>> TopicMaxMessageBytes(
+    rd_kafka_t* client, const std::string& topic, absl::Duration timeout);
 
 }  // namespace bubblewatch
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/container/btree_set.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "kafka/kafka_admin.h"
@@ -14,6 +15,7 @@
 #include "processor/fleet_topics.h"
 #include "processor/job_state.h"
 #include "processor/partition_limits.h"
+#include "processor/window_fit.h"
 #include "schemas/window_summary_codec.h"
 #include "spdlog/spdlog.h"
 
@@ -28,8 +30,50 @@ constexpr absl::Duration kSlowFlush = absl::Seconds(2);
 constexpr absl::Duration kFlushOnStop = absl::Seconds(30);
 // Topic metadata and creation on the first assignment.
 constexpr absl::Duration kAdminTimeout = absl::Seconds(15);
+// The windows topic's configs at start: a broker answers in milliseconds;
+// librdkafka's mock cluster never does, and the demo should not wait long.
+constexpr absl::Duration kDescribeTimeout = absl::Seconds(3);
+// librdkafka's default message.max.bytes and batch.size.
+constexpr int64_t kProducerDefaultBytes = 1'000'000;
+
+// `key` of `config` as a positive integer, else `fallback`.
+int64_t ConfigBytes(const KafkaConfig& config, absl::string_view key,
+                    int64_t fallback) {
+  int64_t bytes = 0;
+  std::optional<std::string> value = config.Get(key);
+  return value && absl::SimpleAtoi(*value, &bytes) && bytes > 0 ? bytes
+                                                                : fallback;
+}
 
 }  // namespace
+
+int64_t CommitPipeline::ReadWindowsLimit(rd_kafka_t* client,
+                                         const std::string& topic,
+                                         int64_t known_bytes,
+                                         KafkaConfig& producer_config) {
+  const int64_t producer_limit =
+      ConfigBytes(producer_config, "message.max.bytes", kProducerDefaultBytes);
+  absl::StatusOr<std::optional<int64_t>> topic_limit =
+      known_bytes > 0 ? absl::StatusOr<std::optional<int64_t>>(known_bytes)
+                      : TopicMaxMessageBytes(client, topic, kDescribeTimeout);
+  int64_t limit = producer_limit;
+  if (!topic_limit.ok()) {
+    spdlog::warn(
+        "windows topic {}: cannot read its max.message.bytes ({}); windows "
+        "are fitted to the producer's message.max.bytes, {} bytes",
+        topic, std::string(topic_limit.status().message()), producer_limit);
+  } else if (topic_limit->has_value()) {
+    limit = std::min(limit, **topic_limit);
+  }
+  // librdkafka fills a batch up to batch.size and knows nothing of the
+  // topic's limit, which applies to the whole batch.
+  if (ConfigBytes(producer_config, "batch.size", kProducerDefaultBytes) >
+      limit) {
+    producer_config.Set("batch.size", absl::StrCat(limit));
+  }
+  spdlog::info("windows topic {}: windows fitted to {} bytes", topic, limit);
+  return limit;
+}
 
 absl::Status CommitPipeline::RestorePartition(rd_kafka_topic_partition_t& tp,
                                               PartitionState& state) {
@@ -214,6 +258,66 @@ void CommitPipeline::PrepareWindowsTopic(int input_partitions) {
   // the assignment on clusters that do not answer it, like the mock one).
 }
 
+absl::Status CommitPipeline::PublishWindow(WindowSummary& w, int64_t& trimmed) {
+  const std::string key = WindowTopicKey(w.job, w.window.start_ns);
+  const bool was_trimmed = w.trimmed.has_value();
+  ASSIGN_OR_RETURN(
+      std::string value,
+      FitWindow(w, WindowValueBudget(windows_limit_bytes_, key.size())));
+  if (w.trimmed.has_value() && !was_trimmed) {
+    ++trimmed;
+    spdlog::warn(
+        "window of {} at {}: {} bytes, over the {} the windows topic {} "
+        "takes; trimmed to {} bytes "
+        "(docs/semantics.md#windows-that-do-not-fit): {} names cut, left out "
+        "{} devices, {} top bubbles, {} ranks, {} stragglers",
+        w.job, w.window.start_ns, w.trimmed->original_bytes,
+        windows_limit_bytes_, options_.windows_topic, value.size(),
+        w.trimmed->names_cut, w.trimmed->devices, w.trimmed->top_bubbles,
+        w.trimmed->ranks, w.trimmed->stragglers);
+  }
+  // Co-partitioned with the events when the partition count is known;
+  // else the partitioner hashes the key.
+  const int32_t partition =
+      windows_partitions_ > 0 ? WindowTopicPartition(w.job, windows_partitions_)
+                              : RD_KAFKA_PARTITION_UA;
+  const absl::Time start = absl::Now();
+  while (true) {
+    ++shared_->undelivered;
+    const rd_kafka_resp_err_t err = rd_kafka_producev(
+        producer_, RD_KAFKA_V_TOPIC(options_.windows_topic.c_str()),
+        RD_KAFKA_V_PARTITION(partition), RD_KAFKA_V_KEY(key.data(), key.size()),
+        RD_KAFKA_V_VALUE(value.data(), value.size()),
+        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return absl::OkStatus();
+    --shared_->undelivered;
+    // Refused before sending is as fatal as refused by the broker (the
+    // delivery report sets shared_->fatal): a window stored but never
+    // published would be missing from serve --brokers for ever.
+    if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+      return KafkaErrorToStatus(
+          err, absl::StrCat("cannot publish the window of ", w.job, " at ",
+                            w.window.start_ns, " (", value.size(),
+                            " bytes) to ", options_.windows_topic,
+                            "; stopping before it is stored"));
+    }
+    // The queue drains as the broker acknowledges: wait as a flush waits.
+    RETURN_IF_ERROR(shared_->fatal);
+    const absl::Time now = absl::Now();
+    if (now - start >= kSlowFlush) {
+      health_->NoteDown(start, "the producer's queue stays full");
+    }
+    const bool stopping = stop_ == nullptr || stop_->load();
+    if (stopping && now - start >= kFlushOnStop) {
+      return absl::UnavailableError(absl::StrCat(
+          "the producer's queue stayed full for ",
+          absl::FormatDuration(kFlushOnStop),
+          " of stopping; not storing windows that are not published"));
+    }
+    rd_kafka_poll(producer_, 100);
+  }
+}
+
 absl::Status CommitPipeline::AddLateUpdates(StoreBatch& batch) {
   for (const auto& [key, count] : pending_late_) {
     const auto& [job, start] = key;
@@ -306,28 +410,10 @@ absl::Status CommitPipeline::Commit(absl::Time now) {
   // The steps below, in this order, are the commit protocol:
   // docs/architecture.md#commit-protocol says why each crash point between
   // them is harmless. 1: publish this commit's windows.
+  int64_t trimmed = 0;
   if (!options_.windows_topic.empty()) {
-    for (const WindowSummary& w : batch.windows) {
-      std::string value = EncodeWindowSummary(w);
-      const std::string key = WindowTopicKey(w.job, w.window.start_ns);
-      // Co-partitioned with the events when the partition count is known;
-      // else the partitioner hashes the key.
-      const int32_t partition =
-          windows_partitions_ > 0
-              ? WindowTopicPartition(w.job, windows_partitions_)
-              : RD_KAFKA_PARTITION_UA;
-      ++shared_->undelivered;
-      rd_kafka_resp_err_t err = rd_kafka_producev(
-          producer_, RD_KAFKA_V_TOPIC(options_.windows_topic.c_str()),
-          RD_KAFKA_V_PARTITION(partition),
-          RD_KAFKA_V_KEY(key.data(), key.size()),
-          RD_KAFKA_V_VALUE(value.data(), value.size()),
-          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
-      if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        --shared_->undelivered;
-        spdlog::warn("cannot publish window of {}: {}", w.job,
-                     rd_kafka_err2str(err));
-      }
+    for (WindowSummary& w : batch.windows) {
+      RETURN_IF_ERROR(PublishWindow(w, trimmed));
     }
   }
   // 2-3: flush (windows, dead letters, the previous snapshots), then
@@ -479,6 +565,12 @@ absl::Status CommitPipeline::Commit(absl::Time now) {
   if (offsets->cnt > 0) pending_group_offsets_ = std::move(offsets);
   absl::MutexLock lock(&stats_->mu);
   stats_->stats.windows_written += static_cast<int64_t>(batch.windows.size());
+  // Acknowledged: this commit's flush waited for them.
+  if (!options_.windows_topic.empty()) {
+    stats_->stats.windows_published +=
+        static_cast<int64_t>(batch.windows.size());
+  }
+  stats_->stats.windows_trimmed += trimmed;
   stats_->stats.state_snapshots_written += snapshots;
   stats_->stats.state_job_records_written += job_records;
   return absl::OkStatus();

@@ -15,6 +15,9 @@
 //   - after a failed store write nothing more is written (Commit returns
 //     that failure from then on): offsets never move past windows that were
 //     not stored;
+//   - every window is published in a form the windows topic accepts
+//     (processor/window_fit.h), the same one stored; a window the producer
+//     refuses fails the commit before the store write, never silently;
 //   - once asked to stop, a flush waits kFlushOnStop (30 s) at most, else as
 //     long as librdkafka retries; a flush unacknowledged for 2 s starts a
 //     broker outage (broker_health.h).
@@ -37,6 +40,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "kafka/kafka_config.h"
 #include "kafka/kafka_handles.h"
 #include "processor/broker_health.h"
 #include "processor/partition_jobs.h"
@@ -69,6 +73,23 @@ class CommitPipeline {
     producer_ = producer;
     changelog_ = std::move(changelog);
   }
+  // Reads the windows topic's max.message.bytes through `client`
+  // (DescribeConfigs, kDescribeTimeout at most; not when `known_bytes` > 0,
+  // StreamProcessorOptions::windows_topic_max_bytes) and returns the
+  // smaller of it and `producer_config`'s message.max.bytes: what
+  // set_windows_limit wants. Lowers the producer's batch.size to it, so that
+  // a batch of several windows fits the topic too. A missing topic (created
+  // at the first assignment, with the broker's default) or no answer (the
+  // mock cluster never answers) leaves the producer's limit, with a warning
+  // for no answer. Call before the producer is created.
+  static int64_t ReadWindowsLimit(rd_kafka_t* client, const std::string& topic,
+                                  int64_t known_bytes,
+                                  KafkaConfig& producer_config);
+  // The most bytes one message of the windows topic may have: the smaller
+  // of the topic's max.message.bytes and the producer's message.max.bytes
+  // (StreamProcessor reads both at start). Windows larger are trimmed to
+  // fit (processor/window_fit.h). Default: librdkafka's message.max.bytes.
+  void set_windows_limit(int64_t bytes) { windows_limit_bytes_ = bytes; }
   // Run's stop flag while it runs (null: counts as stopping).
   void set_stop(const std::atomic<bool>* stop) { stop_ = stop; }
 
@@ -129,6 +150,11 @@ class CommitPipeline {
   // The partition record of `part` at `progress` (its jobs are per key).
   static PartitionSnapshot PartitionRecord(const PartitionState& part,
                                            const PartitionProgress& progress);
+  // Fits `window` to the windows topic (trimming it in place, so the store
+  // gets the same window) and enqueues it. librdkafka's queue being full is
+  // waited out as a flush waits (delivery reports served meanwhile); any
+  // other refusal fails the commit.
+  absl::Status PublishWindow(WindowSummary& window, int64_t& trimmed);
   // Adds the pending late-event counts to `batch`'s windows, reading the
   // stored window when the batch does not hold it.
   absl::Status AddLateUpdates(StoreBatch& batch);
@@ -150,6 +176,7 @@ class CommitPipeline {
   // The windows topic's partitions; 0 when unknown (windows then go where
   // their key hashes to).
   int windows_partitions_ = 0;
+  int64_t windows_limit_bytes_ = 1'000'000;
   // The changelog was created by this assignment round: nothing to read.
   bool changelog_created_now_ = false;
   // Offsets of the last store commit, committed to the group once that

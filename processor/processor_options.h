@@ -22,6 +22,11 @@ struct StreamProcessorOptions {
   std::string topic = "bubblewatch.events";
   std::string group = "bubblewatch";
   std::string windows_topic = "bubblewatch.windows";  // "" = don't publish.
+  // The windows topic's max.message.bytes when known beforehand; 0: read
+  // it from the broker at start (docs/semantics.md#windows-that-do-not-fit).
+  // The demo sets it: librdkafka's mock cluster never answers
+  // DescribeConfigs, which would cost a timeout and a warning.
+  int64_t windows_topic_max_bytes = 0;
   std::string dlq_topic = "bubblewatch.events.dlq";
   // Compacted changelog of per-partition state ("" = none: a partition then
   // moves to another instance with its offset only, as in a single-instance

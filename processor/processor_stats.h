@@ -32,6 +32,11 @@ struct ProcessorStats {
   // job's first such window is also logged with the reason.
   int64_t collective_errors = 0;
   int64_t windows_written = 0;
+  // Windows the windows topic acknowledged (late-event republishes
+  // included), and of them those trimmed to fit its message limit
+  // (processor/window_fit.h; each also carries the note).
+  int64_t windows_published = 0;
+  int64_t windows_trimmed = 0;
   // Rejected messages whose dead letter the DLQ topic refused even in its
   // minimal form (logged each; dead_letter.h).
   int64_t dead_letters_lost = 0;

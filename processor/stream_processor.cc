@@ -183,6 +183,11 @@ absl::Status StreamProcessor::Impl::Init() {
   if (producer_config.Get("enable.idempotence") == "true") {
     feature_needs_ |= kNeedIdempotence;
   }
+  if (!options_.windows_topic.empty()) {
+    commits_.set_windows_limit(CommitPipeline::ReadWindowsLimit(
+        consumer_.get(), options_.windows_topic,
+        options_.windows_topic_max_bytes, producer_config));
+  }
   ASSIGN_OR_RETURN(RdKafkaConfPtr pconf, producer_config.Build());
   rd_kafka_conf_set_dr_msg_cb(pconf.get(), &Impl::DeliveryCallback);
   rd_kafka_conf_set_opaque(pconf.get(), this);
@@ -415,11 +420,13 @@ void StreamProcessor::Impl::LogProgress() {
                       : absl::ToDoubleSeconds(last_handled_ - first_message_);
   spdlog::info(
       "processed {} messages, {} events ({:.0f} events/s from first to last "
-      "message); {} windows written; {} open jobs, {} buffered events; lag "
+      "message); {} windows written, {} published ({} trimmed); {} open jobs, "
+      "{} buffered events; lag "
       "{}; late {}; duplicates {}; DLQ {}",
       stats_.stats.messages, stats_.stats.events,
       busy_s > 0 ? static_cast<double>(stats_.stats.events) / busy_s : 0.0,
-      stats_.stats.windows_written, open, buffered, total_lag,
+      stats_.stats.windows_written, stats_.stats.windows_published,
+      stats_.stats.windows_trimmed, open, buffered, total_lag,
       stats_.stats.late_events, stats_.stats.duplicate_batches, dlq);
 }
 

@@ -176,6 +176,19 @@ bool SameWindow(const WindowSummary& a, const WindowSummary& b,
   d.Field("late_collectives", a.late_collectives, b.late_collectives);
   d.Field("observed_ns", a.observed_ns.value_or(-1),
           b.observed_ns.value_or(-1));
+  d.Field("trimmed", std::string(a.trimmed ? "set" : "none"),
+          std::string(b.trimmed ? "set" : "none"));
+  if (a.trimmed && b.trimmed) {
+    const WindowTrim& x = *a.trimmed;
+    const WindowTrim& y = *b.trimmed;
+    d.Field("trimmed.limit_bytes", x.limit_bytes, y.limit_bytes);
+    d.Field("trimmed.original_bytes", x.original_bytes, y.original_bytes);
+    d.Field("trimmed.names_cut", x.names_cut, y.names_cut);
+    d.Field("trimmed.devices", x.devices, y.devices);
+    d.Field("trimmed.top_bubbles", x.top_bubbles, y.top_bubbles);
+    d.Field("trimmed.ranks", x.ranks, y.ranks);
+    d.Field("trimmed.stragglers", x.stragglers, y.stragglers);
+  }
   if (!d.found() && a.closed_by != b.closed_by) {
     d.Field("closed_by", std::string(ClosedByName(a.closed_by)),
             std::string(ClosedByName(b.closed_by)));

@@ -59,6 +59,23 @@ struct WindowCollectives {
   std::vector<StragglerWindow> stragglers;  // By wait caused, descending.
 };
 
+// What was left out of a window larger than the windows topic accepts, so
+// that the store and the topic hold the same window and a reader sees
+// which lists are partial (docs/semantics.md#windows-that-do-not-fit). The
+// job's figures (job stats, counts, collectives' counts) are always whole;
+// only lists and names are cut.
+struct WindowTrim {
+  int64_t limit_bytes = 0;     // The encoded size it was fitted to.
+  int64_t original_bytes = 0;  // Its encoded size before the first trim.
+  int64_t names_cut = 0;       // Names cut to their first bytes.
+  int64_t devices = 0;         // Entries left out of window.devices.
+  int64_t top_bubbles = 0;     // ... of window.top_bubbles.
+  int64_t ranks = 0;           // ... of collectives->ranks.
+  int64_t stragglers = 0;      // ... of collectives->stragglers.
+
+  bool operator==(const WindowTrim&) const = default;
+};
+
 struct WindowSummary {
   // Why the window became final (docs/semantics.md#closing-windows).
   // The values of the FlatBuffers enum ClosedBy (window_summary.fbs), which
@@ -97,6 +114,10 @@ struct WindowSummary {
   // job's observations (docs/semantics.md#observations); absent when the
   // job's batches carry no observation (and in windows stored before).
   std::optional<int64_t> observed_ns;
+  // Set when the window was trimmed to fit the windows topic's message
+  // limit (processor/window_fit.h); absent otherwise (and in windows
+  // stored before the field).
+  std::optional<WindowTrim> trimmed;
 };
 
 // Compares two summaries field by field (every field of WindowAnalysis, the

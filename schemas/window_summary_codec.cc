@@ -157,6 +157,17 @@ absl::Status DecodeBubble(const fb::BubbleReport* r, BubbleReport& out) {
   return DecodeAttribution(r->attribution_ns(), out.attribution);
 }
 
+std::optional<WindowTrim> DecodeTrim(const fb::WindowTrim* t) {
+  if (t == nullptr) return std::nullopt;
+  return WindowTrim{.limit_bytes = t->limit_bytes(),
+                    .original_bytes = t->original_bytes(),
+                    .names_cut = t->names_cut(),
+                    .devices = t->devices(),
+                    .top_bubbles = t->top_bubbles(),
+                    .ranks = t->ranks(),
+                    .stragglers = t->stragglers()};
+}
+
 // A rank's figures from either stored form (fb::RankRow, fb::RankWindow:
 // the same accessors).
 template <typename Stored>
@@ -261,6 +272,12 @@ std::string EncodeWindowSummary(const WindowSummary& summary) {
   auto job_stats = EncodeStats(b, w.job);
   auto job = b.CreateString(summary.job);
   auto collectives = EncodeCollectives(b, summary.collectives);
+  Offset<fb::WindowTrim> trimmed = 0;
+  if (const std::optional<WindowTrim>& t = summary.trimmed) {
+    trimmed = fb::CreateWindowTrim(b, t->limit_bytes, t->original_bytes,
+                                   t->names_cut, t->devices, t->top_bubbles,
+                                   t->ranks, t->stragglers);
+  }
   fb::WindowSummaryBuilder out(b);
   out.add_schema_version(kWindowSummarySchemaVersion);
   out.add_job(job);
@@ -279,6 +296,8 @@ std::string EncodeWindowSummary(const WindowSummary& summary) {
   out.add_late_collectives(summary.late_collectives);
   // Added later: absent (-1, the default) leaves the bytes as before.
   if (summary.observed_ns) out.add_observed_ns(*summary.observed_ns);
+  // Added later: a window that fits has none, and its bytes are as before.
+  if (!trimmed.IsNull()) out.add_trimmed(trimmed);
   fb::FinishWindowSummaryBuffer(b, out.Finish());
   return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()),
                      b.GetSize());
@@ -356,6 +375,7 @@ absl::StatusOr<WindowSummary> DecodeWindowSummary(
   out.host_skew_ns = in->host_skew_ns();
   out.late_collectives = in->late_collectives();
   if (in->observed_ns() >= 0) out.observed_ns = in->observed_ns();
+  out.trimmed = DecodeTrim(in->trimmed());
   RETURN_IF_ERROR(DecodeCollectives(in->collectives(), out.collectives));
   return out;
 }
@@ -385,6 +405,10 @@ int64_t WindowSummaryView::late_collectives() const {
 std::optional<int64_t> WindowSummaryView::observed_ns() const {
   const int64_t ns = root_->observed_ns();
   return ns >= 0 ? std::optional<int64_t>(ns) : std::nullopt;
+}
+
+std::optional<WindowTrim> WindowSummaryView::trimmed() const {
+  return DecodeTrim(root_->trimmed());
 }
 
 absl::StatusOr<std::optional<WindowCollectives>>

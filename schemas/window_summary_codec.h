@@ -72,6 +72,8 @@ class WindowSummaryView {
   int64_t late_collectives() const;  // 0 likewise.
   // WindowSummary::observed_ns (nullopt when absent).
   std::optional<int64_t> observed_ns() const;
+  // WindowSummary::trimmed (nullopt when the window was not trimmed).
+  std::optional<WindowTrim> trimmed() const;
   // The collective analysis (multi-rank windows); nullopt when absent.
   // A rank's host equal to that of `like`'s rank at the same index (the
   // previous window of a scan: ranks rarely move) shares its buffer instead

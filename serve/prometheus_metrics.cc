@@ -81,6 +81,15 @@ void WriteProcessor(Page& page, const ProcessorStats& p) {
        p.late_events},
       {"bubblewatch_processor_windows_written_total",
        "Finalized windows written to the store.", p.windows_written},
+      {"bubblewatch_processor_windows_published_total",
+       "Windows the windows topic acknowledged (late-event updates "
+       "included): with a windows topic, equal to windows written.",
+       p.windows_published},
+      {"bubblewatch_processor_windows_trimmed_total",
+       "Windows larger than the windows topic takes, published and stored "
+       "trimmed with a note of what was left out "
+       "(docs/semantics.md#windows-that-do-not-fit).",
+       p.windows_trimmed},
       {"bubblewatch_processor_end_markers_total",
        "End markers counted: a producer's stream of a job ended "
        "(docs/semantics.md#job-lifecycle).",

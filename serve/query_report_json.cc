@@ -124,6 +124,20 @@ void WriteWindow(JsonWriter& w, const WindowPoint& p) {
                                             (p.end_ns - p.start_ns)
                                       : 0.0);
   }
+  // Only for a window trimmed to fit the windows topic: the others' JSON
+  // is as it was (docs/semantics.md#windows-that-do-not-fit).
+  if (p.trimmed.has_value()) {
+    const WindowTrim& t = *p.trimmed;
+    w.Key("trimmed").BeginObject();
+    w.Key("limit_bytes").Int(t.limit_bytes);
+    w.Key("original_bytes").Int(t.original_bytes);
+    w.Key("names_cut").Int(t.names_cut);
+    w.Key("devices_left_out").Int(t.devices);
+    w.Key("top_bubbles_left_out").Int(t.top_bubbles);
+    w.Key("ranks_left_out").Int(t.ranks);
+    w.Key("stragglers_left_out").Int(t.stragglers);
+    w.EndObject();
+  }
   // Multi-rank windows only: a single-rank job's JSON is as it was.
   if (p.collectives.has_value()) {
     WriteCollectives(w, *p.collectives, p.late_collectives, /*window=*/true);

@@ -248,6 +248,18 @@ WindowPoint ReadWindow(Fields& f) {
     p.late_collectives = f.Int("late_collectives");
   }
   if (f.Has("observed_us")) p.observed_ns = f.Ns("observed_us");
+  // Absent for windows that fit (and from servers older than the field).
+  std::optional<Fields> t =
+      f.Has("trimmed") ? f.Object("trimmed") : std::nullopt;
+  if (t) {
+    p.trimmed = WindowTrim{.limit_bytes = t->Int("limit_bytes"),
+                           .original_bytes = t->Int("original_bytes"),
+                           .names_cut = t->Int("names_cut"),
+                           .devices = t->Int("devices_left_out"),
+                           .top_bubbles = t->Int("top_bubbles_left_out"),
+                           .ranks = t->Int("ranks_left_out"),
+                           .stragglers = t->Int("stragglers_left_out")};
+  }
   return p;
 }
 

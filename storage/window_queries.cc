@@ -62,7 +62,8 @@ absl::StatusOr<WindowPoint> PointOf(const WindowSummaryView& view) {
                      .late_events = view.late_events(),
                      .closed_by = view.closed_by(),
                      .host_skew_ns = view.host_skew_ns(),
-                     .observed_ns = view.observed_ns()};
+                     .observed_ns = view.observed_ns(),
+                     .trimmed = view.trimmed()};
 }
 
 absl::StatusOr<ScannedPoints> ScanPoints(const WindowStoreReader& store,
@@ -222,7 +223,8 @@ WindowPoint ToWindowPoint(const WindowSummary& w, bool with_stats) {
                      .host_skew_ns = w.host_skew_ns,
                      .collectives = w.collectives,
                      .late_collectives = w.late_collectives,
-                     .observed_ns = w.observed_ns};
+                     .observed_ns = w.observed_ns,
+                     .trimmed = w.trimmed};
 }
 
 void AddWindowCollectives(const WindowCollectives& window,

@@ -82,6 +82,10 @@ struct WindowPoint {
   // WindowSummary::observed_ns: how much of the window was observed
   // (docs/semantics.md#observations); nullopt when unknown.
   std::optional<int64_t> observed_ns;
+  // WindowSummary::trimmed: what was left out of a window too large for the
+  // windows topic (docs/semantics.md#windows-that-do-not-fit); nullopt
+  // when nothing was.
+  std::optional<WindowTrim> trimmed;
 };
 
 // The point of `window`; without its stats (left default) unless

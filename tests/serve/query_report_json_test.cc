@@ -90,6 +90,34 @@ TEST(QueryReportJson, ObservedTimeRoundTrips) {
   EXPECT_EQ(RenderJobReportJson(*parsed, false), json);
 }
 
+// A window trimmed to fit the windows topic
+// (docs/semantics.md#windows-that-do-not-fit) says what it left out, and
+// it reads back; a window that was not has no "trimmed" key.
+TEST(QueryReportJson, TrimmedNoteRoundTrips) {
+  JobReport report = OneWindowPerClosedBy();
+  EXPECT_THAT(RenderJobReportJson(report, false), Not(HasSubstr("trimmed")));
+  report.windows[1].trimmed = WindowTrim{.limit_bytes = 32000,
+                                         .original_bytes = 419624,
+                                         .names_cut = 107,
+                                         .devices = 30,
+                                         .top_bubbles = 1,
+                                         .ranks = 2,
+                                         .stragglers = 3};
+  const std::string json = RenderJobReportJson(report, /*pretty=*/false);
+  EXPECT_THAT(json, HasSubstr("\"trimmed\":{\"limit_bytes\":32000,"
+                              "\"original_bytes\":419624,\"names_cut\":107,"
+                              "\"devices_left_out\":30,"
+                              "\"top_bubbles_left_out\":1,"
+                              "\"ranks_left_out\":2,"
+                              "\"stragglers_left_out\":3}"));
+  absl::StatusOr<JobReport> parsed = ParseJobReportJson(json);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_FALSE(parsed->windows[0].trimmed.has_value());
+  ASSERT_TRUE(parsed->windows[1].trimmed.has_value());
+  EXPECT_EQ(*parsed->windows[1].trimmed, *report.windows[1].trimmed);
+  EXPECT_EQ(RenderJobReportJson(*parsed, false), json);
+}
+
 TEST(QueryReportJson, AnUnknownClosedByIsABadReply) {
   const std::string json =
       RenderJobReportJson(OneWindowPerClosedBy(), /*pretty=*/false);

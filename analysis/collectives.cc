@@ -149,6 +149,7 @@ class CollectiveAnalyzer {
   absl::Status AnalyzeTraces();
   void MeasureWaits();
   void Attribute();
+  void WhatIf();
   void Summarize();
 
   absl::string_view Name(const RankState& r, NameId id) const {
@@ -586,13 +587,113 @@ void CollectiveAnalyzer::MeasureWaits() {
   }
 }
 
+// One share of an instance's blame: the root rank (slot) it lands on and
+// the category of the root's own time that made it late (kCategories:
+// unattributed), as a fraction of the instance's wait.
+struct BlameShare {
+  int root = 0;
+  int category = 0;
+  double weight = 0;
+};
+constexpr int kUnattributed = kCategories;
+// An instance's blame keeps its largest shares; the rest is folded into
+// the largest, so a long chain of waits cannot grow it without bound.
+constexpr size_t kMaxShares = 8;
+
+// Adds `weight` of (root, category) to `shares`.
+void AddShare(std::vector<BlameShare>& shares, int root, int category,
+              double weight) {
+  if (weight <= 0) return;
+  for (BlameShare& b : shares) {
+    if (b.root == root && b.category == category) {
+      b.weight += weight;
+      return;
+    }
+  }
+  shares.push_back({root, category, weight});
+}
+
+// Keeps the kMaxShares largest shares (the others' weight goes to the
+// largest), in a deterministic order.
+void Compact(std::vector<BlameShare>& shares) {
+  std::sort(shares.begin(), shares.end(),
+            [](const BlameShare& a, const BlameShare& b) {
+              if (a.weight != b.weight) return a.weight > b.weight;
+              return std::tie(a.root, a.category) <
+                     std::tie(b.root, b.category);
+            });
+  if (shares.size() <= kMaxShares) return;
+  double rest = 0;
+  for (size_t k = kMaxShares; k < shares.size(); ++k) rest += shares[k].weight;
+  shares.resize(kMaxShares);
+  shares.front().weight += rest;
+}
+
 void CollectiveAnalyzer::Attribute() {
   std::vector<Straggler> by_slot(ranks_.size());
+  std::vector<absl::flat_hash_map<int, int64_t>> via(ranks_.size());
   for (size_t slot = 0; slot < ranks_.size(); ++slot) {
     by_slot[slot].rank = ranks_[slot].input->rank;
+    by_slot[slot].host = ranks_[slot].input->host;
   }
-  for (Instance& inst : instances_) {
+  // Each rank's waits, by its kernels' start (its own clock), with prefix
+  // sums: the waits of a rank inside an interval between two sync points.
+  struct RankWait {
+    int64_t start_ns;
+    int instance;
+    int64_t wait_ns;
+  };
+  std::vector<std::vector<RankWait>> rank_waits(ranks_.size());
+  for (size_t i = 0; i < instances_.size(); ++i) {
+    const Instance& inst = instances_[i];
     if (!inst.synchronized) continue;
+    for (size_t p = 0; p < inst.parts.size(); ++p) {
+      if (inst.wait_ns[p] <= 0) continue;
+      rank_waits[inst.parts[p].first].push_back({inst.parts[p].second->start_ns,
+                                                 static_cast<int>(i),
+                                                 inst.wait_ns[p]});
+    }
+  }
+  std::vector<std::vector<int64_t>> wait_prefix(ranks_.size());
+  for (size_t slot = 0; slot < ranks_.size(); ++slot) {
+    std::vector<RankWait>& w = rank_waits[slot];
+    std::sort(w.begin(), w.end(), [](const RankWait& a, const RankWait& b) {
+      return std::tie(a.start_ns, a.instance) <
+             std::tie(b.start_ns, b.instance);
+    });
+    wait_prefix[slot].assign(w.size() + 1, 0);
+    for (size_t k = 0; k < w.size(); ++k) {
+      wait_prefix[slot][k + 1] = wait_prefix[slot][k] + w[k].wait_ns;
+    }
+  }
+  // [first, last) of `slot`'s waits whose kernels start in [from, to).
+  auto waits_in = [&](int slot, int64_t from, int64_t to) {
+    const std::vector<RankWait>& w = rank_waits[slot];
+    auto by_start = [](const RankWait& a, int64_t t) { return a.start_ns < t; };
+    const size_t first =
+        std::lower_bound(w.begin(), w.end(), from, by_start) - w.begin();
+    const size_t last =
+        std::lower_bound(w.begin(), w.end(), to, by_start) - w.begin();
+    return std::pair<size_t, size_t>(first, std::max(first, last));
+  };
+  // Blame follows waits back in time (docs/semantics.md#root-cause): an
+  // instance's shares use those of the instances its late rank waited in
+  // before it, which end before it starts, so arrival order resolves every
+  // instance after the ones it depends on, and no cycle can form.
+  std::vector<int> order;
+  for (size_t i = 0; i < instances_.size(); ++i) {
+    if (instances_[i].synchronized) order.push_back(static_cast<int>(i));
+  }
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return std::tie(instances_[a].arrival_ns, a) <
+           std::tie(instances_[b].arrival_ns, b);
+  });
+  std::vector<std::vector<BlameShare>> shares_of(instances_.size());
+  // Kept instances by index, so that they come out in (group, key) order.
+  std::vector<std::optional<CollectiveInstance>> kept(
+      options_.keep_instances ? instances_.size() : 0);
+  for (int index : order) {
+    Instance& inst = instances_[index];
     int64_t wait = 0;
     size_t late_part = 0;
     for (size_t p = 0; p < inst.parts.size(); ++p) {
@@ -604,9 +705,11 @@ void CollectiveAnalyzer::Attribute() {
     }
     Straggler& s = by_slot[inst.late];
     ++s.arrived_last;
-    s.wait_caused_ns += wait;
-    // Each rank's time since the previous sync point, by category.
+    // Each rank's time since the previous sync point, by category, and
+    // the waits in it (in collectives of other groups).
     std::vector<Categories> spent;
+    std::vector<int64_t> waited;
+    std::pair<size_t, size_t> late_waits{0, 0};
     bool complete = inst.previous >= 0;
     for (size_t p = 0; complete && p < inst.parts.size(); ++p) {
       const int q = inst.breakdown[p];
@@ -625,9 +728,14 @@ void CollectiveAnalyzer::Attribute() {
       lb.comm_ns = b.busy_ns - lb.compute_ns;
       lb.bubble = b.bubble;
       spent.push_back(ToCategories(lb));
+      const auto range = waits_in(slot, interval.start_ns, interval.end_ns);
+      waited.push_back(wait_prefix[slot][range.second] -
+                       wait_prefix[slot][range.first]);
+      if (p == late_part) late_waits = range;
     }
     Categories excess{};
     int64_t total_excess = 0;
+    int64_t passed_ns = 0;  // Of the comm excess: waiting for others.
     if (complete && inst.parts.size() >= 2) {
       std::vector<int64_t> others;
       for (int k = 0; k < kCategories; ++k) {
@@ -647,32 +755,88 @@ void CollectiveAnalyzer::Attribute() {
         excess[k] = std::max<int64_t>(0, late_ns - Median(others));
         total_excess += excess[k];
       }
-    }
-    // With no excess (no previous sync point on some rank, or the late rank
-    // spent no category longer than the median rank), nothing explains the
-    // wait: it is counted as unattributed.
-    Categories share{};
-    int64_t unattributed = 0;
-    if (wait > 0 && total_excess > 0) {
-      // wait * excess / total, in 128 bits; the rounding remainder goes to
-      // the largest excess (the first of equals), so shares add up to wait.
-      int64_t given = 0;
-      int largest = 0;
-      for (int k = 0; k < kCategories; ++k) {
-        share[k] = static_cast<int64_t>(static_cast<__int128>(wait) *
-                                        excess[k] / total_excess);
-        given += share[k];
-        if (excess[k] > excess[largest]) largest = k;
+      // The part of the late rank's comm excess that it spent waiting for
+      // other ranks (beyond what the median rank waited) is not its own:
+      // it passes to whoever it waited for.
+      if (excess[kComm] > 0 && waited[late_part] > 0) {
+        others.clear();
+        for (size_t p = 0; p < waited.size(); ++p) {
+          if (p != late_part) others.push_back(waited[p]);
+        }
+        passed_ns = std::clamp<int64_t>(waited[late_part] - Median(others), 0,
+                                        excess[kComm]);
       }
-      share[largest] += wait - given;
-    } else if (wait > 0) {
-      unattributed = wait;
-      ++out_.unattributed;
     }
-    s.unattributed_ns += unattributed;
-    s.compute_ns += share[kCompute];
-    s.comm_ns += share[kComm];
-    for (int i = 0; i < kNumBubbleCauses; ++i) s.causes[i] += share[2 + i];
+    // The instance's shares: the late rank's own excess by category, and
+    // the passed part spread over the instances it waited in, in
+    // proportion to its wait there, each by that instance's shares. With no
+    // excess (no previous sync point on some rank, or the late rank spent
+    // no category longer than the median rank), nothing explains the wait:
+    // unattributed.
+    std::vector<BlameShare>& shares = shares_of[index];
+    std::vector<BlameShare> passed;
+    if (total_excess > 0) {
+      const double total = static_cast<double>(total_excess);
+      for (int k = 0; k < kCategories; ++k) {
+        const int64_t own = k == kComm ? excess[k] - passed_ns : excess[k];
+        AddShare(shares, inst.late, k, own / total);
+      }
+      const int64_t late_waited = waited[late_part];
+      for (size_t k = late_waits.first; k < late_waits.second; ++k) {
+        const RankWait& w = rank_waits[inst.late][k];
+        const double weight = static_cast<double>(passed_ns) / total *
+                              static_cast<double>(w.wait_ns) /
+                              static_cast<double>(late_waited);
+        for (const BlameShare& b : shares_of[w.instance]) {
+          AddShare(passed, b.root, b.category, weight * b.weight);
+        }
+      }
+    } else {
+      AddShare(shares, inst.late, kUnattributed, 1.0);
+    }
+    // Shares that came back to the late rank are its own.
+    for (const BlameShare& b : passed) {
+      AddShare(shares, b.root, b.category, b.weight);
+    }
+    Compact(shares);
+    // The wait in integer ns over the shares; the rounding remainder goes
+    // to the largest, so they add up to the wait.
+    int64_t given = 0;
+    std::vector<int64_t> amounts(shares.size());
+    for (size_t k = 0; k < shares.size(); ++k) {
+      amounts[k] =
+          static_cast<int64_t>(static_cast<double>(wait) * shares[k].weight);
+      given += amounts[k];
+    }
+    if (!amounts.empty()) amounts[0] += wait - given;
+    Categories direct_share{};
+    int64_t direct_unattributed = 0;
+    for (size_t k = 0; k < shares.size(); ++k) {
+      const BlameShare& b = shares[k];
+      Straggler& root = by_slot[b.root];
+      const int64_t ns = amounts[k];
+      root.wait_caused_ns += ns;
+      if (b.category == kUnattributed) {
+        root.unattributed_ns += ns;
+      } else if (b.category == kCompute) {
+        root.compute_ns += ns;
+      } else if (b.category == kComm) {
+        root.comm_ns += ns;
+      } else {
+        root.causes[b.category - 2] += ns;
+      }
+      if (b.root == inst.late) {
+        root.direct_wait_caused_ns += ns;
+        if (b.category == kUnattributed) {
+          direct_unattributed += ns;
+        } else {
+          direct_share[b.category] += ns;
+        }
+      } else {
+        via[b.root][inst.late] += ns;
+      }
+    }
+    if (wait > 0 && total_excess == 0) ++out_.unattributed;
     if (options_.keep_instances) {
       CollectiveInstance out;
       out.group = group_names_[inst.group];
@@ -680,20 +844,36 @@ void CollectiveAnalyzer::Attribute() {
       out.synchronized = true;
       out.arrival_ns = inst.arrival_ns;
       out.late_rank = ranks_[inst.late].input->rank;
+      out.root_rank = shares.empty() ? out.late_rank
+                                     : ranks_[shares.front().root].input->rank;
       out.wait_caused_ns = wait;
-      out.compute_ns = share[kCompute];
-      out.comm_ns = share[kComm];
-      for (int i = 0; i < kNumBubbleCauses; ++i) out.causes[i] = share[2 + i];
-      out.unattributed_ns = unattributed;
+      out.compute_ns = direct_share[kCompute];
+      out.comm_ns = direct_share[kComm];
+      for (int i = 0; i < kNumBubbleCauses; ++i) {
+        out.causes[i] = direct_share[2 + i];
+      }
+      out.unattributed_ns = direct_unattributed;
       for (size_t p = 0; p < inst.parts.size(); ++p) {
         const auto& [slot, c] = inst.parts[p];
         out.parts.push_back({ranks_[slot].input->rank, c->start_ns, c->end_ns,
                              inst.wait_ns[p]});
       }
-      out_.instances.push_back(std::move(out));
+      kept[index] = std::move(out);
     }
   }
-  for (Straggler& s : by_slot) {
+  for (std::optional<CollectiveInstance>& k : kept) {
+    if (k) out_.instances.push_back(*std::move(k));
+  }
+  for (size_t slot = 0; slot < ranks_.size(); ++slot) {
+    Straggler& s = by_slot[slot];
+    for (const auto& [through, ns] : via[slot]) {
+      if (ns > 0) s.via.push_back({ranks_[through].input->rank, ns});
+    }
+    std::sort(s.via.begin(), s.via.end(),
+              [](const Straggler::Via& a, const Straggler::Via& b) {
+                if (a.wait_ns != b.wait_ns) return a.wait_ns > b.wait_ns;
+                return a.rank < b.rank;
+              });
     if (s.wait_caused_ns > 0) out_.stragglers.push_back(s);
   }
   std::sort(out_.stragglers.begin(), out_.stragglers.end(),
@@ -707,6 +887,128 @@ void CollectiveAnalyzer::Attribute() {
     out_.ranks[slot].wait_caused_ns = by_slot[slot].wait_caused_ns;
     out_.ranks[slot].arrived_last = by_slot[slot].arrived_last;
   }
+}
+
+// The replay of docs/semantics.md#what-it-cost. Each rank's used
+// collective kernels in start order split its timeline into its own time
+// (from the end of one to the start of the next) and the collectives. A
+// collective starts when its last member is ready (the end of its previous
+// collective plus its own time) and lasts its transfer (the observed end
+// less the observed arrival); the job ends with its last collective.
+void CollectiveAnalyzer::WhatIf() {
+  struct Part {
+    int slot = 0;
+    int predecessor = -1;  // Instance of the rank's previous used kernel.
+    int64_t own_ns = 0;    // Its own time before this kernel.
+  };
+  std::vector<std::vector<Part>> parts(instances_.size());
+  std::vector<int64_t> transfer(instances_.size(), 0);
+  std::vector<int64_t> first_ready(ranks_.size(), INT64_MAX);
+  // Per rank its used kernels: (start, instance, part).
+  std::vector<std::vector<std::tuple<int64_t, int, int>>> kernels(
+      ranks_.size());
+  for (size_t i = 0; i < instances_.size(); ++i) {
+    const Instance& inst = instances_[i];
+    if (!inst.synchronized) continue;
+    int64_t first_end = INT64_MAX;
+    parts[i].resize(inst.parts.size());
+    for (size_t p = 0; p < inst.parts.size(); ++p) {
+      const auto& [slot, c] = inst.parts[p];
+      parts[i][p].slot = slot;
+      first_end = std::min(first_end, c->end_ns - ranks_[slot].offset_ns);
+      kernels[slot].emplace_back(c->start_ns, static_cast<int>(i),
+                                 static_cast<int>(p));
+    }
+    transfer[i] = std::max<int64_t>(0, first_end - inst.arrival_ns);
+  }
+  int64_t job_start = INT64_MAX;
+  for (size_t slot = 0; slot < ranks_.size(); ++slot) {
+    auto& ks = kernels[slot];
+    std::sort(ks.begin(), ks.end());
+    const int64_t offset = ranks_[slot].offset_ns;
+    for (size_t k = 0; k < ks.size(); ++k) {
+      const auto& [start, i, p] = ks[k];
+      Part& part = parts[i][p];
+      if (k == 0) {
+        first_ready[slot] = start - offset;
+        job_start = std::min(job_start, first_ready[slot]);
+        continue;
+      }
+      const auto& [prev_start, prev_i, prev_p] = ks[k - 1];
+      const int64_t prev_end = instances_[prev_i].parts[prev_p].second->end_ns;
+      part.predecessor = prev_i;
+      // Overlapping collectives (two streams) run as if one after the other.
+      part.own_ns = std::max<int64_t>(0, start - prev_end);
+    }
+  }
+  std::vector<int> order;
+  for (size_t i = 0; i < instances_.size(); ++i) {
+    if (instances_[i].synchronized) order.push_back(static_cast<int>(i));
+  }
+  if (order.empty()) return;
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return std::tie(instances_[a].arrival_ns, a) <
+           std::tie(instances_[b].arrival_ns, b);
+  });
+  // A straggler's own time before each of its kernels, cut to the median of
+  // the other members' own time before the same instance.
+  std::vector<std::vector<int64_t>> cut(instances_.size());
+  std::vector<int64_t> others;
+  for (int i : order) {
+    cut[i].resize(parts[i].size());
+    for (size_t p = 0; p < parts[i].size(); ++p) {
+      others.clear();
+      for (size_t q = 0; q < parts[i].size(); ++q) {
+        if (q != p) others.push_back(parts[i][q].own_ns);
+      }
+      cut[i][p] = others.empty() ? parts[i][p].own_ns
+                                 : std::min(parts[i][p].own_ns, Median(others));
+    }
+  }
+  std::vector<int64_t> end(instances_.size(), 0);
+  // The job's end with the own time of the ranks in `cut_slots` cut.
+  auto replay = [&](const std::vector<bool>& cut_slots) {
+    int64_t last = INT64_MIN;
+    std::vector<bool> done(instances_.size(), false);
+    for (int i : order) {
+      int64_t arrival = INT64_MIN;
+      for (size_t p = 0; p < parts[i].size(); ++p) {
+        const Part& part = parts[i][p];
+        // A predecessor not replayed yet (kernels whose order differs
+        // between ranks) counts with its observed end.
+        const int64_t ready = part.predecessor < 0 ? first_ready[part.slot]
+                              : done[part.predecessor]
+                                  ? end[part.predecessor]
+                                  : instances_[part.predecessor].arrival_ns +
+                                        transfer[part.predecessor];
+        const int64_t own = cut_slots[part.slot] ? cut[i][p] : part.own_ns;
+        arrival = std::max(arrival, ready + own);
+      }
+      end[i] = arrival + transfer[i];
+      done[i] = true;
+      last = std::max(last, end[i]);
+    }
+    return last - job_start;
+  };
+  std::vector<bool> none(ranks_.size(), false);
+  out_.job_ns = replay(none);
+  absl::flat_hash_map<int32_t, int> slot_by_rank;
+  for (size_t slot = 0; slot < ranks_.size(); ++slot) {
+    slot_by_rank[ranks_[slot].input->rank] = static_cast<int>(slot);
+  }
+  std::vector<bool> all = none;
+  int replays = 0;
+  for (Straggler& s : out_.stragglers) {
+    const int slot = slot_by_rank.at(s.rank);
+    // Only ranks late for their own time are roots to cut.
+    if (s.direct_wait_caused_ns <= 0) continue;
+    all[slot] = true;
+    if (replays++ >= options_.max_what_if_stragglers) continue;
+    std::vector<bool> one = none;
+    one[slot] = true;
+    s.saved_ns = std::max<int64_t>(0, out_.job_ns - replay(one));
+  }
+  out_.job_ns_without_stragglers = replay(all);
 }
 
 void CollectiveAnalyzer::Summarize() {
@@ -767,6 +1069,7 @@ absl::StatusOr<CollectiveAnalysis> CollectiveAnalyzer::Run() {
   if (absl::Status s = AnalyzeTraces(); !s.ok()) return s;
   MeasureWaits();
   Attribute();
+  WhatIf();
   Summarize();
   return std::move(out_);
 }

@@ -47,6 +47,9 @@ struct RankInput {
 };
 
 struct CollectiveOptions {
+  // Stragglers whose saved_ns is computed (one replay each), the first by
+  // wait caused; the others keep -1.
+  int max_what_if_stragglers = 32;
   // A matched instance is synchronized when its corrected end times agree
   // within max(sync_floor_ns, sync_fraction × its shortest kernel).
   int64_t sync_floor_ns = 50'000;
@@ -95,9 +98,14 @@ struct CollectiveInstance {
   std::vector<Part> parts;
   // Used instances only: the arrival (max corrected start, in the reference
   // clock), the late rank, the wait it caused (sum of the others' wait_ns)
-  // and its split; unattributed_ns is the part no excess explains.
+  // and the part of it blamed on the late rank's own time, by category;
+  // unattributed_ns is the part no excess explains.
   int64_t arrival_ns = 0;
   int32_t late_rank = -1;
+  // The rank with the largest share of the blame once it is followed to
+  // its root (docs/semantics.md#root-cause); the late rank when it was late
+  // for its own time.
+  int32_t root_rank = -1;
   int64_t wait_caused_ns = 0;
   int64_t compute_ns = 0;
   int64_t comm_ns = 0;
@@ -143,7 +151,14 @@ struct CollectiveAnalysis {
   // one of their group on their rank. Kept; the instances skipped over are
   // missing on that rank (unmatched where other ranks have them).
   int64_t seq_jumps = 0;
-  std::vector<Straggler> stragglers;          // By wait_caused_ns, descending.
+  std::vector<Straggler> stragglers;  // By wait_caused_ns, descending.
+  // The what-if (docs/semantics.md#what-it-cost): the job's used
+  // collectives replayed as barriers over each rank's own time between
+  // them, from the first rank's first to the last one's end (job_ns), and
+  // with every straggler's own time cut to its peers' median
+  // (job_ns_without_stragglers). -1 with no used instance.
+  int64_t job_ns = -1;
+  int64_t job_ns_without_stragglers = -1;
   std::vector<CollectiveInstance> instances;  // If keep_instances.
   // AnalyzeTrace of each distinct trace, in order of first appearance in
   // the inputs (with the caller's AnalyzerOptions).

@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "analysis/interval_set.h"
 #include "base/human_duration.h"
 #include "base/json_writer.h"
@@ -123,11 +124,38 @@ std::string RenderCollectivesText(const CollectiveAnalysis& c, bool color) {
   int shown = 0;
   for (const Straggler& s : c.stragglers) {
     if (++shown > 3) break;
-    absl::StrAppend(&out, "  ", st.Bold(absl::StrCat("rank ", s.rank)),
-                    " caused ", HumanDuration(s.wait_caused_ns), " of waits (",
-                    Percent(Ratio(s.wait_caused_ns, waited)), "), last in ",
-                    s.arrived_last, " of ", c.used, " instances\n");
     std::vector<Share> shares = Shares(s);
+    // The one line an on-call engineer needs: who, where, why, what it
+    // cost (docs/semantics.md#root-cause, #what-it-cost).
+    std::string who = absl::StrCat("rank ", s.rank);
+    if (!s.host.empty()) absl::StrAppend(&who, " on ", s.host);
+    std::string line =
+        absl::StrCat(st.Bold(who), ": ",
+                     shares.empty() ? "unexplained" : shares[0].category);
+    if (s.saved_ns >= 0 && c.job_ns > 0) {
+      absl::StrAppend(&line, ", ", HumanDuration(s.saved_ns), " of the job's ",
+                      HumanDuration(c.job_ns));
+    }
+    absl::StrAppend(&out, "  ", line, "\n");
+    absl::StrAppend(&out, "    caused ", HumanDuration(s.wait_caused_ns),
+                    " of waits (", Percent(Ratio(s.wait_caused_ns, waited)),
+                    "), last in ", s.arrived_last, " of ", c.used,
+                    " instances");
+    if (!s.via.empty()) {
+      std::vector<std::string> through;
+      for (size_t i = 0; i < s.via.size() && i < 4; ++i) {
+        through.push_back(absl::StrCat("rank ", s.via[i].rank, " ",
+                                       HumanDuration(s.via[i].wait_ns)));
+      }
+      if (s.via.size() > 4) {
+        through.push_back(absl::StrCat(s.via.size() - 4, " more"));
+      }
+      absl::StrAppend(&out, "; ",
+                      HumanDuration(s.wait_caused_ns - s.direct_wait_caused_ns),
+                      " of it through ranks that waited for it (",
+                      absl::StrJoin(through, ", "), ")");
+    }
+    absl::StrAppend(&out, "\n");
     for (size_t i = 0; i < shares.size() && i < 3; ++i) {
       absl::StrAppend(
           &out,
@@ -196,6 +224,16 @@ void WriteCollectivesJson(JsonWriter& w, const CollectiveAnalysis& c) {
   w.Key("stragglers").BeginArray();
   for (const Straggler& s : c.stragglers) WriteStragglerJson(w, s);
   w.EndArray();
+  w.Key("what_if");
+  if (c.job_ns < 0) {
+    w.Null();
+  } else {
+    w.BeginObject();
+    w.Key("job_us").Double(JsonUs(c.job_ns));
+    w.Key("job_us_without_stragglers")
+        .Double(JsonUs(c.job_ns_without_stragglers));
+    w.EndObject();
+  }
 }
 
 std::string RenderSingleRankCollectivesText(const Trace& trace,

@@ -82,14 +82,31 @@ struct BubbleReport {
 // unattributed_ns is the part of the wait no excess explains. The offline
 // analysis (analysis/collectives.h) and a stored window
 // (schemas/window_summary.h) keep the same record.
+// A rank whose lateness made others wait, blamed at the root: the wait it
+// caused directly (instances where it arrived last, for its own time) and
+// the wait that reached it through other ranks (they arrived late because
+// they waited for it earlier: docs/semantics.md#root-cause).
 struct Straggler {
   int32_t rank = 0;
-  int64_t wait_caused_ns = 0;
+  std::string host;            // May be empty.
+  int64_t wait_caused_ns = 0;  // direct + every via.
+  int64_t direct_wait_caused_ns = 0;
   int64_t arrived_last = 0;
+  // The split of wait_caused_ns by what made this rank late.
   int64_t compute_ns = 0;
   int64_t comm_ns = 0;
   Attribution causes{};
   int64_t unattributed_ns = 0;
+  // The ranks whose lateness this rank caused, with the wait that passed
+  // through each (by wait, descending; ties: lower rank).
+  struct Via {
+    int32_t rank = 0;
+    int64_t wait_ns = 0;
+  };
+  std::vector<Via> via;
+  // How much earlier the job's last collective would have ended had this
+  // rank not been late (docs/semantics.md#what-it-cost); -1: not computed.
+  int64_t saved_ns = -1;
 };
 
 struct DeviceInterval {

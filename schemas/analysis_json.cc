@@ -29,6 +29,28 @@ void WriteStragglerJson(JsonWriter& w, const Straggler& s) {
   w.Key("comm").Double(us(s.comm_ns));
   w.EndObject();
   w.Key("unattributed_us").Double(us(s.unattributed_ns));
+  // The root-cause fields (docs/semantics.md#root-cause).
+  w.Key("host");
+  if (s.host.empty()) {
+    w.Null();
+  } else {
+    w.String(s.host);
+  }
+  w.Key("direct_wait_caused_us").Double(us(s.direct_wait_caused_ns));
+  w.Key("via").BeginArray();
+  for (const Straggler::Via& v : s.via) {
+    w.BeginObject();
+    w.Key("rank").Int(v.rank);
+    w.Key("wait_us").Double(us(v.wait_ns));
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("saved_us");
+  if (s.saved_ns >= 0) {
+    w.Double(us(s.saved_ns));
+  } else {
+    w.Null();
+  }
   w.EndObject();
 }
 

@@ -29,10 +29,10 @@ std::string StateAt(int64_t edge) {
 }
 
 JobSnapshotVersion Version(int64_t position, int64_t edge) {
-  return JobSnapshotVersion{.committed_position = position,
-                            .state = StateAt(edge),
-                            .activity = {.last_event_ns = edge,
-                                         .last_seen_wall_ns = position}};
+  return JobSnapshotVersion{
+      .committed_position = position,
+      .state = StateAt(edge),
+      .activity = {.last_event_ns = edge, .last_seen_wall_ns = position}};
 }
 
 PartitionJobRecord Record(const std::string& job, JobSnapshotVersion current,
@@ -53,8 +53,8 @@ PartitionSnapshot PartitionAt(int64_t position, bool per_key = true) {
 }
 
 TEST(PartitionJobRecords, RoundTripEveryFieldAndAnyAlignment) {
-  PartitionJobRecord r = Record(std::string("odd\0job", 7), Version(20, 200),
-                                Version(10, 100));
+  PartitionJobRecord r =
+      Record(std::string("odd\0job", 7), Version(20, 200), Version(10, 100));
   // Alert states are StateRecords too (opaque here): any one will do.
   r.current.alerts = StateAt(9);
   const std::string bytes = EncodePartitionJob(r);
@@ -83,8 +83,8 @@ TEST(PartitionJobRecords, RoundTripEveryFieldAndAnyAlignment) {
 }
 
 TEST(PartitionJobRecords, AGoneJobHasNeitherStateNorAlerts) {
-  PartitionJobRecord r = Record("j", JobSnapshotVersion{.committed_position = 30},
-                                Version(20, 200));
+  PartitionJobRecord r = Record(
+      "j", JobSnapshotVersion{.committed_position = 30}, Version(20, 200));
   absl::StatusOr<PartitionJobRecord> back =
       DecodePartitionJob(EncodePartitionJob(r));
   ASSERT_TRUE(back.ok()) << back.status();
@@ -94,7 +94,8 @@ TEST(PartitionJobRecords, AGoneJobHasNeitherStateNorAlerts) {
 
 TEST(PartitionJobRecords, RefusesWhatItCannotTrust) {
   EXPECT_FALSE(DecodePartitionJob("garbage").ok());
-  EXPECT_FALSE(DecodePartitionJob(EncodePartitionSnapshot(PartitionAt(9))).ok());
+  EXPECT_FALSE(
+      DecodePartitionJob(EncodePartitionSnapshot(PartitionAt(9))).ok());
   PartitionJobRecord r = Record("j", Version(20, 200), std::nullopt);
   r.current.state = "not a job state";
   EXPECT_FALSE(DecodePartitionJob(EncodePartitionJob(r)).ok());

@@ -301,6 +301,22 @@ absl::StatusOr<size_t> TraceByteSource::ReadGzip(char* out, size_t size) {
 
 absl::StatusOr<size_t> TraceByteSource::Read(char* out, size_t size) {
   size = std::min(size, max_read_);
+  if (max_bytes_ != UINT64_MAX) {
+    if (produced_ >= max_bytes_) {
+      // At the limit: one more byte tells an end exactly there from more.
+      ASSIGN_OR_RETURN(const size_t more, ReadUnbounded(out, 1));
+      if (more == 0) return 0;
+      return absl::ResourceExhaustedError(
+          absl::StrCat("over the limit of ", max_bytes_, " bytes",
+                       gzip_ != nullptr ? " gunzipped" : ""));
+    }
+    size =
+        static_cast<size_t>(std::min<uint64_t>(size, max_bytes_ - produced_));
+  }
+  return ReadUnbounded(out, size);
+}
+
+absl::StatusOr<size_t> TraceByteSource::ReadUnbounded(char* out, size_t size) {
   if (gzip_ != nullptr) return ReadGzip(out, size);
   size_t n = std::fread(out, 1, size, file_);
   if (n < size && std::ferror(file_)) return ErrnoStatus("read", path_);

@@ -114,7 +114,7 @@ int RunProcessCommand(int argc, char** argv) {
               "this many jobs");
   cl.AddInt64("max-job-buffer-events",
               &options.state_limits.max_job_buffer_events, "N",
-              "events one job may buffer (about 100 bytes each); a batch "
+              "events one job may buffer (about 200 bytes each); a batch "
               "that would pass it closes the job's windows first "
               "(closed_by buffer_full) and drops its buffer; at least "
               "--max-batch-events");

@@ -219,7 +219,7 @@ int RunProduceCommand(int argc, char** argv) {
               "read gets there");
   cl.AddInt64("max-file-events", &watch.max_file_events, "N",
               "watch: the most GPU + CPU events one file may hold (default "
-              "5000000, about 220 bytes of memory each while sent); past it "
+              "5000000, 80 to 220 bytes of memory each while sent); past it "
               "the file is rejected as 'too large'");
   cl.AddDuration("poll-interval", &watch.poll_interval, "DURATION",
                  "watch: rescan period (the only trigger with --no-inotify)");

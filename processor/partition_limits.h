@@ -46,8 +46,8 @@ struct ProcessorLimits {
   // behind them, launch calls, each device's last kernel). A batch that
   // would take the buffer past it first closes all the job's windows
   // (closed_by: buffer_full) and drops the buffer
-  // (docs/semantics.md#buffer-bound). About 100 bytes per event at the
-  // peak of an analysis: 4,000,000 is about 400 MB for one job. Must be at
+  // (docs/semantics.md#buffer-bound). About 200 bytes per event at the
+  // peak of an analysis: 4,000,000 is about 0.8 GB for one job. Must be at
   // least BatchLimits::max_events, so that one batch always fits.
   int64_t max_job_buffer_events = 4'000'000;
   // How far one batch's sequence may run ahead of the highest counted batch

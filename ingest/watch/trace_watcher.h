@@ -140,8 +140,9 @@ struct TraceWatcherOptions {
   // The most one file may hold: bytes as read (gunzipped; its size on disk
   // for plain JSON and SQLite), and GPU + CPU events. Past either it is
   // rejected as "too large" when the read gets there. Defaults: 2 GiB and
-  // 5,000,000 events (the watcher holds about 220 bytes per event while it
-  // sends a file: about 1.1 GB at the limit).
+  // 5,000,000 events (the watcher holds 80 to 220 bytes per event while it
+  // sends a file, by the events' names and args: 0.4 to 1.1 GB at the
+  // limit).
   uint64_t max_file_bytes = uint64_t{2} << 30;
   int64_t max_file_events = 5'000'000;
 

@@ -157,11 +157,10 @@ TEST_F(JobBufferBound, ABatchPastTheBoundClosesTheWindowsAndDropsTheBuffer) {
   for (size_t i = 0; i < batches.size(); ++i) {
     const DecodedBatch& b = batches[i];
     const int64_t before = Buffered();
-    const int64_t reset_before =
-        i == 0 ? -1 : State().buffer_reset_offset;
-    const bool over = before + static_cast<int64_t>(b.trace.gpu.size() +
-                                                    b.trace.cpu.size()) >
-                      kBound;
+    const int64_t reset_before = i == 0 ? -1 : State().buffer_reset_offset;
+    const bool over =
+        before + static_cast<int64_t>(b.trace.gpu.size() + b.trace.cpu.size()) >
+        kBound;
     std::vector<WindowSummary> ws =
         FeedAt(b, static_cast<int64_t>(i), /*replay=*/false);
     if (over) {
@@ -174,8 +173,8 @@ TEST_F(JobBufferBound, ABatchPastTheBoundClosesTheWindowsAndDropsTheBuffer) {
                 WindowStartOf(buffered_gpu_end - 1, kS) + kS);
       // (Less where the batch's own events fell behind the new edge and
       // were evicted by the usual rule.)
-      EXPECT_LE(Buffered(), static_cast<int64_t>(b.trace.gpu.size() +
-                                                 b.trace.cpu.size()));
+      EXPECT_LE(Buffered(),
+                static_cast<int64_t>(b.trace.gpu.size() + b.trace.cpu.size()));
       buffered_gpu_end = INT64_MIN;
     } else {
       EXPECT_EQ(State().buffer_reset_offset, reset_before);
@@ -246,8 +245,8 @@ TEST_F(JobBufferBound, ARestartAfterAnyBatchStoresTheSame) {
       for (size_t i = 0; i < got.size(); ++i) {
         std::string diff;
         EXPECT_TRUE(SameWindow(got[i], want[i], &diff))
-            << "from " << from << ", window " << got[i].window.start_ns
-            << ": " << diff;
+            << "from " << from << ", window " << got[i].window.start_ns << ": "
+            << diff;
       }
     }
     // The closes of the live batches, each counted once.

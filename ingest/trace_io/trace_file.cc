@@ -182,21 +182,30 @@ struct TraceByteSource::Gzip {
   size_t current_pos = 0;
   std::thread thread;
 
-  ~Gzip() {
-    if (thread.joinable()) {
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        stop = true;
-      }
-      changed.notify_all();
-      thread.join();
+  // Stops the thread (after the chunk it is inflating) and waits for it.
+  void Join() {
+    if (!thread.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stop = true;
     }
+    changed.notify_all();
+    thread.join();
+  }
+
+  ~Gzip() {
+    Join();
     if (initialized) inflateEnd(&zs);
   }
 };
 
 TraceByteSource::~TraceByteSource() {
-  gzip_.reset();  // Stops its thread, which reads file_.
+  // The thread reads file_ and, through gzip_, the stream: it must end while
+  // gzip_ still points at it. (gzip_.reset() alone clears the pointer before
+  // ~Gzip joins, and a thread still inflating, as when a reader stops early
+  // at a bound, read through a null gzip_.)
+  if (gzip_ != nullptr) gzip_->Join();
+  gzip_.reset();
   if (file_ != nullptr) std::fclose(file_);
 }
 

@@ -112,6 +112,12 @@ int RunProcessCommand(int argc, char** argv) {
               &options.state_limits.max_jobs_per_partition, "N",
               "reject a batch of a new job when its input partition tracks "
               "this many jobs");
+  cl.AddInt64("max-job-buffer-events",
+              &options.state_limits.max_job_buffer_events, "N",
+              "events one job may buffer (about 200 bytes each); a batch "
+              "that would pass it closes the job's windows first "
+              "(closed_by buffer_full) and drops its buffer; at least "
+              "--max-batch-events");
   cl.AddDuration("job-expiry", &options.job_expiry, "DURATION",
                  "forget a job without open windows this far (event time) "
                  "behind its partition");

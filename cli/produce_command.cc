@@ -213,6 +213,14 @@ int RunProduceCommand(int argc, char** argv) {
   cl.AddDuration("incomplete-timeout", &watch.incomplete_timeout, "DURATION",
                  "watch: how long an unchanged but unfinished file (no gzip "
                  "trailer, no closing '}') is waited for before rejected");
+  cl.AddInt64("max-file-bytes", &watch.max_file_bytes, "BYTES",
+              "watch: the most bytes one file may hold, gunzipped (default "
+              "2 GiB); past it the file is rejected as 'too large' as the "
+              "read gets there");
+  cl.AddInt64("max-file-events", &watch.max_file_events, "N",
+              "watch: the most GPU + CPU events one file may hold (default "
+              "5000000, 80 to 220 bytes of memory each while sent); past it "
+              "the file is rejected as 'too large'");
   cl.AddDuration("poll-interval", &watch.poll_interval, "DURATION",
                  "watch: rescan period (the only trigger with --no-inotify)");
   cl.AddBool("no-inotify", &watch.no_inotify,

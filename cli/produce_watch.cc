@@ -1,5 +1,6 @@
 #include "cli/produce_watch.h"
 
+#include <algorithm>
 #include <csignal>
 #include <iostream>
 #include <memory>
@@ -34,6 +35,10 @@ std::string Summary(const WatcherStats& s) {
       s.files_sent, " files sent (", s.events_sent, " events in ",
       s.batches_sent, " batches), ", s.files_already_sent,
       " already sent before a restart, ", s.files_rejected, " rejected");
+  if (s.files_already_rejected > 0) {
+    absl::StrAppend(&out, ", ", s.files_already_rejected,
+                    " rejected before a restart (left in place)");
+  }
   for (const auto& [reason, count] : s.rejected_by_reason) {
     absl::StrAppend(&out, "; ", reason, ": ", count);
   }
@@ -56,6 +61,10 @@ int RunProduceWatch(const ProduceWatchFlags& flags, KafkaConfig config,
   options.poll_interval = flags.poll_interval;
   options.use_inotify = !flags.no_inotify;
   options.batching = flags.batching;
+  // Negative: refused by Validate (as 0), not wrapped to a huge bound.
+  options.max_file_bytes =
+      static_cast<uint64_t>(std::max<int64_t>(flags.max_file_bytes, 0));
+  options.max_file_events = flags.max_file_events;
   options.flush_timeout = flags.timeout + absl::Seconds(5);
   if (absl::Status s = options.Validate(); !s.ok()) {
     return Fail(kExitUsage, s.message());

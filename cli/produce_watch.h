@@ -27,6 +27,9 @@ struct ProduceWatchFlags {
   absl::Duration incomplete_timeout = absl::Minutes(5);
   absl::Duration poll_interval = absl::Seconds(1);
   bool no_inotify = false;
+  // TraceWatcherOptions::max_file_bytes / max_file_events.
+  int64_t max_file_bytes = int64_t{2} << 30;
+  int64_t max_file_events = 5'000'000;
   BatchingOptions batching;
   absl::Duration timeout = absl::Seconds(30);
 };

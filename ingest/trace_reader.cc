@@ -2,8 +2,10 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
+#include <system_error>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -51,6 +53,19 @@ bool FileHasSqliteMagic(absl::string_view path) {
   return HasSqliteMagic(absl::string_view(head, n));
 }
 
+// The limit on events for readers that cannot stop early (their memory is
+// bounded by the bytes they read).
+absl::StatusOr<Trace> WithinEvents(absl::StatusOr<Trace> trace,
+                                   uint64_t max_events) {
+  if (trace.ok() && max_events > 0 &&
+      trace->gpu.size() + trace->cpu.size() > max_events) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("over the limit of ", max_events, " events (",
+                     trace->gpu.size() + trace->cpu.size(), ")"));
+  }
+  return trace;
+}
+
 }  // namespace
 
 absl::string_view TraceFormatName(TraceFormat format) {
@@ -92,11 +107,18 @@ absl::StatusOr<Trace> ReadTraceFile(absl::string_view path,
   TraceFormat format = options.format;
   if (format == TraceFormat::kNsys ||
       (format == TraceFormat::kAuto && FileHasSqliteMagic(path))) {
+    // SQLite is not compressed: its size on disk is what it holds.
+    std::error_code ec;
+    const uintmax_t size = std::filesystem::file_size(std::string(path), ec);
+    if (!ec && options.max_bytes > 0 && size > options.max_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "over the limit of ", options.max_bytes, " bytes (", size, ")"));
+    }
     absl::StatusOr<Trace> trace = ReadNsysExport(path);
     if (trace.ok()) {
       trace->source_format = std::string(TraceFormatName(TraceFormat::kNsys));
     }
-    return Admitted(std::move(trace));
+    return Admitted(WithinEvents(std::move(trace), options.max_events));
   }
   // The first 64 KiB (uncompressed) after any leading whitespace decide the
   // format; a Chrome trace then streams through the reader, everything else
@@ -105,6 +127,7 @@ absl::StatusOr<Trace> ReadTraceFile(absl::string_view path,
   // a 2 MB .json.gz) never sits in memory.
   ASSIGN_OR_RETURN(std::unique_ptr<TraceByteSource> source,
                    TraceByteSource::Open(path));
+  if (options.max_bytes > 0) source->set_max_bytes(options.max_bytes);
   std::string head(kSniffBytes, '\0');
   size_t head_size = 0;
   uint64_t blanks_skipped = 0;
@@ -148,7 +171,8 @@ absl::StatusOr<Trace> ReadTraceFile(absl::string_view path,
   }
   if (format == TraceFormat::kChrome) {
     absl::StatusOr<Trace> trace =
-        ReadChromeTrace(*source, head, options.progress, options.parse_threads);
+        ReadChromeTrace(*source, head, options.progress, options.parse_threads,
+                        options.max_events);
     if (trace.ok()) trace->source_format = std::string(TraceFormatName(format));
     return Admitted(std::move(trace));
   }
@@ -171,13 +195,14 @@ absl::StatusOr<Trace> ReadTraceFile(absl::string_view path,
       trace = ReadTimelineJson(bytes);
       break;
     case TraceFormat::kChrome:
-      trace = ReadChromeTrace(bytes, options.progress, options.parse_threads);
+      trace = ReadChromeTrace(bytes, options.progress, options.parse_threads,
+                              options.max_events);
       break;
     default:
       return absl::InternalError("unreachable trace format");
   }
   if (trace.ok()) trace->source_format = std::string(TraceFormatName(format));
-  return Admitted(std::move(trace));
+  return Admitted(WithinEvents(std::move(trace), options.max_events));
 }
 
 }  // namespace bubblewatch

@@ -36,13 +36,25 @@ struct TraceReadOptions {
   // (ReadChromeTrace's parse_threads): auto = one less than the cores, at
   // most 3; 0 = the calling thread alone. The result does not depend on it.
   int parse_threads = kChromeParseThreadsAuto;
+
+  // Bounds on one file (0: none), for callers that must not let one file
+  // take unbounded time or memory (`produce --watch`). max_bytes: the
+  // file's bytes as read, gunzipped (SQLite: its size on disk), checked
+  // while inflating, so that a gzip bomb stops at the limit. max_events: its
+  // GPU + CPU events, checked as a Chrome trace's events are kept (the
+  // other formats: once read, their memory bounded by max_bytes). Past
+  // either: kResourceExhausted, "over the limit of N bytes gunzipped" /
+  // "over the limit of N events".
+  uint64_t max_bytes = 0;
+  uint64_t max_events = 0;
 };
 
 // Reads the file at `path`.
 // Errors: kNotFound and friends for the file system; kDataLoss for a
-// truncated gzip; kInvalidArgument for content that is not a trace of the
-// format (the message says what is wrong and where). Messages do not repeat
-// the path; callers prefix it.
+// truncated gzip; kResourceExhausted past options.max_bytes or max_events;
+// kInvalidArgument for content that is not a trace of the format (the message
+// says what is wrong and where). Messages do not repeat the path; callers
+// prefix it.
 absl::StatusOr<Trace> ReadTraceFile(absl::string_view path,
                                     const TraceReadOptions& options = {});
 

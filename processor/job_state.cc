@@ -143,6 +143,9 @@ std::string JobState::Serialize() const {
     record.add_observations_backwards(lifecycle.observations_backwards);
   }
   if (!streams.IsNull()) record.add_last_observations(streams);
+  if (buffer_reset_offset != -1) {
+    record.add_buffer_reset_offset(buffer_reset_offset);
+  }
   auto body = record.Finish();
   return FinishStateRecord(builder, fb::StateBody::JobStateRecord,
                            body.Union());
@@ -156,6 +159,7 @@ absl::StatusOr<JobState> JobState::Parse(absl::string_view bytes) {
   const fb::JobStateRecord& r = *record->body_as_JobStateRecord();
   JobState state;
   state.finalized_through_ns = r.finalized_through_ns();
+  state.buffer_reset_offset = r.buffer_reset_offset();
   if (r.producers() != nullptr) {
     for (const fb::ProducerProgress* p : *r.producers()) {
       if (!state.producer_sequences.emplace(p->producer_id(), p->sequence())

@@ -60,6 +60,10 @@ struct JobState {
   JobLifecycle lifecycle;
   // The last observation of each stream (see the top).
   absl::flat_hash_map<ObservationStream, ObservationInfo> last_observations;
+  // The offset of the batch at which the job's buffer was last dropped for
+  // the buffer bound (docs/semantics.md#buffer-bound); -1: never. A replay
+  // ignores the job's batches before it: the live run dropped them.
+  int64_t buffer_reset_offset = -1;
 
   // Records that a batch of `producer` ending at `newest_ns` was counted.
   void NoteProducerEvents(uint64_t producer, int64_t newest_ns);

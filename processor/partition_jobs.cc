@@ -225,10 +225,51 @@ PartitionJobs::Added PartitionJobs::AddBatch(
       }
     }
   }
+  // The buffer bound (docs/semantics.md#buffer-bound): a batch that would
+  // take the job's buffer past it closes all the job's windows first, as
+  // an end marker does, and the buffer is dropped, so one job's memory
+  // stays bounded whatever its event rate. The decision counts the events
+  // buffered, which a replay must reproduce: the offset of the drop is kept
+  // in the job's state, and a replay ignores the job's batches before it
+  // (the live run dropped them; kept, their evicted remains, e.g. each
+  // device's last kernel, would make the replayed buffer differ). Later
+  // batches replay into a buffer no larger than the live run's, so they
+  // trigger no drop the live run did not.
+  const int64_t batch_events =
+      static_cast<int64_t>(batch->trace.gpu.size() + batch->trace.cpu.size());
+  const bool before_reset = replay && offset < job->state.buffer_reset_offset;
+  if (!before_reset && job->windower != nullptr &&
+      static_cast<int64_t>(job->windower->buffered_events()) + batch_events >
+          options_.state_limits.max_job_buffer_events) {
+    const size_t dropped = job->windower->buffered_events();
+    for (WindowSummary& w :
+         job->windower->FinalizeAll(WindowSummary::ClosedBy::kBufferFull)) {
+      closed.push_back(std::move(w));
+    }
+    NoteCollectiveErrors(job_name, *job);
+    job->state.finalized_through_ns = job->windower->finalized_through_ns();
+    job->state.buffer_reset_offset = offset;
+    if (!replay) {
+      spdlog::warn(
+          "job {}: {} buffered events and {} more at offset {} would pass "
+          "--max-job-buffer-events {}: closed its windows through {} early "
+          "and dropped its buffer (docs/semantics.md#buffer-bound)",
+          job_name, dropped, batch_events, offset,
+          options_.state_limits.max_job_buffer_events,
+          job->state.finalized_through_ns);
+    }
+    job->windower = std::make_unique<JobWindower>(job_name, options_.windower);
+    job->windower->RestoreFinalizedThrough(job->state.finalized_through_ns);
+    job->skew_warned = false;
+    absl::MutexLock lock(&stats_->mu);
+    if (!replay) ++stats_->stats.buffer_full_closes;
+    stats_->stats.host_skew.erase(job_name);
+  }
   // Before the batch's events are noted: a gap is measured from the newest
   // event before it.
   if (!replay) NoteLifecycle(job_name, *job, *batch);
-  int64_t late = job->windower->Add(*batch, offset, replay, now);
+  int64_t late =
+      before_reset ? 0 : job->windower->Add(*batch, offset, replay, now);
   added.late_counts = job->windower->TakeLateCounts();
   added.late_collective_counts = job->windower->TakeLateCollectiveCounts();
   int64_t late_collectives = 0;

@@ -42,6 +42,14 @@ struct ProcessorLimits {
   // holds at most partitions owned x this; jobs are forgotten once their
   // newest event is `job_expiry` (event time) behind their partition's.
   int64_t max_jobs_per_partition = 10'000;
+  // GPU + CPU events one job may buffer (its open windows, the lateness
+  // behind them, launch calls, each device's last kernel). A batch that
+  // would take the buffer past it first closes all the job's windows
+  // (closed_by: buffer_full) and drops the buffer
+  // (docs/semantics.md#buffer-bound). About 200 bytes per event at the
+  // peak of an analysis: 4,000,000 is about 0.8 GB for one job. Must be at
+  // least BatchLimits::max_events, so that one batch always fits.
+  int64_t max_job_buffer_events = 4'000'000;
   // How far one batch's sequence may run ahead of the highest counted batch
   // of its producer (same producer id) in its job. A producer numbers its
   // batches 0, 1, 2, ... and a restart resends from 0; only its own

@@ -63,6 +63,10 @@ struct ProcessorStats {
   // input: an observation overlapping, or starting before, the previous
   // one of its (host, rank) (counted, kept).
   int64_t observation_closes = 0;
+  // Jobs whose windows closed and whose buffer was dropped because a batch
+  // would have taken it past max_job_buffer_events (live batches;
+  // docs/semantics.md#buffer-bound).
+  int64_t buffer_full_closes = 0;
   int64_t overlapping_observations = 0;
   int64_t observations_backwards = 0;
   // Jobs whose host skew is at or above skew_warning, as measured when

@@ -70,6 +70,8 @@ void ProcessorLimits::AddProblems(OptionProblems p) const {
           Not("must be >= 1", max_jobs_per_partition));
   p.Check(max_sequence_step >= 1, "max_sequence_step",
           Not("must be >= 1", max_sequence_step));
+  p.Check(max_job_buffer_events >= 1, "max_job_buffer_events",
+          Not("must be >= 1", max_job_buffer_events));
 }
 
 absl::Status ProcessorLimits::Validate() const {
@@ -86,6 +88,12 @@ absl::Status StreamProcessorOptions::Validate() const {
   windower.AddProblems(p.Field("windower"));
   limits.AddProblems(p.Field("limits"));
   state_limits.AddProblems(p.Field("state_limits"));
+  // A batch that does not fit an empty buffer could not be taken at all.
+  p.Check(
+      state_limits.max_job_buffer_events >= limits.max_events,
+      "state_limits.max_job_buffer_events",
+      absl::StrCat("must be at least limits.max_events (", limits.max_events,
+                   "), not ", state_limits.max_job_buffer_events));
   const absl::Duration zero = absl::ZeroDuration();
   p.Check(job_expiry > zero, "job_expiry", Not("must be > 0", job_expiry));
   p.Check(skew_warning >= zero, "skew_warning",

@@ -224,6 +224,8 @@ absl::string_view ClosedByName(WindowSummary::ClosedBy closed_by) {
       return "end_marker";
     case WindowSummary::ClosedBy::kObservationEnd:
       return "observation_end";
+    case WindowSummary::ClosedBy::kBufferFull:
+      return "buffer_full";
   }
   return "unknown";
 }

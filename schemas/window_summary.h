@@ -89,6 +89,9 @@ struct WindowSummary {
     // A batch of a new observation that starts past the job's buffered data
     // (docs/semantics.md#observations).
     kObservationEnd = 3,
+    // A batch that would take the job's buffer past its bound
+    // (docs/semantics.md#buffer-bound).
+    kBufferFull = 4,
   };
 
   std::string job;
@@ -138,10 +141,12 @@ inline constexpr WindowSummary::ClosedBy kAllClosedBy[] = {
     WindowSummary::ClosedBy::kIdleTimeout,
     WindowSummary::ClosedBy::kEndMarker,
     WindowSummary::ClosedBy::kObservationEnd,
+    WindowSummary::ClosedBy::kBufferFull,
 };
 
 // The name of `closed_by` for reports and JSON: "watermark", "idle_timeout",
-// "end_marker", "observation_end" ("unknown" for another value).
+// "end_marker", "observation_end", "buffer_full" ("unknown" for another
+// value).
 absl::string_view ClosedByName(WindowSummary::ClosedBy closed_by);
 
 // The ClosedBy that ClosedByName names `name`; nullopt for any other name.

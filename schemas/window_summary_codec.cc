@@ -30,6 +30,8 @@ static_assert(static_cast<uint8_t>(WindowSummary::ClosedBy::kEndMarker) ==
               static_cast<uint8_t>(fb::ClosedBy::EndMarker));
 static_assert(static_cast<uint8_t>(WindowSummary::ClosedBy::kObservationEnd) ==
               static_cast<uint8_t>(fb::ClosedBy::ObservationEnd));
+static_assert(static_cast<uint8_t>(WindowSummary::ClosedBy::kBufferFull) ==
+              static_cast<uint8_t>(fb::ClosedBy::BufferFull));
 
 // ---- Encoding ----
 

@@ -105,6 +105,11 @@ void WriteProcessor(Page& page, const ProcessorStats& p) {
        "their data: the time between was unobserved "
        "(docs/semantics.md#observations).",
        p.observation_closes},
+      {"bubblewatch_processor_buffer_full_closes_total",
+       "Jobs whose windows closed early and whose buffer was dropped because "
+       "a batch would have taken it past --max-job-buffer-events "
+       "(docs/semantics.md#buffer-bound).",
+       p.buffer_full_closes},
       {"bubblewatch_processor_overlapping_observations_total",
        "Observations that overlap the previous one of their host and rank "
        "(bad input: counted, events kept).",

@@ -14,9 +14,11 @@ namespace {
 // pipeline, which merges them, in file order, into the assembler; merged
 // blocks give their buffers back to the buffer for reuse. Declared in this
 // order, the pipeline (its threads) goes first when a read ends early.
-absl::StatusOr<Trace> Read(EventStreamBuffer& buffer, int parse_threads) {
+absl::StatusOr<Trace> Read(EventStreamBuffer& buffer, int parse_threads,
+                           uint64_t max_events) {
   TraceAssembler assembler(
-      [&buffer](uint64_t done) { return buffer.EstimatedTotalBytes(done); });
+      [&buffer](uint64_t done) { return buffer.EstimatedTotalBytes(done); },
+      max_events);
   BlockPipeline pipeline(
       parse_threads,
       [&assembler](ChromeEventBlock& block) { return assembler.Merge(block); },
@@ -34,17 +36,17 @@ absl::StatusOr<Trace> Read(EventStreamBuffer& buffer, int parse_threads) {
 
 absl::StatusOr<Trace> ReadChromeTrace(const simdjson::padded_string& json,
                                       const ReadProgressFn& progress,
-                                      int parse_threads) {
+                                      int parse_threads, uint64_t max_events) {
   EventStreamBuffer buffer(json, progress);
-  return Read(buffer, parse_threads);
+  return Read(buffer, parse_threads, max_events);
 }
 
 absl::StatusOr<Trace> ReadChromeTrace(TraceByteSource& source,
                                       absl::string_view head,
                                       const ReadProgressFn& progress,
-                                      int parse_threads) {
+                                      int parse_threads, uint64_t max_events) {
   EventStreamBuffer buffer(source, head, progress);
-  return Read(buffer, parse_threads);
+  return Read(buffer, parse_threads, max_events);
 }
 
 }  // namespace bubblewatch

@@ -85,7 +85,9 @@ namespace bubblewatch {
 // every kChromeProgressStepBytes. parse_threads: threads that parse events
 // besides the calling thread; kChromeParseThreadsAuto = one less than the
 // machine's cores, at most 3; 0 = the calling thread alone. Only the speed
-// depends on it.
+// depends on it. max_events (0: no limit): kResourceExhausted ("over the
+// limit of N events") as soon as more GPU + CPU events are kept, so that
+// the read stops there.
 // Errors (kInvalidArgument; the message names the place): bad JSON at byte
 // offset K (truncated input included); no "traceEvents" array; a kept event
 // (see above) without "name", "ts" or "dur", or with one of the wrong type;
@@ -95,7 +97,7 @@ namespace bubblewatch {
 absl::StatusOr<Trace> ReadChromeTrace(
     const simdjson::padded_string& json,
     const ReadProgressFn& progress = nullptr,
-    int parse_threads = kChromeParseThreadsAuto);
+    int parse_threads = kChromeParseThreadsAuto, uint64_t max_events = 0);
 
 // The same, streaming the bytes of `source`, which starts with `head` (bytes
 // already taken from it, e.g. to sniff the format). Errors also include the
@@ -104,7 +106,7 @@ absl::StatusOr<Trace> ReadChromeTrace(
 absl::StatusOr<Trace> ReadChromeTrace(
     TraceByteSource& source, absl::string_view head,
     const ReadProgressFn& progress = nullptr,
-    int parse_threads = kChromeParseThreadsAuto);
+    int parse_threads = kChromeParseThreadsAuto, uint64_t max_events = 0);
 
 }  // namespace bubblewatch
 

@@ -13,15 +13,20 @@ namespace bubblewatch {
 namespace od = simdjson::ondemand;
 
 TraceAssembler::TraceAssembler(
-    std::function<uint64_t(uint64_t done)> estimate_total_bytes)
-    : estimate_total_bytes_(std::move(estimate_total_bytes)), names_(&trace_) {}
+    std::function<uint64_t(uint64_t done)> estimate_total_bytes,
+    uint64_t max_events)
+    : estimate_total_bytes_(std::move(estimate_total_bytes)),
+      max_events_(max_events),
+      names_(&trace_) {}
 
 void TraceAssembler::GrowFor(const ChromeEventBlock& block) {
   const ChromeEventSpan& last = block.spans.back();
   const uint64_t done = block.offset + last.begin + last.size;
   const uint64_t total = std::max(done, estimate_total_bytes_(done));
-  // An event is at least ~40 bytes of JSON: no file holds more than this.
-  const size_t most = static_cast<size_t>(total / 40);
+  // An event is at least ~40 bytes of JSON: no file holds more than this,
+  // and no read keeps more than one past its limit.
+  size_t most = static_cast<size_t>(total / 40);
+  if (max_events_ > 0) most = std::min<uint64_t>(most, max_events_ + 1);
   auto grow = [&](auto& events, size_t more) {
     const size_t need = events.size() + more;
     if (need <= events.capacity()) return;
@@ -61,6 +66,11 @@ absl::Status TraceAssembler::Merge(ChromeEventBlock& block) {
           CountSkip({"duplicate event"});
         } else {
           Keep(block, event, name);
+          if (max_events_ > 0 &&
+              trace_.gpu.size() + trace_.cpu.size() > max_events_) {
+            return absl::ResourceExhaustedError(
+                absl::StrCat("over the limit of ", max_events_, " events"));
+          }
         }
         break;
       }

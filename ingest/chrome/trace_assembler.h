@@ -41,13 +41,18 @@ class TraceAssembler : public TopLevelSink {
  public:
   // `estimate_total_bytes(done)`: the JSON's size in bytes, estimated when
   // `done` bytes have been read (EventStreamBuffer::EstimatedTotalBytes).
+  // `max_events` (0: no limit): Merge fails with kResourceExhausted as soon
+  // as more GPU + CPU events than that are kept, so that a file of too many
+  // events costs the memory of the limit, not of the file.
   explicit TraceAssembler(
-      std::function<uint64_t(uint64_t done)> estimate_total_bytes);
+      std::function<uint64_t(uint64_t done)> estimate_total_bytes,
+      uint64_t max_events = 0);
   TraceAssembler(const TraceAssembler&) = delete;
   TraceAssembler& operator=(const TraceAssembler&) = delete;
 
   // Adds a parsed block's events; the first failed element's error, if any
-  // (the events before it added, none after).
+  // (the events before it added, none after), or kResourceExhausted past
+  // max_events.
   absl::Status Merge(ChromeEventBlock& block);
 
   // TopLevelSink.
@@ -83,6 +88,7 @@ class TraceAssembler : public TopLevelSink {
   void CountSkip(std::initializer_list<std::string_view> parts);
 
   const std::function<uint64_t(uint64_t)> estimate_total_bytes_;
+  const uint64_t max_events_;
   Trace trace_;
   NameInterner names_;
   DuplicateEventFilter duplicates_;

@@ -182,21 +182,30 @@ struct TraceByteSource::Gzip {
   size_t current_pos = 0;
   std::thread thread;
 
-  ~Gzip() {
-    if (thread.joinable()) {
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        stop = true;
-      }
-      changed.notify_all();
-      thread.join();
+  // Stops the thread (after the chunk it is inflating) and waits for it.
+  void Join() {
+    if (!thread.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stop = true;
     }
+    changed.notify_all();
+    thread.join();
+  }
+
+  ~Gzip() {
+    Join();
     if (initialized) inflateEnd(&zs);
   }
 };
 
 TraceByteSource::~TraceByteSource() {
-  gzip_.reset();  // Stops its thread, which reads file_.
+  // The thread reads file_ and, through gzip_, the stream: it must end while
+  // gzip_ still points at it. (gzip_.reset() alone clears the pointer before
+  // ~Gzip joins, and a thread still inflating, as when a reader stops early
+  // at a bound, read through a null gzip_.)
+  if (gzip_ != nullptr) gzip_->Join();
+  gzip_.reset();
   if (file_ != nullptr) std::fclose(file_);
 }
 
@@ -301,6 +310,22 @@ absl::StatusOr<size_t> TraceByteSource::ReadGzip(char* out, size_t size) {
 
 absl::StatusOr<size_t> TraceByteSource::Read(char* out, size_t size) {
   size = std::min(size, max_read_);
+  if (max_bytes_ != UINT64_MAX) {
+    if (produced_ >= max_bytes_) {
+      // At the limit: one more byte tells an end exactly there from more.
+      ASSIGN_OR_RETURN(const size_t more, ReadUnbounded(out, 1));
+      if (more == 0) return 0;
+      return absl::ResourceExhaustedError(
+          absl::StrCat("over the limit of ", max_bytes_, " bytes",
+                       gzip_ != nullptr ? " gunzipped" : ""));
+    }
+    size =
+        static_cast<size_t>(std::min<uint64_t>(size, max_bytes_ - produced_));
+  }
+  return ReadUnbounded(out, size);
+}
+
+absl::StatusOr<size_t> TraceByteSource::ReadUnbounded(char* out, size_t size) {
   if (gzip_ != nullptr) return ReadGzip(out, size);
   size_t n = std::fread(out, 1, size, file_);
   if (n < size && std::ferror(file_)) return ErrnoStatus("read", path_);

@@ -63,10 +63,18 @@ class TraceByteSource {
   // Makes each Read return at most `n` (> 0) bytes, so that tests can put
   // chunk boundaries anywhere. Default: no limit.
   void set_max_read_bytes(size_t n) { max_read_ = n; }
+  // Makes Read fail with kResourceExhausted once the data goes on past `n`
+  // bytes (gunzipped when compressed), before more than `n` + 1 of them were
+  // handed out: a small gzip file can inflate to GiBs, and a caller that
+  // bounds the work of one file must stop while inflating, not after.
+  // Default: no limit.
+  void set_max_bytes(uint64_t n) { max_bytes_ = n; }
 
  private:
   struct Gzip;
   TraceByteSource() = default;
+  // Read without the max_bytes_ check.
+  absl::StatusOr<size_t> ReadUnbounded(char* out, size_t size);
   absl::StatusOr<size_t> ReadGzip(char* out, size_t size);
   // On the gzip thread: inflates into `out`, 0 at the end.
   absl::StatusOr<size_t> Inflate(char* out, size_t size);
@@ -78,6 +86,7 @@ class TraceByteSource {
   uint64_t file_read_ = 0;  // Bytes fread from the file (gzip: its thread).
   uint64_t produced_ = 0;
   size_t max_read_ = SIZE_MAX;
+  uint64_t max_bytes_ = UINT64_MAX;
   std::unique_ptr<Gzip> gzip_;
 };
 

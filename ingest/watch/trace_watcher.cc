@@ -63,9 +63,12 @@ absl::StatusOr<std::string> ReadAt(int fd, int64_t offset, size_t n) {
 // The last `n` bytes of the gunzipped content of `path`, inflated through a
 // fixed-size buffer: a small file may inflate to GiBs. Errors: the gzip
 // stream's (kDataLoss when truncated or corrupt) and the file system's.
-absl::StatusOr<std::string> GunzippedTail(const std::string& path, size_t n) {
+// Past `max_bytes` (0: no limit) of content: kResourceExhausted, at once.
+absl::StatusOr<std::string> GunzippedTail(const std::string& path, size_t n,
+                                          uint64_t max_bytes) {
   ASSIGN_OR_RETURN(std::unique_ptr<TraceByteSource> source,
                    TraceByteSource::Open(path));
+  if (max_bytes > 0) source->set_max_bytes(max_bytes);
   constexpr size_t kPiece = 64 << 10;
   std::unique_ptr<char[]> buffer(new char[kPiece]);
   std::string tail;
@@ -108,6 +111,10 @@ absl::Status MoveInto(const fs::path& from, const fs::path& to_dir) {
   return absl::OkStatus();
 }
 
+// In the incompleteness reason of a file whose verdict depends on another
+// file (a SQLite journal): looked at again while unchanged.
+constexpr char kSiblingFile[] = " file present";
+
 // Errors that mean "the writer has not finished yet" rather than "broken".
 bool LooksTruncated(const absl::Status& status) {
   return status.code() == absl::StatusCode::kDataLoss ||
@@ -139,7 +146,8 @@ bool IsWatchedTraceName(absl::string_view name) {
          absl::EndsWith(name, ".sqlite");
 }
 
-Completeness CheckCompleteness(const std::string& path, std::string* why) {
+Completeness CheckCompleteness(const std::string& path, std::string* why,
+                               uint64_t max_bytes) {
   // Enough for the SQLite header, and for a JSON end to hold its '}' after
   // ordinary trailing blanks.
   constexpr size_t kHeadBytes = 100;
@@ -153,6 +161,14 @@ Completeness CheckCompleteness(const std::string& path, std::string* why) {
     return Completeness::kIncomplete;
   }
   const int64_t size = st.st_size;
+  // JSON never gets smaller gzipped, and SQLite is not compressed: a file
+  // over the limit on disk is over it in content, without reading it.
+  if (max_bytes > 0 && static_cast<uint64_t>(size) > max_bytes) {
+    ::close(fd);
+    *why = absl::StrCat("over the limit of ", max_bytes, " bytes (", size,
+                        " on disk)");
+    return Completeness::kTooLarge;
+  }
   absl::StatusOr<std::string> head = ReadAt(fd, 0, kHeadBytes);
   absl::StatusOr<std::string> plain_tail =
       ReadAt(fd, std::max<int64_t>(0, size - int64_t{kTailBytes}), kTailBytes);
@@ -165,7 +181,7 @@ Completeness CheckCompleteness(const std::string& path, std::string* why) {
   if (HasSqliteMagic(*head) || absl::EndsWith(path, ".sqlite")) {
     for (const char* suffix : {"-journal", "-wal"}) {
       if (fs::exists(absl::StrCat(path, suffix))) {
-        *why = absl::StrCat("SQLite ", suffix, " file present: still written");
+        *why = absl::StrCat("SQLite ", suffix, kSiblingFile, ": still written");
         return Completeness::kIncomplete;
       }
     }
@@ -198,7 +214,12 @@ Completeness CheckCompleteness(const std::string& path, std::string* why) {
   }
   std::string json_tail;
   if (HasGzipMagic(*head)) {
-    absl::StatusOr<std::string> tail = GunzippedTail(path, kTailBytes);
+    absl::StatusOr<std::string> tail =
+        GunzippedTail(path, kTailBytes, max_bytes);
+    if (tail.status().code() == absl::StatusCode::kResourceExhausted) {
+      *why = std::string(tail.status().message());
+      return Completeness::kTooLarge;
+    }
     if (!tail.ok()) {
       *why =
           absl::StrCat("gzip stream not whole (", tail.status().message(), ")");
@@ -245,6 +266,9 @@ absl::Status TraceWatcherOptions::Validate() const {
   p.Check(
       flush_timeout > zero, "flush_timeout",
       absl::StrCat("must be > 0, not ", absl::FormatDuration(flush_timeout)));
+  p.Check(max_file_bytes > 0, "max_file_bytes", "must be > 0");
+  p.Check(max_file_events > 0, "max_file_events",
+          absl::StrCat("must be > 0, not ", max_file_events));
   return p.ToStatus();
 }
 
@@ -382,13 +406,20 @@ absl::Status TraceWatcher::HandleFile(const std::string& name, FileEntry& entry,
                                       absl::Time now,
                                       std::optional<PreparedFile>* prepared) {
   const std::string path = (fs::path(options_.dir) / name).string();
+  // Over the bound on disk is over it in content (JSON does not shrink
+  // gzipped): rejected without reading, not even to hash it.
+  if (static_cast<uint64_t>(entry.size) > options_.max_file_bytes) {
+    return RejectTooLarge(
+        name, entry,
+        absl::StrCat("over the limit of ", options_.max_file_bytes, " bytes (",
+                     entry.size, " on disk)"));
+  }
   if (!entry.content_hash) {
     int64_t size = 0;
     int64_t mtime_ns = 0;
     absl::StatusOr<uint64_t> hashed = ContentHashOfFile(path, &size, &mtime_ns);
     if (!hashed.ok()) {
-      Reject(name, entry, "unreadable", hashed.status().message());
-      return absl::OkStatus();
+      return Reject(name, entry, "unreadable", hashed.status().message());
     }
     if (size != entry.size || mtime_ns != entry.mtime_ns) {
       return absl::OkStatus();  // Changed since the scan: the next one sees it.
@@ -396,6 +427,16 @@ absl::Status TraceWatcher::HandleFile(const std::string& name, FileEntry& entry,
     entry.content_hash = *hashed;
   }
   const uint64_t hash = *entry.content_hash;
+  if (std::optional<std::string> reason = state_.RejectedReason(hash)) {
+    spdlog::info("{}: rejected before a restart ({}): not read again", name,
+                 *reason);
+    {
+      std::lock_guard<std::mutex> lock(stats_mu_);
+      ++stats_.files_already_rejected;
+    }
+    entry.done = true;
+    return absl::OkStatus();
+  }
   if (state_.Contains(hash)) {
     spdlog::info("{}: already sent before a restart", name);
     {
@@ -405,13 +446,39 @@ absl::Status TraceWatcher::HandleFile(const std::string& name, FileEntry& entry,
     entry.done = true;
     return AfterSent(name);
   }
+  // An unchanged file whose verdict depends on its bytes alone gives the
+  // same verdict again: it is not read again (a gzip bomb inflated every
+  // few seconds cost 128 CPU-seconds until its timeout, and the files
+  // behind it waited), only timed out.
+  if (!entry.last_incomplete.empty() && !entry.recheck) {
+    if (now - entry.stable_since < options_.incomplete_timeout) {
+      entry.next_retry = entry.stable_since + options_.incomplete_timeout;
+      return absl::OkStatus();
+    }
+    return Reject(name, entry, "truncated",
+                  absl::StrCat(entry.last_incomplete, " for ",
+                               absl::FormatDuration(now - entry.stable_since)));
+  }
   std::string why;
-  absl::Status bad;
-  Completeness complete = CheckCompleteness(path, &why);
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    ++stats_.content_reads;
+  }
+  const Completeness complete =
+      CheckCompleteness(path, &why, options_.max_file_bytes);
+  if (complete == Completeness::kTooLarge) {
+    return RejectTooLarge(name, entry, why);
+  }
+  TraceReadOptions read_options;
+  read_options.max_bytes = options_.max_file_bytes;
+  read_options.max_events = static_cast<uint64_t>(options_.max_file_events);
   absl::StatusOr<Trace> trace =
       complete == Completeness::kComplete
-          ? ReadTraceFile(path)
+          ? ReadTraceFile(path, read_options)
           : absl::StatusOr<Trace>(absl::DataLossError(why));
+  if (trace.status().code() == absl::StatusCode::kResourceExhausted) {
+    return RejectTooLarge(name, entry, trace.status().message());
+  }
   if (!trace.ok()) {
     if (LooksTruncated(trace.status()) &&
         now - entry.stable_since < options_.incomplete_timeout) {
@@ -420,6 +487,7 @@ absl::Status TraceWatcher::HandleFile(const std::string& name, FileEntry& entry,
                       std::string(trace.status().message()));
       }
       entry.last_incomplete = std::string(trace.status().message());
+      entry.recheck = absl::StrContains(entry.last_incomplete, kSiblingFile);
       entry.closed = false;
       // Unchanged, it is looked at again now and then (a change resets the
       // entry at once), and a last time when it times out.
@@ -429,16 +497,15 @@ absl::Status TraceWatcher::HandleFile(const std::string& name, FileEntry& entry,
       return absl::OkStatus();
     }
     const bool truncated = LooksTruncated(trace.status());
-    Reject(name, entry,
-           truncated ? "truncated"
-           : trace.status().code() == absl::StatusCode::kInvalidArgument
-               ? "not a trace"
-               : "unreadable",
-           truncated
-               ? absl::StrCat(trace.status().message(), " for ",
-                              absl::FormatDuration(now - entry.stable_since))
-               : trace.status().message());
-    return absl::OkStatus();
+    return Reject(
+        name, entry,
+        truncated ? "truncated"
+        : trace.status().code() == absl::StatusCode::kInvalidArgument
+            ? "not a trace"
+            : "unreadable",
+        truncated ? absl::StrCat(trace.status().message(), " for ",
+                                 absl::FormatDuration(now - entry.stable_since))
+                  : trace.status().message());
   }
 
   // Identity: flags first, then the name, then the trace's own metadata.
@@ -448,13 +515,13 @@ absl::Status TraceWatcher::HandleFile(const std::string& name, FileEntry& entry,
   if (job.empty() && from_name) job = from_name->job;
   if (job.empty()) job = trace->job;
   if (job.empty()) {
-    Reject(name, entry, "no job",
-           options_.job_pattern
-               ? absl::StrCat("the name does not match --job-from-name '",
-                              options_.job_pattern->pattern(),
-                              "' with a job and the trace names no job")
-               : "no --job and the trace names no job");
-    return absl::OkStatus();
+    return Reject(
+        name, entry, "no job",
+        options_.job_pattern
+            ? absl::StrCat("the name does not match --job-from-name '",
+                           options_.job_pattern->pattern(),
+                           "' with a job and the trace names no job")
+            : "no --job and the trace names no job");
   }
   int32_t rank = options_.rank;
   if (rank < 0 && from_name) rank = from_name->rank;
@@ -537,8 +604,18 @@ absl::Status TraceWatcher::AfterSent(const std::string& name) {
   return absl::OkStatus();
 }
 
-void TraceWatcher::Reject(const std::string& name, FileEntry& entry,
-                          absl::string_view reason, absl::string_view detail) {
+absl::Status TraceWatcher::RejectTooLarge(const std::string& name,
+                                          FileEntry& entry,
+                                          absl::string_view detail) {
+  return Reject(
+      name, entry, "too large",
+      absl::StrCat(detail, " (--max-file-bytes ", options_.max_file_bytes,
+                   ", --max-file-events ", options_.max_file_events, ")"));
+}
+
+absl::Status TraceWatcher::Reject(const std::string& name, FileEntry& entry,
+                                  absl::string_view reason,
+                                  absl::string_view detail) {
   entry.done = true;
   absl::Status moved =
       MoveInto(fs::path(options_.dir) / name, options_.reject_dir);
@@ -546,9 +623,15 @@ void TraceWatcher::Reject(const std::string& name, FileEntry& entry,
                 std::string(detail),
                 moved.ok() ? absl::StrCat("moved to ", options_.reject_dir)
                            : absl::StrCat("left in place: ", moved.message()));
-  std::lock_guard<std::mutex> lock(stats_mu_);
-  ++stats_.files_rejected;
-  ++stats_.rejected_by_reason[std::string(reason)];
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    ++stats_.files_rejected;
+    ++stats_.rejected_by_reason[std::string(reason)];
+  }
+  // Moved aside, it is not seen again. Left in place, the state remembers
+  // it, so that a restarted watcher does not read it again either.
+  if (moved.ok() || !entry.content_hash) return absl::OkStatus();
+  return state_.AddRejected(*entry.content_hash, name, reason);
 }
 
 absl::Duration TraceWatcher::NextWake(absl::Time now) const {

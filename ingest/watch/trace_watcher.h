@@ -39,7 +39,14 @@
 // Memory: a file is hashed and checked for completeness through buffers of
 // a fixed size, gzip inflated on the fly, never held whole, so that a
 // gzipped GiB of blanks or a sparse file costs the watcher a few MiB; then
-// ReadTraceFile reads it as `analyze` does.
+// ReadTraceFile reads it as `analyze` does. One file is bounded
+// (docs/produce.md, `--watch`, "Bounds"): a file over `max_file_bytes` on disk,
+// or whose gzip inflates past it, or holding more than `max_file_events`
+// events, is rejected ("too large") as soon as the read passes the bound, so a
+// gzip bomb of valid events costs the memory of the limit, not of its content.
+// A verdict that depends on a file's bytes only (an incomplete gzip or
+// JSON end, a parse error) is taken once per version of the file (size and
+// mtime): an unchanged file is not read again, only re-judged by time.
 //
 // Bad files (unreadable, not a trace, truncated) are counted by reason and
 // moved to `reject_dir`; the watcher keeps going. A failed delivery or a
@@ -87,7 +94,7 @@ absl::StatusOr<AfterSend> ParseAfterSend(absl::string_view text);
 bool IsWatchedTraceName(absl::string_view file_name);
 
 // How far a file's bytes look like a finished trace file.
-enum class Completeness { kComplete, kIncomplete };
+enum class Completeness { kComplete, kIncomplete, kTooLarge };
 
 // Checks the structure of the file at `path` (not the trace inside): a gzip
 // stream must decompress to its end with its trailer, JSON (plain or
@@ -95,8 +102,11 @@ enum class Completeness { kComplete, kIncomplete };
 // header says and have no "-journal" or "-wal" file beside it. `why` gets
 // the reason when incomplete (also when the file cannot be read: it may be
 // going away or changing). Reads the file's first and last bytes only, a
-// gzip file's content streamed through a fixed-size buffer.
-Completeness CheckCompleteness(const std::string& path, std::string* why);
+// gzip file's content streamed through a fixed-size buffer. kTooLarge
+// (`why` says so) when the file is over `max_bytes` (0: no limit) on disk,
+// or its gzip inflates past it: the inflation stops there.
+Completeness CheckCompleteness(const std::string& path, std::string* why,
+                               uint64_t max_bytes = 0);
 
 // The producer id for a file's batches: a stable hash of its content hash,
 // job, rank and batching options. Never 0.
@@ -127,10 +137,19 @@ struct TraceWatcherOptions {
   BatchingOptions batching;
   // How long to wait for a file's batches to be acknowledged. Default: 60 s.
   absl::Duration flush_timeout = absl::Seconds(60);
+  // The most one file may hold: bytes as read (gunzipped; its size on disk
+  // for plain JSON and SQLite), and GPU + CPU events. Past either it is
+  // rejected as "too large" when the read gets there. Defaults: 2 GiB and
+  // 5,000,000 events (the watcher holds 80 to 220 bytes per event while it
+  // sends a file, by the events' names and args: 0.4 to 1.1 GB at the
+  // limit).
+  uint64_t max_file_bytes = uint64_t{2} << 30;
+  int64_t max_file_events = 5'000'000;
 
   // kInvalidArgument listing every problem: no dir, a rank below -1, settle
   // negative, poll_interval or flush_timeout not positive, an
-  // incomplete_timeout shorter than settle. TraceWatcher::Create calls it.
+  // incomplete_timeout shorter than settle, max_file_bytes or
+  // max_file_events not positive. TraceWatcher::Create calls it.
   absl::Status Validate() const;
 };
 
@@ -142,8 +161,15 @@ struct WatcherStats {
   int64_t events_sent = 0;
   int64_t files_rejected = 0;
   // Rejected files by reason: "no job", "truncated", "unreadable",
-  // "not a trace".
+  // "not a trace", "too large".
   std::map<std::string, int64_t> rejected_by_reason;
+  // Found rejected in the WatchState (a file whose move to the reject
+  // directory failed), not read again.
+  int64_t files_already_rejected = 0;
+  // Reads of a file's content: gzip inflations for the completeness check,
+  // trace parses. What the files cost the watcher beyond hashing; an
+  // unchanged file is read once.
+  int64_t content_reads = 0;
 };
 
 class TraceWatcher {
@@ -181,7 +207,11 @@ class TraceWatcher {
     bool closed = false;          // inotify saw IN_CLOSE_WRITE since then.
     bool done = false;            // Sent (or set aside); skip while unchanged.
     std::string last_incomplete;  // Why it was not whole at the last look.
-    absl::Time next_retry;        // When to look again if still unchanged.
+    // The last verdict depends on more than the file's bytes (a SQLite
+    // journal beside it): look again. Otherwise an unchanged file gives the
+    // same verdict and is only timed out.
+    bool recheck = false;
+    absl::Time next_retry;  // When to look again if still unchanged.
     // ContentHash of this version, so that the looks at an unfinished file
     // do not read it all again.
     std::optional<uint64_t> content_hash;
@@ -205,8 +235,15 @@ class TraceWatcher {
   // Sends the group merged by event time, waits for every acknowledgement,
   // then records each file and applies --after-send.
   absl::Status Ship(std::vector<PreparedFile>& group);
-  void Reject(const std::string& name, FileEntry& entry,
-              absl::string_view reason, absl::string_view detail);
+  // Moves the file to reject_dir (left in place if that fails), logs one
+  // line and counts it.
+  // and remembers a file left in place in the state (written durably: the
+  // error is a state write's).
+  absl::Status Reject(const std::string& name, FileEntry& entry,
+                      absl::string_view reason, absl::string_view detail);
+  // Reject as "too large", naming the bounds.
+  absl::Status RejectTooLarge(const std::string& name, FileEntry& entry,
+                              absl::string_view detail);
   absl::Status AfterSent(const std::string& name);
   absl::Duration NextWake(absl::Time now) const;
   // Reads pending inotify events; returns the names closed after writing.

@@ -13,9 +13,11 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -159,7 +161,13 @@ absl::Status WatchState::Decode(absl::string_view bytes) {
   const fb::WatchStateRecord& r = *(*record)->body_as_WatchStateRecord();
   if (r.files() == nullptr) return absl::OkStatus();
   for (const fb::WatchedFile* f : *r.files()) {
-    sent_[f->content_hash()] = f->name() != nullptr ? f->name()->str() : "";
+    std::string name = f->name() != nullptr ? f->name()->str() : "";
+    if (f->rejected() != nullptr) {
+      rejected_[f->content_hash()] =
+          Rejected{std::move(name), f->rejected()->str()};
+    } else {
+      sent_[f->content_hash()] = std::move(name);
+    }
   }
   return absl::OkStatus();
 }
@@ -193,32 +201,55 @@ absl::Status WatchState::Add(uint64_t content_hash, absl::string_view name) {
   return Write();
 }
 
+std::optional<std::string> WatchState::RejectedReason(
+    uint64_t content_hash) const {
+  auto it = rejected_.find(content_hash);
+  if (it == rejected_.end()) return std::nullopt;
+  return it->second.reason;
+}
+
+absl::Status WatchState::AddRejected(uint64_t content_hash,
+                                     absl::string_view name,
+                                     absl::string_view reason) {
+  rejected_[content_hash] = Rejected{std::string(name), std::string(reason)};
+  return Write();
+}
+
 absl::Status WatchState::Retain(
     const absl::flat_hash_set<std::string>& present) {
-  const size_t before = sent_.size();
-  for (auto it = sent_.begin(); it != sent_.end();) {
-    if (present.contains(it->second)) {
-      ++it;
-    } else {
-      sent_.erase(it++);
-    }
-  }
-  if (sent_.size() == before) return absl::OkStatus();
+  const size_t before = size();
+  absl::erase_if(sent_,
+                 [&](const auto& kv) { return !present.contains(kv.second); });
+  absl::erase_if(rejected_, [&](const auto& kv) {
+    return !present.contains(kv.second.name);
+  });
+  if (size() == before) return absl::OkStatus();
   return Write();
 }
 
 absl::Status WatchState::Write() const {
   // Sorted, so that the file is stable and diffable.
-  std::vector<std::pair<std::string_view, uint64_t>> rows;
-  rows.reserve(sent_.size());
-  for (const auto& [hash, name] : sent_) rows.emplace_back(name, hash);
-  std::sort(rows.begin(), rows.end());
+  // (name, hash, rejection reason or null).
+  std::vector<std::tuple<std::string_view, uint64_t, const std::string*>> rows;
+  rows.reserve(size());
+  for (const auto& [hash, name] : sent_) rows.emplace_back(name, hash, nullptr);
+  for (const auto& [hash, r] : rejected_) {
+    rows.emplace_back(r.name, hash, &r.reason);
+  }
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+    return std::tie(std::get<0>(a), std::get<1>(a)) <
+           std::tie(std::get<0>(b), std::get<1>(b));
+  });
   flatbuffers::FlatBufferBuilder builder(64 + 48 * rows.size());
   std::vector<flatbuffers::Offset<fb::WatchedFile>> files;
   files.reserve(rows.size());
-  for (const auto& [name, hash] : rows) {
+  for (const auto& [name, hash, reason] : rows) {
+    const auto name_offset = builder.CreateString(name);
+    const auto reason_offset = reason != nullptr
+                                   ? builder.CreateString(*reason)
+                                   : flatbuffers::Offset<flatbuffers::String>();
     files.push_back(
-        fb::CreateWatchedFile(builder, hash, builder.CreateString(name)));
+        fb::CreateWatchedFile(builder, hash, name_offset, reason_offset));
   }
   auto body = fb::CreateWatchStateRecord(builder, builder.CreateVector(files));
   return WriteFileAtomically(

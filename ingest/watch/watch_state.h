@@ -10,6 +10,8 @@
 // text file written before the schema ("bubblewatch-watch-state v1", then
 // "<16 hex digits> <name>" per line) is still read, and replaced by the new
 // format at the next change.
+// Rejected files that could not be moved aside are kept too, with the
+// reason, so that they are not read again after a restart.
 // A file missing from the state is simply sent again: the processor drops
 // the batches it already counted (same producer id and sequence), so the
 // state only saves work; it is not what makes delivery exactly-once.
@@ -19,6 +21,7 @@
 #define BUBBLEWATCH_INGEST_WATCH_WATCH_STATE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
@@ -68,7 +71,17 @@ class WatchState {
   bool Contains(uint64_t content_hash) const {
     return sent_.contains(content_hash);
   }
-  size_t size() const { return sent_.size(); }
+  size_t size() const { return sent_.size() + rejected_.size(); }
+
+  // The reason a file with this content hash was rejected and left in
+  // place (AddRejected), if it was.
+  std::optional<std::string> RejectedReason(uint64_t content_hash) const;
+
+  // Records `content_hash` (file `name`) as rejected for `reason` and writes
+  // the state durably before returning: for a rejected file that stays in
+  // the watched directory, so that no restart reads it again.
+  absl::Status AddRejected(uint64_t content_hash, absl::string_view name,
+                           absl::string_view reason);
 
   // Records `content_hash` (file `name`, for people reading the state) as
   // acknowledged and writes the state durably before returning.
@@ -90,6 +103,11 @@ class WatchState {
 
   std::string path_;
   absl::flat_hash_map<uint64_t, std::string> sent_;  // hash -> name.
+  struct Rejected {
+    std::string name;
+    std::string reason;
+  };
+  absl::flat_hash_map<uint64_t, Rejected> rejected_;  // hash -> file.
 };
 
 }  // namespace bubblewatch

@@ -49,6 +49,7 @@ using testing::WriteFile;
 
 using testing::kGiB;
 using testing::PeakRssGrowth;
+using testing::WriteGzipKernels;
 using testing::WriteGzipWithBlanks;
 
 // Far below the GiB the files below hold (inflated or sparse), and far
@@ -315,12 +316,15 @@ TEST(TraceWatcherOptions, ReportsEveryProblemAndCreateRefusesThem) {
   options.settle = absl::Seconds(10);
   options.incomplete_timeout = absl::Seconds(1);
   options.poll_interval = absl::ZeroDuration();
+  options.max_file_bytes = 0;
+  options.max_file_events = -1;
   absl::Status s = options.Validate();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(),
             "invalid TraceWatcherOptions: dir is required; rank must be >= -1, "
             "not -2; incomplete_timeout must be at least settle (10s), not "
-            "1s; poll_interval must be > 0, not 0");
+            "1s; poll_interval must be > 0, not 0; max_file_bytes must be > "
+            "0; max_file_events must be > 0, not -1");
   auto watcher = TraceWatcher::Create(options, /*producer=*/nullptr);
   EXPECT_EQ(watcher.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(watcher.status().message(), HasSubstr("rank must be >= -1"));
@@ -742,6 +746,117 @@ TEST_F(TraceWatcherTest, ASparseGibibyteFileNeverSitsInMemory) {
   EXPECT_TRUE(fs::exists(watched_ + "/.bubblewatch-rejected/sparse.json"));
   EXPECT_LT(rss.bytes(), kMaxRssGrowth)
       << "peak RSS grew by " << (rss.bytes() >> 20) << " MiB";
+}
+
+// --- Bounds on one file (docs/produce.md, "Bounds") ------------------------
+
+// A gzip bomb of valid events: 200,000 distinct kernels, about 1.5 MB
+// gzipped. Over --max-file-events it is rejected once, as the reader passes
+// the bound, and never read again; a normal file beside it goes out in the
+// same look, not behind it.
+TEST_F(TraceWatcherTest, ABombOfValidEventsIsRejectedOnceAtTheEventBound) {
+  WriteGzipKernels(watched_ + "/bomb.rank0.1.json.gz", 200'000);
+  ASSERT_LT(fs::file_size(watched_ + "/bomb.rank0.1.json.gz"), 4u << 20);
+  fs::copy_file(kSmallChrome, watched_ + "/normal.rank0.1.json.gz");
+  TraceWatcherOptions o = Options();
+  o.job_pattern = *JobNamePattern::Create(kDefaultJobNamePattern);
+  o.max_file_events = 50'000;  // The normal file holds about 1,400.
+  auto w = Watcher(o);
+  PeakRssGrowth rss;
+  ASSERT_TRUE(w->PollOnce(t0_).ok());
+  ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(3)).ok());
+  WatcherStats s = w->stats();
+  EXPECT_EQ(s.files_sent, 1);
+  EXPECT_EQ(s.files_rejected, 1);
+  EXPECT_EQ(s.rejected_by_reason["too large"], 1);
+  EXPECT_EQ(s.content_reads, 2);  // One each.
+  EXPECT_TRUE(
+      fs::exists(watched_ + "/.bubblewatch-rejected/bomb.rank0.1.json.gz"));
+  for (int second : {10, 20, 40, 80}) {
+    ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(second)).ok());
+  }
+  s = w->stats();
+  EXPECT_EQ(s.files_rejected, 1);
+  EXPECT_EQ(s.files_sent, 1);
+  EXPECT_EQ(s.content_reads, 2);
+  // The bound, not the bomb: 200,000 events held would be about 45 MB.
+  EXPECT_LT(rss.bytes(), int64_t{40} << 20)
+      << "peak RSS grew by " << (rss.bytes() >> 20) << " MiB";
+}
+
+// The same bomb under --max-file-bytes: the completeness check stops
+// inflating at the bound and rejects it at the first look, not after the
+// incomplete timeout.
+TEST_F(TraceWatcherTest, ABombIsRejectedWhereItsGzipPassesTheByteBound) {
+  WriteGzipKernels(watched_ + "/bomb.json.gz", 200'000);
+  TraceWatcherOptions o = Options();
+  o.job = "j";
+  o.max_file_bytes = 1 << 20;  // The bomb inflates to 20 MB.
+  auto w = Watcher(o);
+  ASSERT_TRUE(w->PollOnce(t0_).ok());
+  ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(3)).ok());
+  WatcherStats s = w->stats();
+  EXPECT_EQ(s.rejected_by_reason["too large"], 1);
+  EXPECT_EQ(s.content_reads, 1);
+  EXPECT_FALSE(fs::exists(watched_ + "/bomb.json.gz"));
+  // A plain file over the bound on disk: rejected without being read.
+  WriteFile(watched_ + "/big.json", std::string((1 << 20) + 1, ' ') + "{}");
+  ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(4)).ok());
+  ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(7)).ok());
+  s = w->stats();
+  EXPECT_EQ(s.rejected_by_reason["too large"], 2);
+  EXPECT_EQ(s.content_reads, 1);
+}
+
+// A gzip that inflates to blanks and no trace (a zeros bomb under the byte
+// bound) looks unfinished: it is read once, then only timed out. It was
+// inflated again every few looks until the timeout.
+TEST_F(TraceWatcherTest, AnUnfinishedLookingBombIsReadOnceThenTimedOut) {
+  WriteGzipWithBlanks(watched_ + "/zeros.json.gz", "", 64 << 20, "");
+  TraceWatcherOptions o = Options();
+  o.job = "j";
+  auto w = Watcher(o);
+  ASSERT_TRUE(w->PollOnce(t0_).ok());
+  for (int second = 3; second <= 29; second += 2) {
+    ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(second)).ok());
+  }
+  EXPECT_EQ(w->stats().files_rejected, 0);
+  EXPECT_EQ(w->stats().content_reads, 1);
+  ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(31)).ok());
+  EXPECT_EQ(w->stats().rejected_by_reason["truncated"], 1);
+  EXPECT_EQ(w->stats().content_reads, 1);
+}
+
+// A rejected file whose move fails stays in place: the state remembers it,
+// so that neither this watcher nor a restarted one reads it again.
+TEST_F(TraceWatcherTest, ARejectedFileLeftInPlaceIsNotReadAfterARestart) {
+  WriteGzipKernels(watched_ + "/bomb.json.gz", 20'000);
+  WriteFile(dir_.Sub("not-a-dir"), "x");
+  TraceWatcherOptions o = Options();
+  o.job = "j";
+  o.max_file_events = 1'000;
+  o.reject_dir = dir_.Sub("not-a-dir") + "/rejected";  // Cannot be created.
+  {
+    auto w = Watcher(o);
+    ASSERT_TRUE(w->PollOnce(t0_).ok());
+    ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(3)).ok());
+    ASSERT_TRUE(w->PollOnce(t0_ + absl::Seconds(30)).ok());
+    EXPECT_EQ(w->stats().rejected_by_reason["too large"], 1);
+    EXPECT_EQ(w->stats().content_reads, 1);
+  }
+  EXPECT_TRUE(fs::exists(watched_ + "/bomb.json.gz"));
+  auto again = Watcher(o);
+  ASSERT_TRUE(again->PollOnce(t0_ + absl::Seconds(40)).ok());
+  ASSERT_TRUE(again->PollOnce(t0_ + absl::Seconds(43)).ok());
+  EXPECT_EQ(again->stats().files_already_rejected, 1);
+  EXPECT_EQ(again->stats().files_rejected, 0);
+  EXPECT_EQ(again->stats().content_reads, 0);
+  // Once gone, it is forgotten.
+  fs::remove(watched_ + "/bomb.json.gz");
+  ASSERT_TRUE(again->PollOnce(t0_ + absl::Seconds(44)).ok());
+  auto state = WatchState::Open(watched_ + "/.bubblewatch-state");
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(state->size(), 0u);
 }
 
 }  // namespace

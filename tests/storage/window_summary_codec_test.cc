@@ -447,8 +447,9 @@ TEST(WindowSummaryCodec, RoundTripsEveryClosedBy) {
     EXPECT_EQ(ParseClosedBy(name), closed_by) << name;
     names.emplace_back(name);
   }
-  EXPECT_THAT(names, ::testing::ElementsAre("watermark", "idle_timeout",
-                                            "end_marker", "observation_end"));
+  EXPECT_THAT(names,
+              ::testing::ElementsAre("watermark", "idle_timeout", "end_marker",
+                                     "observation_end", "buffer_full"));
   EXPECT_EQ(ParseClosedBy("unknown"), std::nullopt);
   EXPECT_EQ(ParseClosedBy("Idle_Timeout"), std::nullopt);
   EXPECT_EQ(ParseClosedBy(""), std::nullopt);
@@ -461,14 +462,15 @@ TEST(WindowSummaryCodec, ClosedByValuesAreTheSchemas) {
   EXPECT_EQ(static_cast<int>(WindowSummary::ClosedBy::kIdleTimeout), 1);
   EXPECT_EQ(static_cast<int>(WindowSummary::ClosedBy::kEndMarker), 2);
   EXPECT_EQ(static_cast<int>(WindowSummary::ClosedBy::kObservationEnd), 3);
-  EXPECT_EQ(static_cast<int>(fb::ClosedBy::MAX), 3);
+  EXPECT_EQ(static_cast<int>(WindowSummary::ClosedBy::kBufferFull), 4);
+  EXPECT_EQ(static_cast<int>(fb::ClosedBy::MAX), 4);
 }
 
 // A value appended after this build (as end_marker was for the builds
 // before it) is refused, not read as another reason: by the decoder and by
 // the in-place view alike.
 TEST(WindowSummaryCodec, RefusesAClosedByItDoesNotKnow) {
-  for (int value : {4, 200, 255}) {
+  for (int value : {5, 200, 255}) {
     flatbuffers::FlatBufferBuilder b;
     auto job = b.CreateString("j");
     fb::WindowSummaryBuilder w(b);

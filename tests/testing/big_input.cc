@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace bubblewatch::testing {
@@ -29,6 +30,52 @@ int64_t ProcStatusBytes(const char* field) {
 }
 
 }  // namespace
+
+void WriteGzipKernels(const std::string& path, int64_t kernels) {
+  FILE* out = std::fopen(path.c_str(), "wb");
+  if (out == nullptr) {
+    ADD_FAILURE() << "cannot create " << path;
+    return;
+  }
+  z_stream zs{};
+  if (deflateInit2(&zs, 9, Z_DEFLATED, 16 + MAX_WBITS, 9, Z_DEFAULT_STRATEGY) !=
+      Z_OK) {
+    ADD_FAILURE() << "deflateInit2 failed";
+    std::fclose(out);
+    return;
+  }
+  std::string buffer(1 << 16, '\0');
+  bool written = true;
+  auto feed = [&](const std::string& in, int flush) {
+    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+    zs.avail_in = static_cast<uInt>(in.size());
+    do {
+      zs.next_out = reinterpret_cast<Bytef*>(buffer.data());
+      zs.avail_out = static_cast<uInt>(buffer.size());
+      deflate(&zs, flush);
+      const size_t n = buffer.size() - zs.avail_out;
+      written &= std::fwrite(buffer.data(), 1, n, out) == n;
+    } while (zs.avail_out == 0);
+  };
+  feed("{\"traceEvents\": [\n", Z_NO_FLUSH);
+  std::string piece;
+  for (int64_t i = 0; i < kernels; ++i) {
+    absl::StrAppend(&piece, i == 0 ? "" : ",\n",
+                    R"({"ph": "X", "cat": "kernel", "name": "k", "ts": )",
+                    2 * i + 1000,
+                    R"(, "dur": 1, "pid": 0, "tid": 7, "args": {"device": 0, )"
+                    R"("stream": 7}})");
+    if (piece.size() > (1 << 16)) {
+      feed(piece, Z_NO_FLUSH);
+      piece.clear();
+    }
+  }
+  piece += "\n]}\n";
+  feed(piece, Z_FINISH);
+  deflateEnd(&zs);
+  written &= std::fclose(out) == 0;
+  if (!written) ADD_FAILURE() << "cannot write " << path;
+}
 
 void WriteGzipWithBlanks(const std::string& path, absl::string_view prefix,
                          uint64_t blanks, absl::string_view suffix) {

@@ -21,6 +21,12 @@ inline constexpr uint64_t kGiB = uint64_t{1} << 30;
 void WriteGzipWithBlanks(const std::string& path, absl::string_view prefix,
                          uint64_t blanks, absl::string_view suffix);
 
+// Writes a gzipped Kineto trace of `kernels` distinct kernels (1 us each,
+// 2 us apart, device 0, stream 7) to `path`: a bomb of valid events, the
+// whole file a few bytes per kernel. Deflated piece by piece like
+// WriteGzipWithBlanks.
+void WriteGzipKernels(const std::string& path, int64_t kernels);
+
 // How far the process's peak RSS rose above its RSS at construction. The
 // peak is reset first (Linux >= 4.0), so that an earlier test's peak does
 // not hide this one's; where that fails, growth of the old peak is measured,

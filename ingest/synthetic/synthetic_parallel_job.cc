@@ -2,24 +2,18 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "base/check.h"
 #include "base/json_writer.h"
+#include "ingest/synthetic/synthetic_parallel_plan.h"
 #include "ingest/synthetic/synthetic_rng.h"
 #include "ingest/synthetic/synthetic_step.h"
 
 namespace bubblewatch {
 namespace {
 
-// Host-side costs, as in synthetic_straggler.cc: a launch call lasts 4 us, a
-// kernel can start 7 us after its launch began, launches are 6 us apart.
-constexpr int64_t kLaunchCallNs = 4 * kNsPerUs;
-constexpr int64_t kLaunchToKernelNs = 7 * kNsPerUs;
-constexpr int64_t kLaunchGapNs = 6 * kNsPerUs;
 // Each rank's NCCL stream per kind of group (one stream per communicator,
 // as ProcessGroupNCCL has).
 constexpr int32_t kTensorStream = 21;
@@ -27,202 +21,11 @@ constexpr int32_t kDataStream = 22;
 constexpr int32_t kPipePrevStream = 23;
 constexpr int32_t kPipeNextStream = 25;
 
-enum class GroupKind : uint8_t { kTensor, kData, kPipe };
-
-struct Group {
-  GroupKind kind = GroupKind::kTensor;
-  std::string name;        // "1", "2", ...
-  std::string ranks_text;  // "[0, 1, 2, 3]"
-  std::vector<int> ranks;  // Ascending.
-};
-
-// One collective call of the plan.
-struct PlannedInstance {
-  int group = 0;
-  int64_t seq = 0;
-  int step = 0;
-  int64_t transfer_ns = 0;
-};
-
-enum class OpKind : uint8_t {
-  kStepBegin,
-  kLoader,
-  kCompute,
-  kSync,
-  kCollective,
-  kStepEnd
-};
-
-struct Op {
-  OpKind kind = OpKind::kCompute;
-  int64_t ns = 0;      // Loader or kernel length; a sync's hold.
-  bool active = true;  // kSync only: planted or not.
-  int instance = -1;   // kCollective.
-  bool send = false;   // kCollective of a pipe group: send, else recv.
-  int step = 0;
-};
-
-// Where each root applies in a rank's program.
-struct StepOps {
-  size_t loader = 0;
-  size_t first_kernel = 0;
-  size_t sync = 0;
-};
-
-struct Plan {
-  int tp = 1, dp = 1, pp = 1;
-  std::vector<Group> groups;
-  std::vector<PlannedInstance> instances;
-  std::vector<std::vector<Op>> programs;       // Per rank.
-  std::vector<std::vector<StepOps>> step_ops;  // Per rank, per step.
-  std::vector<int> tensor_group, data_group, prev_group, next_group;
-};
-
-std::string RanksText(const std::vector<int>& ranks) {
-  return absl::StrCat("[", absl::StrJoin(ranks, ", "), "]");
-}
-
-// Jitter in [-range, range].
-int64_t Jitter(SyntheticRng& rng, int64_t range) {
-  return range > 0 ? rng.Uniform(-range, range) : 0;
-}
-
-Plan MakePlan(const ParallelJobOptions& o) {
-  Plan plan;
-  plan.tp = o.tp;
-  plan.dp = o.dp;
-  plan.pp = o.pp;
-  const int world = o.tp * o.dp * o.pp;
-  auto rank_of = [&](int t, int d, int p) { return t + o.tp * (d + o.dp * p); };
-  auto add_group = [&](GroupKind kind, std::vector<int> ranks) {
-    Group g;
-    g.kind = kind;
-    // "0" is the world group, created first.
-    g.name = absl::StrCat(plan.groups.size() + 1);
-    g.ranks_text = RanksText(ranks);
-    g.ranks = std::move(ranks);
-    plan.groups.push_back(std::move(g));
-    return static_cast<int>(plan.groups.size()) - 1;
-  };
-  plan.tensor_group.assign(world, -1);
-  plan.data_group.assign(world, -1);
-  plan.prev_group.assign(world, -1);
-  plan.next_group.assign(world, -1);
-  for (int h = 0; h < o.dp * o.pp; ++h) {
-    std::vector<int> ranks;
-    for (int t = 0; t < o.tp; ++t) ranks.push_back(h * o.tp + t);
-    const int g = add_group(GroupKind::kTensor, ranks);
-    for (int r : ranks) plan.tensor_group[r] = g;
-  }
-  for (int p = 0; p < o.pp; ++p) {
-    for (int t = 0; t < o.tp; ++t) {
-      std::vector<int> ranks;
-      for (int d = 0; d < o.dp; ++d) ranks.push_back(rank_of(t, d, p));
-      const int g = add_group(GroupKind::kData, ranks);
-      for (int r : ranks) plan.data_group[r] = g;
-    }
-  }
-  for (int p = 0; p + 1 < o.pp; ++p) {
-    for (int d = 0; d < o.dp; ++d) {
-      for (int t = 0; t < o.tp; ++t) {
-        const int a = rank_of(t, d, p);
-        const int b = rank_of(t, d, p + 1);
-        const int g = add_group(GroupKind::kPipe, {a, b});
-        plan.next_group[a] = g;
-        plan.prev_group[b] = g;
-      }
-    }
-  }
-
-  SyntheticRng rng(o.seed);
-  const int k = std::max(1, o.kernels_per_phase);
-  std::map<std::pair<int, int64_t>, int> instance_of;  // (group, seq).
-  std::vector<std::map<int, int64_t>> seqs(world);     // Per rank, group.
-  plan.programs.resize(world);
-  plan.step_ops.assign(world, std::vector<StepOps>(o.steps));
-  for (int step = 0; step < o.steps; ++step) {
-    for (int r = 0; r < world; ++r) {
-      std::vector<Op>& prog = plan.programs[r];
-      const int p = r / (o.tp * o.dp);
-      auto collective = [&](int group, int64_t transfer_ns, bool send) {
-        if (group < 0 || plan.groups[group].ranks.size() < 2) return;
-        const int64_t seq = ++seqs[r][group];
-        auto [it, inserted] = instance_of.try_emplace(
-            {group, seq}, static_cast<int>(plan.instances.size()));
-        if (inserted) plan.instances.push_back({group, seq, step, transfer_ns});
-        Op op;
-        op.kind = OpKind::kCollective;
-        op.instance = it->second;
-        op.send = send;
-        op.step = step;
-        prog.push_back(op);
-      };
-      auto kernels = [&](int count) {
-        for (int i = 0; i < count; ++i) {
-          Op op;
-          op.kind = OpKind::kCompute;
-          op.ns = std::max<int64_t>(
-              kNsPerUs, o.kernel_ns + Jitter(rng, o.kernel_jitter_ns));
-          op.step = step;
-          prog.push_back(op);
-        }
-      };
-      StepOps& at = plan.step_ops[r][step];
-      prog.push_back({OpKind::kStepBegin, 0, true, -1, false, step});
-      at.loader = prog.size();
-      prog.push_back(
-          {OpKind::kLoader,
-           std::max<int64_t>(kNsPerUs,
-                             o.loader_ns + Jitter(rng, o.loader_jitter_ns)),
-           true, -1, false, step});
-      collective(plan.prev_group[r], o.send_recv_ns, false);
-      at.first_kernel = prog.size();
-      kernels(k - k / 2);
-      at.sync = prog.size();
-      prog.push_back({OpKind::kSync, 0, false, -1, false, step});
-      kernels(k / 2);
-      collective(plan.tensor_group[r], o.all_gather_ns, false);
-      kernels(k);
-      if (p + 1 < o.pp) {
-        collective(plan.next_group[r], o.send_recv_ns, true);
-        collective(plan.next_group[r], o.send_recv_ns, false);
-      }
-      kernels(k);
-      collective(plan.prev_group[r], o.send_recv_ns, true);
-      collective(plan.data_group[r], o.all_reduce_ns, false);
-      prog.push_back({OpKind::kStepEnd, 0, true, -1, false, step});
-    }
-  }
-  return plan;
-}
-
-// The program of every rank with `roots` applied.
-std::vector<std::vector<Op>> WithRoots(const Plan& plan,
-                                       const std::vector<PlantedRoot>& roots) {
-  std::vector<std::vector<Op>> programs = plan.programs;
-  for (const PlantedRoot& root : roots) {
-    const StepOps& at = plan.step_ops[root.rank][root.step];
-    std::vector<Op>& prog = programs[root.rank];
-    switch (root.cause) {
-      case StragglerCause::kCompute:
-        prog[at.first_kernel].ns += root.extra_ns;
-        break;
-      case StragglerCause::kDataLoading:
-        prog[at.loader].ns += root.extra_ns;
-        break;
-      case StragglerCause::kHostSync:
-        prog[at.sync].active = true;
-        prog[at.sync].ns += root.extra_ns;
-        break;
-    }
-  }
-  return programs;
-}
-
 // Builds one rank's trace in true time.
 class RankTraceBuilder {
  public:
-  RankTraceBuilder(const ParallelJobOptions& o, const Plan& plan, int rank)
+  RankTraceBuilder(const ParallelJobOptions& o, const ParallelPlan& plan,
+                   int rank)
       : names_(&trace_), device_(rank % o.tp) {
     trace_.rank = rank;
     trace_.world_size = o.world_size > 0 ? o.world_size : o.tp * o.dp * o.pp;
@@ -239,7 +42,7 @@ class RankTraceBuilder {
         "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
     sync_ = names_.Intern("cudaStreamSynchronize");
     dtype_ = names_.Intern("Float");
-    for (const Group& g : plan.groups) {
+    for (const ParallelGroup& g : plan.groups) {
       group_names_.push_back(names_.Intern(g.name));
       group_ranks_.push_back(names_.Intern(g.ranks_text));
     }
@@ -271,7 +74,8 @@ class RankTraceBuilder {
   // A compute kernel launched at `at`.
   void Compute(int64_t at, int64_t start, int64_t end) {
     const CorrelationId corr = ++correlation_;
-    Cpu(launch_, at, at + kLaunchCallNs, CpuEventCategory::kCudaRuntime, corr);
+    Cpu(launch_, at, at + kParallelLaunchCallNs, CpuEventCategory::kCudaRuntime,
+        corr);
     Gpu(gemm_, start, end, kComputeStream, corr);
   }
 
@@ -279,21 +83,21 @@ class RankTraceBuilder {
   // the launch call); returns the correlation for CollectiveKernel().
   CorrelationId LaunchCollective(int64_t at, absl::string_view op) {
     const CorrelationId corr = ++correlation_;
-    Cpu(names_.Intern(absl::StrCat("nccl:", op)), at, at + kLaunchCallNs + 1,
-        CpuEventCategory::kCpuOp);
-    Cpu(launch_ex_, at + 1, at + kLaunchCallNs, CpuEventCategory::kCudaRuntime,
-        corr);
+    Cpu(names_.Intern(absl::StrCat("nccl:", op)), at,
+        at + kParallelLaunchCallNs + 1, CpuEventCategory::kCpuOp);
+    Cpu(launch_ex_, at + 1, at + kParallelLaunchCallNs,
+        CpuEventCategory::kCudaRuntime, corr);
     return corr;
   }
 
-  void CollectiveKernel(const Group& group, int group_index, int64_t seq,
-                        bool send, int32_t stream, int64_t start, int64_t end,
-                        CorrelationId corr, int tp) {
+  void CollectiveKernel(const ParallelGroup& group, int group_index,
+                        int64_t seq, bool send, int32_t stream, int64_t start,
+                        int64_t end, CorrelationId corr, int tp) {
     const char* kernel = nullptr;
     const char* collective = nullptr;
     int64_t in_elements = 1 << 22, out_elements = 1 << 22;
     switch (group.kind) {
-      case GroupKind::kTensor:
+      case ParallelGroupKind::kTensor:
         kernel =
             "ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, "
             "ncclWork*)";
@@ -301,13 +105,13 @@ class RankTraceBuilder {
         in_elements = 1 << 20;
         out_elements = int64_t{1 << 20} * tp;
         break;
-      case GroupKind::kData:
+      case ParallelGroupKind::kData:
         kernel =
             "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned "
             "long, ncclWork*)";
         collective = "allreduce";
         break;
-      case GroupKind::kPipe:
+      case ParallelGroupKind::kPipe:
         kernel =
             "ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, "
             "ncclWork*)";
@@ -400,7 +204,7 @@ int64_t Spread(const SimResult& sim, int instance) {
   return *hi - *lo;
 }
 
-int MemberIndex(const Group& g, int rank) {
+int MemberIndex(const ParallelGroup& g, int rank) {
   return static_cast<int>(
       std::lower_bound(g.ranks.begin(), g.ranks.end(), rank) - g.ranks.begin());
 }
@@ -408,8 +212,8 @@ int MemberIndex(const Group& g, int rank) {
 // Runs the ranks' programs: each rank runs until a collective not every
 // member has reached, in turns, until all are done. `builders`, when given,
 // receive the events (true time).
-SimResult Simulate(const ParallelJobOptions& o, const Plan& plan,
-                   const std::vector<std::vector<Op>>& programs,
+SimResult Simulate(const ParallelJobOptions& o, const ParallelPlan& plan,
+                   const std::vector<std::vector<ParallelOp>>& programs,
                    std::vector<RankTraceBuilder>* builders) {
   const int world = static_cast<int>(programs.size());
   SimResult sim;
@@ -436,27 +240,27 @@ SimResult Simulate(const ParallelJobOptions& o, const Plan& plan,
     for (int r = 0; r < world; ++r) {
       RankState& s = state[r];
       RankTraceBuilder* b = builders != nullptr ? &(*builders)[r] : nullptr;
-      const std::vector<Op>& prog = programs[r];
+      const std::vector<ParallelOp>& prog = programs[r];
       while (s.pc < prog.size()) {
-        const Op& op = prog[s.pc];
-        if (op.kind == OpKind::kCollective) {
-          const PlannedInstance& inst = plan.instances[op.instance];
-          const Group& g = plan.groups[inst.group];
+        const ParallelOp& op = prog[s.pc];
+        if (op.kind == ParallelOpKind::kCollective) {
+          const PlannedCollective& inst = plan.instances[op.instance];
+          const ParallelGroup& g = plan.groups[inst.group];
           const int member = MemberIndex(g, r);
           if (!s.waiting) {
             // Launched now; starts when this GPU reaches it.
             const int64_t start =
-                std::max(s.gpu_free, s.host + kLaunchToKernelNs);
+                std::max(s.gpu_free, s.host + kParallelLaunchToKernelNs);
             sim.starts[op.instance][member] = start;
             if (b != nullptr) {
-              const char* name = g.kind == GroupKind::kTensor
-                                     ? "_all_gather_base"
-                                 : g.kind == GroupKind::kData ? "all_reduce"
-                                 : op.send                    ? "send"
-                                                              : "recv";
+              const char* name =
+                  g.kind == ParallelGroupKind::kTensor ? "_all_gather_base"
+                  : g.kind == ParallelGroupKind::kData ? "all_reduce"
+                  : op.send                            ? "send"
+                                                       : "recv";
               s.corr = b->LaunchCollective(s.host, name);
             }
-            s.host += kLaunchGapNs;
+            s.host += kParallelLaunchGapNs;
             s.waiting = true;
             progress = true;
             if (++arrived[op.instance] == static_cast<int>(g.ranks.size())) {
@@ -469,8 +273,8 @@ SimResult Simulate(const ParallelJobOptions& o, const Plan& plan,
           const int64_t end = sim.ends[op.instance];
           if (b != nullptr) {
             int32_t stream = kDataStream;
-            if (g.kind == GroupKind::kTensor) stream = kTensorStream;
-            if (g.kind == GroupKind::kPipe) {
+            if (g.kind == ParallelGroupKind::kTensor) stream = kTensorStream;
+            if (g.kind == ParallelGroupKind::kPipe) {
               stream = inst.group == plan.prev_group[r] ? kPipePrevStream
                                                         : kPipeNextStream;
             }
@@ -482,24 +286,24 @@ SimResult Simulate(const ParallelJobOptions& o, const Plan& plan,
           s.waiting = false;
         } else {
           switch (op.kind) {
-            case OpKind::kStepBegin:
+            case ParallelOpKind::kStepBegin:
               s.step_start = s.host;
               break;
-            case OpKind::kLoader: {
+            case ParallelOpKind::kLoader: {
               const int64_t start = s.host + 5 * kNsPerUs;
               if (b != nullptr) b->Loader(start, start + op.ns);
               s.host = start + op.ns + 2 * kNsPerUs;
               break;
             }
-            case OpKind::kCompute: {
+            case ParallelOpKind::kCompute: {
               const int64_t start =
-                  std::max(s.gpu_free, s.host + kLaunchToKernelNs);
+                  std::max(s.gpu_free, s.host + kParallelLaunchToKernelNs);
               if (b != nullptr) b->Compute(s.host, start, start + op.ns);
               s.gpu_free = start + op.ns;
-              s.host += kLaunchGapNs;
+              s.host += kParallelLaunchGapNs;
               break;
             }
-            case OpKind::kSync:
+            case ParallelOpKind::kSync:
               if (op.active) {
                 // .item(): the host waits for the queue to drain, then is
                 // held `ns` longer before it can launch again.
@@ -508,7 +312,7 @@ SimResult Simulate(const ParallelJobOptions& o, const Plan& plan,
                 s.host = until + 2 * kNsPerUs;
               }
               break;
-            case OpKind::kStepEnd:
+            case ParallelOpKind::kStepEnd:
               if (s.host < s.gpu_free) {
                 if (b != nullptr) b->Sync(s.host, s.gpu_free);
                 s.host = s.gpu_free;
@@ -516,7 +320,7 @@ SimResult Simulate(const ParallelJobOptions& o, const Plan& plan,
               s.host += 10 * kNsPerUs;
               if (b != nullptr) b->Step(op.step, s.step_start, s.host);
               break;
-            case OpKind::kCollective:
+            case ParallelOpKind::kCollective:
               break;
           }
         }
@@ -553,7 +357,7 @@ ParallelJob MakeParallelJob(const ParallelJobOptions& options) {
     BW_CHECK(root.rank >= 0 && root.rank < world);
     BW_CHECK(root.step >= 0 && root.step < o.steps);
   }
-  const Plan plan = MakePlan(o);
+  const ParallelPlan plan = MakeParallelPlan(o);
 
   ParallelJob job;
   ParallelJobTruth& truth = job.truth;
@@ -580,14 +384,17 @@ ParallelJob MakeParallelJob(const ParallelJobOptions& options) {
   std::vector<RankTraceBuilder> builders;
   builders.reserve(world);
   for (int r = 0; r < world; ++r) builders.emplace_back(o, plan, r);
-  const SimResult full = Simulate(o, plan, WithRoots(plan, o.roots), &builders);
+  const SimResult full =
+      Simulate(o, plan, ProgramsWithRoots(plan, o.roots), &builders);
   const SimResult none =
-      o.roots.empty() ? full : Simulate(o, plan, WithRoots(plan, {}), nullptr);
+      o.roots.empty() ? full
+                      : Simulate(o, plan, ProgramsWithRoots(plan, {}), nullptr);
   std::vector<SimResult> without;  // Without root i.
   for (size_t i = 0; i < o.roots.size(); ++i) {
     std::vector<PlantedRoot> rest = o.roots;
     rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(i));
-    without.push_back(Simulate(o, plan, WithRoots(plan, rest), nullptr));
+    without.push_back(
+        Simulate(o, plan, ProgramsWithRoots(plan, rest), nullptr));
   }
 
   int64_t smallest_extra = 0;
@@ -611,14 +418,14 @@ ParallelJob MakeParallelJob(const ParallelJobOptions& options) {
     truth.ranks.push_back(rt);
   }
   for (size_t i = 0; i < plan.instances.size(); ++i) {
-    const PlannedInstance& inst = plan.instances[i];
-    const Group& g = plan.groups[inst.group];
+    const PlannedCollective& inst = plan.instances[i];
+    const ParallelGroup& g = plan.groups[inst.group];
     ParallelInstanceTruth it;
     it.group = g.name;
     it.seq = inst.seq;
-    it.collective = g.kind == GroupKind::kTensor ? "_allgather_base"
-                    : g.kind == GroupKind::kData ? "allreduce"
-                                                 : "send/recv";
+    it.collective = g.kind == ParallelGroupKind::kTensor ? "_allgather_base"
+                    : g.kind == ParallelGroupKind::kData ? "allreduce"
+                                                         : "send/recv";
     it.step = inst.step;
     it.members.assign(g.ranks.begin(), g.ranks.end());
     it.start_ns = full.starts[i];

@@ -76,6 +76,9 @@
 //     when DP > 1); job_ns = end_ns - start_time_ns.
 //   - a root's saved_ns: job_ns with every root − job_ns regenerated without
 //     that one. job_ns_without_stragglers: job_ns with no root at all.
+//     A root that fits in slack delays nothing (saved_ns 0, no instance
+//     rooted): e.g. a later pipeline stage's DataLoader delay shorter than
+//     the earlier stages' forward it waits for anyway.
 //   - ClockOffsetAt(rank, t): local(t) - t for the rank's host.
 #ifndef BUBBLEWATCH_INGEST_SYNTHETIC_SYNTHETIC_PARALLEL_JOB_H_
 #define BUBBLEWATCH_INGEST_SYNTHETIC_SYNTHETIC_PARALLEL_JOB_H_

@@ -213,6 +213,20 @@ TEST(ParallelJob, DataLoadingAndHostSyncRootsAreFoundLikeCompute) {
   EXPECT_GE(longest, 3 * kMs);
 }
 
+// A later stage's DataLoader runs while the first stage computes the
+// activations it waits for: a delay shorter than that slack delays nothing.
+TEST(ParallelJob, ARootInThePipelinesSlackSavesNothing) {
+  ParallelJobOptions o = FourByTwo();
+  o.pp = 2;
+  o.roots = {{12, 3, 1 * kMs, StragglerCause::kDataLoading}};
+  ParallelJob job = MakeParallelJob(o);
+  EXPECT_EQ(job.truth.roots[0].saved_ns, 0);
+  EXPECT_EQ(job.truth.job_ns, job.truth.job_ns_without_stragglers);
+  for (const ParallelInstanceTruth& i : job.truth.instances) {
+    EXPECT_EQ(i.root, -1) << i.group << " seq " << i.seq;
+  }
+}
+
 TEST(ParallelJob, TwoRootsInOneStepNameTheLongerOne) {
   ParallelJobOptions o = FourByTwo();
   o.roots = {{1, 2, 1 * kMs, StragglerCause::kCompute},

@@ -297,7 +297,8 @@ TEST(AnalyzeCommand, ADirectoryIsItsFilesAsRanks) {
   EXPECT_THAT(r.out, HasSubstr("2 ranks of 128"));
   EXPECT_THAT(r.out, HasSubstr("10 matched"));
   EXPECT_THAT(r.out, HasSubstr("6 unsynchronized"));
-  EXPECT_THAT(r.out, HasSubstr("rank 1 caused"));
+  EXPECT_THAT(r.out, HasSubstr("rank 1: compute, "));
+  EXPECT_THAT(r.out, HasSubstr("caused 5.283 ms of waits (100.0%)"));
 }
 
 TEST(AnalyzeCommand, OneExportOfTwoGpusIsTwoRanks) {

@@ -143,7 +143,7 @@ TEST(ProcessorFaultsKafka, BrokerKilledAndRestartedMidStream) {
   const bool caught_up = PollUntil(
       [&] {
         const std::string log = ReadFile(process_log);
-        const size_t last = log.rfind("windows written;");
+        const size_t last = log.rfind(" windows written");
         if (last == std::string::npos || last < log_at_pause ||
             log.find("; lag 0;", last) == std::string::npos) {
           lag_zero_since = absl::InfiniteFuture();

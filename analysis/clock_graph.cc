@@ -146,10 +146,48 @@ std::vector<char> Reachable(int domains, int reference,
   return seen;
 }
 
-// Median of `v` (reordered): the upper middle value. REQUIRES: !v.empty().
-double Median(std::vector<double>& v) {
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
+// The median of the largest cluster of `v` (reordered) whose values lie
+// within `width` of each other (the first of equal clusters in ascending
+// order), and the cluster's size. REQUIRES: !v.empty().
+std::pair<double, size_t> ClusterMedian(std::vector<double>& v, double width) {
+  std::sort(v.begin(), v.end());
+  size_t best_lo = 0;
+  size_t best_hi = 0;  // Exclusive.
+  for (size_t lo = 0, hi = 0; lo < v.size(); ++lo) {
+    while (hi < v.size() && v[hi] - v[lo] <= width) ++hi;
+    if (hi - lo > best_hi - best_lo) {
+      best_lo = lo;
+      best_hi = hi;
+    }
+  }
+  const size_t n = best_hi - best_lo;
+  const size_t mid = best_lo + n / 2;
+  return {n % 2 == 1 ? v[mid] : (v[mid - 1] + v[mid]) / 2, n};
+}
+
+// The outlier limit for residual magnitudes `v` (reordered): the first of
+// floor, 2·floor, 4·floor, ... at which doubling it keeps at most `growth`
+// more edges (at most `doublings` doublings). Edges that really ended
+// together sit below a knee (their jitter, or a drift not yet fitted);
+// wrong ones are spread thinly far above it, so they stay out even when
+// they are most of the edges, which a multiple of the median would not
+// give.
+double OutlierLimit(std::vector<double>& v, double floor, double growth,
+                    int doublings) {
+  std::sort(v.begin(), v.end());
+  auto within = [&](double limit) {
+    return static_cast<double>(std::upper_bound(v.begin(), v.end(), limit) -
+                               v.begin());
+  };
+  double limit = floor;
+  double kept = within(limit);
+  for (int k = 0; k < doublings; ++k) {
+    const double more = within(2 * limit);
+    if (kept > 0 && more - kept <= growth * kept) break;
+    limit *= 2;
+    kept = more;
+  }
+  return limit;
 }
 
 }  // namespace
@@ -164,10 +202,14 @@ int64_t ClockSolution::OffsetAt(int d, int64_t t) const {
 }
 
 int64_t ClockSolution::FromReference(int d, int64_t t) const {
-  // t' − offset(t') = t: two fixed-point steps, since the offset changes by
-  // parts per million of the step.
+  // t' − offset(t') = t: two fixed-point steps land within a nanosecond,
+  // since the offset changes by parts per million of the step. Then the
+  // earliest such t', so that a rank's own start, taken to the reference
+  // clock and back, is that start again (the late rank waits for nothing).
   int64_t local = t + OffsetAt(d, t);
   local = t + OffsetAt(d, local);
+  while (ToReference(d, local) < t) ++local;
+  while (ToReference(d, local - 1) >= t) --local;
   return local;
 }
 
@@ -224,10 +266,13 @@ ClockSolution ClockGraph::Solve(const ClockGraphOptions& options) const {
     return std::make_pair(std::min(r.from, r.to), std::max(r.from, r.to));
   };
 
-  // A robust start: per pair of domains the median of its end differences,
-  // constant offsets fitted to those. A least-squares start would let a few
-  // wildly wrong edges (a wrong match, seconds off) drag every domain; the
-  // medians ignore them while they are fewer than half of a pair's edges.
+  // A robust start: per pair of domains the median of the largest cluster
+  // of its end differences within outlier_floor_ns of each other (the
+  // instances that really ended together), constant offsets fitted to
+  // those. A least-squares start would let a few wildly wrong edges (a wrong
+  // match, seconds off) drag every domain; the clusters ignore them even
+  // when they are most of a pair's edges. Under drift the cluster is the
+  // differences of one stretch of time: a start, which the rounds refine.
   {
     absl::flat_hash_map<std::pair<int, int>, std::vector<double>> by_pair;
     for (const Row& r : all) {
@@ -241,7 +286,12 @@ ClockSolution ClockGraph::Solve(const ClockGraphOptions& options) const {
       r.from = p.first;
       r.to = p.second;
       r.w = static_cast<double>(deltas.size());
-      r.y = Median(deltas);
+      const auto [median, size] =
+          ClusterMedian(deltas, static_cast<double>(options.outlier_floor_ns));
+      // Fewer instances than a link needs agree: no start from this pair
+      // (the domains may still be reached through others).
+      if (size < static_cast<size_t>(options.min_link_instances)) continue;
+      r.y = median;
       rows.push_back(r);
       pairs.push_back(p);
     }
@@ -268,8 +318,9 @@ ClockSolution ClockGraph::Solve(const ClockGraphOptions& options) const {
       if (solvable) magnitudes.push_back(std::abs(residual[i]));
     }
     if (magnitudes.empty()) break;
-    const double limit = std::max(static_cast<double>(options.outlier_floor_ns),
-                                  options.outlier_factor * Median(magnitudes));
+    const double limit =
+        OutlierLimit(magnitudes, static_cast<double>(options.outlier_floor_ns),
+                     options.outlier_growth, options.outlier_doublings);
     for (size_t i = 0; i < m; ++i) kept[i] = std::abs(residual[i]) <= limit;
     // Links: pairs with enough edges that fit.
     absl::flat_hash_map<std::pair<int, int>, int> fits;

@@ -27,12 +27,16 @@ namespace bubblewatch {
 struct ClockGraphOptions {
   // Two domains are linked when at least this many of their shared instances
   // fit the solution; a domain is solved only when linked to the reference
-  // through such links (directly or not).
+  // through such links (directly or not). A pair of domains gives the fit a
+  // start only when this many of its end differences agree within
+  // outlier_floor_ns.
   int min_link_instances = 3;
-  // An edge is an outlier when its residual exceeds
-  // max(outlier_floor_ns, outlier_factor × the median absolute residual).
+  // An edge is an outlier when its residual exceeds the limit: the first of
+  // outlier_floor_ns · 2^k (k ≤ outlier_doublings) at which doubling it
+  // would keep at most outlier_growth more edges.
   int64_t outlier_floor_ns = 50'000;
-  double outlier_factor = 5.0;
+  double outlier_growth = 0.05;
+  int outlier_doublings = 10;
   // A domain's drift is fitted only when it rests on at least this many
   // edges spanning at least min_drift_span_ns; else its offset is constant
   // (a slope from a few close instances would be noise, and extrapolated).
@@ -78,7 +82,8 @@ struct ClockSolution {
   int64_t OffsetAt(int d, int64_t t) const;
   // `t` on domain `d`'s clock, on the reference clock: t − OffsetAt(d, t).
   int64_t ToReference(int d, int64_t t) const { return t - OffsetAt(d, t); }
-  // The inverse: a reference time on `d`'s clock (within a nanosecond).
+  // The inverse: the earliest time on `d`'s clock whose reference time is
+  // at least `t`.
   int64_t FromReference(int d, int64_t t) const;
 };
 

@@ -141,6 +141,29 @@ TEST(ClockGraph, OutlierEdgesDoNotPullTheSolution) {
   EXPECT_EQ(s.domains[1].instances, 20);
 }
 
+TEST(ClockGraph, MostEdgesWrongStillLeaveTheRightOnesTheSolution) {
+  // 4 instances ended together; 6 wrong matches milliseconds to seconds off.
+  const std::vector<TrueClock> clocks = {{0}, {2 * kMs}};
+  ClockGraph g(2, 0);
+  for (int i = 0; i < 4; ++i) AddEnding(g, clocks, {0, 1}, i * 10 * kMs);
+  for (int64_t off :
+       {3 * kMs, -7 * kMs, 40 * kMs, 900 * kMs, -2 * kS, 5 * kS}) {
+    g.AddInstance(std::vector<DomainEnd>{{0, kS}, {1, kS + 2 * kMs + off}});
+  }
+  const ClockSolution s = g.Solve();
+  EXPECT_TRUE(s.domains[1].connected);
+  EXPECT_EQ(s.domains[1].offset_ns, 2 * kMs);
+  EXPECT_EQ(s.domains[1].instances, 4);
+  EXPECT_EQ(s.outliers, 6);
+  // With no 3 of them agreeing, no clock: the wrong ones would set it.
+  ClockGraph few(2, 0);
+  for (int i = 0; i < 2; ++i) AddEnding(few, clocks, {0, 1}, i * 10 * kMs);
+  for (int64_t off : {3 * kMs, -7 * kMs, 40 * kMs, 900 * kMs}) {
+    few.AddInstance(std::vector<DomainEnd>{{0, kS}, {1, kS + off}});
+  }
+  EXPECT_FALSE(few.Solve().domains[1].connected);
+}
+
 TEST(ClockGraph, DisconnectedDomainsAreReportedAndNotCorrected) {
   // 3 shares two instances with 0 (fewer than 3: no link); 4 and 5 share
   // many with each other but none with 0..3.

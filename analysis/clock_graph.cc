@@ -165,41 +165,35 @@ std::pair<double, size_t> ClusterMedian(std::vector<double>& v, double width) {
   return {n % 2 == 1 ? v[mid] : (v[mid - 1] + v[mid]) / 2, n};
 }
 
-// The outlier limit for residual magnitudes `v` (reordered): the first of
-// floor, 2·floor, 4·floor, ... at which doubling it keeps at most `growth`
-// more edges (at most `doublings` doublings). Edges that really ended
-// together sit below a knee (their jitter, or a drift not yet fitted);
-// wrong ones are spread thinly far above it, so they stay out even when
-// they are most of the edges, which a multiple of the median would not
-// give.
-double OutlierLimit(std::vector<double>& v, double floor, double growth,
+// The outlier limit for residual magnitudes `v`: the first of floor,
+// 2·floor, 4·floor, ... at which doubling it keeps at most `growth` more
+// edges (at most `doublings` doublings). Edges that really ended together
+// sit below a knee (their jitter, or a drift not yet fitted); wrong ones are
+// spread thinly far above it, so they stay out even when they are most of
+// the edges, which a multiple of the median would not give. O(n): a count
+// per doubling, no sort (this runs every round over every edge).
+double OutlierLimit(const std::vector<double>& v, double floor, double growth,
                     int doublings) {
-  std::sort(v.begin(), v.end());
-  auto within = [&](double limit) {
-    return static_cast<double>(std::upper_bound(v.begin(), v.end(), limit) -
-                               v.begin());
-  };
-  double limit = floor;
-  double kept = within(limit);
-  for (int k = 0; k < doublings; ++k) {
-    const double more = within(2 * limit);
-    if (kept > 0 && more - kept <= growth * kept) break;
-    limit *= 2;
-    kept = more;
+  // within[k]: how many are at most floor · 2^k.
+  std::vector<double> within(doublings + 2, 0.0);
+  for (double x : v) {
+    int k = 0;
+    if (x > floor) {
+      k = std::ilogb(x / floor);
+      if (x > std::ldexp(floor, k)) ++k;
+    }
+    if (k <= doublings + 1) within[k] += 1;
   }
-  return limit;
+  for (int k = 1; k < doublings + 2; ++k) within[k] += within[k - 1];
+  int k = 0;
+  while (k < doublings &&
+         !(within[k] > 0 && within[k + 1] - within[k] <= growth * within[k])) {
+    ++k;
+  }
+  return std::ldexp(floor, k);
 }
 
 }  // namespace
-
-int64_t ClockSolution::OffsetAt(int d, int64_t t) const {
-  const DomainClock& c = domains[d];
-  if (!c.connected) return 0;
-  if (c.drift_ns_per_s == 0) return c.offset_ns;
-  // No overflow: event times are within ±2^62 (CheckEventTimes).
-  const double seconds = static_cast<double>(t - origin_ns) / kNsPerS;
-  return c.offset_ns + std::llround(c.drift_ns_per_s * seconds);
-}
 
 int64_t ClockSolution::FromReference(int d, int64_t t) const {
   // t' − offset(t') = t: two fixed-point steps land within a nanosecond,
@@ -273,29 +267,42 @@ ClockSolution ClockGraph::Solve(const ClockGraphOptions& options) const {
   // match, seconds off) drag every domain; the clusters ignore them even
   // when they are most of a pair's edges. Under drift the cluster is the
   // differences of one stretch of time: a start, which the rounds refine.
+  // Pairs of domains in first-seen order, and each edge's.
+  std::vector<std::pair<int, int>> pairs;
+  std::vector<int> pair_of_edge(m);
   {
-    absl::flat_hash_map<std::pair<int, int>, std::vector<double>> by_pair;
-    for (const Row& r : all) {
-      const auto p = pair_of(r);
-      by_pair[p].push_back(r.from == p.first ? r.y : -r.y);
+    absl::flat_hash_map<std::pair<int, int>, int> ids;
+    for (size_t i = 0; i < m; ++i) {
+      const auto p = pair_of(all[i]);
+      auto [it, inserted] = ids.try_emplace(p, static_cast<int>(pairs.size()));
+      if (inserted) pairs.push_back(p);
+      pair_of_edge[i] = it->second;
+    }
+  }
+  {
+    std::vector<std::vector<double>> deltas(pairs.size());
+    for (size_t i = 0; i < m; ++i) {
+      const Row& r = all[i];
+      deltas[pair_of_edge[i]].push_back(
+          r.from == pairs[pair_of_edge[i]].first ? r.y : -r.y);
     }
     std::vector<Row> rows;
-    std::vector<std::pair<int, int>> pairs;
-    for (auto& [p, deltas] : by_pair) {
+    std::vector<std::pair<int, int>> starts;
+    for (size_t p = 0; p < pairs.size(); ++p) {
       Row r;
-      r.from = p.first;
-      r.to = p.second;
-      r.w = static_cast<double>(deltas.size());
-      const auto [median, size] =
-          ClusterMedian(deltas, static_cast<double>(options.outlier_floor_ns));
+      r.from = pairs[p].first;
+      r.to = pairs[p].second;
+      r.w = static_cast<double>(deltas[p].size());
+      const auto [median, size] = ClusterMedian(
+          deltas[p], static_cast<double>(options.outlier_floor_ns));
       // Fewer instances than a link needs agree: no start from this pair
       // (the domains may still be reached through others).
       if (size < static_cast<size_t>(options.min_link_instances)) continue;
       r.y = median;
       rows.push_back(r);
-      pairs.push_back(p);
+      starts.push_back(pairs[p]);
     }
-    const std::vector<char> reach = Reachable(domains_, reference_, pairs);
+    const std::vector<char> reach = Reachable(domains_, reference_, starts);
     const std::vector<char> no_slope(domains_, 0);
     if (!Fit(rows, reach, no_slope, reference_, clocks)) return out;
   }
@@ -308,6 +315,7 @@ ClockSolution ClockGraph::Solve(const ClockGraphOptions& options) const {
   std::vector<double> magnitudes;
   std::vector<char> connected(domains_, 0);
   connected[reference_] = 1;
+  std::vector<double> span(domains_, 0.0);  // Of the last fit's edges, in s.
   for (int round = 0; round < options.max_rounds; ++round) {
     magnitudes.clear();
     for (size_t i = 0; i < m; ++i) {
@@ -323,13 +331,11 @@ ClockSolution ClockGraph::Solve(const ClockGraphOptions& options) const {
                      options.outlier_growth, options.outlier_doublings);
     for (size_t i = 0; i < m; ++i) kept[i] = std::abs(residual[i]) <= limit;
     // Links: pairs with enough edges that fit.
-    absl::flat_hash_map<std::pair<int, int>, int> fits;
-    for (size_t i = 0; i < m; ++i) {
-      if (kept[i]) ++fits[pair_of(all[i])];
-    }
+    std::vector<int> fits(pairs.size(), 0);
+    for (size_t i = 0; i < m; ++i) fits[pair_of_edge[i]] += kept[i];
     std::vector<std::pair<int, int>> links;
-    for (const auto& [p, n] : fits) {
-      if (n >= options.min_link_instances) links.push_back(p);
+    for (size_t p = 0; p < pairs.size(); ++p) {
+      if (fits[p] >= options.min_link_instances) links.push_back(pairs[p]);
     }
     const std::vector<char> reach = Reachable(domains_, reference_, links);
     for (size_t i = 0; i < m; ++i) {
@@ -356,9 +362,10 @@ ClockSolution ClockGraph::Solve(const ClockGraphOptions& options) const {
     }
     std::vector<char> slope(domains_, 0);
     for (int d = 0; d < domains_; ++d) {
-      slope[d] = connected[d] && count[d] >= options.min_drift_instances &&
-                 (last[d] - first[d]) * kNsPerS >=
-                     static_cast<double>(options.min_drift_span_ns);
+      span[d] = count[d] > 0 ? last[d] - first[d] : 0.0;
+      slope[d] =
+          connected[d] && count[d] >= options.min_drift_instances &&
+          span[d] * kNsPerS >= static_cast<double>(options.min_drift_span_ns);
     }
     if (!Fit(rows, connected, slope, reference_, clocks)) break;
     ++out.rounds;
@@ -393,6 +400,13 @@ ClockSolution ClockGraph::Solve(const ClockGraphOptions& options) const {
           std::sqrt(squares[d] / static_cast<double>(edges_of[d])));
     }
     if (d == reference_ || !connected[d]) continue;
+    // A drift that moves the offset by under half a nanosecond over the
+    // domain's edges cannot be told from none (constant offsets fit to
+    // rounding error): it is 0, and correcting is exact integer arithmetic.
+    if (std::abs(clocks.b[d]) * span[d] < 0.5) {
+      c.offset_ns = std::llround(clocks.a[d]);
+      continue;
+    }
     // The offset at the origin (x = 0).
     c.offset_ns = std::llround(clocks.a[d] - clocks.b[d] * clocks.center[d]);
     c.drift_ns_per_s = clocks.b[d];

@@ -79,7 +79,17 @@ struct ClockSolution {
   int rounds = 0;        // Fits made.
 
   // Domain `d`'s offset at `t` on its own clock (0 if not connected).
-  int64_t OffsetAt(int d, int64_t t) const;
+  // Inline: the analysis corrects every collective kernel's times.
+  int64_t OffsetAt(int d, int64_t t) const {
+    const DomainClock& c = domains[d];
+    if (c.drift_ns_per_s == 0) return c.offset_ns;  // 0 if not connected.
+    // No overflow: event times are within ±2^62 (CheckEventTimes).
+    const double drift =
+        c.drift_ns_per_s * 1e-9 * static_cast<double>(t - origin_ns);
+    // Rounded half away from zero, as llround, without the library call.
+    return c.offset_ns +
+           static_cast<int64_t>(drift < 0 ? drift - 0.5 : drift + 0.5);
+  }
   // `t` on domain `d`'s clock, on the reference clock: t − OffsetAt(d, t).
   int64_t ToReference(int d, int64_t t) const { return t - OffsetAt(d, t); }
   // The inverse: the earliest time on `d`'s clock whose reference time is

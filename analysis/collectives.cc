@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "analysis/clock_graph.h"
 #include "analysis/interval_set.h"
 
 namespace bubblewatch {
@@ -105,7 +106,6 @@ struct RankState {
   // Its device's kernels as AnalyzeCheckedTrace split them (one analysis per
   // trace builds them, not a second pass here); set by AnalyzeTraces.
   const DeviceKernelSets* sets = nullptr;
-  int64_t offset_ns = 0;  // Its clock domain's offset.
   // Where the last query of `compute` was: instances come in time order
   // within a group, so each query starts its search near the previous one.
   size_t compute_cursor = 0;
@@ -155,6 +155,13 @@ class CollectiveAnalyzer {
   absl::string_view Name(const RankState& r, NameId id) const {
     return r.input->trace->Name(id);
   }
+  // Time `t` of rank slot `slot`, on the reference clock, and back.
+  int64_t Corrected(size_t slot, int64_t t) const {
+    return clock_.ToReference(ranks_[slot].domain, t);
+  }
+  int64_t Local(size_t slot, int64_t reference_t) const {
+    return clock_.FromReference(ranks_[slot].domain, reference_t);
+  }
 
   absl::Span<const RankInput> inputs_;
   const CollectiveOptions& options_;
@@ -170,6 +177,7 @@ class CollectiveAnalyzer {
   // Per trace slot: the kernel sets of each device its analysis gave.
   std::vector<std::vector<DeviceKernelSets>> trace_sets_;
   const DeviceKernelSets no_kernels_;
+  ClockSolution clock_;  // Every clock domain's, by EstimateClocks.
   CollectiveAnalysis out_;
 };
 
@@ -428,62 +436,48 @@ void CollectiveAnalyzer::BuildInstances() {
   instances_ = std::move(all);
 }
 
+// docs/semantics.md#clocks: every matched instance that spans several
+// domains ties their clocks together; ClockGraph solves all of them at once,
+// so a domain that shares no instance with the reference is still
+// corrected through the domains it does share instances with.
 void CollectiveAnalyzer::EstimateClocks() {
   out_.ranks.resize(ranks_.size());
   int domains = 0;
   for (const RankState& r : ranks_) domains = std::max(domains, r.domain + 1);
-  if (domains <= 1) return;
   const int reference = ranks_.front().domain;  // The lowest rank's.
-  // Per domain: end-time deltas against the reference domain, one per
-  // instance holding both (first rank of each).
-  std::vector<std::vector<int64_t>> deltas(domains);
-  for (const Instance& inst : instances_) {
-    std::vector<const CollectiveKernel*> first(domains, nullptr);
-    for (const auto& [slot, c] : inst.parts) {
-      if (first[ranks_[slot].domain] == nullptr) {
-        first[ranks_[slot].domain] = c;
+  ClockGraph graph(domains, reference);
+  if (domains > 1) {
+    // One end per (instance, domain): its lowest rank's, which comes first
+    // among the parts.
+    std::vector<int64_t> seen_in(domains, -1);
+    std::vector<DomainEnd> ends;
+    for (size_t i = 0; i < instances_.size(); ++i) {
+      ends.clear();
+      for (const auto& [slot, c] : instances_[i].parts) {
+        const int d = ranks_[slot].domain;
+        if (seen_in[d] == static_cast<int64_t>(i)) continue;
+        seen_in[d] = static_cast<int64_t>(i);
+        ends.push_back({d, c->end_ns});
       }
-    }
-    if (first[reference] == nullptr) continue;
-    for (int d = 0; d < domains; ++d) {
-      if (d == reference || first[d] == nullptr) continue;
-      deltas[d].push_back(first[d]->end_ns - first[reference]->end_ns);
+      graph.AddInstance(ends);
     }
   }
-  std::vector<int64_t> offset(domains, 0);
-  std::vector<int64_t> support(domains, 0);
-  for (int d = 0; d < domains; ++d) {
-    std::vector<int64_t>& v = deltas[d];
-    if (d == reference || v.empty()) continue;
-    // The largest cluster of deltas within sync_floor of each other: the
-    // instances that really ended together. Deltas of instances that did
-    // not (a point-to-point pair among absent ranks, a wrong order match)
-    // must not pull the estimate.
-    std::sort(v.begin(), v.end());
-    size_t best_lo = 0;
-    size_t best_hi = 0;  // Exclusive.
-    for (size_t lo = 0, hi = 0; lo < v.size(); ++lo) {
-      while (hi < v.size() && v[hi] - v[lo] <= options_.sync_floor_ns) ++hi;
-      if (hi - lo > best_hi - best_lo) {
-        best_lo = lo;
-        best_hi = hi;
-      }
-    }
-    if (static_cast<int64_t>(best_hi - best_lo) <
-        options_.min_clock_instances) {
-      continue;
-    }
-    std::vector<int64_t> cluster(v.begin() + best_lo, v.begin() + best_hi);
-    offset[d] = Median(cluster);
-    support[d] = static_cast<int64_t>(best_hi - best_lo);
-  }
+  ClockGraphOptions o;
+  o.min_link_instances = options_.min_clock_instances;
+  o.outlier_floor_ns = options_.sync_floor_ns;
+  o.min_drift_instances = options_.min_drift_instances;
+  o.min_drift_span_ns = options_.min_drift_span_ns;
+  clock_ = graph.Solve(o);
   for (size_t slot = 0; slot < ranks_.size(); ++slot) {
-    RankState& r = ranks_[slot];
-    r.offset_ns = offset[r.domain];
+    const int d = ranks_[slot].domain;
+    const DomainClock& dc = clock_.domains[d];
     RankCollectiveStats& s = out_.ranks[slot];
-    s.clock_offset_ns = offset[r.domain];
-    s.clock_instances = support[r.domain];
-    s.clock_corrected = support[r.domain] > 0;
+    s.clock_offset_ns = dc.offset_ns;
+    s.clock_drift_ns_per_s = dc.drift_ns_per_s;
+    s.clock_instances = dc.instances;
+    s.clock_residual_ns = dc.residual_ns;
+    s.clock_connected = dc.connected;
+    s.clock_corrected = dc.connected && d != reference;
   }
 }
 
@@ -495,7 +489,7 @@ void CollectiveAnalyzer::MeasureInstances() {
     int64_t max_end = INT64_MIN;
     int64_t shortest = INT64_MAX;
     for (const auto& [slot, c] : inst.parts) {
-      const int64_t end = c->end_ns - ranks_[slot].offset_ns;
+      const int64_t end = Corrected(slot, c->end_ns);
       min_end = std::min(min_end, end);
       max_end = std::max(max_end, end);
       shortest = std::min(shortest, c->end_ns - c->start_ns);
@@ -513,7 +507,7 @@ void CollectiveAnalyzer::MeasureInstances() {
     // which comes first among the parts.
     inst.arrival_ns = INT64_MIN;
     for (const auto& [slot, c] : inst.parts) {
-      const int64_t start = c->start_ns - ranks_[slot].offset_ns;
+      const int64_t start = Corrected(slot, c->start_ns);
       if (start > inst.arrival_ns) {
         inst.arrival_ns = start;
         inst.late = slot;
@@ -576,7 +570,7 @@ void CollectiveAnalyzer::MeasureWaits() {
     for (size_t p = 0; p < inst.parts.size(); ++p) {
       const auto& [slot, c] = inst.parts[p];
       RankState& r = ranks_[slot];
-      const int64_t local_arrival = inst.arrival_ns + r.offset_ns;
+      const int64_t local_arrival = Local(slot, inst.arrival_ns);
       const int64_t wait_end = std::min(c->end_ns, local_arrival);
       if (wait_end > c->start_ns) {
         inst.wait_ns[p] = (wait_end - c->start_ns) -
@@ -915,7 +909,7 @@ void CollectiveAnalyzer::WhatIf() {
     for (size_t p = 0; p < inst.parts.size(); ++p) {
       const auto& [slot, c] = inst.parts[p];
       parts[i][p].slot = slot;
-      first_end = std::min(first_end, c->end_ns - ranks_[slot].offset_ns);
+      first_end = std::min(first_end, Corrected(slot, c->end_ns));
       kernels[slot].emplace_back(c->start_ns, static_cast<int>(i),
                                  static_cast<int>(p));
     }
@@ -925,12 +919,11 @@ void CollectiveAnalyzer::WhatIf() {
   for (size_t slot = 0; slot < ranks_.size(); ++slot) {
     auto& ks = kernels[slot];
     std::sort(ks.begin(), ks.end());
-    const int64_t offset = ranks_[slot].offset_ns;
     for (size_t k = 0; k < ks.size(); ++k) {
       const auto& [start, i, p] = ks[k];
       Part& part = parts[i][p];
       if (k == 0) {
-        first_ready[slot] = start - offset;
+        first_ready[slot] = Corrected(slot, start);
         job_start = std::min(job_start, first_ready[slot]);
         continue;
       }
@@ -1018,7 +1011,7 @@ void CollectiveAnalyzer::Summarize() {
   for (const Instance& inst : instances_) {
     if (!inst.synchronized) continue;
     for (const auto& [slot, c] : inst.parts) {
-      const int64_t local_arrival = inst.arrival_ns + ranks_[slot].offset_ns;
+      const int64_t local_arrival = Local(slot, inst.arrival_ns);
       const int64_t wait_end = std::min(c->end_ns, local_arrival);
       if (wait_end > c->start_ns)
         waits[slot].push_back({c->start_ns, wait_end});

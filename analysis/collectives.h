@@ -1,9 +1,9 @@
 // AnalyzeCollectives computes the collective semantics of
 // docs/semantics.md#collectives for the ranks of one job: it matches each
-// collective's instances across the ranks, estimates the clock offset of
-// each clock domain (host) from their end times, splits each rank's
-// collective time into waiting and transfer, and blames every other rank's
-// wait on the rank that arrived last, split by what made that rank late
+// collective's instances across the ranks, puts every clock domain (host,
+// else file) on one clock from their end times (offset and drift), splits each
+// rank's collective time into waiting and transfer, and blames every other
+// rank's wait on the rank that arrived last, split by what made that rank late
 // (its excess over the median rank since the previous common sync point).
 //
 // Input: one RankInput per rank: a device of a Trace whose collective kernels
@@ -54,10 +54,17 @@ struct CollectiveOptions {
   // within max(sync_floor_ns, sync_fraction × its shortest kernel).
   int64_t sync_floor_ns = 50'000;
   double sync_fraction = 0.05;
-  // A clock domain's offset is estimated only from at least this many
-  // matched instances shared with the reference domain; else 0, reported as
-  // not corrected.
+  // Clocks (docs/semantics.md#clocks): two clock domains are linked when at
+  // least this many of the instances they share fit the solution; a domain
+  // not linked to the reference, directly or through others, keeps offset
+  // 0, reported as not corrected. Edges whose residual exceeds
+  // max(sync_floor_ns, 5 × the median one) are rejected.
   int min_clock_instances = 3;
+  // A domain's drift is fitted when its clock rests on at least this many
+  // instance edges spanning at least min_drift_span_ns; else its offset is
+  // constant.
+  int min_drift_instances = 10;
+  int64_t min_drift_span_ns = 1'000'000'000;
   // Keep CollectiveAnalysis::instances (every matched instance, for tests
   // and reports); off, only the aggregates are kept.
   bool keep_instances = false;
@@ -125,11 +132,20 @@ struct RankCollectiveStats {
   int64_t comm_wait_ns = 0;     // Waits not overlapped by other kernels.
   int64_t wait_caused_ns = 0;   // Others' waits blamed on this rank.
   int64_t arrived_last = 0;     // Used instances where it was late.
-  // Offset of its clock domain: subtract from its times for the reference
-  // clock. clock_instances is how many instances it rests on (0: the
-  // reference domain, or not corrected).
+  // Its clock domain's clock (docs/semantics.md#clocks): subtract
+  // clock_offset_ns + clock_drift_ns_per_s × (t − the clock origin) / 1 s
+  // from its time t for the reference clock; clock_offset_ns is the offset
+  // at the origin, the earliest end of an instance spanning two domains.
+  // clock_instances: the instances its solution rests on (edges kept, shared
+  // with a connected domain; 0 when not connected); clock_residual_ns: the
+  // root mean square of those edges' residuals. clock_connected: the
+  // reference domain, or linked to it; clock_corrected: connected and not
+  // the reference (offset and drift 0 otherwise).
   int64_t clock_offset_ns = 0;
+  double clock_drift_ns_per_s = 0;
   int64_t clock_instances = 0;
+  int64_t clock_residual_ns = 0;
+  bool clock_connected = false;
   bool clock_corrected = false;
   // (busy - comm_wait) / span; 0 when the span is 0.
   double busy_useful_utilization() const;

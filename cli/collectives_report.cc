@@ -1,6 +1,7 @@
 #include "cli/collectives_report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -53,6 +54,40 @@ std::vector<Share> Shares(const Straggler& s) {
   return shares;
 }
 
+// One line on the clocks when the ranks have several
+// (docs/semantics.md#clocks): how many were put on the reference clock, how
+// well the solution fits and how far the clocks drift, and which ranks no
+// chain of instances ties to it.
+std::string ClocksLine(const CollectiveAnalysis& c) {
+  int64_t corrected = 0;
+  int64_t others = 0;  // Ranks not on the reference's clock.
+  int64_t residual = 0;
+  double drift = 0;
+  std::vector<int32_t> apart;
+  for (const RankCollectiveStats& r : c.ranks) {
+    if (!r.clock_connected) apart.push_back(r.rank);
+    if (!r.clock_connected || r.clock_corrected) ++others;
+    if (r.clock_connected) residual = std::max(residual, r.clock_residual_ns);
+    if (!r.clock_corrected) continue;
+    ++corrected;
+    drift = std::max(drift, std::abs(r.clock_drift_ns_per_s));
+  }
+  if (corrected == 0 && apart.empty()) return "";
+  std::string out = absl::StrCat("  Clocks: ", corrected, " of ", others,
+                                 " ranks on other clocks put on rank ",
+                                 c.ranks.front().rank, "'s clock");
+  if (corrected > 0) {
+    absl::StrAppend(&out, absl::StrFormat(", residual <= %.1f us RMS, drift <= "
+                                          "%.3f us/s",
+                                          JsonUs(residual), drift / 1e3));
+  }
+  if (!apart.empty()) {
+    absl::StrAppend(&out, "; not connected (uncorrected): rank",
+                    apart.size() == 1 ? " " : "s ", absl::StrJoin(apart, ", "));
+  }
+  return out + "\n";
+}
+
 }  // namespace
 
 std::string RenderCollectivesText(const CollectiveAnalysis& c, bool color) {
@@ -87,6 +122,7 @@ std::string RenderCollectivesText(const CollectiveAnalysis& c, bool color) {
             Shorten(r.file, 40)));
   }
 
+  absl::StrAppend(&out, ClocksLine(c));
   absl::StrAppend(&out, "\n", st.Bold("Collectives and stragglers"), "\n");
   absl::StrAppend(
       &out, "  ", c.collective_kernels, " collective kernels; instances by ",
@@ -201,6 +237,21 @@ void WriteCollectivesJson(JsonWriter& w, const CollectiveAnalysis& c) {
       w.Null();
     }
     w.Key("clock_instances").Int(r.clock_instances);
+    // Drift and residual exist where the clock was solved: null otherwise,
+    // like the offset; the reference has a residual but no drift.
+    w.Key("clock_drift_us_per_s");
+    if (r.clock_corrected) {
+      w.Double(r.clock_drift_ns_per_s / 1e3);
+    } else {
+      w.Null();
+    }
+    w.Key("clock_residual_us");
+    if (r.clock_connected && r.clock_instances > 0) {
+      w.Double(JsonUs(r.clock_residual_ns));
+    } else {
+      w.Null();
+    }
+    w.Key("clock_connected").Bool(r.clock_connected);
     w.EndObject();
   }
   w.EndArray();

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "analysis/bubble_analyzer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -23,6 +24,8 @@ namespace {
 using ::bubblewatch::testing::TraceBuilder;
 using ::testing::HasSubstr;
 
+using testing::kMs;
+using testing::kS;
 using testing::kUs;
 
 int64_t Cause(const Attribution& a, BubbleCause c) {
@@ -373,6 +376,149 @@ TEST(AnalyzeCollectives, TooFewInstancesLeaveTheClockUncorrected) {
   EXPECT_FALSE(c->ranks[1].clock_corrected);
   EXPECT_EQ(c->ranks[1].clock_offset_ns, 0);
   EXPECT_EQ(c->unsynchronized, 1);
+}
+
+// A tensor × data-parallel job: 4 hosts × 4 GPUs, one file (clock domain)
+// per rank. Tensor-parallel all-gathers within each host, data-parallel
+// all-reduces across hosts: rank 0 shares an instance with 7 of the 16
+// ranks only, so the others' clocks follow from chains of instances.
+// Host h's clock reads true + offset + drift × true / 1 s; rank 13 computes
+// 1.5 ms longer before every all-reduce.
+struct TpDpJob {
+  static constexpr int kHosts = 4;
+  static constexpr int kGpus = 4;
+  static constexpr int kRanks = kHosts * kGpus;
+  static constexpr int kLate = 13;
+  std::vector<int64_t> offset_ns;
+  std::vector<double> drift_ns_per_s;
+  int64_t end_ns = 0;  // The last true end.
+  std::vector<Trace> traces;
+
+  int64_t Local(int rank, int64_t true_ns) const {
+    const int h = rank / kGpus;
+    return true_ns + offset_ns[h] +
+           static_cast<int64_t>(drift_ns_per_s[h] *
+                                static_cast<double>(true_ns) / 1e9);
+  }
+  // The truth the analysis should find for `rank` at true time `t`.
+  int64_t TrueOffset(int rank, int64_t true_ns) const {
+    return Local(rank, true_ns) - true_ns;
+  }
+};
+
+TpDpJob MakeTpDpJob(int steps, int64_t step_ns, std::vector<double> drift) {
+  TpDpJob job;
+  job.offset_ns = {0, 2'100 * kUs, -1'700 * kUs, 4'300 * kUs};
+  job.drift_ns_per_s = std::move(drift);
+  std::mt19937_64 rng(23);
+  auto uniform = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  std::vector<TraceBuilder> b(TpDpJob::kRanks);
+  auto collective = [&](int r, const std::string& type,
+                        const std::string& group, const std::string& members,
+                        int64_t seq, int64_t start, int64_t end) {
+    b[r].Collective(type, job.Local(r, start) / 1e3, job.Local(r, end) / 1e3,
+                    group, seq, 24, 0, members);
+  };
+  for (int s = 0; s < steps; ++s) {
+    const int64_t base = s * step_ns + 1 * kMs;
+    std::vector<int64_t> ready(TpDpJob::kRanks);
+    for (int r = 0; r < TpDpJob::kRanks; ++r) {
+      ready[r] = base + 1'000 * kUs + uniform(0, 200) * kUs;
+      b[r].Kernel("gemm", job.Local(r, base) / 1e3,
+                  job.Local(r, ready[r]) / 1e3);
+    }
+    // All-gathers within each host.
+    std::vector<int64_t> after(TpDpJob::kRanks);
+    for (int h = 0; h < TpDpJob::kHosts; ++h) {
+      std::string members = "[";
+      int64_t arrival = 0;
+      for (int g = 0; g < TpDpJob::kGpus; ++g) {
+        const int r = h * TpDpJob::kGpus + g;
+        absl::StrAppend(&members, g == 0 ? "" : ", ", r);
+        arrival = std::max(arrival, ready[r]);
+      }
+      members += "]";
+      for (int g = 0; g < TpDpJob::kGpus; ++g) {
+        const int r = h * TpDpJob::kGpus + g;
+        after[r] = arrival + 300 * kUs + uniform(-5, 5) * kUs;
+        collective(r, "AllGather", absl::StrCat("tp", h), members, s, ready[r],
+                   after[r]);
+      }
+    }
+    // Compute, then all-reduces across hosts.
+    for (int r = 0; r < TpDpJob::kRanks; ++r) {
+      const int64_t done = after[r] + 2'000 * kUs + uniform(0, 200) * kUs +
+                           (r == TpDpJob::kLate ? 1'500 * kUs : 0);
+      b[r].Kernel("gemm", job.Local(r, after[r]) / 1e3,
+                  job.Local(r, done) / 1e3);
+      ready[r] = done;
+    }
+    for (int g = 0; g < TpDpJob::kGpus; ++g) {
+      std::string members = "[";
+      int64_t arrival = 0;
+      for (int h = 0; h < TpDpJob::kHosts; ++h) {
+        const int r = h * TpDpJob::kGpus + g;
+        absl::StrAppend(&members, h == 0 ? "" : ", ", r);
+        arrival = std::max(arrival, ready[r]);
+      }
+      members += "]";
+      for (int h = 0; h < TpDpJob::kHosts; ++h) {
+        const int r = h * TpDpJob::kGpus + g;
+        const int64_t end = arrival + 500 * kUs + uniform(-5, 5) * kUs;
+        collective(r, "AllReduce", absl::StrCat("dp", g), members, s, ready[r],
+                   end);
+        job.end_ns = std::max(job.end_ns, end);
+      }
+    }
+  }
+  for (TraceBuilder& t : b) job.traces.push_back(t.Build());
+  return job;
+}
+
+void ExpectTpDpJobSolved(const TpDpJob& job, int steps) {
+  std::vector<RankInput> ranks;
+  for (int r = 0; r < TpDpJob::kRanks; ++r) {
+    ranks.push_back(Rank(job.traces[r], r, absl::StrCat("file:rank", r)));
+  }
+  absl::StatusOr<CollectiveAnalysis> c = AnalyzeCollectives(ranks);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->matched, steps * 2 * TpDpJob::kGpus);
+  EXPECT_EQ(c->unsynchronized, 0);
+  EXPECT_EQ(c->used, c->matched);
+  // The offset at the start (the clock origin is the first instance's end,
+  // about 2.5 ms in) and, from the drift, at the end.
+  const int64_t first_end = 2'500 * kUs;
+  for (int r = 0; r < TpDpJob::kRanks; ++r) {
+    const RankCollectiveStats& s = c->ranks[r];
+    EXPECT_TRUE(s.clock_connected) << "rank " << r;
+    EXPECT_EQ(s.clock_corrected, r != 0) << "rank " << r;
+    EXPECT_NEAR(s.clock_offset_ns, job.TrueOffset(r, first_end), 20 * kUs)
+        << "rank " << r;
+    const double seconds = static_cast<double>(job.end_ns - first_end) / 1e9;
+    EXPECT_NEAR(s.clock_offset_ns + s.clock_drift_ns_per_s * seconds,
+                job.TrueOffset(r, job.end_ns), 20 * kUs)
+        << "rank " << r;
+    EXPECT_LT(s.clock_residual_ns, 10 * kUs) << "rank " << r;
+    EXPECT_GE(s.clock_instances, steps) << "rank " << r;
+  }
+  ASSERT_FALSE(c->stragglers.empty());
+  EXPECT_EQ(c->stragglers[0].rank, TpDpJob::kLate);
+  // Last in every all-reduce, and in some all-gathers of its host.
+  EXPECT_GE(c->ranks[TpDpJob::kLate].arrived_last, steps);
+}
+
+TEST(AnalyzeCollectives, TensorDataParallelClocksAreSolvedThroughChains) {
+  const TpDpJob job = MakeTpDpJob(40, 20 * kMs, {0, 0, 0, 0});
+  ExpectTpDpJobSolved(job, 40);
+}
+
+// A 35-minute job whose host clocks drift up to 1.5 ms apart: one constant
+// offset per domain would leave most instances unsynchronized.
+TEST(AnalyzeCollectives, TensorDataParallelClocksFollowDrift) {
+  const TpDpJob job = MakeTpDpJob(210, 10 * kS, {0, 700, -500, 300});
+  ExpectTpDpJobSolved(job, 210);
 }
 
 // --- Brute-force oracle --------------------------------------------------

@@ -276,6 +276,11 @@ TEST(AnalyzeCommand, TwoSampledRanksGiveCollectivesAndTheStraggler) {
   ASSERT_EQ(ranks.size(), 2u);
   EXPECT_GT(double(ranks.at(0)["comm_wait_us"]), 0.0);
   EXPECT_TRUE(ranks.at(1)["clock_offset_us"].is_null());
+  // No 3 instances agree on the files' clocks (docs/semantics.md#clocks).
+  EXPECT_FALSE(bool(ranks.at(1)["clock_connected"]));
+  EXPECT_TRUE(ranks.at(1)["clock_drift_us_per_s"].is_null());
+  EXPECT_TRUE(ranks.at(1)["clock_residual_us"].is_null());
+  EXPECT_TRUE(bool(ranks.at(0)["clock_connected"]));
   simdjson::dom::array stragglers = doc["stragglers"];
   ASSERT_EQ(stragglers.size(), 1u);
   EXPECT_EQ(int64_t(stragglers.at(0)["rank"]), 1);
@@ -297,6 +302,7 @@ TEST(AnalyzeCommand, ADirectoryIsItsFilesAsRanks) {
   EXPECT_THAT(r.out, HasSubstr("2 ranks of 128"));
   EXPECT_THAT(r.out, HasSubstr("10 matched"));
   EXPECT_THAT(r.out, HasSubstr("6 unsynchronized"));
+  EXPECT_THAT(r.out, HasSubstr("not connected (uncorrected): rank 1"));
   EXPECT_THAT(r.out, HasSubstr("rank 1: compute, "));
   EXPECT_THAT(r.out, HasSubstr("caused 5.283 ms of waits (100.0%)"));
 }

@@ -66,6 +66,23 @@ std::optional<absl::flat_hash_set<int32_t>> ParseRankList(
   return ranks;
 }
 
+// "[0, 4, 8]" -> {0, 4, 8} in the order given (PyTorch lists a group's
+// ranks by group rank); empty when it does not parse.
+std::vector<int32_t> ParseRankOrder(absl::string_view text) {
+  std::vector<int32_t> ranks;
+  text = absl::StripAsciiWhitespace(text);
+  if (!absl::ConsumePrefix(&text, "[") || !absl::ConsumeSuffix(&text, "]")) {
+    return ranks;
+  }
+  if (absl::StripAsciiWhitespace(text).empty()) return ranks;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int32_t r = 0;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &r)) return {};
+    ranks.push_back(r);
+  }
+  return ranks;
+}
+
 // Median of `v` (reordered); for an even count the mean of the two middle
 // values, rounded toward minus infinity. REQUIRES: !v.empty().
 int64_t Median(std::vector<int64_t>& v) {
@@ -115,6 +132,10 @@ struct RankState {
 struct Instance {
   int group = 0;
   int64_t key = 0;
+  // A point-to-point pair (docs/semantics.md#point-to-point-pairs): its
+  // two ends' rank slots; a slot is -1 where that rank is not an input.
+  bool pair = false;
+  std::array<int, 2> pair_slots{-1, -1};
   // (rank slot, kernel), by rank slot.
   std::vector<std::pair<int, const CollectiveKernel*>> parts;
   bool matched = false;
@@ -125,6 +146,13 @@ struct Instance {
   int previous = -1;             // Previous used instance of its group.
   // Per part: the breakdown query index of [previous end, start), or -1.
   std::vector<int> breakdown;
+};
+
+// A pair of the same stages in another pipeline replica: its group, and
+// which of its rank slots stands for each end of the pair it replicates.
+struct Replica {
+  int group = 0;
+  std::array<int, 2> slot_of_end{};
 };
 
 class CollectiveAnalyzer {
@@ -148,6 +176,9 @@ class CollectiveAnalyzer {
   void MeasureInstances();
   absl::Status AnalyzeTraces();
   void MeasureWaits();
+  void FindReplicas();
+  // The instance of (group, key) in instances_, or -1.
+  int FindInstance(int group, int64_t key) const;
   void Attribute();
   void WhatIf();
   void Summarize();
@@ -162,6 +193,16 @@ class CollectiveAnalyzer {
   int64_t Local(size_t slot, int64_t reference_t) const {
     return clock_.FromReference(ranks_[slot].domain, reference_t);
   }
+  // A send or recv: one end of a point-to-point pair. Its Seq is the
+  // group's next collective's in PyTorch, not a count of its own.
+  bool IsPointToPoint(const RankState& r, const CollectiveKernel& c) const {
+    if (c.collective == kNoName) return false;
+    const absl::string_view name = Name(r, c.collective);
+    return name == "send" || name == "recv";
+  }
+  // The other end's global rank: `Dst Rank`/`Src Rank`, else the other rank
+  // of a group that lists exactly two; -1 when unknown.
+  int32_t PeerOf(const RankState& r, const CollectiveKernel& c) const;
 
   absl::Span<const RankInput> inputs_;
   const CollectiveOptions& options_;
@@ -169,6 +210,10 @@ class CollectiveAnalyzer {
   std::vector<RankState> ranks_;  // By rank.
   std::vector<std::string> group_names_;
   std::vector<Instance> instances_;  // Matched ones, by (group, key).
+  // Per group id: a pair group's two rank slots (ascending; -1 otherwise)
+  // and its replica pairs (docs/semantics.md#pipeline-waits).
+  std::vector<std::array<int, 2>> pair_ends_;
+  std::vector<std::vector<Replica>> replicas_;
   std::vector<DeviceInterval> queries_;
   std::vector<int> query_trace_;  // Trace slot of each query.
   std::vector<int> query_local_;  // Index within its trace's queries.
@@ -294,11 +339,25 @@ absl::Status CollectiveAnalyzer::CheckGroupSizes() const {
   return absl::OkStatus();
 }
 
+int32_t CollectiveAnalyzer::PeerOf(const RankState& r,
+                                   const CollectiveKernel& c) const {
+  if (c.peer >= 0) return c.peer;
+  if (c.group_ranks == kNoName) return -1;
+  const std::vector<int32_t> ranks = ParseRankOrder(Name(r, c.group_ranks));
+  if (ranks.size() != 2) return -1;
+  if (ranks[0] == r.input->rank) return ranks[1];
+  if (ranks[1] == r.input->rank) return ranks[0];
+  return -1;
+}
+
+// Point-to-point kernels do not choose the key: they are paired by their
+// own (docs/semantics.md#point-to-point-pairs), and their Seq repeats.
 void CollectiveAnalyzer::ChooseKey() {
   bool all_seq = true;
   bool all_group = true;
   for (const RankState& r : ranks_) {
     for (const CollectiveKernel* c : r.kernels) {
+      if (IsPointToPoint(r, *c)) continue;
       if (c->process_group == kNoName) all_group = false;
       if (c->process_group == kNoName || c->seq < 0) all_seq = false;
     }
@@ -349,6 +408,14 @@ void CollectiveAnalyzer::BuildInstances() {
   // Expected members per instance when the kernels name their group's
   // ranks (an index into `members`), else -1.
   std::vector<int> expected;
+  absl::flat_hash_map<int32_t, int> slot_of_rank;
+  for (size_t slot = 0; slot < ranks_.size(); ++slot) {
+    slot_of_rank[ranks_[slot].input->rank] = static_cast<int>(slot);
+  }
+  // Per group, how many input ranks have kernels of it: its members when
+  // the kernels do not list them (docs/semantics.md#matching-instances).
+  absl::flat_hash_set<std::pair<int, int>> group_slots;
+  std::vector<int> ranks_with_group;
   for (size_t slot = 0; slot < ranks_.size(); ++slot) {
     RankState& r = ranks_[slot];
     absl::flat_hash_map<int, int64_t> order;     // Per group: next k.
@@ -365,12 +432,40 @@ void CollectiveAnalyzer::BuildInstances() {
       }
       return it->second;
     };
+    // A point-to-point pair's group, (process group, the two ranks), found
+    // once per such triple of this trace.
+    absl::flat_hash_map<std::tuple<NameId, int32_t, int32_t>, int> pair_groups;
     std::vector<const CollectiveKernel*> kept;
     kept.reserve(r.kernels.size());
     for (const CollectiveKernel* c : r.kernels) {
       int group = 0;
       int64_t key = 0;
-      switch (out_.key) {
+      int32_t peer = -1;
+      const bool pair = IsPointToPoint(r, *c);
+      if (pair) {
+        peer = PeerOf(r, *c);
+        if (peer < 0 || peer == r.input->rank) {
+          // Which transfer it is cannot be told: an instance of its own,
+          // never matched.
+          kept.push_back(c);
+          ++out_.unmatched;
+          ++out_.unpaired;
+          continue;
+        }
+        const int32_t lo = std::min(peer, r.input->rank);
+        const int32_t hi = std::max(peer, r.input->rank);
+        auto [it, inserted] =
+            pair_groups.try_emplace({c->process_group, lo, hi}, 0);
+        if (inserted) {
+          const std::string pg = c->process_group == kNoName
+                                     ? std::string("p2p")
+                                     : std::string(Name(r, c->process_group));
+          it->second = group_id(absl::StrCat(pg, " ", lo, "<->", hi));
+        }
+        group = it->second;
+        key = order[group]++;
+      }
+      switch (pair ? CollectiveKey::kStreamOrder : out_.key) {
         case CollectiveKey::kProcessGroupSeq: {
           group = group_of(c->process_group, false);
           auto [it, first] = last_seq.try_emplace(group, c->seq);
@@ -391,18 +486,33 @@ void CollectiveAnalyzer::BuildInstances() {
           key = order[group]++;
           break;
         case CollectiveKey::kStreamOrder:
+          if (pair) break;
           group = group_of(c->kernel_name, true);
           key = order[group]++;
           break;
       }
       kept.push_back(c);
+      if (group_slots.insert({group, static_cast<int>(slot)}).second) {
+        if (ranks_with_group.size() <= static_cast<size_t>(group)) {
+          ranks_with_group.resize(group + 1, 0);
+        }
+        ++ranks_with_group[group];
+      }
       auto [it, inserted] = index.try_emplace({group, key}, all.size());
       if (inserted) {
         all.emplace_back();
         all.back().group = group;
         all.back().key = key;
-        expected.push_back(
-            c->group_ranks != kNoName ? members_of(r, c->group_ranks) : -1);
+        if (pair) {
+          auto peer_slot = slot_of_rank.find(peer);
+          all.back().pair = true;
+          all.back().pair_slots = {
+              static_cast<int>(slot),
+              peer_slot == slot_of_rank.end() ? -1 : peer_slot->second};
+        }
+        expected.push_back(!pair && c->group_ranks != kNoName
+                               ? members_of(r, c->group_ranks)
+                               : -1);
         if (expected.back() >= 0) {
           all.back().parts.reserve(members[expected.back()].present);
         }
@@ -413,9 +523,24 @@ void CollectiveAnalyzer::BuildInstances() {
   }
   for (size_t i = 0; i < all.size(); ++i) {
     Instance& inst = all[i];
-    size_t want = ranks_.size();
+    size_t want = 0;
     bool members_ok = true;
-    if (expected[i] >= 0) {
+    if (inst.pair) {
+      // Its two ends, each once: both ranks must be inputs.
+      want = inst.pair_slots[1] >= 0 ? 2 : 1;
+      for (const auto& [slot, c] : inst.parts) {
+        if (slot != inst.pair_slots[0] && slot != inst.pair_slots[1]) {
+          members_ok = false;
+        }
+      }
+      if (inst.parts.size() == 2 &&
+          inst.parts[0].first == inst.parts[1].first) {
+        members_ok = false;
+      }
+    } else if (expected[i] < 0) {
+      want = ranks_with_group[inst.group];
+      out_.members_inferred = true;
+    } else {
       const Members& m = members[expected[i]];
       want = m.present;
       for (const auto& [slot, c] : inst.parts) {
@@ -581,6 +706,59 @@ void CollectiveAnalyzer::MeasureWaits() {
   }
 }
 
+int CollectiveAnalyzer::FindInstance(int group, int64_t key) const {
+  auto it = std::lower_bound(
+      instances_.begin(), instances_.end(), std::make_pair(group, key),
+      [](const Instance& inst, const std::pair<int, int64_t>& k) {
+        return std::tie(inst.group, inst.key) < std::tie(k.first, k.second);
+      });
+  if (it == instances_.end() || it->group != group || it->key != key) {
+    return -1;
+  }
+  return static_cast<int>(it - instances_.begin());
+}
+
+// Two ranks that share a used collective other than a pair are of one
+// pipeline stage (its tensor- or data-parallel peers). A pair's replicas
+// are the other pairs whose ends are such peers of its ends, end for end:
+// the same transfer between the same two stages in another replica.
+void CollectiveAnalyzer::FindReplicas() {
+  pair_ends_.assign(group_names_.size(), {-1, -1});
+  replicas_.assign(group_names_.size(), {});
+  std::vector<absl::flat_hash_set<int>> mates(ranks_.size());
+  std::vector<int> pair_groups;
+  int last_group = -1;
+  for (const Instance& inst : instances_) {
+    if (!inst.synchronized || inst.group == last_group) continue;
+    last_group = inst.group;
+    if (inst.pair) {
+      pair_ends_[inst.group] = {
+          std::min(inst.parts[0].first, inst.parts[1].first),
+          std::max(inst.parts[0].first, inst.parts[1].first)};
+      pair_groups.push_back(inst.group);
+      continue;
+    }
+    // A group's members once (its first used instance), not per instance.
+    for (const auto& [a, ca] : inst.parts) {
+      for (const auto& [b, cb] : inst.parts) {
+        if (a != b) mates[a].insert(b);
+      }
+    }
+  }
+  for (int g : pair_groups) {
+    const std::array<int, 2>& x = pair_ends_[g];
+    for (int h : pair_groups) {
+      if (h == g) continue;
+      const std::array<int, 2>& y = pair_ends_[h];
+      if (mates[x[0]].contains(y[0]) && mates[x[1]].contains(y[1])) {
+        replicas_[g].push_back({h, {y[0], y[1]}});
+      } else if (mates[x[0]].contains(y[1]) && mates[x[1]].contains(y[0])) {
+        replicas_[g].push_back({h, {y[1], y[0]}});
+      }
+    }
+  }
+}
+
 // One share of an instance's blame: the root rank (slot) it lands on and
 // the category of the root's own time that made it late (kCategories:
 // unattributed), as a fraction of the instance's wait.
@@ -637,15 +815,43 @@ void CollectiveAnalyzer::Attribute() {
     int instance;
     int64_t wait_ns;
   };
+  // The waits that blame can rest on: a pair's only beyond the least its
+  // replicas waited at the same end (docs/semantics.md#pipeline-waits);
+  // none where it has no replica.
+  FindReplicas();
+  std::vector<std::vector<int64_t>> blamable(instances_.size());
+  for (size_t i = 0; i < instances_.size(); ++i) {
+    const Instance& inst = instances_[i];
+    if (!inst.synchronized) continue;
+    blamable[i] = inst.wait_ns;
+    if (!inst.pair) continue;
+    for (size_t p = 0; p < inst.parts.size(); ++p) {
+      const int end = inst.parts[p].first == pair_ends_[inst.group][0] ? 0 : 1;
+      int64_t least = INT64_MAX;
+      for (const Replica& rep : replicas_[inst.group]) {
+        const int j = FindInstance(rep.group, inst.key);
+        if (j < 0 || !instances_[j].synchronized) continue;
+        const Instance& x = instances_[j];
+        for (size_t q = 0; q < x.parts.size(); ++q) {
+          if (x.parts[q].first == rep.slot_of_end[end]) {
+            least = std::min(least, x.wait_ns[q]);
+          }
+        }
+      }
+      blamable[i][p] = least == INT64_MAX
+                           ? 0
+                           : std::max<int64_t>(0, inst.wait_ns[p] - least);
+    }
+  }
   std::vector<std::vector<RankWait>> rank_waits(ranks_.size());
   for (size_t i = 0; i < instances_.size(); ++i) {
     const Instance& inst = instances_[i];
     if (!inst.synchronized) continue;
     for (size_t p = 0; p < inst.parts.size(); ++p) {
-      if (inst.wait_ns[p] <= 0) continue;
+      if (blamable[i][p] <= 0) continue;
       rank_waits[inst.parts[p].first].push_back({inst.parts[p].second->start_ns,
                                                  static_cast<int>(i),
-                                                 inst.wait_ns[p]});
+                                                 blamable[i][p]});
     }
   }
   std::vector<std::vector<int64_t>> wait_prefix(ranks_.size());
@@ -682,6 +888,29 @@ void CollectiveAnalyzer::Attribute() {
     return std::tie(instances_[a].arrival_ns, a) <
            std::tie(instances_[b].arrival_ns, b);
   });
+  // Part p of `in`: its rank's time since the previous sync point of the
+  // group by category, and its waits in that interval (their index range
+  // in rank_waits); false without a previous sync point.
+  auto measure = [&](const Instance& in, size_t p, Categories* spent,
+                     int64_t* waited, std::pair<size_t, size_t>* range) {
+    if (in.previous < 0 || in.breakdown[p] < 0) return false;
+    const int q = in.breakdown[p];
+    const int slot = in.parts[p].first;
+    RankState& r = ranks_[slot];
+    const DeviceInterval& interval = queries_[q];
+    const IntervalBreakdown& b =
+        out_.analyses[query_trace_[q]].breakdowns[query_local_[q]];
+    LatenessBreakdown lb;
+    lb.compute_ns = r.sets->compute.CoveredLength(
+        interval.start_ns, interval.end_ns, &r.compute_cursor);
+    lb.comm_ns = b.busy_ns - lb.compute_ns;
+    lb.bubble = b.bubble;
+    *spent = ToCategories(lb);
+    *range = waits_in(slot, interval.start_ns, interval.end_ns);
+    *waited =
+        wait_prefix[slot][range->second] - wait_prefix[slot][range->first];
+    return true;
+  };
   std::vector<std::vector<BlameShare>> shares_of(instances_.size());
   // Kept instances by index, so that they come out in (group, key) order.
   std::vector<std::optional<CollectiveInstance>> kept(
@@ -694,70 +923,87 @@ void CollectiveAnalyzer::Attribute() {
       if (inst.parts[p].first == inst.late) {
         late_part = p;
       } else {
-        wait += inst.wait_ns[p];
+        wait += blamable[index][p];
       }
     }
     Straggler& s = by_slot[inst.late];
     ++s.arrived_last;
-    // Each rank's time since the previous sync point, by category, and
-    // the waits in it (in collectives of other groups).
-    std::vector<Categories> spent;
-    std::vector<int64_t> waited;
+    // The late rank's time since the previous sync point, by category, and
+    // the waits in it (in collectives of other groups), against the same
+    // of the ranks it is compared with: the instance's other members, or
+    // for a pair, the same end of its replica pairs.
+    Categories late_spent{};
+    int64_t late_waited = 0;
     std::pair<size_t, size_t> late_waits{0, 0};
-    bool complete = inst.previous >= 0;
-    for (size_t p = 0; complete && p < inst.parts.size(); ++p) {
-      const int q = inst.breakdown[p];
-      if (q < 0) {
-        complete = false;
-        break;
+    std::vector<Categories> cmp_spent;
+    std::vector<int64_t> cmp_waited;
+    bool complete =
+        measure(inst, late_part, &late_spent, &late_waited, &late_waits);
+    if (!inst.pair) {
+      for (size_t p = 0; complete && p < inst.parts.size(); ++p) {
+        if (p == late_part) continue;
+        Categories c{};
+        int64_t w = 0;
+        std::pair<size_t, size_t> range;
+        complete = measure(inst, p, &c, &w, &range);
+        cmp_spent.push_back(c);
+        cmp_waited.push_back(w);
       }
-      const auto& [slot, c] = inst.parts[p];
-      RankState& r = ranks_[slot];
-      const DeviceInterval& interval = queries_[q];
-      const IntervalBreakdown& b =
-          out_.analyses[query_trace_[q]].breakdowns[query_local_[q]];
-      LatenessBreakdown lb;
-      lb.compute_ns = r.sets->compute.CoveredLength(
-          interval.start_ns, interval.end_ns, &r.compute_cursor);
-      lb.comm_ns = b.busy_ns - lb.compute_ns;
-      lb.bubble = b.bubble;
-      spent.push_back(ToCategories(lb));
-      const auto range = waits_in(slot, interval.start_ns, interval.end_ns);
-      waited.push_back(wait_prefix[slot][range.second] -
-                       wait_prefix[slot][range.first]);
-      if (p == late_part) late_waits = range;
+    } else {
+      // A pipeline's waits by construction are the same in its replicas:
+      // only the excess over theirs is anyone's
+      // (docs/semantics.md#pipeline-waits).
+      const int end = inst.late == pair_ends_[inst.group][0] ? 0 : 1;
+      bool replicated = false;
+      for (const Replica& rep : replicas_[inst.group]) {
+        const int j = FindInstance(rep.group, inst.key);
+        if (j < 0 || !instances_[j].synchronized) continue;
+        const Instance& x = instances_[j];
+        replicated = true;
+        for (size_t q = 0; q < x.parts.size(); ++q) {
+          if (x.parts[q].first != rep.slot_of_end[end]) continue;
+          Categories c{};
+          int64_t w = 0;
+          std::pair<size_t, size_t> range;
+          if (measure(x, q, &c, &w, &range)) {
+            cmp_spent.push_back(c);
+            cmp_waited.push_back(w);
+          }
+        }
+      }
+      if (!replicated) ++out_.pairs_without_replicas;
+      if (cmp_spent.empty()) complete = false;
     }
     Categories excess{};
     int64_t total_excess = 0;
     int64_t passed_ns = 0;  // Of the comm excess: waiting for others.
-    if (complete && inst.parts.size() >= 2) {
+    // What the late rank is measured against: the median other member; for
+    // a pair, the replica that spent least, as its tensor-parallel peers'
+    // pairs are replicas too but late with it (one pipeline replica).
+    auto baseline = [&](std::vector<int64_t>& v) {
+      return inst.pair ? *std::min_element(v.begin(), v.end()) : Median(v);
+    };
+    if (complete && !cmp_spent.empty()) {
       std::vector<int64_t> others;
       for (int k = 0; k < kCategories; ++k) {
-        const int64_t late_ns = spent[late_part][k];
+        const int64_t late_ns = late_spent[k];
         // Most categories are 0 on every rank: when no other rank spent less
         // than the late one, the median is no less either and the excess is
         // 0, so the median (a sort per category) is not needed.
         bool any_below = false;
-        for (size_t p = 0; p < spent.size(); ++p) {
-          any_below |= p != late_part && spent[p][k] < late_ns;
-        }
+        for (const Categories& c : cmp_spent) any_below |= c[k] < late_ns;
         if (!any_below) continue;
         others.clear();
-        for (size_t p = 0; p < spent.size(); ++p) {
-          if (p != late_part) others.push_back(spent[p][k]);
-        }
-        excess[k] = std::max<int64_t>(0, late_ns - Median(others));
+        for (const Categories& c : cmp_spent) others.push_back(c[k]);
+        excess[k] = std::max<int64_t>(0, late_ns - baseline(others));
         total_excess += excess[k];
       }
       // The part of the late rank's comm excess that it spent waiting for
       // other ranks (beyond what the median rank waited) is not its own:
       // it passes to whoever it waited for.
-      if (excess[kComm] > 0 && waited[late_part] > 0) {
-        others.clear();
-        for (size_t p = 0; p < waited.size(); ++p) {
-          if (p != late_part) others.push_back(waited[p]);
-        }
-        passed_ns = std::clamp<int64_t>(waited[late_part] - Median(others), 0,
+      if (excess[kComm] > 0 && late_waited > 0) {
+        others.assign(cmp_waited.begin(), cmp_waited.end());
+        passed_ns = std::clamp<int64_t>(late_waited - baseline(others), 0,
                                         excess[kComm]);
       }
     }
@@ -775,7 +1021,6 @@ void CollectiveAnalyzer::Attribute() {
         const int64_t own = k == kComm ? excess[k] - passed_ns : excess[k];
         AddShare(shares, inst.late, k, own / total);
       }
-      const int64_t late_waited = waited[late_part];
       for (size_t k = late_waits.first; k < late_waits.second; ++k) {
         const RankWait& w = rank_waits[inst.late][k];
         const double weight = static_cast<double>(passed_ns) / total *
@@ -836,6 +1081,7 @@ void CollectiveAnalyzer::Attribute() {
       out.group = group_names_[inst.group];
       out.key = inst.key;
       out.synchronized = true;
+      out.pair = inst.pair;
       out.arrival_ns = inst.arrival_ns;
       out.late_rank = ranks_[inst.late].input->rank;
       out.root_rank = shares.empty() ? out.late_rank

@@ -94,6 +94,7 @@ struct CollectiveInstance {
   std::string group;  // Process group name, or the collective type.
   int64_t key = 0;    // Seq or the order index within the group.
   std::string type;   // "allreduce", or the kernel name's collective part.
+  bool pair = false;  // A point-to-point pair (send and recv).
   bool synchronized = false;  // Ends agree; only these are used.
   // Per participating rank (ordered by rank): its kernel, in its own clock.
   struct Part {
@@ -162,7 +163,15 @@ struct CollectiveAnalysis {
   int64_t unsynchronized = 0;  // Matched, but their ends disagree.
   int64_t used = 0;            // matched - unsynchronized.
   int64_t unattributed = 0;    // Used instances with no sync point/excess.
-  int64_t seq_backwards = 0;   // Kernels whose Seq went backwards: skipped.
+  // Sends/recvs whose other end is unknown (counted in unmatched too).
+  int64_t unpaired = 0;
+  // Used point-to-point pairs with no replica pair to compare with: their
+  // waits are blamed on no one (docs/semantics.md#pipeline-waits).
+  int64_t pairs_without_replicas = 0;
+  // Some instance's members were inferred (the input ranks with kernels of
+  // its group), its kernels not listing `Process Group Ranks`.
+  bool members_inferred = false;
+  int64_t seq_backwards = 0;  // Kernels whose Seq went backwards: skipped.
   // Kernels whose Seq skipped ahead: more than one past the previous kept
   // one of their group on their rank. Kept; the instances skipped over are
   // missing on that rank (unmatched where other ranks have them).

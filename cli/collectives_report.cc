@@ -138,6 +138,21 @@ std::string RenderCollectivesText(const CollectiveAnalysis& c, bool color) {
                     " kernels whose Seq jumped ahead (the instances skipped "
                     "over are missing on their rank)\n");
   }
+  if (c.members_inferred) {
+    absl::StrAppend(&out,
+                    "  Group members inferred: the kernels do not list "
+                    "`Process Group Ranks`, so a group's members are the "
+                    "input ranks with kernels of it\n");
+  }
+  if (c.unpaired > 0) {
+    absl::StrAppend(&out, "  ", c.unpaired,
+                    " sends/recvs whose other end is unknown (unmatched)\n");
+  }
+  if (c.pairs_without_replicas > 0) {
+    absl::StrAppend(&out, "  ", c.pairs_without_replicas,
+                    " point-to-point pairs with no replica pipeline to "
+                    "compare with: their waits blame no one\n");
+  }
   if (c.used == 0) {
     absl::StrAppend(&out,
                     "  No instance ended together on every rank: waits are "
@@ -264,6 +279,9 @@ void WriteCollectivesJson(JsonWriter& w, const CollectiveAnalysis& c) {
   w.Key("unattributed").Int(c.unattributed);
   w.Key("seq_backwards").Int(c.seq_backwards);
   w.Key("seq_jumps").Int(c.seq_jumps);
+  w.Key("unpaired").Int(c.unpaired);
+  w.Key("pairs_without_replicas").Int(c.pairs_without_replicas);
+  w.Key("members_inferred").Bool(c.members_inferred);
   w.Key("key").String(CollectiveKeyName(c.key));
   w.Key("world_size");
   if (c.world_size >= 0) {

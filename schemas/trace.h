@@ -85,6 +85,9 @@ struct CollectiveKernel {
   int64_t in_elements = -1;   // Kineto's `In msg nelems`.
   int64_t out_elements = -1;  // Kineto's `Out msg nelems`.
   int32_t group_size = -1;    // Kineto's `Group size`.
+  // A send's or recv's other end, a global rank: Kineto's `Dst Rank` (send)
+  // or `Src Rank` (recv). Not carried by the stream's EventBatch.
+  int32_t peer = -1;
 };
 
 // True when a kernel of this name is a collective: after an optional "void ",

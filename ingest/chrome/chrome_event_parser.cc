@@ -22,7 +22,7 @@ std::string_view CollectiveArgKey(ParsedCollective::Arg arg) {
   static constexpr std::string_view kKeys[] = {
       "Collective name", "Process Group Name", "Process Group Ranks",
       "dtype",           "Group size",         "Seq",
-      "In msg nelems",   "Out msg nelems"};
+      "In msg nelems",   "Out msg nelems",     "Dst Rank"};
   return arg < ParsedCollective::kNumArgs ? kKeys[arg] : "";
 }
 
@@ -54,8 +54,8 @@ struct ChromeEventParser::Fields {
   // cannot be revisited.
   std::string_view coll[ParsedCollective::kNumArgs];
   std::string_view seq_lower;
-  uint8_t coll_unescaped = 0;
-  uint8_t coll_bad = 0;  // Strings simdjson could not unescape.
+  uint16_t coll_unescaped = 0;
+  uint16_t coll_bad = 0;  // Strings simdjson could not unescape.
 };
 
 namespace {
@@ -174,6 +174,11 @@ ArgKey ArgKeyOf(const char* k) {
       break;
     case 'S':
       if (is("Seq")) return CollectiveKey(ParsedCollective::kSeq);
+      // A recv's peer; a send's is "Dst Rank". One kernel is one of them.
+      if (is("Src Rank")) return CollectiveKey(ParsedCollective::kPeer);
+      break;
+    case 'D':
+      if (is("Dst Rank")) return CollectiveKey(ParsedCollective::kPeer);
       break;
     case 'I':
       if (is("In msg nelems")) {
@@ -429,7 +434,7 @@ void ChromeEventParser::ReadCollective(ChromeEventBlock& block, const Fields& f,
   out.collective = static_cast<uint32_t>(block.collectives.size() - 1);
   c.bad = f.coll_bad;
   auto bad = [&c](ParsedCollective::Arg arg) {
-    c.bad |= static_cast<uint8_t>(1u << arg);
+    c.bad |= static_cast<uint16_t>(1u << arg);
   };
   std::string_view* strings[] = {&c.collective, &c.process_group,
                                  &c.group_ranks, &c.dtype};
@@ -460,6 +465,10 @@ void ChromeEventParser::ReadCollective(ChromeEventBlock& block, const Fields& f,
   if (!CollectiveCount(f.coll[ParsedCollective::kOutMsgNelems], kMost,
                        c.out_elements)) {
     bad(ParsedCollective::kOutMsgNelems);
+  }
+  if (!CollectiveCount(f.coll[ParsedCollective::kPeer],
+                       std::numeric_limits<int32_t>::max(), c.peer)) {
+    bad(ParsedCollective::kPeer);
   }
 }
 
@@ -579,9 +588,9 @@ absl::Status ChromeEventParser::ReadArgs(od::value& value, Fields& f) {
             token.front() == '"' &&
             token.find('\\') != std::string_view::npos) {
           if (arg.get_string().get(token) == simdjson::SUCCESS) {
-            f.coll_unescaped |= static_cast<uint8_t>(1u << a);
+            f.coll_unescaped |= static_cast<uint16_t>(1u << a);
           } else {
-            f.coll_bad |= static_cast<uint8_t>(1u << a);
+            f.coll_bad |= static_cast<uint16_t>(1u << a);
             token = {};
           }
         }

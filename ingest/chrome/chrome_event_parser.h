@@ -70,6 +70,7 @@ struct ParsedCollective {
     kSeq,
     kInMsgNelems,
     kOutMsgNelems,
+    kPeer,  // "Dst Rank" (send) or "Src Rank" (recv).
     kNumArgs,
   };
   std::string_view collective;
@@ -80,7 +81,8 @@ struct ParsedCollective {
   int64_t in_elements = -1;
   int64_t out_elements = -1;
   int32_t group_size = -1;
-  uint8_t bad = 0;
+  int32_t peer = -1;
+  uint16_t bad = 0;
 };
 
 // The arg's key as written in Kineto's args ("Seq" for kSeq).

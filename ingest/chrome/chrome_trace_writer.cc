@@ -132,6 +132,10 @@ std::string ChromeTraceJson(const Trace& trace) {
       name("Process Group Name", c.process_group);
       name("Process Group Ranks", c.group_ranks);
       count("Seq", c.seq);
+      // PyTorch's spelling depends on the direction.
+      const bool recv =
+          c.collective != kNoName && trace.Name(c.collective) == "recv";
+      count(recv ? "Src Rank" : "Dst Rank", c.peer);
       collectives.erase(it);  // A second identical kernel has no record.
     }
     w.EndObject();

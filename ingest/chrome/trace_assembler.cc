@@ -132,6 +132,7 @@ void TraceAssembler::KeepCollective(const ParsedCollective& parsed,
   c.in_elements = parsed.in_elements;
   c.out_elements = parsed.out_elements;
   c.group_size = parsed.group_size;
+  c.peer = parsed.peer;
   if (parsed.bad == 0) return;
   for (int a = 0; a < ParsedCollective::kNumArgs; ++a) {
     if ((parsed.bad & (1u << a)) == 0) continue;

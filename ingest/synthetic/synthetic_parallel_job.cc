@@ -43,8 +43,8 @@ class RankTraceBuilder {
     sync_ = names_.Intern("cudaStreamSynchronize");
     dtype_ = names_.Intern("Float");
     for (const ParallelGroup& g : plan.groups) {
-      group_names_.push_back(names_.Intern(g.name));
-      group_ranks_.push_back(names_.Intern(g.ranks_text));
+      group_names_.push_back(names_.Intern(g.shown_name));
+      group_ranks_.push_back(names_.Intern(g.shown_ranks_text));
     }
   }
 
@@ -134,7 +134,13 @@ class RankTraceBuilder {
     c.seq = seq;
     c.in_elements = in_elements;
     c.out_elements = out_elements;
-    c.group_size = static_cast<int32_t>(group.ranks.size());
+    c.group_size = static_cast<int32_t>(group.shown_size);
+    if (group.kind == ParallelGroupKind::kPipe) {
+      c.peer = group.ranks[0] == trace_.rank ? group.ranks[1] : group.ranks[0];
+      // PyTorch records a point-to-point call with the group's next
+      // collective Seq, which point-to-point calls do not advance.
+      if (group.shown_size > 2) c.seq = 1;
+    }
     trace_.collectives.push_back(c);
   }
 

@@ -16,9 +16,16 @@
 //     send/recv is an instance of exactly its two ranks
 //     (docs/semantics.md#matching-instances); a PP-wide group would leave
 //     every point-to-point instance unmatched when PP > 2.
+// With `pipeline_groups`, send/recv kernels instead name the stage-spanning
+// group of their (t, d) (Megatron's pipeline group: all PP stages), which
+// lists more ranks than take part, and carry `Seq` as PyTorch records it
+// for point-to-point calls (the group's next collective Seq, here always 1:
+// no collective runs in that group), so only `Dst Rank`/`Src Rank` tell
+// the pair (docs/semantics.md#point-to-point-pairs).
 // `Process Group Ranks` as PyTorch prints them ("[0, 1, 2, 3]"), `Seq` per
 // group from 1, `Group size`, `Collective name` ("_allgather_base",
-// "allreduce", "send", "recv") and the kernel names NCCL 2.19+ uses.
+// "allreduce", "send", "recv"), a send's `Dst Rank` and a recv's
+// `Src Rank` (global ranks), and the kernel names NCCL 2.19+ uses.
 //
 // Each step, on each rank of stage p: a DataLoader fetch on the launching
 // thread; if p > 0 the activations from p-1 (recv); K forward kernels; the
@@ -123,7 +130,9 @@ struct ParallelJobOptions {
   std::vector<double> drift_ppm;
   double max_drift_ppm = 0;
   bool host_names = false;  // Default: none, as PyTorch writes traces.
-  int world_size = -1;      // distributedInfo's; -1: TP·DP·PP.
+  // Send/recv kernels name the PP-wide group (see the header comment).
+  bool pipeline_groups = false;
+  int world_size = -1;  // distributedInfo's; -1: TP·DP·PP.
   std::vector<PlantedRoot> roots;
   int64_t start_time_ns = kDefaultSyntheticStartNs;
   uint64_t seed = 1;

@@ -35,6 +35,9 @@ ParallelPlan MakeParallelPlan(const ParallelJobOptions& o) {
     // "0" is the world group, created first.
     g.name = absl::StrCat(plan.groups.size() + 1);
     g.ranks_text = GroupRanksText(ranks);
+    g.shown_name = g.name;
+    g.shown_ranks_text = g.ranks_text;
+    g.shown_size = static_cast<int>(ranks.size());
     g.ranks = std::move(ranks);
     plan.groups.push_back(std::move(g));
     return static_cast<int>(plan.groups.size()) - 1;
@@ -65,6 +68,26 @@ ParallelPlan MakeParallelPlan(const ParallelJobOptions& o) {
         const int g = add_group(ParallelGroupKind::kPipe, {a, b});
         plan.next_group[a] = g;
         plan.prev_group[b] = g;
+      }
+    }
+  }
+  if (o.pipeline_groups && o.pp > 1) {
+    // Megatron's pipeline group of (t, d): every stage's rank, named after
+    // the pairs (PyTorch would number it in their place; the pairs are
+    // the plan's own bookkeeping then).
+    int next_name = static_cast<int>(plan.groups.size()) + 1;
+    for (int d = 0; d < o.dp; ++d) {
+      for (int t = 0; t < o.tp; ++t) {
+        std::vector<int> ranks;
+        for (int p = 0; p < o.pp; ++p) ranks.push_back(rank_of(t, d, p));
+        const std::string name = absl::StrCat(next_name++);
+        const std::string text = GroupRanksText(ranks);
+        for (int p = 0; p + 1 < o.pp; ++p) {
+          ParallelGroup& g = plan.groups[plan.next_group[rank_of(t, d, p)]];
+          g.shown_name = name;
+          g.shown_ranks_text = text;
+          g.shown_size = o.pp;
+        }
       }
     }
   }

@@ -31,6 +31,11 @@ struct ParallelGroup {
   std::string name;        // "1", "2", ...
   std::string ranks_text;  // "[0, 1, 2, 3]"
   std::vector<int> ranks;  // Ascending.
+  // What its kernels' args say: the group itself, or for a pipe pair with
+  // ParallelJobOptions::pipeline_groups the stage-spanning group it is in.
+  std::string shown_name;
+  std::string shown_ranks_text;
+  int shown_size = 0;
 };
 
 // One collective call of the plan.

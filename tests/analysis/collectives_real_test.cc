@@ -195,6 +195,14 @@ TEST(CollectivesRealPairs, TwoSampledRanksOfA128RankJob) {
   absl::StatusOr<CollectiveAnalysis> c = AnalyzeCollectives(ranks, options);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->world_size, 128);
+  // An old trace: `ncclKernel_SendRecv_...` kernels with no collective args
+  // at all (TorchRec's all_to_all runs as grouped send/recv). Without
+  // `Collective name` a SendRecv kernel is not taken for a point-to-point
+  // pair, and without `Process Group Ranks` the members are inferred
+  // (docs/semantics.md#point-to-point-pairs).
+  EXPECT_TRUE(c->members_inferred);
+  EXPECT_EQ(c->unpaired, 0);
+  for (const CollectiveInstance& i : c->instances) EXPECT_FALSE(i.pair);
   EXPECT_EQ(c->matched, 10);
   EXPECT_EQ(c->unsynchronized, 6);
   EXPECT_EQ(c->used, 4);

@@ -8,6 +8,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -773,8 +774,10 @@ constexpr int kUnattributed = kCategories;
 constexpr size_t kMaxShares = 8;
 
 // Adds `weight` of (root, category) to `shares`.
-void AddShare(std::vector<BlameShare>& shares, int root, int category,
-              double weight) {
+// Most instances have one or two shares: kept inline, no allocation.
+using BlameShares = absl::InlinedVector<BlameShare, 4>;
+
+void AddShare(BlameShares& shares, int root, int category, double weight) {
   if (weight <= 0) return;
   for (BlameShare& b : shares) {
     if (b.root == root && b.category == category) {
@@ -787,7 +790,7 @@ void AddShare(std::vector<BlameShare>& shares, int root, int category,
 
 // Keeps the kMaxShares largest shares (the others' weight goes to the
 // largest), in a deterministic order.
-void Compact(std::vector<BlameShare>& shares) {
+void Compact(BlameShares& shares) {
   std::sort(shares.begin(), shares.end(),
             [](const BlameShare& a, const BlameShare& b) {
               if (a.weight != b.weight) return a.weight > b.weight;
@@ -891,8 +894,15 @@ void CollectiveAnalyzer::Attribute() {
   // Part p of `in`: its rank's time since the previous sync point of the
   // group by category, and its waits in that interval (their index range
   // in rank_waits); false without a previous sync point.
+  // The waits themselves are looked up only when the late rank has a comm
+  // excess to explain (WaitsOf): most instances have none.
+  struct Measured {
+    int slot = 0;
+    int64_t from = 0;
+    int64_t to = 0;
+  };
   auto measure = [&](const Instance& in, size_t p, Categories* spent,
-                     int64_t* waited, std::pair<size_t, size_t>* range) {
+                     Measured* where) {
     if (in.previous < 0 || in.breakdown[p] < 0) return false;
     const int q = in.breakdown[p];
     const int slot = in.parts[p].first;
@@ -906,12 +916,19 @@ void CollectiveAnalyzer::Attribute() {
     lb.comm_ns = b.busy_ns - lb.compute_ns;
     lb.bubble = b.bubble;
     *spent = ToCategories(lb);
-    *range = waits_in(slot, interval.start_ns, interval.end_ns);
-    *waited =
-        wait_prefix[slot][range->second] - wait_prefix[slot][range->first];
+    *where = {slot, interval.start_ns, interval.end_ns};
     return true;
   };
-  std::vector<std::vector<BlameShare>> shares_of(instances_.size());
+  // The waits of a measured interval: their index range in rank_waits and
+  // their sum.
+  auto waits_of = [&](const Measured& m, std::pair<size_t, size_t>* range) {
+    *range = waits_in(m.slot, m.from, m.to);
+    return wait_prefix[m.slot][range->second] -
+           wait_prefix[m.slot][range->first];
+  };
+  std::vector<Categories> cmp_spent;
+  std::vector<Measured> cmp_where;
+  std::vector<BlameShares> shares_of(instances_.size());
   // Kept instances by index, so that they come out in (group, key) order.
   std::vector<std::optional<CollectiveInstance>> kept(
       options_.keep_instances ? instances_.size() : 0);
@@ -933,21 +950,19 @@ void CollectiveAnalyzer::Attribute() {
     // of the ranks it is compared with: the instance's other members, or
     // for a pair, the same end of its replica pairs.
     Categories late_spent{};
-    int64_t late_waited = 0;
+    Measured late_where;
     std::pair<size_t, size_t> late_waits{0, 0};
-    std::vector<Categories> cmp_spent;
-    std::vector<int64_t> cmp_waited;
-    bool complete =
-        measure(inst, late_part, &late_spent, &late_waited, &late_waits);
+    cmp_spent.clear();
+    cmp_where.clear();
+    bool complete = measure(inst, late_part, &late_spent, &late_where);
     if (!inst.pair) {
       for (size_t p = 0; complete && p < inst.parts.size(); ++p) {
         if (p == late_part) continue;
         Categories c{};
-        int64_t w = 0;
-        std::pair<size_t, size_t> range;
-        complete = measure(inst, p, &c, &w, &range);
+        Measured m;
+        complete = measure(inst, p, &c, &m);
         cmp_spent.push_back(c);
-        cmp_waited.push_back(w);
+        cmp_where.push_back(m);
       }
     } else {
       // A pipeline's waits by construction are the same in its replicas:
@@ -963,11 +978,10 @@ void CollectiveAnalyzer::Attribute() {
         for (size_t q = 0; q < x.parts.size(); ++q) {
           if (x.parts[q].first != rep.slot_of_end[end]) continue;
           Categories c{};
-          int64_t w = 0;
-          std::pair<size_t, size_t> range;
-          if (measure(x, q, &c, &w, &range)) {
+          Measured m;
+          if (measure(x, q, &c, &m)) {
             cmp_spent.push_back(c);
-            cmp_waited.push_back(w);
+            cmp_where.push_back(m);
           }
         }
       }
@@ -977,6 +991,7 @@ void CollectiveAnalyzer::Attribute() {
     Categories excess{};
     int64_t total_excess = 0;
     int64_t passed_ns = 0;  // Of the comm excess: waiting for others.
+    int64_t late_waited = 0;
     // What the late rank is measured against: the median other member; for
     // a pair, the replica that spent least, as its tensor-parallel peers'
     // pairs are replicas too but late with it (one pipeline replica).
@@ -1001,10 +1016,17 @@ void CollectiveAnalyzer::Attribute() {
       // The part of the late rank's comm excess that it spent waiting for
       // other ranks (beyond what the median rank waited) is not its own:
       // it passes to whoever it waited for.
-      if (excess[kComm] > 0 && late_waited > 0) {
-        others.assign(cmp_waited.begin(), cmp_waited.end());
-        passed_ns = std::clamp<int64_t>(late_waited - baseline(others), 0,
-                                        excess[kComm]);
+      if (excess[kComm] > 0) {
+        late_waited = waits_of(late_where, &late_waits);
+        if (late_waited > 0) {
+          others.clear();
+          std::pair<size_t, size_t> unused;
+          for (const Measured& m : cmp_where) {
+            others.push_back(waits_of(m, &unused));
+          }
+          passed_ns = std::clamp<int64_t>(late_waited - baseline(others), 0,
+                                          excess[kComm]);
+        }
       }
     }
     // The instance's shares: the late rank's own excess by category, and
@@ -1013,15 +1035,16 @@ void CollectiveAnalyzer::Attribute() {
     // excess (no previous sync point on some rank, or the late rank spent
     // no category longer than the median rank), nothing explains the wait:
     // unattributed.
-    std::vector<BlameShare>& shares = shares_of[index];
-    std::vector<BlameShare> passed;
+    BlameShares& shares = shares_of[index];
+    BlameShares passed;
     if (total_excess > 0) {
       const double total = static_cast<double>(total_excess);
       for (int k = 0; k < kCategories; ++k) {
         const int64_t own = k == kComm ? excess[k] - passed_ns : excess[k];
         AddShare(shares, inst.late, k, own / total);
       }
-      for (size_t k = late_waits.first; k < late_waits.second; ++k) {
+      for (size_t k = late_waits.first; passed_ns > 0 && k < late_waits.second;
+           ++k) {
         const RankWait& w = rank_waits[inst.late][k];
         const double weight = static_cast<double>(passed_ns) / total *
                               static_cast<double>(w.wait_ns) /
@@ -1041,7 +1064,7 @@ void CollectiveAnalyzer::Attribute() {
     // The wait in integer ns over the shares; the rounding remainder goes
     // to the largest, so they add up to the wait.
     int64_t given = 0;
-    std::vector<int64_t> amounts(shares.size());
+    absl::InlinedVector<int64_t, 4> amounts(shares.size());
     for (size_t k = 0; k < shares.size(); ++k) {
       amounts[k] =
           static_cast<int64_t>(static_cast<double>(wait) * shares[k].weight);
@@ -1164,7 +1187,8 @@ void CollectiveAnalyzer::WhatIf() {
   int64_t job_start = INT64_MAX;
   for (size_t slot = 0; slot < ranks_.size(); ++slot) {
     auto& ks = kernels[slot];
-    std::sort(ks.begin(), ks.end());
+    // Usually in order already (instances come by group, then key).
+    if (!std::is_sorted(ks.begin(), ks.end())) std::sort(ks.begin(), ks.end());
     for (size_t k = 0; k < ks.size(); ++k) {
       const auto& [start, i, p] = ks[k];
       Part& part = parts[i][p];
@@ -1190,20 +1214,22 @@ void CollectiveAnalyzer::WhatIf() {
            std::tie(instances_[b].arrival_ns, b);
   });
   // A straggler's own time before each of its kernels, cut to the median of
-  // the other members' own time before the same instance.
+  // the other members' own time before the same instance; computed for the
+  // parts of the ranks a replay cuts only (-1: not yet).
   std::vector<std::vector<int64_t>> cut(instances_.size());
+  for (int i : order) cut[i].assign(parts[i].size(), -1);
   std::vector<int64_t> others;
-  for (int i : order) {
-    cut[i].resize(parts[i].size());
-    for (size_t p = 0; p < parts[i].size(); ++p) {
-      others.clear();
-      for (size_t q = 0; q < parts[i].size(); ++q) {
-        if (q != p) others.push_back(parts[i][q].own_ns);
-      }
-      cut[i][p] = others.empty() ? parts[i][p].own_ns
-                                 : std::min(parts[i][p].own_ns, Median(others));
+  auto cut_of = [&](int i, size_t p) {
+    int64_t& c = cut[i][p];
+    if (c >= 0) return c;
+    others.clear();
+    for (size_t q = 0; q < parts[i].size(); ++q) {
+      if (q != p) others.push_back(parts[i][q].own_ns);
     }
-  }
+    c = others.empty() ? parts[i][p].own_ns
+                       : std::min(parts[i][p].own_ns, Median(others));
+    return c;
+  };
   std::vector<int64_t> end(instances_.size(), 0);
   // The job's end with the own time of the ranks in `cut_slots` cut.
   auto replay = [&](const std::vector<bool>& cut_slots) {
@@ -1220,7 +1246,7 @@ void CollectiveAnalyzer::WhatIf() {
                                   ? end[part.predecessor]
                                   : instances_[part.predecessor].arrival_ns +
                                         transfer[part.predecessor];
-        const int64_t own = cut_slots[part.slot] ? cut[i][p] : part.own_ns;
+        const int64_t own = cut_slots[part.slot] ? cut_of(i, p) : part.own_ns;
         arrival = std::max(arrival, ready + own);
       }
       end[i] = arrival + transfer[i];
@@ -1237,10 +1263,15 @@ void CollectiveAnalyzer::WhatIf() {
   }
   std::vector<bool> all = none;
   int replays = 0;
+  int64_t total_caused = 0;
+  for (const Straggler& s : out_.stragglers) total_caused += s.wait_caused_ns;
   for (Straggler& s : out_.stragglers) {
     const int slot = slot_by_rank.at(s.rank);
     // Only ranks late for their own time are roots to cut.
     if (s.direct_wait_caused_ns <= 0) continue;
+    // A rank that caused a sliver of the wait (jitter) is no root worth a
+    // replay of its own.
+    if (s.wait_caused_ns * 100 < total_caused) continue;
     all[slot] = true;
     if (replays++ >= options_.max_what_if_stragglers) continue;
     std::vector<bool> one = none;

@@ -184,9 +184,18 @@ absl::Status StreamProcessor::Impl::Init() {
     feature_needs_ |= kNeedIdempotence;
   }
   if (!options_.windows_topic.empty()) {
+    // The topic's limit is asked on a client of its own: the same request on
+    // the consumer, before it subscribed, left the subscription blind to an
+    // events topic created after it (the first producer's), for librdkafka's
+    // 5-minute metadata refresh.
+    RdKafkaPtr probe;
+    if (options_.windows_topic_max_bytes <= 0) {
+      KafkaConfig probe_config = producer_config;
+      ASSIGN_OR_RETURN(probe, NewKafkaClient(RD_KAFKA_PRODUCER, probe_config));
+    }
     commits_.set_windows_limit(CommitPipeline::ReadWindowsLimit(
-        consumer_.get(), options_.windows_topic,
-        options_.windows_topic_max_bytes, producer_config));
+        probe.get(), options_.windows_topic, options_.windows_topic_max_bytes,
+        producer_config));
   }
   ASSIGN_OR_RETURN(RdKafkaConfPtr pconf, producer_config.Build());
   rd_kafka_conf_set_dr_msg_cb(pconf.get(), &Impl::DeliveryCallback);

@@ -271,5 +271,26 @@ TEST(ProcessorHostileKafka, ASnapshotWrittenBeforePerKeyJobsStillRestores) {
   std::filesystem::remove_all(store);
 }
 
+// A processor started before its events topic exists (before the fleet's
+// first producer created it) picks the topic up once it appears: asking the
+// windows topic's limit on the consumer before it subscribed once left the
+// subscription blind for librdkafka's 5-minute metadata refresh.
+TEST(ProcessorHostileKafka, AProcessorStartedBeforeItsTopicExistsConsumesIt) {
+  const std::string topic = Unique("bw-later");
+  const std::string store = ::testing::TempDir() + "/" + topic;
+  pid_t processor = Spawn(ProcessArgs(topic, store));
+  absl::SleepFor(absl::Seconds(2));  // Subscribed to a topic not yet there.
+  RawProducer producer(topic);
+  producer.Send("job-later", Batch("job-later", 3, 0, {kBase, kBase + kSec}));
+  producer.Flush();
+  // Before the fix it never saw the topic and never went idle: bounded.
+  ASSERT_EQ(testing::WaitChildWithin(processor, absl::Seconds(60)), 0)
+      << "process did not consume the topic created after it started";
+  std::vector<WindowSummary> windows = StoredWindows(store, {"job-later"});
+  ASSERT_EQ(windows.size(), 1u);
+  EXPECT_EQ(windows[0].window.job.compute_ns, 2'000'000);
+  std::filesystem::remove_all(store);
+}
+
 }  // namespace
 }  // namespace bubblewatch

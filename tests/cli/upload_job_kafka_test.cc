@@ -47,8 +47,8 @@ void ProcessAndCheck(const std::string& brokers, const std::string& topic,
   ASSERT_EQ(process.exit_code, 0) << process.err;
   // The exit summary: "...; late N; duplicates ...".
   EXPECT_NE(process.err.find("; late 0;"), std::string::npos) << process.err;
-  auto q = RunBubblewatch("query job " + job + " --json --store '" + store +
-                          "'");
+  auto q =
+      RunBubblewatch("query job " + job + " --json --store '" + store + "'");
   ASSERT_EQ(q.exit_code, 0) << q.err;
   simdjson::dom::parser parser;
   simdjson::dom::element doc = parser.parse(q.out);
@@ -68,10 +68,10 @@ TEST(UploadJobKafka, RankFilesOneProduceEachEndTheJobTogether) {
   testing::TempDir dir;
   const std::vector<std::string> files = WriteJob(dir);
   for (int rank = 0; rank < 4; ++rank) {
-    auto produce = RunBubblewatch(
-        "produce --brokers " + brokers + " --topic " + topic +
-        " --job up-each --rank " + std::to_string(rank) + " '" + files[rank] +
-        "' --log-level error");
+    auto produce =
+        RunBubblewatch("produce --brokers " + brokers + " --topic " + topic +
+                       " --job up-each --rank " + std::to_string(rank) + " '" +
+                       files[rank] + "' --log-level error");
     ASSERT_EQ(produce.exit_code, 0) << produce.err;
   }
   ProcessAndCheck(brokers, topic, dir, "up-each");

@@ -553,10 +553,13 @@ int PartitionJobs::CloseIdle(absl::Time now,
     if (job.state.awaiting_ranks_since_ns != INT64_MIN) {
       auto part = partitions_.find(job.partition);
       if (part != partitions_.end()) {
-        std::vector<WindowSummary> ended =
-            EndIfGraceOver(name, job, part->second.ledger.newest_event_ns());
-        if (!ended.empty()) ++closed;
-        for (WindowSummary& w : ended) windows.push_back(std::move(w));
+        for (WindowSummary& w :
+             EndIfGraceOver(name, job, part->second.ledger.newest_event_ns())) {
+          windows.push_back(std::move(w));
+        }
+        // Ended, with windows or without (the idle timeout closed them):
+        // its state changed, the caller commits.
+        if (job.state.awaiting_ranks_since_ns == INT64_MIN) ++closed;
       }
     }
     if (!job.windower ||

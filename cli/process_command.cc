@@ -121,6 +121,10 @@ int RunProcessCommand(int argc, char** argv) {
   cl.AddDuration("job-expiry", &options.job_expiry, "DURATION",
                  "forget a job without open windows this far (event time) "
                  "behind its partition");
+  cl.AddDuration("rank-grace", &options.rank_grace, "DURATION",
+                 "a multi-rank job whose producers ended but not all of "
+                 "its world size's ranks waits this long (its partition's "
+                 "event time since the last end marker) for the others");
   cl.AddDuration("skew-warning", &options.skew_warning, "DURATION",
                  "warn (log, /metrics) when a job's hosts are this far apart "
                  "(0 = never)");
@@ -175,6 +179,7 @@ int RunProcessCommand(int argc, char** argv) {
                                   {"idle_timeout", "--idle-timeout"},
                                   {"producer_expiry", "--producer-expiry"},
                                   {"job_expiry", "--job-expiry"},
+                                  {"rank_grace", "--rank-grace"},
                                   {"skew_warning", "--skew-warning"},
                                   {"retention", "--retention"},
                                   {"log_interval", "--progress-interval"},

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <queue>
+#include <string>
 #include <tuple>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "base/status_macros.h"
 
 namespace bubblewatch {
@@ -15,8 +18,16 @@ absl::Status ReplayTraces(const std::vector<BatchedTrace*>& streams,
   using Next = std::tuple<int64_t, size_t, size_t>;
   std::priority_queue<Next, std::vector<Next>, std::greater<Next>> queue;
   int64_t origin_ns = INT64_MAX;
+  // A job's streams still sending, and the streams of it that finished:
+  // their end markers wait for the job's last batch. Sent right after its
+  // own last batch, the marker of the rank whose batches come first in
+  // event time ended the job before the other ranks had sent anything
+  // (docs/semantics.md#job-lifecycle), and their events came late.
+  absl::flat_hash_map<std::string, int> sending;
+  absl::flat_hash_map<std::string, std::vector<size_t>> finished;
   for (size_t s = 0; s < streams.size(); ++s) {
     if (streams[s]->num_batches() == 0) continue;
+    ++sending[streams[s]->header().job];
     const int64_t first = streams[s]->batch(0).first_start_ns;
     queue.emplace(first, s, 0);
     origin_ns = std::min(origin_ns, first);
@@ -48,9 +59,17 @@ absl::Status ReplayTraces(const std::vector<BatchedTrace*>& streams,
     if (b + 1 < stream.num_batches()) {
       queue.emplace(stream.batch(b + 1).first_start_ns, s, b + 1);
     } else if (options.end_markers) {
-      // Keyed like the stream's batches: same partition, after them.
-      RETURN_IF_ERROR(producer->Send(absl::string_view(job.data(), job.size()),
-                                     stream.EncodeEndMarker(), 0));
+      std::vector<size_t>& done = finished[job];
+      done.push_back(s);
+      if (--sending[job] == 0) {
+        // Keyed like the streams' batches: same partition, after them.
+        for (size_t ended : done) {
+          RETURN_IF_ERROR(
+              producer->Send(absl::string_view(job.data(), job.size()),
+                             streams[ended]->EncodeEndMarker(), 0));
+        }
+        finished.erase(job);
+      }
     }
     if (options.progress) {
       const absl::Time now = absl::Now();

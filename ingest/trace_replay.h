@@ -31,8 +31,9 @@ struct ReplayOptions {
 // Sends every batch of every stream, key = the stream's job id: streams are
 // merged by their batches' first event time (ties: the earlier stream), so
 // the topic sees the fleet roughly in event time; each stream's batches keep
-// their order; each stream's end marker follows its last batch (with
-// options.end_markers). Does not flush: call producer->Flush() after.
+// their order; each stream's end marker (with options.end_markers) follows
+// the last batch of every stream of its job, so the ranks of a job sent
+// together end it together. Does not flush: call producer->Flush() after.
 // Errors: the first error of EventProducer::Send.
 absl::Status ReplayTraces(const std::vector<BatchedTrace*>& streams,
                           EventProducer* producer,

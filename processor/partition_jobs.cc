@@ -133,7 +133,8 @@ std::vector<JobUpdate> PartitionJobs::TakeExpiredUpdates() {
 }
 
 void PartitionJobs::NoteLifecycle(const std::string& name, JobEntry& job,
-                                  const DecodedBatch& batch) {
+                                  const DecodedBatch& batch,
+                                  int64_t partition_clock_ns) {
   JobState& state = job.state;
   JobLifecycle& life = state.lifecycle;
   const BatchHeader& header = batch.header;
@@ -174,15 +175,53 @@ void PartitionJobs::NoteLifecycle(const std::string& name, JobEntry& job,
     spdlog::info("job {}: events after it ended, a new run", name);
     life.ended = false;
     life.expired = false;
+    // A new run's ranks end anew (the next snapshot of a duty cycle).
+    state.ended_ranks.clear();
+  }
+  // The ranks a job has (docs/semantics.md#job-lifecycle, "Multi-rank
+  // jobs"): its world size, or at least the size of a group of its
+  // collectives, which holds ranks of the job only.
+  state.world_size = std::max(state.world_size, header.world_size);
+  for (const CollectiveKernel& c : batch.trace.collectives) {
+    state.world_size = std::max(state.world_size, c.group_size);
+  }
+  if (has_events && header.rank >= 0) state.ended_ranks.erase(header.rank);
+  // Waiting for ranks: a batch restarts the grace, which counts from the
+  // last batch after the last marker.
+  if (state.awaiting_ranks_since_ns != INT64_MIN) {
+    state.awaiting_ranks_since_ns =
+        std::max(state.awaiting_ranks_since_ns, partition_clock_ns);
   }
   if (header.end_of_stream) {
     if (header.producer_id != 0) {
       state.ended_producers.insert(header.producer_id);
     }
+    if (header.rank >= 0) state.ended_ranks.insert(header.rank);
     const bool was_ended = life.ended;
     // A producer without an id cannot be told from the others: its marker
-    // ends the job.
-    life.ended = header.producer_id == 0 || state.AllProducersEnded();
+    // ends the job. Else every producer the job tracks must have ended,
+    // and, for a multi-rank job, as many ranks as its world size: the
+    // ranks of a finished job uploaded one file after another come as
+    // producers one after another, and the first one's marker must not
+    // close the windows the others' events belong to.
+    const bool producers_ended =
+        header.producer_id == 0 || state.AllProducersEnded();
+    life.ended =
+        producers_ended && (header.producer_id == 0 || state.AllRanksEnded() ||
+                            options_.rank_grace <= absl::ZeroDuration());
+    if (producers_ended && !life.ended) {
+      if (state.awaiting_ranks_since_ns == INT64_MIN) {
+        spdlog::info(
+            "job {}: {} of {} ranks ended; waiting up to --rank-grace {} for "
+            "the others (docs/semantics.md#job-lifecycle)",
+            name, state.ended_ranks.size(), state.world_size,
+            absl::FormatDuration(options_.rank_grace));
+      }
+      state.awaiting_ranks_since_ns =
+          std::max(state.awaiting_ranks_since_ns, partition_clock_ns);
+    } else if (life.ended) {
+      state.awaiting_ranks_since_ns = INT64_MIN;
+    }
     absl::MutexLock lock(&stats_->mu);
     ++stats_->stats.end_markers;
     if (life.ended && !was_ended) ++stats_->stats.jobs_ended;
@@ -267,7 +306,21 @@ PartitionJobs::Added PartitionJobs::AddBatch(
   }
   // Before the batch's events are noted: a gap is measured from the newest
   // event before it.
-  if (!replay) NoteLifecycle(job_name, *job, *batch);
+  // A job that waited for its ranks longer than --rank-grace ends before
+  // this batch (its own or another job's moved the partition's clock), as
+  // CloseIdle would have ended it had it run first: by event time, so the
+  // windows close at the same batch in a replay.
+  for (WindowSummary& w :
+       EndIfGraceOver(job_name, *job, part.ledger.newest_event_ns())) {
+    closed.push_back(std::move(w));
+  }
+  if (job->windower == nullptr) {
+    job->windower = std::make_unique<JobWindower>(job_name, options_.windower);
+    job->windower->RestoreFinalizedThrough(job->state.finalized_through_ns);
+  }
+  if (!replay) {
+    NoteLifecycle(job_name, *job, *batch, part.ledger.newest_event_ns());
+  }
   int64_t late =
       before_reset ? 0 : job->windower->Add(*batch, offset, replay, now);
   added.late_counts = job->windower->TakeLateCounts();
@@ -461,10 +514,54 @@ void PartitionJobs::ForgetOldProducers(JobState& state) {
   state.ForgetObservationsBefore(state.finalized_through_ns - expiry);
 }
 
+std::vector<WindowSummary> PartitionJobs::EndIfGraceOver(
+    const std::string& name, JobEntry& job, int64_t partition_clock_ns) {
+  JobState& state = job.state;
+  const int64_t since = state.awaiting_ranks_since_ns;
+  const int64_t grace = absl::ToInt64Nanoseconds(options_.rank_grace);
+  if (since == INT64_MIN || partition_clock_ns == INT64_MIN ||
+      partition_clock_ns - since < grace) {
+    return {};
+  }
+  state.awaiting_ranks_since_ns = INT64_MIN;
+  state.lifecycle.ended = true;
+  job.dirty = true;
+  std::vector<WindowSummary> done;
+  if (job.windower != nullptr) {
+    done = job.windower->FinalizeAll(WindowSummary::ClosedBy::kEndMarker);
+    NoteCollectiveErrors(name, job);
+    state.finalized_through_ns = job.windower->finalized_through_ns();
+    job.windower.reset();
+  }
+  spdlog::warn(
+      "job {} ended: {} of {} ranks sent their end marker and none came "
+      "for --rank-grace {}: closed through {} "
+      "(docs/semantics.md#job-lifecycle)",
+      name, state.ended_ranks.size(), state.world_size,
+      absl::FormatDuration(options_.rank_grace), state.finalized_through_ns);
+  job.skew_warned = false;
+  absl::MutexLock lock(&stats_->mu);
+  ++stats_->stats.jobs_ended;
+  stats_->stats.host_skew.erase(name);
+  return done;
+}
+
 int PartitionJobs::CloseIdle(absl::Time now,
                              std::vector<WindowSummary>& windows) {
   int closed = 0;
   for (auto& [name, job] : jobs_) {
+    if (job.state.awaiting_ranks_since_ns != INT64_MIN) {
+      auto part = partitions_.find(job.partition);
+      if (part != partitions_.end()) {
+        for (WindowSummary& w :
+             EndIfGraceOver(name, job, part->second.ledger.newest_event_ns())) {
+          windows.push_back(std::move(w));
+        }
+        // Ended, with windows or without (the idle timeout closed them):
+        // its state changed, the caller commits.
+        if (job.state.awaiting_ranks_since_ns == INT64_MIN) ++closed;
+      }
+    }
     if (!job.windower ||
         now - job.windower->last_activity() < options_.idle_timeout) {
       continue;

@@ -195,8 +195,10 @@ class PartitionJobs {
   void NoteObservation(const std::string& name, JobEntry& job,
                        const BatchHeader& header);
 
-  // Closes the jobs silent for options.idle_timeout (wall time), appending
-  // their windows to `windows`. Returns how many it closed.
+  // Closes the jobs silent for options.idle_timeout (wall time), and those
+  // whose wait for their ranks passed options.rank_grace of their
+  // partition's event time (EndIfGraceOver), appending their windows to
+  // `windows`. Returns how many it closed.
   int CloseIdle(absl::Time now, std::vector<WindowSummary>& windows);
 
   // Restarts every open job's idle timers (the broker is back).
@@ -218,8 +220,17 @@ class PartitionJobs {
   void NoteHostSkew(const std::string& name, JobEntry& job, absl::Time now,
                     absl::Duration host_idle);
   // The lifecycle part of AddBatch, for a live batch, before its events.
+  // `partition_clock_ns`: the partition's event-time clock before the
+  // batch (PartitionState::ledger), from which --rank-grace counts.
   void NoteLifecycle(const std::string& name, JobEntry& job,
-                     const DecodedBatch& batch);
+                     const DecodedBatch& batch, int64_t partition_clock_ns);
+  // Ends `job` when it has waited for its ranks (JobState::
+  // awaiting_ranks_since_ns) for options.rank_grace of its partition's
+  // event time, `partition_clock_ns`: closes its windows (closed_by
+  // end_marker) and returns them. Nothing otherwise.
+  std::vector<WindowSummary> EndIfGraceOver(const std::string& name,
+                                            JobEntry& job,
+                                            int64_t partition_clock_ns);
   // Forgets the producers of `state` whose newest event lies more than
   // options.producer_expiry behind its finalized edge, and the streams
   // whose last observation ended that far behind it.

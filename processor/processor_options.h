@@ -48,6 +48,11 @@ struct StreamProcessorOptions {
   // delivery delay; JobWindower::HostSkewNs) is logged with a warning and
   // gets a series on /metrics. 0 = never.
   absl::Duration skew_warning = absl::Seconds(30);
+  // A multi-rank job whose producers all sent their end markers but fewer
+  // of its ranks than its world size waits for the others this long, on
+  // its partition's event-time clock from the last marker, before it ends
+  // (docs/semantics.md#job-lifecycle, "Multi-rank jobs").
+  absl::Duration rank_grace = absl::Minutes(10);
   // A job (and a host within it) silent this long, in wall time, is closed.
   absl::Duration idle_timeout = absl::Seconds(30);
   // A producer (id) whose newest event lies this far behind its job's

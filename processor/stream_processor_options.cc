@@ -96,6 +96,7 @@ absl::Status StreamProcessorOptions::Validate() const {
                    "), not ", state_limits.max_job_buffer_events));
   const absl::Duration zero = absl::ZeroDuration();
   p.Check(job_expiry > zero, "job_expiry", Not("must be > 0", job_expiry));
+  p.Check(rank_grace >= zero, "rank_grace", Not("must be >= 0", rank_grace));
   p.Check(skew_warning >= zero, "skew_warning",
           Not("must be >= 0", skew_warning));
   p.Check(idle_timeout > zero, "idle_timeout",

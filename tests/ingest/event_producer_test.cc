@@ -104,6 +104,7 @@ TEST_F(EventProducerTest, EveryBatchArrivesKeyedByJobWithItsSequence) {
   std::map<std::string, int32_t> partition_of_job;
   std::map<uint64_t, uint64_t> next_sequence;  // By producer id.
   std::set<uint64_t> ended;                    // Producers past their marker.
+  std::set<std::string> ending;                // Jobs with a marker sent.
   int64_t decoded_events = 0;
   for (const testing::ConsumedMessage& m : *messages) {
     auto batch = DecodeEventBatch(std::span<const uint8_t>(
@@ -117,7 +118,15 @@ TEST_F(EventProducerTest, EveryBatchArrivesKeyedByJobWithItsSequence) {
               next_sequence[batch->header.producer_id]++);
     // The end marker comes last, without events.
     EXPECT_FALSE(ended.contains(batch->header.producer_id));
+    // A job's markers follow the last batch of all its streams (ranks), so
+    // that no rank's marker ends the job before another rank's data
+    // (docs/semantics.md#job-lifecycle).
+    if (!batch->header.end_of_stream) {
+      EXPECT_FALSE(ending.contains(m.key))
+          << "job " << m.key << ": data after one of its markers";
+    }
     if (batch->header.end_of_stream) {
+      ending.insert(m.key);
       ended.insert(batch->header.producer_id);
       EXPECT_TRUE(batch->trace.gpu.empty() && batch->trace.cpu.empty());
     }

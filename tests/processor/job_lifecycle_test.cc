@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "processor/job_state.h"
 #include "processor/partition_jobs.h"
@@ -135,16 +136,28 @@ class PartitionJobsLifecycle : public ::testing::Test {
     return Batch(producer, sequence, 0, 0, /*end=*/true);
   }
 
+  // Rank `rank` of a job of 4 ranks (one host each), as uploaded from its
+  // own file: its own producer.
+  static DecodedBatch RankBatch(int32_t rank, uint64_t sequence, int64_t from_s,
+                                int64_t to_s, bool end = false) {
+    DecodedBatch b = Batch(100 + rank, sequence, from_s, to_s, end);
+    b.header.rank = rank;
+    b.header.world_size = 4;
+    b.header.host = absl::StrCat("h", rank);
+    return b;
+  }
+
   // Returns the windows the batch closed.
   std::vector<WindowSummary> Feed(const DecodedBatch& b, bool replay = false) {
-    absl::StatusOr<JobEntry*> job = jobs_->GetOrLoad("job", 0);
+    absl::StatusOr<JobEntry*> job = jobs_->GetOrLoad(b.header.job, 0);
     EXPECT_TRUE(job.ok()) << job.status();
     if (!job.ok()) return {};
     if (PartitionJobs::IsDuplicateBatch(**job, b.header, replay)) return {};
-    return jobs_
-        ->AddBatch(part_, "job", **job, b, offset_++, replay, absl::Now(),
-                   absl::InfiniteDuration())
-        .windows;
+    PartitionJobs::Added added = jobs_->AddBatch(
+        jobs_->partitions()[0], b.header.job, **job, b, offset_++, replay,
+        absl::Now(), absl::InfiniteDuration());
+    for (const auto& [window, count] : added.late_counts) late_ += count;
+    return added.windows;
   }
   JobEntry& Job() { return jobs_->jobs().at("job"); }
   ProcessorStats Stats() {
@@ -159,6 +172,7 @@ class PartitionJobsLifecycle : public ::testing::Test {
   std::unique_ptr<PartitionJobs> jobs_;
   PartitionState part_;
   int64_t offset_ = 0;
+  int64_t late_ = 0;
 };
 
 TEST_F(PartitionJobsLifecycle, TheEndMarkerEndsTheJobAndClosesItsWindows) {
@@ -245,6 +259,92 @@ TEST_F(PartitionJobsLifecycle, AReplayedBatchLeavesTheLifecycleAsRestored) {
   EXPECT_EQ(Job().state.Serialize(), before);
   EXPECT_EQ(Stats().batches_after_end, 0);
   EXPECT_EQ(Stats().end_markers, 1);
+}
+
+// The ranks of a finished job uploaded one file after another
+// (docs/semantics.md#job-lifecycle, "Multi-rank jobs"): each rank's stream
+// ends before the next one starts, and only the fourth marker ends the job.
+TEST_F(PartitionJobsLifecycle, AMultiRankJobEndsWhenItsLastRankEnds) {
+  for (int32_t rank = 0; rank < 4; ++rank) {
+    EXPECT_TRUE(Feed(RankBatch(rank, 0, 0, 12)).empty()) << rank;
+    std::vector<WindowSummary> closed = Feed(RankBatch(rank, 1, 0, 0, true));
+    if (rank < 3) {
+      EXPECT_TRUE(closed.empty()) << "rank " << rank << "'s marker";
+      EXPECT_FALSE(Job().state.lifecycle.ended) << rank;
+      EXPECT_EQ(Job().state.ended_ranks.size(), static_cast<size_t>(rank + 1));
+      EXPECT_NE(Job().state.awaiting_ranks_since_ns, INT64_MIN);
+      continue;
+    }
+    EXPECT_TRUE(Job().state.lifecycle.ended);
+    EXPECT_EQ(Job().state.awaiting_ranks_since_ns, INT64_MIN);
+    ASSERT_EQ(closed.size(), 2u);
+    for (const WindowSummary& w : closed) {
+      EXPECT_EQ(w.closed_by, WindowSummary::ClosedBy::kEndMarker);
+    }
+  }
+  EXPECT_EQ(late_, 0) << "no rank's events came after its windows closed";
+  EXPECT_EQ(Job().state.world_size, 4);
+  EXPECT_EQ(Stats().end_markers, 4);
+  EXPECT_EQ(Stats().jobs_ended, 1);
+}
+
+// A restart between two ranks: the restored state waits for the same ranks.
+TEST_F(PartitionJobsLifecycle, ARestoredMultiRankJobWaitsForTheSameRanks) {
+  for (int32_t rank = 0; rank < 2; ++rank) {
+    Feed(RankBatch(rank, 0, 0, 12));
+    Feed(RankBatch(rank, 1, 0, 0, true));
+  }
+  const std::string saved = Job().state.Serialize();
+  absl::StatusOr<JobState> restored = JobState::Parse(saved);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ(restored->world_size, 4);
+  EXPECT_EQ(restored->ended_ranks, Job().state.ended_ranks);
+  EXPECT_EQ(restored->awaiting_ranks_since_ns,
+            Job().state.awaiting_ranks_since_ns);
+  EXPECT_EQ(restored->Serialize(), saved);
+  // A fresh processor with the restored state, replaying the two ranks'
+  // batches (their windows are not stored yet) and going on.
+  jobs_ = std::make_unique<PartitionJobs>(options_, store_.get(), &stats_);
+  ASSERT_TRUE(jobs_->GetOrLoad("job", 0).ok());
+  Job().state = *restored;
+  offset_ = 0;
+  for (int32_t rank = 0; rank < 2; ++rank) {
+    EXPECT_TRUE(Feed(RankBatch(rank, 0, 0, 12), /*replay=*/true).empty());
+    EXPECT_TRUE(Feed(RankBatch(rank, 1, 0, 0, true), /*replay=*/true).empty());
+  }
+  EXPECT_EQ(Job().state.Serialize(), saved) << "replay changes nothing";
+  Feed(RankBatch(2, 0, 0, 12));
+  EXPECT_TRUE(Feed(RankBatch(2, 1, 0, 0, true)).empty());
+  EXPECT_FALSE(Job().state.lifecycle.ended);
+  Feed(RankBatch(3, 0, 0, 12));
+  std::vector<WindowSummary> closed = Feed(RankBatch(3, 1, 0, 0, true));
+  EXPECT_TRUE(Job().state.lifecycle.ended);
+  ASSERT_EQ(closed.size(), 2u);
+  EXPECT_EQ(late_, 0);
+}
+
+// A rank that never comes: the job ends once its partition's event time
+// passes --rank-grace after the last marker.
+TEST_F(PartitionJobsLifecycle, ARankThatNeverComesEndsTheJobAfterTheGrace) {
+  options_.rank_grace = absl::Minutes(10);
+  for (int32_t rank = 0; rank < 3; ++rank) {
+    Feed(RankBatch(rank, 0, 0, 12));
+    Feed(RankBatch(rank, 1, 0, 0, true));
+  }
+  EXPECT_FALSE(Job().state.lifecycle.ended);
+  DecodedBatch other = Batch(7, 0, 9 * 60, 9 * 60 + 1);
+  other.header.job = other.trace.job = "other";
+  EXPECT_TRUE(Feed(other).empty());
+  EXPECT_FALSE(Job().state.lifecycle.ended) << "9 minutes on: waiting";
+  other = Batch(7, 1, 11 * 60, 11 * 60 + 1);
+  other.header.job = other.trace.job = "other";
+  Feed(other);
+  std::vector<WindowSummary> closed;
+  EXPECT_EQ(jobs_->CloseIdle(absl::Now(), closed), 1);
+  EXPECT_TRUE(Job().state.lifecycle.ended);
+  ASSERT_EQ(closed.size(), 2u);
+  EXPECT_EQ(closed[0].closed_by, WindowSummary::ClosedBy::kEndMarker);
+  EXPECT_EQ(Job().windower, nullptr);
 }
 
 }  // namespace

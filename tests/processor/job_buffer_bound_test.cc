@@ -38,7 +38,7 @@ constexpr int kPerBatch = 40;  // 20 kernels and their 20 launch calls.
 // order. A 1 s window holds 2,000 events, far past the bound.
 std::vector<DecodedBatch> DenseJob() {
   std::vector<DecodedBatch> out;
-  int64_t correlation = 1;
+  CorrelationId correlation = 1;
   for (int64_t t_ms = 1000; t_ms < 7000; t_ms += 20) {
     DecodedBatch b;
     b.header = BatchHeader{.job = "job",
@@ -153,7 +153,6 @@ TEST_F(JobBufferBound, ABatchPastTheBoundClosesTheWindowsAndDropsTheBuffer) {
   const std::vector<DecodedBatch> batches = DenseJob();
   int64_t buffered_gpu_end = INT64_MIN;  // Of the buffered data.
   int64_t closes = 0;
-  int64_t late = 0;
   for (size_t i = 0; i < batches.size(); ++i) {
     const DecodedBatch& b = batches[i];
     const int64_t before = Buffered();
@@ -185,7 +184,6 @@ TEST_F(JobBufferBound, ABatchPastTheBoundClosesTheWindowsAndDropsTheBuffer) {
     for (const GpuActivity& a : b.trace.gpu) {
       buffered_gpu_end = std::max(buffered_gpu_end, a.end_ns);
     }
-    for (const WindowSummary& w : ws) late += w.late_events;
   }
   EXPECT_GT(closes, 10);
   EXPECT_EQ(Stats().buffer_full_closes, closes);

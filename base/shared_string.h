@@ -4,7 +4,7 @@
 // For a value repeated in many records of one result: a rank's host name
 // appears in each window of a multi-rank job's period (a 64-rank job's hour
 // holds 23,040 of them), and a std::string per copy made the allocator a
-// fifth of a query's CPU and most of its tail (issue 20). Decoders that see
+// fifth of a query's CPU and most of its tail. Decoders that see
 // the same text again copy the SharedString they made before instead of
 // making a new one (schemas/window_summary_codec.h, DecodeCollectives).
 //

@@ -123,7 +123,7 @@ absl::StatusOr<Trace> ReadTraceFile(absl::string_view path,
   // The first 64 KiB (uncompressed) after any leading whitespace decide the
   // format; a Chrome trace then streams through the reader, everything else
   // is read whole. Leading whitespace is valid JSON and is skipped as it
-  // streams by, so a file that is mostly blanks (issue 17: 2 GiB of them in
+  // streams by, so a file that is mostly blanks (2 GiB of them in
   // a 2 MB .json.gz) never sits in memory.
   ASSIGN_OR_RETURN(std::unique_ptr<TraceByteSource> source,
                    TraceByteSource::Open(path));
@@ -163,7 +163,7 @@ absl::StatusOr<Trace> ReadTraceFile(absl::string_view path,
   }
   // JSON text never holds a NUL byte: a file that does in its first 64 KiB
   // (a sparse file, a binary) is refused now, not after reading it whole
-  // (issue 17: 11 s and 4.2 GB for a 2 GB sparse file).
+  // (11 s and 4.2 GB for a 2 GB sparse file).
   if (size_t nul = head.find('\0'); nul != std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat(
         "not a JSON trace: a NUL byte at offset ", blanks_skipped + nul,

@@ -2,7 +2,7 @@
 //
 // librdkafka before 2.4 stops fetching a partition once its queue holds
 // queued.max.messages.kbytes and looks again only when its broker thread
-// next wakes, up to a second later (librdkafka issue #2879; 2.4 added
+// next wakes, up to a second later (librdkafka#2879; 2.4 added
 // fetch.queue.backoff.ms). A consumer that empties the queue faster than
 // that waits for the rest of the second, however far behind it is: the
 // processor caught up on a backlog at a third of its speed

@@ -181,7 +181,7 @@ inline constexpr int kRdKafkaVersionWithFetchQueueBackoff = 0x020400ff;
 // looks again only after fetch.queue.backoff.ms: from 2.4 on (as
 // rd_kafka_version() gives it: at least
 // kRdKafkaVersionWithFetchQueueBackoff) this sets it to 10 ms. Before 2.4
-// the wait is up to a second (librdkafka issue #2879) and not settable: a
+// the wait is up to a second (librdkafka#2879) and not settable: a
 // consumer of such a librdkafka wakes the fetcher itself
 // (kafka/fetch_wakeup.h), or a queue this small holds it to a third of its
 // speed on a backlog (docs/performance.md, "Fetching").

@@ -5,7 +5,7 @@
 // small lz4 message that librdkafka inflated to hundreds of MiB. Copied
 // whole, its dead letter was larger than the broker accepts (1 MB by
 // default), the produce failed, and the processor stopped on every restart
-// (issue 17). So a dead letter keeps what a person needs to find and replay
+//. So a dead letter keeps what a person needs to find and replay
 // the message, within fixed bounds:
 //   - the reason (header bubblewatch.error, "reason: detail") and the
 //     reason code alone (bubblewatch.reason);

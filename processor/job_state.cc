@@ -146,7 +146,7 @@ std::string JobState::Serialize() const {
   if (lifecycle.batches_after_end != 0) {
     record.add_batches_after_end(lifecycle.batches_after_end);
   }
-  // Issue 22's fields likewise only when set.
+  // The fields likewise only when set.
   if (lifecycle.overlapping_observations != 0) {
     record.add_overlapping_observations(lifecycle.overlapping_observations);
   }

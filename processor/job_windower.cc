@@ -57,7 +57,7 @@ int64_t JobWindower::Add(const DecodedBatch& batch, int64_t offset, bool replay,
   // so late and timely events must be kept by the same rule for a restarted
   // processor to buffer what an uninterrupted one does (docs/semantics.md,
   // "Effectively once"). Dropping them here lost the start of a gap that
-  // crossed a window start after a restart (issue 17).
+  // crossed a window start after a restart.
   int64_t late = 0;
   // Whether the batch brought anything behind the finalized edge.
   bool behind_edge = false;

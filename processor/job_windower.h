@@ -246,7 +246,7 @@ class JobWindower {
   // as they come (Add) and recomputed when the buffer shrinks (Evict): what
   // BufferedDataWindowEndNs returns without a pass over the buffer, which
   // it made once per batch (a job of 8 ranks buffers about a million
-  // events: three quarters of the processor's CPU, issue 20).
+  // events: three quarters of the processor's CPU).
   int64_t buffered_max_end_ns_ = INT64_MIN;
   // The lowest input offset of a buffered event (INT64_MAX: none), kept as
   // Add and Evict change the buffer: ResumeOffset is asked at every commit

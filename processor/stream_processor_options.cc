@@ -1,5 +1,5 @@
 // Validation of the processor's options (docs/state.md's sibling concern:
-// every problem reported at once, issue 18). Kept apart from the consumer
+// every problem reported at once). Kept apart from the consumer
 // loop in stream_processor.cc.
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"

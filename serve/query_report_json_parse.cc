@@ -393,7 +393,7 @@ absl::StatusOr<std::vector<JobInfo>> ParseJobsJson(absl::string_view json) {
         info.lifecycle.ended = j.Bool("ended");
         info.lifecycle.expired = j.Bool("expired");
         info.lifecycle.batches_after_end = j.Int("batches_after_end");
-        // Added later (issue 22): absent from an older server's reply.
+        // Added later: absent from an older server's reply.
         if (j.Has("overlapping_observations")) {
           info.lifecycle.overlapping_observations =
               j.Int("overlapping_observations");

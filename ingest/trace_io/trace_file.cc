@@ -102,7 +102,7 @@ absl::StatusOr<simdjson::padded_string> Gunzip(absl::string_view compressed) {
 absl::StatusOr<FILE*> OpenRegularFile(absl::string_view path) {
   std::string p(path);
   // O_NONBLOCK: opening a FIFO for reading would wait for a writer forever
-  // (issue 17: `analyze` of a FIFO hung). Only the open is non-blocking;
+  // (`analyze` of a FIFO hung). Only the open is non-blocking;
   // regular files ignore the flag for reads.
   const int fd = open(p.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus("open", path);

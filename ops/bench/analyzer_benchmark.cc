@@ -151,7 +151,7 @@ RankJob MakeRankJob(int64_t events_per_rank, int ranks) {
   return out;
 }
 
-// The collective analysis (issue 19): matching, clocks, waits, straggler
+// The collective analysis: matching, clocks, waits, straggler
 // attribution and the analysis of every rank, per core. Compare with
 // BM_AnalyzeRanksAlone, the same ranks analyzed one by one without it.
 // Peak resident memory of the process so far, in MiB.
@@ -205,7 +205,7 @@ BENCHMARK(BM_AnalyzeRanksAlone)
     ->Arg(1'000'000)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
-// 8 ranks of 1 M events: issue 19's speed target. Then 8 M events in all
+// 8 ranks of 1 M events: the speed target. Then 8 M events in all
 // over 2, 8 and 64 ranks, for the memory (run each alone for its peak RSS:
 // --benchmark_filter=AnalyzeCollectives/4000000/2$ and so on).
 BENCHMARK(BM_AnalyzeCollectives)

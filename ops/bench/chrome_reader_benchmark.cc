@@ -4,7 +4,7 @@
 //   - Synthetic: ~100 MB of Kineto-shaped events (cpu_op, cudaLaunchKernel,
 //     kernels with their full args, ac2g flows, copies), decimal ts relative
 //     to baseTimeNanoseconds, as newer PyTorch writes them.
-// Target (issue 3): >= 300 MB/s on one core.
+// Target: >= 300 MB/s on one core.
 //
 //   build/ops/bench/chrome_reader_benchmark --benchmark_filter=ReadChrome
 //

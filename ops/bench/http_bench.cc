@@ -1,4 +1,4 @@
-// The HTTP server under hostile and heavy load (issue 17 items 6-9), measured
+// The HTTP server under hostile and heavy load, measured
 // on loopback against a real `bubblewatch serve` (docs/http.md):
 //   slow      S connections held open, half idle, half trickling a request one
 //             header line every 2 s; meanwhile fresh clients GET /healthz and

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Maps a `perf script` call-graph dump of `bubblewatch process` to the
-processor's stages (issue 24) and prints the stage table, the per-thread
+processor's stages and prints the stage table, the per-thread
 split and the top self symbols.
 
 usage: perf script -i perf.data -F comm,tid,ip,sym,dso | profile_stages.py

@@ -10,7 +10,7 @@
 // built through Commit: N jobs x H hours of 10 s windows, 8 devices and 3 top
 // bubbles per window. A store written by window_store_benchmark works too
 // (same job names; its `bench_params` file gives the job count).
-// Issue 20's case, "the job's last hour with the per-rank table for 64
+// The case, "the job's last hour with the per-rank table for 64
 // ranks": BM_QueryJobLastHour64Ranks queries jobs whose every window holds
 // a collective analysis of 64 ranks (64 RankWindows, 3 stragglers), the
 // period's per-rank table and stragglers included. The store gets
@@ -345,7 +345,7 @@ BENCHMARK(BM_QueryJobLastHour)
     ->Iterations(2000)
     ->Unit(benchmark::kMillisecond);
 
-// Issue 20: a 64-rank job's last hour through the library, with the
+// a 64-rank job's last hour through the library, with the
 // per-rank table and the stragglers of the period (QueryJob sums the 360
 // windows' collective analyses); json:1 renders it as `query job --json`
 // does (ranks[] and stragglers[] for the period and in each window).

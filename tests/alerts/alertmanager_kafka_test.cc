@@ -12,7 +12,7 @@
 //     Alertmanager that was unreachable (SIGSTOP) when it happened;
 // and SIGHUP reloads the rules file: a bad one is refused and logged, a good
 // one applies to the next windows;
-// and a processor started with --config (issue 22) reads a Kafka property
+// and a processor started with --config reads a Kafka property
 // from a secret file (bootstrap.servers.file: without the file's value it
 // reaches no broker) and never prints a secret file's content, and SIGHUP
 // takes a changed `rules` path from the re-read config file, naming other
@@ -426,7 +426,7 @@ TEST_F(AlertmanagerKafka, SighupReloadsRulesAndRefusesABadFile) {
   EXPECT_EQ(reader.Poll().front().job, job);
 }
 
-// Issue 22: `process --config FILE`. The file's `brokers` is an address
+// `process --config FILE`. The file's `brokers` is an address
 // where nothing listens; the real one comes from a secret file
 // (`bootstrap.servers.file`), so windows in the store prove the file's value
 // reached the consumer. A second secret (`sasl.password.file`) never appears
@@ -747,7 +747,7 @@ TEST_F(AlertmanagerKafka, AJobThatStopsWithoutAMarkerIsSilent) {
   processor_ = 0;
 }
 
-// Issue 21: a fleet of processors in one consumer group pages once per
+// a fleet of processors in one consumer group pages once per
 // condition (docs/alerts.md#fleet-wide-alerts). Two instances share a
 // 4-partition topic; 6 jobs stall (planted host syncs) and fire; a third
 // instance joins (rebalance) while the stall goes on, one of the first two

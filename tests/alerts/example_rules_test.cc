@@ -225,7 +225,7 @@ TEST(ExampleRules, FireTheSameAtAnotherSeed) {
   ExpectEachCauseJobFiresItsRule(RunExampleRules(6, 2, 7));
 }
 
-// Issue 20's target "no straggler is reported in healthy jobs (0 false
+// The target "no straggler is reported in healthy jobs (0 false
 // alerts over 30 min of event time on 50 healthy multi-rank jobs)", in
 // process: 50 lockstep jobs of 2, 3 and 4 ranks (matched all-reduces, natural
 // jitter, no rank late), 30 min at 10 events/s per GPU (2.7 s steps), fire

@@ -260,7 +260,7 @@ TEST(StragglerAlertKafka, NamesThePlantedRankWithinTwoWindowsAndNoneHealthy) {
   }
 }
 
-// Issue 20's target "no straggler is reported in healthy jobs (0 false
+// The target "no straggler is reported in healthy jobs (0 false
 // alerts over 30 min of event time on 50 healthy multi-rank jobs)": 50 jobs
 // of `produce --synthetic --scenario lockstep` (2, 3 and 4 ranks; matched
 // all-reduces on every rank, natural jitter, no rank late), 30 min of event

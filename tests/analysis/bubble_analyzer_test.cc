@@ -332,7 +332,7 @@ Trace KernelsAtNs(std::initializer_list<std::pair<int64_t, int64_t>> spans) {
   return t;
 }
 
-// Regression (issue 17): one 1 s kernel at 9,223,372,030 s made `w +
+// Regression: one 1 s kernel at 9,223,372,030 s made `w +
 // window_ns` overflow in the window loop, which then allocated windows until
 // std::bad_alloc. Such a time is refused; so is a +-292-year kernel.
 TEST(BubbleAnalyzer, TimesOutsideTheAcceptedRangeAreAnError) {

@@ -111,7 +111,7 @@ int64_t IntField(const std::string& line, const std::string& key) {
   return v;
 }
 
-// `produce --synthetic --scenario straggler` (issue 20, item 5): the truth
+// `produce --synthetic --scenario straggler` (item 5): the truth
 // file's straggler of each job (rank, cause, interval) is what
 // AnalyzeCollectives finds in the same ranks, and it comes and goes: no
 // instance outside the interval makes anyone wait long.

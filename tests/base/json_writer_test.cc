@@ -24,7 +24,7 @@ TEST(JsonWriter, EscapesStrings) {
   EXPECT_EQ(w.str(), R"("q\"b\\n\n\t\u0001")");
 }
 
-// Regression (issue 17): a job named "bad\xff\xfe-job" put bytes that are
+// Regression: a job named "bad\xff\xfe-job" put bytes that are
 // not UTF-8 into /api/v1/jobs, which made the whole document invalid.
 TEST(JsonWriter, BytesThatAreNotUtf8BecomeReplacementCharacters) {
   JsonWriter w;

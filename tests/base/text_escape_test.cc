@@ -19,7 +19,7 @@ TEST(TextEscape, PrintableUtf8PassesUnchanged) {
   }
 }
 
-// Regression (issue 17): `bad\xff\xfe-job` broke /metrics and JSON, and a
+// Regression: `bad\xff\xfe-job` broke /metrics and JSON, and a
 // name with a newline forged a log line.
 TEST(TextEscape, ControlCharactersAndBadBytesAreEscaped) {
   EXPECT_FALSE(IsPrintableUtf8("bad\xff\xfe-job"));

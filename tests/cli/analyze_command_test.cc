@@ -146,7 +146,7 @@ INSTANTIATE_TEST_SUITE_P(
             "unknown kind \"dma\""},
         BadInput{"unknown_format", R"(hello, I am not a trace)",
                  "unknown format"},
-        // Issue 17: fits int64 ns, but no window arithmetic could use it.
+        // fits int64 ns, but no window arithmetic could use it.
         BadInput{
             "near_int64_max",
             R"({"gpu_kernels": [{"name": "a", "start_us": 9223372030000000, "end_us": 9223372031000000, "stream": 7}]})",
@@ -159,7 +159,7 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(info.param.name);
     });
 
-// Regression (issue 17): `analyze --window 10s` on a one-kernel timeline at
+// Regression: `analyze --window 10s` on a one-kernel timeline at
 // 9,223,372,030 s exited 134 (std::bad_alloc) instead of 3; kernels far
 // apart exceed the window cap instead of allocating millions of windows.
 TEST(AnalyzeCommand, WindowedAnalysisOfFarOffTimesExitsThree) {
@@ -181,7 +181,7 @@ TEST(AnalyzeCommand, WindowedAnalysisOfFarOffTimesExitsThree) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
 }
 
-// Regression (issue 17): `analyze` of a FIFO waited for a writer forever.
+// Regression: `analyze` of a FIFO waited for a writer forever.
 TEST(AnalyzeCommand, FifoIsRefusedAtOnce) {
   const std::string path =
       ::testing::TempDir() + "/fifo-" + std::to_string(getpid());
@@ -193,7 +193,7 @@ TEST(AnalyzeCommand, FifoIsRefusedAtOnce) {
   std::filesystem::remove(path);
 }
 
-// Regression (issue 17): a 2 GB sparse file was read whole (11 s, 4.2 GB)
+// Regression: a 2 GB sparse file was read whole (11 s, 4.2 GB)
 // before failing; it stops at the first bytes that cannot be JSON.
 TEST(AnalyzeCommand, SparseFileStopsAtTheFirstNulByte) {
   const std::string path =
@@ -254,7 +254,7 @@ TEST(AnalyzeCommand, HelpDescribesEveryOption) {
   }
 }
 
-// Several ranks of one job (issue 19, docs/analyze.md).
+// Several ranks of one job (docs/analyze.md).
 TEST(AnalyzeCommand, TwoSampledRanksGiveCollectivesAndTheStraggler) {
   auto r = RunBubblewatch(
       "analyze --json real/hta/sampled_rank-0.json.gz "

@@ -1,4 +1,4 @@
-// `--brokers embedded` on the commands that take --brokers (issue 23):
+// `--brokers embedded` on the commands that take --brokers:
 // `produce` runs librdkafka's mock cluster in its own process; `process`
 // refuses it at once (exit 2), since a mock cluster lives inside one process
 // and a lone processor on it would never see an event. Before, `process`

@@ -1,4 +1,4 @@
-// `--config FILE` (issue 22): the YAML file's shapes and errors
+// `--config FILE`: the YAML file's shapes and errors
 // (cli/config_file.h), and how CommandLine combines it with the command
 // line: the command line wins, lists take the file's values first, every
 // problem names the file, the line and the key.

@@ -351,7 +351,7 @@ TEST(DiffCommand, RealMfuPairRegressesUtilization) {
   EXPECT_EQ(std::string_view(kernels.at(0)["name"]), "flash_fwd_kernel");
 }
 
-// Collective metrics (issue 19): only a trace that holds several ranks.
+// Collective metrics: only a trace that holds several ranks.
 TEST(DiffCollectives, CommWaitOfTwoGpuExportsIsCompared) {
   const std::string real = std::string(BUBBLEWATCH_TESTDATA_DIR) + "/real/";
   CliResult rise = RunBubblewatch(absl::StrCat(

@@ -1,4 +1,4 @@
-// Golden reports (issue 18): `analyze --json --window 10s` of every real
+// Golden reports: `analyze --json --window 10s` of every real
 // trace in tests/testdata/real/ equals the committed report byte for byte.
 // A failure is a change in behaviour: if it is intended, `ops/golden
 // --update` rewrites the reports and the diff shows every figure that moved.

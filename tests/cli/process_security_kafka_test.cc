@@ -1,6 +1,6 @@
 // `bubblewatch process` whose security settings do not match the broker's
 // listener exits at startup, with one line that says why, instead of waiting
-// for ever as if the broker were down (issue 17 item 13). Against the real
+// for ever as if the broker were down. Against the real
 // broker (ctest label kafka), which listens in PLAINTEXT: a SASL client and a
 // TLS client. And a PLAINTEXT client against a listener that drops what it
 // reads, as a TLS listener drops a plaintext request. And a broker without
@@ -148,7 +148,7 @@ TEST(ProcessSecurity, PlaintextAgainstATlsListenerExitsAtStartup) {
   EXPECT_THAT(line, HasSubstr("incorrect security.protocol configuration"));
 }
 
-// A broker without idempotent producers or consumer groups (issue 23): the
+// A broker without idempotent producers or consumer groups: the
 // real broker, seen through librdkafka told not to ask its API versions and
 // to assume an old release instead (broker.version.fallback), so that the
 // feature set librdkafka negotiates lacks them. `produce` and `process` log

@@ -18,7 +18,7 @@ using ::bubblewatch::testing::CliResult;
 using ::bubblewatch::testing::RunBubblewatch;
 using ::testing::HasSubstr;
 
-// The straggler scenario (issue 20, item 5) sends every event of its
+// The straggler scenario (item 5) sends every event of its
 // multi-rank jobs, collective records included, and writes one truth line
 // per job.
 TEST(ProduceCommand, StragglerScenarioProducesToTheEmbeddedCluster) {

@@ -538,7 +538,7 @@ TEST(QueryOnProcessorStore, AnswersOnTheStoreTheDemoWrote) {
   EXPECT_EQ(top.size(), 2u);
 }
 
-// Every log line goes to stderr, stdout carries only the report (issue 17
+// Every log line goes to stderr, stdout carries only the report (an earlier review
 // item 13). The reproduction: a store with more level-0 files than RocksDB's
 // slowdown trigger (20), as a store whose compactions fell behind has, so
 // that opening it read-only logs RocksDB's "Stalling writes" warning while

@@ -71,7 +71,7 @@ TEST(Secrets, RefusedConfigurationDoesNotEchoSecrets) {
   EXPECT_THAT(r.err, Not(HasSubstr(kKeyPassword)));
 }
 
-// Issue 17 item 12: secrets under keys the redaction did not know were
+// secrets under keys the redaction did not know were
 // printed at the default log level: a Java JAAS line (librdkafka refuses the
 // property; the error quoted the whole value), a misspelt key (unknown; the
 // same), and values librdkafka itself quotes (its CONFWARN line for

@@ -1,5 +1,5 @@
 // `bubblewatch serve --brokers` against the real test broker (ctest label
-// kafka; issue 21 item 1): a processor on a 4-partition events topic
+// kafka; an earlier review): a processor on a 4-partition events topic
 // publishes its windows; a serve started before the windows topic exists
 // (it waits for it) and a second replica started afterwards, each with a
 // store of its own, answer /api/v1/fleet and every job's windows with the
@@ -352,7 +352,7 @@ TEST(ServeBrokers, OneServeShowsTheUnionOfTwoProcessorInstances) {
       << Differences(want, Bodies(*serve, Paths(jobs))) << serve->Log();
 }
 
-// Issue 21's check of the fleet query tier at scale: 3 processor instances
+// The check of the fleet query tier at scale: 3 processor instances
 // on 12 partitions with 200 jobs, in a rebalance storm (rebalance_storm.h:
 // members join, leave and are killed while the producer sends), watched by
 // one `serve --brokers` started before it all. Once the storm is over,

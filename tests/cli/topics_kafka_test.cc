@@ -1,10 +1,10 @@
 // `bubblewatch topics` and the windows topic `process` creates, against the
-// real test broker (ctest label kafka; issue 21 item 2): what `create` makes
+// real test broker (ctest label kafka; an earlier review): what `create` makes
 // is what `describe` (and the cluster, asked directly) reports; a missing
 // windows topic is created compacted with the events topic's partition
 // count, and each window goes to its job's partition under a (job, window)
 // key; the events topic refuses a compressed record that inflates past the
-// processor's batch limit (issue 17).
+// processor's batch limit.
 #include <algorithm>
 #include <map>
 #include <set>

@@ -2,7 +2,7 @@
 // either a Trace or an error; every event's name is in the string table and
 // no event ends before it starts. A trace whose times are accepted ones is
 // then analyzed in 10 s windows: an error is fine, a crash, an overflow
-// (UBSan) or a runaway allocation is not (issue 17: one kernel near
+// (UBSan) or a runaway allocation is not (one kernel near
 // INT64_MAX overflowed the window loop).
 #include <cstddef>
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Trace::collectives as the readers fill it (issue 19): one CollectiveKernel
+// Trace::collectives as the readers fill it: one CollectiveKernel
 // per NCCL/RCCL kernel beside its GpuActivity, with what the source says and
 // nothing guessed. Real traces are checked against a second reading (a
 // simdjson DOM pass over the kernel args, SQL over the export); small

@@ -178,7 +178,7 @@ TEST(SyntheticFleet, MixPlantsStragglersInEverySeventhMultiRankJob) {
   // (MixCyclesThroughScenariosAndNamesJobs).
 }
 
-// The lockstep scenario (issue 20's healthy baseline): the straggler
+// The lockstep scenario (the healthy baseline): the straggler
 // scenario's jobs with no rank late. Every rank carries the same all-reduce
 // instances (group, Seq), the ranks' arrivals differ by jitter only, the
 // step follows the rate, and the truth line says nothing was planted.

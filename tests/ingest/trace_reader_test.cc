@@ -145,7 +145,7 @@ TEST(ReadTraceFile, ProgressReachesTheTotal) {
   EXPECT_EQ(last_total, 25762803);
 }
 
-// Issue 17: a gzip whose content starts with blanks was read whole before its
+// a gzip whose content starts with blanks was read whole before its
 // format was decided (analyze needed the inflated size in memory; 2 GiB of
 // blanks in a 2 MB .json.gz). Leading whitespace now streams by.
 constexpr uint64_t kBlanks = uint64_t{512} << 20;

@@ -684,7 +684,7 @@ TEST_F(TraceWatcherTest, JobFromTraceMetadataWhenTheNameSaysNothing) {
   EXPECT_EQ(got[1].header.job, "meta-job");
 }
 
-// Issue 17 item 10: the watcher read a file whole, hashed it whole and
+// the watcher read a file whole, hashed it whole and
 // gunzipped it whole for its last 64 bytes: 5.9 GB RSS for a 2 MB .json.gz
 // of 2 GiB of blanks. Streamed, its memory must not follow the content.
 TEST_F(TraceWatcherTest, AGzipInflatingToAGibibyteOfBlanksNeverSitsInMemory) {

@@ -90,7 +90,7 @@ TEST(KafkaConfig, BuildNamesTheRejectedPropertyButNotASecretValue) {
   }
 }
 
-// Issue 17 item 12: secrets under keys the old list did not name were
+// secrets under keys the old list did not name were
 // echoed, e.g. a JAAS line (a Java property librdkafka refuses, quoted with
 // its value in the error) or a misspelt key (unknown, quoted likewise).
 TEST(KafkaConfig, SecretLookingAndUnknownKeysAreRedacted) {
@@ -209,7 +209,7 @@ TEST(KafkaConfig, RedactKafkaSecretsReplacesWholeWordsOnly) {
   EXPECT_EQ(RedactKafkaSecrets("`kafkauser`"), "`[redacted]`");
 }
 
-// Issue 22: `X.file=PATH` reads X's value from a file; the value is then a
+// `X.file=PATH` reads X's value from a file; the value is then a
 // secret whatever X is called, and only the path is ever named.
 TEST(KafkaConfig, SecretFilesSetTheirContentAndAreAlwaysRedacted) {
   testing::TempDir dir;

@@ -40,7 +40,7 @@ def analyzer_suite(value):
     cmd = "build/ops/bench/analyzer_benchmark --benchmark_filter=AnalyzeTrace/10000000"
     fig = {"what": "analyzer, 10 M events", "value": value, "unit": "events/s",
            "target": {"op": ">=", "value": 20e6, "text": "≥ 20 M events/s per core",
-                      "source": "issue 2"},
+                      "source": "project target"},
            "met": value >= 20e6, "detail": "3 repetition(s)", "command": cmd,
            "date": "2026-12-01T10:00:00Z"}
     return {"suite": "analyzer", "quick": False, "status": "ok",

@@ -158,7 +158,7 @@ TEST(BatchValidator, EndFarBeforeStartDoesNotOverflow) {
   EXPECT_THAT(r->detail, HasSubstr("ends 9259400833873739676 ns before"));
 }
 
-// Regression (issue 17): a kernel near INT64_MAX passed every check (its
+// Regression: a kernel near INT64_MAX passed every check (its
 // duration and spread were sane) and crash-looped the processor.
 TEST(BatchValidator, TimesOutsideTheAcceptedRange) {
   for (int64_t start : {int64_t{9'223'372'030'000'000'000},
@@ -176,7 +176,7 @@ TEST(BatchValidator, TimesOutsideTheAcceptedRange) {
   }
 }
 
-// Regression (issue 17): a job named "bad\xff\xfe-job" broke /metrics
+// Regression: a job named "bad\xff\xfe-job" broke /metrics
 // (promtool), the JSON API and `query jobs`; a newline forged log lines.
 TEST(BatchValidator, JobNameMustBePrintableUtf8) {
   for (const std::string job : {"bad\xff\xfe-job", "job\nforged", "a\x1b[0m"}) {

@@ -47,7 +47,7 @@ TEST(DeadLetter, SmallMessageIsKeptWholeWithItsSourceAndHeaders) {
   EXPECT_EQ(Last(d, "bubblewatch.source.offset"), "42");
   EXPECT_EQ(Last(d, "bubblewatch.source.bytes"), "11");
   EXPECT_EQ(Last(d, "bubblewatch.truncated"), "");
-  // Regression (issue 17): dead letters lost the original headers.
+  // Regression: dead letters lost the original headers.
   ASSERT_GE(d.headers.size(), 2u);
   EXPECT_EQ(d.headers[0],
             std::make_pair(std::string("trace-id"), std::string("abc")));
@@ -55,7 +55,7 @@ TEST(DeadLetter, SmallMessageIsKeptWholeWithItsSourceAndHeaders) {
             std::make_pair(std::string("trace-id"), std::string("def")));
 }
 
-// Regression (issue 17): a 20 MB rejected batch was copied whole into its
+// Regression: a 20 MB rejected batch was copied whole into its
 // dead letter, the broker refused it ("Message size too large"), and the
 // processor stopped on every restart.
 TEST(DeadLetter, HugeMessageIsCutToFitAndSaysSo) {

@@ -90,7 +90,7 @@ TEST(JobState, NewestEventIsTheLatestOfTheEdgeAndTheProducers) {
   EXPECT_EQ(state.NewestEventNs(), 55);
 }
 
-// Issue 22: a job's bad input about observations and the last observation
+// a job's bad input about observations and the last observation
 // of each stream persist with its state, in the same bytes whatever the
 // order they were noted in, and a state without them keeps its old bytes.
 TEST(JobState, ObservationCountsAndLastObservationsRoundTrip) {

@@ -717,7 +717,7 @@ void ExpectRestartsChangeNothing(
   });
 }
 
-// Regression (issue 17): kernels [1, 9.95], [10.05, 15], [15, 16] s, then
+// Regression: kernels [1, 9.95], [10.05, 15], [15, 16] s, then
 // [25, 26] s. Uninterrupted, window 10 s has a span of 10 s and 4.05 s of
 // bubble (the gap [9.95, 10.05) crosses its start). After a restart that
 // replayed from before 10 s it had 9.95 / 4.0 s: the replay dropped the

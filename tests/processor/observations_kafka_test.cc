@@ -5,7 +5,7 @@
 // the topic into a fresh store (the second run's first batch closes the
 // first), the stored windows are byte-identical but for why the first run's
 // window closed, and the 20 s between the runs is in no window and no
-// bubble (issue 22). Also: a duty cycle (3 s snapshots every 60 s of one
+// bubble. Also: a duty cycle (3 s snapshots every 60 s of one
 // job, each sent once the last one's window closed) stores one window per
 // snapshot, none between, live as replayed, and the job learns its cadence;
 // a `produce FILE` killed mid-file and run again stores what one clean run

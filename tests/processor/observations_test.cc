@@ -473,7 +473,7 @@ TEST_F(Observations, BubblesStayWithinObservationsAgainstABruteForceOracle) {
 
 // Observations less than a window apart are analyzed together, and the
 // time between them is unobserved all the same: in no span and no bubble
-// (issue 22). Against the oracle, and a restart after any batch stores
+//. Against the oracle, and a restart after any batch stores
 // the same bytes.
 TEST_F(Observations, ShortGapsBetweenObservationsAreNoBubbleAgainstTheOracle) {
   std::mt19937_64 rng(2222);
@@ -755,7 +755,7 @@ TEST_F(Observations, OverlappingAndBackwardsObservationsAreCounted) {
   EXPECT_EQ(Stats().overlapping_observations, 1);
 }
 
-// Issue 22: the bad input about observations is counted per job too, in its
+// the bad input about observations is counted per job too, in its
 // persisted state, and a restart after any batch (restoring that state,
 // replaying from the resume offset) counts each bad observation once: the
 // replayed batches not again, and the first live one against the last

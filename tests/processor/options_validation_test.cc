@@ -1,4 +1,4 @@
-// Options report every problem at once (issue 18).
+// Options report every problem at once.
 #include <algorithm>
 #include <iterator>
 #include <string>

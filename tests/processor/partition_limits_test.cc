@@ -41,7 +41,7 @@ TEST(PartitionLimits, DefaultsLeaveRoomForMinutesOfClockSkew) {
   EXPECT_GE(limits.max_jobs_per_partition, 1000);
 }
 
-// Regression (issue 17): one forged batch with a real producer id and
+// Regression: one forged batch with a real producer id and
 // sequence 2^64 - 1 was adopted, and the next real batches were dropped as
 // duplicates. A jump beyond the step is rejected instead.
 TEST(PartitionLimits, SequenceMayOnlyAdvanceByABoundedStep) {

@@ -2,8 +2,8 @@
 // consumer group, each with its own store and log, join, leave (SIGTERM)
 // and die (SIGKILL) one action a second while a producer sends, so that
 // partitions move, with and without a clean hand-over, many times over.
-// Used by the processor's fault test (issue 9) and by the fleet query
-// tier's test (issue 21), which watches the storm through `serve
+// Used by the processor's fault test and by the fleet query
+// tier's test, which watches the storm through `serve
 // --brokers`.
 #ifndef BUBBLEWATCH_TESTS_PROCESSOR_REBALANCE_STORM_H_
 #define BUBBLEWATCH_TESTS_PROCESSOR_REBALANCE_STORM_H_

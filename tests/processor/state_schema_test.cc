@@ -196,7 +196,7 @@ TEST(StateSchema, PartitionSnapshotsRoundTripByteForByte) {
   EXPECT_EQ(c->producer_newest_ns.at(UINT64_MAX), INT64_MAX);
 }
 
-// Issue 21: the jobs' alert state rides in the snapshot (opaque here); a
+// the jobs' alert state rides in the snapshot (opaque here); a
 // snapshot without any leaves the field out.
 TEST(StateSchema, JobAlertStatesRoundTripAndAreAbsentWhenEmpty) {
   PartitionSnapshot s = Example();
@@ -218,7 +218,7 @@ TEST(StateSchema, JobAlertStatesRoundTripAndAreAbsentWhenEmpty) {
   EXPECT_TRUE(back->job_alerts.empty());
 }
 
-// Issue 21: a job entry's activity (for serve --brokers) round-trips; an
+// a job entry's activity (for serve --brokers) round-trips; an
 // entry without it keeps the bytes it had before the fields existed.
 TEST(StateSchema, JobActivityRoundTripsAndIsAbsentWhenUnknown) {
   PartitionSnapshot s = Example();

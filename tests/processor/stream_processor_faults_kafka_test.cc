@@ -491,7 +491,7 @@ TEST(ProcessorFaultsKafka, RebalanceStormLeavesNoDuplicateOrConflictingWindow) {
   }
 }
 
-// Issue 17: a restart lost the part of a gap that crossed a window start;
+// a restart lost the part of a gap that crossed a window start;
 // five kills did not find it. Here a live producer sends a small fleet in
 // real time (60 s) while the processor is SIGKILLed a hundred times, each
 // after 0.3-1.2 s of life (seeded from the clock and printed;

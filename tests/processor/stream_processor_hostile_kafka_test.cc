@@ -1,5 +1,5 @@
 // Hostile messages against the processor and a real Kafka broker (ctest
-// label `kafka`), each a reproduction from issue 17 that stopped the
+// label `kafka`), each a reproduction from an earlier review that stopped the
 // processor for good or lost data before its fix:
 //   - a 70 MB rejected batch (lz4: a few hundred KB on the wire) and an 8 MB
 //     undecodable one: their dead letters were larger than the broker

@@ -433,7 +433,7 @@ TEST(HttpServer, UnknownJobIs404WithAJsonError) {
   EXPECT_EQ(ErrorOf(r->body), "no windows for job nope");
 }
 
-// Regression (issue 17): GET /api/v1/jobs/%FF%FE/windows echoed the bytes
+// Regression: GET /api/v1/jobs/%FF%FE/windows echoed the bytes
 // raw into its JSON error, which then was not valid UTF-8.
 TEST(HttpServer, UnknownJobWithBytesThatAreNotUtf8IsEchoedEscaped) {
   Served s;
@@ -853,7 +853,7 @@ TEST(HttpServer, SeesWindowsTheProcessorCommitsWhileItRuns) {
 }
 
 TEST(HttpServer, SlowAndIdleClientsDoNotLockOutAFreshOne) {
-  // Issue 17 item 6: 8 clients trickling their headers left /healthz
+  // 8 clients trickling their headers left /healthz
   // unanswered. 50 here: half connect and send nothing, half send the start of
   // a request and stop; a fresh client must still be answered.
   Served s;
@@ -954,7 +954,7 @@ TEST(HttpServer, RefusesAnOversizedRequestHeadAndCloses) {
 }
 
 TEST(HttpServer, ASecondServerOnABusyPortFails) {
-  // Issue 17 item 7: with SO_REUSEPORT a second `serve` shared the port and
+  // with SO_REUSEPORT a second `serve` shared the port and
   // answered from another store.
   Served s;
   HttpServerOptions options;
@@ -967,7 +967,7 @@ TEST(HttpServer, ASecondServerOnABusyPortFails) {
 }
 
 TEST(HttpServer, AnswersPipelinedRequestsInOrder) {
-  // Issue 17 item 8: 3 requests sent at once got 1 response.
+  // 3 requests sent at once got 1 response.
   Served s;
   RawConnection c(s.port());
   ASSERT_TRUE(
@@ -999,7 +999,7 @@ TEST(HttpServer, AnswersPipelinedRequestsInOrder) {
 }
 
 TEST(HttpServer, ConnectionsHaveNagleOff) {
-  // Issue 17 item 8: each keep-alive request after the first took 42-44 ms,
+  // each keep-alive request after the first took 42-44 ms,
   // the response's second segment held back by Nagle until the client's
   // delayed ACK. The server's end of the connection must have TCP_NODELAY.
   Served s;

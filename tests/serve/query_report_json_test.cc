@@ -144,7 +144,7 @@ TEST(QueryReportJson, AnUnknownClosedByIsABadReply) {
 }
 
 // /api/v1/jobs and `query jobs --json` read back by `query --server`: each
-// job's lifecycle and bad-input counts round-trip (issue 22), and a reply
+// job's lifecycle and bad-input counts round-trip, and a reply
 // of a server from before the observation counts reads them as 0.
 TEST(QueryReportJson, JobsRoundTripWithTheirBadInputCounts) {
   const absl::Time now = absl::FromUnixSeconds(1'800'000'000);

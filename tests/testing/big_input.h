@@ -1,5 +1,5 @@
 // Inputs far bigger than a reader may hold, and the measure of what it held:
-// the fixtures of the "input that is merely big" attacks (issue 17 item 10),
+// the fixtures of the "input that is merely big" attacks,
 // shared by the reader and watcher tests.
 #ifndef BUBBLEWATCH_TESTS_TESTING_BIG_INPUT_H_
 #define BUBBLEWATCH_TESTS_TESTING_BIG_INPUT_H_

@@ -686,7 +686,7 @@ def write_report(res, path):
         L.append("")
     tg = res.get("targets")
     if tg:
-        L.append("## Targets (issue 8)\n")
+        L.append("## Targets\n")
         L.append("| on | HTA ÷ bubblewatch, wall (CPU) time (target ≥ 50×) | seed ÷ bubblewatch, wall (CPU) time (≥ 100×) | bubblewatch ÷ HTA peak memory (≤ 0.1) |")
         L.append("|---|---|---|---|")
         for k in tg:

@@ -91,10 +91,10 @@ SUITES = [
 FIGURES = [
     {"id": "analyzer_10m_events_per_s", "suite": "analyzer", "unit": "events/s",
      "what": "analyzer, 10 M events, events/s of wall time on one core (median of repetitions)",
-     "target": target(">=", 20e6, "≥ 20 M events/s per core", "issue 2")},
+     "target": target(">=", 20e6, "≥ 20 M events/s per core", "project target")},
     {"id": "analyzer_10m_cpu_events_per_s", "suite": "analyzer", "unit": "events/s",
      "what": "analyzer, 10 M events, events/s of thread CPU time (`cpu_events_per_s`, median)",
-     "target": target(">=", 20e6, "≥ 20 M events/s per core", "issue 2")},
+     "target": target(">=", 20e6, "≥ 20 M events/s per core", "project target")},
     {"id": "analyzer_1m_events_per_s", "suite": "analyzer", "unit": "events/s",
      "what": "analyzer, 1 M events, events/s of wall time (median)", "target": None},
     # The reader parses blocks of events on every core (parse threads "auto": cores - 1 beside
@@ -104,11 +104,11 @@ FIGURES = [
     {"id": "reader_rank0_plain_one_thread_mb_s", "suite": "chrome_reader", "unit": "MB/s",
      "what": "Chrome reader, rank0 JSON from a plain file, one parse thread, MB/s of process CPU "
              "time (median)",
-     "target": target(">=", 300, "≥ 300 MB/s on one core", "issue 3")},
+     "target": target(">=", 300, "≥ 300 MB/s on one core", "project target")},
     {"id": "reader_rank0_gz_one_thread_mb_s", "suite": "chrome_reader", "unit": "MB/s",
      "what": "Chrome reader, rank0.json.gz, one parse thread + gunzip on its own thread, MB/s of "
              "JSON per CPU-second of both (median)",
-     "target": target(">=", 300, "≥ 300 MB/s per core", "issue 3")},
+     "target": target(">=", 300, "≥ 300 MB/s per core", "project target")},
     {"id": "reader_rank0_gz_file_mb_s", "suite": "chrome_reader", "unit": "MB/s",
      "what": "Chrome reader, rank0.json.gz read as `analyze` does (streaming, parse threads auto, "
              "gunzip on its own thread), MB/s of wall time (median)", "target": None},
@@ -124,29 +124,29 @@ FIGURES = [
     {"id": "reader_mtia_peak_rss_mib", "suite": "chrome_reader", "unit": "MiB",
      "what": "Chrome reader peak RSS, whole process, reading mtia_rank_0.json.gz (streaming)",
      # The value is filled in per run: 2 x the JSON's size + 64 MiB.
-     "target": target("<=", None, "≤ 2 × JSON size + 64 MiB", "issue 3")},
+     "target": target("<=", None, "≤ 2 × JSON size + 64 MiB", "project target")},
     {"id": "producer_events_per_s", "suite": "producer", "unit": "events/s",
      "what": "producer, one process, synthetic fleet to a local broker "
              "(lz4, 4096-event batches, linger 50 ms, acks=all, idempotent)",
-     "target": target(">=", 1e6, "≥ 1 M events/s", "issue 4")},
+     "target": target(">=", 1e6, "≥ 1 M events/s", "project target")},
     {"id": "processor_events_per_s", "suite": "processor", "unit": "events/s",
      "what": "processor end to end: pre-loaded topic consumed, analyzed, stored "
              "(events/s from its first to its last message)",
-     "target": target(">=", 1e6, "≥ 1 M events/s", "issue 5")},
+     "target": target(">=", 1e6, "≥ 1 M events/s", "project target")},
     {"id": "processor_collectives_events_per_s", "suite": "processor_collectives",
      "unit": "events/s",
      "what": "processor end to end, 8-rank jobs with collectives on (`--scenario lockstep`: "
              "every window's collectives matched across the job's ranks)",
-     "target": target(">=", 1.5e6, "≥ 1.5 M events/s", "issue 20")},
+     "target": target(">=", 1.5e6, "≥ 1.5 M events/s", "project target")},
     {"id": "processor_live_max_lag", "suite": "processor_live", "unit": "messages",
      "what": "processor beside a live producer: largest consumer lag sampled every 5 s",
-     "target": target("bounded", None, "bounded: 0 at the end, no upward trend", "issue 5")},
+     "target": target("bounded", None, "bounded: 0 at the end, no upward trend", "project target")},
     {"id": "processor_live_events_per_s", "suite": "processor_live", "unit": "events/s",
      "what": "processor beside a live producer: events/s it consumed (the producer's pace)",
      "target": None},
     {"id": "query_library_p99_ms", "suite": "query", "unit": "ms",
      "what": "query, a job's last hour (360 windows) through the library (`QueryJob`), p99 wall",
-     "target": target("<=", 5, "≤ 5 ms", "issue 6")},
+     "target": target("<=", 5, "≤ 5 ms", "project target")},
     {"id": "query_library_p50_ms", "suite": "query", "unit": "ms",
      "what": "query, same, p50 wall", "target": None},
     {"id": "query_library_cpu_p99_ms", "suite": "query", "unit": "ms",
@@ -156,7 +156,7 @@ FIGURES = [
     {"id": "query_library_64ranks_p99_ms", "suite": "query", "unit": "ms",
      "what": "query, a 64-rank job's last hour through the library, with the per-rank table "
              "and stragglers of the period (`QueryJob`), p99 wall",
-     "target": target("<=", 5, "≤ 5 ms", "issue 20")},
+     "target": target("<=", 5, "≤ 5 ms", "project target")},
     {"id": "query_library_64ranks_json_p99_ms", "suite": "query", "unit": "ms",
      "what": "query, same + JSON rendering (`ranks[]`, `stragglers[]`), p99 wall",
      "target": None},
@@ -166,7 +166,7 @@ FIGURES = [
     {"id": "query_http_p99_ms", "suite": "query", "unit": "ms",
      "what": "query, `GET /api/v1/jobs/J/windows?last=1h` over HTTP on loopback "
              "(keep-alive), p99 wall",
-     "target": target("<=", 20, "≤ 20 ms", "issue 6")},
+     "target": target("<=", 20, "≤ 20 ms", "project target")},
     {"id": "query_http_p50_ms", "suite": "query", "unit": "ms",
      "what": "query, same over HTTP, p50 wall", "target": None},
     {"id": "query_fleet_top20_ms", "suite": "query", "unit": "ms",
@@ -186,7 +186,7 @@ FIGURES = [
      "what": "query, one `/metrics` page (100 per-job series sets), wall per page", "target": None},
     {"id": "processor_memory_ratio", "suite": "processor_memory", "unit": "ratio",
      "what": "processor peak RSS, 10 min of stream ÷ 1 min (100 jobs × 8 GPUs, event time)",
-     "target": target("<=", 1.20, "≤ 1.20", "issue 5")},
+     "target": target("<=", 1.20, "≤ 1.20", "project target")},
 ]
 FIGURE_BY_ID = {f["id"]: f for f in FIGURES}
 
@@ -434,7 +434,7 @@ PROCESSED = re.compile(
 def suite_processor(r, quick, collectives=False):
     need(f"{r.args.build}/bubblewatch")
     if collectives:
-        # Issue 20: 8-rank jobs in lockstep through an all-reduce with collective identity;
+        # 8-rank jobs in lockstep through an all-reduce with collective identity;
         # as many events as the plain suite (5 x 8 GPUs instead of 10 x 4).
         fleet = ["--scenario", "lockstep"] + (
             ["--jobs", "1", "--gpus-per-job", "8", "--duration", "5s", "--rate", "10000"]

@@ -538,11 +538,11 @@ TEST(QueryOnProcessorStore, AnswersOnTheStoreTheDemoWrote) {
   EXPECT_EQ(top.size(), 2u);
 }
 
-// Every log line goes to stderr, stdout carries only the report (an earlier review
-// item 13). The reproduction: a store with more level-0 files than RocksDB's
-// slowdown trigger (20), as a store whose compactions fell behind has, so
-// that opening it read-only logs RocksDB's "Stalling writes" warning while
-// `query` prints JSON. The warning was on stdout, ahead of the JSON, for
+// Every log line goes to stderr, stdout carries only the report (an earlier
+// review item 13). The reproduction: a store with more level-0 files than
+// RocksDB's slowdown trigger (20), as a store whose compactions fell behind
+// has, so that opening it read-only logs RocksDB's "Stalling writes" warning
+// while `query` prints JSON. The warning was on stdout, ahead of the JSON, for
 // every command that did not set up logging itself (query, analyze, diff,
 // alerts).
 // `serve --brokers` at a port where nothing listens: SIGTERM ends it within

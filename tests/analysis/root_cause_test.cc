@@ -133,7 +133,9 @@ TEST(RootCause, ATpPeerThatOnlyWaitedPassesItsBlameToTheRoot) {
   EXPECT_NEAR(root.via[0].wait_ns, 3'000'000, 1'000);
   // Rank 1 arrived last at dp1 but is no straggler of its own.
   for (const Straggler& s : c->stragglers) {
-    if (s.rank == 1) EXPECT_LT(s.wait_caused_ns, 10'000);
+    if (s.rank == 1) {
+      EXPECT_LT(s.wait_caused_ns, 10'000);
+    }
   }
 }
 

@@ -341,7 +341,9 @@ std::vector<AlertEvent> AlertEvaluator::OnTick(absl::Time now) {
       }
       const absl::Duration silent = now - job.last_activity;
       // Only an active job is silent: an ended one said it was done, a
-      // paused one is between the snapshots of its duty cycle.
+      // paused one is between the snapshots of its duty cycle, a waiting
+      // one is a multi-rank job whose other ranks' files are expected
+      // (--rank-grace ends it).
       if (job.ended || PhaseAt(job.lifecycle, silent) != JobPhase::kActive) {
         continue;
       }
@@ -672,6 +674,10 @@ std::string AlertEvaluator::SerializeJob(const JobAlerts& j) const {
   if (j.lifecycle.ended) record.add_lifecycle_ended(true);
   if (j.lifecycle.expired) record.add_lifecycle_expired(true);
   if (j.ended) record.add_ended(true);
+  if (j.lifecycle.awaiting_ranks()) {
+    record.add_lifecycle_awaiting_ranks_since_ns(
+        j.lifecycle.awaiting_ranks_since_ns);
+  }
   auto body = record.Finish();
   return FinishStateRecord(builder, fb::StateBody::AlertStateRecord,
                            body.Union());
@@ -695,6 +701,8 @@ absl::StatusOr<AlertEvaluator::JobAlerts> AlertEvaluator::DecodeAlertState(
   j.forgotten = body->forgotten();
   j.lifecycle.ended = body->lifecycle_ended();
   j.lifecycle.expired = body->lifecycle_expired();
+  j.lifecycle.awaiting_ranks_since_ns =
+      body->lifecycle_awaiting_ranks_since_ns();
   if (body->lifecycle_gaps_ns() != nullptr) {
     j.lifecycle.gaps_ns.assign(body->lifecycle_gaps_ns()->begin(),
                                body->lifecycle_gaps_ns()->end());

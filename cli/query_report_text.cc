@@ -139,6 +139,14 @@ std::string BadInputText(const JobLifecycle& life) {
   return absl::StrCat("  bad input: ", absl::StrJoin(parts, ", "));
 }
 
+// A multi-rank job waiting for its other ranks' files
+// (docs/semantics.md#job-lifecycle): how many have ended.
+std::string RanksText(const JobLifecycle& life) {
+  if (!life.awaiting_ranks() || life.ended) return "";
+  return absl::StrCat("  ", life.ended_ranks.size(), " of ", life.world_size,
+                      " ranks ended");
+}
+
 }  // namespace
 
 std::string RenderJobReportText(const JobReport& r, const JobTextOptions& o) {
@@ -353,7 +361,7 @@ std::string RenderJobsText(const std::vector<JobInfo>& jobs, absl::Time now) {
         &out, "%-32s %-7s %8d  %-19s  %s%s\n", j.job, JobPhaseName(phase),
         j.window_count,
         j.window_count > 0 ? EventTimeText(j.latest_window_start_ns) : "-",
-        seen, BadInputText(j.lifecycle));
+        seen, absl::StrCat(RanksText(j.lifecycle), BadInputText(j.lifecycle)));
   }
   return out;
 }

@@ -26,11 +26,6 @@ int64_t JobState::NewestEventNs() const {
   return newest;
 }
 
-bool JobState::AllRanksEnded() const {
-  return world_size <= 1 ||
-         static_cast<int64_t>(ended_ranks.size()) >= world_size;
-}
-
 bool JobState::AllProducersEnded() const {
   if (producer_sequences.empty()) return false;
   for (const auto& [producer, sequence] : producer_sequences) {
@@ -100,8 +95,9 @@ std::string JobState::Serialize() const {
     ended = builder.CreateVector(ids);
   }
   flatbuffers::Offset<flatbuffers::Vector<int32_t>> ranks;
-  if (!ended_ranks.empty()) {
-    std::vector<int32_t> sorted(ended_ranks.begin(), ended_ranks.end());
+  if (!lifecycle.ended_ranks.empty()) {
+    std::vector<int32_t> sorted(lifecycle.ended_ranks.begin(),
+                                lifecycle.ended_ranks.end());
     std::sort(sorted.begin(), sorted.end());
     ranks = builder.CreateVector(sorted);
   }
@@ -158,10 +154,10 @@ std::string JobState::Serialize() const {
     record.add_buffer_reset_offset(buffer_reset_offset);
   }
   // The multi-rank fields likewise only when set.
-  if (world_size != -1) record.add_world_size(world_size);
+  if (lifecycle.world_size != -1) record.add_world_size(lifecycle.world_size);
   if (!ranks.IsNull()) record.add_ended_ranks(ranks);
-  if (awaiting_ranks_since_ns != INT64_MIN) {
-    record.add_awaiting_ranks_since_ns(awaiting_ranks_since_ns);
+  if (lifecycle.awaiting_ranks()) {
+    record.add_awaiting_ranks_since_ns(lifecycle.awaiting_ranks_since_ns);
   }
   auto body = record.Finish();
   return FinishStateRecord(builder, fb::StateBody::JobStateRecord,
@@ -177,10 +173,12 @@ absl::StatusOr<JobState> JobState::Parse(absl::string_view bytes) {
   JobState state;
   state.finalized_through_ns = r.finalized_through_ns();
   state.buffer_reset_offset = r.buffer_reset_offset();
-  state.world_size = r.world_size();
-  state.awaiting_ranks_since_ns = r.awaiting_ranks_since_ns();
+  state.lifecycle.world_size = r.world_size();
+  state.lifecycle.awaiting_ranks_since_ns = r.awaiting_ranks_since_ns();
   if (r.ended_ranks() != nullptr) {
-    for (int32_t rank : *r.ended_ranks()) state.ended_ranks.insert(rank);
+    for (int32_t rank : *r.ended_ranks()) {
+      state.lifecycle.ended_ranks.insert(rank);
+    }
   }
   if (r.producers() != nullptr) {
     for (const fb::ProducerProgress* p : *r.producers()) {

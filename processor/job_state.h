@@ -64,17 +64,6 @@ struct JobState {
   // the buffer bound (docs/semantics.md#buffer-bound); -1: never. A replay
   // ignores the job's batches before it: the live run dropped them.
   int64_t buffer_reset_offset = -1;
-  // A multi-rank job (docs/semantics.md#job-lifecycle, "Multi-rank jobs"):
-  // the largest world size its batches declared (EventBatch.world_size, a
-  // collective's group size; -1: none), the ranks whose stream sent its end
-  // marker and no events since, and the partition's event-time clock at the
-  // last marker that left the job waiting for its other ranks (INT64_MIN:
-  // not waiting), from which --rank-grace counts. Persisted because a
-  // restart replays only the batches after the committed position, and must
-  // wait for the same ranks a run that went on would.
-  int32_t world_size = -1;
-  absl::flat_hash_set<int32_t> ended_ranks;
-  int64_t awaiting_ranks_since_ns = INT64_MIN;
 
   // Records that a batch of `producer` ending at `newest_ns` was counted.
   void NoteProducerEvents(uint64_t producer, int64_t newest_ns);
@@ -85,10 +74,6 @@ struct JobState {
 
   // True when every tracked producer sent its end marker (and there is one).
   bool AllProducersEnded() const;
-
-  // True unless the job declared a world size above 1 and fewer distinct
-  // ranks than that have ended their streams.
-  bool AllRanksEnded() const;
 
   // Forgets the producers whose newest event ends before `cutoff_ns`;
   // returns how many.

@@ -176,27 +176,27 @@ void PartitionJobs::NoteLifecycle(const std::string& name, JobEntry& job,
     life.ended = false;
     life.expired = false;
     // A new run's ranks end anew (the next snapshot of a duty cycle).
-    state.ended_ranks.clear();
+    life.ended_ranks.clear();
   }
   // The ranks a job has (docs/semantics.md#job-lifecycle, "Multi-rank
   // jobs"): its world size, or at least the size of a group of its
   // collectives, which holds ranks of the job only.
-  state.world_size = std::max(state.world_size, header.world_size);
+  life.world_size = std::max(life.world_size, header.world_size);
   for (const CollectiveKernel& c : batch.trace.collectives) {
-    state.world_size = std::max(state.world_size, c.group_size);
+    life.world_size = std::max(life.world_size, c.group_size);
   }
-  if (has_events && header.rank >= 0) state.ended_ranks.erase(header.rank);
+  if (has_events && header.rank >= 0) life.ended_ranks.erase(header.rank);
   // Waiting for ranks: a batch restarts the grace, which counts from the
   // last batch after the last marker.
-  if (state.awaiting_ranks_since_ns != INT64_MIN) {
-    state.awaiting_ranks_since_ns =
-        std::max(state.awaiting_ranks_since_ns, partition_clock_ns);
+  if (life.awaiting_ranks()) {
+    life.awaiting_ranks_since_ns =
+        std::max(life.awaiting_ranks_since_ns, partition_clock_ns);
   }
   if (header.end_of_stream) {
     if (header.producer_id != 0) {
       state.ended_producers.insert(header.producer_id);
     }
-    if (header.rank >= 0) state.ended_ranks.insert(header.rank);
+    if (header.rank >= 0) life.ended_ranks.insert(header.rank);
     const bool was_ended = life.ended;
     // A producer without an id cannot be told from the others: its marker
     // ends the job. Else every producer the job tracks must have ended,
@@ -207,20 +207,20 @@ void PartitionJobs::NoteLifecycle(const std::string& name, JobEntry& job,
     const bool producers_ended =
         header.producer_id == 0 || state.AllProducersEnded();
     life.ended =
-        producers_ended && (header.producer_id == 0 || state.AllRanksEnded() ||
+        producers_ended && (header.producer_id == 0 || life.AllRanksEnded() ||
                             options_.rank_grace <= absl::ZeroDuration());
     if (producers_ended && !life.ended) {
-      if (state.awaiting_ranks_since_ns == INT64_MIN) {
+      if (!life.awaiting_ranks()) {
         spdlog::info(
             "job {}: {} of {} ranks ended; waiting up to --rank-grace {} for "
             "the others (docs/semantics.md#job-lifecycle)",
-            name, state.ended_ranks.size(), state.world_size,
+            name, life.ended_ranks.size(), life.world_size,
             absl::FormatDuration(options_.rank_grace));
       }
-      state.awaiting_ranks_since_ns =
-          std::max(state.awaiting_ranks_since_ns, partition_clock_ns);
+      life.awaiting_ranks_since_ns =
+          std::max(life.awaiting_ranks_since_ns, partition_clock_ns);
     } else if (life.ended) {
-      state.awaiting_ranks_since_ns = INT64_MIN;
+      life.awaiting_ranks_since_ns = INT64_MIN;
     }
     absl::MutexLock lock(&stats_->mu);
     ++stats_->stats.end_markers;
@@ -517,13 +517,13 @@ void PartitionJobs::ForgetOldProducers(JobState& state) {
 std::vector<WindowSummary> PartitionJobs::EndIfGraceOver(
     const std::string& name, JobEntry& job, int64_t partition_clock_ns) {
   JobState& state = job.state;
-  const int64_t since = state.awaiting_ranks_since_ns;
+  const int64_t since = state.lifecycle.awaiting_ranks_since_ns;
   const int64_t grace = absl::ToInt64Nanoseconds(options_.rank_grace);
   if (since == INT64_MIN || partition_clock_ns == INT64_MIN ||
       partition_clock_ns - since < grace) {
     return {};
   }
-  state.awaiting_ranks_since_ns = INT64_MIN;
+  state.lifecycle.awaiting_ranks_since_ns = INT64_MIN;
   state.lifecycle.ended = true;
   job.dirty = true;
   std::vector<WindowSummary> done;
@@ -537,7 +537,7 @@ std::vector<WindowSummary> PartitionJobs::EndIfGraceOver(
       "job {} ended: {} of {} ranks sent their end marker and none came "
       "for --rank-grace {}: closed through {} "
       "(docs/semantics.md#job-lifecycle)",
-      name, state.ended_ranks.size(), state.world_size,
+      name, state.lifecycle.ended_ranks.size(), state.lifecycle.world_size,
       absl::FormatDuration(options_.rank_grace), state.finalized_through_ns);
   job.skew_warned = false;
   absl::MutexLock lock(&stats_->mu);
@@ -550,7 +550,7 @@ int PartitionJobs::CloseIdle(absl::Time now,
                              std::vector<WindowSummary>& windows) {
   int closed = 0;
   for (auto& [name, job] : jobs_) {
-    if (job.state.awaiting_ranks_since_ns != INT64_MIN) {
+    if (job.state.lifecycle.awaiting_ranks()) {
       auto part = partitions_.find(job.partition);
       if (part != partitions_.end()) {
         for (WindowSummary& w :
@@ -559,7 +559,7 @@ int PartitionJobs::CloseIdle(absl::Time now,
         }
         // Ended, with windows or without (the idle timeout closed them):
         // its state changed, the caller commits.
-        if (job.state.awaiting_ranks_since_ns == INT64_MIN) ++closed;
+        if (!job.state.lifecycle.awaiting_ranks()) ++closed;
       }
     }
     if (!job.windower ||

@@ -20,7 +20,13 @@ void JobLifecycle::NoteGap(int64_t gap_ns) {
   }
 }
 
+bool JobLifecycle::AllRanksEnded() const {
+  return world_size <= 1 ||
+         static_cast<int64_t>(ended_ranks.size()) >= world_size;
+}
+
 JobPhase PhaseAt(const JobLifecycle& lifecycle, absl::Duration silence) {
+  if (!lifecycle.ended && lifecycle.awaiting_ranks()) return JobPhase::kWaiting;
   const int64_t cadence = lifecycle.cadence_ns();
   const bool within_cadence =
       cadence > 0 && silence <= 2 * absl::Nanoseconds(cadence);
@@ -40,6 +46,8 @@ absl::string_view JobPhaseName(JobPhase phase) {
       return "paused";
     case JobPhase::kEnded:
       return "ended";
+    case JobPhase::kWaiting:
+      return "waiting";
   }
   return "active";
 }
@@ -58,6 +66,11 @@ JobLifecycle ReadJobLifecycle(absl::string_view job_state) {
   out.observations_backwards = r.observations_backwards();
   if (r.gaps_ns() != nullptr) {
     out.gaps_ns.assign(r.gaps_ns()->begin(), r.gaps_ns()->end());
+  }
+  out.world_size = r.world_size();
+  out.awaiting_ranks_since_ns = r.awaiting_ranks_since_ns();
+  if (r.ended_ranks() != nullptr) {
+    out.ended_ranks.insert(r.ended_ranks()->begin(), r.ended_ranks()->end());
   }
   return out;
 }

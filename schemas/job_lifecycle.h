@@ -15,6 +15,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
@@ -46,6 +47,18 @@ struct JobLifecycle {
   // a job's lifecycle (query jobs, /api/v1/jobs) shows them per job.
   int64_t overlapping_observations = 0;
   int64_t observations_backwards = 0;
+  // A multi-rank job (docs/semantics.md#job-lifecycle, "Multi-rank jobs"):
+  // the largest world size its batches declared (EventBatch.world_size, a
+  // collective's group size; -1: none), the ranks whose stream sent its end
+  // marker and no events since, and the partition's event-time clock at the
+  // last marker that left the job waiting for its other ranks (INT64_MIN:
+  // not waiting), from which --rank-grace counts. Persisted because a
+  // restart replays only the batches after the committed position, and must
+  // wait for the same ranks a run that went on would; here, beside `ended`,
+  // because every reader of the lifecycle shows a job waiting for its ranks.
+  int32_t world_size = -1;
+  absl::flat_hash_set<int32_t> ended_ranks;
+  int64_t awaiting_ranks_since_ns = INT64_MIN;
 
   // The learned cadence: the median of gaps_ns (the lower middle one of an
   // even count) once there are kGapsForCadence of them; 0 without.
@@ -53,10 +66,17 @@ struct JobLifecycle {
   // Records one gap, keeping the last kMaxGaps.
   void NoteGap(int64_t gap_ns);
 
+  // True unless the job declared a world size above 1 and fewer distinct
+  // ranks than that have ended their streams.
+  bool AllRanksEnded() const;
+  // Every producer ended, but not every rank: the job waits up to
+  // --rank-grace (event time) for its other ranks' files.
+  bool awaiting_ranks() const { return awaiting_ranks_since_ns != INT64_MIN; }
+
   bool operator==(const JobLifecycle&) const = default;
 };
 
-enum class JobPhase { kActive, kPaused, kEnded };
+enum class JobPhase { kActive, kPaused, kEnded, kWaiting };
 
 // Silence shorter than this is a job sending: active whatever its cadence.
 inline constexpr absl::Duration kPausedAfter = absl::Seconds(5);
@@ -68,12 +88,15 @@ inline constexpr absl::Duration kPausedAfter = absl::Seconds(5);
 //   paused  a cadence, silent for at least kPausedAfter and at most twice the
 //           cadence (a snapshot ended with its marker counts as paused too):
 //           between two snapshots;
+//   waiting a multi-rank job whose producers all ended but not all its
+//           ranks (awaiting_ranks()): its other ranks' files are expected,
+//           its silence is no crash;
 //   active  otherwise (also a job with a cadence whose next snapshot is
 //           overdue: silent for more than twice the cadence without a
 //           marker, which `job_silent` rules report).
 JobPhase PhaseAt(const JobLifecycle& lifecycle, absl::Duration silence);
 
-// "active", "paused", "ended".
+// "active", "paused", "ended", "waiting".
 absl::string_view JobPhaseName(JobPhase phase);
 
 // The lifecycle in a stored job state (a StateRecord with a JobStateRecord,

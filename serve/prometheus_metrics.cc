@@ -370,7 +370,7 @@ absl::StatusOr<std::string> RenderPrometheusMetrics(
   ASSIGN_OR_RETURN(std::vector<JobInfo> jobs, store.ListJobs());
   const absl::Time now = absl::Now();
   absl::flat_hash_map<std::string, JobPhase> phases;
-  int64_t by_phase[3] = {0, 0, 0};
+  int64_t by_phase[4] = {0, 0, 0, 0};
   for (const JobInfo& j : jobs) {
     const JobPhase phase = PhaseAt(
         j.lifecycle, std::max(now - j.last_seen_wall, absl::ZeroDuration()));
@@ -379,15 +379,16 @@ absl::StatusOr<std::string> RenderPrometheusMetrics(
   }
   page.Family("bubblewatch_jobs_by_state", "gauge",
               "Jobs the store knows, by lifecycle state (active, paused, "
-              "ended).");
-  for (JobPhase phase :
-       {JobPhase::kActive, JobPhase::kPaused, JobPhase::kEnded}) {
+              "ended, waiting).");
+  for (JobPhase phase : {JobPhase::kActive, JobPhase::kPaused, JobPhase::kEnded,
+                         JobPhase::kWaiting}) {
     page.Sample("bubblewatch_jobs_by_state",
                 Label("state", JobPhaseName(phase)),
                 by_phase[static_cast<int>(phase)]);
   }
   page.Family("bubblewatch_job_state", "gauge",
-              "1 for the job's lifecycle state (active, paused, ended); the "
+              "1 for the job's lifecycle state (active, paused, ended, "
+              "waiting); the "
               "same jobs as bubblewatch_job_utilization.");
   page.Family("bubblewatch_job_last_seen_seconds", "gauge",
               "Wall time (Unix seconds) the processor last committed news of "

@@ -300,6 +300,13 @@ std::string RenderJobsJson(const std::vector<JobInfo>& jobs, bool pretty,
     w.Key("batches_after_end").Int(j.lifecycle.batches_after_end);
     w.Key("overlapping_observations").Int(j.lifecycle.overlapping_observations);
     w.Key("observations_backwards").Int(j.lifecycle.observations_backwards);
+    // Multi-rank jobs only (docs/semantics.md#job-lifecycle): the ranks the
+    // job declared and those whose streams ended.
+    if (j.lifecycle.world_size > 1) {
+      w.Key("world_size").Int(j.lifecycle.world_size);
+      w.Key("ranks_ended")
+          .Int(static_cast<int64_t>(j.lifecycle.ended_ranks.size()));
+    }
     w.EndObject();
   }
   w.EndArray();

@@ -332,6 +332,41 @@ TEST(AlertEvaluator, SilenceFiresAfterTAndResolvesOnActivity) {
               ::testing::ElementsAre(AlertStatus::kResolved));
 }
 
+// A multi-rank job waiting for its other ranks' files
+// (docs/semantics.md#job-lifecycle) is silent on purpose: no job_silent, also
+// after a restart; once the grace ends it (or a rank comes back and the job
+// sends again without waiting), silence counts again.
+TEST(AlertEvaluator, AJobWaitingForItsRanksIsNotSilent) {
+  const auto rules = Rules(R"(rules:
+  - {name: silent, kind: job_silent, duration: 30s}
+)");
+  AlertEvaluator ev(rules, {});
+  ev.OnJobActivity("j", kT0);
+  JobLifecycle waiting;
+  waiting.world_size = 4;
+  waiting.ended_ranks = {0};
+  waiting.awaiting_ranks_since_ns = 12'000'000'000;
+  ev.OnJobLifecycle("j", waiting, kT0);
+  EXPECT_TRUE(ev.OnTick(kT0 + absl::Minutes(9)).empty());
+
+  std::vector<std::pair<std::string, std::string>> stored;
+  for (const AlertStateUpdate& u : ev.TakeStateUpdates()) {
+    ASSERT_TRUE(u.state.has_value());
+    stored.emplace_back(u.key, *u.state);
+  }
+  AlertEvaluator restored(rules, {});
+  ASSERT_TRUE(restored.Restore(stored).ok());
+  EXPECT_TRUE(restored.OnTick(kT0 + absl::Minutes(9)).empty())
+      << "the restored state still waits";
+
+  JobLifecycle sending = waiting;  // Not waiting any more, and not ended.
+  sending.awaiting_ranks_since_ns = INT64_MIN;
+  restored.OnJobLifecycle("j", sending, kT0);
+  std::vector<AlertEvent> fired = restored.OnTick(kT0 + absl::Minutes(10));
+  ASSERT_EQ(fired.size(), 1u);
+  EXPECT_EQ(fired[0].rule, "silent");
+}
+
 TEST(AlertEvaluator, FleetRuleFiresOneGroupedAlert) {
   AlertEvaluator ev(Rules(R"(rules:
   - {name: stall, kind: cause_share_above, cause: host_sync, threshold: 30%}

@@ -64,6 +64,15 @@ TEST(JobLifecycle, PhaseFollowsTheRules) {
   cycle.expired = true;
   EXPECT_EQ(PhaseAt(cycle, 1 * s), JobPhase::kEnded);
   EXPECT_EQ(JobPhaseName(JobPhase::kPaused), "paused");
+
+  JobLifecycle waiting;  // 1 of 4 ranks ended, the others expected.
+  waiting.world_size = 4;
+  waiting.ended_ranks = {2};
+  waiting.awaiting_ranks_since_ns = 0;
+  EXPECT_EQ(PhaseAt(waiting, 0 * s), JobPhase::kWaiting);
+  EXPECT_EQ(PhaseAt(waiting, 3600 * s), JobPhase::kWaiting)
+      << "silent on purpose: no job_silent";
+  EXPECT_EQ(JobPhaseName(JobPhase::kWaiting), "waiting");
 }
 
 TEST(JobLifecycle, PersistsWithTheJobStateAndLeavesOldBytesAlone) {
@@ -271,19 +280,20 @@ TEST_F(PartitionJobsLifecycle, AMultiRankJobEndsWhenItsLastRankEnds) {
     if (rank < 3) {
       EXPECT_TRUE(closed.empty()) << "rank " << rank << "'s marker";
       EXPECT_FALSE(Job().state.lifecycle.ended) << rank;
-      EXPECT_EQ(Job().state.ended_ranks.size(), static_cast<size_t>(rank + 1));
-      EXPECT_NE(Job().state.awaiting_ranks_since_ns, INT64_MIN);
+      EXPECT_EQ(Job().state.lifecycle.ended_ranks.size(),
+                static_cast<size_t>(rank + 1));
+      EXPECT_NE(Job().state.lifecycle.awaiting_ranks_since_ns, INT64_MIN);
       continue;
     }
     EXPECT_TRUE(Job().state.lifecycle.ended);
-    EXPECT_EQ(Job().state.awaiting_ranks_since_ns, INT64_MIN);
+    EXPECT_EQ(Job().state.lifecycle.awaiting_ranks_since_ns, INT64_MIN);
     ASSERT_EQ(closed.size(), 2u);
     for (const WindowSummary& w : closed) {
       EXPECT_EQ(w.closed_by, WindowSummary::ClosedBy::kEndMarker);
     }
   }
   EXPECT_EQ(late_, 0) << "no rank's events came after its windows closed";
-  EXPECT_EQ(Job().state.world_size, 4);
+  EXPECT_EQ(Job().state.lifecycle.world_size, 4);
   EXPECT_EQ(Stats().end_markers, 4);
   EXPECT_EQ(Stats().jobs_ended, 1);
 }
@@ -297,11 +307,15 @@ TEST_F(PartitionJobsLifecycle, ARestoredMultiRankJobWaitsForTheSameRanks) {
   const std::string saved = Job().state.Serialize();
   absl::StatusOr<JobState> restored = JobState::Parse(saved);
   ASSERT_TRUE(restored.ok()) << restored.status();
-  EXPECT_EQ(restored->world_size, 4);
-  EXPECT_EQ(restored->ended_ranks, Job().state.ended_ranks);
-  EXPECT_EQ(restored->awaiting_ranks_since_ns,
-            Job().state.awaiting_ranks_since_ns);
+  EXPECT_EQ(restored->lifecycle.world_size, 4);
+  EXPECT_EQ(restored->lifecycle.ended_ranks, Job().state.lifecycle.ended_ranks);
+  EXPECT_EQ(restored->lifecycle.awaiting_ranks_since_ns,
+            Job().state.lifecycle.awaiting_ranks_since_ns);
   EXPECT_EQ(restored->Serialize(), saved);
+  // What query, serve and the alerts read of the stored state: waiting.
+  const JobLifecycle read = ReadJobLifecycle(saved);
+  EXPECT_EQ(read, Job().state.lifecycle);
+  EXPECT_EQ(PhaseAt(read, absl::Hours(1)), JobPhase::kWaiting);
   // A fresh processor with the restored state, replaying the two ranks'
   // batches (their windows are not stored yet) and going on.
   jobs_ = std::make_unique<PartitionJobs>(options_, store_.get(), &stats_);

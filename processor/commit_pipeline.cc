@@ -293,7 +293,8 @@ absl::Status CommitPipeline::PublishWindow(WindowSummary& w, int64_t& trimmed) {
     --shared_->undelivered;
     // Refused before sending is as fatal as refused by the broker (the
     // delivery report sets shared_->fatal): a window stored but never
-    // published would be missing from serve --brokers for ever.
+    // published would be missing from serve --brokers for ever
+    // (docs/semantics.md#no-silent-loss).
     if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
       return KafkaErrorToStatus(
           err, absl::StrCat("cannot publish the window of ", w.job, " at ",
@@ -392,11 +393,18 @@ absl::Status CommitPipeline::FlushAndCommitOffsets(bool sync) {
 }
 
 absl::Status CommitPipeline::Commit(absl::Time now) {
-  // After a failed store write nothing more may be written: the failed batch
-  // is gone from memory (its windows, its advanced positions), so a later
+  // After a failed commit nothing more may be written: the failed batch is
+  // gone from memory (its windows, its advanced positions), so a later
   // commit, e.g. the one a revocation makes while the consumer closes, would
-  // store progress past windows that were never written.
-  if (!store_failed_.ok()) return store_failed_;
+  // store progress past windows that were never written or published
+  // (docs/semantics.md#no-silent-loss).
+  if (!commit_failed_.ok()) return commit_failed_;
+  absl::Status s = CommitOnce(now);
+  if (!s.ok()) commit_failed_ = s;
+  return s;
+}
+
+absl::Status CommitPipeline::CommitOnce(absl::Time now) {
   const bool observer_wants =
       options_.observer != nullptr && options_.observer->WantsCommit(now);
   if (!uncommitted_ && pending_windows_.empty() && !observer_wants) {
@@ -511,11 +519,10 @@ absl::Status CommitPipeline::Commit(absl::Time now) {
   // 4: one store batch (fsynced unless --store-no-sync).
   absl::Status written = store_->Commit(batch);
   if (!written.ok()) {
-    store_failed_ = absl::Status(
-        written.code(), absl::StrCat("cannot write windows to the store, "
+    return absl::Status(written.code(),
+                        absl::StrCat("cannot write windows to the store, "
                                      "stopping before offsets move: ",
                                      written.message()));
-    return store_failed_;
   }
   uncommitted_ = false;
   if (options_.observer != nullptr) options_.observer->AfterCommit(now);

@@ -12,9 +12,10 @@
 // Promises:
 //   - no group offset is committed before everything produced up to the
 //     previous commit (windows, dead letters, snapshots) is acknowledged;
-//   - after a failed store write nothing more is written (Commit returns
-//     that failure from then on): offsets never move past windows that were
-//     not stored;
+//   - after a failed commit (a store write, a window the producer or
+//     FitWindow refuses, a failed flush) nothing more is written (Commit
+//     returns that failure from then on): offsets never move past windows
+//     that were not stored and published;
 //   - every window is published in a form the windows topic accepts
 //     (processor/window_fit.h), the same one stored; a window the producer
 //     refuses fails the commit before the store write, never silently;
@@ -134,6 +135,8 @@ class CommitPipeline {
   // windows_partitions_. Failures only warn: publishing windows is not
   // what the store's correctness depends on.
   void PrepareWindowsTopic(int input_partitions);
+  // Commit's work; Commit makes its failure sticky.
+  absl::Status CommitOnce(absl::Time now);
   // One job's record to write: `record` to the store and the changelog;
   // for a job gone from the partition, nothing to the store (deleted) and
   // `gone_record` to the changelog; neither: a stale store record, deleted.
@@ -182,8 +185,8 @@ class CommitPipeline {
   // Offsets of the last store commit, committed to the group once that
   // commit's snapshots are acknowledged (the next flush).
   RdKafkaPartitionListPtr pending_group_offsets_;
-  // The first failed store write; once set, Commit writes nothing more.
-  absl::Status store_failed_;
+  // The first failed commit; once set, Commit writes nothing more.
+  absl::Status commit_failed_;
   std::vector<WindowSummary> pending_windows_;
   // (job, window start) -> late events not yet written.
   struct LateCounts {

@@ -44,6 +44,7 @@
 #include "kafka/kafka_config.h"
 #include "kafka/kafka_handles.h"
 #include "processor/broker_health.h"
+#include "processor/commit_kafka.h"
 #include "processor/partition_jobs.h"
 #include "processor/processor_options.h"
 #include "processor/runtime_shared.h"
@@ -65,13 +66,13 @@ class CommitPipeline {
         shared_(shared),
         stats_(stats) {}
 
-  // The clients, once created: `consumer` commits the group offsets,
-  // `producer` publishes windows (its delivery reports decrement
-  // RuntimeShared::undelivered), `changelog` is null without --state-topic.
-  void Connect(rd_kafka_t* consumer, rd_kafka_t* producer,
+  // The clients, once created: `kafka` publishes windows, commits the
+  // group offsets and looks topics up (its delivery reports decrement
+  // RuntimeShared::undelivered: commit_kafka.h); `changelog` is null
+  // without --state-topic.
+  void Connect(std::unique_ptr<CommitKafka> kafka,
                std::unique_ptr<StateChangelog> changelog) {
-    consumer_ = consumer;
-    producer_ = producer;
+    kafka_ = std::move(kafka);
     changelog_ = std::move(changelog);
   }
   // Reads the windows topic's max.message.bytes through `client`
@@ -168,8 +169,7 @@ class CommitPipeline {
   BrokerHealth* health_;
   RuntimeShared* shared_;
   StatsCell* stats_;
-  rd_kafka_t* consumer_ = nullptr;
-  rd_kafka_t* producer_ = nullptr;
+  std::unique_ptr<CommitKafka> kafka_;
   const std::atomic<bool>* stop_ = nullptr;
 
   std::unique_ptr<StateChangelog> changelog_;  // Null without --state-topic.
@@ -184,7 +184,7 @@ class CommitPipeline {
   bool changelog_created_now_ = false;
   // Offsets of the last store commit, committed to the group once that
   // commit's snapshots are acknowledged (the next flush).
-  RdKafkaPartitionListPtr pending_group_offsets_;
+  std::vector<PartitionOffset> pending_group_offsets_;
   // The first failed commit; once set, Commit writes nothing more.
   absl::Status commit_failed_;
   std::vector<WindowSummary> pending_windows_;

@@ -218,7 +218,9 @@ absl::Status StreamProcessor::Impl::Init() {
                      StateChangelog::Create(reader_config, options_.state_topic,
                                             producer_.get()));
   }
-  commits_.Connect(consumer_.get(), producer_.get(), std::move(changelog));
+  commits_.Connect(
+      std::make_unique<RdKafkaCommitKafka>(consumer_.get(), producer_.get()),
+      std::move(changelog));
 
   RdKafkaPartitionListPtr topics(rd_kafka_topic_partition_list_new(1));
   rd_kafka_topic_partition_list_add(topics.get(), options_.topic.c_str(),

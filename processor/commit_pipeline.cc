@@ -84,7 +84,8 @@ absl::Status CommitPipeline::RestorePartition(rd_kafka_topic_partition_t& tp,
   if (!topics_prepared_ && (changelog_ || !options_.windows_topic.empty())) {
     ASSIGN_OR_RETURN(
         int partitions,
-        TopicPartitionCount(consumer_, options_.topic, kAdminTimeout));
+        kafka_->PartitionCount(options_.topic,
+                               /*just_created=*/false, kAdminTimeout));
     if (changelog_) {
       ASSIGN_OR_RETURN(changelog_created_now_, changelog_->Prepare(partitions));
     }
@@ -220,11 +221,10 @@ PartitionSnapshot CommitPipeline::PartitionRecord(
 void CommitPipeline::PrepareWindowsTopic(int input_partitions) {
   const std::string& topic = options_.windows_topic;
   absl::StatusOr<int> partitions =
-      TopicPartitionCount(consumer_, topic, kAdminTimeout);
+      kafka_->PartitionCount(topic, /*just_created=*/false, kAdminTimeout);
   bool created = false;
   if (absl::IsNotFound(partitions.status())) {
-    absl::StatusOr<bool> made = CreateTopicIfMissing(
-        consumer_,
+    absl::StatusOr<bool> made = kafka_->CreateTopicIfMissing(
         TopicSpec{.name = topic,
                   .partitions = input_partitions,
                   .replication_factor = -1,
@@ -239,7 +239,8 @@ void CommitPipeline::PrepareWindowsTopic(int input_partitions) {
       return;
     }
     created = *made;
-    partitions = CreatedTopicPartitionCount(consumer_, topic, kAdminTimeout);
+    partitions =
+        kafka_->PartitionCount(topic, /*just_created=*/true, kAdminTimeout);
   }
   if (!partitions.ok()) {
     spdlog::warn(
@@ -280,26 +281,25 @@ absl::Status CommitPipeline::PublishWindow(WindowSummary& w, int64_t& trimmed) {
   // else the partitioner hashes the key.
   const int32_t partition =
       windows_partitions_ > 0 ? WindowTopicPartition(w.job, windows_partitions_)
-                              : RD_KAFKA_PARTITION_UA;
+                              : CommitKafka::kAnyPartition;
   const absl::Time start = absl::Now();
   while (true) {
     ++shared_->undelivered;
-    const rd_kafka_resp_err_t err = rd_kafka_producev(
-        producer_, RD_KAFKA_V_TOPIC(options_.windows_topic.c_str()),
-        RD_KAFKA_V_PARTITION(partition), RD_KAFKA_V_KEY(key.data(), key.size()),
-        RD_KAFKA_V_VALUE(value.data(), value.size()),
-        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
-    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return absl::OkStatus();
+    const absl::Status produced =
+        kafka_->Produce(options_.windows_topic, partition, key, value);
+    if (produced.ok()) return absl::OkStatus();
     --shared_->undelivered;
     // Refused before sending is as fatal as refused by the broker (the
     // delivery report sets shared_->fatal): a window stored but never
-    // published would be missing from serve --brokers for ever.
-    if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
-      return KafkaErrorToStatus(
-          err, absl::StrCat("cannot publish the window of ", w.job, " at ",
-                            w.window.start_ns, " (", value.size(),
-                            " bytes) to ", options_.windows_topic,
-                            "; stopping before it is stored"));
+    // published would be missing from serve --brokers for ever
+    // (docs/semantics.md#no-silent-loss).
+    if (!absl::IsResourceExhausted(produced)) {  // Not a full queue.
+      return absl::Status(
+          produced.code(),
+          absl::StrCat("cannot publish the window of ", w.job, " at ",
+                       w.window.start_ns, " (", value.size(), " bytes) to ",
+                       options_.windows_topic, "; stopping before it is stored",
+                       ": ", produced.message()));
     }
     // The queue drains as the broker acknowledges: wait as a flush waits.
     RETURN_IF_ERROR(shared_->fatal);
@@ -314,7 +314,7 @@ absl::Status CommitPipeline::PublishWindow(WindowSummary& w, int64_t& trimmed) {
           absl::FormatDuration(kFlushOnStop),
           " of stopping; not storing windows that are not published"));
     }
-    rd_kafka_poll(producer_, 100);
+    kafka_->Poll(absl::Milliseconds(100));
   }
 }
 
@@ -350,7 +350,7 @@ absl::Status CommitPipeline::FlushAndCommitOffsets(bool sync) {
   const absl::Time start = absl::Now();
   absl::Time next_warning = start + absl::Seconds(10);
   while (shared_->undelivered > 0 && shared_->fatal.ok()) {
-    rd_kafka_flush(producer_, 1000);
+    kafka_->Flush(absl::Seconds(1));
     if (shared_->undelivered == 0) break;
     const absl::Time now = absl::Now();
     if (now - start >= kSlowFlush) {
@@ -377,26 +377,33 @@ absl::Status CommitPipeline::FlushAndCommitOffsets(bool sync) {
     }
   }
   RETURN_IF_ERROR(shared_->fatal);
-  if (pending_group_offsets_ && pending_group_offsets_->cnt > 0) {
+  if (!pending_group_offsets_.empty()) {
     // Best effort: with a changelog, a new owner resumes from the snapshot;
     // the group offset only matters to one that finds no snapshot, and it
     // never runs ahead of the acknowledged snapshots.
-    rd_kafka_resp_err_t err = rd_kafka_commit(
-        consumer_, pending_group_offsets_.get(), /*async=*/sync ? 0 : 1);
-    if (sync && err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      spdlog::warn("committing group offsets: {}", rd_kafka_err2str(err));
+    absl::Status committed =
+        kafka_->CommitOffsets(pending_group_offsets_, sync);
+    if (sync && !committed.ok()) {
+      spdlog::warn("{}", std::string(committed.message()));
     }
   }
-  pending_group_offsets_.reset();
+  pending_group_offsets_.clear();
   return absl::OkStatus();
 }
 
 absl::Status CommitPipeline::Commit(absl::Time now) {
-  // After a failed store write nothing more may be written: the failed batch
-  // is gone from memory (its windows, its advanced positions), so a later
+  // After a failed commit nothing more may be written: the failed batch is
+  // gone from memory (its windows, its advanced positions), so a later
   // commit, e.g. the one a revocation makes while the consumer closes, would
-  // store progress past windows that were never written.
-  if (!store_failed_.ok()) return store_failed_;
+  // store progress past windows that were never written or published
+  // (docs/semantics.md#no-silent-loss).
+  if (!commit_failed_.ok()) return commit_failed_;
+  absl::Status s = CommitOnce(now);
+  if (!s.ok()) commit_failed_ = s;
+  return s;
+}
+
+absl::Status CommitPipeline::CommitOnce(absl::Time now) {
   const bool observer_wants =
       options_.observer != nullptr && options_.observer->WantsCommit(now);
   if (!uncommitted_ && pending_windows_.empty() && !observer_wants) {
@@ -452,8 +459,8 @@ absl::Status CommitPipeline::Commit(absl::Time now) {
   }
   const bool expire_jobs = now - last_job_expiry_ >= kJobExpiryInterval;
   if (expire_jobs) last_job_expiry_ = now;
-  RdKafkaPartitionListPtr offsets(rd_kafka_topic_partition_list_new(
-      static_cast<int>(jobs_->partitions().size())));
+  std::vector<PartitionOffset> offsets;
+  offsets.reserve(jobs_->partitions().size());
   for (auto& [p, part] : jobs_->partitions()) {
     if (part.next_offset < 0) continue;
     PartitionProgress progress;
@@ -468,8 +475,9 @@ absl::Status CommitPipeline::Commit(absl::Time now) {
     // No replay starts below the resume offset: older decisions are done.
     part.ledger.ForgetBefore(progress.resume_offset);
     part.committed_position = progress.committed_position;
-    rd_kafka_topic_partition_list_add(offsets.get(), options_.topic.c_str(), p)
-        ->offset = progress.resume_offset;
+    offsets.push_back(PartitionOffset{.topic = options_.topic,
+                                      .partition = p,
+                                      .offset = progress.resume_offset});
     batch.progress.push_back(std::move(progress));
   }
   // Jobs forgotten after --job-expiry (here or when a new job needed room)
@@ -511,11 +519,10 @@ absl::Status CommitPipeline::Commit(absl::Time now) {
   // 4: one store batch (fsynced unless --store-no-sync).
   absl::Status written = store_->Commit(batch);
   if (!written.ok()) {
-    store_failed_ = absl::Status(
-        written.code(), absl::StrCat("cannot write windows to the store, "
+    return absl::Status(written.code(),
+                        absl::StrCat("cannot write windows to the store, "
                                      "stopping before offsets move: ",
                                      written.message()));
-    return store_failed_;
   }
   uncommitted_ = false;
   if (options_.observer != nullptr) options_.observer->AfterCommit(now);
@@ -562,7 +569,7 @@ absl::Status CommitPipeline::Commit(absl::Time now) {
     part.changing.clear();
     part.write_all_jobs = false;
   }
-  if (offsets->cnt > 0) pending_group_offsets_ = std::move(offsets);
+  if (!offsets.empty()) pending_group_offsets_ = std::move(offsets);
   absl::MutexLock lock(&stats_->mu);
   stats_->stats.windows_written += static_cast<int64_t>(batch.windows.size());
   // Acknowledged: this commit's flush waited for them.

@@ -12,9 +12,10 @@
 // Promises:
 //   - no group offset is committed before everything produced up to the
 //     previous commit (windows, dead letters, snapshots) is acknowledged;
-//   - after a failed store write nothing more is written (Commit returns
-//     that failure from then on): offsets never move past windows that were
-//     not stored;
+//   - after a failed commit (a store write, a window the producer or
+//     FitWindow refuses, a failed flush) nothing more is written (Commit
+//     returns that failure from then on): offsets never move past windows
+//     that were not stored and published;
 //   - every window is published in a form the windows topic accepts
 //     (processor/window_fit.h), the same one stored; a window the producer
 //     refuses fails the commit before the store write, never silently;
@@ -43,6 +44,7 @@
 #include "kafka/kafka_config.h"
 #include "kafka/kafka_handles.h"
 #include "processor/broker_health.h"
+#include "processor/commit_kafka.h"
 #include "processor/partition_jobs.h"
 #include "processor/processor_options.h"
 #include "processor/runtime_shared.h"
@@ -64,13 +66,13 @@ class CommitPipeline {
         shared_(shared),
         stats_(stats) {}
 
-  // The clients, once created: `consumer` commits the group offsets,
-  // `producer` publishes windows (its delivery reports decrement
-  // RuntimeShared::undelivered), `changelog` is null without --state-topic.
-  void Connect(rd_kafka_t* consumer, rd_kafka_t* producer,
+  // The clients, once created: `kafka` publishes windows, commits the
+  // group offsets and looks topics up (its delivery reports decrement
+  // RuntimeShared::undelivered: commit_kafka.h); `changelog` is null
+  // without --state-topic.
+  void Connect(std::unique_ptr<CommitKafka> kafka,
                std::unique_ptr<StateChangelog> changelog) {
-    consumer_ = consumer;
-    producer_ = producer;
+    kafka_ = std::move(kafka);
     changelog_ = std::move(changelog);
   }
   // Reads the windows topic's max.message.bytes through `client`
@@ -134,6 +136,8 @@ class CommitPipeline {
   // windows_partitions_. Failures only warn: publishing windows is not
   // what the store's correctness depends on.
   void PrepareWindowsTopic(int input_partitions);
+  // Commit's work; Commit makes its failure sticky.
+  absl::Status CommitOnce(absl::Time now);
   // One job's record to write: `record` to the store and the changelog;
   // for a job gone from the partition, nothing to the store (deleted) and
   // `gone_record` to the changelog; neither: a stale store record, deleted.
@@ -165,8 +169,7 @@ class CommitPipeline {
   BrokerHealth* health_;
   RuntimeShared* shared_;
   StatsCell* stats_;
-  rd_kafka_t* consumer_ = nullptr;
-  rd_kafka_t* producer_ = nullptr;
+  std::unique_ptr<CommitKafka> kafka_;
   const std::atomic<bool>* stop_ = nullptr;
 
   std::unique_ptr<StateChangelog> changelog_;  // Null without --state-topic.
@@ -181,9 +184,9 @@ class CommitPipeline {
   bool changelog_created_now_ = false;
   // Offsets of the last store commit, committed to the group once that
   // commit's snapshots are acknowledged (the next flush).
-  RdKafkaPartitionListPtr pending_group_offsets_;
-  // The first failed store write; once set, Commit writes nothing more.
-  absl::Status store_failed_;
+  std::vector<PartitionOffset> pending_group_offsets_;
+  // The first failed commit; once set, Commit writes nothing more.
+  absl::Status commit_failed_;
   std::vector<WindowSummary> pending_windows_;
   // (job, window start) -> late events not yet written.
   struct LateCounts {

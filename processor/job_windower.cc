@@ -254,9 +254,25 @@ std::vector<WindowSummary> JobWindower::Finalize(
   const std::optional<IntervalSet> observed = ObservedSet();
   if (observed) options.observed = &*observed;
   absl::StatusOr<Analysis> analysis = AnalyzeTrace(trace_, options);
-  // Batches were validated on arrival; an error here would be a bug.
-  BW_DCHECK(analysis.ok());
-  if (analysis.ok()) {
+  // Batches were validated on arrival; an error here is a bug, and its
+  // windows must not vanish (docs/semantics.md#no-silent-loss): the edge
+  // stays where it was, the failure is counted and kept for the owner,
+  // which stops before anything past these windows is committed.
+  if (!analysis.ok()) {
+    ++analysis_failures_;
+    const std::string from = finalized_through_ns_ == INT64_MIN
+                                 ? std::string("its first event")
+                                 : absl::StrCat(finalized_through_ns_, " ns");
+    if (!analysis_error_.ok()) return out;  // The first one tells.
+    analysis_error_ = absl::Status(
+        analysis.status().code(),
+        absl::StrCat("job ", job_, ": the analysis of its windows from ", from,
+                     " to ", target_end_ns,
+                     " ns failed, nothing past them is committed: ",
+                     analysis.status().message()));
+    return out;
+  }
+  {  // The windows of a successful analysis.
     for (WindowAnalysis& w : analysis->windows) {
       // What is stored is keyed by aligned window starts (storage/).
       BW_CHECK(WindowStartOf(w.start_ns, options_.window_ns) == w.start_ns &&

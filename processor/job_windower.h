@@ -46,9 +46,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "analysis/interval_set.h"
 #include "base/option_problems.h"
@@ -156,6 +158,16 @@ class JobWindower {
   // reason).
   int64_t collective_errors() const { return collective_errors_; }
   int64_t TakeCollectiveErrors(std::string* last_reason = nullptr);
+  // Analyses that failed (a bug: batches are validated on arrival). A
+  // failed Finalize returns no windows and leaves finalized_through_ns()
+  // where it was; analysis_error() keeps the first failure, naming the job
+  // and the windows, for the owner to stop on before anything past them is
+  // committed (docs/semantics.md#no-silent-loss). TakeAnalysisFailures:
+  // the failures since its last call.
+  int64_t TakeAnalysisFailures() {
+    return std::exchange(analysis_failures_, 0);
+  }
+  const absl::Status& analysis_error() const { return analysis_error_; }
   absl::Time last_activity() const { return last_activity_; }
   // HostSkewNs as of the last windows closed by the watermark (what those
   // windows store as host_skew_ns).
@@ -230,6 +242,8 @@ class JobWindower {
   std::vector<uint32_t> collective_source_;
   absl::flat_hash_map<int64_t, int64_t> late_collectives_;
   int64_t collective_errors_ = 0;
+  int64_t analysis_failures_ = 0;
+  absl::Status analysis_error_;
   int64_t untaken_collective_errors_ = 0;
   std::string last_collective_error_;
   absl::flat_hash_map<std::string, HostClock> hosts_;

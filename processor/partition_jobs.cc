@@ -358,6 +358,7 @@ PartitionJobs::Added PartitionJobs::AddBatch(
          job->windower->FinalizeAll(WindowSummary::ClosedBy::kEndMarker)) {
       done.push_back(std::move(w));
     }
+    NoteAnalysisFailure(job_name, *job);
     job->state.finalized_through_ns = job->windower->finalized_through_ns();
     spdlog::info("job {} ended (end marker): closed through {}", job_name,
                  job->state.finalized_through_ns);
@@ -435,8 +436,22 @@ void PartitionJobs::NoteObservation(const std::string& name, JobEntry& job,
   }
 }
 
+void PartitionJobs::NoteAnalysisFailure(const std::string& name,
+                                        JobEntry& job) {
+  if (job.windower == nullptr) return;
+  const int64_t failures = job.windower->TakeAnalysisFailures();
+  if (failures == 0) return;
+  const absl::Status& error = job.windower->analysis_error();
+  spdlog::error("job {}: {} window analysis failure(s), stopping: {}", name,
+                failures, error.ToString());
+  if (analysis_failure_.ok()) analysis_failure_ = error;
+  absl::MutexLock lock(&stats_->mu);
+  stats_->stats.window_analysis_failures += failures;
+}
+
 void PartitionJobs::NoteCollectiveErrors(const std::string& name,
                                          JobEntry& job) {
+  NoteAnalysisFailure(name, job);
   std::string reason;
   const int64_t errors = job.windower->TakeCollectiveErrors(&reason);
   if (errors == 0) return;

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "processor/job_state.h"
@@ -211,12 +212,21 @@ class PartitionJobs {
   // True when no job has an open window.
   bool AllClosed() const;
 
+  // The first failed window analysis (JobWindower::analysis_error), OK
+  // when none: its windows were not made, so the owner must stop before it
+  // commits anything past them (docs/semantics.md#no-silent-loss).
+  const absl::Status& analysis_failure() const { return analysis_failure_; }
+
  private:
   // Measures the host skew of `job` (its windows just closed), logs a
   // warning when it is over options.skew_warning and updates the stats.
   // Counts (ProcessorStats::collective_errors) and logs the windows whose
   // collective analysis refused the job's ranks since the last call.
+  // Also notes a failed analysis of the job's windows (NoteAnalysisFailure).
   void NoteCollectiveErrors(const std::string& name, JobEntry& job);
+  // Counts (ProcessorStats::window_analysis_failures), logs and keeps in
+  // analysis_failure_ the failed analyses of `job`'s windows.
+  void NoteAnalysisFailure(const std::string& name, JobEntry& job);
   void NoteHostSkew(const std::string& name, JobEntry& job, absl::Time now,
                     absl::Duration host_idle);
   // The lifecycle part of AddBatch, for a live batch, before its events.
@@ -242,6 +252,7 @@ class PartitionJobs {
   absl::flat_hash_map<int32_t, PartitionState> partitions_;
   absl::flat_hash_map<std::string, JobEntry> jobs_;
   std::vector<JobUpdate> expired_updates_;
+  absl::Status analysis_failure_;
 };
 
 }  // namespace bubblewatch

@@ -31,6 +31,9 @@ struct ProcessorStats {
   // because it refused the ranks (e.g. two hosts claiming one rank); each
   // job's first such window is also logged with the reason.
   int64_t collective_errors = 0;
+  // Window analyses that failed (a bug; the processor stops before
+  // committing past them, docs/semantics.md#no-silent-loss).
+  int64_t window_analysis_failures = 0;
   int64_t windows_written = 0;
   // Windows the windows topic acknowledged (late-event republishes
   // included), and of them those trimmed to fit its message limit

@@ -218,7 +218,9 @@ absl::Status StreamProcessor::Impl::Init() {
                      StateChangelog::Create(reader_config, options_.state_topic,
                                             producer_.get()));
   }
-  commits_.Connect(consumer_.get(), producer_.get(), std::move(changelog));
+  commits_.Connect(
+      std::make_unique<RdKafkaCommitKafka>(consumer_.get(), producer_.get()),
+      std::move(changelog));
 
   RdKafkaPartitionListPtr topics(rd_kafka_topic_partition_list_new(1));
   rd_kafka_topic_partition_list_add(topics.get(), options_.topic.c_str(),
@@ -374,6 +376,8 @@ absl::Status StreamProcessor::Impl::HandleMessage(
                                message.offset, replay, now, HostIdle());
   commits_.AddLateCounts(job_name, added.late_counts,
                          added.late_collective_counts);
+  // Windows that could not be made (docs/semantics.md#no-silent-loss).
+  RETURN_IF_ERROR(partition_jobs_.analysis_failure());
   for (WindowSummary& w : added.windows) {
     commits_.pending_windows().push_back(std::move(w));
   }
@@ -480,7 +484,13 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
       } else if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
         last_message_ = now;
         if (first_message_ == absl::InfinitePast()) first_message_ = now;
-        RETURN_IF_ERROR(HandleMessage(*message, now));
+        // A failed message stops the processor, and nothing more is
+        // committed (the revocation the consumer's close runs included):
+        // its partition's progress already counts the message.
+        if (absl::Status s = HandleMessage(*message, now); !s.ok()) {
+          shared_.fatal = s;
+          return s;
+        }
         last_handled_ = absl::Now();
       } else if (message->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
         partition_jobs_.partitions()[message->partition].at_end = true;
@@ -506,6 +516,10 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
     if (CaughtUp() &&
         partition_jobs_.CloseIdle(now, commits_.pending_windows()) > 0) {
       commits_.MarkUncommitted();
+    }
+    if (absl::Status s = partition_jobs_.analysis_failure(); !s.ok()) {
+      shared_.fatal = s;
+      return s;
     }
     if (!commits_.pending_windows().empty() ||
         now - last_commit >= options_.commit_interval) {

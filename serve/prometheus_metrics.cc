@@ -127,6 +127,10 @@ void WriteProcessor(Page& page, const ProcessorStats& p) {
        "Windows whose collective analysis failed (e.g. two hosts claiming "
        "one rank): stored without their collective part, each logged.",
        p.collective_errors},
+      {"bubblewatch_processor_window_analysis_failures_total",
+       "Window analyses that failed (a bug): the processor stops before "
+       "committing past their windows, each logged with the job and windows.",
+       p.window_analysis_failures},
       {"bubblewatch_processor_dead_letters_lost_total",
        "Rejected messages whose dead letter the dead-letter topic refused "
        "even in its minimal form (headers only); each is also logged.",

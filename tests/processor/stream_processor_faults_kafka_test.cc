@@ -104,6 +104,7 @@ TEST(ProcessorFaultsKafka, BrokerKilledAndRestartedMidStream) {
   std::vector<pid_t> children;
   KillChildrenOnExit kill_on_exit(&children);
   pid_t producer = Spawn(produce, produce_log);
+  ASSERT_GT(producer, 0);  // kill(-1, SIGSTOP) would stop every process.
   children.push_back(producer);
   // The idle timeout is shorter than the session timeout, as with the
   // defaults (30 s and librdkafka's 45 s): a silence would close jobs
@@ -594,6 +595,8 @@ TEST(ProcessorFaultsKafka, HundredRandomKillsMidStreamGiveTheSameWindows) {
     testing::SetFlags(first, {"--log-level", "info"});
     const absl::Time spawned = absl::Now();
     const pid_t pid = Spawn(first, first_log);
+    // kill(-1) would kill every process this user may signal.
+    ASSERT_GT(pid, 0);
     ASSERT_TRUE(PollUntil(
         [&] {
           return ReadFile(first_log).find("assigned ") != std::string::npos;
@@ -618,6 +621,7 @@ TEST(ProcessorFaultsKafka, HundredRandomKillsMidStreamGiveTheSameWindows) {
       }
     }
     const pid_t pid = Spawn(process);
+    ASSERT_GT(pid, 0);  // kill(-1) would kill every process we may signal.
     // The member's random life: the kill must land anywhere in its run.
     absl::SleepFor(startup + absl::Milliseconds(life_ms(rng)));
     const bool producing = ChildRunning(producer);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <random>
 #include <string>
@@ -24,6 +25,7 @@
 #include "processor/fleet_topics.h"
 #include "schemas/event_batch_codec.h"
 #include "tests/processor/processor_kafka_test_util.h"
+#include "tests/testing/files.h"
 
 namespace bubblewatch {
 // Named: the unity build shares a file with the hostile test's constants.
@@ -212,6 +214,72 @@ TEST(WindowFitKafka, FiveHundredDevicesFitTheDefaultTopicWithEveryDevice) {
     EXPECT_EQ(w.trimmed->devices, 0);
     EXPECT_EQ(w.window.devices.size(), 500u);
   }
+}
+
+// A windows topic so small that no window fits it, even trimmed to its job
+// figures (below what FitWindow can make): `process` must stop with an
+// error naming the window, store nothing it did not publish and commit no
+// offset past the window (docs/semantics.md#no-silent-loss); restarted
+// with a windows topic that takes the windows, it makes every one of them.
+TEST(WindowFitKafka, AWindowThatFitsNoWhereStopsTheProcessorLosingNothing) {
+  const std::string topic = Unique("bw-nofit");
+  const std::string store = ::testing::TempDir() + "/" + topic;
+  const std::string log = store + ".stderr";
+  KafkaConfig config(Brokers());
+  absl::StatusOr<RdKafkaPtr> producer =
+      NewKafkaClient(RD_KAFKA_PRODUCER, config);
+  ASSERT_TRUE(producer.ok()) << producer.status();
+  CreateTopic(topic, 1);
+  // 100 bytes: a window of job "normal-a" with every list empty is larger.
+  absl::StatusOr<bool> created =
+      CreateTopicIfMissing(producer->get(),
+                           TopicSpec{.name = topic + ".windows",
+                                     .partitions = 1,
+                                     .configs = {{"cleanup.policy", "compact"},
+                                                 {"max.message.bytes", "100"}}},
+                           absl::Seconds(30));
+  ASSERT_TRUE(created.ok() && *created) << created.status();
+  int64_t busy_ns = 0;
+  Send(producer->get(), topic, "normal-a",
+       Batch("normal-a", 0, 0, 2, 20, busy_ns));
+  ASSERT_EQ(rd_kafka_flush(producer->get(), 60'000),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+
+  std::vector<std::string> args = ProcessArgs(topic, store);
+  EXPECT_NE(testing::WaitChild(Spawn(args, log)), 0);
+  const std::string errors = testing::ReadFile(log);
+  std::cout << "stderr of the stopped process:\n" << errors;
+  EXPECT_NE(errors.find("normal-a"), std::string::npos) << errors;
+  // Nothing stored that was not published, no offset past the batch.
+  EXPECT_TRUE(StoredWindows(store, {"normal-a"}).empty());
+  EXPECT_TRUE(ReadWindowsTopic(topic + ".windows").empty());
+  for (auto [partition, offset] : GroupOffsets(topic, topic + "-group")) {
+    EXPECT_LE(offset, 0) << "partition " << partition;
+  }
+  {
+    absl::StatusOr<std::unique_ptr<WindowStoreReader>> reader =
+        OpenRocksDbWindowStoreReadOnly(store);
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    absl::StatusOr<std::optional<PartitionProgress>> progress =
+        (*reader)->Progress(topic, 0);
+    ASSERT_TRUE(progress.ok()) << progress.status();
+    if (progress->has_value()) {
+      EXPECT_LE((*progress)->resume_offset, 0);
+      EXPECT_LE((*progress)->committed_position, 0);
+    }
+  }
+
+  // The restart, publishing to a topic with the broker's default limit.
+  const std::string windows2 = topic + ".windows2";
+  std::replace(args.begin(), args.end(), topic + ".windows", windows2);
+  ASSERT_EQ(RunToEnd(args), 0);
+  const std::vector<WindowSummary> stored = StoredWindows(store, {"normal-a"});
+  EXPECT_EQ(stored.size(), 3u);
+  int64_t stored_busy = 0;
+  for (const WindowSummary& w : stored) stored_busy += w.window.job.compute_ns;
+  EXPECT_EQ(stored_busy, busy_ns);
+  EXPECT_EQ(ReadWindowsTopic(windows2).size(), stored.size());
+  std::filesystem::remove_all(store);
 }
 
 }  // namespace

@@ -1,0 +1,437 @@
+// The crash harness (docs/architecture.md#testing-the-commit-protocol): a
+// stream runs through the processor's core (BatchAdmission, PartitionJobs,
+// CommitPipeline) over the in-memory Kafka (memory_kafka.h) and a real
+// RocksDB store whose WAL writes go through a file system that can "crash"
+// (RocksDB's FileSystem API). Every write of the commit protocol counts
+// against one CrashBudget: windows delivered to the windows topic, group
+// offset commits, appends to the store's WAL. A run crashes after N
+// writes, for every N from 0 to the writes of an uninterrupted run (so
+// before and after each write), then a new process restarts from the
+// store and the topics; the store's contents and the windows topic must
+// equal the uninterrupted run's byte for byte. Then random crash points,
+// several per run, over long random streams (seeded).
+//
+// What the harness drives is what StreamProcessor::HandleMessage and Run
+// do, with the clock a function of the offset (so that a replay sees the
+// time the first pass saw) and a commit after every window or 4 messages.
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "processor/batch_admission.h"
+#include "processor/commit_pipeline.h"
+#include "processor/partition_jobs.h"
+#include "processor/state_changelog.h"
+#include "rocksdb/env.h"
+#include "rocksdb/file_system.h"
+#include "schemas/event_batch_codec.h"
+#include "schemas/window_summary_codec.h"
+#include "storage/rocksdb_window_store.h"
+#include "tests/processor/memory_kafka.h"
+#include "tests/testing/temp_dir.h"
+
+namespace bubblewatch {
+namespace crash_harness_test {
+namespace {
+
+using testing::CrashBudget;
+using testing::MemoryKafka;
+using testing::MemoryRecord;
+using testing::MemoryTopics;
+
+constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kBase = int64_t{1'767'225'600} * 1'000'000'000;
+constexpr char kTopic[] = "events";
+constexpr char kWindows[] = "events.windows";
+
+// WAL appends take a write from the budget; once it is spent they fail, as
+// a killed process writes nothing more.
+class CrashingFileSystem : public rocksdb::FileSystemWrapper {
+ public:
+  CrashingFileSystem() : FileSystemWrapper(rocksdb::FileSystem::Default()) {}
+  const char* Name() const override { return "CrashingFileSystem"; }
+  void set_budget(CrashBudget* budget) { budget_ = budget; }
+  CrashBudget* budget() const { return budget_; }
+  rocksdb::IOStatus NewWritableFile(
+      const std::string& name, const rocksdb::FileOptions& options,
+      std::unique_ptr<rocksdb::FSWritableFile>* result,
+      rocksdb::IODebugContext* dbg) override;
+
+ private:
+  CrashBudget* budget_ = nullptr;
+};
+
+class CrashingWalFile : public rocksdb::FSWritableFileOwnerWrapper {
+ public:
+  CrashingWalFile(std::unique_ptr<rocksdb::FSWritableFile> file,
+                  const CrashingFileSystem* fs)
+      : FSWritableFileOwnerWrapper(std::move(file)), fs_(fs) {}
+  rocksdb::IOStatus Append(const rocksdb::Slice& data,
+                           const rocksdb::IOOptions& options,
+                           rocksdb::IODebugContext* dbg) override {
+    if (fs_->budget() != nullptr && !fs_->budget()->Take()) {
+      return rocksdb::IOStatus::IOError("injected", "crashed");
+    }
+    return FSWritableFileOwnerWrapper::Append(data, options, dbg);
+  }
+  rocksdb::IOStatus Append(const rocksdb::Slice& data,
+                           const rocksdb::IOOptions& options,
+                           const rocksdb::DataVerificationInfo& info,
+                           rocksdb::IODebugContext* dbg) override {
+    return Append(data, options, dbg);
+  }
+
+ private:
+  const CrashingFileSystem* fs_;
+};
+
+rocksdb::IOStatus CrashingFileSystem::NewWritableFile(
+    const std::string& name, const rocksdb::FileOptions& options,
+    std::unique_ptr<rocksdb::FSWritableFile>* result,
+    rocksdb::IODebugContext* dbg) {
+  rocksdb::IOStatus s = target()->NewWritableFile(name, options, result, dbg);
+  if (s.ok() && absl::EndsWith(name, ".log")) {
+    *result = std::make_unique<CrashingWalFile>(std::move(*result), this);
+  }
+  return s;
+}
+
+// A seeded stream on one partition: `jobs` jobs of one rank each, their
+// batches interleaved at random; each sends a batch per 100 ms of kernels
+// on two devices with random gaps for 2 to 5 s, and ends with an end marker
+// (so every window closes by partition order, none by wall time).
+std::vector<std::string> Stream(uint32_t seed, int jobs) {
+  std::mt19937 random(seed);
+  struct Job {
+    std::string name;
+    int batches;
+    int sent = 0;
+  };
+  std::vector<Job> left;
+  for (int j = 0; j < jobs; ++j) {
+    left.push_back({absl::StrCat("job", j),
+                    std::uniform_int_distribution<int>(20, 50)(random)});
+  }
+  std::vector<std::string> out;
+  while (!left.empty()) {
+    const size_t pick =
+        std::uniform_int_distribution<size_t>(0, left.size() - 1)(random);
+    Job& job = left[pick];
+    Trace t;
+    t.job = job.name;
+    t.names = {"k", "cudaLaunchKernel"};
+    const int64_t from = kBase + job.sent * 100 * kMs;
+    CorrelationId correlation = 1;
+    for (int32_t device = 0; device < 2; ++device) {
+      int64_t at = from + device * kMs;
+      while (at < from + 100 * kMs) {
+        const int64_t length =
+            std::uniform_int_distribution<int64_t>(1, 8)(random) * kMs;
+        const int64_t gap =
+            std::uniform_int_distribution<int64_t>(0, 30)(random) == 0
+                ? 40 * kMs
+                : std::uniform_int_distribution<int64_t>(0, 3)(random) * kMs;
+        t.gpu.push_back(GpuActivity{.start_ns = at,
+                                    .end_ns = at + length,
+                                    .correlation = correlation++,
+                                    .name = 0,
+                                    .device = device,
+                                    .stream = 7});
+        at += length + gap;
+      }
+    }
+    std::sort(t.gpu.begin(), t.gpu.end(),
+              [](const GpuActivity& a, const GpuActivity& b) {
+                return a.start_ns < b.start_ns;
+              });
+    EventBatchEncoder encoder(&t);
+    const bool last = job.sent + 1 == job.batches;
+    std::span<const uint8_t> bytes =
+        encoder.Encode(BatchHeader{.job = job.name,
+                                   .host = "h",
+                                   .rank = 0,
+                                   .world_size = 1,
+                                   .producer_id = 100 + pick,
+                                   .sequence = static_cast<uint64_t>(job.sent),
+                                   .end_of_stream = last},
+                       0, t.gpu.size(), 0, 0);
+    out.emplace_back(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    if (++job.sent == job.batches) left.erase(left.begin() + pick);
+  }
+  return out;
+}
+
+// What survives a crash: the store's directory and the topics.
+struct World {
+  explicit World(const std::vector<std::string>& stream) {
+    topics.topics[kTopic].resize(1);
+    topics.topics[kWindows].resize(1);
+    for (const std::string& m : stream) {
+      topics.topics[kTopic][0].push_back(MemoryRecord{"", m});
+    }
+  }
+  ::bubblewatch::testing::TempDir dir;
+  MemoryTopics topics;
+};
+
+StreamProcessorOptions Options() {
+  StreamProcessorOptions o;
+  o.topic = kTopic;
+  o.windows_topic = kWindows;
+  o.windower.window_ns = 1'000 * kMs;
+  o.windower.lateness_ns = 100 * kMs;
+  return o;
+}
+
+// One process over `world` until the stream's end (true) or a crash
+// (false): what StreamProcessor does with one partition, without wall
+// time. `budget`: the writes allowed.
+bool RunProcess(World& world, CrashBudget& budget) {
+  const StreamProcessorOptions options = Options();
+  auto fs = std::make_shared<CrashingFileSystem>();
+  fs->set_budget(&budget);
+  std::unique_ptr<rocksdb::Env> env = rocksdb::NewCompositeEnv(fs);
+  absl::StatusOr<std::unique_ptr<RocksDbWindowStore>> opened =
+      RocksDbWindowStore::Open(world.dir.Sub("store"), {},
+                               RocksDbWindowStore::Mode::kPrimary, env.get());
+  if (!opened.ok()) {
+    EXPECT_TRUE(budget.crashed) << opened.status();
+    return false;
+  }
+  std::unique_ptr<RocksDbWindowStore> store = *std::move(opened);
+  StatsCell stats;
+  RuntimeShared shared;
+  BrokerHealth health;
+  std::atomic<bool> stop{false};
+  PartitionJobs jobs(options, store.get(), &stats);
+  BatchAdmission admission(options, &jobs);
+  CommitPipeline pipeline(options, store.get(), &jobs, &health, &shared,
+                          &stats);
+  auto kafka = std::make_unique<MemoryKafka>(&world.topics, &shared);
+  kafka->ShareCrashBudget(&budget);
+  pipeline.Connect(std::move(kafka), /*changelog=*/nullptr);
+  pipeline.set_stop(&stop);
+  auto now_at = [](int64_t offset) {
+    return absl::FromUnixSeconds(1'700'000'000) + absl::Milliseconds(offset);
+  };
+  // The assignment: resume where the store says, else at the group offset.
+  rd_kafka_topic_partition_t tp{};
+  tp.topic = const_cast<char*>(kTopic);
+  tp.partition = 0;
+  tp.offset = RD_KAFKA_OFFSET_INVALID;
+  PartitionState restored;
+  if (absl::Status s = pipeline.RestorePartition(tp, restored); !s.ok()) {
+    EXPECT_TRUE(budget.crashed) << s;
+    return false;
+  }
+  int64_t offset = tp.offset;
+  if (offset < 0) {
+    auto it = world.topics.group_offsets.find({kTopic, 0});
+    offset = it == world.topics.group_offsets.end() ? 0 : it->second;
+  }
+  jobs.partitions()[0] = std::move(restored);
+  pipeline.AssignmentDone();
+
+  const std::vector<MemoryRecord>& input = world.topics.topics[kTopic][0];
+  const int64_t end = static_cast<int64_t>(input.size());
+  auto fail = [&](const absl::Status& s) {
+    // Only the crash may fail a run.
+    EXPECT_TRUE(budget.crashed) << "at offset " << offset << ": " << s;
+    return false;
+  };
+  for (; offset < end; ++offset) {
+    const absl::Time now = now_at(offset);
+    PartitionState& part = jobs.partitions()[0];
+    part.changed = true;
+    const bool replay = offset < part.committed_position;
+    part.next_offset = std::max(part.next_offset, offset + 1);
+    pipeline.MarkUncommitted();
+    const std::string& value = input[offset].value;
+    absl::StatusOr<Admission> admitted = admission.Admit(
+        {reinterpret_cast<const uint8_t*>(value.data()), value.size()}, 0,
+        offset, part, replay, now);
+    if (!admitted.ok()) return fail(admitted.status());
+    EXPECT_NE(admitted->verdict, Admission::Verdict::kDeadLetter)
+        << admitted->rejection.reason << ": " << admitted->rejection.detail;
+    if (admitted->verdict == Admission::Verdict::kAccept) {
+      const std::string job = admitted->batch.header.job;
+      PartitionJobs::Added added =
+          jobs.AddBatch(part, job, *admitted->job, admitted->batch, offset,
+                        replay, now, absl::InfiniteDuration());
+      EXPECT_TRUE(jobs.analysis_failure().ok()) << jobs.analysis_failure();
+      pipeline.AddLateCounts(job, added.late_counts,
+                             added.late_collective_counts);
+      for (WindowSummary& w : added.windows) {
+        pipeline.pending_windows().push_back(std::move(w));
+      }
+    }
+    if (!pipeline.pending_windows().empty() || (offset + 1) % 4 == 0) {
+      if (absl::Status s = pipeline.Commit(now); !s.ok()) return fail(s);
+    }
+  }
+  if (absl::Status s = pipeline.Commit(now_at(end)); !s.ok()) return fail(s);
+  if (absl::Status s = pipeline.FlushAndCommitOffsets(/*sync=*/true); !s.ok()) {
+    return fail(s);
+  }
+  return !budget.crashed;
+}
+
+// Everything the store holds, as text (windows, job states and the
+// partition's progress record as their bytes, in hex), so that two stores
+// compare byte for byte and a difference shows. Left out: the wall-clock
+// stamps (a job's last_seen_wall, in its JobInfo and its record's activity)
+// and which commit a job record's version is labelled with (its committed
+// position, and the version it replaced): both depend on when commits
+// happen, which a restart changes (a replayed window that was already
+// stored asks for no commit), and neither decides a window
+// (docs/semantics.md#effectively-once).
+std::string DumpStore(World& world) {
+  absl::StatusOr<std::unique_ptr<WindowStore>> store =
+      OpenRocksDbWindowStore(world.dir.Sub("store"));
+  EXPECT_TRUE(store.ok()) << store.status();
+  if (!store.ok()) return "";
+  std::string out;
+  absl::StatusOr<std::vector<JobInfo>> infos = (*store)->ListJobs();
+  EXPECT_TRUE(infos.ok());
+  for (const JobInfo& info : *infos) {
+    absl::StrAppend(&out, "job ", info.job, " last_event ", info.last_event_ns,
+                    " windows ", info.window_count, " latest ",
+                    info.latest_window_start_ns, "\n");
+    auto state = (*store)->JobState(info.job);
+    EXPECT_TRUE(state.ok());
+    if (state.ok() && state->has_value()) {
+      absl::StrAppend(&out, "  state ", absl::BytesToHexString(**state), "\n");
+    }
+    auto windows =
+        (*store)->Scan(info.job, absl::InfinitePast(), absl::InfiniteFuture());
+    EXPECT_TRUE(windows.ok());
+    for (const WindowSummary& w : *windows) {
+      absl::StrAppend(&out, "  window ", w.window.start_ns, " ",
+                      absl::BytesToHexString(EncodeWindowSummary(w)), "\n");
+    }
+  }
+  auto progress = (*store)->Progress(kTopic, 0);
+  EXPECT_TRUE(progress.ok());
+  if (progress.ok() && progress->has_value()) {
+    absl::StrAppend(&out, "progress resume ", (*progress)->resume_offset,
+                    " committed ", (*progress)->committed_position, " state ",
+                    absl::BytesToHexString((*progress)->state), "\n");
+  }
+  auto records = (*store)->PartitionJobRecords(kTopic, 0);
+  EXPECT_TRUE(records.ok());
+  for (const auto& [job, bytes] : *records) {
+    absl::StatusOr<PartitionJobRecord> r = DecodePartitionJob(bytes);
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) continue;
+    absl::StrAppend(&out, "record ", job, " state ",
+                    absl::BytesToHexString(r->current.state.value_or("-")),
+                    " alerts ",
+                    absl::BytesToHexString(r->current.alerts.value_or("-")),
+                    " last_event ", r->current.activity.last_event_ns, "\n");
+  }
+  return out;
+}
+
+// The windows topic as a compacted topic keeps it (the last record per
+// key), checking that every copy of a key is the same bytes: a crash may
+// publish a window again, never a different one.
+std::map<std::string, std::string> Published(const World& world) {
+  std::map<std::string, std::string> out;
+  for (const MemoryRecord& r : world.topics.topics.at(kWindows)[0]) {
+    auto [it, inserted] = out.try_emplace(r.key, r.value);
+    EXPECT_TRUE(inserted || it->second == r.value)
+        << "window " << r.key << " published twice, differently";
+  }
+  return out;
+}
+
+struct Outcome {
+  std::string store;
+  std::map<std::string, std::string> published;
+  std::map<std::pair<std::string, int32_t>, int64_t> group_offsets;
+  int64_t writes = 0;
+};
+
+Outcome Finish(World& world, int64_t writes) {
+  return Outcome{DumpStore(world), Published(world), world.topics.group_offsets,
+                 writes};
+}
+
+Outcome Uninterrupted(const std::vector<std::string>& stream) {
+  World world(stream);
+  CrashBudget budget;
+  EXPECT_TRUE(RunProcess(world, budget));
+  return Finish(world, budget.writes);
+}
+
+void ExpectSame(const Outcome& got, const Outcome& want) {
+  EXPECT_EQ(got.store, want.store);
+  EXPECT_EQ(got.published, want.published);
+  EXPECT_EQ(got.group_offsets, want.group_offsets);
+}
+
+TEST(CrashHarness, ACrashAtEveryWriteChangesNothing) {
+  const std::vector<std::string> stream = Stream(/*seed=*/1, /*jobs=*/3);
+  const Outcome want = Uninterrupted(stream);
+  ASSERT_GT(want.published.size(), 10u) << "the stream must make windows";
+  ASSERT_NE(want.store.find("window"), std::string::npos);
+  std::cout << stream.size() << " messages, " << want.published.size()
+            << " windows, " << want.writes << " writes: " << want.writes + 1
+            << " crash points\n";
+  for (int64_t n = 0; n <= want.writes; ++n) {
+    SCOPED_TRACE(absl::StrCat("crash after ", n, " writes"));
+    World world(stream);
+    CrashBudget crashing{.writes_left = n};
+    const bool completed = RunProcess(world, crashing);
+    // Only a crash after the last write lets the run complete.
+    EXPECT_EQ(completed, n == want.writes);
+    CrashBudget restarted;
+    ASSERT_TRUE(RunProcess(world, restarted));
+    ExpectSame(Finish(world, 0), want);
+    if (::testing::Test::HasFailure()) break;  // The first point tells.
+  }
+}
+
+TEST(CrashHarness, RandomCrashesOverLongRandomStreamsChangeNothing) {
+  for (uint32_t seed : {11u, 12u, 13u}) {
+    SCOPED_TRACE(absl::StrCat("seed ", seed));
+    const std::vector<std::string> stream = Stream(seed, /*jobs=*/8);
+    const Outcome want = Uninterrupted(stream);
+    ASSERT_GT(want.published.size(), 15u);
+    std::mt19937 random(seed);
+    World world(stream);
+    // Eight crashes after a random number of writes each (a restart
+    // replays from the oldest batch an open window needs, often the
+    // stream's start: it may crash before it gets further), each restart
+    // resuming from what the last one left; then a run to the end.
+    int crashes = 0;
+    for (int i = 0; i < 8; ++i) {
+      CrashBudget budget{.writes_left = std::uniform_int_distribution<int64_t>(
+                             0, want.writes)(random)};
+      if (RunProcess(world, budget)) break;
+      ++crashes;
+    }
+    CrashBudget last;
+    ASSERT_TRUE(RunProcess(world, last));
+    std::cout << "seed " << seed << ": " << stream.size() << " messages, "
+              << want.published.size() << " windows, " << crashes
+              << " crashes\n";
+    EXPECT_GE(crashes, 1);
+    ExpectSame(Finish(world, 0), want);
+  }
+}
+
+}  // namespace
+}  // namespace crash_harness_test
+}  // namespace bubblewatch

@@ -1,0 +1,97 @@
+#include "tests/processor/memory_kafka.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace bubblewatch::testing {
+
+absl::Status MemoryKafka::Produce(const std::string& topic, int32_t partition,
+                                  absl::string_view key,
+                                  absl::string_view value) {
+  ++produce_calls_;
+  if (crashed()) return absl::AbortedError("crashed");
+  if (refusals_left_ > 0) {
+    --refusals_left_;
+    return refusal_;
+  }
+  auto it = topics_->topics.find(topic);
+  if (it == topics_->topics.end() || it->second.empty()) {
+    return absl::NotFoundError(absl::StrCat("no topic ", topic));
+  }
+  const int32_t n = static_cast<int32_t>(it->second.size());
+  if (partition == kAnyPartition) {
+    // A stable hash (FNV-1a), not std::hash: the same on every run.
+    uint32_t h = 2166136261u;
+    for (char c : key) h = (h ^ static_cast<uint8_t>(c)) * 16777619u;
+    partition = static_cast<int32_t>(h % static_cast<uint32_t>(n));
+  }
+  if (partition < 0 || partition >= n) {
+    return absl::NotFoundError(
+        absl::StrCat("no partition ", partition, " of ", topic));
+  }
+  queue_.push_back(Queued{topic, partition,
+                          MemoryRecord{std::string(key), std::string(value)}});
+  return absl::OkStatus();
+}
+
+bool MemoryKafka::Write() {
+  if (budget_->Take()) return true;
+  // The process is gone: whatever it was doing stops with this.
+  if (shared_->fatal.ok()) shared_->fatal = absl::AbortedError("crashed");
+  return false;
+}
+
+void MemoryKafka::Deliver() {
+  std::vector<Queued> queue = std::move(queue_);
+  queue_.clear();
+  for (Queued& q : queue) {
+    // A crashed process serves no more reports: its records stay
+    // undelivered, as they would after a kill.
+    if (crashed()) return;
+    if (delivery_failures_left_ > 0) {
+      --delivery_failures_left_;
+      --shared_->undelivered;
+      shared_->fatal =
+          absl::Status(delivery_failure_.code(),
+                       absl::StrCat("delivering to ", q.topic, ": ",
+                                    delivery_failure_.message()));
+      continue;
+    }
+    if (!Write()) return;
+    topics_->topics[q.topic][q.partition].push_back(std::move(q.record));
+    --shared_->undelivered;
+  }
+}
+
+absl::Status MemoryKafka::CommitOffsets(
+    const std::vector<PartitionOffset>& offsets, bool sync) {
+  if (!Write()) return absl::AbortedError("crashed");
+  for (const PartitionOffset& o : offsets) {
+    topics_->group_offsets[{o.topic, o.partition}] = o.offset;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> MemoryKafka::PartitionCount(const std::string& topic,
+                                                bool just_created,
+                                                absl::Duration timeout) {
+  if (crashed()) return absl::AbortedError("crashed");
+  auto it = topics_->topics.find(topic);
+  if (it == topics_->topics.end()) {
+    return absl::NotFoundError(absl::StrCat("no topic ", topic));
+  }
+  return static_cast<int>(it->second.size());
+}
+
+absl::StatusOr<bool> MemoryKafka::CreateTopicIfMissing(const TopicSpec& spec,
+                                                       absl::Duration timeout) {
+  if (crashed()) return absl::AbortedError("crashed");
+  auto [it, created] = topics_->topics.try_emplace(spec.name);
+  if (created) it->second.resize(spec.partitions);
+  return created;
+}
+
+}  // namespace bubblewatch::testing

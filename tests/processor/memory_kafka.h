@@ -1,0 +1,133 @@
+// MemoryKafka: an in-memory CommitKafka (processor/commit_kafka.h) for unit
+// tests of the commit protocol. Topics are vectors of records per
+// partition; group offsets a map. A produced record waits in a queue until
+// Poll or Flush "delivers" it: appends it to its partition and uncounts it
+// from RuntimeShared::undelivered, as the processor's delivery callback
+// does, or fails it and sets RuntimeShared::fatal.
+//
+// Injectable failures:
+//   - RefuseProduces: Produce refuses at once (a status, e.g. "message too
+//     large" or a full queue), for the next N calls;
+//   - FailDeliveries: the next N records fail in their delivery report;
+//   - a CrashBudget: after N writes (records delivered, offset commits; a
+//     budget shared with the store's file system counts its writes too)
+//     the "process" is gone: nothing more is written, RuntimeShared::fatal
+//     is set and every call fails with kAborted. The topics keep what was
+//     written, for a restarted pipeline over a new MemoryKafka sharing the
+//     same MemoryTopics.
+#ifndef BUBBLEWATCH_TESTS_PROCESSOR_MEMORY_KAFKA_H_
+#define BUBBLEWATCH_TESTS_PROCESSOR_MEMORY_KAFKA_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "processor/commit_kafka.h"
+#include "processor/runtime_shared.h"
+
+namespace bubblewatch::testing {
+
+struct MemoryRecord {
+  std::string key;
+  std::string value;
+  bool operator==(const MemoryRecord&) const = default;
+};
+
+// What survives a crash: the topics and the group offsets.
+struct MemoryTopics {
+  // topic -> partitions -> records, in offset order.
+  std::map<std::string, std::vector<std::vector<MemoryRecord>>> topics;
+  std::map<std::pair<std::string, int32_t>, int64_t> group_offsets;
+  bool operator==(const MemoryTopics&) const = default;
+};
+
+// Writes allowed before a crash, shared by everything that writes.
+struct CrashBudget {
+  std::optional<int64_t> writes_left;  // nullopt: no crash.
+  bool crashed = false;
+  int64_t writes = 0;  // Writes made.
+  // One write: false (and crashed from then on) when the budget is spent.
+  bool Take() {
+    if (crashed) return false;
+    if (writes_left.has_value()) {
+      if (*writes_left == 0) {
+        crashed = true;
+        return false;
+      }
+      --*writes_left;
+    }
+    ++writes;
+    return true;
+  }
+};
+
+class MemoryKafka : public CommitKafka {
+ public:
+  // `topics` and `shared` must outlive this.
+  MemoryKafka(MemoryTopics* topics, RuntimeShared* shared)
+      : topics_(topics), shared_(shared) {}
+
+  void AddTopic(const std::string& topic, int partitions) {
+    topics_->topics[topic].resize(partitions);
+  }
+
+  void RefuseProduces(absl::Status status, int count = 1) {
+    refusal_ = std::move(status);
+    refusals_left_ = count;
+  }
+  void FailDeliveries(absl::Status status, int count = 1) {
+    delivery_failure_ = std::move(status);
+    delivery_failures_left_ = count;
+  }
+  // Writes beyond `n` (counted from now) are lost with the process.
+  void CrashAfterWrites(int64_t n) { budget_->writes_left = n; }
+  // Counts this Kafka's writes in `budget` (must outlive this) instead.
+  void ShareCrashBudget(CrashBudget* budget) { budget_ = budget; }
+  bool crashed() const { return budget_->crashed; }
+  // Writes made (delivered records and offset commits; with a shared
+  // budget, everyone's).
+  int64_t writes() const { return budget_->writes; }
+  int64_t produce_calls() const { return produce_calls_; }
+  size_t queued() const { return queue_.size(); }
+
+  absl::Status Produce(const std::string& topic, int32_t partition,
+                       absl::string_view key, absl::string_view value) override;
+  void Poll(absl::Duration timeout) override { Deliver(); }
+  void Flush(absl::Duration timeout) override { Deliver(); }
+  absl::Status CommitOffsets(const std::vector<PartitionOffset>& offsets,
+                             bool sync) override;
+  absl::StatusOr<int> PartitionCount(const std::string& topic,
+                                     bool just_created,
+                                     absl::Duration timeout) override;
+  absl::StatusOr<bool> CreateTopicIfMissing(const TopicSpec& spec,
+                                            absl::Duration timeout) override;
+
+ private:
+  struct Queued {
+    std::string topic;
+    int32_t partition;
+    MemoryRecord record;
+  };
+  void Deliver();
+  // One write; false when the process is gone (crashed now or before).
+  bool Write();
+
+  MemoryTopics* topics_;
+  RuntimeShared* shared_;
+  std::vector<Queued> queue_;
+  absl::Status refusal_;
+  int refusals_left_ = 0;
+  absl::Status delivery_failure_;
+  int delivery_failures_left_ = 0;
+  CrashBudget own_budget_;
+  CrashBudget* budget_ = &own_budget_;
+  int64_t produce_calls_ = 0;
+};
+
+}  // namespace bubblewatch::testing
+
+#endif  // BUBBLEWATCH_TESTS_PROCESSOR_MEMORY_KAFKA_H_

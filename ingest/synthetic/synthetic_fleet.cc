@@ -6,6 +6,7 @@
 #include <fstream>
 #include <thread>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/json_writer.h"
@@ -84,8 +85,34 @@ Trace GenerateRank(const SyntheticFleetOptions& options, const std::string& job,
   return trace;
 }
 
+// Gives rank `rank`'s trace the identity every fleet rank has: device =
+// rank, and a launching thread and correlation ids of its own (the ranges
+// GenerateRank uses). The generators of multi-rank jobs number devices per
+// host and ids per process from the same start on every rank, as real ranks
+// do; but the processor analyzes a job's ranks as one trace, where device
+// numbers, threads and correlation ids are job-wide
+// (docs/semantics.md#multi-device): shared ones would pair one rank's kernel
+// with another rank's launch call (a data-loader stall read as a 3 ms
+// launch) and merge the timelines of two hosts' device 0.
+void GiveRankOwnIds(int rank, Trace* trace) {
+  const uint64_t pid = 4000 + static_cast<uint64_t>(rank);
+  const CorrelationId base = (static_cast<uint64_t>(rank) + 1) << 40;
+  absl::flat_hash_map<uint64_t, uint64_t> threads;
+  for (CpuEvent& e : trace->cpu) {
+    auto [it, inserted] = threads.try_emplace(e.thread, 0);
+    if (inserted) it->second = (pid << 32) | (pid + threads.size() - 1);
+    e.thread = it->second;
+    if (e.correlation != kNoCorrelation) e.correlation |= base;
+  }
+  for (GpuActivity& a : trace->gpu) {
+    a.device = rank;
+    if (a.correlation != kNoCorrelation) a.correlation |= base;
+  }
+  for (CollectiveKernel& c : trace->collectives) c.device = rank;
+}
+
 // A generated StragglerJob as a fleet job: its hosts named like the other
-// scenarios' (8 ranks a host).
+// scenarios' (8 ranks a host), each rank with ids of its own.
 SyntheticJob ToSyntheticJob(const SyntheticFleetOptions& options,
                             const std::string& name, SyntheticScenario scenario,
                             StragglerJob generated) {
@@ -95,6 +122,7 @@ SyntheticJob ToSyntheticJob(const SyntheticFleetOptions& options,
   job.truth_window_ns = options.truth_window_ns;
   for (Trace& rank : generated.ranks) {
     rank.host = absl::StrFormat("%s-node-%02d", name, rank.rank / 8);
+    GiveRankOwnIds(rank.rank, &rank);
     job.ranks.push_back(std::move(rank));
   }
   job.straggler = generated.truth;

@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "analysis/bubble_analyzer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ingest/synthetic/synthetic_names.h"
@@ -421,6 +422,64 @@ TEST(SyntheticFleet, LargestSyncGapIsMostlyHostSync) {
   }
   EXPECT_GT(host_sync, 0.9 * (g.end_ns - g.start_ns));
   EXPECT_GT(g.end_ns - g.start_ns, 1'000'000);  // Over a millisecond.
+}
+
+// The processor analyzes a job's ranks as one trace, taking device
+// numbers, threads and correlation ids as job-wide
+// (docs/semantics.md#multi-device). A straggler job's merged trace must
+// therefore give each rank's device the attribution the rank's own trace
+// gives it: a data-loading straggler's stall (a DataLoader span before its
+// launches) stays data_loading and does not become launch_overhead by
+// pairing its kernels with another rank's launch calls of the same id.
+TEST(SyntheticFleet, StragglerJobsMergeWithoutSharingIds) {
+  SyntheticFleetOptions options = SmallFleet(SyntheticScenario::kStraggler);
+  options.jobs = 3;
+  options.gpus_per_job = 8;
+  options.duration = absl::Seconds(2);
+  options.seed = 1;  // Job 2 is late by data loading.
+  options.keep_gaps = false;
+  auto jobs = GenerateSyntheticFleet(options);
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  int data_loading_jobs = 0;
+  for (const SyntheticJob& job : *jobs) {
+    SCOPED_TRACE(job.job);
+    ASSERT_TRUE(job.straggler.has_value());
+    std::map<uint64_t, int> thread_rank;
+    std::map<CorrelationId, int> correlation_rank;
+    for (const Trace& t : job.ranks) {
+      for (const GpuActivity& a : t.gpu) ASSERT_EQ(a.device, t.rank);
+      for (const CpuEvent& e : t.cpu) {
+        EXPECT_EQ(thread_rank.try_emplace(e.thread, t.rank).first->second,
+                  t.rank);
+        if (e.correlation == kNoCorrelation) continue;
+        EXPECT_EQ(
+            correlation_rank.try_emplace(e.correlation, t.rank).first->second,
+            t.rank);
+      }
+    }
+    absl::StatusOr<Analysis> merged = AnalyzeTrace(job.MergedTrace());
+    ASSERT_TRUE(merged.ok()) << merged.status();
+    ASSERT_EQ(merged->devices.size(), job.ranks.size());
+    for (const Trace& t : job.ranks) {
+      absl::StatusOr<Analysis> alone = AnalyzeTrace(t);
+      ASSERT_TRUE(alone.ok()) << alone.status();
+      ASSERT_EQ(alone->devices.size(), 1u);
+      EXPECT_EQ(merged->devices[t.rank].stats.attribution,
+                alone->devices[0].stats.attribution)
+          << "rank " << t.rank;
+    }
+    const StragglerTruth& truth = *job.straggler;
+    if (truth.cause != StragglerCause::kDataLoading) continue;
+    ++data_loading_jobs;
+    const Attribution& late =
+        merged->devices[truth.late_rank].stats.attribution;
+    const int64_t loading = late[static_cast<int>(BubbleCause::kDataLoading)];
+    const int64_t launch = late[static_cast<int>(BubbleCause::kLaunchOverhead)];
+    EXPECT_GT(loading, 10 * launch)
+        << "data_loading " << loading << " ns, launch_overhead " << launch
+        << " ns on the late rank " << truth.late_rank;
+  }
+  EXPECT_GE(data_loading_jobs, 1);
 }
 
 TEST(SyntheticFleet, MergedTraceHoldsEveryRank) {

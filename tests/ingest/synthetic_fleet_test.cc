@@ -433,14 +433,15 @@ TEST(SyntheticFleet, LargestSyncGapIsMostlyHostSync) {
 // pairing its kernels with another rank's launch calls of the same id.
 TEST(SyntheticFleet, StragglerJobsMergeWithoutSharingIds) {
   SyntheticFleetOptions options = SmallFleet(SyntheticScenario::kStraggler);
-  options.jobs = 3;
+  options.jobs = 5;
   options.gpus_per_job = 8;
   options.duration = absl::Seconds(2);
-  options.seed = 1;  // Job 2 is late by data loading.
+  // Job 2 (TP x DP) and job 4 (all-reduce only) are late by data loading.
+  options.seed = 1;
   options.keep_gaps = false;
   auto jobs = GenerateSyntheticFleet(options);
   ASSERT_TRUE(jobs.ok()) << jobs.status();
-  int data_loading_jobs = 0;
+  std::set<size_t> data_loading_hosts;  // 1: all-reduce only; 2: TP x DP.
   for (const SyntheticJob& job : *jobs) {
     SCOPED_TRACE(job.job);
     ASSERT_TRUE(job.straggler.has_value());
@@ -470,7 +471,9 @@ TEST(SyntheticFleet, StragglerJobsMergeWithoutSharingIds) {
     }
     const StragglerTruth& truth = *job.straggler;
     if (truth.cause != StragglerCause::kDataLoading) continue;
-    ++data_loading_jobs;
+    std::set<std::string> hosts;
+    for (const Trace& t : job.ranks) hosts.insert(t.host);
+    data_loading_hosts.insert(hosts.size());
     const Attribution& late =
         merged->devices[truth.late_rank].stats.attribution;
     const int64_t loading = late[static_cast<int>(BubbleCause::kDataLoading)];
@@ -479,7 +482,7 @@ TEST(SyntheticFleet, StragglerJobsMergeWithoutSharingIds) {
         << "data_loading " << loading << " ns, launch_overhead " << launch
         << " ns on the late rank " << truth.late_rank;
   }
-  EXPECT_GE(data_loading_jobs, 1);
+  EXPECT_THAT(data_loading_hosts, ::testing::ElementsAre(1u, 2u));
 }
 
 TEST(SyntheticFleet, MergedTraceHoldsEveryRank) {

@@ -485,6 +485,60 @@ TEST(SyntheticFleet, StragglerJobsMergeWithoutSharingIds) {
   EXPECT_THAT(data_loading_hosts, ::testing::ElementsAre(1u, 2u));
 }
 
+// Job 2 of the straggler and lockstep scenarios with 4 ranks is TP 2 x DP 2
+// (docs/produce.md): two hosts, an all-gather group per host and an
+// all-reduce group per TP index; in lockstep no root and about the rate's
+// events, in straggler its root drawn with a truth like the flat jobs'.
+TEST(SyntheticFleet, EveryThirdMultiRankJobIsTensorDataParallel) {
+  for (SyntheticScenario scenario :
+       {SyntheticScenario::kLockstep, SyntheticScenario::kStraggler}) {
+    for (double rate : {20000.0, 100.0}) {
+      if (scenario == SyntheticScenario::kStraggler && rate < 1000) continue;
+      SCOPED_TRACE(
+          absl::StrCat(SyntheticScenarioName(scenario), " rate ", rate));
+      SyntheticFleetOptions options = SmallFleet(scenario);
+      options.gpus_per_job = 4;
+      options.jobs = 3;
+      options.keep_gaps = false;
+      options.duration = absl::Seconds(rate > 1000 ? 2 : 60);
+      options.events_per_second_per_gpu = rate;
+      auto jobs = GenerateSyntheticFleet(options);
+      ASSERT_TRUE(jobs.ok()) << jobs.status();
+      const SyntheticJob& job = (*jobs)[2];
+      ASSERT_EQ(job.ranks.size(), 4u);
+      std::set<std::string> hosts;
+      std::map<std::string, std::set<int>> groups;  // Name -> ranks.
+      size_t events = 0;
+      for (const Trace& r : job.ranks) {
+        hosts.insert(r.host);
+        events += r.gpu.size() + r.cpu.size();
+        for (const CollectiveKernel& c : r.collectives) {
+          groups[std::string(r.Name(c.process_group))].insert(r.rank);
+          EXPECT_EQ(c.group_size, 2);
+        }
+      }
+      EXPECT_EQ(hosts.size(), 2u);
+      EXPECT_EQ(groups.size(), 4u);  // 2 TP, 2 DP.
+      ASSERT_TRUE(job.straggler.has_value());
+      if (scenario == SyntheticScenario::kLockstep) {
+        EXPECT_EQ(job.straggler->late_rank, -1);
+        const double per_s = static_cast<double>(events) / 4 /
+                             absl::ToDoubleSeconds(options.duration);
+        EXPECT_GT(per_s, rate * 0.7);
+        EXPECT_LT(per_s, rate * 1.3);
+      } else {
+        const StragglerTruth& t = *job.straggler;
+        EXPECT_GE(t.late_rank, 0);
+        EXPECT_LT(t.late_rank, 4);
+        EXPECT_GT(t.late_start_ns, options.start_time_ns);
+        EXPECT_LT(t.late_start_ns, t.late_end_ns);
+        EXPECT_GT(t.planted_wait_ns, 0);
+        EXPECT_GE(t.planted_wait_all_steps_ns, t.planted_wait_ns);
+      }
+    }
+  }
+}
+
 TEST(SyntheticFleet, MergedTraceHoldsEveryRank) {
   SyntheticJob job = GenerateOne(SmallFleet(SyntheticScenario::kAlloc));
   Trace merged = job.MergedTrace();

@@ -34,6 +34,13 @@ WindowCollectives SummarizeWindowCollectives(
   return out;
 }
 
+CollectiveOptions WindowCollectiveOptions() {
+  CollectiveOptions options;
+  options.min_straggler_wait_ns = kWindowMinStragglerWaitNs;
+  options.min_straggler_share = kWindowMinStragglerShare;
+  return options;
+}
+
 absl::StatusOr<std::optional<WindowCollectives>> AnalyzeWindowCollectives(
     absl::Span<const Trace> traces, absl::Span<const std::string> labels,
     const CollectiveOptions& options) {

@@ -31,6 +31,12 @@ namespace bubblewatch {
 WindowCollectives SummarizeWindowCollectives(
     const CollectiveAnalysis& analysis);
 
+// The options a window is analyzed with: the defaults, and the straggler
+// threshold of docs/semantics.md#stragglers (kWindowMinStragglerWaitNs,
+// kWindowMinStragglerShare), so that ranks that only jitter name no
+// straggler in a window.
+CollectiveOptions WindowCollectiveOptions();
+
 // The ranks of `traces` (each one source's events that start in the
 // window, unclipped; RanksOfTraces numbers them, `labels` stand in for file
 // names), analyzed when at least two ranks ran a collective kernel on their
@@ -38,7 +44,7 @@ WindowCollectives SummarizeWindowCollectives(
 // Errors: as AnalyzeCollectives (e.g. two sources claiming one rank).
 absl::StatusOr<std::optional<WindowCollectives>> AnalyzeWindowCollectives(
     absl::Span<const Trace> traces, absl::Span<const std::string> labels,
-    const CollectiveOptions& options = {});
+    const CollectiveOptions& options = WindowCollectiveOptions());
 
 }  // namespace bubblewatch
 

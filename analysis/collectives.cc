@@ -1,6 +1,7 @@
 #include "analysis/collectives.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <optional>
 #include <tuple>
@@ -181,6 +182,9 @@ class CollectiveAnalyzer {
   // The instance of (group, key) in instances_, or -1.
   int FindInstance(int group, int64_t key) const;
   void Attribute();
+  // The least wait caused that names a straggler: max(min_straggler_wait_ns,
+  // min_straggler_share × the ranks' collective time, summed).
+  int64_t StragglerThresholdNs() const;
   void WhatIf();
   void Summarize();
 
@@ -804,6 +808,15 @@ void Compact(BlameShares& shares) {
   shares.front().weight += rest;
 }
 
+int64_t CollectiveAnalyzer::StragglerThresholdNs() const {
+  int64_t comm_ns = 0;
+  for (const RankState& r : ranks_) comm_ns += r.sets->collective.TotalLength();
+  const double share = std::max(0.0, options_.min_straggler_share) *
+                       static_cast<double>(comm_ns);
+  return std::max<int64_t>(options_.min_straggler_wait_ns,
+                           static_cast<int64_t>(std::ceil(share)));
+}
+
 void CollectiveAnalyzer::Attribute() {
   std::vector<Straggler> by_slot(ranks_.size());
   std::vector<absl::flat_hash_map<int, int64_t>> via(ranks_.size());
@@ -1127,6 +1140,10 @@ void CollectiveAnalyzer::Attribute() {
   for (std::optional<CollectiveInstance>& k : kept) {
     if (k) out_.instances.push_back(*std::move(k));
   }
+  // docs/semantics.md#stragglers: jitter makes some rank arrive last at
+  // every instance; only a rank whose caused wait is a visible part of the
+  // ranks' time in collectives is named.
+  const int64_t straggler_threshold = StragglerThresholdNs();
   for (size_t slot = 0; slot < ranks_.size(); ++slot) {
     Straggler& s = by_slot[slot];
     for (const auto& [through, ns] : via[slot]) {
@@ -1137,7 +1154,9 @@ void CollectiveAnalyzer::Attribute() {
                 if (a.wait_ns != b.wait_ns) return a.wait_ns > b.wait_ns;
                 return a.rank < b.rank;
               });
-    if (s.wait_caused_ns > 0) out_.stragglers.push_back(s);
+    if (s.wait_caused_ns > 0 && s.wait_caused_ns >= straggler_threshold) {
+      out_.stragglers.push_back(s);
+    }
   }
   std::sort(out_.stragglers.begin(), out_.stragglers.end(),
             [](const Straggler& a, const Straggler& b) {

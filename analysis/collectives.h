@@ -46,6 +46,10 @@ struct RankInput {
   std::string file;  // For reports; may be empty.
 };
 
+// The straggler threshold of a stored window (docs/semantics.md#stragglers).
+inline constexpr int64_t kWindowMinStragglerWaitNs = 100'000;
+inline constexpr double kWindowMinStragglerShare = 0.10;
+
 struct CollectiveOptions {
   // Stragglers whose saved_ns is computed (one replay each), the first by
   // wait caused; the others keep -1.
@@ -65,6 +69,16 @@ struct CollectiveOptions {
   // constant.
   int min_drift_instances = 10;
   int64_t min_drift_span_ns = 1'000'000'000;
+  // The straggler threshold (docs/semantics.md#stragglers): a rank is named
+  // in CollectiveAnalysis::stragglers only when the wait it caused is at
+  // least max(min_straggler_wait_ns, min_straggler_share × the ranks'
+  // collective time, the sum of their comm_ns). Below, it is jitter: the
+  // rank keeps its wait_caused_ns in `ranks`. Both 0 (the default, what
+  // `analyze` uses): every rank that caused any wait is named. The
+  // processor's windows use kWindowMinStragglerWaitNs and
+  // kWindowMinStragglerShare (analysis/collective_windows.h).
+  int64_t min_straggler_wait_ns = 0;
+  double min_straggler_share = 0;
   // Keep CollectiveAnalysis::instances (every matched instance, for tests
   // and reports); off, only the aggregates are kept.
   bool keep_instances = false;

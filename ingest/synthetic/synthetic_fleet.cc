@@ -6,10 +6,12 @@
 #include <fstream>
 #include <thread>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/json_writer.h"
 #include "ingest/synthetic/synthetic_names.h"
+#include "ingest/synthetic/synthetic_parallel_job.h"
 #include "ingest/synthetic/synthetic_rank.h"
 #include "ingest/synthetic/synthetic_step.h"
 
@@ -84,8 +86,34 @@ Trace GenerateRank(const SyntheticFleetOptions& options, const std::string& job,
   return trace;
 }
 
+// Gives rank `rank`'s trace the identity every fleet rank has: device =
+// rank, and a launching thread and correlation ids of its own (the ranges
+// GenerateRank uses). The generators of multi-rank jobs number devices per
+// host and ids per process from the same start on every rank, as real ranks
+// do; but the processor analyzes a job's ranks as one trace, where device
+// numbers, threads and correlation ids are job-wide
+// (docs/semantics.md#multi-device): shared ones would pair one rank's kernel
+// with another rank's launch call (a data-loader stall read as a 3 ms
+// launch) and merge the timelines of two hosts' device 0.
+void GiveRankOwnIds(int rank, Trace* trace) {
+  const uint64_t pid = 4000 + static_cast<uint64_t>(rank);
+  const CorrelationId base = (static_cast<uint64_t>(rank) + 1) << 40;
+  absl::flat_hash_map<uint64_t, uint64_t> threads;
+  for (CpuEvent& e : trace->cpu) {
+    auto [it, inserted] = threads.try_emplace(e.thread, 0);
+    if (inserted) it->second = (pid << 32) | (pid + threads.size() - 1);
+    e.thread = it->second;
+    if (e.correlation != kNoCorrelation) e.correlation |= base;
+  }
+  for (GpuActivity& a : trace->gpu) {
+    a.device = rank;
+    if (a.correlation != kNoCorrelation) a.correlation |= base;
+  }
+  for (CollectiveKernel& c : trace->collectives) c.device = rank;
+}
+
 // A generated StragglerJob as a fleet job: its hosts named like the other
-// scenarios' (8 ranks a host).
+// scenarios' (8 ranks a host), each rank with ids of its own.
 SyntheticJob ToSyntheticJob(const SyntheticFleetOptions& options,
                             const std::string& name, SyntheticScenario scenario,
                             StragglerJob generated) {
@@ -95,6 +123,7 @@ SyntheticJob ToSyntheticJob(const SyntheticFleetOptions& options,
   job.truth_window_ns = options.truth_window_ns;
   for (Trace& rank : generated.ranks) {
     rank.host = absl::StrFormat("%s-node-%02d", name, rank.rank / 8);
+    GiveRankOwnIds(rank.rank, &rank);
     job.ranks.push_back(std::move(rank));
   }
   job.straggler = generated.truth;
@@ -107,14 +136,123 @@ SyntheticJob ToSyntheticJob(const SyntheticFleetOptions& options,
 constexpr int64_t kStragglerStepNs = 6'100'000;
 constexpr double kStragglerStepEvents = 27;
 
+// The tensor x data parallel shape (TP, DP) of job `job_index` of the
+// straggler and lockstep scenarios, or none: every third job (j mod 3 = 2)
+// with an even number of ranks, at least 4, is a TP x DP job of
+// synthetic_parallel_job.h, TP 4 when that leaves two DP groups or more,
+// else TP 2.
+std::optional<std::pair<int, int>> TensorDataShape(int job_index, int gpus) {
+  if (job_index % 3 != 2 || gpus < 4 || gpus % 2 != 0) return std::nullopt;
+  const int tp = gpus % 4 == 0 && gpus >= 8 ? 4 : 2;
+  return std::pair(tp, gpus / tp);
+}
+
+// A healthy step of MakeParallelJob's default shape: the loader, 3 phases of
+// 4 kernels, the all-gather and the all-reduce transfers, launch latencies;
+// per rank 2 events per kernel and collective (launch and kernel), the
+// loader range and the synchronize.
+int64_t ParallelStepNs(const ParallelJobOptions& p) {
+  return p.loader_ns + 3 * p.kernels_per_phase * p.kernel_ns + p.all_gather_ns +
+         p.all_reduce_ns + 100'000;
+}
+constexpr double kParallelStepEvents = 2 * (3 * 4 + 2) + 2;
+
+// A TP x DP job for the straggler scenario (`plant`: one root, drawn as the
+// flat jobs' stragglers are: rank, cause and late steps, 3 ms a step) or the
+// lockstep one (no root, times scaled to the rate). Hosts are the job's TP
+// groups, their clocks up to 5 ms apart.
+SyntheticJob GenerateTensorDataJob(const SyntheticFleetOptions& options,
+                                   const std::string& name,
+                                   std::pair<int, int> shape, uint64_t* state,
+                                   bool plant) {
+  ParallelJobOptions p;
+  p.job = name;
+  p.tp = shape.first;
+  p.dp = shape.second;
+  p.host_names = true;
+  p.start_time_ns = options.start_time_ns;
+  p.seed = SplitMix64(state);
+  if (!plant) {
+    const double scale = std::max(
+        0.05, kParallelStepEvents * 1e9 / options.events_per_second_per_gpu /
+                  static_cast<double>(ParallelStepNs(p)));
+    for (int64_t* ns :
+         {&p.kernel_ns, &p.kernel_jitter_ns, &p.loader_ns, &p.loader_jitter_ns,
+          &p.all_gather_ns, &p.all_reduce_ns, &p.send_recv_ns}) {
+      *ns = static_cast<int64_t>(static_cast<double>(*ns) * scale);
+    }
+  }
+  p.steps = static_cast<int>(std::clamp<int64_t>(
+      absl::ToInt64Nanoseconds(options.duration) / ParallelStepNs(p), 4,
+      10'000'000));
+  StragglerTruth truth;
+  truth.late_rank = -1;
+  int from = 0, until = 0;
+  if (plant) {
+    truth.late_rank = static_cast<int>(
+        SplitMix64(state) % static_cast<uint64_t>(options.gpus_per_job));
+    truth.cause = static_cast<StragglerCause>(SplitMix64(state) % 3);
+    const int64_t from_pct = 10 + static_cast<int64_t>(SplitMix64(state) % 31);
+    const int64_t length_pct =
+        20 + static_cast<int64_t>(SplitMix64(state) % 31);
+    from = static_cast<int>(p.steps * from_pct / 100);
+    until = std::max(from + 1,
+                     static_cast<int>(p.steps * (from_pct + length_pct) / 100));
+    p.roots.push_back(PlantedRoot{.rank = truth.late_rank,
+                                  .step = from,
+                                  .extra_ns = 3'000'000,
+                                  .cause = truth.cause,
+                                  .steps = until - from});
+  }
+  ParallelJob generated = MakeParallelJob(p);
+  const ParallelJobTruth& t = generated.truth;
+  // True time, as the flat jobs' truth: from the end of the step before the
+  // first late one to the end of the last late step's collectives.
+  truth.late_start_ns = plant && from == 0 ? p.start_time_ns : 0;
+  for (const ParallelInstanceTruth& i : t.instances) {
+    if (!plant) break;
+    if (i.step == from - 1) {
+      truth.late_start_ns = std::max(truth.late_start_ns, i.end_ns);
+    }
+    if (i.step == until - 1) {
+      truth.late_end_ns = std::max(truth.late_end_ns, i.end_ns);
+    }
+    if (i.root_rank == truth.late_rank && i.root >= 0) {
+      truth.planted_wait_all_steps_ns += i.wait_ns;
+      if (i.step > from) truth.planted_wait_ns += i.wait_ns;
+    }
+  }
+  truth.end_ns = t.end_ns;
+  truth.host_skew_ns = t.host_offset_ns;
+  SyntheticJob job;
+  job.job = name;
+  job.scenario =
+      plant ? SyntheticScenario::kStraggler : SyntheticScenario::kLockstep;
+  job.truth_window_ns = options.truth_window_ns;
+  for (Trace& rank : generated.ranks) {
+    rank.job = name;
+    rank.host = absl::StrFormat("%s-node-%02d", name, rank.rank / p.tp);
+    rank.source_format = "synthetic";
+    GiveRankOwnIds(rank.rank, &rank);
+    job.ranks.push_back(std::move(rank));
+  }
+  job.straggler = truth;
+  return job;
+}
+
 // Job `job_index` of the straggler scenario (`plant`: a StragglerJob whose
 // late rank, cause and late steps are drawn from the seed) or of the lockstep
 // scenario (the same job with no rank late, its step stretched or shrunk to
-// the rate), over about `duration`.
+// the rate), over about `duration`; a TP x DP job instead where
+// TensorDataShape says so.
 SyntheticJob GenerateStragglerJob(const SyntheticFleetOptions& options,
                                   const std::string& name, int job_index,
                                   bool plant) {
   uint64_t state = RankSeed(options.seed, job_index, -1);
+  if (std::optional<std::pair<int, int>> shape =
+          TensorDataShape(job_index, options.gpus_per_job)) {
+    return GenerateTensorDataJob(options, name, *shape, &state, plant);
+  }
   StragglerJobOptions o;
   o.job = name;
   o.ranks = options.gpus_per_job;

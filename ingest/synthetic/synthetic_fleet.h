@@ -28,7 +28,14 @@
 //               events per rank, whatever the rate; the collective kernels
 //               carry their identity (Trace::collectives). Needs at least 2
 //               GPUs per job. Its truth is the straggler (StragglerTruth),
-//               not bubble windows;
+//               not bubble windows. Every third job (j mod 3 = 2) with an
+//               even number of ranks, at least 4, is instead a tensor x
+//               data parallel job of synthetic_parallel_job.h (TP 4 when
+//               that leaves 2 DP groups or more, else TP 2; a host per TP
+//               group, host clocks up to 5 ms apart; TP all-gathers and DP
+//               all-reduces): its one root is drawn the same way, and its
+//               truth's planted wait is that of the instances the root
+//               caused (through the others' lateness too);
 //   mix         job j runs the scenario healthy, sync, launch, alloc,
 //               dataloader, memcpy in turn (j mod 6), except that with at
 //               least 2 GPUs per job every 7th job (j mod 7 = 6: jobs 6,
@@ -44,7 +51,9 @@
 //               scenario's 6.1 ms step, at the default 20,000/s 1.35 ms;
 //               rates above 88,500/s are capped there, where kernels would
 //               get shorter than their launches). Needs at least 2 GPUs per
-//               job; its truth is a straggler line with rank -1.
+//               job; its truth is a straggler line with rank -1. Its TP x DP
+//               jobs (as in straggler) have no root, their times scaled to
+//               the rate likewise (30 events a step).
 // Every non-healthy scenario also reads the loss with .item() each step.
 //
 // Ground truth is by construction (synthetic_truth.h): per device and

@@ -361,7 +361,8 @@ ParallelJob MakeParallelJob(const ParallelJobOptions& options) {
   const int hosts = o.dp * o.pp;
   for (const PlantedRoot& root : o.roots) {
     BW_CHECK(root.rank >= 0 && root.rank < world);
-    BW_CHECK(root.step >= 0 && root.step < o.steps);
+    BW_CHECK(root.step >= 0 && root.steps >= 1 &&
+             root.step + root.steps <= o.steps);
   }
   const ParallelPlan plan = MakeParallelPlan(o);
 
@@ -503,6 +504,8 @@ std::string ParallelJobTruthJson(const ParallelJobTruth& truth) {
   for (const ParallelRootTruth& r : truth.roots) {
     w.BeginObject();
     w.Key("rank").Int(r.root.rank).Key("step").Int(r.root.step);
+    // One step unless the root lasts (the key absent then, as before).
+    if (r.root.steps != 1) w.Key("steps").Int(r.root.steps);
     w.Key("extra_ns").Int(r.root.extra_ns);
     w.Key("cause").String(StragglerCauseName(r.root.cause));
     w.Key("saved_ns").Int(r.saved_ns);

@@ -100,12 +100,14 @@
 
 namespace bubblewatch {
 
-// A planted root cause: `rank` is `extra_ns` late in `step`, by `cause`.
+// A planted root cause: `rank` is `extra_ns` late in `step` (and in each of
+// the `steps` - 1 steps after it: a straggler that lasts), by `cause`.
 struct PlantedRoot {
   int rank = 0;
   int step = 0;
   int64_t extra_ns = 0;
   StragglerCause cause = StragglerCause::kCompute;
+  int steps = 1;
 };
 
 struct ParallelJobOptions {

@@ -159,19 +159,22 @@ std::vector<std::vector<ParallelOp>> ProgramsWithRoots(
     const ParallelPlan& plan, const std::vector<PlantedRoot>& roots) {
   std::vector<std::vector<ParallelOp>> programs = plan.programs;
   for (const PlantedRoot& root : roots) {
-    const ParallelStepOps& at = plan.step_ops[root.rank][root.step];
-    std::vector<ParallelOp>& prog = programs[root.rank];
-    switch (root.cause) {
-      case StragglerCause::kCompute:
-        prog[at.first_kernel].ns += root.extra_ns;
-        break;
-      case StragglerCause::kDataLoading:
-        prog[at.loader].ns += root.extra_ns;
-        break;
-      case StragglerCause::kHostSync:
-        prog[at.sync].active = true;
-        prog[at.sync].ns += root.extra_ns;
-        break;
+    for (int step = root.step; step < root.step + std::max(1, root.steps);
+         ++step) {
+      const ParallelStepOps& at = plan.step_ops[root.rank][step];
+      std::vector<ParallelOp>& prog = programs[root.rank];
+      switch (root.cause) {
+        case StragglerCause::kCompute:
+          prog[at.first_kernel].ns += root.extra_ns;
+          break;
+        case StragglerCause::kDataLoading:
+          prog[at.loader].ns += root.extra_ns;
+          break;
+        case StragglerCause::kHostSync:
+          prog[at.sync].active = true;
+          prog[at.sync].ns += root.extra_ns;
+          break;
+      }
     }
   }
   return programs;

@@ -2,14 +2,16 @@
 // ops/test starts the broker and an Alertmanager and passes
 // BUBBLEWATCH_KAFKA_BROKERS and BUBBLEWATCH_ALERTMANAGER_URL): a synthetic
 // fleet of 4-rank jobs with planted stragglers that come and go (`produce
-// --synthetic --scenario straggler --truth`), beside healthy 4-GPU jobs,
-// goes through `process --rules ... --alertmanager ...`:
+// --synthetic --scenario straggler --truth`; two of them TP 2 x DP 2 jobs
+// whose root holds up its TP peer, then the DP all-reduces), beside healthy
+// 4-GPU jobs, goes through `process --rules ... --alertmanager ...`:
 //   - each straggler job fires exactly one straggler alert, naming the
 //     planted rank, its host and the planted cause, from a window that ends
 //     after the planted start (never in the healthy steps before it) and at
 //     most two windows after it; the detection latency (event time from
 //     the planted start to the end of the alert's window, plus the
-//     lateness) is printed as a distribution;
+//     lateness) is at most a window + the lateness + 1 s, and printed as
+//     a distribution;
 //   - the healthy jobs fire nothing;
 //   - Alertmanager lists exactly the alerts still firing, with the planted
 //     cause as their `cause` label; the others resolved by hysteresis
@@ -83,6 +85,38 @@ std::map<std::string, std::string> ListedAlerts(const std::string& url,
   return out;
 }
 
+// `bubblewatch ARGS` (a query) run through the shell, its stdout.
+std::string QueryOutput(const std::string& args) {
+  testing::TempDir out_dir;
+  const std::string out = out_dir.Sub("query.out");
+  EXPECT_EQ(testing::WaitChild(testing::SpawnChild(
+                "/bin/sh", {"-c", absl::StrCat("exec '", BUBBLEWATCH_BINARY,
+                                               "' ", args, " > '", out, "'")})),
+            0)
+      << args;
+  return testing::ReadFile(out);
+}
+
+// The hosts of a job's ranks (`query job --json`): two or more for the
+// scenario's TP x DP jobs, one for its all-reduce-only jobs of 8 ranks or
+// fewer.
+std::set<std::string> JobHosts(const std::string& store,
+                               const std::string& job) {
+  const std::string json = QueryOutput(
+      absl::StrCat("query job ", job, " --json --store '", store, "'"));
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  std::set<std::string> hosts;
+  if (parser.parse(json).get(doc) != simdjson::SUCCESS) return hosts;
+  simdjson::dom::array ranks;
+  if (doc["ranks"].get(ranks) != simdjson::SUCCESS) return hosts;
+  for (simdjson::dom::element r : ranks) {
+    std::string_view host;
+    if (r["host"].get(host) == simdjson::SUCCESS) hosts.emplace(host);
+  }
+  return hosts;
+}
+
 TEST(StragglerAlertKafka, NamesThePlantedRankWithinTwoWindowsAndNoneHealthy) {
   const std::string brokers = testing::Brokers();
   const std::string alertmanager = RequiredEnv("BUBBLEWATCH_ALERTMANAGER_URL");
@@ -153,11 +187,19 @@ TEST(StragglerAlertKafka, NamesThePlantedRankWithinTwoWindowsAndNoneHealthy) {
   const std::map<std::string, Truth> truth = ReadTruth(truth_file);
   ASSERT_EQ(truth.size(), 6u);
 
-  ASSERT_EQ(RunBubblewatch(AlertingProcessArgs(
-                brokers, topic, dir.Sub("store"), rules, alertmanager,
-                {"--exit-when-idle", "5s", "--dlq-topic", topic + ".dlq",
-                 "--log-level", "warn"})),
+  const std::string store = dir.Sub("store");
+  ASSERT_EQ(RunBubblewatch(
+                AlertingProcessArgs(brokers, topic, store, rules, alertmanager,
+                                    {"--exit-when-idle", "5s", "--dlq-topic",
+                                     topic + ".dlq", "--log-level", "warn"})),
             0);
+  // The scenario's TP x DP jobs (j mod 3 = 2: strag-002, strag-005; TP 2 x
+  // DP 2, a host per TP group) are among them.
+  int tensor_data_jobs = 0;
+  for (const auto& [job, t] : truth) {
+    tensor_data_jobs += JobHosts(store, job).size() >= 2;
+  }
+  EXPECT_EQ(tensor_data_jobs, 2);
 
   absl::StatusOr<std::vector<testing::ConsumedMessage>> messages =
       testing::ReadTopic(brokers, topic + ".alerts", truth.size(),
@@ -199,6 +241,9 @@ TEST(StragglerAlertKafka, NamesThePlantedRankWithinTwoWindowsAndNoneHealthy) {
     // two windows after it.
     EXPECT_GT(fired.window_end_ns, t.start_ns);
     EXPECT_LE(fired.window_end_ns - t.start_ns, 2 * kWindowNs);
+    // Detected within a window + the lateness + 1 s of event time.
+    EXPECT_LE(fired.window_end_ns + kLatenessNs - t.start_ns,
+              kWindowNs + kLatenessNs + 1'000'000'000);
     latency_s.push_back(
         static_cast<double>(fired.window_end_ns + kLatenessNs - t.start_ns) /
         1e9);
@@ -225,7 +270,8 @@ TEST(StragglerAlertKafka, NamesThePlantedRankWithinTwoWindowsAndNoneHealthy) {
       "straggler detection latency (event time, window end + "
       "lateness - planted start), s: %s\n",
       absl::StrJoin(latency_s, " ").c_str());
-  std::printf("resolved by clear_for: %d of %zu\n", resolved, truth.size());
+  std::printf("resolved by clear_for: %d of %zu; TP x DP jobs: %d\n", resolved,
+              truth.size(), tensor_data_jobs);
 
   // Alertmanager holds exactly the alerts still firing, labelled with the
   // planted cause (the processor posts from a background thread): every
@@ -270,7 +316,10 @@ TEST(StragglerAlertKafka, NamesThePlantedRankWithinTwoWindowsAndNoneHealthy) {
 // rule that never resolves:
 //   - no straggler alert for any healthy job, in Kafka or in Alertmanager,
 //     although the processor stored a collective analysis for (nearly)
-//     every one of their windows (`query fleet --json`: the rule did look);
+//     every one of their windows (`query fleet --json`: the rule did look),
+//     and no stored window of theirs names a straggler (their straggler
+//     wait is 0: docs/semantics.md#stragglers); five of the 4-rank jobs
+//     are TP x DP (a host per TP group);
 //   - one planted straggler job in the same run (the straggler scenario,
 //     4 ranks, 40 s) fires once under each rule, naming its planted rank,
 //     and Alertmanager lists it under the rule that does not resolve: the
@@ -425,6 +474,18 @@ TEST(StragglerAlertKafka, NoFalseAlertOnFiftyHealthyMultiRankJobs) {
     }
   }
   EXPECT_EQ(seen.size(), healthy.size());
+  // No window of a healthy job names a straggler
+  // (docs/semantics.md#stragglers: the windows' threshold), so none of
+  // their wait is a straggler's.
+  EXPECT_EQ(healthy_straggler_wait_us, 0);
+  // A third of the 4-rank jobs are TP x DP (j mod 3 = 2: 5 of 16).
+  int tensor_data_jobs = 0;
+  for (int j = 0; j < 16; ++j) {
+    tensor_data_jobs +=
+        JobHosts(store, absl::StrFormat("lockstep4-%s-%03d", run, j)).size() >=
+        2;
+  }
+  EXPECT_EQ(tensor_data_jobs, 5);
 
   // Alertmanager: the held rule lists exactly the planted job (once it is
   // there, every post of the exited processor has arrived); neither rule
@@ -456,11 +517,12 @@ TEST(StragglerAlertKafka, NoFalseAlertOnFiftyHealthyMultiRankJobs) {
     }
   }
   std::printf(
-      "50 healthy lockstep jobs (149 ranks), 30 min of event time: %lld "
+      "50 healthy lockstep jobs (149 ranks, %d of them TP x DP), 30 min of "
+      "event time: %lld "
       "windows, %lld with a collective analysis, straggler wait %.3f s in "
       "all; straggler alerts fired in Kafka: %d, listed by Alertmanager: %d; "
       "other rules fired on them: %s\n",
-      static_cast<long long>(healthy_windows),
+      tensor_data_jobs, static_cast<long long>(healthy_windows),
       static_cast<long long>(healthy_collective_windows),
       static_cast<double>(healthy_straggler_wait_us) / 1e6,
       healthy_straggler_firings, healthy_listed,

@@ -275,6 +275,42 @@ TEST(ParallelJob, SameSeedSameJob) {
   EXPECT_EQ(ParallelJobTruthJson(a.truth), ParallelJobTruthJson(b.truth));
 }
 
+// A root that lasts (PlantedRoot::steps) is that root in each of its
+// steps: the same events as one single-step root per step, and one
+// counterfactual, so its saved time is all of theirs together.
+TEST(ParallelJob, ARootOverSeveralStepsIsOneRootPerStep) {
+  ParallelJobOptions lasting = FourByTwo();
+  lasting.roots = {{.rank = 5,
+                    .step = 2,
+                    .extra_ns = kMs,
+                    .cause = StragglerCause::kDataLoading,
+                    .steps = 3}};
+  ParallelJobOptions single = FourByTwo();
+  for (int step = 2; step < 5; ++step) {
+    single.roots.push_back({5, step, kMs, StragglerCause::kDataLoading});
+  }
+  const ParallelJob a = MakeParallelJob(lasting);
+  const ParallelJob b = MakeParallelJob(single);
+  ASSERT_EQ(a.ranks.size(), b.ranks.size());
+  for (size_t r = 0; r < a.ranks.size(); ++r) {
+    EXPECT_EQ(ChromeTraceJson(a.ranks[r]), ChromeTraceJson(b.ranks[r]))
+        << "rank " << r;
+  }
+  ASSERT_EQ(a.truth.roots.size(), 1u);
+  EXPECT_EQ(a.truth.roots[0].saved_ns,
+            a.truth.job_ns - a.truth.job_ns_without_stragglers);
+  EXPECT_GE(a.truth.roots[0].saved_ns, 3 * kMs * 9 / 10);
+  int rooted = 0;
+  for (const ParallelInstanceTruth& i : a.truth.instances) {
+    if (i.root_rank == 5) {
+      ++rooted;
+      EXPECT_GE(i.step, 2);
+      EXPECT_LT(i.step, 5);
+    }
+  }
+  EXPECT_GE(rooted, 3);  // Its TP all-gather in each late step at least.
+}
+
 // Events with their names resolved, in a canonical order.
 struct Flat {
   std::vector<std::tuple<int64_t, int64_t, uint64_t, uint64_t, std::string,

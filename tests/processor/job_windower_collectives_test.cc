@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "analysis/collective_windows.h"
 #include "analysis/collectives.h"
 #include "analysis/window_accumulator.h"
 #include "gmock/gmock.h"
@@ -136,7 +137,8 @@ void ExpectWindowEqualsTheOracle(const std::vector<Source>& sources,
       EXPECT_FALSE(w.collectives.has_value());
       return;
     }
-    absl::StatusOr<CollectiveAnalysis> want = AnalyzeCollectives(ranks);
+    absl::StatusOr<CollectiveAnalysis> want =
+        AnalyzeCollectives(ranks, WindowCollectiveOptions());
     ASSERT_TRUE(want.ok()) << want.status();
     ASSERT_TRUE(w.collectives.has_value()) << "no collective analysis stored";
     ++*analyzed;

@@ -1,0 +1,507 @@
+#include "cli/timeline_export.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "ingest/chrome/chrome_trace_writer.h"
+#include "schemas/bubble_cause.h"
+
+namespace bubblewatch {
+namespace {
+
+// Thread ids of bubblewatch's own tracks in each rank's process: above any
+// stream number and out of the way of real thread ids, which are below
+// 2^22 on Linux (pid_max).
+constexpr uint64_t kBubbleTid = 1'000'000'001;
+constexpr uint64_t kCollectiveTid = 1'000'000'002;
+constexpr uint64_t kRootTid = 1'000'000'003;
+// The reader folds the rank above the device in 16 bits of an int32.
+constexpr int32_t kMaxExportRank = 32767;
+
+// One process of the file.
+struct ExportRank {
+  int32_t rank = 0;
+  size_t trace = 0;     // Index into the traces.
+  int32_t device = -1;  // Only this device's GPU events; -1: all.
+  bool cpu = true;      // The trace's CPU events go here.
+  std::string host;
+  std::string file;
+  const RankCollectiveStats* clock = nullptr;  // Null: no correction.
+};
+
+void AppendMeta(ChromeTraceSink& sink, const char* name, int32_t pid,
+                const uint64_t* tid, absl::string_view key,
+                absl::string_view text, int64_t number) {
+  std::string& out = sink.Event();
+  absl::StrAppend(&out, "{\"ph\":\"M\",\"name\":\"", name, "\",\"pid\":", pid);
+  if (tid != nullptr) absl::StrAppend(&out, ",\"tid\":", *tid);
+  absl::StrAppend(&out, ",\"args\":{\"", key, "\":");
+  if (text.data() != nullptr) {
+    AppendJsonString(&out, text);
+  } else {
+    absl::StrAppend(&out, number);
+  }
+  out += "}}";
+}
+
+// An "X" slice of bubblewatch's, args left open.
+std::string& OwnSlice(ChromeTraceSink& sink, const char* category,
+                      absl::string_view name, int32_t pid, uint64_t tid,
+                      int64_t start_ns, int64_t end_ns) {
+  std::string& out = sink.Event();
+  absl::StrAppend(&out, "{\"ph\":\"X\",\"cat\":\"", category, "\",\"name\":");
+  AppendJsonString(&out, name);
+  absl::StrAppend(&out, ",\"pid\":", pid, ",\"tid\":", tid, ",\"ts\":");
+  AppendMicros(&out, start_ns);
+  out += ",\"dur\":";
+  AppendMicros(&out, end_ns - start_ns);
+  out += ",\"args\":{";
+  return out;
+}
+
+void AppendFlow(ChromeTraceSink& sink, bool start, uint64_t id, int32_t pid,
+                uint64_t tid, int64_t ts_ns) {
+  std::string& out = sink.Event();
+  absl::StrAppend(&out, "{\"ph\":\"", start ? "s" : "f",
+                  "\",\"cat\":\"bubblewatch_root\",\"name\":\"held up\","
+                  "\"id\":",
+                  id, ",\"pid\":", pid, ",\"tid\":", tid, ",\"ts\":");
+  AppendMicros(&out, ts_ns);
+  out += start ? "}" : ",\"bp\":\"e\"}";
+}
+
+void AppendUsArg(std::string& out, const char* key, int64_t ns) {
+  absl::StrAppend(&out, "\"", key, "\":");
+  AppendMicros(&out, ns);
+}
+
+uint64_t FlowId(size_t instance, size_t part) {
+  return (static_cast<uint64_t>(instance) << 16) + part + 1;
+}
+
+}  // namespace
+
+absl::StatusOr<TimelineExportStats> WriteTimelineExport(
+    absl::Span<const Trace> traces, absl::Span<const std::string> files,
+    const CollectiveAnalysis* collectives, const TimelineExportOptions& options,
+    const std::string& path) {
+  // The processes: the collective analysis's ranks, else one per trace.
+  std::vector<ExportRank> ranks;
+  if (collectives != nullptr) {
+    const std::vector<RankInput> inputs = RanksOfTraces(traces, files);
+    absl::flat_hash_map<const Trace*, int> ranks_of_trace;
+    absl::flat_hash_map<const Trace*, int32_t> lowest;
+    for (const RankInput& in : inputs) {
+      ++ranks_of_trace[in.trace];
+      auto [it, fresh] = lowest.try_emplace(in.trace, in.rank);
+      if (!fresh) it->second = std::min(it->second, in.rank);
+    }
+    absl::flat_hash_map<int32_t, const RankCollectiveStats*> clocks;
+    for (const RankCollectiveStats& s : collectives->ranks) {
+      clocks[s.rank] = &s;
+    }
+    for (const RankInput& in : inputs) {
+      ExportRank r;
+      r.rank = in.rank;
+      r.trace = static_cast<size_t>(in.trace - traces.data());
+      r.device = ranks_of_trace[in.trace] > 1 ? in.device : -1;
+      r.cpu = lowest[in.trace] == in.rank;
+      r.host = in.host;
+      r.file = in.file;
+      auto it = clocks.find(in.rank);
+      if (it != clocks.end()) r.clock = it->second;
+      ranks.push_back(std::move(r));
+    }
+  } else {
+    for (size_t i = 0; i < traces.size(); ++i) {
+      ExportRank r;
+      r.rank = traces[i].rank >= 0 ? traces[i].rank : static_cast<int32_t>(i);
+      r.trace = i;
+      r.host = traces[i].host;
+      r.file = i < files.size() ? files[i] : std::string();
+      ranks.push_back(std::move(r));
+    }
+  }
+  std::sort(
+      ranks.begin(), ranks.end(),
+      [](const ExportRank& a, const ExportRank& b) { return a.rank < b.rank; });
+  const int64_t origin_ns =
+      collectives != nullptr ? collectives->clock_origin_ns : 0;
+  auto clock_of = [&](const ExportRank& r) {
+    ChromeEventOptions o;
+    if (r.clock != nullptr && r.clock->clock_corrected) {
+      o.offset_ns = r.clock->clock_offset_ns;
+      o.drift_ns_per_s = r.clock->clock_drift_ns_per_s;
+      o.origin_ns = origin_ns;
+    }
+    return o;
+  };
+
+  // The job's first event and last end on its clock: the cut's origin.
+  int64_t job_start = std::numeric_limits<int64_t>::max();
+  int64_t job_end = std::numeric_limits<int64_t>::min();
+  for (const ExportRank& r : ranks) {
+    const ChromeEventOptions c = clock_of(r);
+    const Trace& t = traces[r.trace];
+    auto see = [&](int64_t start, int64_t end) {
+      job_start = std::min(job_start, c.ToClock(start));
+      job_end = std::max(job_end, c.ToClock(end));
+    };
+    for (const GpuActivity& a : t.gpu) {
+      if (r.device < 0 || a.device == r.device) see(a.start_ns, a.end_ns);
+    }
+    if (r.cpu) {
+      for (const CpuEvent& e : t.cpu) see(e.start_ns, e.end_ns);
+    }
+  }
+  if (job_start > job_end) job_start = job_end = 0;
+
+  std::erase_if(ranks, [&](const ExportRank& r) {
+    return !options.ranks.empty() && !options.ranks.contains(r.rank);
+  });
+  if (ranks.empty()) {
+    return absl::InvalidArgumentError(
+        "--ranks selects none of the job's ranks");
+  }
+  if (ranks.back().rank > kMaxExportRank || ranks.front().rank < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", ranks.back().rank, " is outside 0..",
+                     kMaxExportRank, ", the ranks a timeline can hold"));
+  }
+  if (options.from_ns >= options.to_ns) {
+    return absl::InvalidArgumentError("--from must be before --to");
+  }
+  const int64_t from_ns = options.from_ns > job_end - job_start
+                              ? job_end + 1
+                              : job_start + options.from_ns;
+  const int64_t to_ns = options.to_ns > job_end - job_start
+                            ? std::numeric_limits<int64_t>::max()
+                            : job_start + options.to_ns;
+
+  ASSIGN_OR_RETURN(std::unique_ptr<ChromeTraceSink> sink,
+                   ChromeTraceSink::Open(path));
+  TimelineExportStats stats;
+
+  // The top-level keys, "bubblewatch_timeline" first: the reader must see
+  // it before any event.
+  {
+    std::string& out = sink->buffer();
+    out += "\"schemaVersion\":1,\"bubblewatch_timeline\":{\"version\":1,";
+    absl::StrAppend(&out, "\"clock\":\"",
+                    collectives != nullptr ? "job" : "trace", "\",");
+    AppendUsArg(out, "job_start_us", job_start);
+    out += ",";
+    AppendUsArg(out, "from_us", std::max(from_ns, job_start));
+    out += ",";
+    AppendUsArg(out, "to_us", std::min(to_ns, job_end));
+    out += ",\"ranks\":[";
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      const ExportRank& r = ranks[i];
+      absl::StrAppend(&out, i > 0 ? "," : "", "{\"rank\":", r.rank,
+                      ",\"host\":");
+      AppendJsonString(&out, r.host);
+      out += ",\"file\":";
+      AppendJsonString(&out, r.file);
+      if (r.clock != nullptr) {
+        absl::StrAppend(&out, ",\"clock_offset_ns\":", r.clock->clock_offset_ns,
+                        ",\"clock_drift_ns_per_s\":",
+                        r.clock->clock_drift_ns_per_s, ",\"clock_corrected\":",
+                        r.clock->clock_corrected ? "true" : "false");
+      }
+      out += "}";
+    }
+    out += "]},";
+    const Trace& first = traces[ranks.front().trace];
+    int32_t world_size = collectives != nullptr ? collectives->world_size : -1;
+    if (world_size < 0) world_size = first.world_size;
+    if (first.rank >= 0 || world_size >= 0) {
+      // Kineto's key, for tools that read one rank per file (HTA's rank).
+      absl::StrAppend(&out, "\"distributedInfo\":{\"backend\":\"nccl\",",
+                      "\"rank\":", ranks.front().rank);
+      if (world_size >= 0)
+        absl::StrAppend(&out, ",\"world_size\":", world_size);
+      out += "},";
+    }
+    if (traces.size() == 1 && !first.host.empty()) {
+      out += "\"host_name\":";
+      AppendJsonString(&out, first.host);
+      out += ",";
+    }
+    if (!first.job.empty()) {
+      out += "\"bubblewatch_job\":";
+      AppendJsonString(&out, first.job);
+      out += ",";
+    }
+    sink->BeginEvents();
+  }
+
+  // Each rank's collective parts: (instance, part) by rank.
+  absl::flat_hash_map<int32_t, std::vector<std::pair<size_t, size_t>>> parts;
+  absl::flat_hash_map<int32_t, const ExportRank*> selected;
+  for (const ExportRank& r : ranks) selected[r.rank] = &r;
+  if (collectives != nullptr) {
+    for (size_t i = 0; i < collectives->instances.size(); ++i) {
+      const CollectiveInstance& inst = collectives->instances[i];
+      for (size_t p = 0; p < inst.parts.size(); ++p) {
+        if (selected.contains(inst.parts[p].rank)) {
+          parts[inst.parts[p].rank].emplace_back(i, p);
+        }
+      }
+    }
+  }
+  auto in_cut = [&](int64_t start, int64_t end) {
+    return start < to_ns &&
+           (end > from_ns || (end == start && start >= from_ns));
+  };
+
+  for (const ExportRank& r : ranks) {
+    const Trace& trace = traces[r.trace];
+    const std::string process =
+        r.host.empty() ? absl::StrCat("rank ", r.rank)
+                       : absl::StrCat("rank ", r.rank, " (", r.host, ")");
+    AppendMeta(*sink, "process_name", r.rank, nullptr, "name", process, 0);
+    AppendMeta(*sink, "process_sort_index", r.rank, nullptr, "sort_index", {},
+               r.rank);
+    AppendMeta(*sink, "thread_name", r.rank, &kBubbleTid, "name",
+               "bubblewatch: bubbles", 0);
+    AppendMeta(*sink, "thread_sort_index", r.rank, &kBubbleTid, "sort_index",
+               {}, -3);
+    if (collectives != nullptr) {
+      AppendMeta(*sink, "thread_name", r.rank, &kCollectiveTid, "name",
+                 "bubblewatch: collectives", 0);
+      AppendMeta(*sink, "thread_sort_index", r.rank, &kCollectiveTid,
+                 "sort_index", {}, -2);
+      AppendMeta(*sink, "thread_name", r.rank, &kRootTid, "name",
+                 "bubblewatch: roots", 0);
+      AppendMeta(*sink, "thread_sort_index", r.rank, &kRootTid, "sort_index",
+                 {}, -1);
+    }
+    ChromeEventOptions o = clock_of(r);
+    o.pid = r.rank;
+    o.device = r.device;
+    o.cpu = r.cpu;
+    o.from_ns = from_ns;
+    o.to_ns = to_ns;
+    RETURN_IF_ERROR(AppendChromeEvents(trace, o, *sink));
+
+    // Every bubble of this rank's devices, by one analysis of its trace
+    // that lists them all (a device has fewer gaps than activities).
+    {
+      AnalyzerOptions a = options.analyzer;
+      a.window_ns = 0;
+      a.top_bubbles =
+          static_cast<int>(std::min<size_t>(trace.gpu.size() + 1, 1u << 30));
+      absl::StatusOr<Analysis> analysis = AnalyzeTrace(trace, a);
+      if (!analysis.ok()) return analysis.status();
+      for (const BubbleReport& b : analysis->top_bubbles) {
+        if (r.device >= 0 && b.device != r.device) continue;
+        const int64_t start = o.ToClock(b.start_ns);
+        const int64_t end = o.ToClock(b.end_ns);
+        if (!in_cut(start, end)) continue;
+        std::string& out =
+            OwnSlice(*sink, "bubblewatch_bubble", BubbleCauseName(b.cause),
+                     r.rank, kBubbleTid, start, end);
+        absl::StrAppend(&out, "\"cause\":\"", BubbleCauseName(b.cause),
+                        "\",\"device\":", b.device, ",\"blamed\":");
+        AppendJsonString(&out, b.blamed);
+        out += ",\"advice\":";
+        AppendJsonString(&out, BubbleCauseAdvice(b.cause));
+        if (b.before) {
+          out += ",\"before\":";
+          AppendJsonString(&out, b.before->name);
+        }
+        if (b.after) {
+          out += ",\"after\":";
+          AppendJsonString(&out, b.after->name);
+        }
+        for (BubbleCause c : kAllBubbleCauses) {
+          const int64_t ns = b.attribution[static_cast<int>(c)];
+          if (ns == 0) continue;
+          absl::StrAppend(&out, ",\"", BubbleCauseName(c), "_us\":");
+          AppendMicros(&out, ns);
+        }
+        out += "}}";
+        ++stats.bubbles;
+        RETURN_IF_ERROR(sink->Flush());
+      }
+    }
+
+    // Its collectives: the wait until the last member arrived, then the
+    // transfer; the roots' slices and the flows to the ranks they held up.
+    if (collectives == nullptr) continue;
+    auto found = parts.find(r.rank);
+    if (found == parts.end()) continue;
+    for (const auto& [i, p] : found->second) {
+      const CollectiveInstance& inst = collectives->instances[i];
+      const CollectiveInstance::Part& part = inst.parts[p];
+      const int64_t start = o.ToClock(part.start_ns);
+      const int64_t end = o.ToClock(part.end_ns);
+      if (!in_cut(start, end)) continue;
+      auto args = [&](std::string& out) {
+        out += "\"group\":";
+        AppendJsonString(&out, inst.group);
+        absl::StrAppend(&out, ",\"key\":", inst.key, ",\"type\":");
+        AppendJsonString(&out, inst.type);
+        absl::StrAppend(&out, ",\"late_rank\":", inst.late_rank,
+                        ",\"root_rank\":", inst.root_rank, ",");
+        AppendUsArg(out, "wait_us", part.wait_ns);
+        out += "}}";
+      };
+      const bool used = inst.synchronized && inst.late_rank >= 0;
+      if (!used) {
+        args(OwnSlice(*sink, "bubblewatch_collective",
+                      absl::StrCat(inst.type, " (not used)"), r.rank,
+                      kCollectiveTid, start, end));
+        ++stats.collective_slices;
+        continue;
+      }
+      const int64_t arrival = std::clamp(inst.arrival_ns, start, end);
+      const bool held_up = inst.root_rank >= 0 && inst.root_rank != r.rank &&
+                           inst.wait_caused_ns > 0 && arrival > start &&
+                           selected.contains(inst.root_rank);
+      if (arrival > start) {
+        args(OwnSlice(*sink, "bubblewatch_wait",
+                      absl::StrCat("wait: ", inst.type), r.rank, kCollectiveTid,
+                      start, arrival));
+        ++stats.collective_slices;
+        // The arrow ends at the wait's end, where the root released it.
+        if (held_up)
+          AppendFlow(*sink, false, FlowId(i, p), r.rank, kCollectiveTid,
+                     arrival - 1);
+      }
+      if (end > arrival) {
+        args(OwnSlice(*sink, "bubblewatch_transfer",
+                      absl::StrCat("transfer: ", inst.type), r.rank,
+                      kCollectiveTid, arrival, end));
+        ++stats.collective_slices;
+      }
+      RETURN_IF_ERROR(sink->Flush());
+    }
+    // The instances this rank is the root of.
+    for (size_t i = 0;
+         collectives != nullptr && i < collectives->instances.size(); ++i) {
+      const CollectiveInstance& inst = collectives->instances[i];
+      if (inst.root_rank != r.rank || inst.wait_caused_ns <= 0 ||
+          !inst.synchronized || inst.late_rank < 0) {
+        continue;
+      }
+      // Its slice: from the arrival to the last member's end (on the job's
+      // clock), so that the arrows leave it at the moment it released them.
+      int64_t last_end = inst.arrival_ns;
+      for (const CollectiveInstance::Part& part : inst.parts) {
+        auto s = selected.find(part.rank);
+        const ExportRank* pr = s != selected.end() ? s->second : nullptr;
+        const int64_t e =
+            pr != nullptr ? clock_of(*pr).ToClock(part.end_ns) : part.end_ns;
+        last_end = std::max(last_end, e);
+      }
+      if (!in_cut(inst.arrival_ns, last_end)) continue;
+      std::string& out =
+          OwnSlice(*sink, "bubblewatch_root",
+                   absl::StrCat("root of wait: ", inst.type), r.rank, kRootTid,
+                   inst.arrival_ns, std::max(last_end, inst.arrival_ns + 1));
+      out += "\"group\":";
+      AppendJsonString(&out, inst.group);
+      absl::StrAppend(&out, ",\"key\":", inst.key,
+                      ",\"late_rank\":", inst.late_rank, ",");
+      AppendUsArg(out, "wait_caused_us", inst.wait_caused_ns);
+      out += "}}";
+      for (size_t p = 0; p < inst.parts.size(); ++p) {
+        const CollectiveInstance::Part& part = inst.parts[p];
+        auto s = selected.find(part.rank);
+        if (part.rank == r.rank || s == selected.end()) continue;
+        const ChromeEventOptions pc = clock_of(*s->second);
+        const int64_t start = pc.ToClock(part.start_ns);
+        const int64_t end = pc.ToClock(part.end_ns);
+        if (std::clamp(inst.arrival_ns, start, end) <= start ||
+            !in_cut(start, end)) {
+          continue;
+        }
+        AppendFlow(*sink, true, FlowId(i, p), r.rank, kRootTid,
+                   inst.arrival_ns);
+        ++stats.flows;
+      }
+      RETURN_IF_ERROR(sink->Flush());
+    }
+  }
+
+  // The what-if as a counter on each straggler, over the job.
+  if (collectives != nullptr) {
+    for (const Straggler& s : collectives->stragglers) {
+      if (s.saved_ns < 0 || !selected.contains(s.rank)) continue;
+      for (int64_t ts :
+           {std::max(job_start, from_ns), std::min(job_end, to_ns)}) {
+        std::string& out = sink->Event();
+        absl::StrAppend(&out,
+                        "{\"ph\":\"C\",\"cat\":\"bubblewatch_whatif\","
+                        "\"name\":\"what-if saved_us\",\"pid\":",
+                        s.rank, ",\"ts\":");
+        AppendMicros(&out, ts);
+        out += ",\"args\":{";
+        AppendUsArg(out, "saved_us", s.saved_ns);
+        out += "}}";
+      }
+    }
+  }
+  stats.ranks = static_cast<int64_t>(ranks.size());
+  stats.events = sink->events();
+  stats.bytes = sink->bytes() + 4;  // The closing "\n]}\n".
+  RETURN_IF_ERROR(sink->Close());
+  return stats;
+}
+
+bool IsTimelineExport(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");  // Reads plain files as they are.
+  if (f == nullptr) return false;
+  char head[128];
+  const int n = gzread(f, head, sizeof(head));
+  gzclose(f);
+  return n > 0 && absl::StrContains(absl::string_view(head, n),
+                                    "\"bubblewatch_timeline\"");
+}
+
+std::vector<Trace> SplitTimelineExport(Trace&& trace) {
+  absl::flat_hash_map<int32_t, size_t> slot_of;
+  std::vector<Trace> out;
+  auto slot = [&](int32_t rank) -> Trace& {
+    auto [it, fresh] = slot_of.try_emplace(rank, out.size());
+    if (fresh) {
+      Trace& t = out.emplace_back();
+      t.names = trace.names;
+      t.rank = rank;
+      t.world_size = trace.world_size;
+      t.job = trace.job;
+      t.source_format = trace.source_format;
+    }
+    return out[it->second];
+  };
+  for (GpuActivity a : trace.gpu) {
+    const int32_t rank = a.device >> 16;
+    a.device &= 0xFFFF;
+    slot(rank).gpu.push_back(a);
+  }
+  for (CollectiveKernel c : trace.collectives) {
+    const int32_t rank = c.device >> 16;
+    c.device &= 0xFFFF;
+    slot(rank).collectives.push_back(c);
+  }
+  for (const CpuEvent& e : trace.cpu) {
+    slot(static_cast<int32_t>(e.thread >> 32)).cpu.push_back(e);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const Trace& a, const Trace& b) { return a.rank < b.rank; });
+  if (out.empty()) {
+    out.push_back(std::move(trace));
+  } else {
+    out[0].skipped = std::move(trace.skipped);
+  }
+  return out;
+}
+
+}  // namespace bubblewatch

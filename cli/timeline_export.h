@@ -1,0 +1,92 @@
+// `bubblewatch analyze --timeline OUT.json[.gz]`: one Chrome/Perfetto trace
+// JSON of a whole job on the job's one clock, with bubblewatch's own tracks
+// (docs/analyze.md#timeline-export, docs/semantics.md#timeline-tracks).
+//
+// Layout: one process per rank (pid = the rank, named "rank N (HOST)" by
+// "M" events); each rank's original events (names, categories, correlation
+// ids, device, stream, bytes, collective args, as the Kineto writer writes
+// them: ingest/chrome/chrome_trace_writer.h) with its clock's offset and
+// drift removed (docs/semantics.md#clocks); and per rank the tracks
+//   - "bubblewatch: bubbles": each bubble, named by its dominant cause, with
+//     the blamed event, the advice and the attribution in args;
+//   - "bubblewatch: collectives": each collective kernel as its wait (until
+//     the last member arrived) and its transfer, two slices;
+//   - "bubblewatch: roots": on the root rank of an instance whose waits were
+//     blamed on it, a slice at the arrival, with flow arrows ("s"/"f") to
+//     the wait slice of each rank it held up;
+//   - a counter "what-if saved_us" on each straggler whose what-if was
+//     computed (docs/semantics.md#what-it-cost).
+// A trace holding several ranks (an Nsight Systems node export) writes its
+// CPU events under its lowest rank.
+//
+// Streaming: the file is written rank by rank and event by event through a
+// ChromeTraceSink; beyond the inputs and their analyses (which `analyze`
+// holds anyway), memory is one trace's bubbles and one output buffer.
+//
+// Reading it back: ReadTraceFile sees the top-level "bubblewatch_timeline"
+// (written before "traceEvents") and reads each GPU event's device as
+// pid × 65536 + device; SplitTimelineExport turns the trace into one per rank,
+// so that `analyze` of the export gives each rank's figures again (the clocks
+// being aligned already, they share one clock domain).
+#ifndef BUBBLEWATCH_CLI_TIMELINE_EXPORT_H_
+#define BUBBLEWATCH_CLI_TIMELINE_EXPORT_H_
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "analysis/bubble_analyzer.h"
+#include "analysis/collectives.h"
+#include "schemas/trace.h"
+
+namespace bubblewatch {
+
+struct TimelineExportOptions {
+  // Ranks to write; empty: all.
+  absl::flat_hash_set<int32_t> ranks;
+  // The cut, in ns after the job's first event on the job's clock: events
+  // overlapping [from_ns, to_ns) are written whole.
+  int64_t from_ns = 0;
+  int64_t to_ns = std::numeric_limits<int64_t>::max();
+  // For each trace's bubbles (its windows and top list are not used).
+  AnalyzerOptions analyzer;
+};
+
+// What was written.
+struct TimelineExportStats {
+  int64_t ranks = 0;
+  int64_t events = 0;  // Every JSON event, metadata included.
+  int64_t bubbles = 0;
+  int64_t collective_slices = 0;
+  int64_t flows = 0;
+  uint64_t bytes = 0;  // Uncompressed JSON.
+};
+
+// Writes the timeline of `traces` (read from `files`, same order) to
+// `path`. `collectives`: the job's analysis with keep_instances (its clocks,
+// instances and stragglers), or null for a single rank (no clock, no
+// collective tracks). Errors: kInvalidArgument for a rank selection or cut
+// that leaves nothing, what AnalyzeTrace refuses, or the file system's.
+absl::StatusOr<TimelineExportStats> WriteTimelineExport(
+    absl::Span<const Trace> traces, absl::Span<const std::string> files,
+    const CollectiveAnalysis* collectives, const TimelineExportOptions& options,
+    const std::string& path);
+
+// True when the file at `path` (plain or gzip) starts as a timeline export
+// does: its first bytes hold the "bubblewatch_timeline" key.
+bool IsTimelineExport(const std::string& path);
+
+// One Trace per rank of a read export: GPU events and collective records by
+// device / 65536 (the pid; device % 65536 is their device again), CPU
+// events by the pid folded into their thread; each with rank = that pid and the
+// export's world size and job. Names are copied whole into each.
+std::vector<Trace> SplitTimelineExport(Trace&& trace);
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_CLI_TIMELINE_EXPORT_H_

@@ -188,11 +188,26 @@ absl::StatusOr<TimelineExportStats> WriteTimelineExport(
                    ChromeTraceSink::Open(path));
   TimelineExportStats stats;
 
-  // The top-level keys, "bubblewatch_timeline" first: the reader must see
-  // it before any event.
+  // The top-level keys, "bubblewatch_timeline" within the first 512 bytes
+  // (IsTimelineExport) and before "traceEvents" (the reader must see it
+  // before any event).
   {
     std::string& out = sink->buffer();
-    out += "\"schemaVersion\":1,\"bubblewatch_timeline\":{\"version\":1,";
+    out += "\"schemaVersion\":1,";
+    const Trace& first = traces[ranks.front().trace];
+    int32_t world_size = collectives != nullptr ? collectives->world_size : -1;
+    if (world_size < 0) world_size = first.world_size;
+    if (first.rank >= 0 || world_size >= 0) {
+      // Kineto's key, for tools that read one rank per file. First, and
+      // "rank": with a space as PyTorch writes it: HTA finds a file's rank
+      // as the first match of "rank":\s+(\d+).
+      absl::StrAppend(&out, "\"distributedInfo\":{\"backend\":\"nccl\",",
+                      "\"rank\": ", ranks.front().rank);
+      if (world_size >= 0)
+        absl::StrAppend(&out, ",\"world_size\":", world_size);
+      out += "},";
+    }
+    out += "\"bubblewatch_timeline\":{\"version\":1,";
     absl::StrAppend(&out, "\"clock\":\"",
                     collectives != nullptr ? "job" : "trace", "\",");
     AppendUsArg(out, "job_start_us", job_start);
@@ -211,23 +226,14 @@ absl::StatusOr<TimelineExportStats> WriteTimelineExport(
       if (r.clock != nullptr) {
         absl::StrAppend(&out, ",\"clock_offset_ns\":", r.clock->clock_offset_ns,
                         ",\"clock_drift_ns_per_s\":",
-                        r.clock->clock_drift_ns_per_s, ",\"clock_corrected\":",
+                        r.clock->clock_drift_ns_per_s, ",\"clock_connected\":",
+                        r.clock->clock_connected ? "true" : "false",
+                        ",\"clock_corrected\":",
                         r.clock->clock_corrected ? "true" : "false");
       }
       out += "}";
     }
     out += "]},";
-    const Trace& first = traces[ranks.front().trace];
-    int32_t world_size = collectives != nullptr ? collectives->world_size : -1;
-    if (world_size < 0) world_size = first.world_size;
-    if (first.rank >= 0 || world_size >= 0) {
-      // Kineto's key, for tools that read one rank per file (HTA's rank).
-      absl::StrAppend(&out, "\"distributedInfo\":{\"backend\":\"nccl\",",
-                      "\"rank\":", ranks.front().rank);
-      if (world_size >= 0)
-        absl::StrAppend(&out, ",\"world_size\":", world_size);
-      out += "},";
-    }
     if (traces.size() == 1 && !first.host.empty()) {
       out += "\"host_name\":";
       AppendJsonString(&out, first.host);
@@ -459,7 +465,7 @@ absl::StatusOr<TimelineExportStats> WriteTimelineExport(
 bool IsTimelineExport(const std::string& path) {
   gzFile f = gzopen(path.c_str(), "rb");  // Reads plain files as they are.
   if (f == nullptr) return false;
-  char head[128];
+  char head[512];
   const int n = gzread(f, head, sizeof(head));
   gzclose(f);
   return n > 0 && absl::StrContains(absl::string_view(head, n),

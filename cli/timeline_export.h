@@ -78,7 +78,7 @@ absl::StatusOr<TimelineExportStats> WriteTimelineExport(
     const std::string& path);
 
 // True when the file at `path` (plain or gzip) starts as a timeline export
-// does: its first bytes hold the "bubblewatch_timeline" key.
+// does: its first 512 bytes hold the "bubblewatch_timeline" key.
 bool IsTimelineExport(const std::string& path);
 
 // One Trace per rank of a read export: GPU events and collective records by

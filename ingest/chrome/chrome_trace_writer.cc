@@ -232,7 +232,10 @@ absl::StatusOr<std::unique_ptr<ChromeTraceSink>> ChromeTraceSink::Open(
   std::unique_ptr<ChromeTraceSink> sink(new ChromeTraceSink(std::string(path)));
   if (absl::EndsWith(path, ".gz")) {
     sink->gz_ = gzopen(sink->path_.c_str(), "wb1");
-    if (sink->gz_ != nullptr) gzbuffer(sink->gz_, 1 << 18);
+    if (sink->gz_ != nullptr) {
+      gzbuffer(sink->gz_, 1 << 18);
+      sink->compressor_ = std::thread([s = sink.get()] { s->Compress(); });
+    }
   } else {
     sink->file_ = std::fopen(sink->path_.c_str(), "wb");
   }
@@ -246,14 +249,65 @@ absl::StatusOr<std::unique_ptr<ChromeTraceSink>> ChromeTraceSink::Open(
 }
 
 ChromeTraceSink::~ChromeTraceSink() {
+  StopCompressor();
   if (gz_ != nullptr) gzclose(gz_);
   if (file_ != nullptr) std::fclose(file_);
 }
 
 void ChromeTraceSink::BeginEvents() { buffer_ += "\"traceEvents\":[\n"; }
 
+void ChromeTraceSink::Compress() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] { return !queue_.empty() || closing_; });
+    if (queue_.empty()) return;  // Closing, all written.
+    std::string chunk = std::move(queue_.front());
+    queue_.pop_front();
+    cv_.notify_all();  // Room in the queue.
+    lock.unlock();
+    const bool ok =
+        chunk.empty() ||
+        gzwrite(gz_, chunk.data(), static_cast<unsigned>(chunk.size())) ==
+            static_cast<int>(chunk.size());
+    chunk.clear();
+    lock.lock();
+    if (!ok) failed_ = true;
+    if (spare_.size() < kMaxQueued) spare_.push_back(std::move(chunk));
+  }
+}
+
+void ChromeTraceSink::StopCompressor() {
+  if (!compressor_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closing_ = true;
+  }
+  cv_.notify_all();
+  compressor_.join();
+}
+
 absl::Status ChromeTraceSink::WriteOut() {
   bool ok = true;
+  if (compressor_.joinable()) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return queue_.size() < kMaxQueued; });
+    ok = !failed_;
+    const size_t size = buffer_.size();
+    queue_.push_back(std::move(buffer_));
+    buffer_.clear();
+    if (!spare_.empty()) {
+      buffer_ = std::move(spare_.back());
+      spare_.pop_back();
+    }
+    lock.unlock();
+    cv_.notify_all();
+    buffer_.reserve(kFlushBytes + (kFlushBytes >> 2));
+    written_ += size;
+    if (!ok) {
+      return absl::UnavailableError(absl::StrCat("cannot write ", path_));
+    }
+    return absl::OkStatus();
+  }
   if (gz_ != nullptr) {
     ok = buffer_.empty() ||
          gzwrite(gz_, buffer_.data(), static_cast<unsigned>(buffer_.size())) ==
@@ -271,9 +325,14 @@ absl::Status ChromeTraceSink::WriteOut() {
 absl::Status ChromeTraceSink::Close() {
   buffer_ += "\n]}\n";
   absl::Status s = WriteOut();
+  StopCompressor();
   bool ok = true;
-  if (gz_ != nullptr) ok = gzclose(gz_) == Z_OK;
-  if (file_ != nullptr) ok = std::fclose(file_) == 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ok = !failed_;
+  }
+  if (gz_ != nullptr) ok = gzclose(gz_) == Z_OK && ok;
+  if (file_ != nullptr) ok = std::fclose(file_) == 0 && ok;
   gz_ = nullptr;
   file_ = nullptr;
   if (s.ok() && !ok) {

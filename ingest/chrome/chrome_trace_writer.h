@@ -21,11 +21,16 @@
 
 #include <zlib.h>
 
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <deque>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -45,9 +50,10 @@ absl::Status WriteChromeTraceFile(const Trace& trace, absl::string_view path);
 
 // A Chrome trace JSON written as it is produced: to a file, gzip-compressed
 // (zlib, level 1: JSON compresses well even so, and level 6 would be the
-// bottleneck) when the path ends in ".gz". Memory is one buffer of about
-// kFlushBytes whatever the size of the output, so a caller that appends
-// event by event writes any number of events in bounded memory.
+// bottleneck; on a thread of its own) when the path ends in ".gz". Memory
+// is a few buffers of about kFlushBytes whatever the size of the output, so a
+// caller that appends event by event writes any number of events in bounded
+// memory.
 //
 // Use: Open, append the top-level keys to buffer() (JSON text after "{"),
 // BeginEvents, then per event Event() and the event's JSON object, Flush
@@ -87,13 +93,26 @@ class ChromeTraceSink {
  private:
   explicit ChromeTraceSink(std::string path) : path_(std::move(path)) {}
   absl::Status WriteOut();
+  // The gzip thread: deflates the full buffers queued by WriteOut, so that
+  // formatting and compressing use two cores (deflate costs more than the
+  // formatting). At most kMaxQueued buffers wait: memory stays bounded.
+  void Compress();
+  void StopCompressor();
 
+  static constexpr size_t kMaxQueued = 2;
   std::string path_;
   gzFile gz_ = nullptr;
   FILE* file_ = nullptr;
   std::string buffer_;
   uint64_t written_ = 0;
   int64_t events_ = 0;
+  std::thread compressor_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::string> queue_;   // Guarded by mu_.
+  std::vector<std::string> spare_;  // Emptied buffers to reuse; mu_.
+  bool closing_ = false;            // mu_.
+  bool failed_ = false;             // mu_: a gzwrite failed.
 };
 
 // `s` as a JSON string (quotes included) appended to `out`.

@@ -246,6 +246,51 @@ TEST(AnalyzeTimeline, RoundTripOfARealTrace) {
   EXPECT_EQ(int64_t(y["input"]["rank"]), 0);
 }
 
+// Two ranks of a real 128-rank job (HTA's sampled traces): each rank's
+// figures and the job's collectives read back the same. (A rank whose clock
+// was not connected is written uncorrected, and reads back connected: the
+// export has one clock.)
+TEST(AnalyzeTimeline, RoundTripOfARealJobPair) {
+  const std::string inputs = absl::StrCat(
+      " '", testing::RealTrace("hta/sampled_rank-0.json.gz"), "' '",
+      testing::RealTrace("hta/sampled_rank-1.json.gz"), "'");
+  testing::TempDir dir;
+  const std::string out = dir.Sub("pair.json.gz");
+  const CliResult a = RunBubblewatch(
+      absl::StrCat("analyze --json --timeline '", out, "'", inputs));
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  const CliResult b =
+      RunBubblewatch(absl::StrCat("analyze --json '", out, "'"));
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  simdjson::dom::parser pa;
+  simdjson::dom::parser pb;
+  simdjson::dom::element x = pa.parse(a.out);
+  simdjson::dom::element y = pb.parse(b.out);
+  simdjson::dom::array xr = x["ranks"];
+  simdjson::dom::array yr = y["ranks"];
+  ASSERT_EQ(xr.size(), 2u);
+  ASSERT_EQ(yr.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    for (const char* key :
+         {"rank", "device", "utilization", "busy_useful_utilization", "comm_us",
+          "comm_exposed_us", "comm_wait_us", "wait_caused_us",
+          "arrived_last"}) {
+      EXPECT_EQ(simdjson::to_string(xr.at(i)[key]),
+                simdjson::to_string(yr.at(i)[key]))
+          << i << " " << key;
+    }
+    for (const char* key : {"utilization", "attribution_us", "bubbles"}) {
+      EXPECT_EQ(simdjson::to_string(x["files"].at(i)[key]),
+                simdjson::to_string(y["files"].at(i)[key]))
+          << i << " " << key;
+    }
+  }
+  EXPECT_EQ(simdjson::to_string(x["collectives"]),
+            simdjson::to_string(y["collectives"]));
+  EXPECT_EQ(simdjson::to_string(x["stragglers"]),
+            simdjson::to_string(y["stragglers"]));
+}
+
 TEST(AnalyzeTimeline, RanksAndTimeCut) {
   const ParallelJob job = ClocksApartJob();
   testing::TempDir dir;

@@ -256,7 +256,7 @@ int RunAnalyzeCommand(int argc, char** argv) {
     std::vector<Trace> read;
     if (trace->source_format == "chrome" && IsTimelineExport(path)) {
       // A job timeline of bubblewatch's: its ranks, one trace each.
-      read = SplitTimelineExport(*std::move(trace));
+      read = SplitTimelineExport(*std::move(trace), TimelineExportGroups(path));
     } else {
       read.push_back(*std::move(trace));
     }

@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "ingest/chrome/chrome_trace_writer.h"
 #include "schemas/bubble_cause.h"
@@ -208,6 +209,25 @@ absl::StatusOr<TimelineExportStats> WriteTimelineExport(
       out += "},";
     }
     out += "\"bubblewatch_timeline\":{\"version\":1,";
+    // Ranks that share an input trace (its devices), so that reading the
+    // export back puts them into one trace again (TimelineExportGroups).
+    {
+      absl::flat_hash_map<size_t, std::vector<int32_t>> by_trace;
+      for (const ExportRank& r : ranks) by_trace[r.trace].push_back(r.rank);
+      std::vector<std::vector<int32_t>> shared;
+      for (auto& [trace, group] : by_trace) {
+        if (group.size() > 1) shared.push_back(std::move(group));
+      }
+      std::sort(shared.begin(), shared.end());
+      if (!shared.empty()) {
+        out += "\"traces\":[";
+        for (size_t g = 0; g < shared.size(); ++g) {
+          absl::StrAppend(&out, g > 0 ? ",[" : "[",
+                          absl::StrJoin(shared[g], ","), "]");
+        }
+        out += "],";
+      }
+    }
     absl::StrAppend(&out, "\"clock\":\"",
                     collectives != nullptr ? "job" : "trace", "\",");
     AppendUsArg(out, "job_start_us", job_start);
@@ -472,20 +492,74 @@ bool IsTimelineExport(const std::string& path) {
                                     "\"bubblewatch_timeline\"");
 }
 
-std::vector<Trace> SplitTimelineExport(Trace&& trace) {
+std::vector<std::vector<int32_t>> TimelineExportGroups(
+    const std::string& path) {
+  std::vector<std::vector<int32_t>> groups;
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (f == nullptr) return groups;
+  // The header precedes "traceEvents"; "traces" precedes the rank table.
+  std::string head(size_t{1} << 20, '\0');
+  const int n = gzread(f, head.data(), static_cast<unsigned>(head.size()));
+  gzclose(f);
+  head.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  const size_t events = head.find("\"traceEvents\"");
+  const size_t at = head.find("\"traces\":[");
+  if (at == std::string::npos || (events != std::string::npos && at > events)) {
+    return groups;
+  }
+  // [[0,1],[2,3]]: integers in brackets, nothing else.
+  int depth = 0;
+  int64_t value = -1;
+  for (size_t i = at + 9; i < head.size(); ++i) {
+    const char c = head[i];
+    if (c >= '0' && c <= '9') {
+      value = (value < 0 ? 0 : value * 10) + (c - '0');
+      if (value > kMaxExportRank) return {};
+      continue;
+    }
+    if (value >= 0 && depth == 2) {
+      groups.back().push_back(static_cast<int32_t>(value));
+    }
+    value = -1;
+    if (c == '[') {
+      if (++depth == 2) groups.emplace_back();
+      if (depth > 2) return {};
+    } else if (c == ']') {
+      if (--depth == 0) return groups;
+    } else if (c != ',') {
+      return {};
+    }
+  }
+  return {};  // Cut short: as if each rank had its own trace.
+}
+
+std::vector<Trace> SplitTimelineExport(
+    Trace&& trace, absl::Span<const std::vector<int32_t>> groups) {
+  // Ranks of one input trace go back into one, under their lowest rank.
+  absl::flat_hash_map<int32_t, int32_t> leader;
+  absl::flat_hash_set<int32_t> grouped;
+  for (const std::vector<int32_t>& g : groups) {
+    if (g.empty()) continue;
+    const int32_t low = *std::min_element(g.begin(), g.end());
+    for (int32_t r : g) leader[r] = low;
+    if (g.size() > 1) grouped.insert(low);
+  }
   absl::flat_hash_map<int32_t, size_t> slot_of;
-  std::vector<Trace> out;
+  std::vector<std::pair<int32_t, Trace>> out;
   auto slot = [&](int32_t rank) -> Trace& {
+    auto l = leader.find(rank);
+    if (l != leader.end()) rank = l->second;
     auto [it, fresh] = slot_of.try_emplace(rank, out.size());
     if (fresh) {
-      Trace& t = out.emplace_back();
+      Trace& t = out.emplace_back(rank, Trace()).second;
       t.names = trace.names;
-      t.rank = rank;
+      // Several ranks in one trace are its devices, as the input's were.
+      t.rank = grouped.contains(rank) ? -1 : rank;
       t.world_size = trace.world_size;
       t.job = trace.job;
       t.source_format = trace.source_format;
     }
-    return out[it->second];
+    return out[it->second].second;
   };
   for (GpuActivity a : trace.gpu) {
     const int32_t rank = a.device >> 16;
@@ -501,13 +575,15 @@ std::vector<Trace> SplitTimelineExport(Trace&& trace) {
     slot(static_cast<int32_t>(e.thread >> 32)).cpu.push_back(e);
   }
   std::sort(out.begin(), out.end(),
-            [](const Trace& a, const Trace& b) { return a.rank < b.rank; });
-  if (out.empty()) {
-    out.push_back(std::move(trace));
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<Trace> traces;
+  for (auto& [rank, t] : out) traces.push_back(std::move(t));
+  if (traces.empty()) {
+    traces.push_back(std::move(trace));
   } else {
-    out[0].skipped = std::move(trace.skipped);
+    traces[0].skipped = std::move(trace.skipped);
   }
-  return out;
+  return traces;
 }
 
 }  // namespace bubblewatch

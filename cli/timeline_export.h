@@ -17,7 +17,8 @@
 //   - a counter "what-if saved_us" on each straggler whose what-if was
 //     computed (docs/semantics.md#what-it-cost).
 // A trace holding several ranks (an Nsight Systems node export) writes its
-// CPU events under its lowest rank.
+// CPU events under its lowest rank, and the header lists such ranks
+// (bubblewatch_timeline.traces) so that reading back joins them again.
 //
 // Streaming: the file is written rank by rank and event by event through a
 // ChromeTraceSink; beyond the inputs and their analyses (which `analyze`
@@ -85,7 +86,16 @@ bool IsTimelineExport(const std::string& path);
 // device / 65536 (the pid; device % 65536 is their device again), CPU
 // events by the pid folded into their thread; each with rank = that pid and the
 // export's world size and job. Names are copied whole into each.
-std::vector<Trace> SplitTimelineExport(Trace&& trace);
+// `groups`: the ranks that came from one input trace (TimelineExportGroups),
+// which go back into one trace (rank -1: its devices are its ranks, as an
+// Nsight Systems node export's are).
+std::vector<Trace> SplitTimelineExport(
+    Trace&& trace, absl::Span<const std::vector<int32_t>> groups = {});
+
+// The groups of ranks an export says came from one input trace (its
+// bubblewatch_timeline.traces, in the first MiB of the file); empty when
+// every rank had a trace of its own, or the file does not say.
+std::vector<std::vector<int32_t>> TimelineExportGroups(const std::string& path);
 
 }  // namespace bubblewatch
 

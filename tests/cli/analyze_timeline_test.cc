@@ -291,6 +291,37 @@ TEST(AnalyzeTimeline, RoundTripOfARealJobPair) {
             simdjson::to_string(y["stragglers"]));
 }
 
+// An Nsight Systems export of a node: one trace, a rank per device, whose
+// CPU events serve both. The export writes them under rank 0 and says the
+// two came from one trace; read back, they are one trace again.
+TEST(AnalyzeTimeline, RoundTripOfANodeExport) {
+  const std::string trace = testing::RealTrace("nsys/mfu_2gpu_before.sqlite");
+  testing::TempDir dir;
+  const std::string out = dir.Sub("node.json.gz");
+  const CliResult a = RunBubblewatch(
+      absl::StrCat("analyze --json --timeline '", out, "' '", trace, "'"));
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  const CliResult b =
+      RunBubblewatch(absl::StrCat("analyze --json '", out, "'"));
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  simdjson::dom::parser pa;
+  simdjson::dom::parser pb;
+  simdjson::dom::element x = pa.parse(a.out);
+  simdjson::dom::element y = pb.parse(b.out);
+  ASSERT_EQ(simdjson::dom::array(x["ranks"]).size(), 2u);
+  for (const char* key : {"utilization", "attribution_us", "devices", "bubbles",
+                          "collectives", "stragglers", "what_if"}) {
+    EXPECT_EQ(simdjson::to_string(x[key]), simdjson::to_string(y[key])) << key;
+  }
+  for (size_t i = 0; i < 2; ++i) {
+    for (const char* key : {"utilization", "comm_wait_us", "wait_caused_us"}) {
+      EXPECT_EQ(simdjson::to_string(x["ranks"].at(i)[key]),
+                simdjson::to_string(y["ranks"].at(i)[key]))
+          << i << " " << key;
+    }
+  }
+}
+
 TEST(AnalyzeTimeline, RanksAndTimeCut) {
   const ParallelJob job = ClocksApartJob();
   testing::TempDir dir;

@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -20,8 +21,10 @@ namespace {
 // stream number and out of the way of real thread ids, which are below
 // 2^22 on Linux (pid_max).
 constexpr uint64_t kBubbleTid = 1'000'000'001;
-constexpr uint64_t kCollectiveTid = 1'000'000'002;
-constexpr uint64_t kRootTid = 1'000'000'003;
+// Collective and root slices go to lanes (tracks) base + 0 .. kMaxLanes-1.
+constexpr uint64_t kCollectiveTid = 1'000'000'100;
+constexpr uint64_t kRootTid = 1'000'000'200;
+constexpr size_t kMaxLanes = 64;
 // The reader folds the rank above the device in 16 bits of an int32.
 constexpr int32_t kMaxExportRank = 32767;
 
@@ -59,7 +62,7 @@ std::string& OwnSlice(ChromeTraceSink& sink, const char* category,
   absl::StrAppend(&out, "{\"ph\":\"X\",\"cat\":\"", category, "\",\"name\":");
   AppendJsonString(&out, name);
   absl::StrAppend(&out, ",\"pid\":", pid, ",\"tid\":", tid, ",\"ts\":");
-  AppendMicros(&out, start_ns);
+  AppendMicros(&out, start_ns - sink.time_base_ns());
   out += ",\"dur\":";
   AppendMicros(&out, end_ns - start_ns);
   out += ",\"args\":{";
@@ -73,7 +76,7 @@ void AppendFlow(ChromeTraceSink& sink, bool start, uint64_t id, int32_t pid,
                   "\",\"cat\":\"bubblewatch_root\",\"name\":\"held up\","
                   "\"id\":",
                   id, ",\"pid\":", pid, ",\"tid\":", tid, ",\"ts\":");
-  AppendMicros(&out, ts_ns);
+  AppendMicros(&out, ts_ns - sink.time_base_ns());
   out += start ? "}" : ",\"bp\":\"e\"}";
 }
 
@@ -264,6 +267,16 @@ absl::StatusOr<TimelineExportStats> WriteTimelineExport(
       AppendJsonString(&out, first.job);
       out += ",";
     }
+    // Times after the job's start, as newer Kineto writes them: a double
+    // (how viewers parse "ts") holds epoch microseconds only to a quarter
+    // of one, so adjacent slices would seem to overlap. Whole microseconds,
+    // so that a tool rounding "ts" rounds as it does the original's; and
+    // only where the reader applies it: every start before the base.
+    if (job_start > 0 && job_end - job_start < job_start) {
+      sink->set_time_base_ns(job_start - job_start % 1000);
+      absl::StrAppend(&out, "\"baseTimeNanoseconds\":", sink->time_base_ns(),
+                      ",");
+    }
     sink->BeginEvents();
   }
 
@@ -298,16 +311,6 @@ absl::StatusOr<TimelineExportStats> WriteTimelineExport(
                "bubblewatch: bubbles", 0);
     AppendMeta(*sink, "thread_sort_index", r.rank, &kBubbleTid, "sort_index",
                {}, -3);
-    if (collectives != nullptr) {
-      AppendMeta(*sink, "thread_name", r.rank, &kCollectiveTid, "name",
-                 "bubblewatch: collectives", 0);
-      AppendMeta(*sink, "thread_sort_index", r.rank, &kCollectiveTid,
-                 "sort_index", {}, -2);
-      AppendMeta(*sink, "thread_name", r.rank, &kRootTid, "name",
-                 "bubblewatch: roots", 0);
-      AppendMeta(*sink, "thread_sort_index", r.rank, &kRootTid, "sort_index",
-                 {}, -1);
-    }
     ChromeEventOptions o = clock_of(r);
     o.pid = r.rank;
     o.device = r.device;
@@ -361,14 +364,57 @@ absl::StatusOr<TimelineExportStats> WriteTimelineExport(
     // Its collectives: the wait until the last member arrived, then the
     // transfer; the roots' slices and the flows to the ranks they held up.
     if (collectives == nullptr) continue;
-    auto found = parts.find(r.rank);
-    if (found == parts.end()) continue;
-    for (const auto& [i, p] : found->second) {
-      const CollectiveInstance& inst = collectives->instances[i];
-      const CollectiveInstance::Part& part = inst.parts[p];
-      const int64_t start = o.ToClock(part.start_ns);
-      const int64_t end = o.ToClock(part.end_ns);
-      if (!in_cut(start, end)) continue;
+    // Slices on one track must nest (Perfetto and chrome://tracing drop or
+    // cut slices that partly overlap), and concurrent collectives (on two
+    // streams) overlap: each goes to the first lane free at its start.
+    auto lane_tid = [&](std::vector<int64_t>& lanes, uint64_t base,
+                        const char* name, int sort, int64_t start,
+                        int64_t end) {
+      size_t lane = 0;
+      while (lane < lanes.size() && lanes[lane] > start) ++lane;
+      if (lane == kMaxLanes) lane = kMaxLanes - 1;  // Overlaps, bounded.
+      const uint64_t tid = base + lane;
+      if (lane == lanes.size()) {
+        lanes.push_back(end);
+        AppendMeta(*sink, "thread_name", r.rank, &tid, "name",
+                   lane == 0 ? std::string(name)
+                             : absl::StrCat(name, " (", lane + 1, ")"),
+                   0);
+        AppendMeta(*sink, "thread_sort_index", r.rank, &tid, "sort_index", {},
+                   sort);
+      }
+      lanes[lane] = std::max(lanes[lane], end);
+      return tid;
+    };
+    struct Placed {
+      int64_t start = 0;
+      int64_t end = 0;
+      size_t instance = 0;
+      size_t part = 0;
+    };
+    auto by_start = [](const Placed& x, const Placed& y) {
+      return std::tie(x.start, x.instance, x.part) <
+             std::tie(y.start, y.instance, y.part);
+    };
+    std::vector<Placed> placed;
+    if (auto found = parts.find(r.rank); found != parts.end()) {
+      for (const auto& [i, p] : found->second) {
+        const CollectiveInstance::Part& part =
+            collectives->instances[i].parts[p];
+        const int64_t start = o.ToClock(part.start_ns);
+        const int64_t end = o.ToClock(part.end_ns);
+        if (in_cut(start, end)) placed.push_back({start, end, i, p});
+      }
+    }
+    std::sort(placed.begin(), placed.end(), by_start);
+    std::vector<int64_t> lanes;
+    for (const Placed& x : placed) {
+      const CollectiveInstance& inst = collectives->instances[x.instance];
+      const CollectiveInstance::Part& part = inst.parts[x.part];
+      const int64_t start = x.start;
+      const int64_t end = x.end;
+      const uint64_t tid = lane_tid(lanes, kCollectiveTid,
+                                    "bubblewatch: collectives", -2, start, end);
       auto args = [&](std::string& out) {
         out += "\"group\":";
         AppendJsonString(&out, inst.group);
@@ -382,8 +428,8 @@ absl::StatusOr<TimelineExportStats> WriteTimelineExport(
       const bool used = inst.synchronized && inst.late_rank >= 0;
       if (!used) {
         args(OwnSlice(*sink, "bubblewatch_collective",
-                      absl::StrCat(inst.type, " (not used)"), r.rank,
-                      kCollectiveTid, start, end));
+                      absl::StrCat(inst.type, " (not used)"), r.rank, tid,
+                      start, end));
         ++stats.collective_slices;
         continue;
       }
@@ -393,45 +439,54 @@ absl::StatusOr<TimelineExportStats> WriteTimelineExport(
                            selected.contains(inst.root_rank);
       if (arrival > start) {
         args(OwnSlice(*sink, "bubblewatch_wait",
-                      absl::StrCat("wait: ", inst.type), r.rank, kCollectiveTid,
-                      start, arrival));
+                      absl::StrCat("wait: ", inst.type), r.rank, tid, start,
+                      arrival));
         ++stats.collective_slices;
         // The arrow ends at the wait's end, where the root released it.
-        if (held_up)
-          AppendFlow(*sink, false, FlowId(i, p), r.rank, kCollectiveTid,
+        if (held_up) {
+          AppendFlow(*sink, false, FlowId(x.instance, x.part), r.rank, tid,
                      arrival - 1);
+        }
       }
       if (end > arrival) {
         args(OwnSlice(*sink, "bubblewatch_transfer",
-                      absl::StrCat("transfer: ", inst.type), r.rank,
-                      kCollectiveTid, arrival, end));
+                      absl::StrCat("transfer: ", inst.type), r.rank, tid,
+                      arrival, end));
         ++stats.collective_slices;
       }
       RETURN_IF_ERROR(sink->Flush());
     }
-    // The instances this rank is the root of.
-    for (size_t i = 0;
-         collectives != nullptr && i < collectives->instances.size(); ++i) {
+    // The instances this rank is the root of: from the arrival to the last
+    // member's end (on the job's clock), so that the arrows leave the slice
+    // at the moment it released them.
+    placed.clear();
+    for (size_t i = 0; i < collectives->instances.size(); ++i) {
       const CollectiveInstance& inst = collectives->instances[i];
       if (inst.root_rank != r.rank || inst.wait_caused_ns <= 0 ||
           !inst.synchronized || inst.late_rank < 0) {
         continue;
       }
-      // Its slice: from the arrival to the last member's end (on the job's
-      // clock), so that the arrows leave it at the moment it released them.
-      int64_t last_end = inst.arrival_ns;
+      int64_t last_end = inst.arrival_ns + 1;
       for (const CollectiveInstance::Part& part : inst.parts) {
         auto s = selected.find(part.rank);
-        const ExportRank* pr = s != selected.end() ? s->second : nullptr;
-        const int64_t e =
-            pr != nullptr ? clock_of(*pr).ToClock(part.end_ns) : part.end_ns;
+        const int64_t e = s != selected.end()
+                              ? clock_of(*s->second).ToClock(part.end_ns)
+                              : part.end_ns;
         last_end = std::max(last_end, e);
       }
-      if (!in_cut(inst.arrival_ns, last_end)) continue;
-      std::string& out =
-          OwnSlice(*sink, "bubblewatch_root",
-                   absl::StrCat("root of wait: ", inst.type), r.rank, kRootTid,
-                   inst.arrival_ns, std::max(last_end, inst.arrival_ns + 1));
+      if (in_cut(inst.arrival_ns, last_end)) {
+        placed.push_back({inst.arrival_ns, last_end, i, 0});
+      }
+    }
+    std::sort(placed.begin(), placed.end(), by_start);
+    lanes.clear();
+    for (const Placed& x : placed) {
+      const CollectiveInstance& inst = collectives->instances[x.instance];
+      const uint64_t tid =
+          lane_tid(lanes, kRootTid, "bubblewatch: roots", -1, x.start, x.end);
+      std::string& out = OwnSlice(*sink, "bubblewatch_root",
+                                  absl::StrCat("root of wait: ", inst.type),
+                                  r.rank, tid, x.start, x.end);
       out += "\"group\":";
       AppendJsonString(&out, inst.group);
       absl::StrAppend(&out, ",\"key\":", inst.key,
@@ -449,7 +504,7 @@ absl::StatusOr<TimelineExportStats> WriteTimelineExport(
             !in_cut(start, end)) {
           continue;
         }
-        AppendFlow(*sink, true, FlowId(i, p), r.rank, kRootTid,
+        AppendFlow(*sink, true, FlowId(x.instance, p), r.rank, tid,
                    inst.arrival_ns);
         ++stats.flows;
       }
@@ -468,7 +523,7 @@ absl::StatusOr<TimelineExportStats> WriteTimelineExport(
                         "{\"ph\":\"C\",\"cat\":\"bubblewatch_whatif\","
                         "\"name\":\"what-if saved_us\",\"pid\":",
                         s.rank, ",\"ts\":");
-        AppendMicros(&out, ts);
+        AppendMicros(&out, ts - sink->time_base_ns());
         out += ",\"args\":{";
         AppendUsArg(out, "saved_us", s.saved_ns);
         out += "}}";

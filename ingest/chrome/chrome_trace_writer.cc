@@ -345,11 +345,12 @@ namespace {
 
 // The start of an "X" event, up to the open "args" object.
 void BeginSlice(std::string& out, const char* category, absl::string_view name,
-                uint64_t pid, uint64_t tid, int64_t start_ns, int64_t end_ns) {
+                uint64_t pid, uint64_t tid, int64_t start_ns, int64_t end_ns,
+                int64_t base_ns) {
   absl::StrAppend(&out, "{\"ph\":\"X\",\"cat\":\"", category, "\",\"name\":");
   AppendJsonString(&out, name);
   absl::StrAppend(&out, ",\"pid\":", pid, ",\"tid\":", tid, ",\"ts\":");
-  AppendMicros(&out, start_ns);
+  AppendMicros(&out, start_ns - base_ns);
   out += ",\"dur\":";
   AppendMicros(&out, end_ns - start_ns);
   out += ",\"args\":{";
@@ -374,7 +375,7 @@ absl::Status AppendChromeEvents(const Trace& trace,
       BeginSlice(out, CpuCategory(e.category), trace.Name(e.name),
                  options.pid >= 0 ? static_cast<uint64_t>(options.pid)
                                   : e.thread >> 32,
-                 e.thread & 0xFFFFFFFFu, start, end);
+                 e.thread & 0xFFFFFFFFu, start, end, sink.time_base_ns());
       if (e.correlation != kNoCorrelation) {
         absl::StrAppend(&out, "\"correlation\":", e.correlation);
       }
@@ -397,7 +398,8 @@ absl::Status AppendChromeEvents(const Trace& trace,
     BeginSlice(out, GpuCategory(a.kind), trace.Name(a.name),
                options.pid >= 0 ? static_cast<uint64_t>(options.pid)
                                 : static_cast<uint32_t>(a.device),
-               static_cast<uint32_t>(a.stream), start, end);
+               static_cast<uint32_t>(a.stream), start, end,
+               sink.time_base_ns());
     absl::StrAppend(&out, "\"device\":", a.device, ",\"stream\":", a.stream);
     if (a.correlation != kNoCorrelation) {
       absl::StrAppend(&out, ",\"correlation\":", a.correlation);

@@ -86,6 +86,11 @@ class ChromeTraceSink {
   // Closes the array and the object, writes everything and closes the file.
   absl::Status Close();
 
+  // Event times are written minus this (0 by default): a caller that
+  // writes "baseTimeNanoseconds" = base keeps "ts" small, exact in a double.
+  void set_time_base_ns(int64_t base) { time_base_ns_ = base; }
+  int64_t time_base_ns() const { return time_base_ns_; }
+
   int64_t events() const { return events_; }
   // Uncompressed bytes written so far (the buffer included).
   uint64_t bytes() const { return written_ + buffer_.size(); }
@@ -106,6 +111,7 @@ class ChromeTraceSink {
   std::string buffer_;
   uint64_t written_ = 0;
   int64_t events_ = 0;
+  int64_t time_base_ns_ = 0;
   std::thread compressor_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -147,10 +153,10 @@ struct ChromeEventOptions {
   }
 };
 
-// Appends the events of `trace` chosen by `options` to `sink`, as
-// ChromeTraceJson writes them (names, categories, correlation ids,
-// device, stream, bytes and collective args), flushing as it goes.
-// Errors: the sink's.
+// Appends the events of `trace` chosen by `options` to `sink` (times less
+// the sink's time base), as ChromeTraceJson writes them (names, categories,
+// correlation ids, device, stream, bytes and collective args), flushing as it
+// goes. Errors: the sink's.
 absl::Status AppendChromeEvents(const Trace& trace,
                                 const ChromeEventOptions& options,
                                 ChromeTraceSink& sink);

@@ -333,7 +333,10 @@ TEST(AnalyzeTimeline, RanksAndTimeCut) {
   ASSERT_EQ(a.exit_code, 0) << a.err;
   simdjson::dom::parser parser;
   simdjson::dom::element doc = parser.load(out);
-  const double start = double(doc["bubblewatch_timeline"]["job_start_us"]);
+  // "ts" counts from baseTimeNanoseconds (whole microseconds before the
+  // job's start).
+  const double start = double(doc["bubblewatch_timeline"]["job_start_us"]) -
+                       int64_t(doc["baseTimeNanoseconds"]) / 1000;
   std::map<int64_t, int> events;
   for (simdjson::dom::element e : simdjson::dom::array(doc["traceEvents"])) {
     if (std::string_view(e["ph"]) != "X") continue;

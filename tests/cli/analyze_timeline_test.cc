@@ -87,6 +87,36 @@ std::map<int64_t, RankFigures> Figures(const std::string& report) {
   return out;
 }
 
+// Slices on one track (pid, tid) nest: Perfetto and chrome://tracing cut
+// or drop a slice that partly overlaps another. Checked for bubblewatch's
+// own tracks (the inputs' events are as the inputs had them).
+void ExpectOwnTracksNest(simdjson::dom::element doc) {
+  std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<double, double>>>
+      tracks;
+  for (simdjson::dom::element e : simdjson::dom::array(doc["traceEvents"])) {
+    if (std::string_view(e["ph"]) != "X") continue;
+    if (std::string_view(e["cat"]).rfind("bubblewatch", 0) != 0) continue;
+    const double ts = double(e["ts"]);
+    tracks[{int64_t(e["pid"]), int64_t(e["tid"])}].push_back(
+        {ts, ts + double(e["dur"])});
+  }
+  ASSERT_FALSE(tracks.empty());
+  for (auto& [track, slices] : tracks) {
+    std::sort(slices.begin(), slices.end(), [](const auto& a, const auto& b) {
+      return a.first < b.first || (a.first == b.first && a.second > b.second);
+    });
+    std::vector<double> open;  // Ends of the enclosing slices.
+    for (const auto& [start, end] : slices) {
+      while (!open.empty() && open.back() <= start + 1e-4) open.pop_back();
+      if (!open.empty()) {
+        EXPECT_LE(end, open.back() + 1e-4) << "pid " << track.first << " tid "
+                                           << track.second << " at " << start;
+      }
+      open.push_back(end);
+    }
+  }
+}
+
 TEST(AnalyzeTimeline, RoundTripOfAJobWithClocksApart) {
   const ParallelJob job = ClocksApartJob();
   testing::TempDir dir;
@@ -142,6 +172,7 @@ TEST(AnalyzeTimeline, PutsTheRanksOnOneClockWithItsOwnTracks) {
   simdjson::dom::element doc = parser.load(out);
   EXPECT_TRUE(doc["bubblewatch_timeline"].is_object());
   EXPECT_EQ(int64_t(doc["distributedInfo"]["world_size"]), 4);
+  ExpectOwnTracksNest(doc);
 
   // Each collective kernel's end by (group, Seq) and rank: equal in true
   // time, so equal on the job's clock within the solution's residuals.
@@ -297,7 +328,7 @@ TEST(AnalyzeTimeline, RoundTripOfARealJobPair) {
 TEST(AnalyzeTimeline, RoundTripOfANodeExport) {
   const std::string trace = testing::RealTrace("nsys/mfu_2gpu_before.sqlite");
   testing::TempDir dir;
-  const std::string out = dir.Sub("node.json.gz");
+  const std::string out = dir.Sub("node.json");
   const CliResult a = RunBubblewatch(
       absl::StrCat("analyze --json --timeline '", out, "' '", trace, "'"));
   ASSERT_EQ(a.exit_code, 0) << a.err;
@@ -309,6 +340,9 @@ TEST(AnalyzeTimeline, RoundTripOfANodeExport) {
   simdjson::dom::element x = pa.parse(a.out);
   simdjson::dom::element y = pb.parse(b.out);
   ASSERT_EQ(simdjson::dom::array(x["ranks"]).size(), 2u);
+  // Its two streams' collectives overlap in time: lanes keep them nested.
+  simdjson::dom::parser pe;
+  ExpectOwnTracksNest(pe.load(out));
   for (const char* key : {"utilization", "attribution_us", "devices", "bubbles",
                           "collectives", "stragglers", "what_if"}) {
     EXPECT_EQ(simdjson::to_string(x[key]), simdjson::to_string(y[key])) << key;
@@ -320,6 +354,37 @@ TEST(AnalyzeTimeline, RoundTripOfANodeExport) {
           << i << " " << key;
     }
   }
+}
+
+// A pipeline-parallel job: a stage's send/recv overlaps its other
+// collectives in time, so some go to a second track, and every track nests.
+TEST(AnalyzeTimeline, OverlappingCollectivesGoToFurtherTracks) {
+  ParallelJobOptions o;
+  o.tp = 2;
+  o.dp = 2;
+  o.pp = 2;
+  o.steps = 4;
+  o.host_names = true;
+  const ParallelJob job = MakeParallelJob(o);
+  testing::TempDir dir;
+  const std::string files = WriteJob(job, dir);
+  const std::string out = dir.Sub("pp.json");
+  const CliResult a =
+      RunBubblewatch(absl::StrCat("analyze --timeline '", out, "'", files));
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.load(out);
+  int second_tracks = 0;
+  for (simdjson::dom::element e : simdjson::dom::array(doc["traceEvents"])) {
+    if (std::string_view(e["ph"]) == "M" &&
+        std::string_view(e["name"]) == "thread_name" &&
+        std::string_view(e["args"]["name"]).find(" (2)") !=
+            std::string_view::npos) {
+      ++second_tracks;
+    }
+  }
+  EXPECT_GT(second_tracks, 0);
+  ExpectOwnTracksNest(doc);
 }
 
 TEST(AnalyzeTimeline, RanksAndTimeCut) {

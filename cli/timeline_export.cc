@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <tuple>
 #include <utility>
 
@@ -190,6 +191,18 @@ absl::StatusOr<TimelineExportStats> WriteTimelineExport(
 
   ASSIGN_OR_RETURN(std::unique_ptr<ChromeTraceSink> sink,
                    ChromeTraceSink::Open(path));
+  // A failed export leaves no half file behind (a path Open could not
+  // create is not touched).
+  struct RemoveUnlessDone {
+    std::unique_ptr<ChromeTraceSink>& sink;
+    const std::string& path;
+    bool done = false;
+    ~RemoveUnlessDone() {
+      if (done) return;
+      sink.reset();  // Closed first.
+      std::remove(path.c_str());
+    }
+  } cleanup{sink, path};
   TimelineExportStats stats;
 
   // The top-level keys, "bubblewatch_timeline" within the first 512 bytes
@@ -534,6 +547,7 @@ absl::StatusOr<TimelineExportStats> WriteTimelineExport(
   stats.events = sink->events();
   stats.bytes = sink->bytes() + 4;  // The closing "\n]}\n".
   RETURN_IF_ERROR(sink->Close());
+  cleanup.done = true;
   return stats;
 }
 

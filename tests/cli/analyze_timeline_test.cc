@@ -417,6 +417,12 @@ TEST(AnalyzeTimeline, RanksAndTimeCut) {
 
   EXPECT_EQ(RunBubblewatch(absl::StrCat("analyze --ranks 1", files)).exit_code,
             2);
+  // A file that cannot be created: one line, exit 1, the report unprinted.
+  const CliResult no_dir = RunBubblewatch(absl::StrCat(
+      "analyze --timeline '", dir.Sub("missing/x.json"), "'", files));
+  EXPECT_EQ(no_dir.exit_code, 1);
+  EXPECT_NE(no_dir.err.find("cannot create"), std::string::npos) << no_dir.err;
+  EXPECT_EQ(no_dir.out, "");
   EXPECT_EQ(RunBubblewatch(absl::StrCat("analyze --timeline '", out,
                                         "' --ranks 1-x", files))
                 .exit_code,

@@ -281,8 +281,8 @@ void ChromeTraceSink::StopCompressor() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     closing_ = true;
+    cv_.notify_all();  // Under the lock: plainer for race checkers.
   }
-  cv_.notify_all();
   compressor_.join();
 }
 
@@ -299,8 +299,8 @@ absl::Status ChromeTraceSink::WriteOut() {
       buffer_ = std::move(spare_.back());
       spare_.pop_back();
     }
-    lock.unlock();
     cv_.notify_all();
+    lock.unlock();
     buffer_.reserve(kFlushBytes + (kFlushBytes >> 2));
     written_ += size;
     if (!ok) {

@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "base/status_macros.h"
 #include "ingest/chrome/chrome_trace_writer.h"
 #include "schemas/bubble_cause.h"
@@ -182,9 +183,12 @@ absl::StatusOr<TimelineExportStats> WriteTimelineExport(
   if (options.from_ns >= options.to_ns) {
     return absl::InvalidArgumentError("--from must be before --to");
   }
-  const int64_t from_ns = options.from_ns > job_end - job_start
-                              ? job_end + 1
-                              : job_start + options.from_ns;
+  if (options.from_ns > 0 && options.from_ns >= job_end - job_start) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--from is at or past the job's end (it lasts ",
+        absl::FormatDuration(absl::Nanoseconds(job_end - job_start)), ")"));
+  }
+  const int64_t from_ns = job_start + options.from_ns;
   const int64_t to_ns = options.to_ns > job_end - job_start
                             ? std::numeric_limits<int64_t>::max()
                             : job_start + options.to_ns;

@@ -431,6 +431,10 @@ TEST(AnalyzeTimeline, RanksAndTimeCut) {
                 absl::StrCat("analyze --timeline '", out, "' --ranks 9", files))
                 .exit_code,
             2);
+  const CliResult late = RunBubblewatch(
+      absl::StrCat("analyze --timeline '", out, "' --from 1h", files));
+  EXPECT_EQ(late.exit_code, 2);
+  EXPECT_NE(late.err.find("past the job's end"), std::string::npos) << late.err;
 }
 
 }  // namespace

@@ -598,6 +598,7 @@ void CollectiveAnalyzer::EstimateClocks() {
   o.min_drift_instances = options_.min_drift_instances;
   o.min_drift_span_ns = options_.min_drift_span_ns;
   clock_ = graph.Solve(o);
+  out_.clock_origin_ns = clock_.origin_ns;
   for (size_t slot = 0; slot < ranks_.size(); ++slot) {
     const int d = ranks_[slot].domain;
     const DomainClock& dc = clock_.domains[d];

@@ -198,6 +198,9 @@ struct CollectiveAnalysis {
   // (job_ns_without_stragglers). -1 with no used instance.
   int64_t job_ns = -1;
   int64_t job_ns_without_stragglers = -1;
+  // The clock origin of RankCollectiveStats::clock_drift_ns_per_s: where
+  // each clock_offset_ns applies (0 when no clock was solved).
+  int64_t clock_origin_ns = 0;
   std::vector<CollectiveInstance> instances;  // If keep_instances.
   // AnalyzeTrace of each distinct trace, in order of first appearance in
   // the inputs (with the caller's AnalyzerOptions).

@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "analysis/bubble_analyzer.h"
 #include "analysis/collectives.h"
@@ -21,6 +23,7 @@
 #include "cli/commands.h"
 #include "cli/diagnosis_report.h"
 #include "cli/exit_codes.h"
+#include "cli/timeline_export.h"
 #include "ingest/trace_reader.h"
 #include "schemas/trace.h"
 
@@ -64,6 +67,29 @@ absl::StatusOr<std::vector<std::string>> ExpandInputs(
   return paths;
 }
 
+// "0-3,8" as a set of ranks; nullopt when malformed.
+std::optional<absl::flat_hash_set<int32_t>> ParseRankList(
+    absl::string_view text) {
+  absl::flat_hash_set<int32_t> ranks;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    std::pair<absl::string_view, absl::string_view> range =
+        absl::StrSplit(item, absl::MaxSplits('-', 1));
+    int32_t lo = 0;
+    int32_t hi = 0;
+    if (!absl::SimpleAtoi(range.first, &lo) || lo < 0) return std::nullopt;
+    hi = lo;
+    if (!range.second.empty() &&
+        (!absl::SimpleAtoi(range.second, &hi) || hi < lo || hi - lo > 65535)) {
+      return std::nullopt;
+    }
+    if (item.find('-') != absl::string_view::npos && range.second.empty()) {
+      return std::nullopt;
+    }
+    for (int32_t r = lo; r <= hi; ++r) ranks.insert(r);
+  }
+  return ranks;
+}
+
 }  // namespace
 
 int RunAnalyzeCommand(int argc, char** argv) {
@@ -77,6 +103,10 @@ int RunAnalyzeCommand(int argc, char** argv) {
   int threads = kChromeParseThreadsAuto;
   absl::Duration window = absl::ZeroDuration();
   int64_t max_windows = AnalyzerOptions{}.max_windows;
+  std::string timeline;
+  std::string timeline_ranks;
+  absl::Duration timeline_from = absl::ZeroDuration();
+  absl::Duration timeline_to = absl::ZeroDuration();
   CommandLine cl(
       "bubblewatch analyze [options] FILE|DIR...",
       "Finds the GPU bubbles (idle gaps between kernels) in one trace file and "
@@ -106,6 +136,18 @@ int RunAnalyzeCommand(int argc, char** argv) {
             "only accept a trace of this distributed rank (-1 = any)");
   cl.AddInt("device", &device, "D", "only analyze GPU device D (-1 = all)");
   cl.AddBool("no-color", &no_color, "no ANSI colors in the text report");
+  cl.AddString("timeline", &timeline, "OUT.json[.gz]",
+               "also write the job's ranks on one clock, with the bubbles, "
+               "waits, roots and what-if, as one Chrome/Perfetto trace "
+               "(docs/analyze.md#timeline-export)");
+  cl.AddString("ranks", &timeline_ranks, "LIST",
+               "with --timeline, only these ranks (e.g. 0-3,8)");
+  cl.AddDuration("from", &timeline_from, "DURATION",
+                 "with --timeline, only events after this much of the job "
+                 "(from its first event, on the job's clock)");
+  cl.AddDuration("to", &timeline_to, "DURATION",
+                 "with --timeline, only events before this much of the job; "
+                 "0 = to the end");
   cl.AddInt("threads", &threads, "N",
             "threads parsing a Chrome trace beside the main one (-1 = one "
             "less than the cores, at most 3; 0 = the main thread only); the "
@@ -138,6 +180,33 @@ int RunAnalyzeCommand(int argc, char** argv) {
                                           {"window_ns", "--window"},
                                           {"max_windows", "--max-windows"}}));
   }
+  TimelineExportOptions export_options;
+  if (timeline.empty() &&
+      (!timeline_ranks.empty() || timeline_from != absl::ZeroDuration() ||
+       timeline_to != absl::ZeroDuration())) {
+    return Fail(kExitUsage, "--ranks, --from and --to need --timeline");
+  }
+  if (!timeline_ranks.empty()) {
+    std::optional<absl::flat_hash_set<int32_t>> r =
+        ParseRankList(timeline_ranks);
+    if (!r) {
+      return Fail(kExitUsage,
+                  absl::StrCat("--ranks '", timeline_ranks,
+                               "' is not a list of ranks like 0-3,8"));
+    }
+    export_options.ranks = *std::move(r);
+  }
+  if (timeline_from < absl::ZeroDuration() ||
+      timeline_to < absl::ZeroDuration()) {
+    return Fail(kExitUsage, "--from and --to must not be negative");
+  }
+  export_options.from_ns = absl::ToInt64Nanoseconds(timeline_from);
+  if (timeline_to != absl::ZeroDuration()) {
+    export_options.to_ns = absl::ToInt64Nanoseconds(timeline_to);
+    if (export_options.to_ns <= export_options.from_ns) {
+      return Fail(kExitUsage, "--to must be after --from");
+    }
+  }
   absl::StatusOr<std::vector<std::string>> paths = ExpandInputs(files);
   if (!paths.ok()) return Fail(kExitBadInput, paths.status().message());
   if (paths->size() > 1 && rank >= 0) {
@@ -168,6 +237,8 @@ int RunAnalyzeCommand(int argc, char** argv) {
   }
   std::vector<Trace> traces;
   traces.reserve(paths->size());
+  // The paths, one per trace (a timeline export is one per rank).
+  std::vector<std::string> timeline_paths;
   for (const std::string& path : *paths) {
     reading = path;
     absl::StatusOr<Trace> trace = ReadTraceFile(path, read_options);
@@ -182,15 +253,26 @@ int RunAnalyzeCommand(int argc, char** argv) {
                   absl::StrCat(path, ": holds rank ", trace->rank,
                                ", not rank ", rank));
     }
-    if (device >= 0) {
-      std::erase_if(trace->gpu,
-                    [&](const GpuActivity& a) { return a.device != device; });
-      std::erase_if(trace->collectives, [&](const CollectiveKernel& c) {
-        return c.device != device;
-      });
+    std::vector<Trace> read;
+    if (trace->source_format == "chrome" && IsTimelineExport(path)) {
+      // A job timeline of bubblewatch's: its ranks, one trace each.
+      read = SplitTimelineExport(*std::move(trace), TimelineExportGroups(path));
+    } else {
+      read.push_back(*std::move(trace));
     }
-    traces.push_back(*std::move(trace));
+    for (Trace& t : read) {
+      if (device >= 0) {
+        std::erase_if(t.gpu,
+                      [&](const GpuActivity& a) { return a.device != device; });
+        std::erase_if(t.collectives, [&](const CollectiveKernel& c) {
+          return c.device != device;
+        });
+      }
+      timeline_paths.push_back(path);
+      traces.push_back(std::move(t));
+    }
   }
+  *paths = std::move(timeline_paths);
   const bool color =
       !no_color && isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
 
@@ -208,8 +290,11 @@ int RunAnalyzeCommand(int argc, char** argv) {
   std::vector<Analysis> analyses;
   if (several_ranks) {
     std::vector<RankInput> ranks = RanksOfTraces(traces, *paths);
+    CollectiveOptions collective_options;
+    // The timeline draws every instance's wait and transfer.
+    collective_options.keep_instances = !timeline.empty();
     absl::StatusOr<CollectiveAnalysis> c =
-        AnalyzeCollectives(ranks, CollectiveOptions{}, options);
+        AnalyzeCollectives(ranks, collective_options, options);
     if (!c.ok()) return Fail(kExitBadInput, c.status().message());
     collectives = *std::move(c);
     // In input order (each trace is analyzed once, inside).
@@ -293,6 +378,24 @@ int RunAnalyzeCommand(int argc, char** argv) {
                        "\n");
     out += RenderCollectivesText(*collectives, color);
     for (const std::string& r : reports) absl::StrAppend(&out, "\n", r);
+  }
+  if (!timeline.empty()) {
+    export_options.analyzer = options;
+    absl::StatusOr<TimelineExportStats> written = WriteTimelineExport(
+        traces, *paths, collectives ? &*collectives : nullptr, export_options,
+        timeline);
+    if (!written.ok()) {
+      return Fail(written.status().code() == absl::StatusCode::kInvalidArgument
+                      ? kExitUsage
+                      : kExitFailure,
+                  absl::StrCat("--timeline ", timeline, ": ",
+                               written.status().message()));
+    }
+    std::cerr << "bubblewatch analyze: wrote " << timeline << ": "
+              << written->ranks << " ranks, " << written->events << " events ("
+              << written->bubbles << " bubbles, " << written->collective_slices
+              << " collective slices, " << written->flows << " flows), "
+              << written->bytes << " bytes of JSON\n";
   }
   std::fwrite(out.data(), 1, out.size(), stdout);
   if (std::fflush(stdout) != 0) {

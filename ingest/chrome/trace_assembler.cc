@@ -96,6 +96,10 @@ void TraceAssembler::Keep(const ChromeEventBlock& block,
     a.bytes = event.bytes;
     a.name = name;
     a.device = static_cast<int32_t>(event.has_device ? event.device : pid);
+    // A job timeline: the rank (pid) above the device, so that ranks on
+    // the same device number of different hosts stay apart.
+    if (timeline_export_)
+      a.device = static_cast<int32_t>((pid << 16) | (a.device & 0xFFFF));
     a.stream = static_cast<int32_t>(event.has_stream ? event.stream : tid);
     a.kind = event.category.gpu_kind;
     a.pageable = event.pageable;
@@ -157,13 +161,23 @@ uint32_t TraceAssembler::IdKey(const ChromeIdToken& id) {
 
 bool TraceAssembler::WantsTopLevelValue(std::string_view key) const {
   return key == "distributedInfo" || key == "baseTimeNanoseconds" ||
-         key == "host_name" || key == "bubblewatch_job";
+         key == "host_name" || key == "bubblewatch_job" ||
+         key == "bubblewatch_timeline";
 }
 
 absl::Status TraceAssembler::TopLevelValue(std::string_view key,
                                            std::string_view text,
                                            uint64_t offset) {
   if (key == "baseTimeNanoseconds") return ReadBaseTime(text);
+  if (key == "bubblewatch_timeline") {
+    // Decides how every GPU event's device is read: only before them.
+    if (!trace_.gpu.empty() || !trace_.cpu.empty()) {
+      return absl::InvalidArgumentError(
+          "\"bubblewatch_timeline\" comes after events of \"traceEvents\"");
+    }
+    timeline_export_ = true;
+    return absl::OkStatus();
+  }
   // Small values: parsed from a padded copy of their own.
   simdjson::padded_string copy(text);
   RETURN_IF_ERROR(top_level_.Iterate(copy.data(), copy.size(),

@@ -65,6 +65,13 @@ class TraceAssembler : public TopLevelSink {
   // baseTimeNanoseconds where it applies. Error: a shifted time overflows.
   absl::StatusOr<Trace> Finish();
 
+  // The file is a job timeline written by bubblewatch (a top-level
+  // "bubblewatch_timeline" before "traceEvents": cli/timeline_export.h):
+  // its GPU events' device is pid × 65536 + their device (the rank above
+  // the device), so that ranks on the same device number of different hosts
+  // stay apart (SplitTimelineExport takes them apart again).
+  bool timeline_export() const { return timeline_export_; }
+
  private:
   void Keep(const ChromeEventBlock& block, const ParsedChromeEvent& event,
             NameId name);
@@ -98,6 +105,7 @@ class TraceAssembler : public TopLevelSink {
   int64_t max_start_ns_ = std::numeric_limits<int64_t>::min();
   std::vector<NameId> name_ids_;  // Merge: each event's name id.
   ChromeJsonDocument top_level_;  // For top-level values.
+  bool timeline_export_ = false;  // See timeline_export().
 };
 
 }  // namespace bubblewatch

@@ -508,6 +508,9 @@ class LogParser {
     int comm = -1;
     if (line.has_header) {
       comm = CommOf(line);
+      // v4.1/v4.2: a marker before self-contained records counts them too.
+      int64_t& remaining = p2p ? remaining_p2p_ : remaining_coll_;
+      if (comm == context_ && remaining > 0) --remaining;
     } else if (context_ >= 0) {
       // v4.3 and later: the marker before it holds the context.
       comm = context_;
@@ -616,6 +619,23 @@ bool LooksLikeInspectorLog(absl::string_view head) {
     if (absl::StrContains(line, key)) return true;
   }
   return false;
+}
+
+absl::StatusOr<bool> FileLooksLikeInspectorLog(absl::string_view path) {
+  absl::StatusOr<std::unique_ptr<TraceByteSource>> source =
+      TraceByteSource::Open(path);
+  if (!source.ok()) return source.status();
+  std::string head(64 << 10, '\0');
+  size_t size = 0;
+  while (size < head.size()) {
+    absl::StatusOr<size_t> n =
+        (*source)->Read(head.data() + size, head.size() - size);
+    if (!n.ok()) return n.status();
+    if (*n == 0) break;
+    size += *n;
+  }
+  head.resize(size);
+  return LooksLikeInspectorLog(head);
 }
 
 InspectorLog ParseInspectorLog(absl::string_view bytes,

@@ -109,6 +109,10 @@ struct InspectorLog {
 // `"inspector_output_format_version"`.
 bool LooksLikeInspectorLog(absl::string_view head);
 
+// LooksLikeInspectorLog of the first 64 KiB of the file at `path`
+// (gunzipped). Errors: the file system's, kDataLoss for a corrupt gzip.
+absl::StatusOr<bool> FileLooksLikeInspectorLog(absl::string_view path);
+
 // Parses a whole log held in memory. `file_name` (may be empty) supplies the
 // host and pid when no metadata names them (`<hostname>-pid<PID>.log`).
 InspectorLog ParseInspectorLog(absl::string_view bytes,

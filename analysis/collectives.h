@@ -128,7 +128,7 @@ struct RankCollectiveStats {
   int32_t device = 0;
   std::string host;
   std::string file;
-  int64_t pid = -1;  // RankInput::pid.
+  int64_t pid = -1;             // RankInput::pid.
   UtilizationStats stats;       // The device's figures (as `analyze` gives).
   int64_t comm_ns = 0;          // Union of its collective kernels.
   int64_t comm_exposed_ns = 0;  // ... not overlapped by other kernels.

@@ -196,6 +196,8 @@ absl::StatusOr<Trace> ReadTraceFile(absl::string_view path,
         BuildInspectorJob(std::move(logs), {std::string(path)});
     if (!job.ok()) return job.status();
     Trace trace = std::move(job->traces[0]);
+    // One log does not know the other members' job ranks.
+    for (CollectiveKernel& c : trace.collectives) c.group_ranks = kNoName;
     for (const auto& [reason, n] : skipped) trace.skipped[reason] += n;
     for (const auto& [reason, n] : job->skipped) trace.skipped[reason] += n;
     return Admitted(WithinEvents(std::move(trace), options.max_events));

@@ -190,17 +190,27 @@ InspectorJobLogs GenerateInspectorJob(const InspectorJobSpec& s) {
     std::vector<std::vector<Rec>> pending(3);
     const int per_step = s.tp_per_step + 1;
     const int every = std::max(1, s.dump_every_steps);
+    int64_t dropped_total = 0;
     auto dump = [&](int64_t dump_us) {
       for (int c = 0; c < 3; ++c) {
-        if (pending[c].empty()) continue;
+        int64_t dropped_now = 0;
+        if (c == 1 && p == s.drop_process) {
+          dropped_now = std::erase_if(pending[c], [&](const Rec& r) {
+            return r.sn >= s.drop_from_sn &&
+                   r.sn < s.drop_from_sn + s.drop_count;
+          });
+          dropped_total += dropped_now;
+          truth.dropped += dropped_now;
+        }
+        if (pending[c].empty() && dropped_now == 0) continue;
         if (s.version != "v4.0") {
           absl::StrAppend(
               &text, "{\"header\":", header(comms[c]),
               ",\"metadata\":", metadata(dump_us),
               ",\"dump_stats\":{\"coll_records\":", pending[c].size(),
-              ",\"coll_dropped_total\":0,"
-              "\"coll_dropped_since_last_dump\":0,"
-              "\"p2p_records\":0,\"p2p_dropped_total\":0,"
+              ",\"coll_dropped_total\":", c == 1 ? dropped_total : 0,
+              ",\"coll_dropped_since_last_dump\":", dropped_now,
+              ",\"p2p_records\":0,\"p2p_dropped_total\":0,"
               "\"p2p_dropped_since_last_dump\":0}}\n");
         }
         const bool bare = s.version >= "v4.3";

@@ -52,6 +52,13 @@ struct InspectorJobSpec {
   // markers.
   std::string version = "v4.3";
   int dump_every_steps = 5;
+  // Ring drops: process `drop_process` loses its TP communicator's records
+  // with coll_sn in [drop_from_sn, drop_from_sn + drop_count), overwritten
+  // before a dump, as the plugin's ring does; its next dump marker reports
+  // them (coll_dropped_total, coll_dropped_since_last_dump).
+  int drop_process = -1;
+  int64_t drop_from_sn = 0;
+  int64_t drop_count = 0;
   int64_t start_us = 1'752'867'229'000'000;
   uint64_t seed = 1;
 };
@@ -64,7 +71,8 @@ struct InspectorJobTruth {
   // same job without the plant (same jitter).
   int64_t planted_wait_us = 0;
   int64_t total_wait_us = 0;
-  int64_t coll_records = 0;
+  int64_t coll_records = 0;  // Written (without the dropped ones).
+  int64_t dropped = 0;
 };
 
 struct InspectorJobFile {

@@ -101,6 +101,47 @@ TEST_P(InspectorStragglerTest, WaitsAndTheStragglerMatchTheTruth) {
       << "caused " << first.wait_caused_ns << " of all waits " << waited;
 }
 
+// Ring drops: the instances a process lost are counted and reported, and
+// unmatched (their waits unknown), never taken for complete; the rest still
+// name the planted process.
+TEST(InspectorRingDropsTest, DroppedInstancesAreUnmatchedAndReported) {
+  for (bool verbose : {true, false}) {
+    InspectorJobSpec spec;
+    spec.verbose = verbose;
+    spec.drop_process = 2;
+    spec.drop_from_sn = 11;
+    spec.drop_count = 6;
+    const InspectorJobLogs gen = GenerateInspectorJob(spec);
+    ASSERT_EQ(gen.truth.dropped, 6);
+    std::vector<InspectorLog> logs;
+    std::vector<std::string> files;
+    for (const InspectorJobFile& f : gen.files) {
+      logs.push_back(ParseInspectorLog(f.text, f.name));
+      files.push_back(f.name);
+    }
+    EXPECT_EQ(logs[2].coll_dropped(), 6);
+    absl::StatusOr<InspectorJob> job =
+        BuildInspectorJob(std::move(logs), files);
+    ASSERT_TRUE(job.ok()) << job.status();
+    EXPECT_EQ(job->coll_dropped, 6);
+    EXPECT_EQ(job->processes[2].coll_dropped, 6);
+    std::vector<RankInput> ranks;
+    for (size_t i = 0; i < job->processes.size(); ++i) {
+      RankInput in;
+      in.trace = &job->traces[i];
+      in.rank = job->processes[i].rank;
+      in.clock_domain = job->processes[i].clock_domain;
+      ranks.push_back(in);
+    }
+    absl::StatusOr<CollectiveAnalysis> c = AnalyzeCollectives(ranks);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->unmatched, 6);
+    EXPECT_EQ(c->seq_jumps, 1);  // Process 2's TP sequence skips 6.
+    ASSERT_FALSE(c->stragglers.empty());
+    EXPECT_EQ(c->stragglers.front().rank, spec.plant);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Jobs, InspectorStragglerTest,
     ::testing::Values(

@@ -126,5 +126,17 @@ TEST(AnalyzeInspector, LogsMixedWithTracesAreRefused) {
       << r.err;
 }
 
+TEST(AnalyzeInspector, ProduceRefusesOneLogWithOneLine) {
+  const testing::CliResult r =
+      RunBubblewatch(absl::StrCat("produce --brokers 127.0.0.1:1 --job j '",
+                                  BUBBLEWATCH_TESTDATA_DIR,
+                                  "/inspector/readme_v4_3-pid1639453.log'"),
+                     ".", 60);
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_NE(r.err.find("an NCCL Inspector log: produce does not send these"),
+            std::string::npos)
+      << r.err;
+}
+
 }  // namespace
 }  // namespace bubblewatch

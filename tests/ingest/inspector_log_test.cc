@@ -242,6 +242,26 @@ TEST(InspectorLogTest, DetectedByContentThroughReadTraceFile) {
   EXPECT_EQ(trace->gpu.size(), 2u);
 }
 
+TEST(InspectorLogTest, AHugeLineIsOneCountedSkipAndTheRestIsRead) {
+  // 20 MiB of one line (past the 16 MiB a line may take) between records:
+  // memory stays bounded, the line is one skip, the records around it read.
+  std::string text = Marker(0, 0) + Coll(1);
+  text += "{\"coll_perf\":{\"coll\":\"";
+  text.append(size_t{20} << 20, 'x');
+  text += "\"}}\n";
+  text += Coll(2) + Marker(0, 0) + Coll(3) + Coll(4);
+  testing::TempDir dir;
+  const std::string path = dir.Sub("huge-pid9.log");
+  testing::WriteFile(path, text);
+  absl::StatusOr<InspectorLog> log = ReadInspectorLog(path);
+  ASSERT_TRUE(log.ok()) << log.status();
+  ASSERT_EQ(log->ops.size(), 4u);
+  EXPECT_EQ(log->ops[1].sn, 2);
+  EXPECT_EQ(log->skipped.at("line over 16 MiB (line skipped)"), 1);
+  EXPECT_EQ(log->lines_skipped(), 1);
+  EXPECT_EQ(log->lines, 7);
+}
+
 TEST(InspectorJobTest, TwoProcessesClaimingOneRankAreCounted) {
   auto log = [](const std::string& host, int pid, int rank) {
     return ParseInspectorLog(absl::StrCat(

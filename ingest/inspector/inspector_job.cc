@@ -259,8 +259,9 @@ absl::StatusOr<InspectorJob> BuildInspectorJob(
     auto key = [&](size_t i) {
       const Instance& inst = instances[i];
       const auto& [lo, hi] = range[inst.comm];
-      return std::make_pair(static_cast<__int128>(inst.sn - lo + 1),
-                            static_cast<__int128>(hi - lo + 1));
+      // In 128 bits: coll_sn may be anything up to 2^63 - 1.
+      return std::make_pair(static_cast<__int128>(inst.sn) - lo + 1,
+                            static_cast<__int128>(hi) - lo + 1);
     };
     std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
       const auto [na, da] = key(a);
@@ -279,7 +280,16 @@ absl::StatusOr<InspectorJob> BuildInspectorJob(
       const Instance& inst = instances[i];
       int64_t end = 0;
       for (const auto& [p, k] : inst.parts) {
-        end = std::max(end, ready[p] + recs[p][k].op->exec_us * 1000);
+        // Exec times are at most a day each (the reader's bound), so a sum
+        // can only leave the accepted range after ~10^5 days of them.
+        const int64_t exec_ns = recs[p][k].op->exec_us * 1000;
+        if (ready[p] > kMaxEventTimeNs - exec_ns) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(job.processes[p].file,
+                           ": exec times add up past the accepted time "
+                           "range (docs/semantics.md#units-and-events)"));
+        }
+        end = std::max(end, ready[p] + exec_ns);
       }
       for (const auto& [p, k] : inst.parts) {
         Rec& r = recs[p][k];

@@ -42,6 +42,8 @@ namespace {
 namespace od = simdjson::ondemand;
 
 constexpr size_t kChunkBytes = size_t{1} << 20;
+constexpr int64_t kMaxTimestampUs = kMaxEventTimeNs / 1000;
+constexpr int64_t kMaxExecUs = int64_t{86'400} * 1'000'000;
 // A line longer than this is no Inspector record (they are hundreds of
 // bytes, a few KiB verbose with many channels): skipped, counted.
 constexpr size_t kMaxLineBytes = size_t{16} << 20;
@@ -532,6 +534,18 @@ class LogParser {
     }
     if (line.sn < 0) {
       Skip(absl::StrCat(what, " without a sequence number"));
+      return;
+    }
+    // Microseconds become nanoseconds, and a job's exec times are added
+    // up (docs/semantics.md#exec-time-only-waits): beyond these bounds
+    // (about 146 years; a day) no arithmetic on them could be trusted.
+    if (line.exec_us > kMaxExecUs) {
+      Skip(absl::StrCat(what, " with an exec time over a day"));
+      return;
+    }
+    if (line.kernel_start > kMaxTimestampUs ||
+        line.kernel_stop > kMaxTimestampUs) {
+      Skip("kernel timestamp out of the accepted time range");
       return;
     }
     if (line.exec_us < 0) {

@@ -220,6 +220,31 @@ TEST(InspectorLogTest, RingDropsAreSummedAndAMissingMarkerStillCounts) {
   EXPECT_EQ(log.coll_dropped(), 42);
 }
 
+TEST(InspectorLogTest, TimesBeyondTheAcceptedRangeAreCountedSkips) {
+  const std::string head =
+      "{\"header\":{\"id\":\"0x1\",\"rank\":0,\"n_ranks\":1},"
+      "\"coll_perf\":{\"coll\":\"AllReduce\",\"coll_sn\":";
+  const InspectorLog log = ParseInspectorLog(
+      head + "1,\"coll_exec_time_us\":9223372036854775807}}\n" + head +
+      "2,\"coll_exec_time_us\":5,\"event_trace_ts\":{\"kernel_events\":"
+      "[{\"kernel_start_ts\":9223372036854775000,\"kernel_stop_ts\":"
+      "9223372036854775001}]}}}\n" +
+      head + "9223372036854775807,\"coll_exec_time_us\":5}}\n");
+  EXPECT_EQ(log.skipped.at("coll_perf with an exec time over a day (line "
+                           "skipped)"),
+            1);
+  EXPECT_EQ(log.skipped.at("kernel timestamp out of the accepted time range "
+                           "(line skipped)"),
+            1);
+  ASSERT_EQ(log.ops.size(), 1u);
+  EXPECT_EQ(log.ops[0].sn, INT64_MAX);
+  // The largest coll_sn goes through the job (exec-time order) intact.
+  std::vector<InspectorLog> logs = {log};
+  absl::StatusOr<InspectorJob> job = BuildInspectorJob(logs, {"a"});
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->traces[0].collectives.size(), 1u);
+}
+
 TEST(InspectorLogTest, BareRecordWithoutMarkerIsACountedSkip) {
   const InspectorLog log = ParseInspectorLog(Coll(1) + Coll(2));
   EXPECT_TRUE(log.ops.empty());

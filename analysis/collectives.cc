@@ -824,6 +824,7 @@ void CollectiveAnalyzer::Attribute() {
   for (size_t slot = 0; slot < ranks_.size(); ++slot) {
     by_slot[slot].rank = ranks_[slot].input->rank;
     by_slot[slot].host = ranks_[slot].input->host;
+    by_slot[slot].pid = ranks_[slot].input->pid;
   }
   // Each rank's waits, by its kernels' start (its own clock), with prefix
   // sums: the waits of a rank inside an interval between two sync points.
@@ -1321,6 +1322,7 @@ void CollectiveAnalyzer::Summarize() {
     s.device = r.input->device;
     s.host = r.input->host;
     s.file = r.input->file;
+    s.pid = r.input->pid;
     for (const DeviceAnalysis& d :
          out_.analyses[trace_of_rank_[slot]].devices) {
       if (d.device == r.input->device) s.stats = d.stats;

@@ -44,6 +44,7 @@ struct RankInput {
   std::string clock_domain;
   std::string host;  // For reports; may be empty.
   std::string file;  // For reports; may be empty.
+  int64_t pid = -1;  // For reports: the process, when known; else -1.
 };
 
 // The straggler threshold of a stored window (docs/semantics.md#stragglers).
@@ -141,6 +142,7 @@ struct RankCollectiveStats {
   int32_t device = 0;
   std::string host;
   std::string file;
+  int64_t pid = -1;             // RankInput::pid.
   UtilizationStats stats;       // The device's figures (as `analyze` gives).
   int64_t comm_ns = 0;          // Union of its collective kernels.
   int64_t comm_exposed_ns = 0;  // ... not overlapped by other kernels.

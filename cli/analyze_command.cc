@@ -23,7 +23,9 @@
 #include "cli/commands.h"
 #include "cli/diagnosis_report.h"
 #include "cli/exit_codes.h"
+#include "cli/inspector_report.h"
 #include "cli/timeline_export.h"
+#include "ingest/inspector/inspector_log.h"
 #include "ingest/trace_reader.h"
 #include "schemas/trace.h"
 
@@ -113,14 +115,15 @@ int RunAnalyzeCommand(int argc, char** argv) {
       "attributes every idle\nmicrosecond to a cause: host_sync, "
       "launch_overhead, allocator, memcpy, data_loading,\nhost_compute, "
       "gpu_dependency or unattributed. Reads the seed timeline JSON, "
-      "PyTorch-profiler\n(Kineto) Chrome traces (.json, .json.gz) and Nsight "
-      "Systems SQLite exports.\n\nGiven the files (or a directory) of one "
+      "PyTorch-profiler\n(Kineto) Chrome traces (.json, .json.gz), Nsight "
+      "Systems SQLite exports and NCCL Inspector\nlogs.\n\nGiven the files (or "
+      "a directory) of one "
       "job's ranks, it also matches their NCCL\ncollectives, splits "
       "collective time into waiting and transfer, and names the rank that\n"
       "the others waited for, with the cause (docs/semantics.md#collectives)."
       "\n\nExit codes: 0 ok, 2 usage error, 3 "
       "unreadable or malformed input.");
-  cl.AddString("format", &format, "auto|timeline|chrome|nsys",
+  cl.AddString("format", &format, "auto|timeline|chrome|nsys|inspector",
                "input format; auto decides by content");
   cl.AddBool("json", &json,
              "print the machine-readable JSON report instead of text");
@@ -165,9 +168,10 @@ int RunAnalyzeCommand(int argc, char** argv) {
   }
   std::optional<TraceFormat> parsed_format = ParseTraceFormat(format);
   if (!parsed_format) {
-    return Fail(kExitUsage,
-                absl::StrCat("unknown --format '", format,
-                             "' (want auto, timeline, chrome or nsys)"));
+    return Fail(
+        kExitUsage,
+        absl::StrCat("unknown --format '", format,
+                     "' (want auto, timeline, chrome, nsys or inspector)"));
   }
   if (threads < -1) return Fail(kExitUsage, "--threads must be >= -1");
   AnalyzerOptions options;
@@ -213,6 +217,57 @@ int RunAnalyzeCommand(int argc, char** argv) {
     return Fail(kExitUsage,
                 "--rank picks one trace; with several files every rank is "
                 "analyzed");
+  }
+
+  const bool color =
+      !no_color && isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
+
+  // NCCL Inspector logs (by content, or --format inspector): one job's
+  // processes, analyzed together (docs/analyze.md#inspector-logs).
+  bool inspector = *parsed_format == TraceFormat::kInspector;
+  if (*parsed_format == TraceFormat::kAuto) {
+    std::string first_inspector;
+    std::string first_other;
+    for (const std::string& path : *paths) {
+      absl::StatusOr<bool> is = FileLooksLikeInspectorLog(path);
+      if (!is.ok()) {
+        return Fail(kExitBadInput,
+                    absl::StrCat(path, ": ", is.status().message()));
+      }
+      std::string& slot = *is ? first_inspector : first_other;
+      if (slot.empty()) slot = path;
+    }
+    if (!first_inspector.empty() && !first_other.empty()) {
+      return Fail(kExitBadInput,
+                  absl::StrCat(first_other,
+                               ": not an NCCL Inspector log, "
+                               "while ",
+                               first_inspector,
+                               " is: give one job's Inspector logs or its "
+                               "traces, not both"));
+    }
+    inspector = !first_inspector.empty();
+  }
+  if (inspector) {
+    if (rank >= 0 || device >= 0 || options.window_ns > 0 ||
+        !timeline.empty()) {
+      return Fail(kExitUsage,
+                  "--rank, --device, --window and --timeline do not apply to "
+                  "Inspector logs");
+    }
+    InspectorReportOptions inspector_options;
+    inspector_options.json = json;
+    inspector_options.pretty = pretty;
+    inspector_options.color = color;
+    inspector_options.analyzer = options;
+    absl::StatusOr<std::string> report =
+        AnalyzeInspectorLogs(*paths, inspector_options);
+    if (!report.ok()) return Fail(kExitBadInput, report.status().message());
+    std::fwrite(report->data(), 1, report->size(), stdout);
+    if (std::fflush(stdout) != 0) {
+      return Fail(kExitFailure, "cannot write the report to stdout");
+    }
+    return kExitOk;
   }
 
   TraceReadOptions read_options;
@@ -273,8 +328,6 @@ int RunAnalyzeCommand(int argc, char** argv) {
     }
   }
   *paths = std::move(timeline_paths);
-  const bool color =
-      !no_color && isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
 
   // Several ranks: several files, or one trace whose collectives run on
   // several devices (an Nsight Systems export of a node).

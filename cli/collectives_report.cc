@@ -123,6 +123,14 @@ std::string RenderCollectivesText(const CollectiveAnalysis& c, bool color) {
   }
 
   absl::StrAppend(&out, ClocksLine(c));
+  return out + RenderCollectivesSummaryText(c, color);
+}
+
+std::string RenderCollectivesSummaryText(const CollectiveAnalysis& c,
+                                         bool color,
+                                         const CollectivesTextOptions& o) {
+  Styler st(color);
+  std::string out;
   absl::StrAppend(&out, "\n", st.Bold("Collectives and stragglers"), "\n");
   absl::StrAppend(
       &out, "  ", c.collective_kernels, " collective kernels; instances by ",
@@ -165,9 +173,14 @@ std::string RenderCollectivesText(const CollectiveAnalysis& c, bool color) {
     waited += r.comm_wait_ns;
     span += r.stats.span_ns;
   }
-  absl::StrAppend(&out, "  GPUs waited in collectives ", HumanDuration(waited),
-                  " (", Percent(Ratio(waited, span)),
-                  " of the ranks' GPU time)\n");
+  if (o.timeline_from_exec_times) {
+    absl::StrAppend(&out, "  Processes waited in collectives ",
+                    HumanDuration(waited), "\n");
+  } else {
+    absl::StrAppend(&out, "  GPUs waited in collectives ",
+                    HumanDuration(waited), " (", Percent(Ratio(waited, span)),
+                    " of the ranks' GPU time)\n");
+  }
   if (c.stragglers.empty()) {
     absl::StrAppend(&out, "  No rank made the others wait.\n");
     return out;
@@ -176,16 +189,44 @@ std::string RenderCollectivesText(const CollectiveAnalysis& c, bool color) {
   for (const Straggler& s : c.stragglers) {
     if (++shown > 3) break;
     std::vector<Share> shares = Shares(s);
+    if (o.own_time_unknown) {
+      // Only collectives are known: whatever kept it out of them (compute,
+      // data loading, the host) is one category.
+      int64_t own = s.compute_ns;
+      for (int64_t ns : s.causes) own += ns;
+      shares.clear();
+      shares.push_back(
+          {"own time", own,
+           "it spends longer outside collectives than its peers; the logs "
+           "cannot say on what: profile this process (a profiler snapshot) "
+           "for the cause"});
+      shares.push_back({"comm", s.comm_ns,
+                        "it spends longer in other collectives before this "
+                        "one: look at its other communicators"});
+      shares.push_back({"unattributed", s.unattributed_ns,
+                        "no previous sync point, or no excess over the "
+                        "median rank"});
+      std::stable_sort(
+          shares.begin(), shares.end(),
+          [](const Share& a, const Share& b) { return a.ns > b.ns; });
+      std::erase_if(shares, [](const Share& sh) { return sh.ns <= 0; });
+    }
     // The one line an on-call engineer needs: who, where, why, what it
     // cost (docs/semantics.md#root-cause, #what-it-cost).
     std::string who = absl::StrCat("rank ", s.rank);
     if (!s.host.empty()) absl::StrAppend(&who, " on ", s.host);
+    if (s.pid >= 0) absl::StrAppend(&who, " pid ", s.pid);
     std::string line =
         absl::StrCat(st.Bold(who), ": ",
                      shares.empty() ? "unexplained" : shares[0].category);
     if (s.saved_ns >= 0 && c.job_ns > 0) {
-      absl::StrAppend(&line, ", ", HumanDuration(s.saved_ns), " of the job's ",
-                      HumanDuration(c.job_ns));
+      if (o.timeline_from_exec_times) {
+        // The job's length is not known from exec times, what it cost is.
+        absl::StrAppend(&line, ", cost the job ", HumanDuration(s.saved_ns));
+      } else {
+        absl::StrAppend(&line, ", ", HumanDuration(s.saved_ns),
+                        " of the job's ", HumanDuration(c.job_ns));
+      }
     }
     absl::StrAppend(&out, "  ", line, "\n");
     absl::StrAppend(&out, "    caused ", HumanDuration(s.wait_caused_ns),
@@ -237,6 +278,7 @@ void WriteCollectivesJson(JsonWriter& w, const CollectiveAnalysis& c) {
     } else {
       w.String(r.host);
     }
+    if (r.pid >= 0) w.Key("pid").Int(r.pid);
     w.Key("file").String(r.file);
     w.Key("utilization").Double(r.stats.utilization());
     w.Key("busy_useful_utilization").Double(r.busy_useful_utilization());

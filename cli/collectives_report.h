@@ -17,6 +17,23 @@ namespace bubblewatch {
 std::string RenderCollectivesText(const CollectiveAnalysis& analysis,
                                   bool color);
 
+struct CollectivesTextOptions {
+  // Only the collectives are known (Inspector logs): a straggler's time
+  // outside them is one category, "own time", not bubble causes.
+  bool own_time_unknown = false;
+  // The timeline was built from exec times
+  // (docs/semantics.md#exec-time-only-waits): no share of GPU time and no
+  // job length, which it does not know.
+  bool timeline_from_exec_times = false;
+};
+
+// The collectives section alone (instances, waits, stragglers, what-if),
+// for reports with a table of their own in place of the per-rank one
+// (Inspector logs: cli/inspector_report.h).
+std::string RenderCollectivesSummaryText(
+    const CollectiveAnalysis& analysis, bool color,
+    const CollectivesTextOptions& options = {});
+
 // Writes the members "ranks", "collectives" and "stragglers" into the object
 // `w` is inside.
 void WriteCollectivesJson(JsonWriter& w, const CollectiveAnalysis& analysis);

@@ -356,6 +356,14 @@ int RunProduceCommand(int argc, char** argv) {
         return Fail(kExitBadInput,
                     absl::StrCat(path, ": ", trace.status().message()));
       }
+      if (trace->source_format == "inspector") {
+        // docs/analyze.md#inspector-logs: a job's logs are read together.
+        return Fail(kExitBadInput,
+                    absl::StrCat(path,
+                                 ": an NCCL Inspector log: produce does not "
+                                 "send these yet; analyze reads a job's logs "
+                                 "together"));
+      }
       BatchHeader identity;
       identity.job = job;
       identity.host = host;

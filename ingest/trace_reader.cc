@@ -6,11 +6,14 @@
 #include <memory>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "ingest/chrome/chrome_trace_reader.h"
+#include "ingest/inspector/inspector_job.h"
+#include "ingest/inspector/inspector_log.h"
 #include "ingest/nsys/nsys_reader.h"
 #include "ingest/timeline_reader.h"
 #include "ingest/trace_io/trace_file.h"
@@ -78,13 +81,16 @@ absl::string_view TraceFormatName(TraceFormat format) {
       return "chrome";
     case TraceFormat::kNsys:
       return "nsys";
+    case TraceFormat::kInspector:
+      return "inspector";
   }
   return "unknown";
 }
 
 std::optional<TraceFormat> ParseTraceFormat(absl::string_view name) {
-  for (TraceFormat f : {TraceFormat::kAuto, TraceFormat::kTimeline,
-                        TraceFormat::kChrome, TraceFormat::kNsys}) {
+  for (TraceFormat f :
+       {TraceFormat::kAuto, TraceFormat::kTimeline, TraceFormat::kChrome,
+        TraceFormat::kNsys, TraceFormat::kInspector}) {
     if (TraceFormatName(f) == name) return f;
   }
   return std::nullopt;
@@ -158,8 +164,11 @@ absl::StatusOr<Trace> ReadTraceFile(absl::string_view path,
       return absl::InvalidArgumentError(
           "a compressed SQLite file: gunzip the Nsight Systems export first");
     }
-    std::optional<TraceFormat> sniffed = SniffJsonFormat(head);
-    if (sniffed == TraceFormat::kChrome) format = *sniffed;
+    if (LooksLikeInspectorLog(head)) {
+      format = TraceFormat::kInspector;
+    } else if (SniffJsonFormat(head) == TraceFormat::kChrome) {
+      format = TraceFormat::kChrome;
+    }
   }
   // JSON text never holds a NUL byte: a file that does in its first 64 KiB
   // (a sparse file, a binary) is refused now, not after reading it whole
@@ -179,13 +188,27 @@ absl::StatusOr<Trace> ReadTraceFile(absl::string_view path,
   ASSIGN_OR_RETURN(simdjson::padded_string bytes, ReadRest(*source, head));
   source.reset();
   absl::string_view view(bytes.data(), bytes.size());
+  if (format == TraceFormat::kInspector) {
+    std::vector<InspectorLog> logs;
+    logs.push_back(ParseInspectorLog(view, path));
+    SkipCounts skipped = logs[0].skipped;
+    absl::StatusOr<InspectorJob> job =
+        BuildInspectorJob(std::move(logs), {std::string(path)});
+    if (!job.ok()) return job.status();
+    Trace trace = std::move(job->traces[0]);
+    // One log does not know the other members' job ranks.
+    for (CollectiveKernel& c : trace.collectives) c.group_ranks = kNoName;
+    for (const auto& [reason, n] : skipped) trace.skipped[reason] += n;
+    for (const auto& [reason, n] : job->skipped) trace.skipped[reason] += n;
+    return Admitted(WithinEvents(std::move(trace), options.max_events));
+  }
   if (format == TraceFormat::kAuto) {
     std::optional<TraceFormat> sniffed = SniffJsonFormat(view);
     if (!sniffed) {
       return absl::InvalidArgumentError(
           "unknown format: not an Nsight Systems SQLite export, and no "
           "\"traceEvents\" (Chrome trace) or \"gpu_kernels\" (timeline) key "
-          "found; pass --format to force one");
+          "found, and no NCCL Inspector record; pass --format to force one");
     }
     format = *sniffed;
   }

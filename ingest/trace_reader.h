@@ -1,6 +1,7 @@
 // The one entry point for reading a profiler file into a Trace, whatever its
 // format: the seed's timeline JSON, a PyTorch-profiler (Kineto) Chrome trace
-// (.json or .json.gz), or an Nsight Systems SQLite export.
+// (.json or .json.gz), an Nsight Systems SQLite export, or one process's NCCL
+// Inspector log (its collectives as kernels; docs/analyze.md#inspector-logs).
 #ifndef BUBBLEWATCH_INGEST_TRACE_READER_H_
 #define BUBBLEWATCH_INGEST_TRACE_READER_H_
 
@@ -16,15 +17,18 @@
 
 namespace bubblewatch {
 
-enum class TraceFormat { kAuto, kTimeline, kChrome, kNsys };
+enum class TraceFormat { kAuto, kTimeline, kChrome, kNsys, kInspector };
 
-// "auto", "timeline", "chrome", "nsys".
+// "auto", "timeline", "chrome", "nsys", "inspector".
 absl::string_view TraceFormatName(TraceFormat format);
 std::optional<TraceFormat> ParseTraceFormat(absl::string_view name);
 
 struct TraceReadOptions {
   // kAuto decides by content: SQLite magic -> nsys; gzip is opened first;
-  // JSON with "traceEvents" -> chrome; JSON with "gpu_kernels" -> timeline.
+  // JSON with "traceEvents" -> chrome; JSON with "gpu_kernels" -> timeline;
+  // JSON lines of NCCL Inspector records -> inspector (one process's log:
+  // ingest/inspector/inspector_log.h; a job's logs together go through
+  // BuildInspectorJob).
   TraceFormat format = TraceFormat::kAuto;
 
   // When set, called now and then while a Chrome trace is converted (every

@@ -89,6 +89,7 @@ struct BubbleReport {
 struct Straggler {
   int32_t rank = 0;
   std::string host;            // May be empty.
+  int64_t pid = -1;            // The process (Inspector logs); -1: unknown.
   int64_t wait_caused_ns = 0;  // direct + every via.
   int64_t direct_wait_caused_ns = 0;
   int64_t arrived_last = 0;

@@ -36,6 +36,8 @@ void WriteStragglerJson(JsonWriter& w, const Straggler& s) {
   } else {
     w.String(s.host);
   }
+  // Known for Inspector logs only: absent otherwise.
+  if (s.pid >= 0) w.Key("pid").Int(s.pid);
   w.Key("direct_wait_caused_us").Double(us(s.direct_wait_caused_ns));
   w.Key("via").BeginArray();
   for (const Straggler::Via& v : s.via) {

@@ -508,6 +508,15 @@ absl::Status TraceWatcher::HandleFile(const std::string& name, FileEntry& entry,
                   : trace.status().message());
   }
 
+  if (trace->source_format == "inspector") {
+    // One process's log alone has no job ranks and, without verbose
+    // records, no wall-clock times: analyze reads a job's logs together
+    // (docs/analyze.md#inspector-logs).
+    return Reject(name, entry, "not a trace",
+                  "an NCCL Inspector log: not sent by the watcher (analyze "
+                  "reads a job's logs together)");
+  }
+
   // Identity: flags first, then the name, then the trace's own metadata.
   std::optional<JobAndRank> from_name;
   if (options_.job_pattern) from_name = options_.job_pattern->Match(name);

@@ -66,6 +66,9 @@ SUITES = [
     {"name": "chrome_reader", "default": True, "minutes": 0.2,
      "about": "Chrome-trace (Kineto JSON) reader: in memory, from the file as `analyze` reads "
               "it, and peak memory: build/ops/bench/chrome_reader_benchmark"},
+    {"name": "inspector_reader", "default": True, "minutes": 0.2,
+     "about": "NCCL Inspector log reader, records/s of CPU time on one core: "
+              "build/ops/bench/inspector_reader_benchmark"},
     {"name": "producer", "default": True, "minutes": 0.3,
      "about": "one `bubblewatch produce` process to a real local broker: "
               "ops/bench/producer_bench"},
@@ -125,6 +128,22 @@ FIGURES = [
      "what": "Chrome reader peak RSS, whole process, reading mtia_rank_0.json.gz (streaming)",
      # The value is filled in per run: 2 x the JSON's size + 64 MiB.
      "target": target("<=", None, "≤ 2 × JSON size + 64 MiB", "project target")},
+    # One process's log of a generated job in memory (ParseInspectorLog), in the plugin's
+    # forms; the per-core target is judged on the heaviest, v4.2 verbose (every record with
+    # its header, metadata and two channels' event traces, ~1.1 KB).
+    {"id": "inspector_v4_2_verbose_records_per_s", "suite": "inspector_reader",
+     "unit": "records/s",
+     "what": "Inspector reader, v4.2 verbose records (~1.1 KB each) in memory, records/s of CPU "
+             "time (median)",
+     "target": target(">=", 1e6, "≥ 1 M records/s per core", "project target")},
+    {"id": "inspector_v4_3_plain_records_per_s", "suite": "inspector_reader",
+     "unit": "records/s",
+     "what": "Inspector reader, v4.3 plain records (dump marker + bare records, ~240 B each) in "
+             "memory, records/s of CPU time (median)",
+     "target": target(">=", 1e6, "≥ 1 M records/s per core", "project target")},
+    {"id": "inspector_file_records_per_s", "suite": "inspector_reader", "unit": "records/s",
+     "what": "Inspector reader, v4.2 plain log from a file (`ReadInspectorLog`, 1 MiB buffers), "
+             "records/s of CPU time (median)", "target": None},
     {"id": "producer_events_per_s", "suite": "producer", "unit": "events/s",
      "what": "producer, one process, synthetic fleet to a local broker "
              "(lz4, 4096-event batches, linger 50 ms, acks=all, idempotent)",
@@ -571,7 +590,28 @@ def suite_processor_memory(r, quick):
                                        "command": r.commands[-1]}}
 
 
+def suite_inspector_reader(r, quick):
+    exe = need(f"{r.args.build}/ops/bench/inspector_reader_benchmark")
+    reps = ["--benchmark_min_time=0.1", "--benchmark_repetitions=1"] if quick else \
+        ["--benchmark_repetitions=3"]
+    runs, _ = r.gbench([exe] + reps)
+    cmd = r.commands[-1]
+    figs = {}
+    for fid, prefix in (("inspector_v4_2_verbose_records_per_s",
+                         "BM_ParseInspectorLog/v4_2_verbose"),
+                        ("inspector_v4_3_plain_records_per_s", "BM_ParseInspectorLog/v4_3_plain"),
+                        ("inspector_file_records_per_s", "BM_ReadInspectorLogFile")):
+        rs = pick(runs, prefix)
+        v, lo, hi = med(rs, "items_per_second")  # Google Benchmark: per CPU second
+        detail = f"{len(rs)} repetition(s){spread(lo, hi, mega)}"
+        if rs[0].get("bytes_per_record"):
+            detail += f"; {rs[0]['bytes_per_record']:.0f} bytes a record"
+        figs[fid] = {"value": v, "detail": detail, "command": cmd}
+    return figs
+
+
 SUITE_FN = {"analyzer": suite_analyzer, "chrome_reader": suite_chrome_reader,
+            "inspector_reader": suite_inspector_reader,
             "producer": suite_producer, "processor": suite_processor,
             "processor_collectives": lambda r, quick: suite_processor(r, quick, True),
             "processor_live": suite_processor_live, "query": suite_query,

@@ -1,0 +1,358 @@
+#include "ingest/inspector/inspector_job.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace bubblewatch {
+namespace {
+
+// One kept collective record of a process.
+struct Rec {
+  int comm = 0;  // Index into InspectorJob::communicators.
+  const InspectorOp* op = nullptr;
+  const InspectorLog* log = nullptr;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+};
+
+// An instance: (communicator, coll_sn) and its records, one per member.
+struct Instance {
+  int comm = 0;
+  int64_t sn = 0;
+  std::vector<std::pair<int, size_t>> parts;  // (process, index in recs)
+};
+
+constexpr int64_t kExecTimelineOriginNs = 1'000'000'000;
+
+}  // namespace
+
+absl::StatusOr<InspectorJob> BuildInspectorJob(
+    std::vector<InspectorLog> logs, const std::vector<std::string>& files) {
+  if (logs.empty()) {
+    return absl::InvalidArgumentError("no Inspector log");
+  }
+  InspectorJob job;
+
+  // Processes: (host, pid); a log naming neither is a process of its own.
+  std::map<std::tuple<std::string, int64_t, std::string>, std::vector<size_t>>
+      by_process;
+  for (size_t i = 0; i < logs.size(); ++i) {
+    const std::string file = i < files.size() ? files[i] : "";
+    const bool named = !logs[i].hostname.empty() || logs[i].pid >= 0;
+    by_process[{logs[i].hostname, logs[i].pid, named ? "" : file}].push_back(i);
+  }
+  std::vector<std::vector<size_t>> logs_of;
+  for (auto& [key, idx] : by_process) {
+    InspectorProcess p;
+    p.host = std::get<0>(key);
+    p.pid = std::get<1>(key);
+    std::vector<std::string> names;
+    for (size_t i : idx) {
+      if (i < files.size()) names.push_back(files[i]);
+      const InspectorLog& log = logs[i];
+      p.coll_records += log.coll_records;
+      p.p2p_records += log.p2p_records;
+      p.coll_dropped += log.coll_dropped();
+      p.p2p_dropped += log.p2p_dropped();
+      p.lines_skipped += log.lines_skipped();
+      if (p.version.empty()) p.version = log.version;
+      for (const auto& [reason, n] : log.skipped) job.log_skipped[reason] += n;
+    }
+    p.file = absl::StrJoin(names, ", ");
+    if (idx.size() > 1) {
+      job.skipped["logs of one process merged"] +=
+          static_cast<int64_t>(idx.size()) - 1;
+    }
+    job.coll_records += p.coll_records;
+    job.p2p_records += p.p2p_records;
+    job.coll_dropped += p.coll_dropped;
+    job.p2p_dropped += p.p2p_dropped;
+    job.processes.push_back(std::move(p));
+    logs_of.push_back(idx);
+  }
+  if (job.coll_records == 0) {
+    return absl::InvalidArgumentError(
+        "the Inspector logs hold no collective record (coll_perf)");
+  }
+  const int n_proc = static_cast<int>(job.processes.size());
+
+  // Communicators, by id, and who holds which rank of each.
+  std::map<std::string, int> comm_index;
+  for (const InspectorLog& log : logs) {
+    for (const InspectorComm& c : log.comms) comm_index.emplace(c.id, 0);
+  }
+  for (auto& [id, index] : comm_index) {
+    index = static_cast<int>(job.communicators.size());
+    InspectorCommunicator c;
+    c.id = id;
+    job.communicators.push_back(std::move(c));
+  }
+  // (process, communicator) pairs whose records are not used.
+  absl::flat_hash_set<std::pair<int, int>> excluded;
+  // The rank of each process in each communicator.
+  std::vector<absl::flat_hash_map<int, int32_t>> rank_in(n_proc);
+  for (int p = 0; p < n_proc; ++p) {
+    for (size_t li : logs_of[p]) {
+      for (const InspectorComm& lc : logs[li].comms) {
+        const int ci = comm_index[lc.id];
+        InspectorCommunicator& c = job.communicators[ci];
+        if (c.name.empty()) c.name = lc.name;
+        c.n_ranks = std::max(c.n_ranks, lc.n_ranks);
+        c.coll_dropped += lc.coll_dropped();
+        if (lc.rank >= 0) rank_in[p].emplace(ci, lc.rank);
+      }
+    }
+  }
+  for (int p = 0; p < n_proc; ++p) {
+    for (const auto& [ci, r] : rank_in[p]) {
+      InspectorCommunicator& c = job.communicators[ci];
+      if (c.n_ranks > 0 && r >= c.n_ranks) {
+        job.skipped[absl::StrCat("process claims rank ", r, " of ", c.n_ranks,
+                                 " in communicator ", c.id,
+                                 ": its records of it dropped")]++;
+        excluded.insert({p, ci});
+        continue;
+      }
+      if (static_cast<int32_t>(c.members.size()) <= r) {
+        c.members.resize(r + 1, -1);
+      }
+      if (c.members[r] >= 0 && c.members[r] != p) {
+        const InspectorProcess& first = job.processes[c.members[r]];
+        const InspectorProcess& second = job.processes[p];
+        job.skipped[absl::StrCat("rank ", r, " of communicator ", c.id,
+                                 " claimed by ", first.host, " pid ", first.pid,
+                                 " and ", second.host, " pid ", second.pid,
+                                 ": the second's records of it dropped")]++;
+        excluded.insert({p, ci});
+        continue;
+      }
+      c.members[r] = p;
+    }
+  }
+  for (InspectorCommunicator& c : job.communicators) {
+    if (c.n_ranks > static_cast<int32_t>(c.members.size())) {
+      c.members.resize(c.n_ranks, -1);
+    }
+  }
+
+  // Job ranks: the first communicator (by id) with every process a member
+  // and no other.
+  for (InspectorCommunicator& c : job.communicators) {
+    if (static_cast<int>(c.members.size()) != n_proc) continue;
+    if (std::count(c.members.begin(), c.members.end(), -1) > 0) continue;
+    c.whole_job = true;
+    job.job_ranks_known = true;
+    job.world_size = n_proc;
+    for (int r = 0; r < n_proc; ++r) {
+      job.processes[c.members[r]].job_rank = r;
+    }
+    break;
+  }
+  for (int p = 0; p < n_proc; ++p) {
+    InspectorProcess& proc = job.processes[p];
+    proc.rank = job.job_ranks_known ? proc.job_rank : p;
+  }
+
+  // Each process's collective records, without duplicates (comm, sn).
+  std::vector<std::vector<Rec>> recs(n_proc);
+  bool all_verbose = true;
+  bool any_verbose = false;
+  for (int p = 0; p < n_proc; ++p) {
+    absl::flat_hash_set<std::pair<int, int64_t>> seen;
+    for (size_t li : logs_of[p]) {
+      const InspectorLog& log = logs[li];
+      for (const InspectorOp& op : log.ops) {
+        if (op.p2p) continue;
+        const int ci = comm_index[log.comms[op.comm].id];
+        if (excluded.contains({p, ci})) {
+          job.skipped
+              ["records of a communicator rank claimed twice or out "
+               "of range (dropped)"]++;
+          continue;
+        }
+        if (!rank_in[p].contains(ci)) {
+          job.skipped
+              ["records of a communicator without this process's "
+               "rank (dropped)"]++;
+          continue;
+        }
+        if (!seen.insert({ci, op.sn}).second) {
+          job.skipped
+              ["duplicate records (communicator, coll_sn) in one "
+               "process (dropped)"]++;
+          continue;
+        }
+        Rec r;
+        r.comm = ci;
+        r.op = &op;
+        r.log = &log;
+        recs[p].push_back(r);
+        if (op.kernel_start_us >= 0) {
+          any_verbose = true;
+        } else {
+          all_verbose = false;
+        }
+      }
+    }
+  }
+  job.verbose = all_verbose && any_verbose;
+  if (any_verbose && !all_verbose) {
+    job.skipped
+        ["kernel timestamps on only some records: exec times used "
+         "for all"]++;
+  }
+
+  // Instances.
+  absl::flat_hash_map<std::pair<int, int64_t>, size_t> instance_of;
+  std::vector<Instance> instances;
+  for (int p = 0; p < n_proc; ++p) {
+    for (size_t k = 0; k < recs[p].size(); ++k) {
+      const Rec& r = recs[p][k];
+      auto [it, fresh] = instance_of.emplace(std::make_pair(r.comm, r.op->sn),
+                                             instances.size());
+      if (fresh) instances.push_back({r.comm, r.op->sn, {}});
+      instances[it->second].parts.push_back({p, k});
+    }
+  }
+  for (const Instance& inst : instances) {
+    InspectorCommunicator& c = job.communicators[inst.comm];
+    ++c.instances;
+    const int64_t members =
+        c.members.size() - std::count(c.members.begin(), c.members.end(), -1);
+    if (static_cast<int64_t>(inst.parts.size()) == members &&
+        static_cast<int64_t>(c.members.size()) == members) {
+      ++c.complete;
+    }
+  }
+
+  if (job.verbose) {
+    for (auto& pr : recs) {
+      for (Rec& r : pr) {
+        r.start_ns = r.op->kernel_start_us * 1000;
+        r.end_ns = r.op->kernel_stop_us * 1000;
+      }
+    }
+  } else {
+    // docs/semantics.md#exec-time-only-waits: the instances in one order
+    // for every process (by how far through its communicator's sequence
+    // each one is; at equal fractions the communicator with more
+    // instances first, as the outer loop's collective closes a step), each
+    // ending when its latest member, started when that member's previous
+    // instance ended, has run its exec time.
+    std::vector<std::pair<int64_t, int64_t>> range(job.communicators.size(),
+                                                   {INT64_MAX, INT64_MIN});
+    for (const Instance& inst : instances) {
+      auto& [lo, hi] = range[inst.comm];
+      lo = std::min(lo, inst.sn);
+      hi = std::max(hi, inst.sn);
+    }
+    std::vector<size_t> order(instances.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    auto key = [&](size_t i) {
+      const Instance& inst = instances[i];
+      const auto& [lo, hi] = range[inst.comm];
+      // In 128 bits: coll_sn may be anything up to 2^63 - 1.
+      return std::make_pair(static_cast<__int128>(inst.sn) - lo + 1,
+                            static_cast<__int128>(hi) - lo + 1);
+    };
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      const auto [na, da] = key(a);
+      const auto [nb, db] = key(b);
+      const __int128 lhs = na * db;
+      const __int128 rhs = nb * da;
+      if (lhs != rhs) return lhs < rhs;
+      if (da != db) return da > db;
+      if (instances[a].comm != instances[b].comm) {
+        return instances[a].comm < instances[b].comm;
+      }
+      return instances[a].sn < instances[b].sn;
+    });
+    std::vector<int64_t> ready(n_proc, kExecTimelineOriginNs);
+    for (size_t i : order) {
+      const Instance& inst = instances[i];
+      int64_t end = 0;
+      for (const auto& [p, k] : inst.parts) {
+        // Exec times are at most a day each (the reader's bound), so a sum
+        // can only leave the accepted range after ~10^5 days of them.
+        const int64_t exec_ns = recs[p][k].op->exec_us * 1000;
+        if (ready[p] > kMaxEventTimeNs - exec_ns) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(job.processes[p].file,
+                           ": exec times add up past the accepted time "
+                           "range (docs/semantics.md#units-and-events)"));
+        }
+        end = std::max(end, ready[p] + exec_ns);
+      }
+      for (const auto& [p, k] : inst.parts) {
+        Rec& r = recs[p][k];
+        r.end_ns = end;
+        r.start_ns = end - r.op->exec_us * 1000;
+        ready[p] = end;
+      }
+    }
+  }
+
+  // The traces.
+  std::vector<std::string> group_ranks(job.communicators.size());
+  for (size_t ci = 0; ci < job.communicators.size(); ++ci) {
+    std::vector<int32_t> ranks;
+    for (int p : job.communicators[ci].members) {
+      if (p >= 0) ranks.push_back(job.processes[p].rank);
+    }
+    group_ranks[ci] = absl::StrCat("[", absl::StrJoin(ranks, ", "), "]");
+  }
+  for (int p = 0; p < n_proc; ++p) {
+    InspectorProcess& proc = job.processes[p];
+    proc.clock_domain =
+        job.verbose ? absl::StrCat("host:", proc.host) : "exec-time";
+    Trace t;
+    t.rank = proc.job_rank;
+    t.world_size = job.world_size;
+    t.host = proc.host;
+    t.source_format = "inspector";
+    NameInterner names(&t);
+    t.gpu.reserve(recs[p].size());
+    t.collectives.reserve(recs[p].size());
+    for (const Rec& r : recs[p]) {
+      const std::string& op = r.log->op_names[r.op->name];
+      const InspectorCommunicator& c = job.communicators[r.comm];
+      GpuActivity a;
+      a.start_ns = r.start_ns;
+      a.end_ns = r.end_ns;
+      a.name = names.Intern(absl::StrCat("nccl", op));
+      a.device = 0;
+      a.stream = r.comm;
+      a.bytes = 0;
+      t.gpu.push_back(a);
+      CollectiveKernel k;
+      k.start_ns = r.start_ns;
+      k.end_ns = r.end_ns;
+      k.device = 0;
+      k.stream = r.comm;
+      k.kernel_name = a.name;
+      k.collective = names.Intern(absl::AsciiStrToLower(op));
+      k.process_group = names.Intern(c.id);
+      k.group_ranks = names.Intern(group_ranks[r.comm]);
+      k.seq = r.op->sn;
+      k.group_size = c.n_ranks;
+      t.collectives.push_back(k);
+    }
+    if (proc.p2p_records > 0) {
+      t.skipped
+          ["p2p_perf records (point-to-point not matched from "
+           "Inspector logs)"] += proc.p2p_records;
+    }
+    job.traces.push_back(std::move(t));
+  }
+  return job;
+}
+
+}  // namespace bubblewatch

@@ -38,28 +38,6 @@ std::optional<BubbleReport> LargestBubble(const WindowAnalysis& w) {
   return r;
 }
 
-// What made straggler `s` late: the largest part of its split (compute,
-// comm, then the causes; the first of equals), "" when all are 0. Wait with
-// no sync point (unattributed_ns) counts as the unattributed cause.
-std::string StragglerCause(const StragglerWindow& s) {
-  std::string best;
-  int64_t best_ns = 0;
-  auto consider = [&](absl::string_view name, int64_t ns) {
-    if (ns > best_ns) {
-      best_ns = ns;
-      best = std::string(name);
-    }
-  };
-  consider("compute", s.compute_ns);
-  consider("comm", s.comm_ns);
-  for (BubbleCause c : kAllBubbleCauses) {
-    int64_t ns = s.causes[static_cast<int>(c)];
-    if (c == BubbleCause::kUnattributed) ns += s.unattributed_ns;
-    consider(BubbleCauseName(c), ns);
-  }
-  return best;
-}
-
 // The window's top straggler (stragglers come by wait caused, descending),
 // or null.
 const StragglerWindow* TopStraggler(const WindowSummary& window) {
@@ -205,10 +183,14 @@ std::vector<AlertEvent> AlertEvaluator::OnWindow(const WindowSummary& window,
     if (holds || st.firing) {
       const absl::Time starts_at = st.last.starts_at;
       std::string cause = std::move(st.last.cause);
+      std::string host = std::move(st.last.host);
       st.last = AlertEvent{};
       Fill(rule, window.job, st.last);
       st.last.starts_at = starts_at;
-      if (st.firing) st.last.cause = std::move(cause);
+      if (st.firing) {
+        st.last.cause = std::move(cause);
+        st.last.host = std::move(host);
+      }
       st.last.measure = measure;
       st.last.value = value;
       st.last.threshold = rule.kind == RuleKind::kBubbleLongerThan
@@ -227,14 +209,29 @@ std::vector<AlertEvent> AlertEvaluator::OnWindow(const WindowSummary& window,
       st.last.largest_bubble = LargestBubble(w);
       if (rule.kind == RuleKind::kStraggler) {
         if (const StragglerWindow* top = TopStraggler(window)) {
+          const WindowCollectives& c = *window.collectives;
           st.last.straggler_rank = top->rank;
-          st.last.straggler_cause = StragglerCause(*top);
-          for (const RankWindow& r : window.collectives->ranks) {
-            if (r.rank == top->rank) st.last.straggler_host = r.host.str();
+          st.last.straggler_cause = StragglerCauseName(*top);
+          st.last.straggler_host = top->host;
+          if (st.last.straggler_host.empty()) {
+            for (const RankWindow& r : c.ranks) {
+              if (r.rank == top->rank) st.last.straggler_host = r.host.str();
+            }
           }
-          // The alert's cause (a label, fixed while it fires): what made
-          // the straggler late, not the window's dominant bubble cause.
-          if (!st.firing) st.last.cause = st.last.straggler_cause;
+          if (top->saved_ns >= 0) {
+            st.last.straggler_cost_ns = top->saved_ns;
+          } else if (c.job_ns >= 0) {
+            st.last.straggler_cost_ns =
+                std::max<int64_t>(0, c.job_ns - c.job_ns_without_stragglers);
+          }
+          st.last.straggler_of_ns = w.end_ns - w.start_ns;
+          // The alert's cause and host (labels, fixed while it fires): what
+          // made the straggler late, not the window's dominant bubble
+          // cause, and where it ran.
+          if (!st.firing) {
+            st.last.cause = st.last.straggler_cause;
+            st.last.host = st.last.straggler_host;
+          }
         }
       }
     }

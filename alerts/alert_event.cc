@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "base/human_duration.h"
 #include "base/json_writer.h"
 #include "base/status_macros.h"
@@ -191,8 +192,13 @@ std::string AlertEventToJson(const AlertEvent& e) {
     w.Key("rank").Int(*e.straggler_rank);
     w.Key("host").String(e.straggler_host);
     w.Key("cause").String(e.straggler_cause);
+    w.Key("cost_ns").Int(e.straggler_cost_ns);
+    w.Key("of_ns").Int(e.straggler_of_ns);
     w.EndObject();
   }
+  // The `host` label: only when set, so other alerts' events are as they
+  // were.
+  if (!e.host.empty()) w.Key("host").String(e.host);
   w.Key("dashboard_url").String(e.dashboard_url);
   w.EndObject();
   return std::move(w).Take();
@@ -272,7 +278,11 @@ absl::StatusOr<AlertEvent> ParseAlertEventJson(absl::string_view json) {
     e.straggler_rank = static_cast<int32_t>(sf.Int("rank"));
     e.straggler_host = sf.Str("host");
     e.straggler_cause = sf.Str("cause");
+    // Absent from events written before the cost.
+    if (sf.Has("cost_ns")) e.straggler_cost_ns = sf.Int("cost_ns");
+    if (sf.Has("of_ns")) e.straggler_of_ns = sf.Int("of_ns");
   }
+  if (f.Has("host")) e.host = f.Str("host");
   e.dashboard_url = f.Str("dashboard_url");
   RETURN_IF_ERROR(status);
   return e;
@@ -289,16 +299,9 @@ std::string AlertMeasureText(const AlertEvent& e) {
       return absl::StrCat("no rank caused waits over the threshold (",
                           PercentText(e.threshold), ")");
     }
-    std::string text = absl::StrCat("rank ", *e.straggler_rank);
-    if (!e.straggler_host.empty()) {
-      absl::StrAppend(&text, " on host ", e.straggler_host);
-    }
-    absl::StrAppend(&text, " caused waits of ", PercentText(e.value),
-                    " of GPU time (threshold ", PercentText(e.threshold), ")");
-    if (!e.straggler_cause.empty()) {
-      absl::StrAppend(&text, ", mostly ", e.straggler_cause);
-    }
-    return text;
+    return absl::StrCat(AlertStragglerText(e), " (its waits ",
+                        PercentText(e.value), " of GPU time, threshold ",
+                        PercentText(e.threshold), ")");
   }
   if (absl::EndsWith(m, "_share")) {
     m.remove_suffix(6);
@@ -341,12 +344,21 @@ std::string AlertDescription(const AlertEvent& e) {
 
 std::string AlertStragglerText(const AlertEvent& e) {
   if (!e.straggler_rank) return "";
-  std::string text = absl::StrCat("rank ", *e.straggler_rank);
+  std::string text;
+  if (!e.job.empty()) absl::StrAppend(&text, "job ", e.job, ": ");
+  absl::StrAppend(&text, "rank ", *e.straggler_rank);
   if (!e.straggler_host.empty()) {
     absl::StrAppend(&text, " on host ", e.straggler_host);
   }
   if (!e.straggler_cause.empty()) {
-    absl::StrAppend(&text, ", mostly ", e.straggler_cause);
+    // "data_loading" reads "late by data loading".
+    absl::StrAppend(&text, " late by ",
+                    absl::StrReplaceAll(e.straggler_cause, {{"_", " "}}));
+  }
+  if (e.straggler_cost_ns >= 0 && e.straggler_of_ns > 0) {
+    absl::StrAppend(&text, "; cost the job ",
+                    HumanDurationWords(e.straggler_cost_ns), " of every ",
+                    HumanDurationWords(e.straggler_of_ns), " window");
   }
   return text;
 }

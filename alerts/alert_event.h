@@ -56,14 +56,26 @@ struct AlertEvent {
   double dominant_share = 0.0;
   // The window's largest bubble: the kernels around it and what was blamed.
   std::optional<BubbleReport> largest_bubble;
-  // straggler alerts: the window's top straggler (the rank that caused the
-  // most wait), its host ("" when unknown) and what made it late: the
+  // straggler alerts: the window's root straggler (the first: the rank the
+  // most wait was blamed on at its root, docs/semantics.md#root-cause, never
+  // a rank that only waited), its host ("" when unknown) and what made it
+  // late: the
   // largest part of its split, "compute", "comm" or a cause name
   // (docs/semantics.md#stragglers). Absent for other kinds, and for a
   // straggler alert's window without a straggler (while it resolves).
   std::optional<int32_t> straggler_rank;
   std::string straggler_host;
   std::string straggler_cause;
+  // What the straggler cost its job in the window
+  // (docs/semantics.md#what-it-cost): its saved_ns, else the window's
+  // what-if saving; -1 when the window says none. Over straggler_of_ns: the
+  // window's length.
+  int64_t straggler_cost_ns = -1;
+  int64_t straggler_of_ns = 0;
+  // The root straggler's host, fixed for the alert's lifetime like `cause`
+  // (Alertmanager's `host` label, so alerts route per machine); empty for
+  // other kinds and when unknown.
+  std::string host;
   std::string dashboard_url;
 
   // rule + "/" + job: one alert's identity across its events.

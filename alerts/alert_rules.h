@@ -16,8 +16,9 @@
 //   straggler           multi-rank jobs: one rank caused waits (the wait
 //                       it caused, docs/semantics.md#stragglers) > threshold
 //                       of the window's GPU-time (span), for K consecutive
-//                       windows (the same rank each time); names the rank,
-//                       its host and its dominant cause.
+//                       windows (the same rank each time); names the root
+//                       rank (docs/semantics.md#root-cause), its host (also
+//                       the `host` label), its dominant cause and its cost.
 // Validation collects every problem, one line each, as
 // "FILE:LINE:COL: what is wrong", so a bad file is fixed in one pass.
 #ifndef BUBBLEWATCH_ALERTS_ALERT_RULES_H_

@@ -33,6 +33,8 @@ std::string AlertmanagerClient::ToAlertmanagerJson(
     if (!e.job.empty()) w.Key("job").String(e.job);
     w.Key("severity").String(e.severity);
     if (!e.cause.empty()) w.Key("cause").String(e.cause);
+    // Straggler alerts: the root's machine, so Alertmanager routes per host.
+    if (!e.host.empty()) w.Key("host").String(e.host);
     w.Key("rule_kind").String(RuleKindName(e.kind));
     w.Key("source").String("bubblewatch");
     w.EndObject();

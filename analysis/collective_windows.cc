@@ -18,19 +18,27 @@ WindowCollectives SummarizeWindowCollectives(
   out.seq_jumps = analysis.seq_jumps;
   out.ranks.reserve(analysis.ranks.size());
   for (const RankCollectiveStats& r : analysis.ranks) {
-    out.ranks.push_back(RankWindow{.rank = r.rank,
-                                   .host = r.host,
-                                   .device = r.device,
-                                   .span_ns = r.stats.span_ns,
-                                   .compute_ns = r.stats.compute_ns,
-                                   .comm_ns = r.comm_ns,
-                                   .comm_exposed_ns = r.comm_exposed_ns,
-                                   .comm_wait_ns = r.comm_wait_ns,
-                                   .wait_caused_ns = r.wait_caused_ns,
-                                   .arrived_last = r.arrived_last,
-                                   .clock_offset_ns = r.clock_offset_ns});
+    out.ranks.push_back(
+        RankWindow{.rank = r.rank,
+                   .host = r.host,
+                   .device = r.device,
+                   .span_ns = r.stats.span_ns,
+                   .compute_ns = r.stats.compute_ns,
+                   .comm_ns = r.comm_ns,
+                   .comm_exposed_ns = r.comm_exposed_ns,
+                   .comm_wait_ns = r.comm_wait_ns,
+                   .wait_caused_ns = r.wait_caused_ns,
+                   .arrived_last = r.arrived_last,
+                   .clock_offset_ns = r.clock_offset_ns,
+                   .clock_drift_ns_per_s = r.clock_drift_ns_per_s,
+                   .clock_instances = r.clock_instances,
+                   .clock_residual_ns = r.clock_residual_ns,
+                   .clock_connected = r.clock_connected,
+                   .clock_corrected = r.clock_corrected});
   }
   out.stragglers = analysis.stragglers;
+  out.job_ns = analysis.job_ns;
+  out.job_ns_without_stragglers = analysis.job_ns_without_stragglers;
   return out;
 }
 

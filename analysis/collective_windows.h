@@ -26,8 +26,9 @@ namespace bubblewatch {
 
 // What a stored window keeps of `analysis`: the counts, per rank its figures
 // (the device span and busy time of its window trace, comm, comm_exposed,
-// comm_wait, wait caused, arrived last, clock offset) and the stragglers with
-// their cause split, all in nanoseconds.
+// comm_wait, wait caused, arrived last, its clock) and the stragglers with
+// their cause split, root blame (host, direct wait, via) and saved time, and
+// the what-if replay's job times, all in nanoseconds.
 WindowCollectives SummarizeWindowCollectives(
     const CollectiveAnalysis& analysis);
 

@@ -108,7 +108,9 @@ int RunProduceCommand(int argc, char** argv) {
   std::string topic = "bubblewatch.events";
   std::string job;
   int rank = -1;
-  std::string host = LocalHostName();
+  // Empty: each file's own host (a Kineto or Nsight trace that names it),
+  // else this machine's; the watcher: this machine's.
+  std::string host;
   int64_t batch_events = 4096;
   absl::Duration linger = absl::Milliseconds(50);
   std::string replay_speed = "max";
@@ -151,7 +153,9 @@ int RunProduceCommand(int argc, char** argv) {
                "prefix");
   cl.AddInt("rank", &rank, "R",
             "distributed rank of the files (-1 = what each file says)");
-  cl.AddString("host", &host, "H", "producing host name");
+  cl.AddString("host", &host, "H",
+               "producing host name (default: the file's own host when it "
+               "names one, else this machine's)");
   cl.AddInt64("batch-events", &batch_events, "N",
               "most events per EventBatch message");
   cl.AddDuration("linger", &linger, "DURATION",
@@ -299,7 +303,7 @@ int RunProduceCommand(int argc, char** argv) {
     if (!truth_path.empty()) return UsageError("--truth needs --synthetic");
     watch.job = job;
     watch.rank = rank;
-    watch.host = host;
+    watch.host = host.empty() ? LocalHostName() : host;
     watch.batching.max_events = batch_events;
     watch.timeout = timeout;
     KafkaConfig config(brokers);
@@ -366,7 +370,13 @@ int RunProduceCommand(int argc, char** argv) {
       }
       BatchHeader identity;
       identity.job = job;
-      identity.host = host;
+      // The host is the clock domain of the job's ranks
+      // (docs/semantics.md#clocks): the trace's own host name when it has
+      // one, so ranks of several machines uploaded from one keep their
+      // machines' clocks apart.
+      identity.host = !host.empty()          ? host
+                      : !trace->host.empty() ? trace->host
+                                             : LocalHostName();
       identity.rank = rank >= 0 ? rank : trace->rank;
       identity.world_size = trace->world_size;
       streams.push_back(std::make_unique<BatchedTrace>(*std::move(trace),

@@ -163,7 +163,8 @@ int RunQueryCommand(int argc, char** argv) {
       "cause, the top bubbles and advice. `fleet` ranks every job by the GPU "
       "time it wasted\nover a period (default the last hour, ending at the "
       "fleet's newest window; ORDER: bubble_time\n(default), bubble_ratio, "
-      "cause:<cause>, comm_wait, straggler_wait) and says how many\nGPU-hours "
+      "cause:<cause>, comm_wait, straggler_wait, straggler_cost) and says how "
+      "many\nGPU-hours "
       "the fleet lost, by cause. "
       "`jobs` lists known jobs.\n\nT is RFC 3339 "
       "(2026-11-29T10:00:00Z) or epoch seconds; a period is at most 24h.\n"
@@ -189,7 +190,7 @@ int RunQueryCommand(int argc, char** argv) {
   cl.AddString("top", &a.top, "N", "fleet: jobs to list (20)");
   cl.AddString("by", &a.by, "ORDER",
                "fleet: bubble_time (default), bubble_ratio, cause:<cause>, "
-               "comm_wait or straggler_wait");
+               "comm_wait, straggler_wait or straggler_cost");
   cl.AddBool("json", &a.json, "print JSON (the HTTP API's objects)");
   cl.AddBool("pretty", &a.pretty, "indent the JSON");
   cl.AddBool("no-color", &a.no_color, "no ANSI colors on a terminal");

@@ -77,26 +77,60 @@ void AppendRanks(std::string& out, const WindowCollectives& c, bool color) {
   absl::StrAppend(&out, "\n", Bold(color, "Ranks"), " (", c.used, " of ",
                   c.matched + c.unmatched,
                   " collective instances used; waits from the windows)\n");
-  absl::StrAppendFormat(&out, "  %5s %-20s %4s %7s %12s %12s %12s %12s %6s\n",
+  absl::StrAppendFormat(&out,
+                        "  %5s %-20s %4s %7s %12s %12s %12s %12s %6s %10s\n",
                         "rank", "host", "dev", "useful", "comm wait",
-                        "comm exposed", "comm", "wait caused", "last");
+                        "comm exposed", "comm", "wait caused", "last", "clock");
   for (const RankWindow& r : c.ranks) {
+    // The clock of the latest window (docs/semantics.md#clocks): "-" where
+    // it was not corrected (the reference clock, or not linked to it).
+    const std::string clock =
+        r.clock_corrected
+            ? absl::StrFormat("%+.0f us",
+                              static_cast<double>(r.clock_offset_ns) / 1e3)
+            : "-";
     absl::StrAppendFormat(
-        &out, "  %5d %-20s %4d %7s %12s %12s %12s %12s %6d\n", r.rank,
+        &out, "  %5d %-20s %4d %7s %12s %12s %12s %12s %6d %10s\n", r.rank,
         r.host.empty() ? "-" : r.host.str(), r.device,
         Percent(r.busy_useful_utilization()), HumanDuration(r.comm_wait_ns),
         HumanDuration(r.comm_exposed_ns), HumanDuration(r.comm_ns),
-        HumanDuration(r.wait_caused_ns), r.arrived_last);
+        HumanDuration(r.wait_caused_ns), r.arrived_last, clock);
   }
   if (c.stragglers.empty()) return;
   absl::StrAppend(&out, "\n", Bold(color, "Stragglers"),
-                  " (the wait each rank caused, and what made it late)\n");
-  absl::StrAppendFormat(&out, "  %5s %12s %6s  %s\n", "rank", "wait caused",
-                        "last", "dominant cause");
-  for (const StragglerWindow& s : c.stragglers) {
-    absl::StrAppendFormat(&out, "  %5d %12s %6d  %s\n", s.rank,
-                          HumanDuration(s.wait_caused_ns), s.arrived_last,
-                          StragglerCauseText(s));
+                  " (root first: the wait each rank caused, what made it "
+                  "late, what it cost)\n");
+  absl::StrAppendFormat(&out, "  %5s %-20s %12s %12s %12s %6s  %s\n", "rank",
+                        "host", "wait caused", "direct", "saved", "last",
+                        "dominant cause");
+  for (size_t i = 0; i < c.stragglers.size(); ++i) {
+    const StragglerWindow& s = c.stragglers[i];
+    absl::StrAppendFormat(
+        &out, "  %5d %-20s %12s %12s %12s %6d  %s%s\n", s.rank,
+        s.host.empty() ? "-" : s.host, HumanDuration(s.wait_caused_ns),
+        HumanDuration(s.direct_wait_caused_ns),
+        s.saved_ns >= 0 ? HumanDuration(s.saved_ns) : "-", s.arrived_last,
+        StragglerCauseText(s), i == 0 ? "  (root)" : "");
+    if (!s.via.empty()) {
+      std::vector<std::string> via;
+      for (const Straggler::Via& v : s.via) {
+        via.push_back(
+            absl::StrCat(v.rank, " (", HumanDuration(v.wait_ns), ")"));
+      }
+      absl::StrAppend(&out, "        held up ranks ", absl::StrJoin(via, ", "),
+                      "\n");
+    }
+  }
+  if (c.job_ns >= 0) {
+    const int64_t saved = c.job_ns - c.job_ns_without_stragglers;
+    absl::StrAppend(
+        &out,
+        "  What if (docs/semantics.md#what-it-cost): the collectives "
+        "replayed take ",
+        HumanDuration(c.job_ns), ", without the stragglers' lateness ",
+        HumanDuration(c.job_ns_without_stragglers), " (", HumanDuration(saved),
+        ", ", Percent(c.job_ns > 0 ? double(saved) / c.job_ns : 0.0),
+        " less)\n");
   }
 }
 
@@ -116,6 +150,7 @@ std::string TrimmedText(const std::optional<WindowTrim>& t) {
   add(t->top_bubbles, "top bubbles");
   add(t->ranks, "ranks");
   add(t->stragglers, "stragglers");
+  add(t->via, "held-up ranks");
   std::vector<std::string> parts;
   if (!left.empty()) {
     parts.push_back(absl::StrCat(absl::StrJoin(left, ", "), " left out"));
@@ -285,10 +320,14 @@ std::string RenderFleetText(const FleetReport& r, bool color) {
     return out;
   }
   // Ranked by a collective wait: its two figures after the bubble time.
+  const bool cost = r.by.metric == FleetOrder::Metric::kStragglerCost;
   const bool waits = r.by.metric == FleetOrder::Metric::kCommWait ||
-                     r.by.metric == FleetOrder::Metric::kStragglerWait;
+                     r.by.metric == FleetOrder::Metric::kStragglerWait || cost;
   const std::string wait_header =
-      waits ? absl::StrFormat(" %12s %14s", "comm wait", "straggler wait") : "";
+      waits ? absl::StrFormat(
+                  " %12s %14s%s", "comm wait", "straggler wait",
+                  cost ? absl::StrFormat(" %14s", "straggler cost") : "")
+            : "";
   absl::StrAppendFormat(&out, "\n  %4s  %-24s %9s %7s %7s %12s%s  %-22s %s\n",
                         "#", "job", "windows", "util", "bubble", "bubble time",
                         wait_header, "dominant cause", "latest culprit");
@@ -302,10 +341,14 @@ std::string RenderFleetText(const FleetReport& r, bool color) {
       any_partial = true;
     }
     const std::string wait_cells =
-        waits ? absl::StrFormat(" %12s %14s",
-                                HumanDuration(e.period.comm_wait_ns),
-                                HumanDuration(e.period.straggler_wait_ns))
-              : "";
+        waits
+            ? absl::StrFormat(
+                  " %12s %14s%s", HumanDuration(e.period.comm_wait_ns),
+                  HumanDuration(e.period.straggler_wait_ns),
+                  cost ? absl::StrFormat(
+                             " %14s", HumanDuration(e.period.straggler_cost_ns))
+                       : "")
+            : "";
     absl::StrAppendFormat(&out, "  %4d  %-24s %9s %7s %7s %12s%s  %-22s %s\n",
                           ++rank, Shorten(e.job, 24), windows,
                           Percent(s.utilization()), Percent(s.bubble_ratio()),
@@ -326,6 +369,13 @@ std::string RenderFleetText(const FleetReport& r, bool color) {
       "observed), utilization %s\n",
       Bold(color, "Fleet"), all.bubble_ns / 3.6e12, Percent(all.bubble_ratio()),
       all.span_ns / 3.6e12, Percent(all.utilization()));
+  if (cost) {
+    absl::StrAppendFormat(&out,
+                          "  %.3f GPU-hours lost to stragglers (what-if "
+                          "saving x the job's GPUs, "
+                          "docs/semantics.md#what-it-cost)\n",
+                          r.all.straggler_cost_ns / 3.6e12);
+  }
   for (BubbleCause c : kAllBubbleCauses) {
     const int64_t ns = all.attribution[static_cast<int>(c)];
     if (ns == 0) continue;

@@ -49,6 +49,9 @@ int64_t CutNames(WindowSummary& w) {
         ++cut;
       }
     }
+    for (StragglerWindow& s : w.collectives->stragglers) {
+      if (CutName(s.host, kFitNameBytes)) ++cut;
+    }
   }
   return cut;
 }
@@ -105,6 +108,13 @@ void KeepAtMost(WindowSummary& w, size_t keep, WindowTrim& trim) {
     trim.stragglers += static_cast<int64_t>(stragglers.size() - keep);
     stragglers.resize(keep);
   }
+  // Each kept straggler's via, by wait descending: the tail goes.
+  for (StragglerWindow& s : stragglers) {
+    if (s.via.size() > keep) {
+      trim.via += static_cast<int64_t>(s.via.size() - keep);
+      s.via.resize(keep);
+    }
+  }
 }
 
 size_t LongestList(const WindowSummary& w) {
@@ -112,6 +122,9 @@ size_t LongestList(const WindowSummary& w) {
   if (w.collectives) {
     n = std::max(
         {n, w.collectives->ranks.size(), w.collectives->stragglers.size()});
+    for (const StragglerWindow& s : w.collectives->stragglers) {
+      n = std::max(n, s.via.size());
+    }
   }
   return n;
 }

@@ -6,12 +6,13 @@
 //   1. a window whose encoding fits is left as it is, byte for byte;
 //   2. else every name longer than kFitNameBytes (kernel names, the event a
 //      bubble is blamed on, rank hosts; not the job) is cut to that many
-//      bytes, at a UTF-8 character boundary;
+//      bytes, at a UTF-8 character boundary (stragglers' hosts too);
 //   3. if still too large, each list keeps at most K entries, K the largest
 //      that fits: the devices with the most bubble time (ties: lower id), the
 //      longest top bubbles, the ranks others waited for most (wait caused,
-//      then comm wait; ties: lower rank) and the first stragglers; kept
-//      entries stay in their list's order.
+//      then comm wait; ties: lower rank), the first stragglers and the
+//      first ranks of each kept straggler's via (by wait); kept entries
+//      stay in their list's order.
 //
 // What was left out is counted in WindowSummary::trimmed, which the encoded
 // window carries; the job's own figures (job stats, event counts, collective

@@ -1,5 +1,9 @@
 #include "schemas/analysis_json.h"
 
+#include <string>
+
+#include "schemas/window_summary.h"
+
 namespace bubblewatch {
 
 void WriteKernelRefJson(JsonWriter& w, const std::optional<KernelRef>& kernel) {
@@ -15,7 +19,8 @@ void WriteKernelRefJson(JsonWriter& w, const std::optional<KernelRef>& kernel) {
   w.EndObject();
 }
 
-void WriteStragglerJson(JsonWriter& w, const Straggler& s) {
+void WriteStragglerJson(JsonWriter& w, const Straggler& s,
+                        std::optional<bool> root) {
   auto us = [](int64_t ns) { return static_cast<double>(ns) / 1000.0; };
   w.BeginObject();
   w.Key("rank").Int(s.rank);
@@ -52,6 +57,15 @@ void WriteStragglerJson(JsonWriter& w, const Straggler& s) {
     w.Double(us(s.saved_ns));
   } else {
     w.Null();
+  }
+  if (root.has_value()) {
+    w.Key("root").Bool(*root);
+    w.Key("cause");
+    if (const std::string cause = StragglerCauseName(s); cause.empty()) {
+      w.Null();
+    } else {
+      w.String(cause);
+    }
   }
   w.EndObject();
 }

@@ -17,9 +17,13 @@ namespace bubblewatch {
 void WriteKernelRefJson(JsonWriter& w, const std::optional<KernelRef>& kernel);
 
 // Writes one value: {"rank", "wait_caused_us", "arrived_last", "causes_us":
-// {each bubble cause, "compute", "comm"}, "unattributed_us"}, as `analyze
-// --json` and `query job --json` both give a straggler.
-void WriteStragglerJson(JsonWriter& w, const Straggler& s);
+// {each bubble cause, "compute", "comm"}, "unattributed_us", "host",
+// "direct_wait_caused_us", "via": [{"rank", "wait_us"}], "saved_us"}, as
+// `analyze --json` and `query job --json` both give a straggler. With
+// `root` set (`query`), "root" (its value) and "cause" (StragglerCauseName in
+// schemas/window_summary.h, null when none) follow.
+void WriteStragglerJson(JsonWriter& w, const Straggler& s,
+                        std::optional<bool> root = std::nullopt);
 
 }  // namespace bubblewatch
 

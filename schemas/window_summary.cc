@@ -100,6 +100,15 @@ class Differ {
     Field(path + ".wait_caused_ns", a.wait_caused_ns, b.wait_caused_ns);
     Field(path + ".arrived_last", a.arrived_last, b.arrived_last);
     Field(path + ".clock_offset_ns", a.clock_offset_ns, b.clock_offset_ns);
+    Field(path + ".clock_drift_ns_per_s", a.clock_drift_ns_per_s,
+          b.clock_drift_ns_per_s);
+    Field(path + ".clock_instances", a.clock_instances, b.clock_instances);
+    Field(path + ".clock_residual_ns", a.clock_residual_ns,
+          b.clock_residual_ns);
+    Field(path + ".clock_connected", int{a.clock_connected},
+          int{b.clock_connected});
+    Field(path + ".clock_corrected", int{a.clock_corrected},
+          int{b.clock_corrected});
   }
 
   void Straggler(const std::string& path, const StragglerWindow& a,
@@ -111,6 +120,16 @@ class Differ {
     Field(path + ".comm_ns", a.comm_ns, b.comm_ns);
     Causes(path + ".causes", a.causes, b.causes);
     Field(path + ".unattributed_ns", a.unattributed_ns, b.unattributed_ns);
+    Field(path + ".host", a.host, b.host);
+    Field(path + ".direct_wait_caused_ns", a.direct_wait_caused_ns,
+          b.direct_wait_caused_ns);
+    Field(path + ".via.size()", a.via.size(), b.via.size());
+    for (size_t i = 0; i < a.via.size() && !found_; ++i) {
+      const std::string at = absl::StrCat(path, ".via[", i, "]");
+      Field(at + ".rank", a.via[i].rank, b.via[i].rank);
+      Field(at + ".wait_ns", a.via[i].wait_ns, b.via[i].wait_ns);
+    }
+    Field(path + ".saved_ns", a.saved_ns, b.saved_ns);
   }
 
   void Collectives(const std::string& path,
@@ -132,6 +151,9 @@ class Differ {
     Field(path + ".unattributed", a->unattributed, b->unattributed);
     Field(path + ".seq_backwards", a->seq_backwards, b->seq_backwards);
     Field(path + ".seq_jumps", a->seq_jumps, b->seq_jumps);
+    Field(path + ".job_ns", a->job_ns, b->job_ns);
+    Field(path + ".job_ns_without_stragglers", a->job_ns_without_stragglers,
+          b->job_ns_without_stragglers);
     List(path + ".ranks", a->ranks, b->ranks, &Differ::Rank);
     List(path + ".stragglers", a->stragglers, b->stragglers,
          &Differ::Straggler);
@@ -157,6 +179,32 @@ class Differ {
 };
 
 }  // namespace
+
+std::string StragglerCauseName(const Straggler& s) {
+  std::string best;
+  int64_t best_ns = 0;
+  auto consider = [&](absl::string_view name, int64_t ns) {
+    if (ns > best_ns) {
+      best_ns = ns;
+      best = std::string(name);
+    }
+  };
+  consider("compute", s.compute_ns);
+  consider("comm", s.comm_ns);
+  for (BubbleCause c : kAllBubbleCauses) {
+    int64_t ns = s.causes[static_cast<int>(c)];
+    if (c == BubbleCause::kUnattributed) ns += s.unattributed_ns;
+    consider(BubbleCauseName(c), ns);
+  }
+  return best;
+}
+
+int64_t StragglerCostNs(const WindowCollectives& c, int64_t ranks_left_out) {
+  if (c.job_ns < 0 || c.job_ns_without_stragglers < 0) return 0;
+  const int64_t saved = c.job_ns - c.job_ns_without_stragglers;
+  if (saved <= 0) return 0;
+  return saved * (static_cast<int64_t>(c.ranks.size()) + ranks_left_out);
+}
 
 bool SameWindow(const WindowSummary& a, const WindowSummary& b,
                 std::string* diff) {
@@ -188,6 +236,7 @@ bool SameWindow(const WindowSummary& a, const WindowSummary& b,
     d.Field("trimmed.top_bubbles", x.top_bubbles, y.top_bubbles);
     d.Field("trimmed.ranks", x.ranks, y.ranks);
     d.Field("trimmed.stragglers", x.stragglers, y.stragglers);
+    d.Field("trimmed.via", x.via, y.via);
   }
   if (!d.found() && a.closed_by != b.closed_by) {
     d.Field("closed_by", std::string(ClosedByName(a.closed_by)),

@@ -36,6 +36,13 @@ struct RankWindow {
   int64_t wait_caused_ns = 0;  // Others' waits blamed on this rank.
   int64_t arrived_last = 0;
   int64_t clock_offset_ns = 0;  // Its clock domain's offset in the window.
+  // The rest of its clock (RankCollectiveStats in analysis/collectives.h,
+  // docs/semantics.md#clocks); windows stored before read these defaults.
+  double clock_drift_ns_per_s = 0;
+  int64_t clock_instances = 0;
+  int64_t clock_residual_ns = 0;
+  bool clock_connected = false;
+  bool clock_corrected = false;
   // (compute - comm_wait) / span; 0 when the span is 0.
   double busy_useful_utilization() const;
 };
@@ -54,10 +61,28 @@ struct WindowCollectives {
   int64_t used = 0;
   int64_t unattributed = 0;
   int64_t seq_backwards = 0;
-  int64_t seq_jumps = 0;          // 0 in windows stored before the field.
-  std::vector<RankWindow> ranks;  // By rank.
+  int64_t seq_jumps = 0;  // 0 in windows stored before the field.
+  // The what-if replay of the window's used instances
+  // (docs/semantics.md#what-it-cost): the window's job as run, and without
+  // its stragglers' lateness; -1 without a used instance (and in windows
+  // stored before the fields).
+  int64_t job_ns = -1;
+  int64_t job_ns_without_stragglers = -1;
+  std::vector<RankWindow> ranks;            // By rank.
   std::vector<StragglerWindow> stragglers;  // By wait caused, descending.
 };
+
+// What made straggler `s` late: the largest part of its split ("compute",
+// "comm", then the bubble causes' names; the first of equals), "" when all
+// are 0. Wait with no sync point (unattributed_ns) counts as the
+// unattributed cause.
+std::string StragglerCauseName(const Straggler& s);
+
+// The GPU time the window's stragglers cost their job
+// (docs/semantics.md#what-it-cost): the what-if's saving (job_ns −
+// job_ns_without_stragglers, never below 0) times the window's ranks (one GPU
+// each), `ranks_left_out` (WindowTrim::ranks) included. 0 without a what-if.
+int64_t StragglerCostNs(const WindowCollectives& c, int64_t ranks_left_out);
 
 // What was left out of a window larger than the windows topic accepts, so
 // that the store and the topic hold the same window and a reader sees
@@ -72,6 +97,7 @@ struct WindowTrim {
   int64_t top_bubbles = 0;     // ... of window.top_bubbles.
   int64_t ranks = 0;           // ... of collectives->ranks.
   int64_t stragglers = 0;      // ... of collectives->stragglers.
+  int64_t via = 0;             // ... of the kept stragglers' via lists.
 
   bool operator==(const WindowTrim&) const = default;
 };

@@ -1,5 +1,6 @@
 #include "schemas/window_summary_codec.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <iterator>
@@ -18,6 +19,10 @@ namespace {
 
 using flatbuffers::FlatBufferBuilder;
 using flatbuffers::Offset;
+
+// fb::RankClock::flags.
+constexpr uint8_t kClockConnected = 1;
+constexpr uint8_t kClockCorrected = 2;
 
 // The C++ enum is stored as is: it must name the schema's values one for one.
 static_assert(std::size(kAllClosedBy) ==
@@ -92,19 +97,52 @@ Offset<fb::WindowCollectives> EncodeCollectives(
   }
   auto rows_vec = b.CreateVectorOfStructs(rows);
   auto hosts_vec = b.CreateVector(hosts);
+  // The clocks only when some rank's differs from the default, so a window
+  // without clock figures keeps the bytes it had before them.
+  Offset<flatbuffers::Vector<const fb::RankClock*>> clocks_vec = 0;
+  const bool any_clock =
+      std::any_of(c->ranks.begin(), c->ranks.end(), [](const RankWindow& r) {
+        return r.clock_drift_ns_per_s != 0 || r.clock_instances != 0 ||
+               r.clock_residual_ns != 0 || r.clock_connected ||
+               r.clock_corrected;
+      });
+  if (any_clock) {
+    std::vector<fb::RankClock> clocks;
+    clocks.reserve(c->ranks.size());
+    for (const RankWindow& r : c->ranks) {
+      clocks.emplace_back(
+          r.clock_drift_ns_per_s, r.clock_instances, r.clock_residual_ns,
+          static_cast<uint8_t>((r.clock_connected ? kClockConnected : 0) |
+                               (r.clock_corrected ? kClockCorrected : 0)));
+    }
+    clocks_vec = b.CreateVectorOfStructs(clocks);
+  }
   std::vector<Offset<fb::StragglerWindow>> stragglers;
   stragglers.reserve(c->stragglers.size());
   for (const StragglerWindow& s : c->stragglers) {
     auto attribution = EncodeAttribution(b, s.causes);
+    // Absent when empty: a window without root blame keeps its bytes.
+    auto host = s.host.empty() ? 0 : b.CreateSharedString(s.host);
+    Offset<flatbuffers::Vector<const fb::StragglerVia*>> via = 0;
+    if (!s.via.empty()) {
+      std::vector<fb::StragglerVia> rows_via;
+      rows_via.reserve(s.via.size());
+      for (const Straggler::Via& v : s.via) {
+        rows_via.emplace_back(v.rank, v.wait_ns);
+      }
+      via = b.CreateVectorOfStructs(rows_via);
+    }
     stragglers.push_back(fb::CreateStragglerWindow(
         b, s.rank, s.wait_caused_ns, s.arrived_last, s.compute_ns, s.comm_ns,
-        attribution, s.unattributed_ns));
+        attribution, s.unattributed_ns, host, s.direct_wait_caused_ns, via,
+        s.saved_ns));
   }
   auto stragglers_vec = b.CreateVector(stragglers);
   return fb::CreateWindowCollectives(
       b, c->key, c->kernels, c->matched, c->unmatched, c->unsynchronized,
       c->used, c->unattributed, c->seq_backwards,
-      /*ranks=*/0, stragglers_vec, c->seq_jumps, rows_vec, hosts_vec);
+      /*ranks=*/0, stragglers_vec, c->seq_jumps, rows_vec, hosts_vec,
+      clocks_vec, c->job_ns, c->job_ns_without_stragglers);
 }
 
 // ---- Decoding (after the Verifier) ----
@@ -167,7 +205,8 @@ std::optional<WindowTrim> DecodeTrim(const fb::WindowTrim* t) {
                     .devices = t->devices(),
                     .top_bubbles = t->top_bubbles(),
                     .ranks = t->ranks(),
-                    .stragglers = t->stragglers()};
+                    .stragglers = t->stragglers(),
+                    .via = t->via()};
 }
 
 // A rank's figures from either stored form (fb::RankRow, fb::RankWindow:
@@ -205,6 +244,8 @@ absl::Status DecodeCollectives(const fb::WindowCollectives* in,
   c.unattributed = in->unattributed();
   c.seq_backwards = in->seq_backwards();
   c.seq_jumps = in->seq_jumps();
+  c.job_ns = in->what_if_job_ns();
+  c.job_ns_without_stragglers = in->what_if_job_ns_without_stragglers();
   // A rank's host: the SharedString of `like`'s rank i when the text is
   // the same, else a new one.
   auto host_of = [like](size_t i, const flatbuffers::String* text) {
@@ -237,6 +278,21 @@ absl::Status DecodeCollectives(const fb::WindowCollectives* in,
       c.ranks.push_back(RankFrom(*r, host_of(i, r->host())));
     }
   }
+  if (const auto* clocks = in->rank_clocks()) {
+    if (clocks->size() != c.ranks.size()) {
+      return DataLoss(absl::StrCat(clocks->size(), " rank clocks for ",
+                                   c.ranks.size(), " ranks"));
+    }
+    for (size_t i = 0; i < c.ranks.size(); ++i) {
+      const fb::RankClock* k = clocks->Get(static_cast<uint32_t>(i));
+      RankWindow& r = c.ranks[i];
+      r.clock_drift_ns_per_s = k->drift_ns_per_s();
+      r.clock_instances = k->instances();
+      r.clock_residual_ns = k->residual_ns();
+      r.clock_connected = (k->flags() & kClockConnected) != 0;
+      r.clock_corrected = (k->flags() & kClockCorrected) != 0;
+    }
+  }
   if (const auto* stragglers = in->stragglers()) {
     c.stragglers.reserve(stragglers->size());
     for (const fb::StragglerWindow* s : *stragglers) {
@@ -247,6 +303,16 @@ absl::Status DecodeCollectives(const fb::WindowCollectives* in,
       o.compute_ns = s->compute_ns();
       o.comm_ns = s->comm_ns();
       o.unattributed_ns = s->unattributed_ns();
+      if (s->host() != nullptr) o.host = s->host()->str();
+      o.direct_wait_caused_ns = s->direct_wait_caused_ns();
+      if (const auto* via = s->via()) {
+        o.via.reserve(via->size());
+        for (const fb::StragglerVia* v : *via) {
+          o.via.push_back(
+              Straggler::Via{.rank = v->rank(), .wait_ns = v->wait_ns()});
+        }
+      }
+      o.saved_ns = s->saved_ns();
       RETURN_IF_ERROR(DecodeAttribution(s->attribution_ns(), o.causes));
     }
   }
@@ -278,7 +344,7 @@ std::string EncodeWindowSummary(const WindowSummary& summary) {
   if (const std::optional<WindowTrim>& t = summary.trimmed) {
     trimmed = fb::CreateWindowTrim(b, t->limit_bytes, t->original_bytes,
                                    t->names_cut, t->devices, t->top_bubbles,
-                                   t->ranks, t->stragglers);
+                                   t->ranks, t->stragglers, t->via);
   }
   fb::WindowSummaryBuilder out(b);
   out.add_schema_version(kWindowSummarySchemaVersion);

@@ -45,6 +45,7 @@ void WriteFleetPeriod(JsonWriter& w, const FleetJobPeriod& p) {
     w.Key("collective_windows").Int(p.collective_windows);
     w.Key("comm_wait_us").Double(JsonUs(p.comm_wait_ns));
     w.Key("straggler_wait_us").Double(JsonUs(p.straggler_wait_ns));
+    w.Key("straggler_cost_us").Double(JsonUs(p.straggler_cost_ns));
   }
 }
 
@@ -52,7 +53,7 @@ double GpuHours(int64_t ns) { return static_cast<double>(ns) / 3.6e12; }
 
 // The members "ranks", "stragglers" and "collectives" of a multi-rank window
 // or period, with the keys `analyze --json` uses (docs/query.md); a period's
-// ranks carry no clock offset (it is per window).
+// ranks carry the clock of its latest window (a clock is per window).
 void WriteCollectives(JsonWriter& w, const WindowCollectives& c,
                       int64_t late_collectives, bool window) {
   w.Key("ranks").BeginArray();
@@ -73,13 +74,41 @@ void WriteCollectives(JsonWriter& w, const WindowCollectives& c,
     w.Key("comm_wait_us").Double(JsonUs(r.comm_wait_ns));
     w.Key("wait_caused_us").Double(JsonUs(r.wait_caused_ns));
     w.Key("arrived_last").Int(r.arrived_last);
-    if (window) w.Key("clock_offset_us").Double(JsonUs(r.clock_offset_ns));
+    // Its clock (docs/semantics.md#clocks): the window's, or over a period
+    // the latest window's. Keys as `analyze --json`, but the offset is a
+    // number (0) where the clock was not corrected.
+    w.Key("clock_offset_us").Double(JsonUs(r.clock_offset_ns));
+    w.Key("clock_instances").Int(r.clock_instances);
+    w.Key("clock_drift_us_per_s");
+    r.clock_corrected ? w.Double(r.clock_drift_ns_per_s / 1e3) : w.Null();
+    w.Key("clock_residual_us");
+    r.clock_connected&& r.clock_instances > 0
+        ? w.Double(JsonUs(r.clock_residual_ns))
+        : w.Null();
+    w.Key("clock_connected").Bool(r.clock_connected);
+    w.Key("clock_corrected").Bool(r.clock_corrected);
     w.EndObject();
   }
   w.EndArray();
+  // By wait caused, descending: the first is the root
+  // (docs/semantics.md#root-cause).
   w.Key("stragglers").BeginArray();
-  for (const Straggler& s : c.stragglers) WriteStragglerJson(w, s);
+  for (size_t i = 0; i < c.stragglers.size(); ++i) {
+    WriteStragglerJson(w, c.stragglers[i], /*root=*/i == 0);
+  }
   w.EndArray();
+  // The what-if replay (docs/semantics.md#what-it-cost), summed over a
+  // period's windows; null without a used instance.
+  w.Key("what_if");
+  if (c.job_ns < 0) {
+    w.Null();
+  } else {
+    w.BeginObject();
+    w.Key("job_us").Double(JsonUs(c.job_ns));
+    w.Key("job_us_without_stragglers")
+        .Double(JsonUs(c.job_ns_without_stragglers));
+    w.EndObject();
+  }
   w.Key("collectives").BeginObject();
   w.Key("kernels").Int(c.kernels);
   w.Key("matched").Int(c.matched);
@@ -136,6 +165,8 @@ void WriteWindow(JsonWriter& w, const WindowPoint& p) {
     w.Key("top_bubbles_left_out").Int(t.top_bubbles);
     w.Key("ranks_left_out").Int(t.ranks);
     w.Key("stragglers_left_out").Int(t.stragglers);
+    // Only when a via list was cut, so other trimmed windows read as before.
+    if (t.via > 0) w.Key("via_left_out").Int(t.via);
     w.EndObject();
   }
   // Multi-rank windows only: a single-rank job's JSON is as it was.

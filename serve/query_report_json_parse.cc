@@ -160,6 +160,10 @@ FleetJobPeriod ReadFleetPeriod(Fields& f) {
     p.collective_windows = f.Int("collective_windows");
     p.comm_wait_ns = f.Ns("comm_wait_us");
     p.straggler_wait_ns = f.Ns("straggler_wait_us");
+    // Absent from servers older than the field.
+    if (f.Has("straggler_cost_us")) {
+      p.straggler_cost_ns = f.Ns("straggler_cost_us");
+    }
   }
   return p;
 }
@@ -183,6 +187,18 @@ std::optional<WindowCollectives> ReadCollectives(Fields& f,
     o.wait_caused_ns = r.Ns("wait_caused_us");
     o.arrived_last = r.Int("arrived_last");
     if (r.Has("clock_offset_us")) o.clock_offset_ns = r.Ns("clock_offset_us");
+    // The rest of the clock: absent from servers older than it.
+    if (r.Has("clock_connected")) {
+      o.clock_instances = r.Int("clock_instances");
+      if (!r.IsNull("clock_drift_us_per_s")) {
+        o.clock_drift_ns_per_s = r.Double("clock_drift_us_per_s") * 1e3;
+      }
+      if (!r.IsNull("clock_residual_us")) {
+        o.clock_residual_ns = r.Ns("clock_residual_us");
+      }
+      o.clock_connected = r.Bool("clock_connected");
+      o.clock_corrected = r.Bool("clock_corrected");
+    }
   });
   f.Array("stragglers", [&](Fields& s) {
     StragglerWindow& o = c.stragglers.emplace_back();
@@ -198,7 +214,28 @@ std::optional<WindowCollectives> ReadCollectives(Fields& f,
       o.comm_ns = causes->Ns("comm");
     }
     o.unattributed_ns = s.Ns("unattributed_us");
+    // The root blame and cost: absent from servers older than them.
+    if (s.Has("host") && !s.IsNull("host")) o.host = s.String("host");
+    if (s.Has("direct_wait_caused_us")) {
+      o.direct_wait_caused_ns = s.Ns("direct_wait_caused_us");
+    }
+    if (s.Has("via")) {
+      s.Array("via", [&](Fields& v) {
+        o.via.push_back(
+            Straggler::Via{.rank = static_cast<int32_t>(v.Int("rank")),
+                           .wait_ns = v.Ns("wait_us")});
+      });
+    }
+    if (s.Has("saved_us") && !s.IsNull("saved_us")) {
+      o.saved_ns = s.Ns("saved_us");
+    }
   });
+  if (f.Has("what_if") && !f.IsNull("what_if")) {
+    if (std::optional<Fields> w = f.Object("what_if")) {
+      c.job_ns = w->Ns("job_us");
+      c.job_ns_without_stragglers = w->Ns("job_us_without_stragglers");
+    }
+  }
   if (std::optional<Fields> n = f.Object("collectives")) {
     c.kernels = n->Int("kernels");
     c.matched = n->Int("matched");
@@ -252,13 +289,15 @@ WindowPoint ReadWindow(Fields& f) {
   std::optional<Fields> t =
       f.Has("trimmed") ? f.Object("trimmed") : std::nullopt;
   if (t) {
-    p.trimmed = WindowTrim{.limit_bytes = t->Int("limit_bytes"),
-                           .original_bytes = t->Int("original_bytes"),
-                           .names_cut = t->Int("names_cut"),
-                           .devices = t->Int("devices_left_out"),
-                           .top_bubbles = t->Int("top_bubbles_left_out"),
-                           .ranks = t->Int("ranks_left_out"),
-                           .stragglers = t->Int("stragglers_left_out")};
+    p.trimmed =
+        WindowTrim{.limit_bytes = t->Int("limit_bytes"),
+                   .original_bytes = t->Int("original_bytes"),
+                   .names_cut = t->Int("names_cut"),
+                   .devices = t->Int("devices_left_out"),
+                   .top_bubbles = t->Int("top_bubbles_left_out"),
+                   .ranks = t->Int("ranks_left_out"),
+                   .stragglers = t->Int("stragglers_left_out"),
+                   .via = t->Has("via_left_out") ? t->Int("via_left_out") : 0};
   }
   return p;
 }

@@ -338,8 +338,8 @@ absl::StatusOr<bool> RocksDbWindowStore::HasRunningSums() const {
   if (s.IsNotFound()) return false;
   RETURN_IF_ERROR(FromRocksDb(s, "reading the running-sums marker"));
   // The marker holds the records' format: sums of another format (1: before
-  // the collective fields) count as none, so a primary rebuilds them and a
-  // read-only instance scans.
+  // the collective fields, 2: before the straggler cost) count as none, so a
+  // primary rebuilds them and a read-only instance scans.
   return View(value) == absl::StrCat(kRunningSumsFormat);
 }
 

@@ -267,6 +267,19 @@ void AddWindowCollectives(const WindowCollectives& window,
     it->comm_wait_ns += r.comm_wait_ns;
     it->wait_caused_ns += r.wait_caused_ns;
     it->arrived_last += r.arrived_last;
+    // The clock of the latest window (a clock is per window).
+    it->clock_offset_ns = r.clock_offset_ns;
+    it->clock_drift_ns_per_s = r.clock_drift_ns_per_s;
+    it->clock_instances = r.clock_instances;
+    it->clock_residual_ns = r.clock_residual_ns;
+    it->clock_connected = r.clock_connected;
+    it->clock_corrected = r.clock_corrected;
+  }
+  if (window.job_ns >= 0) {
+    period.job_ns = std::max<int64_t>(period.job_ns, 0) + window.job_ns;
+    period.job_ns_without_stragglers =
+        std::max<int64_t>(period.job_ns_without_stragglers, 0) +
+        window.job_ns_without_stragglers;
   }
   for (const StragglerWindow& s : window.stragglers) {
     auto it = std::find_if(
@@ -282,6 +295,28 @@ void AddWindowCollectives(const WindowCollectives& window,
     it->comm_ns += s.comm_ns;
     for (int c = 0; c < kNumBubbleCauses; ++c) it->causes[c] += s.causes[c];
     it->unattributed_ns += s.unattributed_ns;
+    if (!s.host.empty()) it->host = s.host;
+    it->direct_wait_caused_ns += s.direct_wait_caused_ns;
+    if (s.saved_ns >= 0) {
+      it->saved_ns = std::max<int64_t>(it->saved_ns, 0) + s.saved_ns;
+    }
+    for (const Straggler::Via& v : s.via) {
+      auto via = std::find_if(
+          it->via.begin(), it->via.end(),
+          [&](const Straggler::Via& p) { return p.rank == v.rank; });
+      if (via == it->via.end()) {
+        it->via.push_back(Straggler::Via{.rank = v.rank});
+        via = it->via.end() - 1;
+      }
+      via->wait_ns += v.wait_ns;
+    }
+    if (!s.via.empty()) {
+      std::sort(it->via.begin(), it->via.end(),
+                [](const Straggler::Via& a, const Straggler::Via& b) {
+                  return std::tie(b.wait_ns, a.rank) <
+                         std::tie(a.wait_ns, b.rank);
+                });
+    }
   }
   const auto more_wait = [](const StragglerWindow& a,
                             const StragglerWindow& b) {
@@ -438,6 +473,8 @@ std::string FleetOrder::Name() const {
       return "comm_wait";
     case Metric::kStragglerWait:
       return "straggler_wait";
+    case Metric::kStragglerCost:
+      return "straggler_cost";
   }
   return "";
 }
@@ -455,6 +492,8 @@ double FleetOrder::Score(const FleetJobPeriod& period) const {
       return static_cast<double>(period.comm_wait_ns);
     case Metric::kStragglerWait:
       return static_cast<double>(period.straggler_wait_ns);
+    case Metric::kStragglerCost:
+      return static_cast<double>(period.straggler_cost_ns);
   }
   return 0;
 }
@@ -472,6 +511,9 @@ absl::StatusOr<FleetOrder> ParseFleetOrder(absl::string_view text) {
   if (text == "straggler_wait") {
     return FleetOrder{.metric = FleetOrder::Metric::kStragglerWait};
   }
+  if (text == "straggler_cost") {
+    return FleetOrder{.metric = FleetOrder::Metric::kStragglerCost};
+  }
   if (absl::ConsumePrefix(&text, "cause:")) {
     if (std::optional<BubbleCause> cause = ParseBubbleCause(text)) {
       return FleetOrder{.metric = FleetOrder::Metric::kCause, .cause = *cause};
@@ -487,7 +529,7 @@ absl::StatusOr<FleetOrder> ParseFleetOrder(absl::string_view text) {
   return absl::InvalidArgumentError(
       absl::StrCat("unknown order '", text,
                    "': want bubble_ratio, bubble_time, cause:<cause>, "
-                   "comm_wait or straggler_wait"));
+                   "comm_wait, straggler_wait or straggler_cost"));
 }
 
 bool IsPartialWindow(const WindowPoint& w) {
@@ -507,6 +549,8 @@ void FleetJobPeriod::Add(const WindowPoint& w) {
     for (const StragglerWindow& s : w.collectives->stragglers) {
       straggler_wait_ns += s.wait_caused_ns;
     }
+    straggler_cost_ns += StragglerCostNs(
+        *w.collectives, w.trimmed.has_value() ? w.trimmed->ranks : 0);
   }
 }
 
@@ -517,6 +561,7 @@ void FleetJobPeriod::Add(const FleetJobPeriod& other) {
   collective_windows += other.collective_windows;
   comm_wait_ns += other.comm_wait_ns;
   straggler_wait_ns += other.straggler_wait_ns;
+  straggler_cost_ns += other.straggler_cost_ns;
 }
 
 void ObservedPeriod::Add(const WindowPoint& window) {
@@ -671,6 +716,7 @@ absl::StatusOr<FleetReport> QueryFleet(const WindowStoreReader& store,
     e.period.collective_windows = s.sums.collective_windows;
     e.period.comm_wait_ns = s.sums.comm_wait_ns;
     e.period.straggler_wait_ns = s.sums.straggler_wait_ns;
+    e.period.straggler_cost_ns = s.sums.straggler_cost_ns;
     // Only the start until ranking is done: the rest of the point is read
     // for the entries kept.
     e.latest.start_ns = s.last_start_ns;

@@ -174,10 +174,13 @@ struct JobReport {
 
 // Adds one window's collective figures to a period's: counts summed; per
 // rank (by rank) span, busy, comm, comm_exposed, comm_wait, wait caused and
-// arrived_last summed, host and device of the latest window, clock offset
-// left 0 (it is per window); stragglers per rank summed, then ordered by
-// wait caused (descending; ties: lower rank). The key is the latest
-// window's.
+// arrived_last summed, host, device and clock of the latest window (a clock
+// is per window); stragglers per rank summed (wait caused, direct wait,
+// split, via per rank; saved_ns over the windows that computed it, -1 when
+// none did; host of the latest window naming one), then ordered by wait
+// caused (descending; ties: lower rank), so the root comes first; the
+// what-if job times summed over the windows that have them (-1 when none
+// has). The key is the latest window's.
 void AddWindowCollectives(const WindowCollectives& window,
                           WindowCollectives& period);
 
@@ -211,12 +214,15 @@ struct FleetOrder {
     // the windows' stragglers). 0 for a job without collective windows.
     kCommWait,
     kStragglerWait,
+    // The GPU time its stragglers cost it (docs/semantics.md#what-it-cost):
+    // StragglerCostNs (schemas/window_summary.h) summed over its windows.
+    kStragglerCost,
   };
   Metric metric = Metric::kBubbleTime;
   BubbleCause cause = BubbleCause::kHostSync;  // For kCause only.
 
-  // "bubble_ratio", "bubble_time", "cause:<name>", "comm_wait" or
-  // "straggler_wait", as ParseFleetOrder accepts.
+  // "bubble_ratio", "bubble_time", "cause:<name>", "comm_wait",
+  // "straggler_wait" or "straggler_cost", as ParseFleetOrder accepts.
   std::string Name() const;
   // The value an entry is ranked by: a ratio for kBubbleRatio, ns otherwise.
   // Sums over the period, so every window counts by its GPU-time: a short
@@ -224,8 +230,8 @@ struct FleetOrder {
   double Score(const FleetJobPeriod& period) const;
 };
 
-// Parses "bubble_ratio", "bubble_time", "cause:<cause name>", "comm_wait" or
-// "straggler_wait".
+// Parses "bubble_ratio", "bubble_time", "cause:<cause name>", "comm_wait",
+// "straggler_wait" or "straggler_cost".
 // Errors: kInvalidArgument naming what is accepted.
 absl::StatusOr<FleetOrder> ParseFleetOrder(absl::string_view text);
 
@@ -249,6 +255,9 @@ struct FleetJobPeriod {
   int64_t collective_windows = 0;
   int64_t comm_wait_ns = 0;
   int64_t straggler_wait_ns = 0;
+  // The GPU time stragglers cost the job: StragglerCostNs
+  // (schemas/window_summary.h) summed over the windows.
+  int64_t straggler_cost_ns = 0;
 
   void Add(const WindowPoint& window);
   // Another job's (or the fleet's) period: every figure adds up.

@@ -12,7 +12,7 @@ namespace bubblewatch {
 namespace {
 
 constexpr uint8_t kFormat = kRunningSumsFormat;
-constexpr int kFields = 9 + kNumBubbleCauses;
+constexpr int kFields = 10 + kNumBubbleCauses;
 constexpr size_t kRecordBytes = 1 + 2 * kFields * 8;
 
 int64_t Wrap(uint64_t v) { return static_cast<int64_t>(v); }
@@ -36,6 +36,7 @@ void ForEachField(Sums& s, F f) {
   f(s.collective_windows);
   f(s.comm_wait_ns);
   f(s.straggler_wait_ns);
+  f(s.straggler_cost_ns);
 }
 
 // The fields of `s` in their stored order, as pointers: Add and Subtract go
@@ -64,7 +65,7 @@ int64_t GetInt64(const char* p) {
 // As FleetJobPeriod::Add counts them from the window's point; the oracle
 // test holds the two together.
 void AddCollectiveSums(const std::optional<WindowCollectives>& collectives,
-                       WindowSums& sums) {
+                       int64_t ranks_left_out, WindowSums& sums) {
   if (!collectives.has_value()) return;
   ++sums.collective_windows;
   for (const RankWindow& r : collectives->ranks) {
@@ -73,6 +74,7 @@ void AddCollectiveSums(const std::optional<WindowCollectives>& collectives,
   for (const StragglerWindow& s : collectives->stragglers) {
     sums.straggler_wait_ns += s.wait_caused_ns;
   }
+  sums.straggler_cost_ns += StragglerCostNs(*collectives, ranks_left_out);
 }
 
 }  // namespace
@@ -106,7 +108,8 @@ absl::StatusOr<WindowSums> SumsOfWindow(const WindowSummaryView& window) {
   s.capacity_ns = capacity;
   ASSIGN_OR_RETURN(const std::optional<WindowCollectives> collectives,
                    window.DecodeCollectives());
-  AddCollectiveSums(collectives, s);
+  const std::optional<WindowTrim> trim = window.trimmed();
+  AddCollectiveSums(collectives, trim.has_value() ? trim->ranks : 0, s);
   return s;
 }
 

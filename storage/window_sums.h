@@ -44,6 +44,9 @@ struct WindowSums {
   int64_t collective_windows = 0;
   int64_t comm_wait_ns = 0;
   int64_t straggler_wait_ns = 0;
+  // StragglerCostNs (schemas/window_summary.h): the GPU time the window's
+  // stragglers cost its job. Added in format 3.
+  int64_t straggler_cost_ns = 0;
 
   // Wrapping (two's complement) addition and subtraction, field by field.
   void Add(const WindowSums& other);
@@ -65,7 +68,7 @@ absl::StatusOr<WindowSums> SumsOfEncodedWindow(absl::string_view bytes,
 
 // One window's record: the sums of every earlier window of its job
 // (including ones retention has since deleted) and its own.
-inline constexpr int kRunningSumsFormat = 2;
+inline constexpr int kRunningSumsFormat = 3;
 
 struct RunningSumsRecord {
   WindowSums before;

@@ -581,10 +581,19 @@ function drawDeviceLines(devices, mode) {
 }
 
 // The straggler of window `w`: the rank that caused the most wait in it
-// (stragglers[] is by wait caused), or null when no rank caused any.
+// (stragglers[] is by wait caused: the root, docs/semantics.md#root-cause),
+// or null when no rank caused any.
 function stragglerOf(w) {
   const s = w.stragglers && w.stragglers[0];
   return s && s.wait_caused_us > 0 ? s.rank : null;
+}
+
+// The ranks window `w`'s root straggler held up (its via[]: they were late
+// only because they waited for it), as a Set; empty without a root.
+function heldUpOf(w) {
+  const s = w.stragglers && w.stragglers[0];
+  if (!s || !(s.wait_caused_us > 0)) return new Set();
+  return new Set((s.via || []).filter((v) => v.rank !== s.rank).map((v) => v.rank));
 }
 
 // The rank × window heat map of a multi-rank job: one row per rank seen in
@@ -608,6 +617,7 @@ function drawRankHeatmap(report) {
     for (const r of w.ranks || []) grid[row.get(r.rank)][i] = r;
   });
   const stragglers = windows.map(stragglerOf);
+  const heldUp = windows.map(heldUpOf);
 
   const canvas = $('rank-heatmap');
   const left = 64;
@@ -646,6 +656,18 @@ function drawRankHeatmap(report) {
         ctx.fillRect(mx - 1, my - 1, mw + 2, mh + 2);
         ctx.fillStyle = STRAGGLER_MARK;
         ctx.fillRect(mx, my, mw, mh);
+      } else if (heldUp[i].has(rank)) {
+        // A hollow frame of the same size: held up, not late by itself.
+        const mw = Math.max(6, Math.floor(w / 2));
+        const mh = Math.max(6, Math.floor(cellH / 2));
+        const mx = x(i) + Math.floor((w - mw) / 2);
+        const my = y + Math.floor((cellH - mh) / 2);
+        ctx.fillStyle = '#fff';
+        ctx.fillRect(mx - 1, my - 1, mw + 2, mh + 2);
+        ctx.fillStyle = STRAGGLER_MARK;
+        ctx.fillRect(mx, my, mw, mh);
+        ctx.fillStyle = r ? heatColor(r.busy_useful_utilization) : HEAT_EMPTY;
+        ctx.fillRect(mx + 2, my + 2, mw - 4, mh - 4);
       }
     }
   });
@@ -662,7 +684,8 @@ function drawRankHeatmap(report) {
     canvas.title = `rank ${ranks[k]}, ${clock(windows[i].start_ns)}: ` +
       (r ? `${pct(r.busy_useful_utilization)} busy-useful, comm wait ` +
         duration(r.comm_wait_us) : 'no analysis') +
-      (stragglers[i] === ranks[k] ? `; straggler, caused ${duration(windows[i].stragglers[0].wait_caused_us)} of waits` : '');
+      (stragglers[i] === ranks[k] ? `; root straggler, caused ${duration(windows[i].stragglers[0].wait_caused_us)} of waits` : '') +
+      (heldUp[i].has(ranks[k]) ? `; held up by rank ${stragglers[i]}` : '');
   };
 
   // The table: a row per rank, a cell per window (data-u: the figure as
@@ -683,9 +706,11 @@ function drawRankHeatmap(report) {
     for (let i = 0; i < n; ++i) {
       const r = grid[k][i];
       const marked = stragglers[i] === rank;
-      cell(tr, (r ? pct(r.busy_useful_utilization) : '-') + (marked ? '*' : ''));
+      const held = !marked && heldUp[i].has(rank);
+      cell(tr, (r ? pct(r.busy_useful_utilization) : '-') + (marked ? '*' : '') + (held ? '+' : ''));
       tr.lastChild.dataset.u = r ? String(r.busy_useful_utilization) : '';
       if (marked) tr.lastChild.dataset.straggler = '1';
+      if (held) tr.lastChild.dataset.heldUp = '1';
     }
     body.appendChild(tr);
   });

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/human_duration.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "schemas/state_record.h"
@@ -78,6 +79,14 @@ WindowSummary RankWindowOf(const std::string& job, int i, int straggler,
     s.compute_ns = s.wait_caused_ns / 4;
     s.causes[static_cast<int>(BubbleCause::kDataLoading)] =
         s.wait_caused_ns - s.compute_ns;
+    // The root (docs/semantics.md#root-cause): a third of its wait passed on
+    // through the next rank, which only waited; it would have saved a fifth
+    // of its wait.
+    s.host = absl::StrCat("node-", straggler);
+    s.direct_wait_caused_ns = s.wait_caused_ns - s.wait_caused_ns / 3;
+    s.via.push_back(Straggler::Via{.rank = (straggler + 1) % 4,
+                                   .wait_ns = s.wait_caused_ns / 3});
+    s.saved_ns = s.wait_caused_ns / 5;
     // A second, smaller straggler: never the one named. (Read `s` before
     // the vector grows: emplace_back may move it.)
     const int64_t first_wait_ns = s.wait_caused_ns;
@@ -127,13 +136,24 @@ TEST(AlertEvaluator, StragglerFiresOnOneRankForKWindowsAndNamesIt) {
   EXPECT_EQ(fired.straggler_cause, "data_loading");
   EXPECT_EQ(fired.cause, "data_loading");  // The Alertmanager label.
   EXPECT_EQ(fired.window_start_ns, 3 * kWindowNs);
+  EXPECT_EQ(fired.host, "node-3");  // The Alertmanager label.
+  const int64_t saved_ns = static_cast<int64_t>(0.25 * kWindowNs) / 5;
+  EXPECT_EQ(fired.straggler_cost_ns, saved_ns);
+  EXPECT_EQ(fired.straggler_of_ns, kWindowNs);
+  // Names the root, its host, cause and cost; not the rank it held up.
   EXPECT_THAT(AlertDescription(fired),
-              HasSubstr("rank 3 on host node-3 caused waits of 25% of GPU "
-                        "time (threshold 5%), mostly data_loading"));
+              HasSubstr(absl::StrCat(
+                  "job big: rank 3 on host node-3 late by data loading; cost "
+                  "the job ",
+                  HumanDurationWords(saved_ns), " of every ",
+                  HumanDurationWords(kWindowNs),
+                  " window (its waits 25% of GPU time, threshold 5%)")));
+  EXPECT_THAT(AlertDescription(fired), ::testing::Not(HasSubstr("rank 0")));
   // Resolves after two clear windows (6: nobody late, 7: 1 %).
   EXPECT_EQ(seen[1].first, 7);
   EXPECT_EQ(seen[1].second.status, AlertStatus::kResolved);
   EXPECT_EQ(seen[1].second.cause, "data_loading");  // Fixed for its life.
+  EXPECT_EQ(seen[1].second.host, "node-3");
   // The event's JSON carries the straggler and reads back.
   absl::StatusOr<AlertEvent> back =
       ParseAlertEventJson(AlertEventToJson(fired));
@@ -142,6 +162,9 @@ TEST(AlertEvaluator, StragglerFiresOnOneRankForKWindowsAndNamesIt) {
   EXPECT_EQ(back->straggler_rank, 3);
   EXPECT_EQ(back->straggler_host, "node-3");
   EXPECT_EQ(back->straggler_cause, "data_loading");
+  EXPECT_EQ(back->straggler_cost_ns, saved_ns);
+  EXPECT_EQ(back->straggler_of_ns, kWindowNs);
+  EXPECT_EQ(back->host, "node-3");
 }
 
 TEST(AlertEvaluator, StragglerIgnoresSingleRankJobsAndHealthyRanks) {

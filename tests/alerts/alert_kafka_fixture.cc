@@ -47,7 +47,7 @@ std::vector<ListedAlert> ListAlertmanagerAlerts(const std::string& url,
       state = "?";
     }
     out.push_back({label("alertname"), label("job"), label("severity"),
-                   label("cause"), std::string(state)});
+                   label("cause"), std::string(state), label("host")});
   }
   return out;
 }

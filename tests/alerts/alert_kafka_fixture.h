@@ -19,6 +19,7 @@ std::string RequiredEnv(const char* name);
 // One alert as Alertmanager lists it: its labels and status.state.
 struct ListedAlert {
   std::string alertname, job, severity, cause, state;
+  std::string host;  // The `host` label (straggler alerts); "" when absent.
 };
 
 // GET `url`/api/v2/alerts (Alertmanager's default filter: active, silenced

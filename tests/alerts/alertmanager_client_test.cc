@@ -4,6 +4,8 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
+#include "base/human_duration.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
@@ -88,17 +90,35 @@ TEST(AlertmanagerClient, StragglerAlertNamesRankHostAndCause) {
   e.straggler_rank = 3;
   e.straggler_host = "node-b";
   e.straggler_cause = "data_loading";
+  e.straggler_cost_ns = 14'800'000;
+  e.straggler_of_ns = 10'000'000'000;
+  e.host = "node-b";
   const std::string json = AlertmanagerClient::ToAlertmanagerJson({e});
   simdjson::dom::parser parser;
   simdjson::dom::element a = parser.parse(json).at(0);
   EXPECT_EQ(std::string_view(a["labels"]["rule_kind"]), "straggler");
   EXPECT_EQ(std::string_view(a["labels"]["cause"]), "data_loading");
-  EXPECT_EQ(std::string_view(a["annotations"]["straggler"]),
-            "rank 3 on host node-b, mostly data_loading");
+  EXPECT_EQ(std::string_view(a["labels"]["host"]), "node-b");
+  const std::string text =
+      absl::StrCat("job ", e.job,
+                   ": rank 3 on host node-b late by data loading; cost the "
+                   "job ",
+                   HumanDurationWords(e.straggler_cost_ns), " of every ",
+                   HumanDurationWords(e.straggler_of_ns), " window");
+  EXPECT_EQ(std::string_view(a["annotations"]["straggler"]), text);
   EXPECT_THAT(std::string(std::string_view(a["annotations"]["description"])),
-              ::testing::StartsWith(
-                  "rank 3 on host node-b caused waits of 25% of GPU time "
-                  "(threshold 5%), mostly data_loading in the window"));
+              ::testing::StartsWith(absl::StrCat(
+                  text,
+                  " (its waits 25% of GPU time, threshold 5%) in the "
+                  "window")));
+  // Other kinds carry no host label.
+  simdjson::dom::parser plain;
+  EXPECT_EQ(plain
+                .parse(AlertmanagerClient::ToAlertmanagerJson(
+                    {Event(AlertStatus::kFiring)}))
+                .at(0)["labels"]["host"]
+                .error(),
+            simdjson::NO_SUCH_FIELD);
   // Other kinds carry no straggler annotation.
   simdjson::dom::parser other;
   EXPECT_EQ(other

@@ -74,13 +74,17 @@ std::map<std::string, Truth> ReadTruth(const std::string& path) {
   return out;
 }
 
-// job -> cause label of Alertmanager's unresolved alerts named `alertname`.
-std::map<std::string, std::string> ListedAlerts(const std::string& url,
-                                                const std::string& alertname) {
+// job -> cause label of Alertmanager's unresolved alerts named `alertname`;
+// `hosts`, when given, gets job -> their `host` label.
+std::map<std::string, std::string> ListedAlerts(
+    const std::string& url, const std::string& alertname,
+    std::map<std::string, std::string>* hosts = nullptr) {
   std::map<std::string, std::string> out;
   for (const testing::ListedAlert& a :
        testing::ListAlertmanagerAlerts(url, alertname)) {
-    if (!a.job.empty()) out[a.job] = a.cause;
+    if (a.job.empty()) continue;
+    out[a.job] = a.cause;
+    if (hosts != nullptr) (*hosts)[a.job] = a.host;
   }
   return out;
 }
@@ -237,6 +241,12 @@ TEST(StragglerAlertKafka, NamesThePlantedRankWithinTwoWindowsAndNoneHealthy) {
     EXPECT_EQ(fired.straggler_host, t.host);
     EXPECT_EQ(fired.straggler_cause, t.cause);
     EXPECT_EQ(fired.cause, t.cause);
+    // The root's machine labels it; its cost is stated.
+    EXPECT_EQ(fired.host, t.host);
+    EXPECT_GE(fired.straggler_cost_ns, 0);
+    EXPECT_THAT(AlertDescription(fired),
+                ::testing::HasSubstr(absl::StrCat("rank ", t.rank, " on host ",
+                                                  t.host, " late by ")));
     // Not from the healthy steps before the straggler started, and at most
     // two windows after it.
     EXPECT_GT(fired.window_end_ns, t.start_ns);
@@ -288,9 +298,11 @@ TEST(StragglerAlertKafka, NamesThePlantedRankWithinTwoWindowsAndNoneHealthy) {
     const std::string& name = alert_name;
     const std::set<std::string>& want = want_jobs;
     std::map<std::string, std::string> listed;
+    std::map<std::string, std::string> hosts;
     const bool settled = testing::PollUntil(
         [&] {
-          listed = ListedAlerts(alertmanager, name);
+          hosts.clear();
+          listed = ListedAlerts(alertmanager, name, &hosts);
           std::set<std::string> jobs;
           for (const auto& [job, cause] : listed) jobs.insert(job);
           return jobs == want;
@@ -301,6 +313,8 @@ TEST(StragglerAlertKafka, NamesThePlantedRankWithinTwoWindowsAndNoneHealthy) {
     for (const auto& [job, cause] : listed) {
       if (truth.contains(job)) {
         EXPECT_EQ(cause, truth.at(job).cause) << job;
+        // Routed per machine: the root's host.
+        EXPECT_EQ(hosts[job], truth.at(job).host) << job;
       }
     }
   }

@@ -219,10 +219,11 @@ Rgb HeatColor(double u) {
 }
 
 // One cell of the page's #rank-table: its data-u ("" for none) and whether
-// it carries data-straggler.
+// it carries data-straggler (the root) or data-held-up (a rank it held up).
 struct RankCell {
   std::string u;
   bool straggler = false;
+  bool held_up = false;
 };
 
 // The cells of the #rank-table row of `rank`, window by window.
@@ -231,10 +232,11 @@ std::vector<RankCell> RankRow(const std::string& dom, int rank) {
   const size_t at = dom.find("<tr data-rank=\"" + std::to_string(rank) + "\"");
   if (at == std::string::npos) return cells;
   const std::string row = dom.substr(at, dom.find("</tr>", at) - at);
-  const std::regex td(R"re(<td data-u="([^"]*)"( data-straggler="1")?>)re");
+  const std::regex td(
+      R"re(<td data-u="([^"]*)"( data-straggler="1")?( data-held-up="1")?>)re");
   for (std::sregex_iterator it(row.begin(), row.end(), td), end; it != end;
        ++it) {
-    cells.push_back({(*it)[1].str(), (*it)[2].matched});
+    cells.push_back({(*it)[1].str(), (*it)[2].matched, (*it)[3].matched});
   }
   return cells;
 }
@@ -589,6 +591,8 @@ TEST_F(DashboardBrowserTest, JobPageDrawsRanksAndMarksEachWindowsStraggler) {
       const bool straggler = !c.stragglers.empty() && c.stragglers[0].rank == r;
       EXPECT_EQ(cells[i].straggler, straggler)
           << "rank " << r << " window " << i;
+      EXPECT_EQ(cells[i].held_up, dashboard_test::HeldUpRank(370 + i) == r)
+          << "rank " << r << " window " << i;
     }
   }
 
@@ -605,6 +609,7 @@ TEST_F(DashboardBrowserTest, JobPageDrawsRanksAndMarksEachWindowsStraggler) {
     return heat.x + static_cast<int>(std::lround(1.0 * i * heat.w / n));
   };
   int marks = 0;
+  int frames = 0;
   for (int r = 0; r < dashboard_test::kRanks; ++r) {
     for (int i = 0; i < n; ++i) {
       const WindowCollectives& c = *stored[i].collectives;
@@ -619,15 +624,28 @@ TEST_F(DashboardBrowserTest, JobPageDrawsRanksAndMarksEachWindowsStraggler) {
       const Box middle{x(i) + w / 2 - 3, y + row / 2 - 2, 6, 4};
       const bool straggler = !c.stragglers.empty() && c.stragglers[0].rank == r;
       const double mark = img.Share(middle, Near(kStragglerMark));
+      // A rank held up has a hollow frame: its left side (2 px wide, as
+      // app.js draws it) is the mark, its middle is not.
+      const int mw = std::max(6, w / 2);
+      const int mh = std::max(6, row / 2);
+      const Box frame{x(i) + (w - mw) / 2, y + (row - mh) / 2 + 2, 2, mh - 4};
+      const double framed = img.Share(frame, Near(kStragglerMark));
       if (straggler) {
         ++marks;
         EXPECT_GT(mark, 0.9) << "rank " << r << " window " << i;
       } else {
         EXPECT_EQ(mark, 0.0) << "rank " << r << " window " << i;
+        if (dashboard_test::HeldUpRank(370 + i) == r) {
+          ++frames;
+          EXPECT_GT(framed, 0.9) << "rank " << r << " window " << i;
+        } else {
+          EXPECT_EQ(framed, 0.0) << "rank " << r << " window " << i;
+        }
       }
     }
   }
   EXPECT_EQ(marks, 20);
+  EXPECT_EQ(frames, 20);
 }
 
 TEST_F(DashboardBrowserTest, FleetPageRanksTheLastHourByDefault) {

@@ -314,13 +314,27 @@ WindowSummary RankedWindow(int64_t index, bool with_collectives) {
                                .comm_wait_ns = 0,
                                .wait_caused_ns = 1'000 * ms * (index + 1),
                                .arrived_last = 8,
-                               .clock_offset_ns = -2 * ms});
+                               .clock_offset_ns = -2 * ms,
+                               .clock_drift_ns_per_s = 1'500,
+                               .clock_instances = 9,
+                               .clock_residual_ns = 4'000,
+                               .clock_connected = true,
+                               .clock_corrected = true});
+  c.ranks[0].clock_connected = true;
   StragglerWindow& s = c.stragglers.emplace_back();
   s.rank = 1;
   s.wait_caused_ns = 1'000 * ms * (index + 1);
   s.arrived_last = 8;
   s.causes[static_cast<int>(BubbleCause::kDataLoading)] = s.wait_caused_ns - ms;
   s.unattributed_ns = ms;
+  // The root blame and its cost (docs/semantics.md#root-cause,
+  // #what-it-cost): a fifth of its wait passed on through rank 0.
+  s.host = "node-b";
+  s.direct_wait_caused_ns = 800 * ms * (index + 1);
+  s.via.push_back(Straggler::Via{.rank = 0, .wait_ns = 200 * ms * (index + 1)});
+  s.saved_ns = 100 * ms * (index + 1);
+  c.job_ns = 10'000 * ms;
+  c.job_ns_without_stragglers = c.job_ns - 100 * ms * (index + 1);
   return w;
 }
 
@@ -360,12 +374,32 @@ TEST(QueryRanks, JobJsonHasRanksAndStragglersForThePeriodAndEachWindow) {
   EXPECT_EQ(double(stragglers.at(0)["unattributed_us"]), 2e3);
   EXPECT_EQ(int64_t(doc["collectives"]["used"]), 18);
   EXPECT_EQ(std::string_view(doc["collectives"]["key"]), "pg_seq");
+  // The root, its blame and cost, summed over windows 0 and 2.
+  simdjson::dom::element root = stragglers.at(0);
+  EXPECT_TRUE(bool(root["root"]));
+  EXPECT_EQ(std::string_view(root["cause"]), "data_loading");
+  EXPECT_EQ(std::string_view(root["host"]), "node-b");
+  EXPECT_EQ(double(root["direct_wait_caused_us"]), 3.2e6);
+  ASSERT_EQ(root["via"].get_array().size(), 1u);
+  EXPECT_EQ(int64_t(root["via"].at(0)["rank"]), 0);
+  EXPECT_EQ(double(root["via"].at(0)["wait_us"]), 0.8e6);
+  EXPECT_EQ(double(root["saved_us"]), 0.4e6);
+  EXPECT_EQ(double(doc["what_if"]["job_us"]), 20e6);
+  EXPECT_EQ(double(doc["what_if"]["job_us_without_stragglers"]), 19.6e6);
+  // A rank's clock over the period: the latest window's.
+  EXPECT_EQ(double(ranks.at(1)["clock_offset_us"]), -2e3);
+  EXPECT_EQ(double(ranks.at(1)["clock_drift_us_per_s"]), 1.5);
+  EXPECT_TRUE(bool(ranks.at(1)["clock_corrected"]));
+  EXPECT_TRUE(ranks.at(0)["clock_drift_us_per_s"].is_null());
   // Each window: its own figures; none in the window without an analysis.
   simdjson::dom::array windows = doc["windows"];
   ASSERT_EQ(windows.size(), 3u);
   EXPECT_EQ(double(windows.at(2)["ranks"].at(0)["comm_wait_us"]), 3e6);
   EXPECT_EQ(double(windows.at(2)["ranks"].at(1)["clock_offset_us"]), -2e3);
   EXPECT_EQ(double(windows.at(0)["stragglers"].at(0)["wait_caused_us"]), 1e6);
+  EXPECT_EQ(double(windows.at(2)["stragglers"].at(0)["saved_us"]), 0.3e6);
+  EXPECT_EQ(double(windows.at(2)["what_if"]["job_us_without_stragglers"]),
+            9.7e6);
   EXPECT_EQ(windows.at(1)["ranks"].error(), simdjson::NO_SUCH_FIELD);
 
   auto text = RunBubblewatch("query job ranked --store " + store);
@@ -373,6 +407,10 @@ TEST(QueryRanks, JobJsonHasRanksAndStragglersForThePeriodAndEachWindow) {
   EXPECT_THAT(text.out, HasSubstr("Ranks"));
   EXPECT_THAT(text.out, HasSubstr("node-b"));
   EXPECT_THAT(text.out, HasSubstr("data_loading 100.0%"));
+  EXPECT_THAT(text.out, HasSubstr("(root)"));
+  EXPECT_THAT(text.out, HasSubstr("held up ranks 0 ("));
+  EXPECT_THAT(text.out, HasSubstr("-2000 us"));  // Rank 1's clock.
+  EXPECT_THAT(text.out, HasSubstr("What if"));
 
   // The server gives the same bytes, and the client renders the same text.
   auto server = ServeProcess::Start(store);
@@ -449,6 +487,8 @@ TEST(QueryRanks, FleetRanksByCommWaitAndByStragglerWait) {
       if (other.collectives) {
         other.collectives->ranks[0].comm_wait_ns *= 2;
         other.collectives->stragglers[0].wait_caused_ns /= 2;
+        // Its stragglers cost it twice as much.
+        other.collectives->job_ns_without_stragglers -= 100'000'000 * (i + 1);
       }
       batch.windows.push_back(std::move(other));
       batch.windows.push_back(query_test::MakeWindow("alpha", i, kSecondNs));
@@ -467,7 +507,10 @@ TEST(QueryRanks, FleetRanksByCommWaitAndByStragglerWait) {
   };
   for (const Want& want :
        {Want{"comm_wait", "other", "ranked", 8e6, 4e6},
-        Want{"straggler_wait", "ranked", "other", 4e6, 2e6}}) {
+        Want{"straggler_wait", "ranked", "other", 4e6, 2e6},
+        // The what-if's saving x 2 ranks (GPUs): ranked 2 x (0.1 + 0.3) s,
+        // other twice that.
+        Want{"straggler_cost", "other", "ranked", 1.6e6, 0.8e6}}) {
     SCOPED_TRACE(want.by);
     auto r = RunBubblewatch("query fleet --json --by " + want.by + " --store " +
                             store);
@@ -488,16 +531,21 @@ TEST(QueryRanks, FleetRanksByCommWaitAndByStragglerWait) {
               simdjson::NO_SUCH_FIELD);
     EXPECT_EQ(double(doc["fleet"]["comm_wait_us"]), 12e6);
     EXPECT_EQ(double(doc["fleet"]["straggler_wait_us"]), 6e6);
+    EXPECT_EQ(double(doc["fleet"]["straggler_cost_us"]), 2.4e6);
     auto text =
         RunBubblewatch("query fleet --by " + want.by + " --store " + store);
     ASSERT_EQ(text.exit_code, 0) << text.err;
     EXPECT_THAT(text.out, HasSubstr("straggler wait"));
+    if (want.by == "straggler_cost") {
+      EXPECT_THAT(text.out, HasSubstr("GPU-hours lost to stragglers"));
+    }
   }
   // Through the HTTP API's fleet endpoint (by=...): the same bytes.
   auto server = ServeProcess::Start(store);
   ASSERT_NE(server, nullptr);
-  for (const std::string q : {"query fleet --json --by comm_wait",
-                              "query fleet --by straggler_wait"}) {
+  for (const std::string q :
+       {"query fleet --json --by comm_wait", "query fleet --by straggler_wait",
+        "query fleet --json --by straggler_cost"}) {
     EXPECT_EQ(RunBubblewatch(q + " --store " + store).out,
               RunBubblewatch(q + " --server " + server->url()).out)
         << q;

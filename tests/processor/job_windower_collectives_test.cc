@@ -611,8 +611,9 @@ TEST(JobWindowerCollectives, LateCollectiveRecordsAreCountedNotUsed) {
 
 // Effectively once: a windower restored from the finalized edge after any
 // batch, replaying from its resume offset, stores the same windows,
-// collective analyses included, as one that never stopped; and a replay
-// counts no late collective records again.
+// collective analyses included (the root blame, saved time, clocks and
+// what-if too: byte for byte once encoded), as one that never stopped; and a
+// replay counts no late collective records again.
 TEST(JobWindowerCollectives, RestartsAtEveryBatchGiveTheUninterruptedWindows) {
   StragglerJobOptions job = Job(3, 2, 120, 1);
   job.host_skew_ns = {0, 2'000'000};
@@ -638,11 +639,37 @@ TEST(JobWindowerCollectives, RestartsAtEveryBatchGiveTheUninterruptedWindows) {
   }
   const std::vector<WindowSummary> live_idle = live.FinalizeAll(kIdleClose);
   int with_collectives = 0;
+  int with_root_blame = 0;  // A straggler with its host and saved time.
+  int with_clock = 0;       // A rank on a corrected clock.
+  int with_what_if = 0;
   for (const auto& ws : live_after) {
-    for (const WindowSummary& w : ws)
+    for (const WindowSummary& w : ws) {
       with_collectives += w.collectives.has_value();
+      if (!w.collectives) continue;
+      const WindowCollectives& c = *w.collectives;
+      with_what_if += c.job_ns >= 0;
+      with_root_blame += !c.stragglers.empty() &&
+                         !c.stragglers.front().host.empty() &&
+                         c.stragglers.front().saved_ns >= 0 &&
+                         c.stragglers.front().direct_wait_caused_ns > 0;
+      for (const RankWindow& r : c.ranks) {
+        if (r.clock_corrected) {
+          ++with_clock;
+          break;
+        }
+      }
+      // What the store and the topic hold reads back as it was.
+      absl::StatusOr<WindowSummary> back =
+          DecodeWindowSummary(EncodeWindowSummary(w));
+      ASSERT_TRUE(back.ok()) << back.status();
+      std::string diff;
+      EXPECT_TRUE(SameWindow(*back, w, &diff)) << diff;
+    }
   }
   ASSERT_GT(with_collectives, 5);
+  EXPECT_GT(with_root_blame, 0);
+  EXPECT_GT(with_clock, 0);
+  EXPECT_GT(with_what_if, 0);
   JobWindower before("job", options);
   for (size_t cut = 0; cut + 1 < batches.size(); ++cut) {
     SCOPED_TRACE(absl::StrCat("cut ", cut));
@@ -671,6 +698,7 @@ TEST(JobWindowerCollectives, RestartsAtEveryBatchGiveTheUninterruptedWindows) {
       got[i].host_skew_ns = want[i].host_skew_ns;
       std::string diff;
       EXPECT_TRUE(SameWindow(got[i], want[i], &diff)) << diff;
+      EXPECT_EQ(EncodeWindowSummary(got[i]), EncodeWindowSummary(want[i]));
     }
   }
 }

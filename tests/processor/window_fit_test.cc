@@ -166,6 +166,57 @@ TEST(FitWindow, UnderSixtyFourKibKeepsTheDevicesWithMostBubbleTime) {
   EXPECT_EQ(*view->trimmed(), trim);
 }
 
+// The root blame grows as ranks²: 1,024 stragglers, each with a long host
+// and every other rank in its via (docs/semantics.md#root-cause), and
+// every rank on a drifting clock. The window still fits a megabyte, the
+// kept via lists are the first of each (by wait), and what was cut is
+// counted.
+TEST(FitWindow, RootBlameOfAThousandRanksFitsUnderAMegabyte) {
+  constexpr int kRanks = 1024;
+  WindowSummary w = BigWindow(8, 64, kRanks);
+  w.collectives->job_ns = 10 * kSec;
+  w.collectives->job_ns_without_stragglers = 9 * kSec;
+  for (RankWindow& r : w.collectives->ranks) {
+    r.clock_drift_ns_per_s = 0.5 * r.rank;
+    r.clock_instances = 100;
+    r.clock_connected = true;
+    r.clock_corrected = r.rank > 0;
+  }
+  int64_t via_entries = 0;
+  for (StragglerWindow& s : w.collectives->stragglers) {
+    s.host = LongName("root_host", s.rank, 300);
+    s.saved_ns = s.wait_caused_ns / 2;
+    for (int r = 0; r < kRanks; ++r) {
+      if (r == s.rank) continue;
+      s.via.push_back(Straggler::Via{.rank = r, .wait_ns = kRanks - r});
+      ++via_entries;
+    }
+  }
+  const size_t budget = WindowValueBudget(kMegabyte, 20);
+  ASSERT_GT(EncodeWindowSummary(w).size(), budget);
+  absl::StatusOr<std::string> fitted = FitWindow(w, budget);
+  ASSERT_TRUE(fitted.ok()) << fitted.status();
+  EXPECT_LE(fitted->size(), budget);
+  ASSERT_TRUE(w.trimmed.has_value());
+  const WindowCollectives& c = *w.collectives;
+  int64_t kept_via = 0;
+  for (const StragglerWindow& s : c.stragglers) {
+    EXPECT_LE(s.host.size(), kFitNameBytes);
+    kept_via += static_cast<int64_t>(s.via.size());
+    // The first of the original list (by wait, descending).
+    if (!s.via.empty()) EXPECT_EQ(s.via.front().rank, s.rank == 0 ? 1 : 0);
+  }
+  // Via entries of the stragglers left out are not counted again.
+  EXPECT_GT(w.trimmed->via, 0);
+  EXPECT_LT(kept_via + w.trimmed->via, via_entries);
+  // What is stored reads back as fitted: clocks, via and what-if.
+  absl::StatusOr<WindowSummary> back = DecodeWindowSummary(*fitted);
+  ASSERT_TRUE(back.ok()) << back.status();
+  std::string diff;
+  EXPECT_TRUE(SameWindow(*back, w, &diff)) << diff;
+  EXPECT_EQ(back->collectives->job_ns, 10 * kSec);
+}
+
 TEST(FitWindow, FittingATrimmedWindowAgainAddsUp) {
   WindowSummary w = BigWindow(500, 4000);
   const int64_t original_bytes =

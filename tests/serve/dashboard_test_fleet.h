@@ -129,6 +129,12 @@ inline int PlantedStraggler(int64_t index) {
   return -1;
 }
 
+// The rank the straggler of window `index` held up (its via), or -1.
+inline int HeldUpRank(int64_t index) {
+  const int straggler = PlantedStraggler(index);
+  return straggler < 0 ? -1 : (straggler + 1) % kRanks;
+}
+
 // Window `index` of the multi-rank job "ranks" (see the top of this file):
 // the device figures of DeviceWindows plus a collective analysis whose
 // straggler, when there is one, caused every other rank's wait.
@@ -166,6 +172,13 @@ inline WindowSummary RankWindows(int64_t index) {
     st.wait_caused_ns = caused;
     st.arrived_last = 40;
     st.causes[static_cast<int>(BubbleCause::kDataLoading)] = caused;
+    // The root blame (docs/semantics.md#root-cause): the next rank's wait
+    // passed through it, held up by the straggler.
+    st.host = c.ranks[straggler].host.str();
+    st.via.push_back(
+        Straggler::Via{.rank = HeldUpRank(index), .wait_ns = 3 * kSecond});
+    st.direct_wait_caused_ns = caused - 3 * kSecond;
+    st.saved_ns = kSecond;
     c.stragglers.push_back(st);
   }
   s.collectives = std::move(c);

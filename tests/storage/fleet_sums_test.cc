@@ -47,7 +47,8 @@ std::string Describe(const FleetJobPeriod& p) {
   return absl::StrCat(
       Describe(p.stats), " partial=", p.partial_windows,
       " capacity=", p.capacity_ns, " collective=", p.collective_windows,
-      " comm_wait=", p.comm_wait_ns, " straggler_wait=", p.straggler_wait_ns);
+      " comm_wait=", p.comm_wait_ns, " straggler_wait=", p.straggler_wait_ns,
+      " straggler_cost=", p.straggler_cost_ns);
 }
 
 std::string Describe(const WindowPoint& w) {
@@ -142,6 +143,11 @@ WindowSummary RandomWindow(std::mt19937_64& rng, const std::string& job,
                           .wait_caused_ns = uniform(0, length / 2),
                           .arrived_last = uniform(1, 9)});
     }
+    // A what-if now and then (what straggler_cost sums).
+    if (uniform(0, 1) == 0) {
+      c.job_ns = length;
+      c.job_ns_without_stragglers = length - uniform(0, length / 4);
+    }
     s.collectives = std::move(c);
   }
   s.closed_by = kAllClosedBy[uniform(
@@ -165,8 +171,8 @@ void ExpectSameFleet(const WindowStoreReader& store, std::mt19937_64& rng,
     return std::uniform_int_distribution<int64_t>(a, b)(rng);
   };
   const std::vector<std::string> orders = {
-      "bubble_time",        "bubble_ratio", "cause:host_sync",
-      "cause:data_loading", "comm_wait",    "straggler_wait"};
+      "bubble_time", "bubble_ratio",   "cause:host_sync", "cause:data_loading",
+      "comm_wait",   "straggler_wait", "straggler_cost"};
   for (int q = 0; q < 12; ++q) {
     JobPeriod period;
     if (q % 3 == 0) {
@@ -295,7 +301,7 @@ TEST_P(FleetSumsOracleTest, RunningSumsAnswerAsTheFullScan) {
   ExpectSameFleet(**reader, rng, kT0, hi, kJobs);
   // The collective orders compared above ranked real figures: jobs with
   // waits, highest first.
-  for (const char* order : {"comm_wait", "straggler_wait"}) {
+  for (const char* order : {"comm_wait", "straggler_wait", "straggler_cost"}) {
     absl::StatusOr<FleetReport> r =
         QueryFleet(*store, JobPeriod::Last(kMaxQueryRange),
                    *ParseFleetOrder(order), kJobs);

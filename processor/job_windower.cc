@@ -28,6 +28,40 @@ void JobWindower::RestartIdleTimers(absl::Time now) {
   }
 }
 
+JobWindower::RankIds JobWindower::RankIdsOf(const BatchHeader& header) {
+  RankIds ids;
+  if (header.rank < 0 || (header.world_size <= 1 && header.rank == 0)) {
+    return ids;
+  }
+  ids.ranked = true;
+  ids.rank = header.rank;
+  ids.tag = (static_cast<uint64_t>(header.rank) + 1) << 48;
+  return ids;
+}
+
+void JobWindower::RankIds::Apply(GpuActivity& a) const {
+  if (!ranked) return;
+  a.device = rank;
+  if (a.correlation != kNoCorrelation) a.correlation ^= tag;
+}
+
+void JobWindower::RankIds::Apply(CpuEvent& e) const {
+  if (!ranked) return;
+  if (e.correlation != kNoCorrelation) e.correlation ^= tag;
+  e.thread ^= tag;
+}
+
+void JobWindower::RankIds::Apply(CollectiveKernel& c) const {
+  if (ranked) c.device = rank;
+}
+
+void JobWindower::ApplyRankIds(const BatchHeader& header, Trace& trace) {
+  const RankIds ids = RankIdsOf(header);
+  for (GpuActivity& a : trace.gpu) ids.Apply(a);
+  for (CpuEvent& e : trace.cpu) ids.Apply(e);
+  for (CollectiveKernel& c : trace.collectives) ids.Apply(c);
+}
+
 int64_t JobWindower::Add(const DecodedBatch& batch, int64_t offset, bool replay,
                          absl::Time now) {
   const Trace& in = batch.trace;
@@ -41,6 +75,7 @@ int64_t JobWindower::Add(const DecodedBatch& batch, int64_t offset, bool replay,
   clock.last_seen = now;
   last_activity_ = now;
   const uint32_t source = SourceOf(batch.header);
+  const RankIds ids = RankIdsOf(batch.header);
   if (const std::optional<ObservationInfo>& o = batch.header.observation) {
     observations_[o->id] = KnownObservation{
         .start_ns = o->start_ns, .end_ns = o->end_ns, .last_offset = offset};
@@ -77,6 +112,7 @@ int64_t JobWindower::Add(const DecodedBatch& batch, int64_t offset, bool replay,
     buffered_max_end_ns_ = std::max(buffered_max_end_ns_, a.end_ns);
     GpuActivity copy = a;
     copy.name = remap[a.name];
+    ids.Apply(copy);
     trace_.gpu.push_back(copy);
     gpu_offset_.push_back(offset);
     gpu_source_.push_back(source);
@@ -89,6 +125,7 @@ int64_t JobWindower::Add(const DecodedBatch& batch, int64_t offset, bool replay,
     buffered_max_end_ns_ = std::max(buffered_max_end_ns_, e.end_ns);
     CpuEvent copy = e;
     copy.name = remap[e.name];
+    ids.Apply(copy);
     trace_.cpu.push_back(copy);
     cpu_offset_.push_back(offset);
     cpu_source_.push_back(source);
@@ -109,6 +146,7 @@ int64_t JobWindower::Add(const DecodedBatch& batch, int64_t offset, bool replay,
     copy.process_group = optional_name(c.process_group);
     copy.group_ranks = optional_name(c.group_ranks);
     copy.dtype = optional_name(c.dtype);
+    ids.Apply(copy);
     buffered_max_end_ns_ = std::max(buffered_max_end_ns_, c.end_ns);
     collectives_.push_back(copy);
     collective_offset_.push_back(offset);

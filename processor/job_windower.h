@@ -181,6 +181,11 @@ class JobWindower {
   // for one more idle timeout, which delays windows but never changes them.
   void RestartIdleTimers(absl::Time now);
 
+  // What the stream makes of a rank's ids (docs/semantics.md#multi-device,
+  // "Ranks in the stream"; RankIds below): `trace` as it joins the job when
+  // its batches carry `header`. For oracles that cut a rank's own trace.
+  static void ApplyRankIds(const BatchHeader& header, Trace& trace);
+
  private:
   struct HostClock {
     std::string host;  // The host name, without the rank.
@@ -201,6 +206,25 @@ class JobWindower {
                                                         int64_t end_ns);
   // The index of the (host, rank) that sent a batch.
   uint32_t SourceOf(const BatchHeader& header);
+
+  // How a rank's ids join the job's (docs/semantics.md#multi-device, "Ranks
+  // in the stream"): every process numbers its correlation ids and threads
+  // from scratch and every host its GPUs from 0, so the ranks of a job
+  // would share devices and pair one rank's kernels with another's
+  // launches. A rank of a multi-rank job (rank > 0, or rank 0 of a world
+  // larger than 1) has its device numbered by its rank, and its
+  // correlation and thread ids carry rank + 1 in their top 16 bits (XOR:
+  // a bijection, so ids stay distinct within the rank). Other batches keep
+  // their ids. A function of the batch header only, so a replay maps alike.
+  struct RankIds {
+    bool ranked = false;
+    int32_t rank = -1;
+    uint64_t tag = 0;
+    void Apply(GpuActivity& a) const;
+    void Apply(CpuEvent& e) const;
+    void Apply(CollectiveKernel& c) const;
+  };
+  static RankIds RankIdsOf(const BatchHeader& header);
 
   // The union of the known observations' intervals (half-open); nullopt
   // while a legacy batch (no observation) is known, or none is: then

@@ -122,6 +122,8 @@ void ExpectWindowEqualsTheOracle(const std::vector<Source>& sources,
     for (const Source& s : sources) {
       Trace t = Cut(s.trace, w.window.start_ns, w.window.end_ns);
       if (t.gpu.empty() && t.cpu.empty() && t.collectives.empty()) continue;
+      JobWindower::ApplyRankIds(
+          BatchHeader{.rank = s.rank, .world_size = s.trace.world_size}, t);
       t.host = s.host;
       labels.push_back(s.host);
       cut.push_back(std::move(t));
@@ -742,6 +744,83 @@ TEST(JobWindowerCollectives, RealPairsEqualTheOfflineOracle) {
     std::vector<WindowSummary> windows =
         Stream(Batches(sources, 500, 7), options);
     EXPECT_GE(ExpectWindowsEqualTheOracle(sources, windows), 1);
+  }
+}
+
+// The ranks of a job sent without host names (docs/semantics.md#multi-device,
+// "Ranks in the stream"): each rank's trace, numbered by its own process (both
+// real files start their correlation ids and threads alike), is its own
+// device in the job's windows, with the figures it has streamed alone.
+TEST(JobWindowerCollectives, RanksKeepTheirOwnDevicesAndIds) {
+  std::vector<Source> ranks;
+  for (int r = 0; r < 2; ++r) {
+    absl::StatusOr<Trace> t =
+        ReadTraceFile(absl::StrCat(BUBBLEWATCH_TESTDATA_DIR,
+                                   "/real/hta/sampled_rank-", r, ".json.gz"),
+                      TraceReadOptions{});
+    ASSERT_TRUE(t.ok()) << t.status();
+    // Both on device 0, as two hosts' first GPUs are.
+    for (GpuActivity& a : t->gpu) a.device = 0;
+    for (CollectiveKernel& c : t->collectives) c.device = 0;
+    const int32_t rank = t->rank;
+    ASSERT_EQ(rank, r);
+    ranks.push_back({.trace = *std::move(t), .rank = rank});
+  }
+  int64_t first = INT64_MAX;
+  int64_t last = INT64_MIN;
+  for (const Source& s : ranks) {
+    for (const GpuActivity& a : s.trace.gpu) {
+      first = std::min(first, a.start_ns);
+      last = std::max(last, a.end_ns);
+    }
+  }
+  WindowerOptions options;
+  options.window_ns = std::max<int64_t>(1'000'000, (last - first) / 4);
+  options.lateness_ns = options.window_ns;
+  options.max_launch_lead_ns = options.window_ns;
+  // Every window closed at the end, with every event in: what the ranks'
+  // watermarks would close earlier is not what this compares.
+  auto all_at_once = [&](const std::vector<DecodedBatch>& batches) {
+    JobWindower windower("job", options);
+    int64_t offset = 0;
+    for (const DecodedBatch& b : batches) {
+      EXPECT_EQ(windower.Add(b, offset++, /*replay=*/false, absl::UnixEpoch()),
+                0);
+    }
+    return windower.FinalizeAll(kIdleClose);
+  };
+  const std::vector<WindowSummary> job = all_at_once(Batches(ranks, 500, 3));
+  ASSERT_FALSE(job.empty());
+  for (int r = 0; r < 2; ++r) {
+    SCOPED_TRACE(absl::StrCat("rank ", r));
+    Source alone = ranks[r];
+    alone.rank = -1;  // A job of its own: its ids as given.
+    const std::vector<WindowSummary> own =
+        all_at_once(Batches({alone}, 500, 3));
+    int compared = 0;
+    for (const WindowSummary& o : own) {
+      ASSERT_EQ(o.window.devices.size(), 1u);
+      const DeviceWindow& expected = o.window.devices[0];
+      auto w =
+          std::find_if(job.begin(), job.end(), [&](const WindowSummary& j) {
+            return j.window.start_ns == o.window.start_ns;
+          });
+      ASSERT_NE(w, job.end()) << o.window.start_ns;
+      auto d =
+          std::find_if(w->window.devices.begin(), w->window.devices.end(),
+                       [&](const DeviceWindow& dw) { return dw.device == r; });
+      ASSERT_NE(d, w->window.devices.end()) << "no device " << r;
+      EXPECT_EQ(d->kernels, expected.kernels);
+      EXPECT_EQ(d->stats.span_ns, expected.stats.span_ns);
+      EXPECT_EQ(d->stats.compute_ns, expected.stats.compute_ns);
+      EXPECT_EQ(d->stats.bubble_ns, expected.stats.bubble_ns);
+      EXPECT_EQ(d->stats.attribution, expected.stats.attribution);
+      ++compared;
+    }
+    EXPECT_GE(compared, 3);
+  }
+  for (const WindowSummary& w : job) {
+    EXPECT_LE(w.window.devices.size(), 2u);
   }
 }
 

@@ -7,14 +7,34 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/testing/poll.h"
 
 extern char** environ;
 
 namespace bubblewatch::testing {
+
+namespace {
+
+// A child that did not start leaves no pid to signal, and callers kill what
+// SpawnChild returns: kill(-1, SIGKILL) as root kills every process on the
+// machine (the shell, the broker, other tests). So not starting ends the test
+// process here, with the reason; its other children die with it
+// (PR_SET_PDEATHSIG).
+[[noreturn]] void CannotStart(const std::string& binary,
+                              const std::string& why) {
+  std::fprintf(stderr, "SpawnChild: cannot start %s: %s\n", binary.c_str(),
+               why.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+}  // namespace
 
 pid_t SpawnChild(const std::string& binary,
                  const std::vector<std::string>& args,
@@ -32,8 +52,7 @@ pid_t SpawnChild(const std::string& binary,
   // exec), so that "cannot start" stays a test failure here.
   int report[2];
   if (pipe2(report, O_CLOEXEC) != 0) {
-    ADD_FAILURE() << "pipe: " << std::strerror(errno);
-    return -1;
+    CannotStart(binary, absl::StrCat("pipe: ", std::strerror(errno)));
   }
   const pid_t parent = getpid();
   const pid_t pid = fork();
@@ -59,8 +78,7 @@ pid_t SpawnChild(const std::string& binary,
   close(report[1]);
   if (pid < 0) {
     close(report[0]);
-    ADD_FAILURE() << "fork: " << std::strerror(errno);
-    return -1;
+    CannotStart(binary, absl::StrCat("fork: ", std::strerror(errno)));
   }
   int err = 0;
   ssize_t n;
@@ -70,8 +88,7 @@ pid_t SpawnChild(const std::string& binary,
   close(report[0]);
   if (n > 0) {
     WaitChild(pid);
-    ADD_FAILURE() << "cannot start " << binary << ": " << std::strerror(err);
-    return -1;
+    CannotStart(binary, std::strerror(err));
   }
   return pid;
 }

@@ -17,9 +17,10 @@ enum class StderrMode { kTruncate, kAppend };
 
 // Starts `binary ARGS...` (argv[0] = binary) with this process's
 // environment; with `stderr_path`, the child's standard error goes to that
-// file. Returns the pid, or -1 (with a test failure recorded) if it could
-// not start. The child is SIGKILLed if the calling thread ends first (the
-// test process died): call it from the test's own thread.
+// file. Returns the pid; if it could not start, aborts the test process
+// with the reason (never -1: a caller's kill(-1, SIGKILL) as root would kill
+// every process on the machine). The child is SIGKILLed if the calling thread
+// ends first (the test process died): call it from the test's own thread.
 pid_t SpawnChild(const std::string& binary,
                  const std::vector<std::string>& args,
                  const std::string& stderr_path = "",

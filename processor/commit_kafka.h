@@ -9,8 +9,12 @@
 // refuses at once); whoever serves the delivery reports (Poll, Flush)
 // uncounts each report and sets RuntimeShared::fatal on a failed one.
 //
-// Not here yet: the state changelog's reads and writes (StateChangelog
-// still holds its own clients).
+// ChangelogKafka, beside it: the state changelog's calls (its snapshot
+// writes and the restore's read of a partition), for StateChangelog
+// (processor/state_changelog.h) over either implementation.
+//
+// Not here yet: the consumer's assign/poll/rebalance callbacks, the fetch
+// wakeup and the dead-letter sink (they still hold their own clients).
 //
 // Thread safety: one thread (the processor's poll loop).
 #ifndef BUBBLEWATCH_PROCESSOR_COMMIT_KAFKA_H_
@@ -19,14 +23,17 @@
 #include <librdkafka/rdkafka.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "kafka/kafka_admin.h"
+#include "kafka/kafka_handles.h"
 
 namespace bubblewatch {
 
@@ -93,6 +100,74 @@ class RdKafkaCommitKafka : public CommitKafka {
 
  private:
   rd_kafka_t* consumer_;
+  rd_kafka_t* producer_;
+};
+
+// The state changelog's Kafka calls (processor/state_changelog.h): its
+// records go out on the processor's producer (so they are acknowledged, and
+// counted, with the windows: the caller's Flush waits for them), and a
+// restore reads one partition of the changelog topic from its start.
+class ChangelogKafka {
+ public:
+  // One record of a partition as a read sees it: `value` nullopt for a
+  // tombstone. Valid during the visit only.
+  struct Record {
+    int64_t offset = 0;
+    absl::string_view key;
+    std::optional<absl::string_view> value;
+  };
+
+  virtual ~ChangelogKafka() = default;
+
+  // Enqueues one record (copied; `value` nullopt: a tombstone) for
+  // `topic`'s `partition`. A full local queue is waited out (delivery
+  // reports served meanwhile); other errors, at once, as
+  // kafka/kafka_status.h maps them with `what` in the message.
+  virtual absl::Status ProduceRecord(const std::string& topic,
+                                     int32_t partition, absl::string_view key,
+                                     std::optional<absl::string_view> value,
+                                     absl::string_view what) = 0;
+  // `topic`'s partition count; kNotFound when it does not exist.
+  // `just_created`: waits for the metadata of a topic created now.
+  virtual absl::StatusOr<int> TopicPartitions(const std::string& topic,
+                                              bool just_created,
+                                              absl::Duration timeout) = 0;
+  // Creates `spec`'s topic unless it exists; true when it was created.
+  virtual absl::StatusOr<bool> CreateTopic(const TopicSpec& spec,
+                                           absl::Duration timeout) = 0;
+  // Visits every record of `topic`'s `partition` that the log holds when
+  // the call starts (what compaction left, from the low to the high
+  // watermark), in offset order. No record for `timeout` (the partition's
+  // leader unknown that long included) fails with kDeadlineExceeded; other
+  // errors as kafka/kafka_status.h maps them.
+  virtual absl::Status ReadPartition(
+      const std::string& topic, int32_t partition, absl::Duration timeout,
+      absl::FunctionRef<void(const Record&)> visit) = 0;
+};
+
+// The librdkafka implementation: `producer` (not owned, must outlive this)
+// produces, its delivery callback doing the accounting; `reader`, a
+// consumer that joins no group, answers the admin calls and reads.
+class RdKafkaChangelogKafka : public ChangelogKafka {
+ public:
+  RdKafkaChangelogKafka(RdKafkaPtr reader, rd_kafka_t* producer)
+      : reader_(std::move(reader)), producer_(producer) {}
+
+  absl::Status ProduceRecord(const std::string& topic, int32_t partition,
+                             absl::string_view key,
+                             std::optional<absl::string_view> value,
+                             absl::string_view what) override;
+  absl::StatusOr<int> TopicPartitions(const std::string& topic,
+                                      bool just_created,
+                                      absl::Duration timeout) override;
+  absl::StatusOr<bool> CreateTopic(const TopicSpec& spec,
+                                   absl::Duration timeout) override;
+  absl::Status ReadPartition(
+      const std::string& topic, int32_t partition, absl::Duration timeout,
+      absl::FunctionRef<void(const Record&)> visit) override;
+
+ private:
+  RdKafkaPtr reader_;
   rd_kafka_t* producer_;
 };
 

@@ -11,6 +11,7 @@
 #include "base/check.h"
 #include "base/status_macros.h"
 #include "kafka/kafka_admin.h"
+#include "kafka/kafka_handles.h"
 #include "kafka/kafka_status.h"
 #include "processor/fleet_topics.h"
 #include "processor/legacy_state.h"
@@ -318,15 +319,19 @@ absl::StatusOr<std::unique_ptr<StateChangelog>> StateChangelog::Create(
   config.Set("enable.partition.eof", "true");
   ASSIGN_OR_RETURN(RdKafkaPtr reader,
                    NewKafkaClient(RD_KAFKA_CONSUMER, config));
-  return std::unique_ptr<StateChangelog>(
-      new StateChangelog(std::move(topic), producer, std::move(reader)));
+  auto kafka =
+      std::make_unique<RdKafkaChangelogKafka>(std::move(reader), producer);
+  auto changelog =
+      std::make_unique<StateChangelog>(std::move(topic), kafka.get());
+  changelog->owned_ = std::move(kafka);
+  return changelog;
 }
 
 absl::StatusOr<bool> StateChangelog::Prepare(int input_partitions) {
   // Look first: an operator may have created it (and this client may not
   // be allowed to create topics, or, on librdkafka's mock cluster, can't).
   absl::StatusOr<int> existing =
-      TopicPartitionCount(reader_.get(), topic_, kTimeout);
+      kafka_->TopicPartitions(topic_, /*just_created=*/false, kTimeout);
   if (existing.ok()) {
     if (*existing < input_partitions) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -338,15 +343,19 @@ absl::StatusOr<bool> StateChangelog::Prepare(int input_partitions) {
     return false;
   }
   if (!absl::IsNotFound(existing.status())) return existing.status();
-  ASSIGN_OR_RETURN(bool created,
-                   CreateTopicIfMissing(reader_.get(), topic_, input_partitions,
-                                        StateTopicConfigs(), kTimeout));
+  ASSIGN_OR_RETURN(bool created, kafka_->CreateTopic(
+                                     TopicSpec{.name = topic_,
+                                               .partitions = input_partitions,
+                                               .replication_factor = -1,
+                                               .configs = StateTopicConfigs()},
+                                     kTimeout));
   // Just created (here or, a moment ago, by another instance: then
   // `created` is false), the topic can be missing from the metadata for a
   // while; a processor killed right after creating it left exactly that to
   // its successor ("topic ... does not exist", exit 1).
-  ASSIGN_OR_RETURN(int partitions,
-                   CreatedTopicPartitionCount(reader_.get(), topic_, kTimeout));
+  ASSIGN_OR_RETURN(
+      int partitions,
+      kafka_->TopicPartitions(topic_, /*just_created=*/true, kTimeout));
   if (partitions < input_partitions) {
     return absl::FailedPreconditionError(absl::StrCat(
         "state changelog topic ", topic_, " has ", partitions,
@@ -357,144 +366,75 @@ absl::StatusOr<bool> StateChangelog::Prepare(int input_partitions) {
   return created;
 }
 
-absl::Status StateChangelog::Produce(int32_t partition, const std::string& key,
-                                     absl::string_view value, bool tombstone,
-                                     absl::string_view what) {
-  for (;;) {
-    rd_kafka_resp_err_t err = rd_kafka_producev(
-        producer_, RD_KAFKA_V_TOPIC(topic_.c_str()),
-        RD_KAFKA_V_PARTITION(partition), RD_KAFKA_V_KEY(key.data(), key.size()),
-        RD_KAFKA_V_VALUE(tombstone ? nullptr : const_cast<char*>(value.data()),
-                         tombstone ? 0 : value.size()),
-        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
-    // A commit that changed many jobs can fill librdkafka's queue
-    // (queue.buffering.max.messages): serve delivery reports until it
-    // has room, as a blocking produce would.
-    if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
-      rd_kafka_poll(producer_, 100);
-      continue;
-    }
-    return KafkaErrorToStatus(
-        err, absl::StrCat("writing ", what, " of ", key, " to ", topic_));
-  }
-}
-
 absl::Status StateChangelog::Write(const PartitionSnapshot& snapshot) {
-  return Produce(
-      snapshot.partition, SnapshotKey(snapshot.topic, snapshot.partition),
-      EncodePartitionSnapshot(snapshot), /*tombstone=*/false, "the state");
+  return kafka_->ProduceRecord(topic_, snapshot.partition,
+                               SnapshotKey(snapshot.topic, snapshot.partition),
+                               EncodePartitionSnapshot(snapshot), "the state");
 }
 
 absl::Status StateChangelog::WriteJob(absl::string_view topic,
                                       int32_t partition, absl::string_view job,
                                       absl::string_view record) {
-  return Produce(partition, PartitionJobKey(topic, partition, job), record,
-                 /*tombstone=*/false, "the job state");
+  return kafka_->ProduceRecord(topic_, partition,
+                               PartitionJobKey(topic, partition, job), record,
+                               "the job state");
 }
 
 absl::Status StateChangelog::DeleteJob(absl::string_view topic,
                                        int32_t partition,
                                        absl::string_view job) {
-  return Produce(partition, PartitionJobKey(topic, partition, job), {},
-                 /*tombstone=*/true, "the deletion");
+  return kafka_->ProduceRecord(topic_, partition,
+                               PartitionJobKey(topic, partition, job),
+                               std::nullopt, "the deletion");
 }
+
 absl::StatusOr<std::optional<PartitionSnapshot>> StateChangelog::ReadLatest(
     absl::string_view topic, int32_t partition,
     std::vector<std::string>* gone_jobs) {
-  int64_t low = 0, high = 0;
-  // A just-created changelog has no partition leaders for a moment: retry
-  // what librdkafka calls retriable until the deadline.
-  const absl::Time offsets_deadline = absl::Now() + kTimeout;
-  for (;;) {
-    rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
-        reader_.get(), topic_.c_str(), partition, &low, &high,
-        static_cast<int>(absl::ToInt64Milliseconds(kTimeout)));
-    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) break;
-    const bool retriable = err == RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION ||
-                           err == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE ||
-                           err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
-                           err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION ||
-                           err == RD_KAFKA_RESP_ERR__TRANSPORT;
-    if (!retriable || absl::Now() > offsets_deadline) {
-      return KafkaErrorToStatus(
-          err, absl::StrCat("reading the offsets of ", topic_, "/", partition));
-    }
-    absl::SleepFor(absl::Milliseconds(200));
-  }
-  if (high <= low) return std::nullopt;
-  // The whole partition: a job's record may be anywhere in it. Compaction
-  // keeps it about one record per job plus the segment being written
-  // (StateTopicConfigs rolls segments often for that).
-  RdKafkaPartitionListPtr assignment(rd_kafka_topic_partition_list_new(1));
-  rd_kafka_topic_partition_list_add(assignment.get(), topic_.c_str(), partition)
-      ->offset = low;
-  RETURN_IF_ERROR(
-      KafkaErrorToStatus(rd_kafka_assign(reader_.get(), assignment.get()),
-                         absl::StrCat("assigning ", topic_, "/", partition)));
   std::optional<PartitionSnapshot> best;
   // job -> its newest record (the last in the log, as compaction keeps).
   absl::flat_hash_map<std::string, PartitionJobRecord> jobs;
   const std::string key = SnapshotKey(topic, partition);
   const std::string job_prefix = absl::StrCat(key, "/job/");
-  absl::Time deadline = absl::Now() + kTimeout;
-  absl::Status status = absl::OkStatus();
-  int64_t records = 0;
-  bool done = false;
-  while (!done) {
-    if (absl::Now() > deadline) {
-      status = absl::DeadlineExceededError(
-          absl::StrCat("reading the state of ", key, " from ", topic_,
-                       ": no record for ", absl::FormatDuration(kTimeout),
-                       " after ", records, " of about ", high - low));
-      break;
-    }
-    RdKafkaMessagePtr m(rd_kafka_consumer_poll(reader_.get(), 100));
-    if (!m) continue;
-    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) break;
-    if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      status = KafkaErrorToStatus(m->err, absl::StrCat("reading ", topic_));
-      break;
-    }
-    deadline = absl::Now() + kTimeout;
-    ++records;
-    done = m->offset >= high - 1;
-    const absl::string_view k(static_cast<const char*>(m->key), m->key_len);
-    const absl::string_view value(static_cast<const char*>(m->payload), m->len);
+  // The whole partition: a job's record may be anywhere in it. Compaction
+  // keeps it about one record per job plus the segment being written
+  // (StateTopicConfigs rolls segments often for that).
+  auto visit = [&](const ChangelogKafka::Record& m) {
+    const absl::string_view k = m.key;
     if (absl::StartsWith(k, job_prefix) && k.size() > job_prefix.size()) {
       const std::string job(k.substr(job_prefix.size()));
-      if (m->payload == nullptr) {  // A tombstone: the job is gone.
+      if (!m.value) {  // A tombstone: the job is gone.
         jobs.erase(job);
-        continue;
+        return;
       }
-      absl::StatusOr<PartitionJobRecord> r = DecodePartitionJob(value);
+      absl::StatusOr<PartitionJobRecord> r = DecodePartitionJob(*m.value);
       if (r.ok() && r->job != job) {
         r = absl::DataLossError("the key names another job");
       }
       if (!r.ok()) {
-        spdlog::warn("skipping {}/{}@{}: {}", topic_, partition, m->offset,
+        spdlog::warn("skipping {}/{}@{}: {}", topic_, partition, m.offset,
                      r.status().ToString());
-        continue;
+        return;
       }
       jobs.insert_or_assign(job, *std::move(r));
-      continue;
+      return;
     }
-    if (k != key || m->payload == nullptr) {
-      continue;  // Not ours (should not happen: one partition per key).
+    if (k != key || !m.value) {
+      return;  // Not ours (should not happen: one partition per key).
     }
-    absl::StatusOr<PartitionSnapshot> s = DecodePartitionSnapshot(value);
+    absl::StatusOr<PartitionSnapshot> s = DecodePartitionSnapshot(*m.value);
     if (!s.ok()) {
-      spdlog::warn("skipping {}/{}@{}: {}", topic_, partition, m->offset,
+      spdlog::warn("skipping {}/{}@{}: {}", topic_, partition, m.offset,
                    s.status().ToString());
-      continue;
+      return;
     }
     // The highest committed position wins, which also discards a late
     // write of a fenced-out (zombie) former owner.
     if (!best || s->committed_position >= best->committed_position) {
       best = *std::move(s);
     }
-  }
-  rd_kafka_assign(reader_.get(), nullptr);
-  RETURN_IF_ERROR(status);
+  };
+  RETURN_IF_ERROR(kafka_->ReadPartition(topic_, partition, kTimeout, visit));
   if (!best) return std::nullopt;
   std::vector<PartitionJobRecord> newest;
   newest.reserve(jobs.size());

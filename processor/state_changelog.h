@@ -44,7 +44,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "kafka/kafka_config.h"
-#include "kafka/kafka_handles.h"
+#include "processor/commit_kafka.h"
 #include "processor/partition_limits.h"
 #include "storage/window_store.h"
 
@@ -174,6 +174,10 @@ class StateChangelog {
   static absl::StatusOr<std::unique_ptr<StateChangelog>> Create(
       const KafkaConfig& reader_config, std::string topic,
       rd_kafka_t* producer);
+  // Over `kafka` (processor/commit_kafka.h; not owned, must outlive this):
+  // what a unit test builds over the in-memory Kafka.
+  StateChangelog(std::string topic, ChangelogKafka* kafka)
+      : topic_(std::move(topic)), kafka_(kafka) {}
 
   const std::string& topic() const { return topic_; }
 
@@ -208,22 +212,12 @@ class StateChangelog {
       std::vector<std::string>* gone_jobs = nullptr);
 
  private:
-  StateChangelog(std::string topic, rd_kafka_t* producer, RdKafkaPtr reader)
-      : topic_(std::move(topic)),
-        producer_(producer),
-        reader_(std::move(reader)) {}
-
-  // Queues one record (null value: a tombstone).
-  absl::Status Produce(int32_t partition, const std::string& key,
-                       absl::string_view value, bool tombstone,
-                       absl::string_view what);
-
   // A read of the changelog that makes no progress for this long fails.
   static constexpr absl::Duration kTimeout = absl::Seconds(15);
 
   std::string topic_;
-  rd_kafka_t* producer_;
-  RdKafkaPtr reader_;
+  std::unique_ptr<ChangelogKafka> owned_;  // Create's; null otherwise.
+  ChangelogKafka* kafka_;
 };
 
 }  // namespace bubblewatch

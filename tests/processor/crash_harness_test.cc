@@ -11,6 +11,16 @@
 // equal the uninterrupted run's byte for byte. Then random crash points,
 // several per run, over long random streams (seeded).
 //
+// The same again with the state changelog (the in-memory Kafka's, its
+// deliveries writes too) and each restart as a *different owner*: a fresh
+// empty store, the partition restored from the changelog and the group
+// offset alone, as after a rebalance to another instance. That is what
+// checks the order of the changelog writes and the group-offset commit
+// (a restart of the same instance finds its own store, which always wins).
+// The new owner's store holds only the windows it made: each must equal
+// the uninterrupted run's; its job states and progress, the changelog's
+// latest snapshot and the windows topic must equal that run's.
+//
 // What the harness drives is what StreamProcessor::HandleMessage and Run
 // do, with the clock a function of the offset (so that a replay sees the
 // time the first pass saw) and a commit after every window or 4 messages.
@@ -21,6 +31,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,6 +42,7 @@
 #include "gtest/gtest.h"
 #include "processor/batch_admission.h"
 #include "processor/commit_pipeline.h"
+#include "processor/job_state.h"
 #include "processor/partition_jobs.h"
 #include "processor/state_changelog.h"
 #include "rocksdb/env.h"
@@ -54,6 +66,7 @@ constexpr int64_t kMs = 1'000'000;
 constexpr int64_t kBase = int64_t{1'767'225'600} * 1'000'000'000;
 constexpr char kTopic[] = "events";
 constexpr char kWindows[] = "events.windows";
+constexpr char kState[] = "events.state";
 
 // WAL appends take a write from the budget; once it is spent they fail, as
 // a killed process writes nothing more.
@@ -111,7 +124,11 @@ rocksdb::IOStatus CrashingFileSystem::NewWritableFile(
 // batches interleaved at random; each sends a batch per 100 ms of kernels
 // on two devices with random gaps for 2 to 5 s, and ends with an end marker
 // (so every window closes by partition order, none by wall time).
-std::vector<std::string> Stream(uint32_t seed, int jobs) {
+// `short_first`: job0 sends 3 batches, before any other job's, so that its
+// window closes and the first commit already moves the resume offset (the
+// group offset a new owner without a snapshot starts from).
+std::vector<std::string> Stream(uint32_t seed, int jobs,
+                                bool short_first = false) {
   std::mt19937 random(seed);
   struct Job {
     std::string name;
@@ -123,10 +140,13 @@ std::vector<std::string> Stream(uint32_t seed, int jobs) {
     left.push_back({absl::StrCat("job", j),
                     std::uniform_int_distribution<int>(20, 50)(random)});
   }
+  if (short_first) left[0].batches = 3;
   std::vector<std::string> out;
   while (!left.empty()) {
     const size_t pick =
-        std::uniform_int_distribution<size_t>(0, left.size() - 1)(random);
+        short_first && left[0].name == "job0"
+            ? 0
+            : std::uniform_int_distribution<size_t>(0, left.size() - 1)(random);
     Job& job = left[pick];
     Trace t;
     t.job = job.name;
@@ -172,6 +192,13 @@ std::vector<std::string> Stream(uint32_t seed, int jobs) {
   return out;
 }
 
+// How a run is set up: with the state changelog or without.
+struct RunSetup {
+  bool changelog = false;
+  // Each restart is another instance: a new, empty store.
+  bool new_owner = false;
+};
+
 // What survives a crash: the store's directory and the topics.
 struct World {
   explicit World(const std::vector<std::string>& stream) {
@@ -183,12 +210,15 @@ struct World {
   }
   ::bubblewatch::testing::TempDir dir;
   MemoryTopics topics;
+  int owner = 0;  // The instance whose store is "store<owner>".
+  std::string StoreDir() { return dir.Sub(absl::StrCat("store", owner)); }
 };
 
-StreamProcessorOptions Options() {
+StreamProcessorOptions Options(const RunSetup& setup) {
   StreamProcessorOptions o;
   o.topic = kTopic;
   o.windows_topic = kWindows;
+  if (setup.changelog) o.state_topic = kState;
   o.windower.window_ns = 1'000 * kMs;
   o.windower.lateness_ns = 100 * kMs;
   return o;
@@ -197,13 +227,13 @@ StreamProcessorOptions Options() {
 // One process over `world` until the stream's end (true) or a crash
 // (false): what StreamProcessor does with one partition, without wall
 // time. `budget`: the writes allowed.
-bool RunProcess(World& world, CrashBudget& budget) {
-  const StreamProcessorOptions options = Options();
+bool RunProcess(World& world, CrashBudget& budget, const RunSetup& setup = {}) {
+  const StreamProcessorOptions options = Options(setup);
   auto fs = std::make_shared<CrashingFileSystem>();
   fs->set_budget(&budget);
   std::unique_ptr<rocksdb::Env> env = rocksdb::NewCompositeEnv(fs);
   absl::StatusOr<std::unique_ptr<RocksDbWindowStore>> opened =
-      RocksDbWindowStore::Open(world.dir.Sub("store"), {},
+      RocksDbWindowStore::Open(world.StoreDir(), {},
                                RocksDbWindowStore::Mode::kPrimary, env.get());
   if (!opened.ok()) {
     EXPECT_TRUE(budget.crashed) << opened.status();
@@ -220,12 +250,19 @@ bool RunProcess(World& world, CrashBudget& budget) {
                           &stats);
   auto kafka = std::make_unique<MemoryKafka>(&world.topics, &shared);
   kafka->ShareCrashBudget(&budget);
-  pipeline.Connect(std::move(kafka), /*changelog=*/nullptr);
+  // One MemoryKafka for both, as one producer serves both in `process`:
+  // the pipeline's flush delivers the snapshots.
+  std::unique_ptr<StateChangelog> changelog;
+  if (setup.changelog) {
+    changelog = std::make_unique<StateChangelog>(kState, kafka.get());
+  }
+  pipeline.Connect(std::move(kafka), std::move(changelog));
   pipeline.set_stop(&stop);
   auto now_at = [](int64_t offset) {
     return absl::FromUnixSeconds(1'700'000'000) + absl::Milliseconds(offset);
   };
-  // The assignment: resume where the store says, else at the group offset.
+  // The assignment: resume where the store or the changelog says, else at
+  // the group offset.
   rd_kafka_topic_partition_t tp{};
   tp.topic = const_cast<char*>(kTopic);
   tp.partition = 0;
@@ -296,29 +333,45 @@ bool RunProcess(World& world, CrashBudget& budget) {
 // happen, which a restart changes (a replayed window that was already
 // stored asks for no commit), and neither decides a window
 // (docs/semantics.md#effectively-once).
-std::string DumpStore(World& world) {
+//
+// The windows go to `windows` ("job start" -> bytes in hex), each job's
+// newest event and state to `jobs` and its window count and latest window
+// to `counts`: a new owner's store holds only the windows it made and the
+// jobs it committed itself (the partition's job records, in `rest`, hold
+// them all).
+struct StoreDump {
+  std::string rest;
+  std::map<std::string, std::string> windows;
+  std::map<std::string, std::string> jobs;
+  std::string counts;
+};
+
+StoreDump DumpStore(World& world) {
   absl::StatusOr<std::unique_ptr<WindowStore>> store =
-      OpenRocksDbWindowStore(world.dir.Sub("store"));
+      OpenRocksDbWindowStore(world.StoreDir());
   EXPECT_TRUE(store.ok()) << store.status();
-  if (!store.ok()) return "";
-  std::string out;
+  if (!store.ok()) return {};
+  StoreDump dump;
+  std::string& out = dump.rest;
   absl::StatusOr<std::vector<JobInfo>> infos = (*store)->ListJobs();
   EXPECT_TRUE(infos.ok());
   for (const JobInfo& info : *infos) {
-    absl::StrAppend(&out, "job ", info.job, " last_event ", info.last_event_ns,
-                    " windows ", info.window_count, " latest ",
-                    info.latest_window_start_ns, "\n");
+    std::string& job = dump.jobs[info.job];
+    absl::StrAppend(&job, "last_event ", info.last_event_ns);
+    absl::StrAppend(&dump.counts, "job ", info.job, " windows ",
+                    info.window_count, " latest ", info.latest_window_start_ns,
+                    "\n");
     auto state = (*store)->JobState(info.job);
     EXPECT_TRUE(state.ok());
     if (state.ok() && state->has_value()) {
-      absl::StrAppend(&out, "  state ", absl::BytesToHexString(**state), "\n");
+      absl::StrAppend(&job, " state ", absl::BytesToHexString(**state));
     }
     auto windows =
         (*store)->Scan(info.job, absl::InfinitePast(), absl::InfiniteFuture());
     EXPECT_TRUE(windows.ok());
     for (const WindowSummary& w : *windows) {
-      absl::StrAppend(&out, "  window ", w.window.start_ns, " ",
-                      absl::BytesToHexString(EncodeWindowSummary(w)), "\n");
+      dump.windows[absl::StrCat(info.job, " ", w.window.start_ns)] =
+          absl::BytesToHexString(EncodeWindowSummary(w));
     }
   }
   auto progress = (*store)->Progress(kTopic, 0);
@@ -340,7 +393,25 @@ std::string DumpStore(World& world) {
                     absl::BytesToHexString(r->current.alerts.value_or("-")),
                     " last_event ", r->current.activity.last_event_ns, "\n");
   }
-  return out;
+  return dump;
+}
+
+// The changelog's latest snapshot of the partition, as a restore assembles
+// it, in hex; without the jobs' activity (wall-clock stamps, as above).
+// "" without a changelog topic.
+std::string DumpChangelog(World& world) {
+  if (!world.topics.topics.contains(kState)) return "";
+  MemoryTopics copy = world.topics;
+  RuntimeShared shared;
+  MemoryKafka kafka(&copy, &shared);
+  StateChangelog changelog(kState, &kafka);
+  absl::StatusOr<std::optional<PartitionSnapshot>> latest =
+      changelog.ReadLatest(kTopic, 0);
+  EXPECT_TRUE(latest.ok()) << latest.status();
+  if (!latest.ok() || !latest->has_value()) return "none";
+  PartitionSnapshot s = **latest;
+  s.activity.clear();
+  return absl::BytesToHexString(EncodePartitionSnapshot(s));
 }
 
 // The windows topic as a compacted topic keeps it (the last record per
@@ -357,35 +428,67 @@ std::map<std::string, std::string> Published(const World& world) {
 }
 
 struct Outcome {
-  std::string store;
+  StoreDump store;
+  std::string changelog;
   std::map<std::string, std::string> published;
   std::map<std::pair<std::string, int32_t>, int64_t> group_offsets;
   int64_t writes = 0;
 };
 
 Outcome Finish(World& world, int64_t writes) {
-  return Outcome{DumpStore(world), Published(world), world.topics.group_offsets,
-                 writes};
+  return Outcome{DumpStore(world), DumpChangelog(world), Published(world),
+                 world.topics.group_offsets, writes};
 }
 
-Outcome Uninterrupted(const std::vector<std::string>& stream) {
+Outcome Uninterrupted(const std::vector<std::string>& stream,
+                      const RunSetup& setup = {}) {
   World world(stream);
   CrashBudget budget;
-  EXPECT_TRUE(RunProcess(world, budget));
+  EXPECT_TRUE(RunProcess(world, budget, setup));
   return Finish(world, budget.writes);
 }
 
-void ExpectSame(const Outcome& got, const Outcome& want) {
-  EXPECT_EQ(got.store, want.store);
+void ExpectSame(const Outcome& got, const Outcome& want,
+                const RunSetup& setup = {}) {
+  if (setup.new_owner) {
+    // A new owner that restored a snapshot covering the whole stream has
+    // nothing to commit (as StreamProcessor after an assignment): its store
+    // stays empty and the group offset where the crashed owner left it,
+    // behind the snapshot, never ahead.
+    if (!got.store.rest.empty()) EXPECT_EQ(got.store.rest, want.store.rest);
+    for (const auto& [tp, offset] : got.group_offsets) {
+      auto it = want.group_offsets.find(tp);
+      EXPECT_TRUE(it != want.group_offsets.end() && offset <= it->second)
+          << "group offset " << offset << " past the uninterrupted run's";
+    }
+    // Only what this owner made, each as the uninterrupted run's.
+    for (const auto& [key, bytes] : got.store.windows) {
+      auto it = want.store.windows.find(key);
+      EXPECT_TRUE(it != want.store.windows.end() && it->second == bytes)
+          << "stored window " << key << " differs from the uninterrupted run's";
+    }
+    for (const auto& [job, row] : got.store.jobs) {
+      auto it = want.store.jobs.find(job);
+      EXPECT_TRUE(it != want.store.jobs.end() && it->second == row)
+          << "stored job " << job << ": " << row
+          << " differs from the uninterrupted run's";
+    }
+  } else {
+    EXPECT_EQ(got.store.rest, want.store.rest);
+    EXPECT_EQ(got.group_offsets, want.group_offsets);
+    EXPECT_EQ(got.store.windows, want.store.windows);
+    EXPECT_EQ(got.store.jobs, want.store.jobs);
+    EXPECT_EQ(got.store.counts, want.store.counts);
+  }
+  EXPECT_EQ(got.changelog, want.changelog);
   EXPECT_EQ(got.published, want.published);
-  EXPECT_EQ(got.group_offsets, want.group_offsets);
 }
 
 TEST(CrashHarness, ACrashAtEveryWriteChangesNothing) {
   const std::vector<std::string> stream = Stream(/*seed=*/1, /*jobs=*/3);
   const Outcome want = Uninterrupted(stream);
   ASSERT_GT(want.published.size(), 10u) << "the stream must make windows";
-  ASSERT_NE(want.store.find("window"), std::string::npos);
+  ASSERT_FALSE(want.store.windows.empty());
   std::cout << stream.size() << " messages, " << want.published.size()
             << " windows, " << want.writes << " writes: " << want.writes + 1
             << " crash points\n";
@@ -430,6 +533,143 @@ TEST(CrashHarness, RandomCrashesOverLongRandomStreamsChangeNothing) {
     EXPECT_GE(crashes, 1);
     ExpectSame(Finish(world, 0), want);
   }
+}
+
+// With the changelog, every restart a different owner (RunSetup::new_owner):
+// at every crash point, before and after each write (windows, snapshot
+// records, group offsets, the store's WAL).
+TEST(CrashHarness, ANewOwnerAfterACrashAtEveryWriteChangesNothing) {
+  const RunSetup setup{.changelog = true, .new_owner = true};
+  const std::vector<std::string> stream =
+      Stream(/*seed=*/1, /*jobs=*/3, /*short_first=*/true);
+  const Outcome want = Uninterrupted(stream, setup);
+  ASSERT_GT(want.published.size(), 10u) << "the stream must make windows";
+  ASSERT_NE(want.changelog, "none");
+  std::cout << stream.size() << " messages, " << want.published.size()
+            << " windows, " << want.writes << " writes: " << want.writes + 1
+            << " crash points\n";
+  for (int64_t n = 0; n <= want.writes; ++n) {
+    SCOPED_TRACE(absl::StrCat("crash after ", n, " writes, then a new owner"));
+    World world(stream);
+    CrashBudget crashing{.writes_left = n};
+    const bool completed = RunProcess(world, crashing, setup);
+    EXPECT_EQ(completed, n == want.writes);
+    ++world.owner;
+    CrashBudget restarted;
+    ASSERT_TRUE(RunProcess(world, restarted, setup));
+    ExpectSame(Finish(world, 0), want, setup);
+    if (::testing::Test::HasFailure()) break;  // The first point tells.
+  }
+}
+
+// The same instance restarting with the changelog on: its store wins
+// where it is as new; the changelog must still end as the uninterrupted
+// run's.
+TEST(CrashHarness, TheSameOwnerWithAChangelogAfterACrashAtEveryWrite) {
+  const RunSetup setup{.changelog = true};
+  const std::vector<std::string> stream = Stream(/*seed=*/2, /*jobs=*/4);
+  const Outcome want = Uninterrupted(stream, setup);
+  ASSERT_GT(want.published.size(), 10u);
+  for (int64_t n = 0; n <= want.writes; ++n) {
+    SCOPED_TRACE(absl::StrCat("crash after ", n, " writes"));
+    World world(stream);
+    CrashBudget crashing{.writes_left = n};
+    EXPECT_EQ(RunProcess(world, crashing, setup), n == want.writes);
+    CrashBudget restarted;
+    ASSERT_TRUE(RunProcess(world, restarted, setup));
+    ExpectSame(Finish(world, 0), want, setup);
+    if (::testing::Test::HasFailure()) break;
+  }
+}
+
+TEST(CrashHarness, RandomCrashesEachANewOwnerChangeNothing) {
+  const RunSetup setup{.changelog = true, .new_owner = true};
+  for (uint32_t seed : {21u, 22u, 23u}) {
+    SCOPED_TRACE(absl::StrCat("seed ", seed));
+    const std::vector<std::string> stream = Stream(seed, /*jobs=*/8);
+    const Outcome want = Uninterrupted(stream, setup);
+    ASSERT_GT(want.published.size(), 15u);
+    std::mt19937 random(seed);
+    World world(stream);
+    int crashes = 0;
+    for (int i = 0; i < 8; ++i) {
+      CrashBudget budget{.writes_left = std::uniform_int_distribution<int64_t>(
+                             0, want.writes)(random)};
+      const bool completed = RunProcess(world, budget, setup);
+      ++world.owner;
+      if (completed) break;
+      ++crashes;
+    }
+    CrashBudget last;
+    ASSERT_TRUE(RunProcess(world, last, setup));
+    std::cout << "seed " << seed << ": " << stream.size() << " messages, "
+              << want.published.size() << " windows, " << crashes
+              << " crashes, " << world.owner + 1 << " owners\n";
+    EXPECT_GE(crashes, 1);
+    ExpectSame(Finish(world, 0), want, setup);
+  }
+}
+
+// A batch of `job` from `producer` with a 1 ms kernel at each start.
+std::string Batch(const std::string& job, uint64_t producer, uint64_t sequence,
+                  const std::vector<int64_t>& starts, bool last) {
+  Trace t;
+  t.names = {"gemm"};
+  for (int64_t at : starts) {
+    t.gpu.push_back(GpuActivity{
+        .start_ns = at, .end_ns = at + kMs, .name = 0, .device = 0});
+  }
+  EventBatchEncoder encoder(&t);
+  std::span<const uint8_t> bytes =
+      encoder.Encode(BatchHeader{.job = job,
+                                 .host = "h",
+                                 .world_size = 1,
+                                 .producer_id = producer,
+                                 .sequence = sequence,
+                                 .end_of_stream = last},
+                     0, t.gpu.size(), 0, 0);
+  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
+// What an older processor left in the changelog: one partition record
+// holding its jobs (no per-key job records), here a job whose producer 77
+// counted batches up to sequence 5. A new owner restores it (the batch
+// with sequence 5 is a duplicate, only 6 counts) and rewrites it per key.
+// (Was ProcessorHostileKafka.ASnapshotWrittenBeforePerKeyJobsStillRestores
+// on a real broker: the restore is the protocol's logic, not Kafka's.)
+TEST(ChangelogRestore, ASnapshotWrittenBeforePerKeyJobsStillRestores) {
+  World world({Batch("old-job", 77, 5, {kBase}, false),
+               Batch("old-job", 77, 6, {kBase + 2'000 * kMs}, true)});
+  JobState old;
+  old.producer_sequences[77] = 5;
+  old.producer_newest_ns[77] = kBase;
+  PartitionSnapshot snapshot{.topic = kTopic,
+                             .partition = 0,
+                             .resume_offset = 0,
+                             .committed_position = 0,
+                             .jobs = {{"old-job", old.Serialize()}}};
+  ASSERT_FALSE(snapshot.jobs_per_key);
+  world.topics.topics[kState].resize(1);
+  world.topics.topics[kState][0].push_back(MemoryRecord{
+      absl::StrCat(kTopic, "/0"), EncodePartitionSnapshot(snapshot)});
+  CrashBudget budget;
+  ASSERT_TRUE(RunProcess(world, budget, RunSetup{.changelog = true}));
+
+  absl::StatusOr<std::unique_ptr<WindowStore>> store =
+      OpenRocksDbWindowStore(world.StoreDir());
+  ASSERT_TRUE(store.ok()) << store.status();
+  absl::StatusOr<std::vector<WindowSummary>> windows =
+      (*store)->Scan("old-job", absl::InfinitePast(), absl::InfiniteFuture());
+  ASSERT_TRUE(windows.ok()) << windows.status();
+  ASSERT_EQ(windows->size(), 1u) << "only sequence 6: the restore counted 5";
+  EXPECT_EQ((*windows)[0].window.job.compute_ns, kMs);
+  EXPECT_EQ((*windows)[0].window.start_ns, kBase + 2'000 * kMs);
+  // Rewritten per key: the job has a record of its own now.
+  bool job_record = false;
+  for (const MemoryRecord& r : world.topics.topics[kState][0]) {
+    job_record |= r.key == PartitionJobKey(kTopic, 0, "old-job");
+  }
+  EXPECT_TRUE(job_record);
 }
 
 }  // namespace

@@ -75,6 +75,43 @@ absl::Status MemoryKafka::CommitOffsets(
   return absl::OkStatus();
 }
 
+absl::Status MemoryKafka::ProduceRecord(const std::string& topic,
+                                        int32_t partition,
+                                        absl::string_view key,
+                                        std::optional<absl::string_view> value,
+                                        absl::string_view what) {
+  if (partition == kAnyPartition) {
+    return absl::InvalidArgumentError("a changelog record names its partition");
+  }
+  absl::Status s = Produce(topic, partition, key, value.value_or(""));
+  if (!s.ok()) {
+    return absl::Status(
+        s.code(), absl::StrCat("writing ", what, " of ", key, " to ", topic,
+                               ": ", s.message()));
+  }
+  queue_.back().record.tombstone = !value.has_value();
+  return absl::OkStatus();
+}
+
+absl::Status MemoryKafka::ReadPartition(
+    const std::string& topic, int32_t partition, absl::Duration timeout,
+    absl::FunctionRef<void(const Record&)> visit) {
+  if (crashed()) return absl::AbortedError("crashed");
+  auto it = topics_->topics.find(topic);
+  if (it == topics_->topics.end() || partition < 0 ||
+      partition >= static_cast<int32_t>(it->second.size())) {
+    return absl::NotFoundError(
+        absl::StrCat("no partition ", partition, " of ", topic));
+  }
+  const std::vector<MemoryRecord>& log = it->second[partition];
+  for (size_t i = 0; i < log.size(); ++i) {
+    Record r{.offset = static_cast<int64_t>(i), .key = log[i].key};
+    if (!log[i].tombstone) r.value = log[i].value;
+    visit(r);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<int> MemoryKafka::PartitionCount(const std::string& topic,
                                                 bool just_created,
                                                 absl::Duration timeout) {

@@ -1,9 +1,11 @@
-// MemoryKafka: an in-memory CommitKafka (processor/commit_kafka.h) for unit
-// tests of the commit protocol. Topics are vectors of records per
-// partition; group offsets a map. A produced record waits in a queue until
-// Poll or Flush "delivers" it: appends it to its partition and uncounts it
-// from RuntimeShared::undelivered, as the processor's delivery callback
-// does, or fails it and sets RuntimeShared::fatal.
+// MemoryKafka: an in-memory CommitKafka and ChangelogKafka
+// (processor/commit_kafka.h) for unit tests of the commit protocol: one
+// object serves both, as one producer does in `process`, so that a Flush
+// delivers the changelog's records with the windows. Topics are vectors of
+// records per partition; group offsets a map. A produced record waits in a
+// queue until Poll or Flush "delivers" it: appends it to its partition and
+// uncounts it from RuntimeShared::undelivered, as the processor's delivery
+// callback does, or fails it and sets RuntimeShared::fatal.
 //
 // Injectable failures:
 //   - RefuseProduces: Produce refuses at once (a status, e.g. "message too
@@ -34,6 +36,7 @@ namespace bubblewatch::testing {
 struct MemoryRecord {
   std::string key;
   std::string value;
+  bool tombstone = false;  // A null value (then `value` is empty).
   bool operator==(const MemoryRecord&) const = default;
 };
 
@@ -65,7 +68,7 @@ struct CrashBudget {
   }
 };
 
-class MemoryKafka : public CommitKafka {
+class MemoryKafka : public CommitKafka, public ChangelogKafka {
  public:
   // `topics` and `shared` must outlive this.
   MemoryKafka(MemoryTopics* topics, RuntimeShared* shared)
@@ -105,6 +108,25 @@ class MemoryKafka : public CommitKafka {
                                      absl::Duration timeout) override;
   absl::StatusOr<bool> CreateTopicIfMissing(const TopicSpec& spec,
                                             absl::Duration timeout) override;
+
+  // ChangelogKafka. Its records wait in the same queue as Produce's; a
+  // read sees what was delivered.
+  absl::Status ProduceRecord(const std::string& topic, int32_t partition,
+                             absl::string_view key,
+                             std::optional<absl::string_view> value,
+                             absl::string_view what) override;
+  absl::StatusOr<int> TopicPartitions(const std::string& topic,
+                                      bool just_created,
+                                      absl::Duration timeout) override {
+    return PartitionCount(topic, just_created, timeout);
+  }
+  absl::StatusOr<bool> CreateTopic(const TopicSpec& spec,
+                                   absl::Duration timeout) override {
+    return CreateTopicIfMissing(spec, timeout);
+  }
+  absl::Status ReadPartition(
+      const std::string& topic, int32_t partition, absl::Duration timeout,
+      absl::FunctionRef<void(const Record&)> visit) override;
 
  private:
   struct Queued {

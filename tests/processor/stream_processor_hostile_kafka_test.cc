@@ -13,8 +13,9 @@
 // and the good job's windows hold every real kernel.
 // And the state of many jobs (docs/state.md#partition-snapshots): 300 jobs
 // with 3,995-byte names on one partition made the partition's snapshot
-// larger than the broker accepts, and `process` exited 1 on every run; a
-// snapshot written before jobs were kept per key still restores.
+// larger than the broker accepts, and `process` exited 1 on every run. (That
+// a snapshot written before jobs were kept per key still restores is a unit
+// test over the in-memory Kafka: tests/processor/crash_harness_test.cc.)
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -27,8 +28,6 @@
 #include "gtest/gtest.h"
 #include "kafka/kafka_config.h"
 #include "kafka/kafka_handles.h"
-#include "processor/job_state.h"
-#include "processor/state_changelog.h"
 #include "schemas/event_batch_codec.h"
 #include "tests/processor/processor_kafka_test_util.h"
 #include "tests/testing/files.h"
@@ -228,47 +227,6 @@ TEST(ProcessorHostileKafka, ManyJobsWithLongNamesCommitAndMoveToTheNextOwner) {
   EXPECT_EQ(windows[0].window.job.compute_ns, 1'000'000);
   std::filesystem::remove_all(store);
   std::filesystem::remove_all(next_store);
-}
-
-TEST(ProcessorHostileKafka, ASnapshotWrittenBeforePerKeyJobsStillRestores) {
-  const std::string topic = Unique("bw-oldsnap");
-  const std::string store = ::testing::TempDir() + "/" + topic;
-  testing::CreateTopic(topic, 1);
-  testing::CreateTopic(topic + ".state", 1);
-  // What an older processor left: one record holding the partition's jobs,
-  // here a job whose producer 77 counted batches up to sequence 5.
-  JobState old;
-  old.producer_sequences[77] = 5;
-  old.producer_newest_ns[77] = kBase;
-  PartitionSnapshot snapshot{.topic = topic,
-                             .partition = 0,
-                             .resume_offset = 0,
-                             .committed_position = 0,
-                             .jobs = {{"old-job", old.Serialize()}}};
-  ASSERT_FALSE(snapshot.jobs_per_key);
-  RawProducer state(topic + ".state");
-  state.Send(absl::StrCat(topic, "/0"), EncodePartitionSnapshot(snapshot));
-  state.Flush();
-  RawProducer producer(topic);
-  producer.Send("old-job", Batch("old-job", 77, 5, {kBase}));  // Counted.
-  producer.Send("old-job", Batch("old-job", 77, 6, {kBase + 2 * kSec}));
-  producer.Flush();
-  const std::string log = store + ".log";
-  ASSERT_EQ(Wait(Spawn(WithInfoLog(ProcessArgs(topic, store)), log)), 0);
-  EXPECT_THAT(testing::ReadFile(log),
-              HasSubstr("state from changelog (1 jobs"));
-  std::vector<WindowSummary> windows = StoredWindows(store, {"old-job"});
-  ASSERT_EQ(windows.size(), 1u);
-  // Only sequence 6: the restored state had counted 5.
-  EXPECT_EQ(windows[0].window.job.compute_ns, 1'000'000);
-  // Rewritten per key: the job has a record of its own now.
-  std::vector<TopicMessage> records = ReadTopicMessages(topic + ".state", 3);
-  bool job_record = false;
-  for (const TopicMessage& m : records) {
-    job_record |= m.key == PartitionJobKey(topic, 0, "old-job");
-  }
-  EXPECT_TRUE(job_record);
-  std::filesystem::remove_all(store);
 }
 
 // A processor started before its events topic exists (before the fleet's

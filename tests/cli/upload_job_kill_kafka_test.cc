@@ -320,6 +320,11 @@ TEST(UploadJobKillKafka, ProcessorKilledDuringA16RankUploadGivesCleanWindows) {
   EXPECT_EQ(WaitChildWithin(processor, absl::Seconds(120)), 0) << ReadFile(log);
 
   const std::string err = ReadFile(log);
+  // The last life's exit summary: "...; late N; duplicates N; DLQ N".
+  const size_t summary = err.rfind(" windows written");
+  ASSERT_NE(summary, std::string::npos) << err;
+  EXPECT_NE(err.find("; late 0;", summary), std::string::npos) << err;
+  EXPECT_NE(err.find("; DLQ 0", summary), std::string::npos) << err;
   ExpectEndedByAllRanks(store, err);
   const std::vector<WindowSummary> got = CheckedWindows(store);
   ExpectSameBytes(got, want, "store after kills");

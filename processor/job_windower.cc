@@ -35,13 +35,14 @@ JobWindower::RankIds JobWindower::RankIdsOf(const BatchHeader& header) {
   }
   ids.ranked = true;
   ids.rank = header.rank;
+  ids.one_gpu = header.world_size > 1;
   ids.tag = (static_cast<uint64_t>(header.rank) + 1) << 48;
   return ids;
 }
 
 void JobWindower::RankIds::Apply(GpuActivity& a) const {
   if (!ranked) return;
-  a.device = rank;
+  if (one_gpu) a.device = rank;
   if (a.correlation != kNoCorrelation) a.correlation ^= tag;
 }
 
@@ -52,7 +53,7 @@ void JobWindower::RankIds::Apply(CpuEvent& e) const {
 }
 
 void JobWindower::RankIds::Apply(CollectiveKernel& c) const {
-  if (ranked) c.device = rank;
+  if (ranked && one_gpu) c.device = rank;
 }
 
 void JobWindower::ApplyRankIds(const BatchHeader& header, Trace& trace) {

@@ -212,12 +212,15 @@ class JobWindower {
   // from scratch and every host its GPUs from 0, so the ranks of a job
   // would share devices and pair one rank's kernels with another's
   // launches. A rank of a multi-rank job (rank > 0, or rank 0 of a world
-  // larger than 1) has its device numbered by its rank, and its
-  // correlation and thread ids carry rank + 1 in their top 16 bits (XOR:
-  // a bijection, so ids stay distinct within the rank). Other batches keep
-  // their ids. A function of the batch header only, so a replay maps alike.
+  // larger than 1) has its correlation and thread ids carry rank + 1 in
+  // their top 16 bits (XOR: a bijection, so ids stay distinct within the
+  // rank); one of a declared world (world size > 1: a process per GPU, as
+  // PyTorch runs them) also has its device numbered by its rank. Other
+  // batches keep their ids. A function of the batch header only, so a
+  // replay maps alike.
   struct RankIds {
     bool ranked = false;
+    bool one_gpu = false;  // The rank's device is the rank.
     int32_t rank = -1;
     uint64_t tag = 0;
     void Apply(GpuActivity& a) const;

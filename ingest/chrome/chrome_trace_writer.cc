@@ -18,6 +18,26 @@
 namespace bubblewatch {
 namespace {
 
+// A collective kernel's Kineto args, as PyTorch names and orders them, each
+// only when the record knows it: name(key, NameId) for a string,
+// count(key, int64_t) for a number (both skip absent values themselves).
+template <typename NameFn, typename CountFn>
+void VisitCollectiveArgs(const Trace& trace, const CollectiveKernel& c,
+                         NameFn&& name, CountFn&& count) {
+  name("Collective name", c.collective);
+  count("In msg nelems", c.in_elements);
+  count("Out msg nelems", c.out_elements);
+  count("Group size", c.group_size);
+  name("dtype", c.dtype);
+  name("Process Group Name", c.process_group);
+  name("Process Group Ranks", c.group_ranks);
+  count("Seq", c.seq);
+  // PyTorch's spelling depends on the direction.
+  const bool recv =
+      c.collective != kNoName && trace.Name(c.collective) == "recv";
+  count(recv ? "Src Rank" : "Dst Rank", c.peer);
+}
+
 // Exact nanoseconds as decimal microseconds: the reader's inverse.
 std::string Us(int64_t ns) {
   const uint64_t magnitude =
@@ -125,18 +145,7 @@ std::string ChromeTraceJson(const Trace& trace) {
       auto count = [&](const char* key, int64_t value) {
         if (value >= 0) w.Key(key).Int(value);
       };
-      name("Collective name", c.collective);
-      count("In msg nelems", c.in_elements);
-      count("Out msg nelems", c.out_elements);
-      count("Group size", c.group_size);
-      name("dtype", c.dtype);
-      name("Process Group Name", c.process_group);
-      name("Process Group Ranks", c.group_ranks);
-      count("Seq", c.seq);
-      // PyTorch's spelling depends on the direction.
-      const bool recv =
-          c.collective != kNoName && trace.Name(c.collective) == "recv";
-      count(recv ? "Src Rank" : "Dst Rank", c.peer);
+      VisitCollectiveArgs(trace, c, name, count);
       collectives.erase(it);  // A second identical kernel has no record.
     }
     w.EndObject();
@@ -419,17 +428,7 @@ absl::Status AppendChromeEvents(const Trace& trace,
       auto count = [&](const char* key, int64_t value) {
         if (value >= 0) absl::StrAppend(&out, ",\"", key, "\":", value);
       };
-      name("Collective name", c.collective);
-      count("In msg nelems", c.in_elements);
-      count("Out msg nelems", c.out_elements);
-      count("Group size", c.group_size);
-      name("dtype", c.dtype);
-      name("Process Group Name", c.process_group);
-      name("Process Group Ranks", c.group_ranks);
-      count("Seq", c.seq);
-      const bool recv =
-          c.collective != kNoName && trace.Name(c.collective) == "recv";
-      count(recv ? "Src Rank" : "Dst Rank", c.peer);
+      VisitCollectiveArgs(trace, c, name, count);
       collectives.erase(it);
     }
     out += "}}";

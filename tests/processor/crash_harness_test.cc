@@ -455,7 +455,9 @@ void ExpectSame(const Outcome& got, const Outcome& want,
     // nothing to commit (as StreamProcessor after an assignment): its store
     // stays empty and the group offset where the crashed owner left it,
     // behind the snapshot, never ahead.
-    if (!got.store.rest.empty()) EXPECT_EQ(got.store.rest, want.store.rest);
+    if (!got.store.rest.empty()) {
+      EXPECT_EQ(got.store.rest, want.store.rest);
+    }
     for (const auto& [tp, offset] : got.group_offsets) {
       auto it = want.group_offsets.find(tp);
       EXPECT_TRUE(it != want.group_offsets.end() && offset <= it->second)

@@ -204,7 +204,9 @@ TEST(FitWindow, RootBlameOfAThousandRanksFitsUnderAMegabyte) {
     EXPECT_LE(s.host.size(), kFitNameBytes);
     kept_via += static_cast<int64_t>(s.via.size());
     // The first of the original list (by wait, descending).
-    if (!s.via.empty()) EXPECT_EQ(s.via.front().rank, s.rank == 0 ? 1 : 0);
+    if (!s.via.empty()) {
+      EXPECT_EQ(s.via.front().rank, s.rank == 0 ? 1 : 0);
+    }
   }
   // Via entries of the stragglers left out are not counted again.
   EXPECT_GT(w.trimmed->via, 0);

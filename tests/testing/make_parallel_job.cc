@@ -3,8 +3,8 @@
 // tests and demos of the multi-rank rules: one Kineto trace per rank,
 // rank-N.json (or .json.gz with --gz), and truth.json.
 //
-//   build/tests/testing/make_parallel_job --out /tmp/job --tp 4 --dp 2 \
-//       --root 5:3:2000:compute --host-names
+//   build/tests/testing/make_parallel_job --out /tmp/job --tp 4 --dp 2
+//       --root 5:3:2000:compute --host-names   (one command line)
 //   build/bubblewatch analyze /tmp/job/rank-*.json
 //
 // Exit 0 on success, 2 on a bad flag, 1 when a file cannot be written.

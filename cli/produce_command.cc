@@ -370,15 +370,21 @@ int RunProduceCommand(int argc, char** argv) {
       }
       BatchHeader identity;
       identity.job = job;
+      identity.rank = rank >= 0 ? rank : trace->rank;
+      identity.world_size = trace->world_size;
       // The host is the clock domain of the job's ranks
       // (docs/semantics.md#clocks): the trace's own host name when it has
       // one, so ranks of several machines uploaded from one keep their
-      // machines' clocks apart.
+      // machines' clocks apart. A rank of a multi-rank job that names no
+      // host was exported wherever it ran, not necessarily here: it is
+      // sent without one, a clock domain of its own, as `analyze` takes
+      // such a file.
+      const bool rank_of_a_job =
+          identity.rank > 0 || (identity.rank == 0 && identity.world_size > 1);
       identity.host = !host.empty()          ? host
                       : !trace->host.empty() ? trace->host
+                      : rank_of_a_job        ? ""
                                              : LocalHostName();
-      identity.rank = rank >= 0 ? rank : trace->rank;
-      identity.world_size = trace->world_size;
       streams.push_back(std::make_unique<BatchedTrace>(*std::move(trace),
                                                        identity, batching));
     }

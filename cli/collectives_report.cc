@@ -336,15 +336,7 @@ void WriteCollectivesJson(JsonWriter& w, const CollectiveAnalysis& c) {
   for (const Straggler& s : c.stragglers) WriteStragglerJson(w, s);
   w.EndArray();
   w.Key("what_if");
-  if (c.job_ns < 0) {
-    w.Null();
-  } else {
-    w.BeginObject();
-    w.Key("job_us").Double(JsonUs(c.job_ns));
-    w.Key("job_us_without_stragglers")
-        .Double(JsonUs(c.job_ns_without_stragglers));
-    w.EndObject();
-  }
+  WriteWhatIfJson(w, c.job_ns, c.job_ns_without_stragglers);
 }
 
 std::string RenderSingleRankCollectivesText(const Trace& trace,

@@ -70,4 +70,16 @@ void WriteStragglerJson(JsonWriter& w, const Straggler& s,
   w.EndObject();
 }
 
+void WriteWhatIfJson(JsonWriter& w, int64_t job_ns,
+                     int64_t job_ns_without_stragglers) {
+  if (job_ns < 0) {
+    w.Null();
+    return;
+  }
+  w.BeginObject();
+  w.Key("job_us").Double(JsonUs(job_ns));
+  w.Key("job_us_without_stragglers").Double(JsonUs(job_ns_without_stragglers));
+  w.EndObject();
+}
+
 }  // namespace bubblewatch

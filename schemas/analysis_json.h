@@ -25,6 +25,12 @@ void WriteKernelRefJson(JsonWriter& w, const std::optional<KernelRef>& kernel);
 void WriteStragglerJson(JsonWriter& w, const Straggler& s,
                         std::optional<bool> root = std::nullopt);
 
+// Writes one value, the what-if replay (docs/semantics.md#what-it-cost):
+// {"job_us", "job_us_without_stragglers"}, or null when job_ns < 0 (no used
+// instance), as `analyze --json` and `query job --json` both give it.
+void WriteWhatIfJson(JsonWriter& w, int64_t job_ns,
+                     int64_t job_ns_without_stragglers);
+
 }  // namespace bubblewatch
 
 #endif  // BUBBLEWATCH_SCHEMAS_ANALYSIS_JSON_H_

@@ -100,15 +100,7 @@ void WriteCollectives(JsonWriter& w, const WindowCollectives& c,
   // The what-if replay (docs/semantics.md#what-it-cost), summed over a
   // period's windows; null without a used instance.
   w.Key("what_if");
-  if (c.job_ns < 0) {
-    w.Null();
-  } else {
-    w.BeginObject();
-    w.Key("job_us").Double(JsonUs(c.job_ns));
-    w.Key("job_us_without_stragglers")
-        .Double(JsonUs(c.job_ns_without_stragglers));
-    w.EndObject();
-  }
+  WriteWhatIfJson(w, c.job_ns, c.job_ns_without_stragglers);
   w.Key("collectives").BeginObject();
   w.Key("kernels").Int(c.kernels);
   w.Key("matched").Int(c.matched);

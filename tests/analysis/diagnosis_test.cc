@@ -3,10 +3,14 @@
 // tests/testdata/real/.
 #include "analysis/diagnosis.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "analysis/bubble_analyzer.h"
 #include "analysis/kernel_stats.h"
@@ -681,6 +685,75 @@ TEST(DiagnosisRealTraces, EveryRealTraceHasItsVerdictAndShare) {
       EXPECT_GT(d.diagnosis.job.launch.lead.count, 0);
       EXPECT_FALSE(d.diagnosis.job.kernels.top_compute.empty());
     }
+  }
+}
+
+// The breakdown of an interval is the sum of the breakdowns of its two
+// parts, to the nanosecond, on every real trace: each nanosecond has one
+// category. The design of
+// docs/architecture.md#one-job-across-processors-design-not-built-yet rests on
+// this (a rank's time between any two of its collective kernels is a difference
+// of two prefixes); if a rule ever made it false, this fails before the two
+// stages disagree.
+TEST(DiagnosisRealTraces, IntervalBreakdownsAddUp) {
+  std::mt19937_64 rng(41);
+  for (const char* file :
+       {"hta/benchmark_result_2869224_1695835535_trace.json.gz",
+        "hta/nccl_data.json.gz", "hta/rank0.json.gz",
+        "hta/sampled_rank-0.json.gz", "nsys/h100_2gpu_1s.sqlite",
+        "nsys/healthy_1pct.sqlite", "nsys/mfu_2gpu_before.sqlite"}) {
+    SCOPED_TRACE(file);
+    absl::StatusOr<Trace> trace =
+        ReadTraceFile(absl::StrCat(BUBBLEWATCH_TESTDATA_DIR, "/real/", file));
+    ASSERT_TRUE(trace.ok()) << trace.status();
+    // Cut points: kernel edges (where the collective analysis cuts) and
+    // arbitrary times, over each device's kernels and a little beyond.
+    absl::flat_hash_map<int32_t, std::vector<int64_t>> edges;
+    for (const GpuActivity& g : trace->gpu) {
+      if (g.kind != GpuActivityKind::kKernel) continue;
+      edges[g.device].push_back(g.start_ns);
+      edges[g.device].push_back(g.end_ns);
+    }
+    ASSERT_FALSE(edges.empty());
+    std::vector<DeviceInterval> intervals;
+    for (auto& [device, cuts] : edges) {
+      std::sort(cuts.begin(), cuts.end());
+      const int64_t lo = cuts.front() - 1'000'000, hi = cuts.back() + 1'000'000;
+      std::uniform_int_distribution<size_t> pick(0, cuts.size() - 1);
+      std::uniform_int_distribution<int64_t> any(lo, hi);
+      for (int i = 0; i < 300; ++i) {
+        std::array<int64_t, 3> t = {i % 3 == 0 ? any(rng) : cuts[pick(rng)],
+                                    i % 5 == 0 ? any(rng) : cuts[pick(rng)],
+                                    i % 7 == 0 ? any(rng) : cuts[pick(rng)]};
+        std::sort(t.begin(), t.end());
+        intervals.push_back({device, t[0], t[1]});
+        intervals.push_back({device, t[1], t[2]});
+        intervals.push_back({device, t[0], t[2]});
+      }
+    }
+    AnalyzerOptions options;
+    options.breakdown_intervals = intervals;
+    absl::StatusOr<Analysis> a = AnalyzeTrace(*trace, options);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_EQ(a->breakdowns.size(), intervals.size());
+    int mismatches = 0;
+    for (size_t i = 0; i < intervals.size(); i += 3) {
+      const IntervalBreakdown& x = a->breakdowns[i];
+      const IntervalBreakdown& y = a->breakdowns[i + 1];
+      const IntervalBreakdown& whole = a->breakdowns[i + 2];
+      bool same = x.busy_ns + y.busy_ns == whole.busy_ns &&
+                  x.outside_ns + y.outside_ns == whole.outside_ns;
+      for (size_t c = 0; c < whole.bubble.size(); ++c) {
+        same = same && x.bubble[c] + y.bubble[c] == whole.bubble[c];
+      }
+      if (!same && ++mismatches <= 3) {
+        ADD_FAILURE() << "device " << intervals[i].device << " ["
+                      << intervals[i].start_ns << ", " << intervals[i].end_ns
+                      << ") + [" << intervals[i + 1].start_ns << ", "
+                      << intervals[i + 1].end_ns << ") != the whole";
+      }
+    }
+    EXPECT_EQ(mismatches, 0);
   }
 }
 

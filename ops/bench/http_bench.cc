@@ -70,7 +70,7 @@ struct Options {
   absl::Duration total_limit = absl::Minutes(4);
 };
 
-// The targets.
+// The project's targets (docs/http.md).
 constexpr absl::Duration kFreshTarget = absl::Milliseconds(100);
 constexpr absl::Duration kFloodP99Target = absl::Milliseconds(50);
 

@@ -1,4 +1,4 @@
-// The window store's reads as the query issue uses them, on a store of
+// The window store's reads as `query` uses them, on a store of
 // realistic size: "job J's last hour" (360 windows of 10 s) through the
 // library, with p50/p99 latency counters; the fleet reads; and Commit
 // throughput at the processor's steady state.

@@ -567,7 +567,7 @@ TEST(DiagnosisRealTraces, NcclDataIsCpuBound) {
   const DiagnosisFigures& job = d.diagnosis.job;
   EXPECT_EQ(job.verdict.verdict, Verdict::kCpuBound) << job.verdict.reason;
   // The verdict's share is the attribution's: host_compute 91% +
-  // launch_overhead 6% (issue: it said "97% ... waited for kernel
+  // launch_overhead 6% (the old reason said "97% ... waited for kernel
   // launches" beside an attribution of 91% host_compute).
   EXPECT_THAT(job.verdict.reason,
               HasSubstr("97% of bubble time (utilization 23%) is "

@@ -194,7 +194,7 @@ TEST(CommandLine, HelpWrapsLongTextIndentedAndReflowsLineBreaks) {
                         std::string(CommandLine::kHelpColumn, ' ') + "text\n"));
 }
 
-TEST(CommandLine, LayoutCheckFindsWhatIssue23Saw) {
+TEST(CommandLine, LayoutCheckFindsTheOldHelpLayout) {
   // The layout before the fix: a help text's own line break at column 0,
   // and "-h, --help" two columns right of the others.
   const std::string old_help =

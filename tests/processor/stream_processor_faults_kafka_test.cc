@@ -513,9 +513,9 @@ TEST(ProcessorFaultsKafka, HundredRandomKillsMidStreamGiveTheSameWindows) {
   std::vector<WindowSummary> want = OracleWindows(fleet);
   // Beside the fleet, a hand-made job with each boundary case at a window
   // start (tests/testdata/timeline/restart_boundaries.json): the gap
-  // [9.95, 10.05] s of the issue, kernels across 20 s and 30 s, device 1
-  // whose last kernel [2, 3] s lies in window 0 while its next starts at
-  // 12 s, and CPU events every 0.5 s so that the job never goes idle.
+  // [9.95, 10.05] s across the 10 s boundary, kernels across 20 s and 30 s,
+  // device 1 whose last kernel [2, 3] s lies in window 0 while its next starts
+  // at 12 s, and CPU events every 0.5 s so that the job never goes idle.
   const std::string boundaries = std::string(BUBBLEWATCH_TESTDATA_DIR) +
                                  "/timeline/restart_boundaries.json";
   {

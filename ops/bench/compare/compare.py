@@ -702,7 +702,7 @@ def write_report(res, path):
 
 def targets(res):
     out = []
-    # The largest trace of all, whatever it holds (the "largest trace"); it may have no
+    # The largest trace of all, whatever it holds (the comparison's "largest trace"); it may have no
     # CUDA kernels (mtia_rank_0): bubblewatch then reads and classifies every event, skips
     # them all, and the seed reference has nothing to analyze but still loads the JSON.
     every = [r for r in res["speed"] if r["kind"] == "kineto" and r["hta_x"]

@@ -6,7 +6,7 @@ the python3 of a fresh machine.
 
 Each suite runs one or a few existing benchmarks (ops/bench/*), parses their own output
 (Google Benchmark's --benchmark_format=json where there is one) and records figures: what,
-value, unit, the issue's target and whether it is met, the exact command, the date (UTC), the
+value, unit, the project's target and whether it is met, the exact command, the date (UTC), the
 machine (CPU, cores, memory, kernel, OS, the 1-minute load average before and after the suite)
 and the git commit. A suite that fails records the failure (and the exit status becomes 1); it
 never records a number it did not parse from a benchmark's output.
@@ -410,7 +410,7 @@ def suite_chrome_reader(r, quick):
         figs[fid] = {"value": v, "detail": detail, "command": cmd}
     trace = "tests/testdata/real/hta/mtia_rank_0.json.gz"
     # Exit status 2 is the benchmark's own verdict (over its 64 MiB + 160 B/event budget);
-    # the figure is still a measurement, judged below against the target.
+    # the figure is still a measurement, judged below against the project's target.
     out, _ = r.run([exe, f"--peak_rss={trace}"], timeout=300, ok_codes=(0, 2))
     m = re.search(r"([\d.]+) MiB of JSON; (\d+) GPU \+ (\d+) CPU events kept\s+"
                   r"peak RSS ([\d.]+) MiB \(([\d.]+) MiB before reading\)", out)

@@ -1,5 +1,6 @@
 #include "schemas/event_batch_codec.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -67,6 +68,18 @@ std::span<const uint8_t> EventBatchEncoder::Encode(
           RemapOptional(c.dtype), c.device, c.stream, c.group_size);
     }
   }
+  // Peers only when some record has one: other batches keep their bytes.
+  flatbuffers::Offset<flatbuffers::Vector<int32_t>> peers_vec;
+  if (std::any_of(trace_->collectives.begin() + collectives_begin,
+                  trace_->collectives.begin() + collectives_end,
+                  [](const CollectiveKernel& c) { return c.peer >= 0; })) {
+    int32_t* peers_out = nullptr;
+    peers_vec = builder_.CreateUninitializedVector(
+        collectives_end - collectives_begin, &peers_out);
+    for (size_t i = collectives_begin; i < collectives_end; ++i) {
+      *peers_out++ = std::max(trace_->collectives[i].peer, -1);
+    }
+  }
   std::vector<flatbuffers::Offset<flatbuffers::String>> strings;
   strings.reserve(batch_names_.size());
   for (NameId id : batch_names_) {
@@ -87,6 +100,7 @@ std::span<const uint8_t> EventBatchEncoder::Encode(
   batch.add_gpu(gpu_vec);
   batch.add_cpu(cpu_vec);
   if (!collectives_vec.IsNull()) batch.add_collectives(collectives_vec);
+  if (!peers_vec.IsNull()) batch.add_collective_peers(peers_vec);
   // Only when set: a batch that is no end marker keeps its old bytes.
   if (header.end_of_stream) batch.add_end_of_stream(true);
   // Only when given: a batch without one keeps its old bytes.
@@ -212,6 +226,14 @@ absl::StatusOr<DecodedBatch> DecodeEventBatch(std::span<const uint8_t> bytes) {
       });
     }
   }
+  const auto* peers = batch->collective_peers();
+  const size_t num_collectives =
+      batch->collectives() == nullptr ? 0 : batch->collectives()->size();
+  if (peers != nullptr && peers->size() != num_collectives) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(peers->size(), " collective peers for ", num_collectives,
+                     " collective records: one each"));
+  }
   if (const auto* collectives = batch->collectives()) {
     t.collectives.reserve(collectives->size());
     for (const fb::CollectiveKernel* c : *collectives) {
@@ -242,6 +264,11 @@ absl::StatusOr<DecodedBatch> DecodeEventBatch(std::span<const uint8_t> bytes) {
           .in_elements = c->in_elements(),
           .out_elements = c->out_elements(),
           .group_size = c->group_size(),
+          .peer = peers == nullptr
+                      ? -1
+                      : std::max(peers->Get(static_cast<flatbuffers::uoffset_t>(
+                                     t.collectives.size())),
+                                 -1),
       });
     }
   }

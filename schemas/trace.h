@@ -86,7 +86,7 @@ struct CollectiveKernel {
   int64_t out_elements = -1;  // Kineto's `Out msg nelems`.
   int32_t group_size = -1;    // Kineto's `Group size`.
   // A send's or recv's other end, a global rank: Kineto's `Dst Rank` (send)
-  // or `Src Rank` (recv). Not carried by the stream's EventBatch.
+  // or `Src Rank` (recv). The stream carries it in EventBatch.collective_peers.
   int32_t peer = -1;
 };
 

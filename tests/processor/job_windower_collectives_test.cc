@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ingest/batched_trace.h"
+#include "ingest/synthetic/synthetic_parallel_job.h"
 #include "ingest/synthetic/synthetic_straggler.h"
 #include "ingest/trace_reader.h"
 #include "processor/batch_validator.h"
@@ -125,7 +126,9 @@ void ExpectWindowEqualsTheOracle(const std::vector<Source>& sources,
       JobWindower::ApplyRankIds(
           BatchHeader{.rank = s.rank, .world_size = s.trace.world_size}, t);
       t.host = s.host;
-      labels.push_back(s.host);
+      // As the windower labels its sources: a rank sent without a host is
+      // its own clock domain (docs/semantics.md#multi-device).
+      labels.push_back(absl::StrCat(s.host, "/", s.rank));
       cut.push_back(std::move(t));
     }
     std::vector<RankInput> ranks = RanksOfTraces(cut, labels);
@@ -745,6 +748,53 @@ TEST(JobWindowerCollectives, RealPairsEqualTheOfflineOracle) {
         Stream(Batches(sources, 500, 7), options);
     EXPECT_GE(ExpectWindowsEqualTheOracle(sources, windows), 1);
   }
+}
+
+// A pipeline-parallel job as Megatron sets it up (docs/semantics.md,
+// "Point-to-point pairs"): send/recv name the group of all PP stages and a
+// Seq that repeats, so only each kernel's peer (`Dst Rank`/`Src Rank`, sent
+// as EventBatch.collective_peers) tells the pair. Streamed one file per rank
+// with no host names and host clocks milliseconds apart, the window pairs
+// every send with its recv exactly as the offline analysis of the same
+// files does, puts every clock on rank 0's, and names the planted rank.
+// (The job lies inside one window: a pair cut by a window's start is the
+// limit docs/semantics.md#streaming-collectives describes.)
+TEST(JobWindowerCollectives, PipelineGroupPairsEqualTheOfflineOracle) {
+  ParallelJobOptions o;
+  o.tp = 2;
+  o.dp = 2;
+  o.pp = 4;
+  o.steps = 12;
+  o.pipeline_groups = true;
+  o.clock_offset_ns = {0,         1'300'000, -2'100'000, 700'000,
+                       2'900'000, -600'000,  1'800'000,  -1'400'000};
+  o.roots = {{.rank = 9, .step = 4, .extra_ns = 8'000'000, .steps = 4}};
+  o.start_time_ns = kDefaultSyntheticStartNs + 100'000'000;
+  ParallelJob job = MakeParallelJob(o);
+  std::vector<Source> sources;
+  for (Trace& t : job.ranks) {
+    const int32_t rank = t.rank;
+    sources.push_back({.trace = std::move(t), .rank = rank});
+  }
+  WindowerOptions options;
+  options.window_ns = 1'000'000'000;
+  options.lateness_ns = 100'000'000;
+  std::vector<WindowSummary> windows =
+      Stream(Batches(sources, 300, 3), options);
+  ASSERT_EQ(windows.size(), 1u);
+  EXPECT_EQ(ExpectWindowsEqualTheOracle(sources, windows), 1);
+  const WindowCollectives& c = *windows[0].collectives;
+  // 12 steps: per step 8 TP all-gathers (one per host), 8 DP all-reduces
+  // (one per (t, p)) and 24 pairs (3 stage boundaries × 2 directions × 4
+  // (t, d) replicas).
+  EXPECT_EQ(c.matched, 12 * (8 + 8 + 24));
+  EXPECT_EQ(c.unmatched, 0);
+  EXPECT_EQ(c.unsynchronized, 0);
+  for (const RankWindow& r : c.ranks) {
+    EXPECT_TRUE(r.clock_connected) << "rank " << r.rank;
+  }
+  ASSERT_FALSE(c.stragglers.empty());
+  EXPECT_EQ(c.stragglers[0].rank, 9);
 }
 
 // The ranks of a job sent without host names (docs/semantics.md#multi-device,

@@ -574,5 +574,57 @@ TEST(EventBatchCodec, CollectiveNameIndexOutsideTheTableIsRejected) {
   }
 }
 
+// A send's or recv's peer crosses as EventBatch.collective_peers, one per
+// record; a batch whose records have none leaves the field out (the bytes
+// of a batch without peers are those of BatchesFromBeforeCollectivesStill-
+// Decode's encoder).
+TEST(EventBatchCodec, CollectivePeersRoundTripAndAreAbsentWithoutAny) {
+  Trace t = TraceWithCollectives();
+  ASSERT_GE(t.collectives.size(), 2u);
+  EventBatchEncoder plain(&t);
+  std::span<const uint8_t> bytes = plain.Encode(
+      Header(), 0, t.gpu.size(), 0, t.cpu.size(), 0, t.collectives.size());
+  EXPECT_EQ(fb::GetEventBatch(bytes.data())->collective_peers(), nullptr);
+  t.collectives[1].peer = 5;
+  EventBatchEncoder encoder(&t);
+  bytes = encoder.Encode(Header(), 0, t.gpu.size(), 0, t.cpu.size(), 0,
+                         t.collectives.size());
+  absl::StatusOr<DecodedBatch> batch =
+      DecodeEventBatch(std::vector<uint8_t>(bytes.begin(), bytes.end()));
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  ASSERT_EQ(batch->trace.collectives.size(), t.collectives.size());
+  EXPECT_EQ(batch->trace.collectives[0].peer, -1);
+  EXPECT_EQ(batch->trace.collectives[1].peer, 5);
+  // A range without the record that has a peer sends none.
+  bytes = encoder.Encode(Header(), 0, t.gpu.size(), 0, 0, 0, 1);
+  EXPECT_EQ(fb::GetEventBatch(bytes.data())->collective_peers(), nullptr);
+}
+
+TEST(EventBatchCodec, CollectivePeersOfAnotherCountAreRejected) {
+  flatbuffers::FlatBufferBuilder b;
+  std::vector<fb::GpuActivity> gpu = {fb::GpuActivity(
+      0, 1, 0, 0, /*name=*/0, 0, 0, fb::GpuActivityKind::Kernel, false)};
+  std::vector<fb::CollectiveKernel> coll = {
+      fb::CollectiveKernel(0, 1, -1, -1, -1, /*kernel_name=*/0, kNoName,
+                           kNoName, kNoName, kNoName, 0, 0, -1)};
+  auto strings = b.CreateVectorOfStrings({"ncclKernel"});
+  auto gpu_vec = b.CreateVectorOfStructs(gpu);
+  auto coll_vec = b.CreateVectorOfStructs(coll);
+  auto peers = b.CreateVector(std::vector<int32_t>{1, 2});
+  auto job = b.CreateString("j");
+  fb::EventBatchBuilder eb(b);
+  eb.add_job(job);
+  eb.add_strings(strings);
+  eb.add_gpu(gpu_vec);
+  eb.add_collectives(coll_vec);
+  eb.add_collective_peers(peers);
+  fb::FinishEventBatchBuffer(b, eb.Finish());
+  absl::StatusOr<DecodedBatch> batch =
+      DecodeEventBatch({b.GetBufferPointer(), b.GetSize()});
+  ASSERT_FALSE(batch.ok());
+  EXPECT_THAT(batch.status().message(),
+              HasSubstr("2 collective peers for 1 collective records"));
+}
+
 }  // namespace
 }  // namespace bubblewatch

@@ -68,23 +68,6 @@ std::optional<absl::flat_hash_set<int32_t>> ParseRankList(
   return ranks;
 }
 
-// "[0, 4, 8]" -> {0, 4, 8} in the order given (PyTorch lists a group's
-// ranks by group rank); empty when it does not parse.
-std::vector<int32_t> ParseRankOrder(absl::string_view text) {
-  std::vector<int32_t> ranks;
-  text = absl::StripAsciiWhitespace(text);
-  if (!absl::ConsumePrefix(&text, "[") || !absl::ConsumeSuffix(&text, "]")) {
-    return ranks;
-  }
-  if (absl::StripAsciiWhitespace(text).empty()) return ranks;
-  for (absl::string_view part : absl::StrSplit(text, ',')) {
-    int32_t r = 0;
-    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &r)) return {};
-    ranks.push_back(r);
-  }
-  return ranks;
-}
-
 // Median of `v` (reordered); for an even count the mean of the two middle
 // values, rounded toward minus infinity. REQUIRES: !v.empty().
 int64_t Median(std::vector<int64_t>& v) {
@@ -202,8 +185,7 @@ class CollectiveAnalyzer {
   // group's next collective's in PyTorch, not a count of its own.
   bool IsPointToPoint(const RankState& r, const CollectiveKernel& c) const {
     if (c.collective == kNoName) return false;
-    const absl::string_view name = Name(r, c.collective);
-    return name == "send" || name == "recv";
+    return IsPointToPointName(Name(r, c.collective));
   }
   // The other end's global rank: `Dst Rank`/`Src Rank`, else the other rank
   // of a group that lists exactly two; -1 when unknown.
@@ -348,7 +330,7 @@ int32_t CollectiveAnalyzer::PeerOf(const RankState& r,
                                    const CollectiveKernel& c) const {
   if (c.peer >= 0) return c.peer;
   if (c.group_ranks == kNoName) return -1;
-  const std::vector<int32_t> ranks = ParseRankOrder(Name(r, c.group_ranks));
+  const std::vector<int32_t> ranks = ParseGroupRanks(Name(r, c.group_ranks));
   if (ranks.size() != 2) return -1;
   if (ranks[0] == r.input->rank) return ranks[1];
   if (ranks[1] == r.input->rank) return ranks[0];
@@ -423,8 +405,9 @@ void CollectiveAnalyzer::BuildInstances() {
   std::vector<int> ranks_with_group;
   for (size_t slot = 0; slot < ranks_.size(); ++slot) {
     RankState& r = ranks_[slot];
-    absl::flat_hash_map<int, int64_t> order;     // Per group: next k.
-    absl::flat_hash_map<int, int64_t> last_seq;  // Per group.
+    absl::flat_hash_map<int, int64_t> order;            // Per group: next k.
+    absl::flat_hash_map<int, int64_t> last_seq;         // Per group.
+    absl::flat_hash_map<int, int64_t> last_pair_index;  // Per pair group.
     // The group of a name of this trace (a process group's, or the kernel
     // name's type), found once per name.
     absl::flat_hash_map<NameId, int> group_of_name;
@@ -468,7 +451,22 @@ void CollectiveAnalyzer::BuildInstances() {
           it->second = group_id(absl::StrCat(pg, " ", lo, "<->", hi));
         }
         group = it->second;
-        key = order[group]++;
+        if (c->pair_index < 0) {
+          key = order[group]++;
+        } else {
+          // Numbered over the rank's whole trace (CollectiveKernel::
+          // pair_index): it must grow, as Seq must.
+          auto [last, first] =
+              last_pair_index.try_emplace(group, c->pair_index);
+          if (!first) {
+            if (c->pair_index <= last->second) {
+              ++out_.seq_backwards;
+              continue;
+            }
+            last->second = c->pair_index;
+          }
+          key = c->pair_index;
+        }
       }
       switch (pair ? CollectiveKey::kStreamOrder : out_.key) {
         case CollectiveKey::kProcessGroupSeq: {

@@ -109,6 +109,10 @@ BatchedTrace::BatchedTrace(Trace trace, const BatchHeader& identity,
     std::stable_sort(cpu.begin(), cpu.end(), by_start);
   }
   header_.sequence = 0;
+  // A send/recv's pair index counts over the whole stream, so that the
+  // processor pairs its two ends whatever window cuts them
+  // (docs/semantics.md#streaming-collectives).
+  NumberPointToPointPairs(*trace_);
 
   const int64_t max_events = std::max<int64_t>(1, options.max_events);
   size_t g = 0;

@@ -80,6 +80,18 @@ std::span<const uint8_t> EventBatchEncoder::Encode(
       *peers_out++ = std::max(trace_->collectives[i].peer, -1);
     }
   }
+  flatbuffers::Offset<flatbuffers::Vector<int64_t>> pair_indices_vec;
+  if (std::any_of(
+          trace_->collectives.begin() + collectives_begin,
+          trace_->collectives.begin() + collectives_end,
+          [](const CollectiveKernel& c) { return c.pair_index >= 0; })) {
+    int64_t* out = nullptr;
+    pair_indices_vec = builder_.CreateUninitializedVector(
+        collectives_end - collectives_begin, &out);
+    for (size_t i = collectives_begin; i < collectives_end; ++i) {
+      *out++ = std::max<int64_t>(trace_->collectives[i].pair_index, -1);
+    }
+  }
   std::vector<flatbuffers::Offset<flatbuffers::String>> strings;
   strings.reserve(batch_names_.size());
   for (NameId id : batch_names_) {
@@ -101,6 +113,9 @@ std::span<const uint8_t> EventBatchEncoder::Encode(
   batch.add_cpu(cpu_vec);
   if (!collectives_vec.IsNull()) batch.add_collectives(collectives_vec);
   if (!peers_vec.IsNull()) batch.add_collective_peers(peers_vec);
+  if (!pair_indices_vec.IsNull()) {
+    batch.add_collective_pair_indices(pair_indices_vec);
+  }
   // Only when set: a batch that is no end marker keeps its old bytes.
   if (header.end_of_stream) batch.add_end_of_stream(true);
   // Only when given: a batch without one keeps its old bytes.
@@ -234,9 +249,17 @@ absl::StatusOr<DecodedBatch> DecodeEventBatch(std::span<const uint8_t> bytes) {
         absl::StrCat(peers->size(), " collective peers for ", num_collectives,
                      " collective records: one each"));
   }
+  const auto* pair_indices = batch->collective_pair_indices();
+  if (pair_indices != nullptr && pair_indices->size() != num_collectives) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(pair_indices->size(), " collective pair indices for ",
+                     num_collectives, " collective records: one each"));
+  }
   if (const auto* collectives = batch->collectives()) {
     t.collectives.reserve(collectives->size());
     for (const fb::CollectiveKernel* c : *collectives) {
+      const auto index =
+          static_cast<flatbuffers::uoffset_t>(t.collectives.size());
       if (c->kernel_name() >= num_names) {
         return absl::InvalidArgumentError(
             absl::StrCat("collective kernel name index ", c->kernel_name(),
@@ -264,11 +287,10 @@ absl::StatusOr<DecodedBatch> DecodeEventBatch(std::span<const uint8_t> bytes) {
           .in_elements = c->in_elements(),
           .out_elements = c->out_elements(),
           .group_size = c->group_size(),
-          .peer = peers == nullptr
-                      ? -1
-                      : std::max(peers->Get(static_cast<flatbuffers::uoffset_t>(
-                                     t.collectives.size())),
-                                 -1),
+          .peer = peers == nullptr ? -1 : std::max(peers->Get(index), -1),
+          .pair_index = pair_indices == nullptr
+                            ? -1
+                            : std::max<int64_t>(pair_indices->Get(index), -1),
       });
     }
   }

@@ -1,11 +1,15 @@
 #include "schemas/trace.h"
 
 #include <algorithm>
+#include <tuple>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "base/text_escape.h"
 
@@ -67,6 +71,69 @@ bool IsCollectiveKernelName(absl::string_view name) {
   absl::string_view head = name.substr(0, 4);
   return absl::EqualsIgnoreCase(head, "nccl") ||
          absl::EqualsIgnoreCase(head, "rccl");
+}
+
+bool IsPointToPointName(absl::string_view collective) {
+  return collective == "send" || collective == "recv";
+}
+
+std::vector<int32_t> ParseGroupRanks(absl::string_view text) {
+  std::vector<int32_t> ranks;
+  text = absl::StripAsciiWhitespace(text);
+  if (!absl::ConsumePrefix(&text, "[") || !absl::ConsumeSuffix(&text, "]")) {
+    return ranks;
+  }
+  if (absl::StripAsciiWhitespace(text).empty()) return ranks;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int32_t r = 0;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &r)) return {};
+    ranks.push_back(r);
+  }
+  return ranks;
+}
+
+void NumberPointToPointPairs(Trace& trace) {
+  std::vector<CollectiveKernel>& all = trace.collectives;
+  for (const CollectiveKernel& c : all) {
+    if (c.pair_index >= 0) return;
+  }
+  // Which rank lists name exactly two ranks, parsed once per name.
+  absl::flat_hash_map<NameId, bool> two_ranks;
+  // (device, process group, 0 and the list's name, or 1 and the peer).
+  using PairKey = std::tuple<int32_t, NameId, int, int64_t>;
+  std::vector<std::pair<PairKey, size_t>> sends;
+  for (size_t i = 0; i < all.size(); ++i) {
+    const CollectiveKernel& c = all[i];
+    if (c.collective == kNoName ||
+        !IsPointToPointName(trace.Name(c.collective))) {
+      continue;
+    }
+    bool listed = false;
+    if (c.group_ranks != kNoName) {
+      auto [it, inserted] = two_ranks.try_emplace(c.group_ranks, false);
+      if (inserted) {
+        it->second = ParseGroupRanks(trace.Name(c.group_ranks)).size() == 2;
+      }
+      listed = it->second;
+    }
+    if (listed) {
+      sends.push_back({{c.device, c.process_group, 0, c.group_ranks}, i});
+    } else if (c.peer >= 0) {
+      sends.push_back({{c.device, c.process_group, 1, c.peer}, i});
+    }
+  }
+  // By pair, then in the order the analysis takes a rank's kernels.
+  std::sort(sends.begin(), sends.end(), [&](const auto& a, const auto& b) {
+    const CollectiveKernel& x = all[a.second];
+    const CollectiveKernel& y = all[b.second];
+    return std::tie(a.first, x.start_ns, x.end_ns, x.stream, a.second) <
+           std::tie(b.first, y.start_ns, y.end_ns, y.stream, b.second);
+  });
+  int64_t k = 0;
+  for (size_t j = 0; j < sends.size(); ++j) {
+    if (j > 0 && sends[j].first != sends[j - 1].first) k = 0;
+    all[sends[j].second].pair_index = k++;
+  }
 }
 
 void EscapeUnprintableNames(Trace* trace) {

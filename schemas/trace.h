@@ -88,7 +88,20 @@ struct CollectiveKernel {
   // A send's or recv's other end, a global rank: Kineto's `Dst Rank` (send)
   // or `Src Rank` (recv). The stream carries it in EventBatch.collective_peers.
   int32_t peer = -1;
+  // A send's or recv's index k among its rank's send/recv kernels of the same
+  // pair in its whole trace (docs/semantics.md#point-to-point-pairs), as
+  // NumberPointToPointPairs numbered it before the trace was cut (the
+  // producer numbers a stream's, EventBatch.collective_pair_indices); -1: not
+  // numbered, the analysis counts k itself in what it is given.
+  int64_t pair_index = -1;
 };
+
+// True for a send or a recv: Kineto's `Collective name` "send" or "recv".
+bool IsPointToPointName(absl::string_view collective);
+
+// A process group's rank list as PyTorch prints it ("[0, 4, 8]") in the
+// order given; empty when it does not parse.
+std::vector<int32_t> ParseGroupRanks(absl::string_view text);
 
 // True when a kernel of this name is a collective: after an optional "void ",
 // it starts with "nccl" or "rccl" in any case.
@@ -139,6 +152,15 @@ struct Trace {
   // The name of an event. REQUIRES: id < names.size().
   absl::string_view Name(NameId id) const { return names[id]; }
 };
+
+// Numbers the send/recv kernels of `trace` (CollectiveKernel::pair_index):
+// per device and pair, in (start, end, stream) order from 0, a pair being
+// the kernel's process group and its rank list when that lists exactly two
+// ranks, else its process group and `peer`. A kernel with neither stays -1.
+// Counting over a whole trace before it is cut into windows keeps a pair's
+// two ends at the same k even when a window's start falls between them.
+// Kernels already numbered are left as they are when any is.
+void NumberPointToPointPairs(Trace& trace);
 
 // The event times bubblewatch accepts: |t| <= kMaxEventTimeNs, about 146
 // years either side of the clock's epoch (1824 to 2116 on a wall clock;

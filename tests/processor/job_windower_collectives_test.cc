@@ -121,7 +121,11 @@ void ExpectWindowEqualsTheOracle(const std::vector<Source>& sources,
     std::vector<Trace> cut;
     std::vector<std::string> labels;
     for (const Source& s : sources) {
-      Trace t = Cut(s.trace, w.window.start_ns, w.window.end_ns);
+      // The producer numbers a stream's pairs before cutting it into
+      // batches (ingest/batched_trace.h): so does the oracle.
+      Trace whole = s.trace;
+      NumberPointToPointPairs(whole);
+      Trace t = Cut(whole, w.window.start_ns, w.window.end_ns);
       if (t.gpu.empty() && t.cpu.empty() && t.collectives.empty()) continue;
       JobWindower::ApplyRankIds(
           BatchHeader{.rank = s.rank, .world_size = s.trace.world_size}, t);
@@ -754,47 +758,57 @@ TEST(JobWindowerCollectives, RealPairsEqualTheOfflineOracle) {
 // "Point-to-point pairs"): send/recv name the group of all PP stages and a
 // Seq that repeats, so only each kernel's peer (`Dst Rank`/`Src Rank`, sent
 // as EventBatch.collective_peers) tells the pair. Streamed one file per rank
-// with no host names and host clocks milliseconds apart, the window pairs
+// with no host names and host clocks milliseconds apart, the windows pair
 // every send with its recv exactly as the offline analysis of the same
-// files does, puts every clock on rank 0's, and names the planted rank.
-// (The job lies inside one window: a pair cut by a window's start is the
-// limit docs/semantics.md#streaming-collectives describes.)
+// files does, put every clock on rank 0's, and name the planted rank.
+// `cut`: the job starts at a window's start, so that the clocks put some
+// ranks' first kernels in the window before: a pair whose two ends fall in
+// different windows must not shift the pairs after it (the producer numbers
+// them over the whole stream: docs/semantics.md#streaming-collectives).
 TEST(JobWindowerCollectives, PipelineGroupPairsEqualTheOfflineOracle) {
-  ParallelJobOptions o;
-  o.tp = 2;
-  o.dp = 2;
-  o.pp = 4;
-  o.steps = 12;
-  o.pipeline_groups = true;
-  o.clock_offset_ns = {0,         1'300'000, -2'100'000, 700'000,
-                       2'900'000, -600'000,  1'800'000,  -1'400'000};
-  o.roots = {{.rank = 9, .step = 4, .extra_ns = 8'000'000, .steps = 4}};
-  o.start_time_ns = kDefaultSyntheticStartNs + 100'000'000;
-  ParallelJob job = MakeParallelJob(o);
-  std::vector<Source> sources;
-  for (Trace& t : job.ranks) {
-    const int32_t rank = t.rank;
-    sources.push_back({.trace = std::move(t), .rank = rank});
+  for (bool cut : {false, true}) {
+    SCOPED_TRACE(cut ? "cut by a window's start" : "in one window");
+    ParallelJobOptions o;
+    o.tp = 2;
+    o.dp = 2;
+    o.pp = 4;
+    o.steps = 12;
+    o.pipeline_groups = true;
+    o.clock_offset_ns = {0,         1'300'000, -2'100'000, 700'000,
+                         2'900'000, -600'000,  1'800'000,  -1'400'000};
+    o.roots = {{.rank = 9, .step = 4, .extra_ns = 8'000'000, .steps = 4}};
+    o.start_time_ns = kDefaultSyntheticStartNs + (cut ? 0 : 100'000'000);
+    ParallelJob job = MakeParallelJob(o);
+    std::vector<Source> sources;
+    for (Trace& t : job.ranks) {
+      const int32_t rank = t.rank;
+      sources.push_back({.trace = std::move(t), .rank = rank});
+    }
+    WindowerOptions options;
+    options.window_ns = 1'000'000'000;
+    options.lateness_ns = 100'000'000;
+    std::vector<WindowSummary> windows =
+        Stream(Batches(sources, 300, 3), options);
+    ASSERT_EQ(windows.size(), cut ? 2u : 1u);
+    EXPECT_EQ(ExpectWindowsEqualTheOracle(sources, windows), cut ? 2 : 1);
+    const WindowCollectives& c = *windows.back().collectives;
+    // 12 steps: per step 8 TP all-gathers (one per host), 8 DP all-reduces
+    // (one per (t, p)) and 24 pairs (3 stage boundaries × 2 directions × 4
+    // (t, d) replicas). Cut: the first window holds a few ranks' first
+    // kernels, all unmatched; their instances are unmatched in the second
+    // window too, and every other instance is matched.
+    const int64_t split =
+        cut ? windows.front().collectives->unmatched : int64_t{0};
+    EXPECT_EQ(windows.front().collectives->matched, cut ? 0 : c.matched);
+    EXPECT_EQ(c.matched + split, 12 * (8 + 8 + 24));
+    EXPECT_EQ(c.unmatched, split);
+    EXPECT_EQ(c.unsynchronized, 0);
+    for (const RankWindow& r : c.ranks) {
+      EXPECT_TRUE(r.clock_connected) << "rank " << r.rank;
+    }
+    ASSERT_FALSE(c.stragglers.empty());
+    EXPECT_EQ(c.stragglers[0].rank, 9);
   }
-  WindowerOptions options;
-  options.window_ns = 1'000'000'000;
-  options.lateness_ns = 100'000'000;
-  std::vector<WindowSummary> windows =
-      Stream(Batches(sources, 300, 3), options);
-  ASSERT_EQ(windows.size(), 1u);
-  EXPECT_EQ(ExpectWindowsEqualTheOracle(sources, windows), 1);
-  const WindowCollectives& c = *windows[0].collectives;
-  // 12 steps: per step 8 TP all-gathers (one per host), 8 DP all-reduces
-  // (one per (t, p)) and 24 pairs (3 stage boundaries × 2 directions × 4
-  // (t, d) replicas).
-  EXPECT_EQ(c.matched, 12 * (8 + 8 + 24));
-  EXPECT_EQ(c.unmatched, 0);
-  EXPECT_EQ(c.unsynchronized, 0);
-  for (const RankWindow& r : c.ranks) {
-    EXPECT_TRUE(r.clock_connected) << "rank " << r.rank;
-  }
-  ASSERT_FALSE(c.stragglers.empty());
-  EXPECT_EQ(c.stragglers[0].rank, 9);
 }
 
 // The ranks of a job sent without host names (docs/semantics.md#multi-device,

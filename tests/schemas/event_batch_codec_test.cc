@@ -626,5 +626,62 @@ TEST(EventBatchCodec, CollectivePeersOfAnotherCountAreRejected) {
               HasSubstr("2 collective peers for 1 collective records"));
 }
 
+// NumberPointToPointPairs counts each device's send/recv kernels per pair
+// (process group and its two-rank list, else the peer) in start order, and
+// the indices cross in the batch.
+TEST(EventBatchCodec, PairIndicesAreNumberedPerPairAndRoundTrip) {
+  Trace t;
+  NameInterner names(&t);
+  const NameId kernel = names.Intern("ncclDevKernel_SendRecv(ncclDevComm*)");
+  const NameId send = names.Intern("send");
+  const NameId recv = names.Intern("recv");
+  const NameId allreduce = names.Intern("allreduce");
+  const NameId pp = names.Intern("7");
+  const NameId pair_list = names.Intern("[2, 3]");
+  const NameId stage_list = names.Intern("[1, 3, 5, 7]");
+  auto add = [&](int64_t start, int32_t device, NameId collective, NameId list,
+                 int32_t peer) {
+    t.collectives.push_back(CollectiveKernel{.start_ns = start,
+                                             .end_ns = start + 10,
+                                             .device = device,
+                                             .kernel_name = kernel,
+                                             .collective = collective,
+                                             .process_group = pp,
+                                             .group_ranks = list,
+                                             .peer = peer});
+  };
+  add(500, 0, recv, stage_list, 5);   // 0: peer 5, second with it.
+  add(100, 0, send, stage_list, 5);   // 1: peer 5, first.
+  add(300, 0, send, stage_list, 1);   // 2: peer 1, first.
+  add(200, 1, send, stage_list, 5);   // 3: another device counts apart.
+  add(400, 0, send, pair_list, -1);   // 4: the two-rank list tells the pair.
+  add(600, 0, recv, pair_list, -1);   // 5: its second.
+  add(700, 0, send, stage_list, -1);  // 6: no peer: not numbered.
+  add(800, 0, allreduce, stage_list, -1);  // 7: no send/recv.
+  NumberPointToPointPairs(t);
+  std::vector<int64_t> got;
+  for (const CollectiveKernel& c : t.collectives) got.push_back(c.pair_index);
+  EXPECT_THAT(got, ::testing::ElementsAre(1, 0, 0, 0, 0, 1, -1, -1));
+  // Numbered already: left as it is.
+  t.collectives[0].pair_index = 9;
+  NumberPointToPointPairs(t);
+  EXPECT_EQ(t.collectives[0].pair_index, 9);
+  EventBatchEncoder encoder(&t);
+  std::span<const uint8_t> bytes =
+      encoder.Encode(Header(), 0, 0, 0, 0, 0, t.collectives.size());
+  absl::StatusOr<DecodedBatch> batch =
+      DecodeEventBatch(std::vector<uint8_t>(bytes.begin(), bytes.end()));
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  std::vector<int64_t> decoded;
+  for (const CollectiveKernel& c : batch->trace.collectives) {
+    decoded.push_back(c.pair_index);
+  }
+  EXPECT_THAT(decoded, ::testing::ElementsAre(9, 0, 0, 0, 0, 1, -1, -1));
+  // A batch with no numbered record leaves the field out.
+  bytes = encoder.Encode(Header(), 0, 0, 0, 0, 6, 8);
+  EXPECT_EQ(fb::GetEventBatch(bytes.data())->collective_pair_indices(),
+            nullptr);
+}
+
 }  // namespace
 }  // namespace bubblewatch

@@ -220,6 +220,22 @@ TEST_F(InspectorTailerTest, TruncationAndReplacementStartANewProducer) {
   EXPECT_EQ(t->stats().replaced, 1);
   EXPECT_EQ(t->stats().records_sent, 2 * all + CountRecords(third));
 
+  // Rewritten in place, longer, with other first bytes (same inode).
+  InspectorJobSpec spec;
+  spec.steps = 16;
+  spec.seed = 9;
+  spec.start_us += 1'000'000;
+  const std::string rewritten = GenerateInspectorJob(spec).files[0].text;
+  ASSERT_GT(rewritten.size(), text.size());
+  std::filesystem::resize_file(path_, 0);
+  Append(path_, rewritten);
+  ASSERT_TRUE(t->PollOnce(t0_ + absl::Seconds(30)).ok());
+  ASSERT_TRUE(t->PollOnce(t0_ + absl::Seconds(33)).ok());
+  EXPECT_EQ(t->stats().replaced, 2);
+  EXPECT_EQ(t->stats().truncated, 1);
+  EXPECT_EQ(t->stats().records_sent,
+            2 * all + CountRecords(third) + CountRecords(rewritten));
+
   std::vector<DecodedBatch> batches = Batches(t->stats().batches_sent);
   ASSERT_EQ(static_cast<int64_t>(batches.size()), t->stats().batches_sent);
   // The truncated file's batches: a new producer from sequence 0.
@@ -308,6 +324,26 @@ TEST_F(InspectorTailerTest, ExecTimeOnlyRecordsAreCountedNotSent) {
   EXPECT_EQ(s.batches_sent, 0);
   ASSERT_TRUE(s.skipped.contains(kExecTimeOnlySkip));
   EXPECT_EQ(s.skipped.at(kExecTimeOnlySkip), CountRecords(plain.text));
+}
+
+TEST_F(InspectorTailerTest, ACutLineIsACountedSkipAndTheRestIsSent) {
+  const std::string& text = log_.text;
+  const size_t cut = text.rfind('\n', text.size() / 2) + 1;
+  const size_t next = text.find('\n', cut) + 1;
+  // A writer that died inside a line and a new one that went on: the cut
+  // line ends in a newline.
+  WriteFile(path_, absl::StrCat(text.substr(0, cut),
+                                text.substr(cut, (next - cut) / 2), "\n",
+                                text.substr(next)));
+  auto t = Tailer();
+  ASSERT_NE(t, nullptr);
+  ASSERT_TRUE(t->PollOnce(t0_).ok());
+  ASSERT_TRUE(t->PollOnce(t0_ + absl::Seconds(3)).ok());
+  const InspectorTailStats s = t->stats();
+  EXPECT_EQ(s.skipped.at("bad JSON line (line skipped)"), 1);
+  const bool record =
+      absl::StrContains(text.substr(cut, next - cut), "\"coll_perf\"");
+  EXPECT_EQ(s.records_sent, CountRecords(text) - (record ? 1 : 0));
 }
 
 TEST_F(InspectorTailerTest, NotAnInspectorLogIsLeftAlone) {

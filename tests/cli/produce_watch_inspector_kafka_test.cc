@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -193,6 +194,27 @@ class ProduceWatchInspectorKafka : public ::testing::Test {
               << " ns)\n";
     EXPECT_GE(caused_ns[first], 0.9 * planted_ns);
     EXPECT_GE(caused_ns[first], 0.9 * waited);
+
+    // `query job` (what the dashboard and the HTTP API call too) names the
+    // planted process as the job's root straggler, on its host.
+    const std::string out = dir_.Sub("query.json");
+    ASSERT_EQ(
+        std::system((std::string(BUBBLEWATCH_BINARY) + " query job '" + job_ +
+                     "' --store '" + store + "' --json > '" + out + "'")
+                        .c_str()),
+        0);
+    std::string json = ReadFile(out);
+    json.erase(std::remove_if(json.begin(), json.end(),
+                              [](char c) { return c == ' ' || c == '\n'; }),
+               json.end());
+    const size_t at = json.find("\"stragglers\":[{");
+    ASSERT_NE(at, std::string::npos) << json;
+    const std::string root = json.substr(at, json.find('}', at) - at);
+    std::cerr << "query job: " << root << "}\n";
+    EXPECT_THAT(root, ::testing::HasSubstr("\"rank\":1,")) << root;
+    EXPECT_THAT(json.substr(at), ::testing::HasSubstr("\"root\":true"));
+    EXPECT_THAT(json.substr(at),
+                ::testing::HasSubstr("\"host\":\"" + gen_.truth.hosts[1]));
   }
 
   testing::TempDir dir_;

@@ -28,6 +28,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "alerts/alert_event.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ingest/synthetic/synthetic_inspector_job.h"
@@ -39,6 +40,7 @@
 #include "tests/testing/kafka_broker.h"
 #include "tests/testing/poll.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/topic_reader.h"
 
 namespace bubblewatch {
 namespace {
@@ -123,6 +125,10 @@ class ProduceWatchInspectorKafka : public ::testing::Test {
   // Processes the topic and checks the stored windows against the truth.
   void CheckStoredWindows(const std::string& topic) {
     const std::string store = dir_.Sub("store");
+    // The straggler rule of ops/alerts/rules.example.yaml.
+    const std::string rules = dir_.Sub("rules.yaml");
+    std::ofstream(rules) << "rules:\n  - name: straggler\n    kind: straggler\n"
+                            "    threshold: 5%\n    for: 1\n";
     const pid_t p = Spawn({"process",
                            "--brokers",
                            Brokers(),
@@ -140,12 +146,29 @@ class ProduceWatchInspectorKafka : public ::testing::Test {
                            "",
                            "--dlq-topic",
                            topic + ".dlq",
+                           "--rules",
+                           rules,
+                           "--alerts-topic",
+                           topic + ".alerts",
                            "--log-level",
                            "warn",
                            "--exit-when-idle",
                            "4s"},
                           dir_.Sub("process.log"));
     ASSERT_EQ(Wait(p), 0) << ReadFile(dir_.Sub("process.log"));
+    auto alerts =
+        testing::ReadTopic(Brokers(), topic + ".alerts", 1, absl::Seconds(30));
+    ASSERT_TRUE(alerts.ok()) << alerts.status();
+    ASSERT_FALSE(alerts->empty());
+    absl::StatusOr<AlertEvent> alert =
+        ParseAlertEventJson(alerts->front().value);
+    ASSERT_TRUE(alert.ok()) << alert.status();
+    std::cerr << "alert: " << alert->summary << "\n";
+    EXPECT_EQ(alert->job, job_);
+    EXPECT_EQ(alert->status, AlertStatus::kFiring);
+    ASSERT_TRUE(alert->straggler_rank.has_value());
+    EXPECT_EQ(*alert->straggler_rank, 1);
+    EXPECT_EQ(alert->straggler_host, gen_.truth.hosts[1]);
     auto reader = OpenRocksDbWindowStoreReadOnly(store);
     ASSERT_TRUE(reader.ok()) << reader.status();
     auto windows =

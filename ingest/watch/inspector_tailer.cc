@@ -450,8 +450,10 @@ absl::Status InspectorTailer::Follow(const std::string& name, absl::Time now) {
     ASSIGN_OR_RETURN(bytes, ReadAt(fd, entry.offset, want));
     const bool growing = now - seen.grew_at < options_.settle;
     int64_t len = ChunkLength(bytes, growing);
-    if (len == 0 && !growing && bytes.find('\n') == std::string::npos &&
+    if (len == 0 && !growing && !seen.long_line_counted &&
+        bytes.find('\n') == std::string::npos &&
         static_cast<int64_t>(bytes.size()) >= options_.max_chunk_bytes) {
+      seen.long_line_counted = true;
       // One line longer than a chunk: not a record the plugin writes.
       Count(absl::StrCat("line over ", options_.max_chunk_bytes >> 20,
                          " MiB (waits: the log is not followed past it)"),

@@ -196,6 +196,7 @@ class InspectorTailer {
     bool is_log = false;
     bool checked = false;
     bool no_job_logged = false;
+    bool long_line_counted = false;
   };
 
   InspectorTailerOptions options_;

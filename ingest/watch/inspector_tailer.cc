@@ -400,6 +400,19 @@ absl::Status InspectorTailer::Follow(const std::string& name, absl::Time now) {
   }
   TailedLog& entry = known->second;
 
+  // A read that fails before anything is sent is retried at the next poll
+  // (the file may be going away); one log does not stop the others.
+  auto read = [&](int64_t offset, int64_t len, std::string* out) {
+    absl::StatusOr<std::string> r = ReadAt(fd, offset, len);
+    if (!r.ok()) {
+      spdlog::warn("{}: {}: retried at the next poll", path,
+                   std::string(r.status().message()));
+      return false;
+    }
+    *out = *std::move(r);
+    return true;
+  };
+
   // Truncated or replaced: follow it from its start as a new producer.
   std::string why;
   if (entry.dev != static_cast<uint64_t>(st.st_dev) ||
@@ -411,7 +424,8 @@ absl::Status InspectorTailer::Follow(const std::string& name, absl::Time now) {
                        std::max(entry.offset, entry.pending_end),
                        " already read)");
   } else if (entry.head_len > 0) {
-    ASSIGN_OR_RETURN(std::string head, ReadAt(fd, 0, entry.head_len));
+    std::string head;
+    if (!read(0, entry.head_len, &head)) return absl::OkStatus();
     if (ContentHash(head) != entry.head_hash) {
       why = "replaced (its first bytes changed)";
     }
@@ -440,14 +454,15 @@ absl::Status InspectorTailer::Follow(const std::string& name, absl::Time now) {
   int64_t end = 0;
   std::string bytes;
   if (resend) {
-    ASSIGN_OR_RETURN(
-        bytes, ReadAt(fd, entry.offset, entry.pending_end - entry.offset));
+    if (!read(entry.offset, entry.pending_end - entry.offset, &bytes)) {
+      return absl::OkStatus();
+    }
     end = entry.pending_end;
   } else {
     if (st.st_size <= entry.offset) return absl::OkStatus();
     const int64_t want =
         std::min<int64_t>(st.st_size - entry.offset, options_.max_chunk_bytes);
-    ASSIGN_OR_RETURN(bytes, ReadAt(fd, entry.offset, want));
+    if (!read(entry.offset, want, &bytes)) return absl::OkStatus();
     const bool growing = now - seen.grew_at < options_.settle;
     int64_t len = ChunkLength(bytes, growing);
     if (len == 0 && !growing && !seen.long_line_counted &&
@@ -466,7 +481,8 @@ absl::Status InspectorTailer::Follow(const std::string& name, absl::Time now) {
 
   if (entry.producer_id == 0) {
     // The file's first line names the run (its dump timestamp, host, pid).
-    ASSIGN_OR_RETURN(std::string head, ReadAt(fd, 0, kHeadBytes));
+    std::string head;
+    if (!read(0, kHeadBytes, &head)) return absl::OkStatus();
     const absl::string_view first =
         absl::string_view(head).substr(0, head.find('\n'));
     entry.producer_id =

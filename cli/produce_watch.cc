@@ -54,6 +54,10 @@ std::string InspectorSummary(const InspectorTailStats& s) {
     absl::StrAppend(&out, ", ", s.resent_pending,
                     " chunks resent after a restart");
   }
+  if (s.ring_dropped > 0) {
+    absl::StrAppend(&out, ", ", s.ring_dropped,
+                    " records dropped by the plugin's ring");
+  }
   if (s.rank_changes > 0) {
     absl::StrAppend(&out, ", ", s.rank_changes, " job rank changes");
   }

@@ -225,6 +225,14 @@ InspectorChunk BuildInspectorChunk(absl::string_view bytes,
           : ParseInspectorLog(absl::StrCat(before.context, "\n", bytes),
                               file_name);
   AdvanceContext(bytes, &chunk.after.context, &chunk.after.context_seen);
+  for (const InspectorComm& c : log.comms) {
+    chunk.ring_dropped += c.coll_dropped_since_sum + c.p2p_dropped_since_sum;
+  }
+  if (!before.context.empty()) {
+    chunk.ring_dropped -=
+        IntField(before.context, "coll_dropped_since_last_dump") +
+        IntField(before.context, "p2p_dropped_since_last_dump");
+  }
   // Not missing: the context marker's records read in earlier chunks, and
   // those the last marker announced that a later chunk may still bring.
   if (auto it = log.skipped.find(kMissingSkip); it != log.skipped.end()) {
@@ -539,6 +547,13 @@ absl::Status InspectorTailer::Follow(const std::string& name, absl::Time now) {
     entry.head_hash = ContentHash(head);
   }
   RETURN_IF_ERROR(offsets_.Write());
+  if (chunk.ring_dropped > 0) {
+    spdlog::warn(
+        "{}: the plugin's ring dropped {} records before its dump (a shorter "
+        "NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS keeps them): their "
+        "instances are unmatched",
+        path, chunk.ring_dropped);
+  }
   if (chunk.rank_changed) {
     spdlog::warn(
         "{}: job rank now {} of {} (communicator {}): a larger communicator "
@@ -552,6 +567,7 @@ absl::Status InspectorTailer::Follow(const std::string& name, absl::Time now) {
   stats_.bytes_read += static_cast<int64_t>(bytes.size());
   if (resend) ++stats_.resent_pending;
   if (chunk.rank_changed) ++stats_.rank_changes;
+  stats_.ring_dropped += std::max<int64_t>(chunk.ring_dropped, 0);
   for (const auto& [reason, n] : chunk.skipped) stats_.skipped[reason] += n;
   return absl::OkStatus();
 }

@@ -127,7 +127,10 @@ struct InspectorChunk {
   Trace trace;
   SkipCounts skipped;
   int64_t records = 0;  // Collective records sent.
-  TailedLog after;      // `before` with rank, world_size, rank_comm, host.
+  // Records the plugin's ring dropped, as the chunk's dump markers say
+  // (`*_dropped_since_last_dump`; the context marker's counted before).
+  int64_t ring_dropped = 0;
+  TailedLog after;  // `before` with rank, world_size, rank_comm, host.
   bool rank_changed = false;
 };
 
@@ -163,6 +166,9 @@ struct InspectorTailStats {
   int64_t replaced = 0;
   int64_t resent_pending = 0;  // Pending chunks resent after a restart.
   int64_t rank_changes = 0;
+  // Records the plugin's ring dropped before a dump (dump_stats): missing
+  // on their process, their instances unmatched in its windows.
+  int64_t ring_dropped = 0;
   // Records and lines not sent, by reason (the reader's, kExecTimeOnlySkip,
   // "p2p_perf records (not matched live)", "no job", ...).
   std::map<std::string, int64_t> skipped;

@@ -346,6 +346,34 @@ TEST_F(InspectorTailerTest, ACutLineIsACountedSkipAndTheRestIsSent) {
   EXPECT_EQ(s.records_sent, CountRecords(text) - (record ? 1 : 0));
 }
 
+TEST_F(InspectorTailerTest, RingDropsAreCountedOnceAcrossChunks) {
+  InspectorJobSpec spec;
+  spec.steps = 12;
+  spec.dump_every_steps = 3;
+  spec.drop_process = 0;
+  spec.drop_from_sn = 5;
+  spec.drop_count = 4;
+  const InspectorJobLogs gen = GenerateInspectorJob(spec);
+  ASSERT_EQ(gen.truth.dropped, 4);
+  const std::string& text = gen.files[0].text;
+  // Cut after every dump marker, so that each marker is also the next
+  // chunk's context.
+  auto t = Tailer(absl::ZeroDuration());
+  ASSERT_NE(t, nullptr);
+  size_t at = 0;
+  int polls = 0;
+  while (at < text.size()) {
+    size_t marker = text.find("\"dump_stats\"", at);
+    size_t end =
+        marker == std::string::npos ? text.size() : text.find('\n', marker) + 1;
+    Append(path_, text.substr(at, end - at));
+    at = end;
+    ASSERT_TRUE(t->PollOnce(t0_ + absl::Seconds(++polls)).ok());
+  }
+  EXPECT_EQ(t->stats().ring_dropped, 4);
+  EXPECT_EQ(t->stats().records_sent, CountRecords(text));
+}
+
 TEST_F(InspectorTailerTest, NotAnInspectorLogIsLeftAlone) {
   WriteFile(watched_ + "/notes.log", "starting the job\nstep 1\n");
   auto t = Tailer();

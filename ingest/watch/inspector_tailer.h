@@ -17,7 +17,7 @@
 // processor) at its kernel times (epoch microseconds of its host's clock).
 // Exec-time-only records have no times: each is counted, under
 // kExecTimeOnlySkip, never sent with made-up times. p2p records are
-// counted, not sent.
+// counted, not sent; ring drops the dump markers report are counted.
 //
 // Chunks. A poll reads the bytes after the file's offset up to its last
 // newline (a partial last line waits for its newline). If the last dump

@@ -45,6 +45,28 @@ std::string Summary(const WatcherStats& s) {
   return out;
 }
 
+std::string InspectorSummary(const InspectorTailStats& s) {
+  std::string out = absl::StrCat(
+      "Inspector logs: ", s.logs, " followed, ", s.records_sent,
+      " records sent (", s.batches_sent, " batches in ", s.chunks_sent,
+      " chunks), ", s.truncated, " truncated, ", s.replaced, " replaced");
+  if (s.resent_pending > 0) {
+    absl::StrAppend(&out, ", ", s.resent_pending,
+                    " chunks resent after a restart");
+  }
+  if (s.ring_dropped > 0) {
+    absl::StrAppend(&out, ", ", s.ring_dropped,
+                    " records dropped by the plugin's ring");
+  }
+  if (s.rank_changes > 0) {
+    absl::StrAppend(&out, ", ", s.rank_changes, " job rank changes");
+  }
+  for (const auto& [reason, count] : s.skipped) {
+    absl::StrAppend(&out, "; ", reason, ": ", count);
+  }
+  return out;
+}
+
 }  // namespace
 
 int RunProduceWatch(const ProduceWatchFlags& flags, KafkaConfig config,
@@ -117,6 +139,10 @@ int RunProduceWatch(const ProduceWatchFlags& flags, KafkaConfig config,
   std::signal(SIGTERM, SIG_DFL);
   std::signal(SIGINT, SIG_DFL);
   std::cerr << kCommand << ": " << Summary((*watcher)->stats()) << "\n";
+  if (const InspectorTailStats t = (*watcher)->inspector_stats();
+      t.logs > 0 || t.chunks_sent > 0 || !t.skipped.empty()) {
+    std::cerr << kCommand << ": " << InspectorSummary(t) << "\n";
+  }
   if (!run.ok()) return Fail(kExitFailure, run.message());
   return kExitOk;
 }

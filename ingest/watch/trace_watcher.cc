@@ -288,8 +288,19 @@ absl::StatusOr<std::unique_ptr<TraceWatcher>> TraceWatcher::Create(
     options.state_dir = (fs::path(options.dir) / ".bubblewatch-state").string();
   }
   ASSIGN_OR_RETURN(WatchState state, WatchState::Open(options.state_dir));
+  InspectorTailerOptions tail;
+  tail.dir = options.dir;
+  tail.state_dir = options.state_dir;
+  tail.job = options.job;
+  tail.job_pattern = options.job_pattern;
+  tail.batching = options.batching;
+  tail.settle = options.settle;
+  tail.flush_timeout = options.flush_timeout;
+  ASSIGN_OR_RETURN(std::unique_ptr<InspectorTailer> tailer,
+                   InspectorTailer::Create(std::move(tail), producer));
   std::unique_ptr<TraceWatcher> w(
       new TraceWatcher(std::move(options), producer, std::move(state)));
+  w->inspector_ = std::move(tailer);
   if (w->options_.use_inotify) {
     w->inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (w->inotify_fd_ >= 0 &&
@@ -390,6 +401,7 @@ absl::Status TraceWatcher::PollOnce(absl::Time now) {
     }
     if (!group.empty()) RETURN_IF_ERROR(Ship(group));
   }
+  if (!stop_.load()) RETURN_IF_ERROR(inspector_->PollOnce(now));
   // Entries of files moved away or deleted are no longer needed.
   absl::flat_hash_set<std::string> remaining;
   for (const auto& [name, entry] : files_) {

@@ -48,6 +48,10 @@
 // JSON end, a parse error) is taken once per version of the file (size and
 // mtime): an unchanged file is not read again, only re-judged by time.
 //
+// Inspector logs: *.log and *.jsonl files that are NCCL/RCCL Inspector logs
+// are not whole files but growing ones; an InspectorTailer follows them
+// (ingest/watch/inspector_tailer.h), in the same polls.
+//
 // Bad files (unreadable, not a trace, truncated) are counted by reason and
 // moved to `reject_dir`; the watcher keeps going. A failed delivery or a
 // state that cannot be written is fatal (PollOnce returns the error): the
@@ -75,6 +79,7 @@
 #include "absl/time/time.h"
 #include "ingest/batched_trace.h"
 #include "ingest/event_producer.h"
+#include "ingest/watch/inspector_tailer.h"
 #include "ingest/watch/job_name_pattern.h"
 #include "ingest/watch/watch_state.h"
 
@@ -196,6 +201,8 @@ class TraceWatcher {
   void RequestStop() { stop_.store(true); }
 
   WatcherStats stats() const;
+  // The Inspector logs followed (ingest/watch/inspector_tailer.h).
+  InspectorTailStats inspector_stats() const { return inspector_->stats(); }
   bool using_inotify() const { return inotify_fd_ >= 0; }
   const TraceWatcherOptions& options() const { return options_; }
 
@@ -252,6 +259,8 @@ class TraceWatcher {
   TraceWatcherOptions options_;
   EventProducer* producer_;
   WatchState state_;
+  // Follows the directory's growing Inspector logs (*.log, *.jsonl).
+  std::unique_ptr<InspectorTailer> inspector_;
   int inotify_fd_ = -1;
   std::atomic<bool> stop_{false};
   std::map<std::string, FileEntry> files_;  // By name; sorted for order.

@@ -37,6 +37,8 @@ absl::Status ErrnoStatus(int err, absl::string_view what) {
   return absl::UnavailableError(message);
 }
 
+}  // namespace
+
 // Writes `content` to `path` durably: temp file, fsync, rename, fsync of the
 // directory (so the rename itself survives a power cut).
 absl::Status WriteFileAtomically(const std::string& path,
@@ -72,8 +74,6 @@ absl::Status WriteFileAtomically(const std::string& path,
   }
   return absl::OkStatus();
 }
-
-}  // namespace
 
 uint64_t ContentHash(absl::string_view bytes) {
   ContentHasher hasher;

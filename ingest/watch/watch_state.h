@@ -57,6 +57,12 @@ class ContentHasher {
 absl::StatusOr<uint64_t> ContentHashOfFile(const std::string& path,
                                            int64_t* size, int64_t* mtime_ns);
 
+// Writes `content` to `path` durably: a temporary file beside it, fsync,
+// rename, fsync of the directory, so that a crash leaves the old or the new
+// content, never a torn one. Errors: kPermissionDenied / kUnavailable.
+absl::Status WriteFileAtomically(const std::string& path,
+                                 const std::string& content);
+
 class WatchState {
  public:
   // Opens the state in `dir`, creating the directory if missing; an absent

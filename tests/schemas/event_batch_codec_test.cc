@@ -545,29 +545,43 @@ TEST(EventBatchCodec, ObservationRoundTripsAndIsAbsentWhenNotGiven) {
   EXPECT_FALSE(old->header.observation.has_value());
 }
 
+// A hand-built batch of one kernel, its collective record `coll` and, when
+// given, per-record peers and pair indices of any count.
+std::vector<uint8_t> OneCollectiveBatch(
+    const fb::CollectiveKernel& coll,
+    const std::vector<int32_t>* peers = nullptr,
+    const std::vector<int64_t>* pair_indices = nullptr) {
+  flatbuffers::FlatBufferBuilder b;
+  std::vector<fb::GpuActivity> gpu = {fb::GpuActivity(
+      0, 1, 0, 0, /*name=*/0, 0, 0, fb::GpuActivityKind::Kernel, false)};
+  auto strings = b.CreateVectorOfStrings({"ncclKernel"});
+  auto gpu_vec = b.CreateVectorOfStructs(gpu);
+  auto coll_vec = b.CreateVectorOfStructs(&coll, 1);
+  flatbuffers::Offset<flatbuffers::Vector<int32_t>> peers_vec;
+  if (peers != nullptr) peers_vec = b.CreateVector(*peers);
+  flatbuffers::Offset<flatbuffers::Vector<int64_t>> indices_vec;
+  if (pair_indices != nullptr) indices_vec = b.CreateVector(*pair_indices);
+  auto job = b.CreateString("j");
+  fb::EventBatchBuilder eb(b);
+  eb.add_job(job);
+  eb.add_strings(strings);
+  eb.add_gpu(gpu_vec);
+  eb.add_collectives(coll_vec);
+  if (peers != nullptr) eb.add_collective_peers(peers_vec);
+  if (pair_indices != nullptr) eb.add_collective_pair_indices(indices_vec);
+  fb::FinishEventBatchBuffer(b, eb.Finish());
+  return {b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize()};
+}
+
 TEST(EventBatchCodec, CollectiveNameIndexOutsideTheTableIsRejected) {
   for (int bad_field = 0; bad_field < 2; ++bad_field) {
-    flatbuffers::FlatBufferBuilder b;
-    std::vector<fb::GpuActivity> gpu = {fb::GpuActivity(
-        0, 1, 0, 0, /*name=*/0, 0, 0, fb::GpuActivityKind::Kernel, false)};
     // bad_field 0: the kernel name; 1: the process group. The collective
     // type is absent (0xFFFFFFFF), which is allowed.
-    std::vector<fb::CollectiveKernel> coll = {fb::CollectiveKernel(
+    const std::vector<uint8_t> bytes = OneCollectiveBatch(fb::CollectiveKernel(
         0, 1, -1, -1, -1, /*kernel_name=*/bad_field == 0 ? 1 : 0,
         /*collective=*/kNoName, /*process_group=*/bad_field == 1 ? 7 : kNoName,
-        kNoName, kNoName, 0, 0, -1)};
-    auto strings = b.CreateVectorOfStrings({"ncclKernel"});
-    auto gpu_vec = b.CreateVectorOfStructs(gpu);
-    auto coll_vec = b.CreateVectorOfStructs(coll);
-    auto job = b.CreateString("j");
-    fb::EventBatchBuilder eb(b);
-    eb.add_job(job);
-    eb.add_strings(strings);
-    eb.add_gpu(gpu_vec);
-    eb.add_collectives(coll_vec);
-    fb::FinishEventBatchBuffer(b, eb.Finish());
-    absl::StatusOr<DecodedBatch> batch =
-        DecodeEventBatch({b.GetBufferPointer(), b.GetSize()});
+        kNoName, kNoName, 0, 0, -1));
+    absl::StatusOr<DecodedBatch> batch = DecodeEventBatch(bytes);
     ASSERT_FALSE(batch.ok()) << "field " << bad_field;
     EXPECT_THAT(batch.status().message(),
                 HasSubstr("outside the string table"));
@@ -600,30 +614,26 @@ TEST(EventBatchCodec, CollectivePeersRoundTripAndAreAbsentWithoutAny) {
   EXPECT_EQ(fb::GetEventBatch(bytes.data())->collective_peers(), nullptr);
 }
 
-TEST(EventBatchCodec, CollectivePeersOfAnotherCountAreRejected) {
-  flatbuffers::FlatBufferBuilder b;
-  std::vector<fb::GpuActivity> gpu = {fb::GpuActivity(
-      0, 1, 0, 0, /*name=*/0, 0, 0, fb::GpuActivityKind::Kernel, false)};
-  std::vector<fb::CollectiveKernel> coll = {
-      fb::CollectiveKernel(0, 1, -1, -1, -1, /*kernel_name=*/0, kNoName,
-                           kNoName, kNoName, kNoName, 0, 0, -1)};
-  auto strings = b.CreateVectorOfStrings({"ncclKernel"});
-  auto gpu_vec = b.CreateVectorOfStructs(gpu);
-  auto coll_vec = b.CreateVectorOfStructs(coll);
-  auto peers = b.CreateVector(std::vector<int32_t>{1, 2});
-  auto job = b.CreateString("j");
-  fb::EventBatchBuilder eb(b);
-  eb.add_job(job);
-  eb.add_strings(strings);
-  eb.add_gpu(gpu_vec);
-  eb.add_collectives(coll_vec);
-  eb.add_collective_peers(peers);
-  fb::FinishEventBatchBuffer(b, eb.Finish());
+TEST(EventBatchCodec, PeersOrPairIndicesOfAnotherCountAreRejected) {
+  const fb::CollectiveKernel coll(0, 1, -1, -1, -1, /*kernel_name=*/0, kNoName,
+                                  kNoName, kNoName, kNoName, 0, 0, -1);
+  const std::vector<int32_t> two_peers = {1, 2};
   absl::StatusOr<DecodedBatch> batch =
-      DecodeEventBatch({b.GetBufferPointer(), b.GetSize()});
+      DecodeEventBatch(OneCollectiveBatch(coll, &two_peers));
   ASSERT_FALSE(batch.ok());
   EXPECT_THAT(batch.status().message(),
               HasSubstr("2 collective peers for 1 collective records"));
+  const std::vector<int64_t> no_indices;
+  batch = DecodeEventBatch(OneCollectiveBatch(coll, nullptr, &no_indices));
+  ASSERT_FALSE(batch.ok());
+  EXPECT_THAT(batch.status().message(),
+              HasSubstr("0 collective pair indices for 1 collective records"));
+  const std::vector<int32_t> one_peer = {3};
+  const std::vector<int64_t> one_index = {4};
+  batch = DecodeEventBatch(OneCollectiveBatch(coll, &one_peer, &one_index));
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  EXPECT_EQ(batch->trace.collectives[0].peer, 3);
+  EXPECT_EQ(batch->trace.collectives[0].pair_index, 4);
 }
 
 // NumberPointToPointPairs counts each device's send/recv kernels per pair

@@ -21,7 +21,7 @@
 // the uninterrupted run's; its job states and progress, the changelog's
 // latest snapshot and the windows topic must equal that run's.
 //
-// What the harness drives is what StreamProcessor::HandleMessage and Run
+// What the harness drives is what PartitionTask::OnMessage and Tick
 // do, with the clock a function of the offset (so that a replay sees the
 // time the first pass saw) and a commit after every window or 4 messages.
 #include <algorithm>
@@ -263,16 +263,13 @@ bool RunProcess(World& world, CrashBudget& budget, const RunSetup& setup = {}) {
   };
   // The assignment: resume where the store or the changelog says, else at
   // the group offset.
-  rd_kafka_topic_partition_t tp{};
-  tp.topic = const_cast<char*>(kTopic);
-  tp.partition = 0;
-  tp.offset = RD_KAFKA_OFFSET_INVALID;
+  int64_t offset = -1;  // No snapshot: the group offset.
   PartitionState restored;
-  if (absl::Status s = pipeline.RestorePartition(tp, restored); !s.ok()) {
+  if (absl::Status s = pipeline.RestorePartition(kTopic, 0, offset, restored);
+      !s.ok()) {
     EXPECT_TRUE(budget.crashed) << s;
     return false;
   }
-  int64_t offset = tp.offset;
   if (offset < 0) {
     auto it = world.topics.group_offsets.find({kTopic, 0});
     offset = it == world.topics.group_offsets.end() ? 0 : it->second;

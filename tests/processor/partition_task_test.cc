@@ -649,5 +649,55 @@ TEST(PartitionTask, AForgedFirstBatchShadowsNoRealBatch) {
   EXPECT_TRUE(clean_run.DeadLetters().empty());
 }
 
+// The dead-letter sink over the seam (dead_letter_sink.h): a dead letter
+// the topic refuses for good goes again in its minimal form (no key, no
+// payload, the reason kept); refused again, it is counted as lost and the
+// processor goes on; a delivery that fails because the broker is away is
+// fatal, so no offset moves past it.
+TEST(PartitionTask, ARefusedDeadLetterGoesMinimalThenCountsAsLost) {
+  const std::string garbage = "this is not an EventBatch";
+  {
+    ::bubblewatch::testing::TempDir dir;
+    TaskDriver driver(ProcessOptions(), dir.Sub("store"));
+    ASSERT_TRUE(driver.Advance(absl::ZeroDuration()).ok());  // Started.
+    driver.kafka().RefuseDeadLetters(1);
+    driver.Send("job-bad", garbage);
+    ASSERT_TRUE(driver.RunUntilIdle().ok());
+    std::vector<MemoryRecord> letters = driver.DeadLetters();
+    ASSERT_EQ(letters.size(), 1u);
+    EXPECT_EQ(letters[0].key, "");
+    EXPECT_EQ(letters[0].value, "");
+    EXPECT_THAT(LastHeader(letters[0], kDeadLetterErrorHeader),
+                ::testing::StartsWith("undecodable: "));
+    EXPECT_THAT(LastHeader(letters[0], kDeadLetterTruncatedHeader),
+                HasSubstr("payload"));
+    EXPECT_EQ(driver.stats().dead_letters_lost, 0);
+  }
+  {
+    ::bubblewatch::testing::TempDir dir;
+    TaskDriver driver(ProcessOptions(), dir.Sub("store"));
+    ASSERT_TRUE(driver.Advance(absl::ZeroDuration()).ok());
+    driver.kafka().RefuseDeadLetters(2);
+    driver.Send("job-bad", garbage);
+    ASSERT_TRUE(driver.RunUntilIdle().ok());
+    EXPECT_TRUE(driver.DeadLetters().empty());
+    EXPECT_EQ(driver.stats().dead_letters_lost, 1);
+    EXPECT_EQ(driver.stats().dlq_by_reason.at("undecodable"), 1);
+  }
+  {
+    ::bubblewatch::testing::TempDir dir;
+    TaskDriver driver(ProcessOptions(), dir.Sub("store"));
+    ASSERT_TRUE(driver.Advance(absl::ZeroDuration()).ok());
+    driver.kafka().FailDeliveries(absl::DeadlineExceededError("timed out"));
+    driver.Send("job-bad", garbage);
+    absl::Status s = driver.RunUntilIdle();
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+    EXPECT_TRUE(driver.DeadLetters().empty());
+    EXPECT_FALSE(
+        driver.topics().group_offsets.contains({driver.options().topic, 0}))
+        << "an offset moved past an undelivered dead letter";
+  }
+}
+
 }  // namespace
 }  // namespace bubblewatch

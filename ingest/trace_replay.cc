@@ -11,9 +11,14 @@
 
 namespace bubblewatch {
 
-absl::Status ReplayTraces(const std::vector<BatchedTrace*>& streams,
-                          EventProducer* producer,
-                          const ReplayOptions& options) {
+namespace {
+
+// ReplayTraces over `send`; `poll` serves delivery reports while pacing
+// waits, `progress` reports (options.progress set).
+absl::Status Replay(const std::vector<BatchedTrace*>& streams, ReplaySend send,
+                    absl::FunctionRef<void(absl::Duration)> poll,
+                    absl::FunctionRef<void(absl::Duration)> progress,
+                    const ReplayOptions& options) {
   // (first event time, stream, batch), smallest first.
   using Next = std::tuple<int64_t, size_t, size_t>;
   std::priority_queue<Next, std::vector<Next>, std::greater<Next>> queue;
@@ -45,17 +50,17 @@ absl::Status ReplayTraces(const std::vector<BatchedTrace*>& streams,
           wall_origin + absl::Nanoseconds(event_offset_ns / options.speed);
       // Pacing: wait for the replay clock while serving delivery reports.
       for (absl::Time now = absl::Now(); now < due; now = absl::Now()) {
-        producer->Poll(std::min(due - now, absl::Milliseconds(100)));
+        poll(std::min(due - now, absl::Milliseconds(100)));
         if (options.progress && now >= next_progress) {
-          options.progress(producer->stats(), now - wall_origin);
+          progress(now - wall_origin);
           next_progress = now + options.progress_interval;
         }
       }
     }
     const std::span<const uint8_t> bytes = stream.Encode(b);
     const std::string& job = stream.header().job;
-    RETURN_IF_ERROR(producer->Send(absl::string_view(job.data(), job.size()),
-                                   bytes, stream.batch(b).events()));
+    RETURN_IF_ERROR(send(absl::string_view(job.data(), job.size()), bytes,
+                         stream.batch(b).events()));
     if (b + 1 < stream.num_batches()) {
       queue.emplace(stream.batch(b + 1).first_start_ns, s, b + 1);
     } else if (options.end_markers) {
@@ -64,9 +69,8 @@ absl::Status ReplayTraces(const std::vector<BatchedTrace*>& streams,
       if (--sending[job] == 0) {
         // Keyed like the streams' batches: same partition, after them.
         for (size_t ended : done) {
-          RETURN_IF_ERROR(
-              producer->Send(absl::string_view(job.data(), job.size()),
-                             streams[ended]->EncodeEndMarker(), 0));
+          RETURN_IF_ERROR(send(absl::string_view(job.data(), job.size()),
+                               streams[ended]->EncodeEndMarker(), 0));
         }
         finished.erase(job);
       }
@@ -74,12 +78,38 @@ absl::Status ReplayTraces(const std::vector<BatchedTrace*>& streams,
     if (options.progress) {
       const absl::Time now = absl::Now();
       if (now >= next_progress) {
-        options.progress(producer->stats(), now - wall_origin);
+        progress(now - wall_origin);
         next_progress = now + options.progress_interval;
       }
     }
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ReplayTraces(const std::vector<BatchedTrace*>& streams,
+                          EventProducer* producer,
+                          const ReplayOptions& options) {
+  return Replay(
+      streams,
+      [producer](absl::string_view key, std::span<const uint8_t> message,
+                 int64_t events) {
+        return producer->Send(key, message, events);
+      },
+      [producer](absl::Duration timeout) { producer->Poll(timeout); },
+      [&](absl::Duration elapsed) {
+        options.progress(producer->stats(), elapsed);
+      },
+      options);
+}
+
+absl::Status ReplayTraces(const std::vector<BatchedTrace*>& streams,
+                          ReplaySend send, bool end_markers) {
+  ReplayOptions options;
+  options.end_markers = end_markers;
+  return Replay(
+      streams, send, [](absl::Duration) {}, [](absl::Duration) {}, options);
 }
 
 }  // namespace bubblewatch

@@ -4,10 +4,14 @@
 #ifndef BUBBLEWATCH_INGEST_TRACE_REPLAY_H_
 #define BUBBLEWATCH_INGEST_TRACE_REPLAY_H_
 
+#include <cstdint>
 #include <functional>
+#include <span>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "ingest/batched_trace.h"
 #include "ingest/event_producer.h"
@@ -38,6 +42,16 @@ struct ReplayOptions {
 absl::Status ReplayTraces(const std::vector<BatchedTrace*>& streams,
                           EventProducer* producer,
                           const ReplayOptions& options);
+
+// Where the overload below sends each message: its key (the job), its
+// bytes (valid during the call) and its events (0 for an end marker).
+using ReplaySend = absl::FunctionRef<absl::Status(
+    absl::string_view key, std::span<const uint8_t> message, int64_t events)>;
+
+// The same messages in the same order, unpaced, to `send` instead of a
+// producer (a test's in-memory topic): what `produce` sends a broker.
+absl::Status ReplayTraces(const std::vector<BatchedTrace*>& streams,
+                          ReplaySend send, bool end_markers = true);
 
 }  // namespace bubblewatch
 

@@ -1,5 +1,7 @@
 #include "processor/commit_kafka.h"
 
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -156,6 +158,44 @@ absl::Status RdKafkaChangelogKafka::ReadPartition(
   }
   rd_kafka_assign(reader_.get(), nullptr);
   return status;
+}
+
+std::optional<DeadLetterError> RdKafkaDeadLetterKafka::ProduceDeadLetter(
+    const std::string& topic, const DeadLetter& letter,
+    std::unique_ptr<DeadLetter> fallback) {
+  rd_kafka_headers_t* headers =
+      rd_kafka_headers_new(static_cast<int>(letter.headers.size()));
+  for (const auto& [name, value] : letter.headers) {
+    rd_kafka_header_add(headers, name.data(), static_cast<ssize_t>(name.size()),
+                        value.data(), static_cast<ssize_t>(value.size()));
+  }
+  rd_kafka_resp_err_t err = rd_kafka_producev(
+      producer_, RD_KAFKA_V_TOPIC(topic.c_str()),
+      RD_KAFKA_V_KEY(letter.key.data(), letter.key.size()),
+      RD_KAFKA_V_VALUE(const_cast<char*>(letter.payload.data()),
+                       letter.payload.size()),
+      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(headers),
+      RD_KAFKA_V_OPAQUE(fallback.get()), RD_KAFKA_V_END);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    rd_kafka_headers_destroy(headers);  // Owned by librdkafka only on success.
+    return DeadLetterDeliveryError(err);
+  }
+  fallback.release();  // The delivery report frees it.
+  return std::nullopt;
+}
+
+DeadLetterError DeadLetterDeliveryError(rd_kafka_resp_err_t err) {
+  const bool refused = err == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE ||
+                       err == RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE ||
+                       err == RD_KAFKA_RESP_ERR_INVALID_RECORD ||
+                       err == RD_KAFKA_RESP_ERR_INVALID_MSG ||
+                       err == RD_KAFKA_RESP_ERR_POLICY_VIOLATION;
+  return DeadLetterError{
+      .refused = refused,
+      .status = refused ? absl::OkStatus()
+                        : KafkaErrorToStatus(
+                              err, "delivering to the dead-letter topic"),
+      .description = rd_kafka_err2str(err)};
 }
 
 }  // namespace bubblewatch

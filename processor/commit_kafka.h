@@ -13,8 +13,13 @@
 // writes and the restore's read of a partition), for StateChangelog
 // (processor/state_changelog.h) over either implementation.
 //
-// Not here yet: the consumer's assign/poll/rebalance callbacks, the fetch
-// wakeup and the dead-letter sink (they still hold their own clients).
+// RdKafkaDeadLetterKafka, last: the dead-letter sink's producer
+// (processor/dead_letter_sink.h), and the translation of a failed dead
+// letter's delivery report for it.
+//
+// Not here: the consumer's assign/poll/rebalance callbacks, the fetch
+// wakeup and the broker's health: StreamProcessor (the librdkafka adapter)
+// keeps them and hands what they mean to PartitionTask.
 //
 // Thread safety: one thread (the processor's poll loop).
 #ifndef BUBBLEWATCH_PROCESSOR_COMMIT_KAFKA_H_
@@ -23,6 +28,7 @@
 #include <librdkafka/rdkafka.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +40,7 @@
 #include "absl/time/time.h"
 #include "kafka/kafka_admin.h"
 #include "kafka/kafka_handles.h"
+#include "processor/dead_letter_sink.h"
 
 namespace bubblewatch {
 
@@ -170,6 +177,27 @@ class RdKafkaChangelogKafka : public ChangelogKafka {
   RdKafkaPtr reader_;
   rd_kafka_t* producer_;
 };
+
+// The librdkafka implementation: `producer` (not owned, must outlive this)
+// produces each dead letter with its fallback as the message opaque; its
+// delivery callback hands a failed one to DeadLetterSink::OnDeliveryFailed
+// with DeadLetterDeliveryError.
+class RdKafkaDeadLetterKafka : public DeadLetterKafka {
+ public:
+  explicit RdKafkaDeadLetterKafka(rd_kafka_t* producer) : producer_(producer) {}
+
+  std::optional<DeadLetterError> ProduceDeadLetter(
+      const std::string& topic, const DeadLetter& letter,
+      std::unique_ptr<DeadLetter> fallback) override;
+
+ private:
+  rd_kafka_t* producer_;
+};
+
+// What DeadLetterSink::OnDeliveryFailed needs to know of `err`, a dead
+// letter's failed delivery: a refusal for good (too large, invalid, a
+// policy), or the broker away (fatal).
+DeadLetterError DeadLetterDeliveryError(rd_kafka_resp_err_t err);
 
 }  // namespace bubblewatch
 

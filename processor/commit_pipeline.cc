@@ -75,10 +75,12 @@ int64_t CommitPipeline::ReadWindowsLimit(rd_kafka_t* client,
   return limit;
 }
 
-absl::Status CommitPipeline::RestorePartition(rd_kafka_topic_partition_t& tp,
+absl::Status CommitPipeline::RestorePartition(const std::string& topic,
+                                              int32_t partition,
+                                              int64_t& offset,
                                               PartitionState& state) {
   ASSIGN_OR_RETURN(std::optional<PartitionProgress> local,
-                   store_->Progress(tp.topic, tp.partition));
+                   store_->Progress(topic, partition));
   std::optional<PartitionSnapshot> remote;
   std::vector<std::string> remote_gone;
   if (!topics_prepared_ && (changelog_ || !options_.windows_topic.empty())) {
@@ -94,8 +96,8 @@ absl::Status CommitPipeline::RestorePartition(rd_kafka_topic_partition_t& tp,
   }
   if (changelog_) {
     if (!changelog_created_now_) {
-      ASSIGN_OR_RETURN(
-          remote, changelog_->ReadLatest(tp.topic, tp.partition, &remote_gone));
+      ASSIGN_OR_RETURN(remote,
+                       changelog_->ReadLatest(topic, partition, &remote_gone));
     }
   }
   // Both are consistent snapshots (progress + job states of one commit);
@@ -105,7 +107,7 @@ absl::Status CommitPipeline::RestorePartition(rd_kafka_topic_partition_t& tp,
   PartitionSnapshot restored;
   if (remote &&
       (!local || remote->committed_position > local->committed_position)) {
-    tp.offset = remote->resume_offset;
+    offset = remote->resume_offset;
     restored = *std::move(remote);
     for (std::string& job : remote_gone) {
       state.gone_jobs.emplace(std::move(job), restored.committed_position);
@@ -119,13 +121,13 @@ absl::Status CommitPipeline::RestorePartition(rd_kafka_topic_partition_t& tp,
   } else if (local) {
     // Resume where an open window still needs data; what lies below the
     // committed position is replay.
-    tp.offset = local->resume_offset;
+    offset = local->resume_offset;
     restored.committed_position = local->committed_position;
     if (!local->state.empty()) {
       ASSIGN_OR_RETURN(restored, DecodeStoredPartitionState(local->state));
       restored.committed_position = local->committed_position;
       ASSIGN_OR_RETURN(auto entries,
-                       store_->PartitionJobRecords(tp.topic, tp.partition));
+                       store_->PartitionJobRecords(topic, partition));
       std::vector<PartitionJobRecord> records;
       records.reserve(entries.size());
       for (const auto& [job, bytes] : entries) {
@@ -150,12 +152,12 @@ absl::Status CommitPipeline::RestorePartition(rd_kafka_topic_partition_t& tp,
   state.ledger = std::move(restored.ledger);
   state.job_alerts = std::move(restored.job_alerts);
   state.activity = std::move(restored.activity);
-  state.resume_offset = tp.offset;
+  state.resume_offset = offset;
   spdlog::info(
       "assigned {}/{}: state from {} ({} jobs, {} limit rejections to "
       "replay), resume at {}, replay below {}",
-      tp.topic, tp.partition, source, PartitionJobs::TrackedJobs(state),
-      state.ledger.rejections(), tp.offset, state.committed_position);
+      topic, partition, source, PartitionJobs::TrackedJobs(state),
+      state.ledger.rejections(), offset, state.committed_position);
   return absl::OkStatus();
 }
 

@@ -114,10 +114,12 @@ class CommitPipeline {
   // Something changed (a message, a job closed): the next Commit writes.
   void MarkUncommitted() { uncommitted_ = true; }
 
-  // Picks the newer of the local and the changelog snapshot of `tp`, sets
-  // tp.offset to its resume offset and fills `state`.
-  absl::Status RestorePartition(rd_kafka_topic_partition_t& tp,
-                                PartitionState& state);
+  // Picks the newer of the local and the changelog snapshot of `topic`'s
+  // `partition`, sets `offset` to its resume offset (left as it is when
+  // there is neither: the consumer's group offset applies) and fills
+  // `state`.
+  absl::Status RestorePartition(const std::string& topic, int32_t partition,
+                                int64_t& offset, PartitionState& state);
   // One assignment round is over (the changelog it created, if any, is no
   // longer new).
   void AssignmentDone() { changelog_created_now_ = false; }

@@ -23,6 +23,7 @@
 #ifndef BUBBLEWATCH_PROCESSOR_PARTITION_JOBS_H_
 #define BUBBLEWATCH_PROCESSOR_PARTITION_JOBS_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -131,6 +132,19 @@ class PartitionJobs {
   const absl::flat_hash_map<std::string, JobEntry>& jobs() const {
     return jobs_;
   }
+
+  // A message at `offset` of partition `p` was consumed: `p` is no longer
+  // read to its end, its snapshot changes, and reading goes on after the
+  // message. Returns `p`'s state (a new one if `p` was not owned).
+  PartitionState& NoteMessage(int32_t p, int64_t offset) {
+    PartitionState& part = partitions_[p];
+    part.at_end = false;
+    part.changed = true;
+    part.next_offset = std::max(part.next_offset, offset + 1);
+    return part;
+  }
+  // Partition `p` was read to its end (a new state if `p` was not owned).
+  void NoteEndOfPartition(int32_t p) { partitions_[p].at_end = true; }
 
   // The owned partition `job` belongs to (a live job's, else the one whose
   // snapshot holds it), or null.

@@ -6,7 +6,6 @@
 #include <optional>
 
 #include "absl/cleanup/cleanup.h"
-#include "absl/container/btree_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -15,11 +14,10 @@
 #include "kafka/kafka_config.h"
 #include "kafka/kafka_handles.h"
 #include "kafka/kafka_status.h"
-#include "processor/batch_admission.h"
 #include "processor/broker_health.h"
-#include "processor/commit_pipeline.h"
+#include "processor/commit_kafka.h"
 #include "processor/dead_letter_sink.h"
-#include "processor/partition_jobs.h"
+#include "processor/partition_task.h"
 #include "processor/runtime_shared.h"
 #include "processor/state_changelog.h"
 #include "spdlog/spdlog.h"
@@ -42,16 +40,45 @@ bool IsConsumerOnlyProperty(absl::string_view assignment) {
   return false;
 }
 
+// The headers of `source`, an rd_kafka_message_t (ConsumedMessage).
+MessageHeaders ReadHeaders(const void* source) {
+  const auto* message = static_cast<const rd_kafka_message_t*>(source);
+  MessageHeaders out;
+  rd_kafka_headers_t* original = nullptr;
+  if (rd_kafka_message_headers(message, &original) !=
+      RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return out;
+  }
+  const char* name = nullptr;
+  const void* value = nullptr;
+  size_t size = 0;
+  for (size_t i = 0;
+       rd_kafka_header_get_all(original, i, &name, &value, &size) ==
+       RD_KAFKA_RESP_ERR_NO_ERROR;
+       ++i) {
+    out.emplace_back(name,
+                     value == nullptr
+                         ? std::string()
+                         : std::string(static_cast<const char*>(value), size));
+  }
+  return out;
+}
+
 }  // namespace
 
+// The librdkafka adapter around PartitionTask: its poll loop hands the
+// task what the consumer reads (messages, ends of partitions), its
+// rebalance callback the assignments; it keeps what only concerns the
+// clients (the broker's health and features, the fetch wakeup, retention
+// and the progress line).
 class StreamProcessor::Impl {
  public:
   Impl(const StreamProcessorOptions& options, WindowStore* store)
       : options_(options), store_(store) {}
   // Closes the consumer while every member is still alive: closing runs the
-  // rebalance callback (OnRevoke), which uses partition_jobs_. Left to
-  // the members' destructors, consumer_ (declared first) would close after
-  // those maps were destroyed: a double free whenever Run returned an error.
+  // rebalance callback (OnRevoke), which uses task_. Left to the members'
+  // destructors, consumer_ (declared first) would close after the task
+  // was destroyed: a double free whenever Run returned an error.
   ~Impl() {
     if (consumer_ != nullptr && !consumer_closed_) {
       rd_kafka_consumer_close(consumer_.get());
@@ -61,10 +88,7 @@ class StreamProcessor::Impl {
 
   absl::Status Init();
   absl::Status Run(const std::atomic<bool>& stop);
-  ProcessorStats stats() const {
-    absl::MutexLock lock(&stats_.mu);
-    return stats_.stats;
-  }
+  ProcessorStats stats() const { return task_.stats(); }
 
  private:
   static void RebalanceCallback(rd_kafka_t* rk, rd_kafka_resp_err_t err,
@@ -79,13 +103,6 @@ class StreamProcessor::Impl {
                             void* opaque);
   void OnAssign(rd_kafka_topic_partition_list_t* partitions);
   void OnRevoke(rd_kafka_topic_partition_list_t* partitions);
-  absl::Status HandleMessage(const rd_kafka_message_t& message, absl::Time now);
-  // True when every assigned partition has been read to its end and the
-  // broker is reachable.
-  bool CaughtUp() const;
-  // How long a host may be silent before it stops holding its job's
-  // watermark back: the idle timeout when caught up, else forever.
-  absl::Duration HostIdle() const;
   void LogProgress();
 
   StreamProcessorOptions options_;
@@ -93,7 +110,7 @@ class StreamProcessor::Impl {
   RdKafkaPtr consumer_;
   bool consumer_closed_ = false;
   RdKafkaPtr producer_;
-  std::unique_ptr<DeadLetterSink> dead_letters_;
+  std::unique_ptr<RdKafkaDeadLetterKafka> dead_letter_kafka_;
   RuntimeShared shared_;  // Undelivered messages; callbacks' failures.
   // Outages and startup refusals. The broker has accepted the consumer
   // (NoteReached) once a message, an end of partition or an assignment
@@ -104,14 +121,10 @@ class StreamProcessor::Impl {
   int feature_needs_ = kNeedConsumerGroups;
   bool features_checked_ = false;
 
-  StatsCell stats_;
-  // The owned partitions and their jobs; what is admitted to them.
-  PartitionJobs partition_jobs_{options_, store_, &stats_};
-  BatchAdmission admission_{options_, &partition_jobs_};
-  // Windows to the store and the topics, offsets to the group, snapshots
-  // to the changelog (docs/architecture.md#commit-protocol).
-  CommitPipeline commits_{options_, store_,   &partition_jobs_,
-                          &health_, &shared_, &stats_};
+  // The owned partitions, their jobs, and the windows to the store and
+  // the topics, offsets to the group, snapshots to the changelog
+  // (docs/architecture.md#the-partition-task).
+  PartitionTask task_{options_, store_, &health_, &shared_};
   // Wall time of the first message and after the last one handled, for the
   // throughput figure in the progress line.
   absl::Time first_message_ = absl::InfinitePast();
@@ -129,11 +142,9 @@ class StreamProcessor::Impl {
 void StreamProcessor::Impl::WakeStalledFetches(absl::Time now) {
   if (health_.down()) return;
   std::vector<FetchWakeup::Position> positions;
-  for (const auto& [p, part] : partition_jobs_.partitions()) {
-    if (part.at_end) continue;
-    positions.push_back({.topic = options_.topic,
-                         .partition = p,
-                         .next_offset = part.next_offset});
+  for (const auto& [p, next_offset] : task_.Lagging()) {
+    positions.push_back(
+        {.topic = options_.topic, .partition = p, .next_offset = next_offset});
   }
   fetch_wakeup_.WakeIfStalled(consumer_.get(), positions, now);
 }
@@ -193,7 +204,7 @@ absl::Status StreamProcessor::Impl::Init() {
       KafkaConfig probe_config = producer_config;
       ASSIGN_OR_RETURN(probe, NewKafkaClient(RD_KAFKA_PRODUCER, probe_config));
     }
-    commits_.set_windows_limit(CommitPipeline::ReadWindowsLimit(
+    task_.set_windows_limit(CommitPipeline::ReadWindowsLimit(
         probe.get(), options_.windows_topic, options_.windows_topic_max_bytes,
         producer_config));
   }
@@ -202,8 +213,8 @@ absl::Status StreamProcessor::Impl::Init() {
   rd_kafka_conf_set_opaque(pconf.get(), this);
   ASSIGN_OR_RETURN(producer_,
                    NewKafkaClient(RD_KAFKA_PRODUCER, std::move(pconf)));
-  dead_letters_ = std::make_unique<DeadLetterSink>(
-      producer_.get(), options_.topic, options_.dlq_topic, &shared_, &stats_);
+  dead_letter_kafka_ =
+      std::make_unique<RdKafkaDeadLetterKafka>(producer_.get());
   std::unique_ptr<StateChangelog> changelog;  // Null without --state-topic.
   if (!options_.state_topic.empty()) {
     KafkaConfig reader_config(options_.brokers);
@@ -218,9 +229,9 @@ absl::Status StreamProcessor::Impl::Init() {
                      StateChangelog::Create(reader_config, options_.state_topic,
                                             producer_.get()));
   }
-  commits_.Connect(
+  task_.Connect(
       std::make_unique<RdKafkaCommitKafka>(consumer_.get(), producer_.get()),
-      std::move(changelog));
+      std::move(changelog), dead_letter_kafka_.get());
 
   RdKafkaPartitionListPtr topics(rd_kafka_topic_partition_list_new(1));
   rd_kafka_topic_partition_list_add(topics.get(), options_.topic.c_str(),
@@ -260,52 +271,28 @@ void StreamProcessor::Impl::OnAssign(
     rd_kafka_topic_partition_list_t* partitions) {
   health_.NoteReached();
   last_message_ = absl::Now();
+  std::vector<PartitionTask::Assigned> assigned;
+  assigned.reserve(partitions->cnt);
   for (int i = 0; i < partitions->cnt; ++i) {
-    rd_kafka_topic_partition_t& tp = partitions->elems[i];
-    PartitionState state;
-    if (absl::Status s = commits_.RestorePartition(tp, state); !s.ok()) {
-      shared_.fatal = s;
-      continue;
-    }
-    if (options_.observer != nullptr) {
-      std::vector<std::string> jobs;
-      for (const auto& [job, unused] : state.jobs) jobs.push_back(job);
-      options_.observer->OnJobsAssigned(jobs, state.job_alerts);
-    }
-    partition_jobs_.partitions()[tp.partition] = std::move(state);
-    fetch_wakeup_.Forget(options_.topic, tp.partition);
+    assigned.push_back({.partition = partitions->elems[i].partition,
+                        .offset = partitions->elems[i].offset});
   }
-  commits_.AssignmentDone();
+  task_.Assign(assigned);
+  for (int i = 0; i < partitions->cnt; ++i) {
+    partitions->elems[i].offset = assigned[i].offset;
+    fetch_wakeup_.Forget(options_.topic, assigned[i].partition);
+  }
 }
 
 void StreamProcessor::Impl::OnRevoke(
     rd_kafka_topic_partition_list_t* partitions) {
-  // Everything final is already in the store with its progress; open
-  // windows are rebuilt by the next owner from the stored resume offset.
-  absl::Status s = commits_.Commit(absl::Now());
-  // The next owner reads the changelog: it must hold this last snapshot.
-  if (s.ok()) s = commits_.FlushAndCommitOffsets(/*sync=*/true);
-  if (!s.ok()) shared_.fatal = s;
+  std::vector<int32_t> revoked;
+  revoked.reserve(partitions->cnt);
   for (int i = 0; i < partitions->cnt; ++i) {
-    int32_t p = partitions->elems[i].partition;
-    spdlog::info("revoked {}/{}", partitions->elems[i].topic, p);
-    fetch_wakeup_.Forget(options_.topic, p);
-    if (options_.observer != nullptr) {
-      absl::btree_set<std::string> jobs;
-      if (auto it = partition_jobs_.partitions().find(p);
-          it != partition_jobs_.partitions().end()) {
-        for (const auto& [job, unused] : it->second.jobs) jobs.insert(job);
-        for (const auto& [job, unused] : it->second.job_alerts) {
-          jobs.insert(job);
-        }
-      }
-      for (const auto& [job, entry] : partition_jobs_.jobs()) {
-        if (entry.partition == p) jobs.insert(job);
-      }
-      options_.observer->OnJobsRevoked({jobs.begin(), jobs.end()});
-    }
-    partition_jobs_.DropPartition(p);
+    revoked.push_back(partitions->elems[i].partition);
+    fetch_wakeup_.Forget(options_.topic, partitions->elems[i].partition);
   }
+  task_.Revoke(revoked, absl::Now());
 }
 
 void StreamProcessor::Impl::ErrorCallback(rd_kafka_t* rk, int err,
@@ -328,7 +315,8 @@ void StreamProcessor::Impl::DeliveryCallback(rd_kafka_t*,
       static_cast<DeadLetter*>(message->_private));
   if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR) return;
   if (minimal != nullptr) {
-    self->dead_letters_->OnDeliveryFailed(*message, std::move(minimal));
+    self->task_.dead_letters()->OnDeliveryFailed(
+        DeadLetterDeliveryError(message->err), std::move(minimal));
     return;
   }
   self->shared_.fatal = KafkaErrorToStatus(
@@ -336,77 +324,15 @@ void StreamProcessor::Impl::DeliveryCallback(rd_kafka_t*,
       absl::StrCat("delivering to ", rd_kafka_topic_name(message->rkt)));
 }
 
-absl::Status StreamProcessor::Impl::HandleMessage(
-    const rd_kafka_message_t& message, absl::Time now) {
-  PartitionState& part = partition_jobs_.partitions()[message.partition];
-  part.at_end = false;
-  part.changed = true;
-  const bool replay = message.offset < part.committed_position;
-  part.next_offset = std::max(part.next_offset, message.offset + 1);
-  commits_.MarkUncommitted();
-  {
-    absl::MutexLock lock(&stats_.mu);
-    ++stats_.stats.messages;
-    if (replay) ++stats_.stats.replayed_messages;
-  }
-  ASSIGN_OR_RETURN(
-      Admission admission,
-      admission_.Admit(
-          {static_cast<const uint8_t*>(message.payload), message.len},
-          message.partition, message.offset, part, replay, now));
-  switch (admission.verdict) {
-    case Admission::Verdict::kSkip:
-      return absl::OkStatus();
-    case Admission::Verdict::kDeadLetter:
-      dead_letters_->Send(message, admission.rejection.reason,
-                          admission.rejection.detail,
-                          admission.source ? &*admission.source : nullptr);
-      return absl::OkStatus();
-    case Admission::Verdict::kDuplicate: {
-      absl::MutexLock lock(&stats_.mu);
-      ++stats_.stats.duplicate_batches;
-      return absl::OkStatus();
-    }
-    case Admission::Verdict::kAccept:
-      break;
-  }
-  const std::string& job_name = admission.batch.header.job;
-  PartitionJobs::Added added =
-      partition_jobs_.AddBatch(part, job_name, *admission.job, admission.batch,
-                               message.offset, replay, now, HostIdle());
-  commits_.AddLateCounts(job_name, added.late_counts,
-                         added.late_collective_counts);
-  // Windows that could not be made (docs/semantics.md#no-silent-loss).
-  RETURN_IF_ERROR(partition_jobs_.analysis_failure());
-  for (WindowSummary& w : added.windows) {
-    commits_.pending_windows().push_back(std::move(w));
-  }
-  return absl::OkStatus();
-}
-
-bool StreamProcessor::Impl::CaughtUp() const {
-  if (partition_jobs_.partitions().empty() || health_.down()) return false;
-  for (const auto& [p, part] : partition_jobs_.partitions()) {
-    if (!part.at_end) return false;
-  }
-  return true;
-}
-
-absl::Duration StreamProcessor::Impl::HostIdle() const {
-  // Silence only means something once the consumer has read everything:
-  // while it lags, a host's next batch may simply not be read yet.
-  return CaughtUp() ? options_.idle_timeout : absl::InfiniteDuration();
-}
-
 void StreamProcessor::Impl::LogProgress() {
   int64_t open = 0, buffered = 0;
-  for (const auto& [name, job] : partition_jobs_.jobs()) {
+  for (const auto& [name, job] : task_.jobs().jobs()) {
     if (!job.windower) continue;
     ++open;
     buffered += static_cast<int64_t>(job.windower->buffered_events());
   }
   absl::flat_hash_map<std::string, int64_t> lag;
-  for (const auto& [p, part] : partition_jobs_.partitions()) {
+  for (const auto& [p, part] : task_.jobs().partitions()) {
     int64_t low = 0, high = 0;
     if (rd_kafka_get_watermark_offsets(consumer_.get(), options_.topic.c_str(),
                                        p, &low,
@@ -417,8 +343,9 @@ void StreamProcessor::Impl::LogProgress() {
     }
   }
   int64_t tracked = 0;
-  for (const auto& [p, part] : partition_jobs_.partitions())
+  for (const auto& [p, part] : task_.jobs().partitions())
     tracked += PartitionJobs::TrackedJobs(part);
+  StatsCell& stats_ = task_.stats_cell();
   absl::MutexLock lock(&stats_.mu);
   stats_.stats.open_jobs = open;
   stats_.stats.buffered_events = buffered;
@@ -446,9 +373,9 @@ void StreamProcessor::Impl::LogProgress() {
 absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
   spdlog::info("consuming {} from {} as group {}; store {}", options_.topic,
                options_.brokers, options_.group, store_->Describe());
-  commits_.set_stop(&stop);
-  absl::Cleanup forget_stop = [this] { commits_.set_stop(nullptr); };
-  absl::Time last_commit = absl::Now();
+  task_.set_stop(&stop);
+  absl::Cleanup forget_stop = [this] { task_.set_stop(nullptr); };
+  task_.Start(absl::Now());
   absl::Time last_log = absl::Now();
   absl::Time last_retention = absl::InfinitePast();
   last_message_ = absl::Now();
@@ -477,9 +404,9 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
         health_.NoteReached();
       }
       if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR &&
-          fetch_wakeup_.Refetched(
-              options_.topic, message->partition, message->offset,
-              partition_jobs_.partitions()[message->partition].next_offset)) {
+          fetch_wakeup_.Refetched(options_.topic, message->partition,
+                                  message->offset,
+                                  task_.next_offset(message->partition))) {
         // Handled before a seek of WakeStalledFetches: skipped.
       } else if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
         last_message_ = now;
@@ -487,13 +414,19 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
         // A failed message stops the processor, and nothing more is
         // committed (the revocation the consumer's close runs included):
         // its partition's progress already counts the message.
-        if (absl::Status s = HandleMessage(*message, now); !s.ok()) {
-          shared_.fatal = s;
-          return s;
-        }
+        const ConsumedMessage consumed{
+            .partition = message->partition,
+            .offset = message->offset,
+            .payload = {static_cast<const uint8_t*>(message->payload),
+                        message->len},
+            .key = absl::string_view(static_cast<const char*>(message->key),
+                                     message->key_len),
+            .read_headers = &ReadHeaders,
+            .headers_source = message.get()};
+        RETURN_IF_ERROR(task_.OnMessage(consumed, now));
         last_handled_ = absl::Now();
       } else if (message->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-        partition_jobs_.partitions()[message->partition].at_end = true;
+        task_.OnEndOfPartition(message->partition);
       } else {
         absl::Status s = KafkaErrorToStatus(message->err, "consuming");
         if (rd_kafka_fatal_error(consumer_.get(), nullptr, 0) !=
@@ -504,28 +437,12 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
       }
     }
     if (std::optional<absl::Time> back = health_.Probe(
-            now, consumer_.get(), options_.topic,
-            partition_jobs_.partitions().empty()
-                ? std::nullopt
-                : std::optional<int32_t>(
-                      partition_jobs_.partitions().begin()->first))) {
+            now, consumer_.get(), options_.topic, task_.AnyPartition())) {
       // Silence during the outage said nothing: idle periods start afresh.
       last_message_ = *back;
-      partition_jobs_.RestartIdleTimers(*back);
+      task_.RestartIdleTimers(*back);
     }
-    if (CaughtUp() &&
-        partition_jobs_.CloseIdle(now, commits_.pending_windows()) > 0) {
-      commits_.MarkUncommitted();
-    }
-    if (absl::Status s = partition_jobs_.analysis_failure(); !s.ok()) {
-      shared_.fatal = s;
-      return s;
-    }
-    if (!commits_.pending_windows().empty() ||
-        now - last_commit >= options_.commit_interval) {
-      RETURN_IF_ERROR(commits_.Commit(now));
-      last_commit = now;
-    }
+    RETURN_IF_ERROR(task_.Tick(now));
     if (now - last_retention >= kRetentionInterval) {
       absl::StatusOr<RetentionStats> r =
           store_->ApplyRetention(options_.retention);
@@ -542,15 +459,13 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
     }
     // Idle counts only while partitions are assigned (a restarted member may
     // wait for a rebalance before it gets any) and the broker is reachable.
-    if (partition_jobs_.partitions().empty() || health_.down())
-      last_message_ = now;
+    if (!task_.owns_partitions() || health_.down()) last_message_ = now;
     if (options_.exit_when_idle > absl::ZeroDuration() &&
         now - last_message_ >= options_.exit_when_idle) {
-      if (partition_jobs_.AllClosed()) break;
+      if (task_.AllClosed()) break;
     }
   }
-  RETURN_IF_ERROR(commits_.Commit(absl::Now()));
-  RETURN_IF_ERROR(commits_.FlushAndCommitOffsets(/*sync=*/true));
+  RETURN_IF_ERROR(task_.Finish(absl::Now()));
   LogProgress();
   fetch_wakeup_.LogSummary();
   spdlog::info("{}", store_->Describe());

@@ -70,7 +70,7 @@ std::vector<std::vector<uint8_t>> RealStreamOf12() {
 }
 
 // One processor over partition 0: admits messages in offset order and adds
-// the accepted ones, as StreamProcessor::HandleMessage does.
+// the accepted ones, as PartitionTask::OnMessage does.
 class AdmissionDriver {
  public:
   explicit AdmissionDriver(const std::string& store_path) {

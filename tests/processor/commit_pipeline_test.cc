@@ -68,13 +68,11 @@ class CommitPipelineTest : public ::testing::Test {
     kafka_ = kafka.get();
     pipeline_->Connect(std::move(kafka), /*changelog=*/nullptr);
     pipeline_->set_stop(&stop_);
-    rd_kafka_topic_partition_t tp{};
-    tp.topic = const_cast<char*>(options_.topic.c_str());
-    tp.partition = 0;
-    tp.offset = RD_KAFKA_OFFSET_INVALID;
+    int64_t offset = RD_KAFKA_OFFSET_INVALID;
     PartitionState state;
-    ASSERT_TRUE(pipeline_->RestorePartition(tp, state).ok());
-    resume_ = tp.offset;
+    ASSERT_TRUE(
+        pipeline_->RestorePartition(options_.topic, 0, offset, state).ok());
+    resume_ = offset;
     jobs_->partitions()[0] = std::move(state);
     pipeline_->AssignmentDone();
   }

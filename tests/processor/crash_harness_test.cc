@@ -1,8 +1,8 @@
 // The crash harness (docs/architecture.md#testing-the-commit-protocol): a
-// stream runs through the processor's core (BatchAdmission, PartitionJobs,
-// CommitPipeline) over the in-memory Kafka (memory_kafka.h) and a real
-// RocksDB store whose WAL writes go through a file system that can "crash"
-// (RocksDB's FileSystem API). Every write of the commit protocol counts
+// stream runs through the processor's core (PartitionTask: BatchAdmission,
+// PartitionJobs, CommitPipeline) over the in-memory Kafka (memory_kafka.h) and
+// a real RocksDB store whose WAL writes go through a file system that can
+// "crash" (RocksDB's FileSystem API). Every write of the commit protocol counts
 // against one CrashBudget: windows delivered to the windows topic, group
 // offset commits, appends to the store's WAL. A run crashes after N
 // writes, for every N from 0 to the writes of an uninterrupted run (so
@@ -21,9 +21,12 @@
 // the uninterrupted run's; its job states and progress, the changelog's
 // latest snapshot and the windows topic must equal that run's.
 //
-// What the harness drives is what StreamProcessor::HandleMessage and Run
-// do, with the clock a function of the offset (so that a replay sees the
-// time the first pass saw) and a commit after every window or 4 messages.
+// The harness drives PartitionTask as StreamProcessor does (Assign,
+// OnMessage and Tick per message, Finish), with the clock a function of the
+// offset (so that a replay sees the time the first pass saw) and a commit
+// interval of 4 ms of it: a commit after every window or 4 messages. It
+// reads no end of partition, so no job closes for idleness: every window
+// closes by partition order.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -40,10 +43,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "processor/batch_admission.h"
-#include "processor/commit_pipeline.h"
+#include "processor/broker_health.h"
 #include "processor/job_state.h"
-#include "processor/partition_jobs.h"
+#include "processor/partition_task.h"
 #include "processor/state_changelog.h"
 #include "rocksdb/env.h"
 #include "rocksdb/file_system.h"
@@ -221,6 +223,8 @@ StreamProcessorOptions Options(const RunSetup& setup) {
   if (setup.changelog) o.state_topic = kState;
   o.windower.window_ns = 1'000 * kMs;
   o.windower.lateness_ns = 100 * kMs;
+  // One message per millisecond of the harness's clock (RunProcess).
+  o.commit_interval = absl::Milliseconds(4);
   return o;
 }
 
@@ -240,45 +244,39 @@ bool RunProcess(World& world, CrashBudget& budget, const RunSetup& setup = {}) {
     return false;
   }
   std::unique_ptr<RocksDbWindowStore> store = *std::move(opened);
-  StatsCell stats;
   RuntimeShared shared;
   BrokerHealth health;
   std::atomic<bool> stop{false};
-  PartitionJobs jobs(options, store.get(), &stats);
-  BatchAdmission admission(options, &jobs);
-  CommitPipeline pipeline(options, store.get(), &jobs, &health, &shared,
-                          &stats);
+  PartitionTask task(options, store.get(), &health, &shared);
   auto kafka = std::make_unique<MemoryKafka>(&world.topics, &shared);
   kafka->ShareCrashBudget(&budget);
-  // One MemoryKafka for both, as one producer serves both in `process`:
+  MemoryKafka* memory = kafka.get();
+  // One MemoryKafka for all, as one producer serves all in `process`:
   // the pipeline's flush delivers the snapshots.
   std::unique_ptr<StateChangelog> changelog;
   if (setup.changelog) {
-    changelog = std::make_unique<StateChangelog>(kState, kafka.get());
+    changelog = std::make_unique<StateChangelog>(kState, memory);
   }
-  pipeline.Connect(std::move(kafka), std::move(changelog));
-  pipeline.set_stop(&stop);
+  task.Connect(std::move(kafka), std::move(changelog), memory);
+  memory->set_dead_letter_sink(task.dead_letters());
+  task.set_stop(&stop);
   auto now_at = [](int64_t offset) {
     return absl::FromUnixSeconds(1'700'000'000) + absl::Milliseconds(offset);
   };
   // The assignment: resume where the store or the changelog says, else at
   // the group offset.
-  rd_kafka_topic_partition_t tp{};
-  tp.topic = const_cast<char*>(kTopic);
-  tp.partition = 0;
-  tp.offset = RD_KAFKA_OFFSET_INVALID;
-  PartitionState restored;
-  if (absl::Status s = pipeline.RestorePartition(tp, restored); !s.ok()) {
-    EXPECT_TRUE(budget.crashed) << s;
+  PartitionTask::Assigned assigned{.partition = 0, .offset = -1};
+  task.Assign(std::span(&assigned, 1));
+  if (!shared.fatal.ok()) {
+    EXPECT_TRUE(budget.crashed) << shared.fatal;
     return false;
   }
-  int64_t offset = tp.offset;
+  int64_t offset = assigned.offset;
   if (offset < 0) {
     auto it = world.topics.group_offsets.find({kTopic, 0});
     offset = it == world.topics.group_offsets.end() ? 0 : it->second;
   }
-  jobs.partitions()[0] = std::move(restored);
-  pipeline.AssignmentDone();
+  task.Start(now_at(offset));
 
   const std::vector<MemoryRecord>& input = world.topics.topics[kTopic][0];
   const int64_t end = static_cast<int64_t>(input.size());
@@ -289,38 +287,19 @@ bool RunProcess(World& world, CrashBudget& budget, const RunSetup& setup = {}) {
   };
   for (; offset < end; ++offset) {
     const absl::Time now = now_at(offset);
-    PartitionState& part = jobs.partitions()[0];
-    part.changed = true;
-    const bool replay = offset < part.committed_position;
-    part.next_offset = std::max(part.next_offset, offset + 1);
-    pipeline.MarkUncommitted();
     const std::string& value = input[offset].value;
-    absl::StatusOr<Admission> admitted = admission.Admit(
-        {reinterpret_cast<const uint8_t*>(value.data()), value.size()}, 0,
-        offset, part, replay, now);
-    if (!admitted.ok()) return fail(admitted.status());
-    EXPECT_NE(admitted->verdict, Admission::Verdict::kDeadLetter)
-        << admitted->rejection.reason << ": " << admitted->rejection.detail;
-    if (admitted->verdict == Admission::Verdict::kAccept) {
-      const std::string job = admitted->batch.header.job;
-      PartitionJobs::Added added =
-          jobs.AddBatch(part, job, *admitted->job, admitted->batch, offset,
-                        replay, now, absl::InfiniteDuration());
-      EXPECT_TRUE(jobs.analysis_failure().ok()) << jobs.analysis_failure();
-      pipeline.AddLateCounts(job, added.late_counts,
-                             added.late_collective_counts);
-      for (WindowSummary& w : added.windows) {
-        pipeline.pending_windows().push_back(std::move(w));
-      }
-    }
-    if (!pipeline.pending_windows().empty() || (offset + 1) % 4 == 0) {
-      if (absl::Status s = pipeline.Commit(now); !s.ok()) return fail(s);
-    }
+    const ConsumedMessage message{
+        .partition = 0,
+        .offset = offset,
+        .payload = {reinterpret_cast<const uint8_t*>(value.data()),
+                    value.size()}};
+    if (absl::Status s = task.OnMessage(message, now); !s.ok()) return fail(s);
+    // A commit after every window, or every 4 messages without one (the
+    // commit interval on this clock).
+    if (absl::Status s = task.Tick(now); !s.ok()) return fail(s);
   }
-  if (absl::Status s = pipeline.Commit(now_at(end)); !s.ok()) return fail(s);
-  if (absl::Status s = pipeline.FlushAndCommitOffsets(/*sync=*/true); !s.ok()) {
-    return fail(s);
-  }
+  EXPECT_EQ(task.stats().dlq_by_reason.size(), 0u) << "a dead letter";
+  if (absl::Status s = task.Finish(now_at(end)); !s.ok()) return fail(s);
   return !budget.crashed;
 }
 

@@ -33,7 +33,8 @@ absl::Status MemoryKafka::Produce(const std::string& topic, int32_t partition,
         absl::StrCat("no partition ", partition, " of ", topic));
   }
   queue_.push_back(Queued{topic, partition,
-                          MemoryRecord{std::string(key), std::string(value)}});
+                          MemoryRecord{std::string(key), std::string(value)},
+                          nullptr});
   return absl::OkStatus();
 }
 
@@ -51,6 +52,29 @@ void MemoryKafka::Deliver() {
     // A crashed process serves no more reports: its records stay
     // undelivered, as they would after a kill.
     if (crashed()) return;
+    if (q.fallback != nullptr &&
+        (dead_letter_refusals_left_ > 0 || delivery_failures_left_ > 0)) {
+      const bool refused = dead_letter_refusals_left_ > 0;
+      if (refused) {
+        --dead_letter_refusals_left_;
+      } else {
+        --delivery_failures_left_;
+      }
+      --shared_->undelivered;
+      DeadLetterError error{
+          .refused = refused,
+          .status = refused ? absl::OkStatus()
+                            : absl::Status(
+                                  delivery_failure_.code(),
+                                  absl::StrCat("delivering to ", q.topic, ": ",
+                                               delivery_failure_.message())),
+          .description = refused ? "Broker: Message size too large"
+                                 : std::string(delivery_failure_.message())};
+      if (dead_letter_sink_ != nullptr) {
+        dead_letter_sink_->OnDeliveryFailed(error, std::move(q.fallback));
+      }
+      continue;
+    }
     if (delivery_failures_left_ > 0) {
       --delivery_failures_left_;
       --shared_->undelivered;
@@ -129,6 +153,20 @@ absl::StatusOr<bool> MemoryKafka::CreateTopicIfMissing(const TopicSpec& spec,
   auto [it, created] = topics_->topics.try_emplace(spec.name);
   if (created) it->second.resize(spec.partitions);
   return created;
+}
+
+std::optional<DeadLetterError> MemoryKafka::ProduceDeadLetter(
+    const std::string& topic, const DeadLetter& letter,
+    std::unique_ptr<DeadLetter> fallback) {
+  if (absl::Status s =
+          Produce(topic, kAnyPartition, letter.key, letter.payload);
+      !s.ok()) {
+    return DeadLetterError{
+        .refused = false, .status = s, .description = std::string(s.message())};
+  }
+  queue_.back().record.headers = letter.headers;
+  queue_.back().fallback = std::move(fallback);
+  return std::nullopt;
 }
 
 }  // namespace bubblewatch::testing

@@ -1,16 +1,21 @@
-// MemoryKafka: an in-memory CommitKafka and ChangelogKafka
-// (processor/commit_kafka.h) for unit tests of the commit protocol: one
-// object serves both, as one producer does in `process`, so that a Flush
-// delivers the changelog's records with the windows. Topics are vectors of
-// records per partition; group offsets a map. A produced record waits in a
-// queue until Poll or Flush "delivers" it: appends it to its partition and
-// uncounts it from RuntimeShared::undelivered, as the processor's delivery
-// callback does, or fails it and sets RuntimeShared::fatal.
+// MemoryKafka: an in-memory CommitKafka, ChangelogKafka
+// (processor/commit_kafka.h) and DeadLetterKafka (dead_letter_sink.h) for
+// unit tests of the commit protocol and the partition task: one object
+// serves all three, as one producer does in `process`, so that a Flush
+// delivers the changelog's records and the dead letters with the windows.
+// Topics are vectors of records per partition; group offsets a map. A produced
+// record waits in a queue until Poll or Flush "delivers" it: appends it to its
+// partition and uncounts it from RuntimeShared::undelivered, as the processor's
+// delivery callback does, or fails it and sets RuntimeShared::fatal.
 //
 // Injectable failures:
 //   - RefuseProduces: Produce refuses at once (a status, e.g. "message too
 //     large" or a full queue), for the next N calls;
-//   - FailDeliveries: the next N records fail in their delivery report;
+//   - FailDeliveries: the next N records fail in their delivery report
+//     (a dead letter's failure goes to its DeadLetterSink, as
+//     DeadLetterError{.refused = false}, unless RefuseDeadLetters);
+//   - RefuseDeadLetters: the next N dead letters are refused for good in
+//     their delivery report (too large for the topic, say);
 //   - a CrashBudget: after N writes (records delivered, offset commits; a
 //     budget shared with the store's file system counts its writes too)
 //     the "process" is gone: nothing more is written, RuntimeShared::fatal
@@ -22,6 +27,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -29,6 +35,7 @@
 
 #include "absl/status/status.h"
 #include "processor/commit_kafka.h"
+#include "processor/dead_letter_sink.h"
 #include "processor/runtime_shared.h"
 
 namespace bubblewatch::testing {
@@ -37,6 +44,7 @@ struct MemoryRecord {
   std::string key;
   std::string value;
   bool tombstone = false;  // A null value (then `value` is empty).
+  std::vector<std::pair<std::string, std::string>> headers;
   bool operator==(const MemoryRecord&) const = default;
 };
 
@@ -68,7 +76,9 @@ struct CrashBudget {
   }
 };
 
-class MemoryKafka : public CommitKafka, public ChangelogKafka {
+class MemoryKafka : public CommitKafka,
+                    public ChangelogKafka,
+                    public DeadLetterKafka {
  public:
   // `topics` and `shared` must outlive this.
   MemoryKafka(MemoryTopics* topics, RuntimeShared* shared)
@@ -86,6 +96,10 @@ class MemoryKafka : public CommitKafka, public ChangelogKafka {
     delivery_failure_ = std::move(status);
     delivery_failures_left_ = count;
   }
+  void RefuseDeadLetters(int count = 1) { dead_letter_refusals_left_ = count; }
+  // Where failed dead letters' reports go (as the processor's delivery
+  // callback hands them on); must outlive this, or be reset.
+  void set_dead_letter_sink(DeadLetterSink* sink) { dead_letter_sink_ = sink; }
   // Writes beyond `n` (counted from now) are lost with the process.
   void CrashAfterWrites(int64_t n) { budget_->writes_left = n; }
   // Counts this Kafka's writes in `budget` (must outlive this) instead.
@@ -128,11 +142,19 @@ class MemoryKafka : public CommitKafka, public ChangelogKafka {
       const std::string& topic, int32_t partition, absl::Duration timeout,
       absl::FunctionRef<void(const Record&)> visit) override;
 
+  // DeadLetterKafka. A dead letter waits in the same queue; its failed
+  // delivery goes to the DeadLetterSink (set_dead_letter_sink).
+  std::optional<DeadLetterError> ProduceDeadLetter(
+      const std::string& topic, const DeadLetter& letter,
+      std::unique_ptr<DeadLetter> fallback) override;
+
  private:
   struct Queued {
     std::string topic;
     int32_t partition;
     MemoryRecord record;
+    // A dead letter's minimal form (null for any other record).
+    std::unique_ptr<DeadLetter> fallback;
   };
   void Deliver();
   // One write; false when the process is gone (crashed now or before).
@@ -145,6 +167,8 @@ class MemoryKafka : public CommitKafka, public ChangelogKafka {
   int refusals_left_ = 0;
   absl::Status delivery_failure_;
   int delivery_failures_left_ = 0;
+  int dead_letter_refusals_left_ = 0;
+  DeadLetterSink* dead_letter_sink_ = nullptr;
   CrashBudget own_budget_;
   CrashBudget* budget_ = &own_budget_;
   int64_t produce_calls_ = 0;

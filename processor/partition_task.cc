@@ -1,0 +1,189 @@
+#include "processor/partition_task.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/btree_set.h"
+#include "base/status_macros.h"
+#include "spdlog/spdlog.h"
+
+namespace bubblewatch {
+
+PartitionTask::PartitionTask(const StreamProcessorOptions& options,
+                             WindowStore* store, BrokerHealth* health,
+                             RuntimeShared* shared)
+    : options_(options),
+      shared_(shared),
+      health_(health),
+      jobs_(options_, store, &stats_),
+      commits_(options_, store, &jobs_, health, shared, &stats_) {}
+
+void PartitionTask::Connect(std::unique_ptr<CommitKafka> kafka,
+                            std::unique_ptr<StateChangelog> changelog,
+                            DeadLetterKafka* dead_letters) {
+  dead_letters_ = std::make_unique<DeadLetterSink>(
+      dead_letters, options_.topic, options_.dlq_topic, shared_, &stats_);
+  commits_.Connect(std::move(kafka), std::move(changelog));
+}
+
+void PartitionTask::Assign(std::span<Assigned> partitions) {
+  for (Assigned& a : partitions) {
+    PartitionState state;
+    if (absl::Status s = commits_.RestorePartition(options_.topic, a.partition,
+                                                   a.offset, state);
+        !s.ok()) {
+      shared_->fatal = s;
+      continue;
+    }
+    if (options_.observer != nullptr) {
+      std::vector<std::string> jobs;
+      for (const auto& [job, unused] : state.jobs) jobs.push_back(job);
+      options_.observer->OnJobsAssigned(jobs, state.job_alerts);
+    }
+    jobs_.partitions()[a.partition] = std::move(state);
+  }
+  commits_.AssignmentDone();
+}
+
+void PartitionTask::Revoke(std::span<const int32_t> partitions,
+                           absl::Time now) {
+  // Everything final is already in the store with its progress; open
+  // windows are rebuilt by the next owner from the stored resume offset.
+  absl::Status s = commits_.Commit(now);
+  // The next owner reads the changelog: it must hold this last snapshot.
+  if (s.ok()) s = commits_.FlushAndCommitOffsets(/*sync=*/true);
+  if (!s.ok()) shared_->fatal = s;
+  for (int32_t p : partitions) {
+    spdlog::info("revoked {}/{}", options_.topic, p);
+    if (options_.observer != nullptr) {
+      absl::btree_set<std::string> jobs;
+      if (auto it = jobs_.partitions().find(p);
+          it != jobs_.partitions().end()) {
+        for (const auto& [job, unused] : it->second.jobs) jobs.insert(job);
+        for (const auto& [job, unused] : it->second.job_alerts) {
+          jobs.insert(job);
+        }
+      }
+      for (const auto& [job, entry] : jobs_.jobs()) {
+        if (entry.partition == p) jobs.insert(job);
+      }
+      options_.observer->OnJobsRevoked({jobs.begin(), jobs.end()});
+    }
+    jobs_.DropPartition(p);
+  }
+}
+
+absl::Status PartitionTask::OnMessage(const ConsumedMessage& message,
+                                      absl::Time now) {
+  // The message counts in its partition's progress before it is decided:
+  // a failure below stops the processor with nothing more committed.
+  PartitionState& part = jobs_.NoteMessage(message.partition, message.offset);
+  const bool replay = message.offset < part.committed_position;
+  commits_.MarkUncommitted();
+  {
+    absl::MutexLock lock(&stats_.mu);
+    ++stats_.stats.messages;
+    if (replay) ++stats_.stats.replayed_messages;
+  }
+  absl::StatusOr<Admission> admitted = admission_.Admit(
+      message.payload, message.partition, message.offset, part, replay, now);
+  if (!admitted.ok()) {
+    shared_->fatal = admitted.status();
+    return admitted.status();
+  }
+  Admission& admission = *admitted;
+  switch (admission.verdict) {
+    case Admission::Verdict::kSkip:
+      return absl::OkStatus();
+    case Admission::Verdict::kDeadLetter:
+      dead_letters_->Send(
+          message.partition, message.offset, message.key,
+          absl::string_view(
+              reinterpret_cast<const char*>(message.payload.data()),
+              message.payload.size()),
+          message.read_headers == nullptr
+              ? MessageHeaders()
+              : message.read_headers(message.headers_source),
+          admission.rejection.reason, admission.rejection.detail,
+          admission.source ? &*admission.source : nullptr);
+      return absl::OkStatus();
+    case Admission::Verdict::kDuplicate: {
+      absl::MutexLock lock(&stats_.mu);
+      ++stats_.stats.duplicate_batches;
+      return absl::OkStatus();
+    }
+    case Admission::Verdict::kAccept:
+      break;
+  }
+  const std::string& job_name = admission.batch.header.job;
+  PartitionJobs::Added added =
+      jobs_.AddBatch(part, job_name, *admission.job, admission.batch,
+                     message.offset, replay, now, HostIdle());
+  commits_.AddLateCounts(job_name, added.late_counts,
+                         added.late_collective_counts);
+  // Windows that could not be made (docs/semantics.md#no-silent-loss).
+  if (absl::Status s = jobs_.analysis_failure(); !s.ok()) {
+    shared_->fatal = s;
+    return s;
+  }
+  for (WindowSummary& w : added.windows) {
+    commits_.pending_windows().push_back(std::move(w));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PartitionTask::Tick(absl::Time now) {
+  if (CaughtUp() && jobs_.CloseIdle(now, commits_.pending_windows()) > 0) {
+    commits_.MarkUncommitted();
+  }
+  if (absl::Status s = jobs_.analysis_failure(); !s.ok()) {
+    shared_->fatal = s;
+    return s;
+  }
+  if (!commits_.pending_windows().empty() ||
+      now - last_commit_ >= options_.commit_interval) {
+    RETURN_IF_ERROR(commits_.Commit(now));
+    last_commit_ = now;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PartitionTask::Finish(absl::Time now) {
+  RETURN_IF_ERROR(commits_.Commit(now));
+  return commits_.FlushAndCommitOffsets(/*sync=*/true);
+}
+
+bool PartitionTask::CaughtUp() const {
+  if (jobs_.partitions().empty() || health_->down()) return false;
+  for (const auto& [p, part] : jobs_.partitions()) {
+    if (!part.at_end) return false;
+  }
+  return true;
+}
+
+absl::Duration PartitionTask::HostIdle() const {
+  // Silence only means something once the consumer has read everything:
+  // while it lags, a host's next batch may simply not be read yet.
+  return CaughtUp() ? options_.idle_timeout : absl::InfiniteDuration();
+}
+
+std::optional<int32_t> PartitionTask::AnyPartition() const {
+  if (jobs_.partitions().empty()) return std::nullopt;
+  return jobs_.partitions().begin()->first;
+}
+
+int64_t PartitionTask::next_offset(int32_t partition) const {
+  auto it = jobs_.partitions().find(partition);
+  return it == jobs_.partitions().end() ? -1 : it->second.next_offset;
+}
+
+std::vector<std::pair<int32_t, int64_t>> PartitionTask::Lagging() const {
+  std::vector<std::pair<int32_t, int64_t>> out;
+  for (const auto& [p, part] : jobs_.partitions()) {
+    if (!part.at_end) out.emplace_back(p, part.next_offset);
+  }
+  return out;
+}
+
+}  // namespace bubblewatch

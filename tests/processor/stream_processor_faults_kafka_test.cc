@@ -492,23 +492,27 @@ TEST(ProcessorFaultsKafka, RebalanceStormLeavesNoDuplicateOrConflictingWindow) {
   }
 }
 
-// a restart lost the part of a gap that crossed a window start;
-// five kills did not find it. Here a live producer sends a small fleet in
-// real time (60 s) while the processor is SIGKILLed a hundred times, each
-// after 0.3-1.2 s of life (seeded from the clock and printed;
+// Why many kills: a restart once lost the part of a gap that crossed a
+// window start, and five kills did not find it. Here a live producer sends a
+// small fleet in real time (30 s) while the processor is SIGKILLed forty
+// times, each after 0.3-1.2 s of life (seeded from the clock and printed;
 // BUBBLEWATCH_KILL_SEED replays a campaign). The fleet is small so that a
 // life's replay (a window plus the lateness) takes a fraction of it: every
 // life then finalizes and commits windows before it dies, and kills land
 // mid-stream on every kind of boundary the fleet has (gaps and kernels across
 // window starts, devices whose last kernel lies in a closed window, replays
 // of replays). The windows must equal the oracle with no late event.
-// Bounded: 100 kills or 200 s (times BUBBLEWATCH_TEST_TIME_SCALE).
-TEST(ProcessorFaultsKafka, HundredRandomKillsMidStreamGiveTheSameWindows) {
+// Bounded: 40 kills or 100 s (times BUBBLEWATCH_TEST_TIME_SCALE). The
+// protocol's every crash point, and random ones over long streams, are the
+// crash harness's (tests/processor/crash_harness_test.cc, no broker); this
+// campaign keeps what only real processes on a real broker show: SIGKILL,
+// static membership, the restored offset handed to librdkafka.
+TEST(ProcessorFaultsKafka, RandomKillsMidStreamGiveTheSameWindows) {
   const std::string topic = Unique("bw-campaign");
   const std::string store = ::testing::TempDir() + "/" + topic;
   SyntheticFleetOptions fleet = Fleet();
   fleet.jobs = 3;
-  fleet.duration = absl::Seconds(60);
+  fleet.duration = absl::Seconds(30);
   fleet.events_per_second_per_gpu = 800;
   std::vector<WindowSummary> want = OracleWindows(fleet);
   // Beside the fleet, a hand-made job with each boundary case at a window
@@ -611,11 +615,11 @@ TEST(ProcessorFaultsKafka, HundredRandomKillsMidStreamGiveTheSameWindows) {
                      absl::Trunc(startup, absl::Milliseconds(10)))
               << "; every life gets that first" << std::endl;
   }
-  const absl::Time deadline = absl::Now() + testing::Scaled(absl::Seconds(200));
+  const absl::Time deadline = absl::Now() + testing::Scaled(absl::Seconds(100));
   int kills = 0, mid_stream = 0;
   size_t stored_before_last = 0;
-  while (kills < 100 && absl::Now() < deadline) {
-    if (kills == 60) {
+  while (kills < 40 && absl::Now() < deadline) {
+    if (kills == 25) {
       for (const auto& [job, n] : WindowsPerJob(store, JobsOf(want))) {
         stored_before_last += static_cast<size_t>(n);
       }
@@ -633,9 +637,9 @@ TEST(ProcessorFaultsKafka, HundredRandomKillsMidStreamGiveTheSameWindows) {
   }
   std::cout << kills << " kills, " << mid_stream
             << " of them while the producer was sending" << std::endl;
-  EXPECT_GE(mid_stream, 50) << "most kills must land mid-stream";
+  EXPECT_GE(mid_stream, 20) << "most kills must land mid-stream";
   // Lives made progress: windows were finalized during the campaign.
-  EXPECT_GT(stored_before_last, 0u) << "no window stored after 60 kills";
+  EXPECT_GT(stored_before_last, 0u) << "no window stored after 25 kills";
   EXPECT_LT(stored_before_last, want.size());
   ASSERT_EQ(WaitChildWithin(producer, absl::Seconds(120)), 0);
   ASSERT_EQ(WaitChildWithin(boundary_producer, absl::Seconds(60)), 0);

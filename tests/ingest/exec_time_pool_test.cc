@@ -9,11 +9,15 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
+#include <iostream>
 #include <map>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "analysis/collectives.h"
 #include "gtest/gtest.h"
 #include "ingest/synthetic/synthetic_inspector_job.h"
 #include "ingest/watch/inspector_tailer.h"
@@ -117,6 +121,135 @@ TEST(ExecTimePool, WholeJobGivesTheTruthsWaitsOnAnAnchoredTimeline) {
     // over the second before it; hosts' clocks apart by at most 41 ms).
     EXPECT_GE(ks.front().first, lo) << log;
     EXPECT_LE(ks.back().second, hi) << log;
+  }
+}
+
+TEST(ExecTimePool, ALongJobStaysAnchoredWithExactWaits) {
+  // Steps of about 0.9 s, mostly compute the timeline does not have: the
+  // job-wide floor lifts it whenever it falls 2 s behind the dumps.
+  InspectorJobSpec spec = ExecSpec();
+  spec.steps = 20;
+  spec.compute_us = 400'000;
+  spec.dump_every_steps = 1;
+  const InspectorJobLogs gen = GenerateInspectorJob(spec);
+  ExecTimePool pool;
+  for (const InspectorJobFile& f : gen.files) {
+    pool.Add(f.name, ParseInspectorLog(f.text, f.name));
+  }
+  std::vector<PlacedInstance> placed = pool.Advance();
+  for (PlacedInstance& p : pool.Advance(-1, true)) {
+    placed.push_back(std::move(p));
+  }
+  ASSERT_EQ(static_cast<int64_t>(placed.size()), Instances(spec));
+  std::map<std::string, int64_t> wait_ns;
+  std::map<std::string, int64_t> last_end;
+  for (const PlacedInstance& p : placed) {
+    int64_t shortest = INT64_MAX;
+    for (const PlacedMember& m : p.members) {
+      shortest = std::min(shortest, p.end_ns - m.start_ns);
+    }
+    for (const PlacedMember& m : p.members) {
+      wait_ns[m.log] += p.end_ns - m.start_ns - shortest;
+      EXPECT_GE(m.start_ns, last_end[m.log]) << m.log;
+      last_end[m.log] = p.end_ns;
+    }
+  }
+  for (size_t r = 0; r < gen.files.size(); ++r) {
+    EXPECT_EQ(wait_ns[gen.files[r].name], gen.truth.wait_us[r] * 1000);
+  }
+  // The job ran about 18 s of wall time; its timeline ends within the lag
+  // (2 s) and a dump interval (1 s) of its last dump, not seconds earlier.
+  const int64_t job_us = spec.steps * (2 * spec.compute_us + 5'000);
+  for (const auto& [log, end] : last_end) {
+    EXPECT_GE(end, (spec.start_us + job_us) * 1000 - int64_t{3'500'000'000})
+        << log;
+    EXPECT_LE(end, (spec.start_us + job_us) * 1000 + int64_t{1'000'000'000})
+        << log;
+  }
+}
+
+// The placed instances as the tailer sends them (one trace per process, a
+// kernel and a collective record per instance, members inferred, clock
+// domains the hosts), analyzed as a window is: every wait within 10 % of
+// the truth, the planted process first with at least 90 % of the wait,
+// with the job-wide floor lifting the timeline (long steps) or not.
+TEST(ExecTimePool, PlacedTimelineNamesThePlantedStraggler) {
+  for (int64_t compute_us : {int64_t{8'000}, int64_t{400'000}}) {
+    InspectorJobSpec spec = ExecSpec();
+    spec.compute_us = compute_us;
+    spec.steps = compute_us > 100'000 ? 20 : 40;
+    spec.dump_every_steps = compute_us > 100'000 ? 1 : 5;
+    const InspectorJobLogs gen = GenerateInspectorJob(spec);
+    ExecTimePool pool;
+    for (const InspectorJobFile& f : gen.files) {
+      pool.Add(f.name, ParseInspectorLog(f.text, f.name));
+    }
+    std::vector<PlacedInstance> placed = pool.Advance();
+    for (PlacedInstance& p : pool.Advance(-1, true)) {
+      placed.push_back(std::move(p));
+    }
+    std::vector<Trace> traces(gen.files.size());
+    std::map<std::string, size_t> index;
+    for (size_t r = 0; r < gen.files.size(); ++r) {
+      index[gen.files[r].name] = r;
+      traces[r].rank = static_cast<int32_t>(r);
+      traces[r].world_size = static_cast<int32_t>(gen.files.size());
+      traces[r].host = gen.truth.hosts[r];
+    }
+    for (const PlacedInstance& p : placed) {
+      for (const PlacedMember& m : p.members) {
+        Trace& t = traces[index[m.log]];
+        NameInterner names(&t);
+        GpuActivity a;
+        a.start_ns = m.start_ns;
+        a.end_ns = p.end_ns;
+        a.name = names.Intern(absl::StrCat("nccl", p.coll));
+        a.stream =
+            static_cast<int32_t>(std::hash<std::string>()(p.comm) % 1000);
+        t.gpu.push_back(a);
+        CollectiveKernel k;
+        k.start_ns = a.start_ns;
+        k.end_ns = a.end_ns;
+        k.stream = a.stream;
+        k.kernel_name = a.name;
+        k.collective = names.Intern(p.coll);
+        k.process_group = names.Intern(p.comm);
+        k.seq = p.sn;
+        k.group_size = p.n_ranks;
+        t.collectives.push_back(k);
+      }
+    }
+    std::vector<RankInput> ranks;
+    for (size_t r = 0; r < traces.size(); ++r) {
+      RankInput in;
+      in.trace = &traces[r];
+      in.rank = static_cast<int32_t>(r);
+      in.host = traces[r].host;
+      in.clock_domain = absl::StrCat("host:", traces[r].host);
+      ranks.push_back(in);
+    }
+    absl::StatusOr<CollectiveAnalysis> c = AnalyzeCollectives(ranks);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->unmatched, 0);
+    EXPECT_EQ(c->used, c->matched);
+    int64_t waited = 0;
+    for (const RankCollectiveStats& r : c->ranks) {
+      const int64_t truth_ns = gen.truth.wait_us[r.rank] * 1000;
+      waited += r.comm_wait_ns;
+      EXPECT_LE(std::abs(r.comm_wait_ns - truth_ns), 0.10 * truth_ns)
+          << "rank " << r.rank << ", compute " << compute_us;
+    }
+    ASSERT_FALSE(c->stragglers.empty());
+    const Straggler& first = c->stragglers.front();
+    EXPECT_EQ(first.rank, spec.plant);
+    EXPECT_GE(first.wait_caused_ns, 0.9 * waited)
+        << "compute " << compute_us << ": caused " << first.wait_caused_ns
+        << " of " << waited;
+    EXPECT_GE(first.wait_caused_ns, 0.9 * gen.truth.planted_wait_us * 1000)
+        << "compute " << compute_us;
+    std::cerr << "compute " << compute_us << " us: rank " << first.rank
+              << " caused " << first.wait_caused_ns << " ns of " << waited
+              << " ns waited\n";
   }
 }
 

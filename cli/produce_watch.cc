@@ -61,6 +61,12 @@ std::string InspectorSummary(const InspectorTailStats& s) {
   if (s.rank_changes > 0) {
     absl::StrAppend(&out, ", ", s.rank_changes, " job rank changes");
   }
+  if (s.exec_instances_sent > 0 || s.exec_records_held > 0) {
+    absl::StrAppend(&out, ", ", s.exec_instances_sent,
+                    " exec-time-only instances sent, ", s.exec_records_held,
+                    " exec-time-only records held (their instances not "
+                    "complete yet)");
+  }
   for (const auto& [reason, count] : s.skipped) {
     absl::StrAppend(&out, "; ", reason, ": ", count);
   }

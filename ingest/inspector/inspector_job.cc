@@ -34,6 +34,21 @@ constexpr int64_t kExecTimelineOriginNs = 1'000'000'000;
 
 }  // namespace
 
+int64_t ExecTimeInstanceEnd(const std::vector<ExecTimeMember>& members) {
+  if (members.empty()) return -1;
+  int64_t end = 0;
+  for (const ExecTimeMember& m : members) {
+    // Exec times are at most a day each (the reader's bound), so a sum can
+    // only leave the accepted range after ~10^5 days of them.
+    if (m.exec_ns < 0 || m.ready_ns < 0 ||
+        m.ready_ns > kMaxEventTimeNs - m.exec_ns) {
+      return -1;
+    }
+    end = std::max(end, m.ready_ns + m.exec_ns);
+  }
+  return end;
+}
+
 absl::StatusOr<InspectorJob> BuildInspectorJob(
     std::vector<InspectorLog> logs, const std::vector<std::string>& files) {
   if (logs.empty()) {
@@ -276,20 +291,19 @@ absl::StatusOr<InspectorJob> BuildInspectorJob(
       return instances[a].sn < instances[b].sn;
     });
     std::vector<int64_t> ready(n_proc, kExecTimelineOriginNs);
+    std::vector<ExecTimeMember> members;
     for (size_t i : order) {
       const Instance& inst = instances[i];
-      int64_t end = 0;
+      members.clear();
       for (const auto& [p, k] : inst.parts) {
-        // Exec times are at most a day each (the reader's bound), so a sum
-        // can only leave the accepted range after ~10^5 days of them.
-        const int64_t exec_ns = recs[p][k].op->exec_us * 1000;
-        if (ready[p] > kMaxEventTimeNs - exec_ns) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(job.processes[p].file,
-                           ": exec times add up past the accepted time "
-                           "range (docs/semantics.md#units-and-events)"));
-        }
-        end = std::max(end, ready[p] + exec_ns);
+        members.push_back({ready[p], recs[p][k].op->exec_us * 1000});
+      }
+      const int64_t end = ExecTimeInstanceEnd(members);
+      if (end < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(job.processes[inst.parts.front().first].file,
+                         ": exec times add up past the accepted time "
+                         "range (docs/semantics.md#units-and-events)"));
       }
       for (const auto& [p, k] : inst.parts) {
         Rec& r = recs[p][k];

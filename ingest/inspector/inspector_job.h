@@ -82,6 +82,19 @@ struct InspectorJob {
   int64_t p2p_dropped = 0;
 };
 
+// One instance of the exec-time-only timeline
+// (docs/semantics.md#exec-time-only-waits), shared by BuildInspectorJob and
+// the live pool (ingest/watch/exec_time_pool.h): each member is ready at
+// `ready_ns` (the end of its previous instance) and runs `exec_ns`; the
+// instance ends at the latest ready + exec over its members, and each
+// member's kernel is [end − exec_ns, end). Returns that end; -1 when it
+// would pass kMaxEventTimeNs (or no member).
+struct ExecTimeMember {
+  int64_t ready_ns = 0;
+  int64_t exec_ns = 0;
+};
+int64_t ExecTimeInstanceEnd(const std::vector<ExecTimeMember>& members);
+
 // `logs` and `files` in the same order. Errors: kInvalidArgument for no
 // log, or no collective record at all. Two logs of one (host, pid) are
 // merged. Everything else is a counted outcome.

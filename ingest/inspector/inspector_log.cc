@@ -472,7 +472,13 @@ class LogParser {
                                      "' (read as v5)")]++;
         }
       }
-      if (line.dump_ts >= 0) log_->last_dump_timestamp_us = line.dump_ts;
+      if (line.dump_ts >= 0) {
+        if (log_->dump_timestamps_us.empty() ||
+            log_->dump_timestamps_us.back() != line.dump_ts) {
+          log_->dump_timestamps_us.push_back(line.dump_ts);
+        }
+        log_->last_dump_timestamp_us = line.dump_ts;
+      }
     }
     for (std::string_view key : line.unknown) {
       log_->skipped[absl::StrCat("unknown field '", AbslView(key), "'")]++;
@@ -495,6 +501,7 @@ class LogParser {
         return;
       }
       remaining_coll_ = std::max<int64_t>(line.coll_records, 0);
+      announced_coll_ = remaining_coll_;
       remaining_p2p_ = std::max<int64_t>(line.p2p_records, 0);
       InspectorComm& c = log_->comms[context_];
       c.coll_dropped_total =
@@ -508,16 +515,21 @@ class LogParser {
 
     const bool p2p = line.kind == Line::kP2p;
     int comm = -1;
+    int64_t dump_pos = -1;
     if (line.has_header) {
       comm = CommOf(line);
       // v4.1/v4.2: a marker before self-contained records counts them too.
       int64_t& remaining = p2p ? remaining_p2p_ : remaining_coll_;
-      if (comm == context_ && remaining > 0) --remaining;
+      if (comm == context_ && remaining > 0) {
+        if (!p2p) dump_pos = announced_coll_ - remaining;
+        --remaining;
+      }
     } else if (context_ >= 0) {
       // v4.3 and later: the marker before it holds the context.
       comm = context_;
       int64_t& remaining = p2p ? remaining_p2p_ : remaining_coll_;
       if (remaining > 0) {
+        if (!p2p) dump_pos = announced_coll_ - remaining;
         --remaining;
       } else {
         log_->skipped["records beyond their dump marker's count"]++;
@@ -576,6 +588,13 @@ class LogParser {
     if (!line.timing_source.empty()) {
       op.timing_source = static_cast<int32_t>(NameIndex(line.timing_source));
     }
+    op.dump_us = log_->last_dump_timestamp_us;
+    op.dump_marker =
+        static_cast<int32_t>(std::min<int64_t>(log_->dump_markers, INT32_MAX));
+    if (dump_pos >= 0 && announced_coll_ <= INT32_MAX) {
+      op.dump_pos = static_cast<int32_t>(dump_pos);
+      op.dump_size = static_cast<int32_t>(announced_coll_);
+    }
     if (p2p) {
       ++log_->p2p_records;
     } else {
@@ -589,6 +608,7 @@ class LogParser {
   bool from_metadata_ = false;
   int context_ = -1;
   int64_t remaining_coll_ = 0;
+  int64_t announced_coll_ = 0;
   int64_t remaining_p2p_ = 0;
   absl::flat_hash_map<std::string, uint32_t> comms_;
   absl::flat_hash_map<std::string, uint32_t> names_;

@@ -74,6 +74,16 @@ struct InspectorOp {
   int64_t kernel_stop_us = -1;
   // `*_timing_source` ("kernel_gpu"); index into op_names, -1 absent.
   int32_t timing_source = -1;
+  // The dump that wrote it: its `dump_timestamp_us` (the record's own
+  // metadata, else its dump marker's; -1 when none), the dump markers read
+  // before it (0: none), and its place among the collective records its
+  // marker announced (`dump_pos` of `dump_size`; -1 without a marker of its
+  // communicator). The live exec-time-only pool orders instances by them
+  // (docs/semantics.md#live-inspector-logs).
+  int64_t dump_us = -1;
+  int32_t dump_marker = 0;
+  int32_t dump_pos = -1;
+  int32_t dump_size = -1;
 };
 
 // One process's log.
@@ -90,6 +100,9 @@ struct InspectorLog {
   int64_t dump_markers = 0;     // `dump_stats` records.
   int64_t verbose_records = 0;  // Kept records with kernel timestamps.
   int64_t last_dump_timestamp_us = -1;
+  // Every distinct `dump_timestamp_us` in file order (each dump marker's,
+  // and records' own metadata's when it changes).
+  std::vector<int64_t> dump_timestamps_us;
   // What was not read, by reason: "bad JSON line", "truncated last line",
   // "unknown field 'coll_perf.x'", "unknown format version 'v9.0'",
   // "record without header", ... (every line that was skipped is in

@@ -93,6 +93,33 @@ void AdvanceContext(absl::string_view chunk, std::string* context,
 }
 
 constexpr char kMissingSkip[] = "records announced by a dump marker, missing";
+constexpr char kExecHeader[] = "bubblewatch-inspector-exec v1";
+constexpr char kExecFile[] = "inspector-exec";
+
+// One collective record as one kernel `nccl<Coll>` of the process's device
+// (a stream per communicator) and its collective record.
+void AppendCollective(Trace* t, NameInterner* names, const std::string& comm,
+                      const std::string& coll, int64_t sn, int32_t n_ranks,
+                      int64_t start_ns, int64_t end_ns) {
+  GpuActivity a;
+  a.start_ns = start_ns;
+  a.end_ns = end_ns;
+  a.name = names->Intern(absl::StrCat("nccl", coll));
+  a.device = 0;
+  a.stream = StreamOf(comm);
+  t->gpu.push_back(a);
+  CollectiveKernel k;
+  k.start_ns = a.start_ns;
+  k.end_ns = a.end_ns;
+  k.device = 0;
+  k.stream = a.stream;
+  k.kernel_name = a.name;
+  k.collective = names->Intern(absl::AsciiStrToLower(coll));
+  k.process_group = names->Intern(comm);
+  k.seq = sn;
+  k.group_size = n_ranks;
+  t->collectives.push_back(k);
+}
 
 }  // namespace
 
@@ -270,31 +297,15 @@ InspectorChunk BuildInspectorChunk(absl::string_view bytes,
       continue;
     }
     if (op.kernel_start_us < 0 || op.kernel_stop_us < op.kernel_start_us) {
-      chunk.skipped[kExecTimeOnlySkip]++;
-      continue;
+      continue;  // Exec-time only: the job's pool places it.
     }
     const InspectorComm& c = log.comms[op.comm];
-    const std::string& coll = log.op_names[op.name];
-    GpuActivity a;
-    a.start_ns = op.kernel_start_us * 1000;
-    a.end_ns = op.kernel_stop_us * 1000;
-    a.name = names.Intern(absl::StrCat("nccl", coll));
-    a.device = 0;
-    a.stream = StreamOf(c.id);
-    t.gpu.push_back(a);
-    CollectiveKernel k;
-    k.start_ns = a.start_ns;
-    k.end_ns = a.end_ns;
-    k.device = 0;
-    k.stream = a.stream;
-    k.kernel_name = a.name;
-    k.collective = names.Intern(absl::AsciiStrToLower(coll));
-    k.process_group = names.Intern(c.id);
-    k.seq = op.sn;
-    k.group_size = c.n_ranks;
-    t.collectives.push_back(k);
+    AppendCollective(&t, &names, c.id, log.op_names[op.name], op.sn, c.n_ranks,
+                     op.kernel_start_us * 1000, op.kernel_stop_us * 1000);
     ++chunk.records;
   }
+  chunk.pos_offset = before.context.empty() ? 0 : before.context_seen;
+  chunk.log = std::move(log);
   return chunk;
 }
 
@@ -305,8 +316,232 @@ absl::StatusOr<std::unique_ptr<InspectorTailer>> InspectorTailer::Create(
   }
   ASSIGN_OR_RETURN(InspectorOffsets offsets,
                    InspectorOffsets::Open(options.state_dir));
-  return std::unique_ptr<InspectorTailer>(
+  std::unique_ptr<InspectorTailer> t(
       new InspectorTailer(std::move(options), producer, std::move(offsets)));
+  t->exec_path_ = (fs::path(t->options_.state_dir) / kExecFile).string();
+  RETURN_IF_ERROR(t->LoadExecState());
+  return t;
+}
+
+InspectorTailer::JobPool& InspectorTailer::PoolOf(const std::string& job) {
+  auto it = pools_.find(job);
+  if (it == pools_.end())
+    it = pools_.emplace(job, JobPool(options_.exec)).first;
+  return it->second;
+}
+
+absl::Status InspectorTailer::WriteExecState() const {
+  std::string out = absl::StrCat(kExecHeader, "\n");
+  for (const auto& [job, jp] : pools_) {
+    absl::StrAppend(&out, "job\t", job, "\t", jp.acked, "\t", jp.pending_to,
+                    "\t", jp.flushed ? 1 : 0, "\t", jp.in_flight_flush ? 1 : 0,
+                    "\n");
+    for (const auto& [log, st] : jp.streams) {
+      absl::StrAppend(&out, "stream\t", job, "\t", log, "\t",
+                      absl::Hex(st.producer_id), "\t", st.next_sequence, "\n");
+    }
+  }
+  return WriteFileAtomically(exec_path_, out);
+}
+
+absl::Status InspectorTailer::LoadExecState() {
+  std::ifstream in(exec_path_);
+  if (!in) return absl::OkStatus();
+  auto bad = [&](absl::string_view why) {
+    return absl::DataLossError(absl::StrCat(
+        exec_path_, ": ", why,
+        " (deleting it and inspector-offsets makes the watcher follow every "
+        "Inspector log from its start again: expect duplicates)"));
+  };
+  std::string line;
+  if (!std::getline(in, line)) return absl::OkStatus();
+  if (line != kExecHeader) return bad("not an exec-time state file");
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    std::vector<std::string> f = absl::StrSplit(line, '\t');
+    if (f.size() == 6 && f[0] == "job") {
+      JobPool& jp = PoolOf(f[1]);
+      int flushed = 0;
+      int in_flight_flush = 0;
+      if (!absl::SimpleAtoi(f[2], &jp.acked) ||
+          !absl::SimpleAtoi(f[3], &jp.pending_to) ||
+          !absl::SimpleAtoi(f[4], &flushed) ||
+          !absl::SimpleAtoi(f[5], &in_flight_flush)) {
+        return bad("a bad number");
+      }
+      jp.flushed = flushed != 0;
+      jp.in_flight_flush = in_flight_flush != 0;
+    } else if (f.size() == 5 && f[0] == "stream") {
+      JobPool::Stream& st = PoolOf(f[1]).streams[f[2]];
+      if (!absl::SimpleHexAtoi(f[3], &st.producer_id) ||
+          !absl::SimpleAtoi(f[4], &st.next_sequence)) {
+        return bad("a bad number");
+      }
+    } else {
+      return bad("a line it does not know");
+    }
+  }
+  // Rebuild each pool from its logs as acknowledged, then place again what
+  // was acknowledged, without sending it.
+  for (auto& [job, jp] : pools_) {
+    for (const auto& [name, t] : offsets_.logs()) {
+      if (t.offset <= 0 || JobOf(name) != job) continue;
+      const std::string path = (fs::path(options_.dir) / name).string();
+      struct stat st;
+      if (::stat(path.c_str(), &st) != 0 ||
+          static_cast<uint64_t>(st.st_ino) != t.ino ||
+          static_cast<uint64_t>(st.st_dev) != t.dev) {
+        spdlog::warn(
+            "{}: gone or replaced: its exec-time records are not "
+            "pooled again",
+            path);
+        continue;
+      }
+      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) return Errno(errno, absl::StrCat("opening ", path));
+      absl::StatusOr<std::string> bytes = ReadAt(fd, 0, t.offset);
+      ::close(fd);
+      if (!bytes.ok()) return bytes.status();
+      jp.pool.Add(name, ParseInspectorLog(*bytes, name));
+    }
+    int64_t replayed = static_cast<int64_t>(jp.pool.Advance(jp.acked).size());
+    if (replayed < jp.acked && jp.flushed) {
+      // What a flush placed after the job's logs had stopped growing.
+      replayed += static_cast<int64_t>(
+          jp.pool.Advance(jp.acked - replayed, /*flush=*/true).size());
+    }
+    if (replayed != jp.acked) {
+      spdlog::warn(
+          "job {}: {} exec-time instances were acknowledged, the logs give "
+          "{} again: the rest is placed anew",
+          job, jp.acked, replayed);
+    }
+  }
+  return absl::OkStatus();
+}
+
+void InspectorTailer::UpdateExecStats() {
+  int64_t not_sent = 0;
+  int64_t held = 0;
+  std::map<std::string, int64_t> counts;
+  for (const auto& [job, jp] : pools_) {
+    not_sent += jp.not_sent;
+    if (!jp.partial && !jp.pool.Whole()) {
+      not_sent += jp.pool.records_held();
+    } else {
+      held += jp.pool.records_held();
+    }
+    for (const auto& [reason, n] : jp.pool.counts()) counts[reason] += n;
+  }
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  stats_.exec_records_held = held;
+  if (not_sent > 0) {
+    stats_.skipped[kExecTimeOnlySkip] = not_sent;
+  } else {
+    stats_.skipped.erase(kExecTimeOnlySkip);
+  }
+  for (const auto& [reason, n] : counts) stats_.skipped[reason] = n;
+}
+
+absl::Status InspectorTailer::SendPooled(absl::Time now) {
+  for (auto& [job, jp] : pools_) {
+    if (jp.partial) continue;
+    if (!jp.pool.Whole()) {
+      if (jp.pool.SeenUs() > absl::ToInt64Microseconds(options_.exec.expire)) {
+        const auto [seen, size] = jp.pool.WholeProgress();
+        spdlog::warn(
+            "job {}: exec-time-only Inspector records not sent: the directory "
+            "holds logs of {} of the {} processes of the job's largest "
+            "communicator after its dumps spanned {} (live needs every "
+            "process's log in one dump directory, or verbose records)",
+            job, seen, size, absl::FormatDuration(options_.exec.expire));
+        jp.not_sent += jp.pool.records_held();
+        jp.partial = true;
+        jp.pool = ExecTimePool(options_.exec);
+      }
+      continue;
+    }
+    const bool resend = jp.pending_to > jp.acked;
+    const bool idle = now - jp.last_grew >= options_.exec_idle;
+    std::vector<PlacedInstance> placed =
+        jp.pool.Advance(resend ? jp.pending_to - jp.acked : -1,
+                        resend ? jp.in_flight_flush : false);
+    bool flush = resend && jp.in_flight_flush;
+    if (placed.empty() && !resend && idle) {
+      placed = jp.pool.Advance(-1, /*flush=*/true);
+      flush = true;
+    }
+    if (placed.empty()) continue;
+    jp.in_flight_flush = flush;
+    if (flush) jp.flushed = true;
+    const int64_t to = jp.acked + static_cast<int64_t>(placed.size());
+    if (resend && to != jp.pending_to) {
+      spdlog::warn(
+          "job {}: a range of exec-time instances in flight at a restart "
+          "gives {} of {} again",
+          job, placed.size(), jp.pending_to - jp.acked);
+    }
+    jp.pending_to = to;
+    if (!resend) RETURN_IF_ERROR(WriteExecState());
+    // Each log's kernels, in placement order (ascending start).
+    std::map<std::string,
+             std::vector<std::pair<const PlacedInstance*, int64_t>>>
+        by_log;
+    for (const PlacedInstance& inst : placed) {
+      for (const PlacedMember& m : inst.members) {
+        by_log[m.log].push_back({&inst, m.start_ns});
+      }
+    }
+    std::map<std::string, uint64_t> next;
+    int64_t batches = 0;
+    int64_t records = 0;
+    for (const auto& [log, kernels] : by_log) {
+      const TailedLog& e = offsets_.logs()[log];
+      JobPool::Stream& st = jp.streams[log];
+      Trace t;
+      t.rank = e.rank;
+      t.world_size = e.world_size;
+      t.host = e.host;
+      t.source_format = "inspector";
+      NameInterner names(&t);
+      for (const auto& [inst, start] : kernels) {
+        AppendCollective(&t, &names, inst->comm, inst->coll, inst->sn,
+                         inst->n_ranks, start, inst->end_ns);
+        ++records;
+      }
+      BatchHeader identity;
+      identity.job = job;
+      identity.host = e.host;
+      identity.rank = e.rank;
+      identity.world_size = e.world_size;
+      identity.producer_id = st.producer_id;
+      BatchedTrace stream(std::move(t), identity, options_.batching);
+      EventBatchEncoder encoder(&stream.trace());
+      for (size_t i = 0; i < stream.num_batches(); ++i) {
+        const BatchSlice& s = stream.batch(i);
+        BatchHeader header = stream.header();
+        header.observation.reset();
+        header.sequence = st.next_sequence + i;
+        RETURN_IF_ERROR(producer_->Send(
+            job,
+            encoder.Encode(header, s.gpu_begin, s.gpu_end, s.cpu_begin,
+                           s.cpu_end, s.collectives_begin, s.collectives_end),
+            s.events()));
+      }
+      next[log] = st.next_sequence + stream.num_batches();
+      batches += static_cast<int64_t>(stream.num_batches());
+    }
+    RETURN_IF_ERROR(producer_->Flush(options_.flush_timeout));
+    for (const auto& [log, seq] : next) jp.streams[log].next_sequence = seq;
+    jp.acked = to;
+    jp.pending_to = -1;
+    RETURN_IF_ERROR(WriteExecState());
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stats_.batches_sent += batches;
+    stats_.records_sent += records;
+    stats_.exec_instances_sent += static_cast<int64_t>(placed.size());
+  }
+  return absl::OkStatus();
 }
 
 InspectorTailStats InspectorTailer::stats() const {
@@ -347,9 +582,13 @@ absl::Status InspectorTailer::PollOnce(absl::Time now) {
     RETURN_IF_ERROR(Follow(name, now));
     if (seen_[name].is_log) ++logs;
   }
-  std::lock_guard<std::mutex> lock(stats_mu_);
-  stats_.logs = logs;
-  return absl::OkStatus();
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stats_.logs = logs;
+  }
+  absl::Status sent = SendPooled(now);
+  UpdateExecStats();
+  return sent;
 }
 
 absl::Status InspectorTailer::Follow(const std::string& name, absl::Time now) {
@@ -366,6 +605,9 @@ absl::Status InspectorTailer::Follow(const std::string& name, absl::Time now) {
   if (seen.size != st.st_size) {
     seen.size = st.st_size;
     seen.grew_at = now;
+    if (auto it = pools_.find(JobOf(name)); it != pools_.end()) {
+      it->second.last_grew = now;
+    }
   }
   auto& logs = offsets_.logs();
   auto known = logs.find(name);
@@ -547,6 +789,28 @@ absl::Status InspectorTailer::Follow(const std::string& name, absl::Time now) {
     entry.head_hash = ContentHash(head);
   }
   RETURN_IF_ERROR(offsets_.Write());
+  // Exec-time-only records: to the job's pool, once acknowledged as read
+  // (a restart rebuilds the pool from the logs up to the offsets).
+  int64_t exec_records = 0;
+  for (const InspectorOp& op : chunk.log.ops) {
+    if (!op.p2p && op.kernel_start_us < 0) ++exec_records;
+  }
+  if (exec_records > 0) {
+    JobPool& jp = PoolOf(job);
+    jp.last_grew = std::max(jp.last_grew, seen.grew_at);
+    if (jp.partial) {
+      jp.not_sent += exec_records;
+    } else {
+      JobPool::Stream& st = jp.streams[name];
+      if (st.producer_id == 0) {
+        st.producer_id = ContentHash(
+            absl::StrCat("bubblewatch inspector exec-time timeline\n",
+                         absl::Hex(entry.producer_id)));
+        if (st.producer_id == 0) st.producer_id = 1;
+      }
+      jp.pool.Add(name, chunk.log, chunk.pos_offset);
+    }
+  }
   if (chunk.ring_dropped > 0) {
     spdlog::warn(
         "{}: the plugin's ring dropped {} records before its dump (a shorter "

@@ -15,9 +15,20 @@
 // the process's device and one collective record (communicator id as process
 // group, coll_sn as Seq, n_ranks as group size; members inferred by the
 // processor) at its kernel times (epoch microseconds of its host's clock).
-// Exec-time-only records have no times: each is counted, under
-// kExecTimeOnlySkip, never sent with made-up times. p2p records are
+// Exec-time-only records have no times of their own: they are pooled per
+// job (ExecTimePool, ingest/watch/exec_time_pool.h) and each instance is
+// sent once every member reported it, at the times of the exec-time-only
+// timeline; while the directory does not hold every process of the job
+// they are held and counted under kExecTimeOnlySkip, and dropped (still
+// counted) once its dumps span `exec.expire` without it. p2p records are
 // counted, not sent; ring drops the dump markers report are counted.
+//
+// Exec-time-only exactly once: per job the file "inspector-exec" keeps how
+// many instances were acknowledged, the end of a range in flight, and each
+// log's producer id and next sequence of its exec-time stream. A restart
+// rebuilds the pool from the logs (each read from its start to its
+// acknowledged offset), places the acknowledged instances again without
+// sending them, and resends a range in flight byte for byte.
 //
 // Chunks. A poll reads the bytes after the file's offset up to its last
 // newline (a partial last line waits for its newline). If the last dump
@@ -59,15 +70,18 @@
 #include "ingest/batched_trace.h"
 #include "ingest/event_producer.h"
 #include "ingest/inspector/inspector_log.h"
+#include "ingest/watch/exec_time_pool.h"
 #include "ingest/watch/job_name_pattern.h"
 #include "schemas/trace.h"
 
 namespace bubblewatch {
 
-// The skip reason of a collective record without kernel times.
+// The skip reason of collective records without kernel times while the
+// directory does not hold a log of every process of their job.
 inline constexpr char kExecTimeOnlySkip[] =
-    "exec-time only: live needs verbose records "
-    "(NCCL_INSPECTOR_DUMP_VERBOSE=1)";
+    "exec-time only: not every process of the job has a log in this "
+    "directory (live needs all of them, one dump directory per job, or "
+    "verbose records: NCCL_INSPECTOR_DUMP_VERBOSE=1)";
 
 // True for the names the tailer considers: *.log, *.jsonl, not starting
 // with '.'.
@@ -127,6 +141,10 @@ struct InspectorChunk {
   Trace trace;
   SkipCounts skipped;
   int64_t records = 0;  // Collective records sent.
+  // The chunk as parsed (after the context): its exec-time-only records go
+  // to the job's pool, `pos_offset` the context marker's records before.
+  InspectorLog log;
+  int64_t pos_offset = 0;
   // Records the plugin's ring dropped, as the chunk's dump markers say
   // (`*_dropped_since_last_dump`; the context marker's counted before).
   int64_t ring_dropped = 0;
@@ -154,6 +172,10 @@ struct InspectorTailerOptions {
   absl::Duration settle = absl::Seconds(2);
   absl::Duration flush_timeout = absl::Seconds(60);
   int64_t max_chunk_bytes = int64_t{64} << 20;
+  ExecTimePoolOptions exec;
+  // A job whose logs did not grow for this long is taken to have ended:
+  // its pool places every complete instance (ExecTimePool::Advance flush).
+  absl::Duration exec_idle = absl::Seconds(15);
 };
 
 struct InspectorTailStats {
@@ -169,6 +191,10 @@ struct InspectorTailStats {
   // Records the plugin's ring dropped before a dump (dump_stats): missing
   // on their process, their instances unmatched in its windows.
   int64_t ring_dropped = 0;
+  // Exec-time-only records: instances sent, and records held in a pool
+  // waiting for their instance's other members.
+  int64_t exec_instances_sent = 0;
+  int64_t exec_records_held = 0;
   // Records and lines not sent, by reason (the reader's, kExecTimeOnlySkip,
   // "p2p_perf records (not matched live)", "no job", ...).
   std::map<std::string, int64_t> skipped;
@@ -193,6 +219,32 @@ class InspectorTailer {
         producer_(producer),
         offsets_(std::move(offsets)) {}
   absl::Status Follow(const std::string& name, absl::Time now);
+  // Places and sends what the job pools can; resends a range in flight.
+  absl::Status SendPooled(absl::Time now);
+  absl::Status WriteExecState() const;
+  absl::Status LoadExecState();
+  void UpdateExecStats();
+
+  // A job's exec-time-only pool and what was sent of it.
+  struct JobPool {
+    explicit JobPool(ExecTimePoolOptions o) : pool(o) {}
+    ExecTimePool pool;
+    bool partial = false;  // Judged not whole: records counted, not held.
+    int64_t not_sent = 0;  // Records counted under kExecTimeOnlySkip.
+    int64_t acked = 0;     // Instances acknowledged.
+    int64_t pending_to = -1;
+    bool flushed = false;          // A flush placed instances (persisted).
+    bool in_flight_flush = false;  // The range in flight is a flush's.
+    absl::Time last_grew = absl::InfinitePast();
+    struct Stream {
+      uint64_t producer_id = 0;
+      uint64_t next_sequence = 0;
+    };
+    std::map<std::string, Stream> streams;  // By log name.
+  };
+  JobPool& PoolOf(const std::string& job);
+  std::map<std::string, JobPool> pools_;
+  std::string exec_path_;
   std::string JobOf(const std::string& name) const;
   void Count(const std::string& reason, int64_t n);
 

@@ -10,11 +10,14 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -324,6 +327,134 @@ TEST_F(InspectorTailerTest, ExecTimeOnlyRecordsAreCountedNotSent) {
   EXPECT_EQ(s.batches_sent, 0);
   ASSERT_TRUE(s.skipped.contains(kExecTimeOnlySkip));
   EXPECT_EQ(s.skipped.at(kExecTimeOnlySkip), CountRecords(plain.text));
+}
+
+// Exec-time-only logs of a whole job: pooled and sent once complete; a
+// crash with a range of instances in flight is followed by a restart that
+// rebuilds the pool from the logs and resends that range byte for byte,
+// then sends the rest, the last dumps once the logs stopped growing.
+TEST_F(InspectorTailerTest, ExecTimeOnlyJobIsPooledAndResentExactly) {
+  InspectorJobSpec spec;
+  spec.steps = 12;
+  spec.dump_every_steps = 3;
+  spec.verbose = false;
+  const InspectorJobLogs gen = GenerateInspectorJob(spec);
+  const int64_t instances = 1 +
+                            int64_t{spec.dp} * spec.steps * spec.tp_per_step +
+                            int64_t{spec.tp} * spec.steps;
+  std::vector<size_t> half;
+  for (const InspectorJobFile& f : gen.files) {
+    half.push_back(f.text.rfind('\n', f.text.size() / 2) + 1);
+    WriteFile(watched_ + "/" + f.name, f.text.substr(0, half.back()));
+  }
+  int64_t first_batches = 0;
+  {
+    auto t = Tailer(absl::ZeroDuration());
+    ASSERT_NE(t, nullptr);
+    ASSERT_TRUE(t->PollOnce(t0_).ok());
+    first_batches = t->stats().batches_sent;
+    ASSERT_GT(first_batches, 0);
+    EXPECT_GT(t->stats().exec_instances_sent, 0);
+    EXPECT_LT(t->stats().exec_instances_sent, instances);
+  }
+  // A crash after the range was sent, before it was acknowledged.
+  const std::string exec = watched_ + "/.bubblewatch-state/inspector-exec";
+  {
+    std::string text = testing::ReadFile(exec);
+    std::string out;
+    for (absl::string_view line : absl::StrSplit(text, '\n')) {
+      std::vector<std::string> f = absl::StrSplit(line, '\t');
+      if (f.size() == 6 && f[0] == "job") {
+        ASSERT_EQ(f[3], "-1");
+        f[3] = f[2];
+        f[2] = "0";
+      } else if (f.size() == 5 && f[0] == "stream") {
+        f[4] = "0";
+      }
+      if (!line.empty()) absl::StrAppend(&out, absl::StrJoin(f, "\t"), "\n");
+    }
+    WriteFile(exec, out);
+  }
+  for (size_t i = 0; i < gen.files.size(); ++i) {
+    Append(watched_ + "/" + gen.files[i].name,
+           gen.files[i].text.substr(half[i]));
+  }
+  auto t = Tailer(absl::ZeroDuration());
+  ASSERT_NE(t, nullptr);
+  ASSERT_TRUE(t->PollOnce(t0_ + absl::Seconds(10)).ok());
+  ASSERT_TRUE(t->PollOnce(t0_ + absl::Seconds(13)).ok());
+  ASSERT_TRUE(t->PollOnce(t0_ + absl::Seconds(40)).ok());  // Idle: flush.
+  const InspectorTailStats s = t->stats();
+  EXPECT_EQ(s.exec_records_held, 0);
+  const int64_t total = first_batches + s.batches_sent;
+  auto messages = testing::ReadTopic(cluster_->bootstrap_servers(), "events",
+                                     total, absl::Seconds(20));
+  ASSERT_TRUE(messages.ok()) << messages.status();
+  ASSERT_EQ(static_cast<int64_t>(messages->size()), total);
+  for (int64_t i = 0; i < first_batches; ++i) {
+    EXPECT_TRUE((*messages)[i].value == (*messages)[first_batches + i].value)
+        << "batch " << i;
+  }
+  std::vector<DecodedBatch> batches = Batches(total);
+  std::set<std::pair<uint64_t, uint64_t>> streams;
+  std::map<std::pair<std::string, int64_t>, int> members;
+  std::map<std::string, int64_t> wait_ns;
+  std::map<std::pair<std::string, int64_t>,
+           std::vector<std::pair<std::string, int64_t>>>
+      kernels;
+  for (int64_t i = first_batches; i < total; ++i) {
+    const DecodedBatch& b = batches[i];
+    EXPECT_TRUE(
+        streams.insert({b.header.producer_id, b.header.sequence}).second);
+    for (const CollectiveKernel& k : b.trace.collectives) {
+      kernels[{std::string(b.trace.Name(k.process_group)), k.seq}].push_back(
+          {b.header.host + "/" + std::to_string(b.header.rank),
+           k.end_ns - k.start_ns});
+    }
+  }
+  EXPECT_EQ(static_cast<int64_t>(kernels.size()), instances);
+  for (const auto& [inst, ks] : kernels) {
+    int64_t shortest = INT64_MAX;
+    for (const auto& [who, exec] : ks) shortest = std::min(shortest, exec);
+    for (const auto& [who, exec] : ks) wait_ns[who] += exec - shortest;
+  }
+  for (size_t r = 0; r < gen.files.size(); ++r) {
+    EXPECT_EQ(wait_ns[gen.truth.hosts[r] + "/" + std::to_string(r)],
+              gen.truth.wait_us[r] * 1000)
+        << "process " << r;
+  }
+}
+
+// A process whose log stops: the others' instances are still sent, its
+// communicators' instances after it stopped counted as never complete.
+TEST_F(InspectorTailerTest, ExecTimeOnlyProcessThatStopsIsCounted) {
+  InspectorJobSpec spec;
+  spec.steps = 12;
+  spec.dump_every_steps = 3;
+  spec.verbose = false;
+  const InspectorJobLogs gen = GenerateInspectorJob(spec);
+  for (size_t i = 0; i < gen.files.size(); ++i) {
+    std::string text = gen.files[i].text;
+    if (i == 3) text.resize(text.rfind('\n', text.size() / 3) + 1);
+    WriteFile(watched_ + "/" + gen.files[i].name, text);
+  }
+  InspectorTailerOptions o;
+  o.dir = watched_;
+  o.state_dir = watched_ + "/.bubblewatch-state";
+  o.settle = absl::ZeroDuration();
+  o.flush_timeout = absl::Seconds(20);
+  o.exec.expire = absl::Milliseconds(50);
+  auto t = InspectorTailer::Create(std::move(o), producer_.get());
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_TRUE((*t)->PollOnce(t0_).ok());
+  ASSERT_TRUE((*t)->PollOnce(t0_ + absl::Seconds(30)).ok());
+  const InspectorTailStats s = (*t)->stats();
+  EXPECT_GT(s.exec_instances_sent, 0);
+  int64_t given_up = 0;
+  for (const auto& [reason, n] : s.skipped) {
+    if (absl::StrContains(reason, "instance never complete")) given_up += n;
+  }
+  EXPECT_GT(given_up, 0);
 }
 
 TEST_F(InspectorTailerTest, ACutLineIsACountedSkipAndTheRestIsSent) {

@@ -1340,6 +1340,14 @@ void CollectiveAnalyzer::Summarize() {
           (i.end - i.start) -
           compute.CoveredLength(i.start, i.end, &r.compute_cursor);
     }
+    if (options_.keep_rank_time) {
+      out_.rank_time.resize(ranks_.size());
+      CollectiveAnalysis::RankTime& t = out_.rank_time[slot];
+      t.trace = trace_of_rank_[slot];
+      t.compute = compute;
+      t.collective = r.sets->collective;
+      t.waits = std::move(wait);
+    }
   }
 }
 

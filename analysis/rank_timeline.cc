@@ -1,7 +1,9 @@
 #include "analysis/rank_timeline.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <limits>
 #include <set>
 #include <utility>
 
@@ -184,13 +186,73 @@ std::vector<TimelineRun> CompactTimeline(std::vector<TimelineRun> runs,
   return out;
 }
 
+std::vector<TimelineRun> BinTimeline(const std::vector<TimelineRun>& runs,
+                                     int bins, int states_per_bin,
+                                     int64_t* bin_ns, int64_t* merged_ns) {
+  *merged_ns = 0;
+  *bin_ns = 0;
+  std::vector<TimelineRun> out;
+  if (runs.empty() || bins <= 0) return out;
+  const int64_t from = runs.front().start_ns;
+  const int64_t to = runs.back().end_ns;
+  const int64_t width = std::max<int64_t>(1, (to - from + bins - 1) / bins);
+  *bin_ns = width;
+  size_t r = 0;
+  for (int64_t bin = from; bin < to; bin += width) {
+    const int64_t bin_end = std::min(to, bin + width);
+    // Its time per state, and where each state first occurs in it.
+    std::array<int64_t, kTimelineStates> ns{};
+    std::array<int64_t, kTimelineStates> first{};
+    first.fill(INT64_MAX);
+    while (r < runs.size() && runs[r].end_ns <= bin) ++r;
+    for (size_t k = r; k < runs.size() && runs[k].start_ns < bin_end; ++k) {
+      const int64_t a = std::max(runs[k].start_ns, bin);
+      const int64_t b = std::min(runs[k].end_ns, bin_end);
+      if (b <= a || runs[k].state >= kTimelineStates) continue;
+      ns[runs[k].state] += b - a;
+      first[runs[k].state] = std::min(first[runs[k].state], a);
+    }
+    std::vector<int> present;
+    for (int s = 0; s < kTimelineStates; ++s) {
+      if (ns[s] > 0) present.push_back(s);
+    }
+    // Too many states: the smallest count as the largest (the earliest
+    // state of equals stays).
+    std::stable_sort(present.begin(), present.end(),
+                     [&](int a, int b) { return ns[a] > ns[b]; });
+    for (size_t k = static_cast<size_t>(std::max(states_per_bin, 1));
+         k < present.size(); ++k) {
+      ns[present[0]] += ns[present[k]];
+      *merged_ns += ns[present[k]];
+    }
+    if (present.size() > static_cast<size_t>(std::max(states_per_bin, 1))) {
+      present.resize(static_cast<size_t>(std::max(states_per_bin, 1)));
+    }
+    std::sort(present.begin(), present.end(),
+              [&](int a, int b) { return first[a] < first[b]; });
+    int64_t at = bin;
+    for (int s : present) {
+      Append(out, static_cast<uint8_t>(s), at, at + ns[s]);
+      at += ns[s];
+    }
+  }
+  return out;
+}
+
 RankTimeline StoredTimeline(const std::vector<TimelineRun>& runs,
                             int64_t window_start_ns, int64_t clock_offset_ns) {
   RankTimeline out;
+  // Exact when what is at least 1 us long fits; else binned.
   int64_t merged_ns = 0;
-  const std::vector<TimelineRun> compact =
-      CompactTimeline(runs, kMaxTimelineSegments, 1000, &merged_ns);
+  int64_t bin_ns = 0;
+  std::vector<TimelineRun> compact =
+      CompactTimeline(runs, std::numeric_limits<int>::max(), 1000, &merged_ns);
+  if (compact.size() > static_cast<size_t>(kExactTimelineSegments)) {
+    compact =
+        BinTimeline(runs, kTimelineBins, kStatesPerBin, &bin_ns, &merged_ns);
+  }
   out.merged_us = static_cast<uint32_t>((merged_ns + 999) / 1000);
+  out.bin_us = static_cast<uint32_t>((bin_ns + 500) / 1000);
   if (compact.empty()) return out;
   auto us = [&](int64_t t) {
     return FloorDiv(t - clock_offset_ns - window_start_ns, 1000);
@@ -206,6 +268,13 @@ RankTimeline StoredTimeline(const std::vector<TimelineRun>& runs,
     if (length > UINT32_MAX) {
       out.segments.clear();
       return out;
+    }
+    // A binned state shorter than 1 us after rounding: its time is in its
+    // neighbours' rounding.
+    if (length == 0) continue;
+    if (!out.segments.empty() && out.segments.back().state == r.state) {
+      out.segments.back().us += static_cast<uint32_t>(length);
+      continue;
     }
     out.segments.push_back(
         {.state = r.state, .us = static_cast<uint32_t>(length)});

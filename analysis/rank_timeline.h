@@ -50,10 +50,21 @@ std::vector<TimelineRun> CompactTimeline(std::vector<TimelineRun> runs,
                                          int max_segments, int64_t min_ns,
                                          int64_t* merged_ns);
 
-// What a window stores of a rank's run: compacted to kMaxTimelineSegments
-// runs of at least 1 us, shifted to the reference clock by
-// `clock_offset_ns` and cut to whole us from `window_start_ns` (each
-// boundary rounded down, so no rounding error accumulates).
+// A run cut into `bins` bins of equal length (the last one shorter) over
+// its span, each as its time per state laid end to end, the states in the
+// order they first occur in the bin, at most `states_per_bin` of them (the
+// others' time counted as the bin's largest state, and in `merged_ns`).
+// Equal neighbours fuse. `bin_ns` gets the bins' length.
+std::vector<TimelineRun> BinTimeline(const std::vector<TimelineRun>& runs,
+                                     int bins, int states_per_bin,
+                                     int64_t* bin_ns, int64_t* merged_ns);
+
+// What a window stores of a rank's run (schemas/window_summary.h
+// RankTimeline): exact when, its runs shorter than 1 us merged, it has at
+// most kExactTimelineSegments; else binned (kTimelineBins,
+// kStatesPerBin). Shifted to the reference clock by `clock_offset_ns` and
+// cut to whole us from `window_start_ns` (each boundary rounded down, so no
+// rounding error accumulates).
 RankTimeline StoredTimeline(const std::vector<TimelineRun>& runs,
                             int64_t window_start_ns, int64_t clock_offset_ns);
 

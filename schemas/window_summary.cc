@@ -164,6 +164,7 @@ class Differ {
                 const RankTimeline& b) {
     Field(path + ".start_us", a.start_us, b.start_us);
     Field(path + ".merged_us", a.merged_us, b.merged_us);
+    Field(path + ".bin_us", a.bin_us, b.bin_us);
     Field(path + ".segments.size()", a.segments.size(), b.segments.size());
     for (size_t i = 0; i < a.segments.size() && !found_; ++i) {
       const std::string at = absl::StrCat(path, ".segments[", i, "]");

@@ -82,19 +82,27 @@ struct TimelineSegment {
 
 // One rank's timeline in a window (docs/state.md#rank-timelines): from
 // its device's first kernel start to its last kernel end (its span), on the
-// job's reference clock (its clock offset subtracted), as at most
-// kMaxTimelineSegments segments of at least 1 us. Where its exact run of
-// states had more, or shorter, segments, the shortest were merged into the
-// longer neighbour; merged_us is the time that changed state that way (the
-// segments' totals per state agree with the rank's figures to within it,
-// plus 1 us per segment of rounding).
+// job's reference clock (its clock offset subtracted), as segments laid end
+// to end. Exact (bin_us 0) when its run of states has at most
+// kExactTimelineSegments segments of at least 1 us (shorter ones merged into
+// their longer neighbour); else binned: kTimelineBins bins of bin_us, each
+// its time per state in the order the states first occur in it, at most
+// kStatesPerBin (a bin's other states counted as its largest one). merged_us
+// is the time shown as another state than its own (so the segments' totals
+// per state agree with the rank's figures within it, plus 1 us of rounding
+// per segment).
 struct RankTimeline {
   int32_t start_us = 0;  // us from the window start (may be < 0).
   uint32_t merged_us = 0;
+  uint32_t bin_us = 0;  // 0: exact; else the bins' length.
   std::vector<TimelineSegment> segments;
   bool operator==(const RankTimeline&) const = default;
 };
-inline constexpr int kMaxTimelineSegments = 64;
+inline constexpr int kExactTimelineSegments = 64;
+inline constexpr int kTimelineBins = 32;
+inline constexpr int kStatesPerBin = 4;
+// The most segments a stored timeline has: a binned one's bins full.
+inline constexpr int kMaxTimelineSegments = kTimelineBins * kStatesPerBin;
 
 // The collective analysis of a window of a job whose collective kernels ran
 // on at least two ranks in it (analysis/collective_windows.h).

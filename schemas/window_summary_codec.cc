@@ -144,12 +144,14 @@ Offset<fb::WindowCollectives> EncodeCollectives(
     std::vector<uint16_t> counts;
     std::vector<int32_t> starts;
     std::vector<uint32_t> merged;
+    std::vector<uint32_t> bins;
     std::vector<uint8_t> states;
     std::vector<uint32_t> us;
     for (const RankTimeline& t : c->timelines) {
       counts.push_back(static_cast<uint16_t>(t.segments.size()));
       starts.push_back(t.start_us);
       merged.push_back(t.merged_us);
+      bins.push_back(t.bin_us);
       for (const TimelineSegment& seg : t.segments) {
         states.push_back(seg.state);
         us.push_back(seg.us);
@@ -158,10 +160,11 @@ Offset<fb::WindowCollectives> EncodeCollectives(
     auto counts_vec = b.CreateVector(counts);
     auto starts_vec = b.CreateVector(starts);
     auto merged_vec = b.CreateVector(merged);
+    auto bins_vec = b.CreateVector(bins);
     auto states_vec = b.CreateVector(states);
     auto us_vec = b.CreateVector(us);
     timelines = fb::CreateRankTimelines(b, counts_vec, starts_vec, merged_vec,
-                                        states_vec, us_vec);
+                                        bins_vec, states_vec, us_vec);
   }
   return fb::CreateWindowCollectives(
       b, c->key, c->kernels, c->matched, c->unmatched, c->unsynchronized,
@@ -348,13 +351,14 @@ absl::Status DecodeCollectives(const fb::WindowCollectives* in,
     const auto* counts = t->counts();
     const auto* starts = t->start_us();
     const auto* merged = t->merged_us();
+    const auto* bins = t->bin_us();
     const auto* states = t->states();
     const auto* us = t->us();
     const size_t n = c.ranks.size();
     if (counts == nullptr || starts == nullptr || merged == nullptr ||
-        states == nullptr || us == nullptr || counts->size() != n ||
-        starts->size() != n || merged->size() != n ||
-        states->size() != us->size()) {
+        bins == nullptr || states == nullptr || us == nullptr ||
+        counts->size() != n || starts->size() != n || merged->size() != n ||
+        bins->size() != n || states->size() != us->size()) {
       return DataLoss(absl::StrCat("rank timelines do not fit ", n, " ranks"));
     }
     c.timelines.resize(n);
@@ -364,6 +368,7 @@ absl::Status DecodeCollectives(const fb::WindowCollectives* in,
       RankTimeline& o = c.timelines[i];
       o.start_us = starts->Get(k);
       o.merged_us = merged->Get(k);
+      o.bin_us = bins->Get(k);
       const size_t count = counts->Get(k);
       if (count > states->size() - next) {
         return DataLoss(absl::StrCat("rank timelines hold ", states->size(),

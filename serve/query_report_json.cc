@@ -249,6 +249,7 @@ std::string RenderWindowTimelineJson(const WindowSummary& window, bool pretty) {
       w.BeginObject();
       w.Key("start_us").Int(t.start_us);
       w.Key("merged_us").Int(t.merged_us);
+      w.Key("bin_us").Int(t.bin_us);
       w.Key("segments").BeginArray();
       for (const TimelineSegment& seg : t.segments) {
         w.BeginArray();

@@ -891,10 +891,15 @@ function drawTimeline(t, clickedRank) {
   held.className = 'held-outline';
   legend.append(root, 'root straggler', held, 'held up by it');
   const merged = rows.reduce((a, r) => a + r.timeline.merged_us, 0);
+  // Binned ranks (too many phases for exact segments) show each bin's time
+  // per state, not its moments: the note says at what resolution.
+  const binUs = rows.reduce((a, r) => Math.max(a, r.timeline.bin_us || 0), 0);
   $('timeline-title').textContent = `Window ${clock(Number(t.start_ns))} per rank`;
   $('timeline-note').textContent =
-    `${t.ranks.length} rank(s); 1 us resolution, at most ${t.max_segments} segments per rank` +
-    (merged > 0 ? `; ${duration(merged)} shown as a neighbour's state (shorter phases merged)` : '') +
+    `${t.ranks.length} rank(s); ` +
+    (binUs > 0 ? `in bins of ${duration(binUs)}: each bin's time per state, in the order they first occur in it`
+      : 'exact to 1 us') +
+    (merged > 0 ? `; ${duration(merged)} over all ranks shown as another state (the shortest phases merged)` : '') +
     (t.root === null ? '; no root straggler in this window' : `; root: rank ${t.root}`);
   const c = svg.getBoundingClientRect();
   return {

@@ -822,9 +822,9 @@ TEST_F(DashboardBrowserTest, ClickingAStragglerCellOpensTheWindowsTimeline) {
       server_->url() + "/api/v1/jobs/ranks/timeline?start_ns=" + start, &rc);
   EXPECT_EQ(rc, 0);
   for (const RankTimeline& t : c.timelines) {
-    std::string want =
-        absl::StrCat("{\"start_us\":", t.start_us,
-                     ",\"merged_us\":", t.merged_us, ",\"segments\":[");
+    std::string want = absl::StrCat(
+        "{\"start_us\":", t.start_us, ",\"merged_us\":", t.merged_us,
+        ",\"bin_us\":", t.bin_us, ",\"segments\":[");
     for (size_t k = 0; k < t.segments.size(); ++k) {
       absl::StrAppend(&want, k > 0 ? "," : "", "[", t.segments[k].state, ",",
                       t.segments[k].us, "]");

@@ -227,7 +227,7 @@ TEST(FitWindow, TimelinesAreTheFirstThingTrimmed) {
   for (int r = 0; r < kRanks; ++r) {
     RankTimeline& t = w.collectives->timelines.emplace_back();
     t.start_us = r;
-    for (int k = 0; k < kMaxTimelineSegments; ++k) {
+    for (int k = 0; k < kExactTimelineSegments; ++k) {
       t.segments.push_back(
           {.state = static_cast<uint8_t>(k % kTimelineStates), .us = 1000});
     }
@@ -236,10 +236,10 @@ TEST(FitWindow, TimelinesAreTheFirstThingTrimmed) {
   without.collectives->timelines.clear();
   const size_t with_bytes = EncodeWindowSummary(w).size();
   const size_t without_bytes = EncodeWindowSummary(without).size();
-  // 64 ranks x 64 segments: 5 bytes a segment, 10 a rank, and at most 96
+  // 64 ranks x 64 segments: 5 bytes a segment, 14 a rank, and at most 96
   // bytes of framing (docs/state.md#rank-timelines).
-  EXPECT_GE(with_bytes - without_bytes, size_t{kRanks} * (64 * 5 + 10));
-  EXPECT_LE(with_bytes - without_bytes, size_t{kRanks} * (64 * 5 + 10) + 96);
+  EXPECT_GE(with_bytes - without_bytes, size_t{kRanks} * (64 * 5 + 14));
+  EXPECT_LE(with_bytes - without_bytes, size_t{kRanks} * (64 * 5 + 14) + 96);
 
   // Room for them: kept, byte for byte.
   WindowSummary roomy = w;

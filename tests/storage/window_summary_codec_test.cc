@@ -204,6 +204,7 @@ TEST(WindowSummaryCodec, RankTimelinesRoundTripAndAreAbsentWithout) {
   c.timelines.push_back(
       RankTimeline{.start_us = 12,
                    .merged_us = 0,
+                   .bin_us = 312'500,
                    .segments = {{.state = 2, .us = 1},
                                 {.state = 3 + 4, .us = 4'000'000'000u},
                                 {.state = 0, .us = 2}}});
@@ -214,9 +215,9 @@ TEST(WindowSummaryCodec, RankTimelinesRoundTripAndAreAbsentWithout) {
   EXPECT_TRUE(SameWindow(in, *out, &diff)) << diff;
   ASSERT_EQ(out->collectives->timelines.size(), 2u);
   EXPECT_EQ(out->collectives->timelines[1].segments[1].us, 4'000'000'000u);
-  // 5 segments: 5 bytes each, 10 bytes per rank, and at most 96 bytes of
+  // 5 segments: 5 bytes each, 14 bytes per rank, and at most 96 bytes of
   // framing per window (docs/state.md#rank-timelines).
-  EXPECT_LE(with.size() - without.size(), 5u * 5 + 2 * 10 + 96);
+  EXPECT_LE(with.size() - without.size(), 5u * 5 + 2 * 14 + 96);
 
   // A changed segment is a difference SameWindow names.
   WindowSummary other = *out;

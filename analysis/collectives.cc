@@ -677,6 +677,8 @@ absl::Status CollectiveAnalyzer::AnalyzeTraces() {
   }
   for (size_t t = 0; t < out_.traces.size(); ++t) {
     AnalyzerOptions options = analyzer_options_;
+    // A rank's timeline colours its gaps by their attribution.
+    if (options_.keep_rank_time) options.keep_gaps = true;
     options.breakdown_intervals = trace_queries_[t];
     absl::StatusOr<Analysis> analysis =
         AnalyzeCheckedTrace(*out_.traces[t], options, &trace_sets_[t]);

@@ -86,7 +86,8 @@ struct CollectiveOptions {
   bool keep_instances = false;
   // Keep CollectiveAnalysis::rank_time (each rank's kernels and waits as
   // intervals, what a rank's timeline is drawn from: analysis/
-  // rank_timeline.h); off, they are not copied out.
+  // rank_timeline.h) and each trace's gaps (Analysis::gaps); off, they are
+  // not copied out.
   bool keep_rank_time = false;
 };
 

@@ -50,6 +50,7 @@ absl::StatusOr<std::vector<std::vector<TimelineRun>>> RankTimelineRuns(
     int8_t state;  // -1: a gap, answered by breakdown `query`.
     int64_t start, end;
     int query = -1;
+    const Attribution* known = nullptr;  // The analysis's, when it has it.
   };
   std::vector<std::vector<Piece>> pieces(n);
   std::vector<std::vector<DeviceInterval>> queries(analysis.traces.size());
@@ -90,9 +91,35 @@ absl::StatusOr<std::vector<std::vector<TimelineRun>>> RankTimelineRuns(
         out.push_back({state, a, b});
       }
     }
+    // A gap the analysis kept (CollectiveOptions::keep_rank_time asks for
+    // them) is coloured by its attribution; any other (none, unless the
+    // analysis had other options) is asked of the analyzer again.
+    const std::vector<GapAttribution>& gaps = analysis.analyses[rt.trace].gaps;
+    auto first = std::lower_bound(
+        gaps.begin(), gaps.end(), std::pair(rank.device, from),
+        [](const GapAttribution& g, const std::pair<int32_t, int64_t>& k) {
+          return std::pair(g.device, g.start_ns) < k;
+        });
+    const bool sorted =
+        std::is_sorted(gaps.begin(), gaps.end(),
+                       [](const GapAttribution& a, const GapAttribution& b) {
+                         return std::pair(a.device, a.start_ns) <
+                                std::pair(b.device, b.start_ns);
+                       });
     std::vector<DeviceInterval>& mine = queries[rt.trace];
     for (Piece& p : out) {
       if (p.state != -1) continue;
+      if (sorted) {
+        while (first != gaps.end() && first->device == rank.device &&
+               first->start_ns < p.start) {
+          ++first;
+        }
+        if (first != gaps.end() && first->device == rank.device &&
+            first->start_ns == p.start && first->end_ns == p.end) {
+          p.known = &first->attribution;
+          continue;
+        }
+      }
       p.query = static_cast<int>(mine.size());
       mine.push_back({rank.device, p.start, p.end});
     }
@@ -119,10 +146,11 @@ absl::StatusOr<std::vector<std::vector<TimelineRun>>> RankTimelineRuns(
         Append(out, static_cast<uint8_t>(p.state), p.start, p.end);
         continue;
       }
-      const IntervalBreakdown& b = answer[p.query];
+      const Attribution& bubble =
+          p.known != nullptr ? *p.known : answer[p.query].bubble;
       int64_t at = p.start;
       for (BubbleCause c : kAllBubbleCauses) {
-        const int64_t ns = b.bubble[static_cast<int>(c)];
+        const int64_t ns = bubble[static_cast<int>(c)];
         Append(out, static_cast<uint8_t>(BubbleState(c)), at, at + ns);
         at += ns;
       }

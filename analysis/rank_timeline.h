@@ -34,9 +34,10 @@ struct TimelineRun {
 // device has none). Within one bubble split among several causes, the
 // causes' parts follow each other in the enum's order: their lengths are
 // the analyzer's, their order inside the bubble is not (the analyzer
-// attributes a gap's time, not its moments). Runs one AnalyzeTrace per
-// distinct trace with the gaps as breakdown intervals (`analyzer` as the
-// collective analysis had it).
+// attributes a gap's time, not its moments). The gaps' attribution is the
+// analysis's own (Analysis::gaps, which keep_rank_time keeps); a gap it
+// lacks is asked of AnalyzeTrace again, with `analyzer` as the collective
+// analysis had it.
 // REQUIRES: `analysis` came with CollectiveOptions::keep_rank_time.
 absl::StatusOr<std::vector<std::vector<TimelineRun>>> RankTimelineRuns(
     const CollectiveAnalysis& analysis, const AnalyzerOptions& analyzer = {});

@@ -604,6 +604,12 @@ absl::StatusOr<Analysis> Analyzer::Run() {
       for (int c = 0; c < kNumBubbleCauses; ++c) {
         s.attribution[c] += gap_attribution[c];
       }
+      if (options_.keep_gaps) {
+        out.gaps.push_back({.device = input.device,
+                            .start_ns = gap.start_ns,
+                            .end_ns = gap.end_ns,
+                            .attribution = gap_attribution});
+      }
       if (!queries.empty()) {
         const absl::Span<const DeviceInterval> q = options_.breakdown_intervals;
         while (next_query < queries.size() &&

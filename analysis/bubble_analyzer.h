@@ -71,6 +71,9 @@ struct AnalyzerOptions {
   // a short break between two traces analyzed together is not idle time.
   // Borrowed: must outlive the call.
   const IntervalSet* observed = nullptr;
+  // Keep Analysis::gaps (each gap's attribution): a rank's timeline
+  // (analysis/rank_timeline.h) colours its gaps by them.
+  bool keep_gaps = false;
 
   // kInvalidArgument listing every field out of range (negative counts, a
   // window_ns outside 0..kMaxWindowNs); AnalyzeTrace calls it.

@@ -1,6 +1,9 @@
 #include "analysis/collective_windows.h"
 
+#include <optional>
 #include <vector>
+
+#include "analysis/rank_timeline.h"
 
 namespace bubblewatch {
 
@@ -51,7 +54,8 @@ CollectiveOptions WindowCollectiveOptions() {
 
 absl::StatusOr<std::optional<WindowCollectives>> AnalyzeWindowCollectives(
     absl::Span<const Trace> traces, absl::Span<const std::string> labels,
-    const CollectiveOptions& options) {
+    const CollectiveOptions& options,
+    std::optional<int64_t> timeline_window_start_ns) {
   std::vector<RankInput> ranks = RanksOfTraces(traces, labels);
   int with_collectives = 0;
   for (const RankInput& r : ranks) {
@@ -65,10 +69,23 @@ absl::StatusOr<std::optional<WindowCollectives>> AnalyzeWindowCollectives(
   if (with_collectives < 2) return std::nullopt;
   AnalyzerOptions analyzer;
   analyzer.top_bubbles = 0;
+  CollectiveOptions with_time = options;
+  with_time.keep_rank_time = timeline_window_start_ns.has_value();
   absl::StatusOr<CollectiveAnalysis> analysis =
-      AnalyzeCollectives(ranks, options, analyzer);
+      AnalyzeCollectives(ranks, with_time, analyzer);
   if (!analysis.ok()) return analysis.status();
-  return SummarizeWindowCollectives(*analysis);
+  WindowCollectives out = SummarizeWindowCollectives(*analysis);
+  if (timeline_window_start_ns) {
+    absl::StatusOr<std::vector<std::vector<TimelineRun>>> runs =
+        RankTimelineRuns(*analysis, analyzer);
+    if (!runs.ok()) return runs.status();
+    out.timelines.reserve(runs->size());
+    for (size_t i = 0; i < runs->size(); ++i) {
+      out.timelines.push_back(StoredTimeline(
+          (*runs)[i], *timeline_window_start_ns, out.ranks[i].clock_offset_ns));
+    }
+  }
+  return out;
 }
 
 }  // namespace bubblewatch

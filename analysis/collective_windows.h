@@ -42,10 +42,14 @@ CollectiveOptions WindowCollectiveOptions();
 // window, unclipped; RanksOfTraces numbers them, `labels` stand in for file
 // names), analyzed when at least two ranks ran a collective kernel on their
 // device; nullopt otherwise, so windows of single-rank jobs stay as they were.
+// With `timeline_window_start_ns`, the window's start, each rank's
+// timeline is stored too (WindowCollectives::timelines, analysis/
+// rank_timeline.h); without, none.
 // Errors: as AnalyzeCollectives (e.g. two sources claiming one rank).
 absl::StatusOr<std::optional<WindowCollectives>> AnalyzeWindowCollectives(
     absl::Span<const Trace> traces, absl::Span<const std::string> labels,
-    const CollectiveOptions& options = WindowCollectiveOptions());
+    const CollectiveOptions& options = WindowCollectiveOptions(),
+    std::optional<int64_t> timeline_window_start_ns = std::nullopt);
 
 }  // namespace bubblewatch
 

@@ -675,6 +675,8 @@ absl::Status CollectiveAnalyzer::AnalyzeTraces() {
   }
   for (size_t t = 0; t < out_.traces.size(); ++t) {
     AnalyzerOptions options = analyzer_options_;
+    // A rank's timeline colours its gaps by their attribution.
+    if (options_.keep_rank_time) options.keep_gaps = true;
     options.breakdown_intervals = trace_queries_[t];
     absl::StatusOr<Analysis> analysis =
         AnalyzeCheckedTrace(*out_.traces[t], options, &trace_sets_[t]);
@@ -1337,6 +1339,14 @@ void CollectiveAnalyzer::Summarize() {
       s.comm_wait_ns +=
           (i.end - i.start) -
           compute.CoveredLength(i.start, i.end, &r.compute_cursor);
+    }
+    if (options_.keep_rank_time) {
+      out_.rank_time.resize(ranks_.size());
+      CollectiveAnalysis::RankTime& t = out_.rank_time[slot];
+      t.trace = trace_of_rank_[slot];
+      t.compute = compute;
+      t.collective = r.sets->collective;
+      t.waits = std::move(wait);
     }
   }
 }

@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "analysis/bubble_analyzer.h"
+#include "analysis/interval_set.h"
 #include "schemas/analysis.h"
 #include "schemas/bubble_cause.h"
 #include "schemas/trace.h"
@@ -83,6 +84,11 @@ struct CollectiveOptions {
   // Keep CollectiveAnalysis::instances (every matched instance, for tests
   // and reports); off, only the aggregates are kept.
   bool keep_instances = false;
+  // Keep CollectiveAnalysis::rank_time (each rank's kernels and waits as
+  // intervals, what a rank's timeline is drawn from: analysis/
+  // rank_timeline.h) and each trace's gaps (Analysis::gaps); off, they are
+  // not copied out.
+  bool keep_rank_time = false;
 };
 
 // Which key matched instances across ranks (the first one every rank has).
@@ -204,6 +210,16 @@ struct CollectiveAnalysis {
   // each clock_offset_ns applies (0 when no clock was solved).
   int64_t clock_origin_ns = 0;
   std::vector<CollectiveInstance> instances;  // If keep_instances.
+  // If keep_rank_time, one per rank (same order as `ranks`): the sets its
+  // figures were measured on, in its own clock. busy = compute ∪
+  // collective (stats.compute_ns); comm_wait_ns = |waits \ compute|.
+  struct RankTime {
+    int trace = 0;        // Index into traces / analyses.
+    IntervalSet compute;  // Its device's non-collective kernels.
+    IntervalSet collective;
+    IntervalSet waits;  // Its waits in used instances (in collective).
+  };
+  std::vector<RankTime> rank_time;
   // AnalyzeTrace of each distinct trace, in order of first appearance in
   // the inputs (with the caller's AnalyzerOptions).
   std::vector<const Trace*> traces;

@@ -516,7 +516,8 @@ std::optional<WindowCollectives> JobWindower::AnalyzeCollectivesOf(
     present.push_back(std::move(t));
   }
   absl::StatusOr<std::optional<WindowCollectives>> result =
-      AnalyzeWindowCollectives(present, labels);
+      AnalyzeWindowCollectives(present, labels, WindowCollectiveOptions(),
+                               /*timeline_window_start_ns=*/start_ns);
   if (!result.ok()) {
     ++collective_errors_;
     ++untaken_collective_errors_;

@@ -140,6 +140,18 @@ absl::StatusOr<std::string> FitWindow(WindowSummary& window, size_t max_bytes) {
       WindowTrim{.original_bytes = static_cast<int64_t>(bytes.size())});
   trim.limit_bytes = static_cast<int64_t>(max_bytes);
   WindowSummary cut = window;
+  // First the ranks' timelines, all of them: a picture, which no figure
+  // rests on (docs/state.md#rank-timelines).
+  if (cut.collectives && !cut.collectives->timelines.empty()) {
+    trim.timelines += static_cast<int64_t>(cut.collectives->timelines.size());
+    cut.collectives->timelines.clear();
+    cut.trimmed = trim;
+    bytes = EncodeWindowSummary(cut);
+    if (bytes.size() <= max_bytes) {
+      window = std::move(cut);
+      return bytes;
+    }
+  }
   trim.names_cut += CutNames(cut);
   cut.trimmed = trim;
   bytes = EncodeWindowSummary(cut);

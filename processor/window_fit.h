@@ -4,10 +4,12 @@
 // long names a job has. The rule (docs/semantics.md#windows-that-do-not-fit):
 //
 //   1. a window whose encoding fits is left as it is, byte for byte;
-//   2. else every name longer than kFitNameBytes (kernel names, the event a
-//      bubble is blamed on, rank hosts; not the job) is cut to that many
-//      bytes, at a UTF-8 character boundary (stragglers' hosts too);
-//   3. if still too large, each list keeps at most K entries, K the largest
+//   2. else the ranks' timelines go, all of them (WindowTrim::timelines);
+//   3. if still too large, every name longer than kFitNameBytes (kernel
+//      names, the event a bubble is blamed on, rank hosts; not the job) is
+//      cut to that many bytes, at a UTF-8 character boundary (stragglers'
+//      hosts too);
+//   4. if still too large, each list keeps at most K entries, K the largest
 //      that fits: the devices with the most bubble time (ties: lower id), the
 //      longest top bubbles, the ranks others waited for most (wait caused,
 //      then comm wait; ties: lower rank), the first stragglers and the

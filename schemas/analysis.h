@@ -142,6 +142,16 @@ struct WindowAnalysis {
   std::vector<BubbleReport> top_bubbles;  // Gap parts inside the window.
 };
 
+// One gap of a device (between two busy intervals, or trailing to
+// AnalyzerOptions::open_until_ns) and its bubble time by cause, for
+// AnalyzerOptions::keep_gaps.
+struct GapAttribution {
+  int32_t device = 0;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  Attribution attribution{};  // Its observed time only.
+};
+
 struct Analysis {
   UtilizationStats job;                   // Sums over devices.
   std::vector<DeviceAnalysis> devices;    // By device id.
@@ -149,6 +159,9 @@ struct Analysis {
   std::vector<WindowAnalysis> windows;    // Empty unless windowing was asked.
   // One per AnalyzerOptions::breakdown_intervals, in its order.
   std::vector<IntervalBreakdown> breakdowns;
+  // If AnalyzerOptions::keep_gaps: every gap, by device (in
+  // Analysis::devices order), then time.
+  std::vector<GapAttribution> gaps;
 
   // What the input held.
   int64_t kernels = 0;

@@ -157,6 +157,20 @@ class Differ {
     List(path + ".ranks", a->ranks, b->ranks, &Differ::Rank);
     List(path + ".stragglers", a->stragglers, b->stragglers,
          &Differ::Straggler);
+    List(path + ".timelines", a->timelines, b->timelines, &Differ::Timeline);
+  }
+
+  void Timeline(const std::string& path, const RankTimeline& a,
+                const RankTimeline& b) {
+    Field(path + ".start_us", a.start_us, b.start_us);
+    Field(path + ".merged_us", a.merged_us, b.merged_us);
+    Field(path + ".bin_us", a.bin_us, b.bin_us);
+    Field(path + ".segments.size()", a.segments.size(), b.segments.size());
+    for (size_t i = 0; i < a.segments.size() && !found_; ++i) {
+      const std::string at = absl::StrCat(path, ".segments[", i, "]");
+      Field(at + ".state", int{a.segments[i].state}, int{b.segments[i].state});
+      Field(at + ".us", a.segments[i].us, b.segments[i].us);
+    }
   }
 
   template <typename T, typename Fn>
@@ -237,12 +251,31 @@ bool SameWindow(const WindowSummary& a, const WindowSummary& b,
     d.Field("trimmed.ranks", x.ranks, y.ranks);
     d.Field("trimmed.stragglers", x.stragglers, y.stragglers);
     d.Field("trimmed.via", x.via, y.via);
+    d.Field("trimmed.timelines", x.timelines, y.timelines);
   }
   if (!d.found() && a.closed_by != b.closed_by) {
     d.Field("closed_by", std::string(ClosedByName(a.closed_by)),
             std::string(ClosedByName(b.closed_by)));
   }
   return !d.found();
+}
+
+std::string TimelineStateName(uint8_t state) {
+  switch (state) {
+    case static_cast<uint8_t>(TimelineState::kCompute):
+      return "compute";
+    case static_cast<uint8_t>(TimelineState::kWait):
+      return "wait";
+    case static_cast<uint8_t>(TimelineState::kTransfer):
+      return "transfer";
+    case static_cast<uint8_t>(TimelineState::kUnobserved):
+      return "unobserved";
+  }
+  const int cause = state - static_cast<int>(TimelineState::kBubble);
+  if (cause >= 0 && cause < kNumBubbleCauses) {
+    return std::string(BubbleCauseName(static_cast<BubbleCause>(cause)));
+  }
+  return "unknown";
 }
 
 double RankWindow::busy_useful_utilization() const {

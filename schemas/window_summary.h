@@ -50,6 +50,60 @@ struct RankWindow {
 // A rank that made others wait in the window, with what made it late.
 using StragglerWindow = Straggler;
 
+// What a rank's device was doing during one segment of its timeline
+// (docs/state.md#rank-timelines). The values are stored: only appended.
+enum class TimelineState : uint8_t {
+  kCompute = 0,   // Busy with a non-collective kernel.
+  kWait = 1,      // In a collective, waiting for the last rank to arrive.
+  kTransfer = 2,  // In a collective, past the arrival (or not measured).
+  // Idle: a bubble, kBubble + its cause (schemas/bubble_cause.h, 0..7).
+  kBubble = 3,
+  kUnobserved = 11,  // Inside the span, outside the observed time.
+};
+inline constexpr int kTimelineStates = 12;
+
+// The state of a bubble of `cause`.
+inline TimelineState BubbleState(BubbleCause cause) {
+  return static_cast<TimelineState>(
+      static_cast<uint8_t>(TimelineState::kBubble) +
+      static_cast<uint8_t>(cause));
+}
+
+// The name of a state for reports and JSON: "compute", "wait", "transfer",
+// a cause's name (BubbleCauseName), "unobserved"; "unknown" otherwise.
+std::string TimelineStateName(uint8_t state);
+
+// A run of one state, in whole microseconds (the timeline's resolution).
+struct TimelineSegment {
+  uint8_t state = 0;  // A TimelineState.
+  uint32_t us = 0;
+  bool operator==(const TimelineSegment&) const = default;
+};
+
+// One rank's timeline in a window (docs/state.md#rank-timelines): from
+// its device's first kernel start to its last kernel end (its span), on the
+// job's reference clock (its clock offset subtracted), as segments laid end
+// to end. Exact (bin_us 0) when its run of states has at most
+// kExactTimelineSegments segments of at least 1 us (shorter ones merged into
+// their longer neighbour); else binned: kTimelineBins bins of bin_us, each
+// its time per state in the order the states first occur in it, at most
+// kStatesPerBin (a bin's other states counted as its largest one). merged_us
+// is the time shown as another state than its own (so the segments' totals
+// per state agree with the rank's figures within it, plus 1 us of rounding
+// per segment).
+struct RankTimeline {
+  int32_t start_us = 0;  // us from the window start (may be < 0).
+  uint32_t merged_us = 0;
+  uint32_t bin_us = 0;  // 0: exact; else the bins' length.
+  std::vector<TimelineSegment> segments;
+  bool operator==(const RankTimeline&) const = default;
+};
+inline constexpr int kExactTimelineSegments = 64;
+inline constexpr int kTimelineBins = 32;
+inline constexpr int kStatesPerBin = 4;
+// The most segments a stored timeline has: a binned one's bins full.
+inline constexpr int kMaxTimelineSegments = kTimelineBins * kStatesPerBin;
+
 // The collective analysis of a window of a job whose collective kernels ran
 // on at least two ranks in it (analysis/collective_windows.h).
 struct WindowCollectives {
@@ -70,6 +124,9 @@ struct WindowCollectives {
   int64_t job_ns_without_stragglers = -1;
   std::vector<RankWindow> ranks;            // By rank.
   std::vector<StragglerWindow> stragglers;  // By wait caused, descending.
+  // Empty (windows stored before, and windows whose timelines were trimmed
+  // to fit: WindowTrim::timelines), or one per entry of `ranks`, same order.
+  std::vector<RankTimeline> timelines;
 };
 
 // What made straggler `s` late: the largest part of its split ("compute",
@@ -98,6 +155,7 @@ struct WindowTrim {
   int64_t ranks = 0;           // ... of collectives->ranks.
   int64_t stragglers = 0;      // ... of collectives->stragglers.
   int64_t via = 0;             // ... of the kept stragglers' via lists.
+  int64_t timelines = 0;       // Rank timelines left out (all of them).
 
   bool operator==(const WindowTrim&) const = default;
 };

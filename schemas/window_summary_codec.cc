@@ -138,11 +138,39 @@ Offset<fb::WindowCollectives> EncodeCollectives(
         s.saved_ns));
   }
   auto stragglers_vec = b.CreateVector(stragglers);
+  // Absent without timelines: a window stored without them keeps its bytes.
+  Offset<fb::RankTimelines> timelines = 0;
+  if (!c->timelines.empty()) {
+    std::vector<uint16_t> counts;
+    std::vector<int32_t> starts;
+    std::vector<uint32_t> merged;
+    std::vector<uint32_t> bins;
+    std::vector<uint8_t> states;
+    std::vector<uint32_t> us;
+    for (const RankTimeline& t : c->timelines) {
+      counts.push_back(static_cast<uint16_t>(t.segments.size()));
+      starts.push_back(t.start_us);
+      merged.push_back(t.merged_us);
+      bins.push_back(t.bin_us);
+      for (const TimelineSegment& seg : t.segments) {
+        states.push_back(seg.state);
+        us.push_back(seg.us);
+      }
+    }
+    auto counts_vec = b.CreateVector(counts);
+    auto starts_vec = b.CreateVector(starts);
+    auto merged_vec = b.CreateVector(merged);
+    auto bins_vec = b.CreateVector(bins);
+    auto states_vec = b.CreateVector(states);
+    auto us_vec = b.CreateVector(us);
+    timelines = fb::CreateRankTimelines(b, counts_vec, starts_vec, merged_vec,
+                                        bins_vec, states_vec, us_vec);
+  }
   return fb::CreateWindowCollectives(
       b, c->key, c->kernels, c->matched, c->unmatched, c->unsynchronized,
       c->used, c->unattributed, c->seq_backwards,
       /*ranks=*/0, stragglers_vec, c->seq_jumps, rows_vec, hosts_vec,
-      clocks_vec, c->job_ns, c->job_ns_without_stragglers);
+      clocks_vec, c->job_ns, c->job_ns_without_stragglers, timelines);
 }
 
 // ---- Decoding (after the Verifier) ----
@@ -206,7 +234,8 @@ std::optional<WindowTrim> DecodeTrim(const fb::WindowTrim* t) {
                     .top_bubbles = t->top_bubbles(),
                     .ranks = t->ranks(),
                     .stragglers = t->stragglers(),
-                    .via = t->via()};
+                    .via = t->via(),
+                    .timelines = t->timelines()};
 }
 
 // A rank's figures from either stored form (fb::RankRow, fb::RankWindow:
@@ -228,7 +257,8 @@ RankWindow RankFrom(const Stored& r, SharedString host) {
 
 absl::Status DecodeCollectives(const fb::WindowCollectives* in,
                                std::optional<WindowCollectives>& out,
-                               const WindowCollectives* like = nullptr) {
+                               const WindowCollectives* like = nullptr,
+                               bool with_timelines = true) {
   out.reset();
   if (in == nullptr) return absl::OkStatus();
   if (in->key() > 2) {
@@ -316,6 +346,45 @@ absl::Status DecodeCollectives(const fb::WindowCollectives* in,
       RETURN_IF_ERROR(DecodeAttribution(s->attribution_ns(), o.causes));
     }
   }
+  const fb::RankTimelines* t = with_timelines ? in->timelines() : nullptr;
+  if (t != nullptr) {
+    const auto* counts = t->counts();
+    const auto* starts = t->start_us();
+    const auto* merged = t->merged_us();
+    const auto* bins = t->bin_us();
+    const auto* states = t->states();
+    const auto* us = t->us();
+    const size_t n = c.ranks.size();
+    if (counts == nullptr || starts == nullptr || merged == nullptr ||
+        bins == nullptr || states == nullptr || us == nullptr ||
+        counts->size() != n || starts->size() != n || merged->size() != n ||
+        bins->size() != n || states->size() != us->size()) {
+      return DataLoss(absl::StrCat("rank timelines do not fit ", n, " ranks"));
+    }
+    c.timelines.resize(n);
+    size_t next = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t k = static_cast<uint32_t>(i);
+      RankTimeline& o = c.timelines[i];
+      o.start_us = starts->Get(k);
+      o.merged_us = merged->Get(k);
+      o.bin_us = bins->Get(k);
+      const size_t count = counts->Get(k);
+      if (count > states->size() - next) {
+        return DataLoss(absl::StrCat("rank timelines hold ", states->size(),
+                                     " segments, fewer than counted"));
+      }
+      o.segments.resize(count);
+      for (size_t j = 0; j < count; ++j, ++next) {
+        const uint32_t at = static_cast<uint32_t>(next);
+        o.segments[j] = {.state = states->Get(at), .us = us->Get(at)};
+      }
+    }
+    if (next != states->size()) {
+      return DataLoss(absl::StrCat("rank timelines hold ", states->size(),
+                                   " segments, ", next, " counted"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -342,9 +411,9 @@ std::string EncodeWindowSummary(const WindowSummary& summary) {
   auto collectives = EncodeCollectives(b, summary.collectives);
   Offset<fb::WindowTrim> trimmed = 0;
   if (const std::optional<WindowTrim>& t = summary.trimmed) {
-    trimmed = fb::CreateWindowTrim(b, t->limit_bytes, t->original_bytes,
-                                   t->names_cut, t->devices, t->top_bubbles,
-                                   t->ranks, t->stragglers, t->via);
+    trimmed = fb::CreateWindowTrim(
+        b, t->limit_bytes, t->original_bytes, t->names_cut, t->devices,
+        t->top_bubbles, t->ranks, t->stragglers, t->via, t->timelines);
   }
   fb::WindowSummaryBuilder out(b);
   out.add_schema_version(kWindowSummarySchemaVersion);
@@ -480,10 +549,11 @@ std::optional<WindowTrim> WindowSummaryView::trimmed() const {
 }
 
 absl::StatusOr<std::optional<WindowCollectives>>
-WindowSummaryView::DecodeCollectives(const WindowCollectives* like) const {
+WindowSummaryView::DecodeCollectives(const WindowCollectives* like,
+                                     bool with_timelines) const {
   std::optional<WindowCollectives> out;
-  RETURN_IF_ERROR(
-      ::bubblewatch::DecodeCollectives(root_->collectives(), out, like));
+  RETURN_IF_ERROR(::bubblewatch::DecodeCollectives(root_->collectives(), out,
+                                                   like, with_timelines));
   return out;
 }
 

@@ -78,9 +78,12 @@ class WindowSummaryView {
   // A rank's host equal to that of `like`'s rank at the same index (the
   // previous window of a scan: ranks rarely move) shares its buffer instead
   // of allocating one.
+  // The ranks' timelines only `with_timelines` (a report over many windows
+  // draws none of them; the timeline endpoint reads one window).
   // Errors: kDataLoss for an unknown key or a bad attribution length.
   absl::StatusOr<std::optional<WindowCollectives>> DecodeCollectives(
-      const WindowCollectives* like = nullptr) const;
+      const WindowCollectives* like = nullptr,
+      bool with_timelines = false) const;
   WindowSummary::ClosedBy closed_by() const;
   int32_t device_count() const;
   // The job-level stats (sums over devices).

@@ -198,6 +198,10 @@ class HttpServer::Impl {
                 [this](const httplib::Request& req, httplib::Response& res) {
                   JobWindows(req, res);
                 });
+    server_.Get(R"(/api/v1/jobs/(.+)/timeline)",
+                [this](const httplib::Request& req, httplib::Response& res) {
+                  JobTimeline(req, res);
+                });
     server_.Get(R"(/api/v1/jobs/(.+)/devices)",
                 [this](const httplib::Request& req, httplib::Response& res) {
                   JobDevices(req, res);
@@ -307,6 +311,34 @@ class HttpServer::Impl {
         QueryJob(*store_, req.matches[1].str(), *period, *bubbles);
     if (!report.ok()) return ReplyError(res, report.status());
     Reply(res, RenderJobReportJson(*report, *pretty));
+  }
+
+  // One window's ranks and their timelines (docs/query.md#window-timeline):
+  // ?start_ns= the window's start, as the report gives it.
+  void JobTimeline(const httplib::Request& req, httplib::Response& res) {
+    auto params = Params(req, {"start_ns", "pretty"});
+    if (!params.ok()) return ReplyError(res, params.status());
+    int64_t start_ns = 0;
+    const std::string start = Get(*params, "start_ns");
+    if (!absl::SimpleAtoi(start, &start_ns)) {
+      return ReplyError(res, absl::InvalidArgumentError(absl::StrCat(
+                                 "start_ns: want a window's start in ns, got '",
+                                 start, "'")));
+    }
+    absl::StatusOr<bool> pretty = Pretty(*params);
+    if (!pretty.ok()) return ReplyError(res, pretty.status());
+    if (absl::Status s = MaybeRefresh(); !s.ok()) return ReplyError(res, s);
+    const std::string job = req.matches[1].str();
+    const absl::Time at = absl::FromUnixNanos(start_ns);
+    absl::StatusOr<std::vector<WindowSummary>> windows =
+        store_->Scan(job, at, at + absl::Nanoseconds(1));
+    if (!windows.ok()) return ReplyError(res, windows.status());
+    if (windows->empty()) {
+      return ReplyError(res, absl::NotFoundError(absl::StrCat(
+                                 "job ", job, " has no window starting at ",
+                                 start_ns, " ns")));
+    }
+    Reply(res, RenderWindowTimelineJson(windows->front(), *pretty));
   }
 
   void JobDevices(const httplib::Request& req, httplib::Response& res) {

@@ -43,6 +43,13 @@ std::string RenderFleetJson(const FleetReport& report, bool pretty);
 // silence since last_seen).
 std::string RenderJobsJson(const std::vector<JobInfo>& jobs, bool pretty,
                            absl::Time now);
+// One stored window's per-rank timeline (GET /api/v1/jobs/J/timeline,
+// docs/query.md#window-timeline): {"job", "start_ns", "end_ns",
+//  "resolution_us", "max_segments", "states": [names by value], "root",
+//  "held_up": [ranks], "timelines_left_out", "ranks": [the window's ranks
+//  as in a report, each with "timeline": {"start_us", "merged_us",
+//  "segments": [[state, us], ...]} or null], "stragglers": [...]}.
+std::string RenderWindowTimelineJson(const WindowSummary& window, bool pretty);
 // {"error": MESSAGE, "code": "not_found" | "invalid_argument" | ...}
 std::string RenderErrorJson(const absl::Status& status);
 

@@ -195,6 +195,85 @@ std::string RangeLabel(absl::Duration range) {
   return absl::StrCat(s, "s");
 }
 
+std::string RenderWindowTimelineJson(const WindowSummary& window, bool pretty) {
+  JsonWriter w(pretty ? 2 : 0);
+  w.BeginObject();
+  w.Key("job").String(window.job);
+  w.Key("start_ns").Int(window.window.start_ns);
+  w.Key("end_ns").Int(window.window.end_ns);
+  w.Key("resolution_us").Int(1);
+  w.Key("max_segments").Int(kMaxTimelineSegments);
+  w.Key("states").BeginArray();
+  for (int s = 0; s < kTimelineStates; ++s) {
+    w.String(TimelineStateName(static_cast<uint8_t>(s)));
+  }
+  w.EndArray();
+  const WindowCollectives empty;
+  const WindowCollectives& c = window.collectives ? *window.collectives : empty;
+  // The root (docs/semantics.md#root-cause): the first straggler, when it
+  // caused any wait; the ranks it held up, its via.
+  const StragglerWindow* root =
+      !c.stragglers.empty() && c.stragglers[0].wait_caused_ns > 0
+          ? &c.stragglers[0]
+          : nullptr;
+  w.Key("root");
+  root ? w.Int(root->rank) : w.Null();
+  w.Key("held_up").BeginArray();
+  if (root) {
+    for (const Straggler::Via& v : root->via) {
+      if (v.rank != root->rank) w.Int(v.rank);
+    }
+  }
+  w.EndArray();
+  w.Key("timelines_left_out")
+      .Int(window.trimmed ? window.trimmed->timelines : 0);
+  // The ranks' figures a timeline is checked against, and its timeline.
+  w.Key("ranks").BeginArray();
+  for (size_t i = 0; i < c.ranks.size(); ++i) {
+    const RankWindow& r = c.ranks[i];
+    w.BeginObject();
+    w.Key("rank").Int(r.rank);
+    w.Key("device").Int(r.device);
+    w.Key("host");
+    r.host.empty() ? w.Null() : w.String(r.host.str());
+    w.Key("span_us").Double(JsonUs(r.span_ns));
+    w.Key("compute_us").Double(JsonUs(r.compute_ns));
+    w.Key("comm_exposed_us").Double(JsonUs(r.comm_exposed_ns));
+    w.Key("comm_wait_us").Double(JsonUs(r.comm_wait_ns));
+    w.Key("wait_caused_us").Double(JsonUs(r.wait_caused_ns));
+    w.Key("busy_useful_utilization").Double(r.busy_useful_utilization());
+    w.Key("clock_offset_us").Double(JsonUs(r.clock_offset_ns));
+    w.Key("timeline");
+    if (i < c.timelines.size()) {
+      const RankTimeline& t = c.timelines[i];
+      w.BeginObject();
+      w.Key("start_us").Int(t.start_us);
+      w.Key("merged_us").Int(t.merged_us);
+      w.Key("bin_us").Int(t.bin_us);
+      w.Key("segments").BeginArray();
+      for (const TimelineSegment& seg : t.segments) {
+        w.BeginArray();
+        w.Int(seg.state);
+        w.Int(seg.us);
+        w.EndArray();
+      }
+      w.EndArray();
+      w.EndObject();
+    } else {
+      w.Null();
+    }
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("stragglers").BeginArray();
+  for (size_t i = 0; i < c.stragglers.size(); ++i) {
+    WriteStragglerJson(w, c.stragglers[i], /*root=*/i == 0);
+  }
+  w.EndArray();
+  w.EndObject();
+  return std::move(w).Take();
+}
+
 std::string RenderJobReportJson(const JobReport& r, bool pretty) {
   JsonWriter w(pretty ? 2 : 0);
   w.BeginObject();

@@ -8,7 +8,11 @@
 // marked, the window table, and the top bubbles. Where a job's windows carry
 // their observed time (docs/semantics.md#observations), the job page shows
 // the period's observed and unobserved time, each window's coverage, and
-// marks partly observed windows (hatched bars, marked rows).
+// marks partly observed windows (hatched bars, marked rows). Clicking a cell
+// of the rank heat map (or &window=START_NS in the URL) opens that window's
+// per-rank timeline (docs/query.md#window-timeline): one row per rank,
+// coloured by compute / wait / transfer / bubble cause, the window's root
+// straggler and the ranks it held up marked.
 //
 // Data comes from the JSON API (docs/query.md).
 // With a bearer token configured, the token is asked once and kept in
@@ -42,6 +46,15 @@ const HEAT_EMPTY = '#eaecf0';
 // The mark of a window's straggler on the rank heat map (no viridis colour
 // comes near it), inside a white frame.
 const STRAGGLER_MARK = '#ff2d2d';
+// The states of a rank's timeline, by stored value (schemas/
+// window_summary.h TimelineState; the API names them in "states"): compute,
+// wait, transfer, the bubble causes in CAUSES order, unobserved.
+const TIMELINE_COLORS = {
+  compute: '#12b76a', wait: '#fdb022', transfer: '#84caff',
+  ...CAUSE_COLORS, unobserved: '#ffffff', unknown: '#667085',
+};
+// The outline of the root straggler's row and of the rows it held up.
+const ROOT_OUTLINE = STRAGGLER_MARK;
 // Lines of the per-device view, device 0 first.
 const DEVICE_COLORS = ['#2f6fdf', '#f79009', '#12b76a', '#d92d20', '#7a5af8',
   '#06aed4', '#ee46bc', '#3e4784'];
@@ -676,9 +689,40 @@ function drawRankHeatmap(report) {
   ctx.fillText(clock(windows[0].start_ns), left, ranks.length * cellH + 4);
   const end = clock(windows[n - 1].end_ns);
   ctx.fillText(end, width - ctx.measureText(end).width - 2, ranks.length * cellH + 4);
+  // The cell under a point of the canvas (client coordinates), or null.
+  const cellAt = (clientX, clientY) => {
+    const c = canvas.getBoundingClientRect();
+    const k = Math.floor((clientY - c.top) / cellH);
+    const i = Math.floor(((clientX - c.left - left) * n) / plotW);
+    return k < 0 || k >= ranks.length || i < 0 || i >= n ? null : { k, i };
+  };
+  // A click on a cell opens its window's timeline, the window's root and
+  // the ranks it held up marked.
+  canvas.onclick = (ev) => {
+    const at = cellAt(ev.clientX, ev.clientY);
+    if (!at) return;
+    const w = windows[at.i];
+    timelineOpening = openTimeline(report.job, w, ranks[at.k], 'click');
+    timelineOpening.catch((err) => {
+      $('timeline-note').textContent = 'cannot show it: ' + String(err.message || err);
+    });
+  };
+  canvas.style.cursor = 'pointer';
+  rankHeatGeometry = {
+    // The client coordinates of the middle of the cell of `rank` in the
+    // window starting at `startNs`, or null.
+    cellCenter(rank, startNs) {
+      const k = row.get(rank);
+      const i = windows.findIndex((w) => String(w.start_ns) === String(startNs));
+      if (k === undefined || i < 0) return null;
+      const c = canvas.getBoundingClientRect();
+      return { x: c.left + (x(i) + x(i + 1)) / 2, y: c.top + k * cellH + cellH / 2 };
+    },
+  };
   canvas.onmousemove = (ev) => {
-    const k = Math.floor(ev.offsetY / cellH);
-    const i = Math.floor(((ev.offsetX - left) * n) / plotW);
+    const at = cellAt(ev.clientX, ev.clientY);
+    const k = at ? at.k : -1;
+    const i = at ? at.i : -1;
     if (k < 0 || k >= ranks.length || i < 0 || i >= n) { canvas.title = ''; return; }
     const r = grid[k][i];
     canvas.title = `rank ${ranks[k]}, ${clock(windows[i].start_ns)}: ` +
@@ -717,6 +761,184 @@ function drawRankHeatmap(report) {
   const marked = stragglers.filter((s) => s !== null).length;
   $('rank-note').textContent = `${ranks.length} rank(s); a straggler in ${marked} of ${n} window(s)`;
   return { ranks: ranks.length, stragglerWindows: marked, plotBox: [left, 0, plotW, ranks.length * cellH] };
+}
+
+// The rank heat map's geometry (drawRankHeatmap), and the timeline being
+// opened (a promise of its figures), for the status and the test hook.
+let rankHeatGeometry = null;
+let timelineOpening = null;
+
+// Fetches the timeline of `job`'s window `w` (a report window) and draws
+// it; `clickedRank` is the rank whose cell was clicked (null for a link).
+// Resolves to the figures #status carries.
+async function openTimeline(job, w, clickedRank, openedBy) {
+  const view = $('timeline-view');
+  view.hidden = false;
+  $('timeline-note').textContent = 'loading…';
+  const t = await api('api/v1/jobs/' + encodeURIComponent(job) +
+    '/timeline?start_ns=' + encodeURIComponent(String(w.start_ns)));
+  const drawnFigures = drawTimeline(t, clickedRank);
+  return { ...drawnFigures, timelineOpenedBy: openedBy };
+}
+
+// The SVG of one window's timeline `t` (the API's reply): a row per rank
+// (its segments from start_us on, one rect each, with the stored state and
+// length as data-* attributes), the window's bounds as lines, the root's
+// row outlined in red, the rows it held up dashed.
+function drawTimeline(t, clickedRank) {
+  const svgNs = 'http://www.w3.org/2000/svg';
+  const el = (name, attrs, parent) => {
+    const e = document.createElementNS(svgNs, name);
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+    if (parent) parent.appendChild(e);
+    return e;
+  };
+  const svg = $('timeline-svg');
+  svg.replaceChildren();
+  const lengthUs = (Number(t.end_ns) - Number(t.start_ns)) / 1e3;
+  const rows = t.ranks.filter((r) => r.timeline && r.timeline.segments.length > 0);
+  // The axis: the window, widened to every rank's segments (a rank's last
+  // kernel may end past the window's end; a clock offset may start it
+  // before).
+  let from = 0;
+  let to = lengthUs;
+  for (const r of rows) {
+    const end = r.timeline.start_us + r.timeline.segments.reduce((a, s) => a + s[1], 0);
+    from = Math.min(from, r.timeline.start_us);
+    to = Math.max(to, end);
+  }
+  const left = 150;
+  const rowH = 18;
+  const gap = 4;
+  const top = 4;
+  const axisH = 18;
+  const width = Math.floor(svg.parentElement.clientWidth - 16);
+  const plotW = width - left - 8;
+  const height = top + t.ranks.length * (rowH + gap) + axisH;
+  svg.setAttribute('width', width);
+  svg.setAttribute('height', height);
+  svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
+  const x = (us) => left + ((us - from) * plotW) / (to - from || 1);
+  const heldUp = new Set(t.held_up);
+  const present = new Set();
+  let segments = 0;
+  t.ranks.forEach((r, k) => {
+    const y = top + k * (rowH + gap);
+    const g = el('g', { class: 'tl-row', 'data-rank': r.rank }, svg);
+    const isRoot = t.root === r.rank;
+    const isHeld = !isRoot && heldUp.has(r.rank);
+    if (isRoot) g.setAttribute('data-root', '1');
+    if (isHeld) g.setAttribute('data-held-up', '1');
+    const label = el('text', { x: 4, y: y + rowH / 2, 'dominant-baseline': 'middle',
+      class: 'tl-label' + (isRoot ? ' root' : '') }, g);
+    label.textContent = `rank ${r.rank}` + (isRoot ? ' · root' : isHeld ? ' · held up' : '') +
+      (r.rank === clickedRank ? ' ◂' : '');
+    if (!r.timeline || r.timeline.segments.length === 0) {
+      const none = el('text', { x: left + 4, y: y + rowH / 2, 'dominant-baseline': 'middle',
+        class: 'tl-none' }, g);
+      none.textContent = t.timelines_left_out > 0 ? 'timeline trimmed to fit the windows topic'
+        : 'no timeline stored for this window';
+      return;
+    }
+    let at = r.timeline.start_us;
+    for (const [state, us] of r.timeline.segments) {
+      const name = t.states[state] || 'unknown';
+      present.add(name);
+      const rect = el('rect', {
+        x: x(at).toFixed(3), y, width: Math.max(0, x(at + us) - x(at)).toFixed(3), height: rowH,
+        fill: TIMELINE_COLORS[name] || TIMELINE_COLORS.unknown,
+        'data-rank': r.rank, 'data-state': name, 'data-state-id': state,
+        'data-start-us': at, 'data-us': us,
+      }, g);
+      const tip = el('title', {}, rect);
+      tip.textContent = `rank ${r.rank}: ${name} ${duration(us)} from +${duration(at)}`;
+      at += us;
+      ++segments;
+    }
+    if (isRoot || isHeld) {
+      el('rect', {
+        x: x(r.timeline.start_us) - 1, y: y - 1, width: x(at) - x(r.timeline.start_us) + 2,
+        height: rowH + 2, fill: 'none', stroke: ROOT_OUTLINE, 'stroke-width': 2,
+        'stroke-dasharray': isHeld ? '6 3' : 'none', class: isRoot ? 'tl-root' : 'tl-held-up',
+      }, g);
+    }
+  });
+  // The window's bounds and the axis labels.
+  const bottom = top + t.ranks.length * (rowH + gap);
+  for (const us of [0, lengthUs]) {
+    el('line', { x1: x(us), x2: x(us), y1: 0, y2: bottom, stroke: '#10131a',
+      'stroke-dasharray': '2 2', class: 'tl-bound' }, svg);
+  }
+  const startLabel = el('text', { x: x(0), y: bottom + 12, class: 'tl-axis' }, svg);
+  startLabel.textContent = clock(Number(t.start_ns));
+  const endLabel = el('text', { x: x(lengthUs), y: bottom + 12, 'text-anchor': 'end',
+    class: 'tl-axis' }, svg);
+  endLabel.textContent = clock(Number(t.end_ns)) + ` (${duration(lengthUs)})`;
+
+  const legend = $('timeline-legend');
+  legend.replaceChildren();
+  for (const name of t.states) {
+    if (!present.has(name)) continue;
+    const sw = document.createElement('span');
+    sw.className = 'swatch';
+    sw.style.background = TIMELINE_COLORS[name] || TIMELINE_COLORS.unknown;
+    sw.dataset.state = name;
+    legend.append(sw, name);
+  }
+  const root = document.createElement('span');
+  root.className = 'root-outline';
+  const held = document.createElement('span');
+  held.className = 'held-outline';
+  legend.append(root, 'root straggler', held, 'held up by it');
+  const merged = rows.reduce((a, r) => a + r.timeline.merged_us, 0);
+  // Binned ranks (too many phases for exact segments) show each bin's time
+  // per state, not its moments: the note says at what resolution.
+  const binUs = rows.reduce((a, r) => Math.max(a, r.timeline.bin_us || 0), 0);
+  $('timeline-title').textContent = `Window ${clock(Number(t.start_ns))} per rank`;
+  $('timeline-note').textContent =
+    `${t.ranks.length} rank(s); ` +
+    (binUs > 0 ? `in bins of ${duration(binUs)}: each bin's time per state, in the order they first occur in it`
+      : 'exact to 1 us') +
+    (merged > 0 ? `; ${duration(merged)} over all ranks shown as another state (the shortest phases merged)` : '') +
+    (t.root === null ? '; no root straggler in this window' : `; root: rank ${t.root}`);
+  const c = svg.getBoundingClientRect();
+  return {
+    timelineStartNs: String(t.start_ns),
+    timelineRanks: rows.length,
+    timelineSegments: segments,
+    timelineRoot: t.root === null ? '' : t.root,
+    rectTimeline: [c.left + scrollX + left, c.top + scrollY + top, plotW,
+      t.ranks.length * (rowH + gap)].map(Math.round).join(','),
+    rectTimelineSvg: box(svg),
+    // In the SVG's own coordinates: the plot's left and width, and the us
+    // (from the window start) at its two ends.
+    timelineAxis: [left, plotW, from, to].join(','),
+  };
+}
+
+// Test hook and deep link, once per page: #click=RANK,START_NS clicks that
+// cell of the rank heat map (a click event at its middle, through the
+// canvas's own handler); &window=START_NS opens that window's timeline.
+let timelineHookDone = false;
+function openRequestedTimeline(report) {
+  if (timelineHookDone) return null;
+  timelineHookDone = true;
+  const m = /(?:^#|&)click=(-?\d+),(\d+)/.exec(location.hash);
+  if (m && rankHeatGeometry) {
+    const p = rankHeatGeometry.cellCenter(Number(m[1]), m[2]);
+    if (!p) return Promise.reject(new Error('no heat map cell ' + m[1] + ',' + m[2]));
+    timelineOpening = null;
+    $('rank-heatmap').dispatchEvent(new MouseEvent('click', {
+      clientX: p.x, clientY: p.y, bubbles: true, view: window,
+    }));
+    return timelineOpening || Promise.reject(new Error('the click opened no timeline'));
+  }
+  const start = params.get('window');
+  if (start) {
+    const w = report.windows.find((v) => String(v.start_ns) === start) || { start_ns: start };
+    return openTimeline(report.job, w, null, 'link');
+  }
+  return null;
 }
 
 // The per-device view: lines for a few devices, a heat map for many.
@@ -812,6 +1034,8 @@ async function showJob(job) {
     data.stragglerWindows = rankHeat.stragglerWindows;
     data.rectRankHeat = [c.left + scrollX + x, c.top + scrollY + y, w, h].map(Math.round).join(',');
   }
+  const opening = openRequestedTimeline(report);
+  if (opening) Object.assign(data, await opening);
   setStatus('rendered', `${job}: ${report.windows.length} windows`, data);
 }
 

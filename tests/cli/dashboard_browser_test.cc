@@ -648,6 +648,191 @@ TEST_F(DashboardBrowserTest, JobPageDrawsRanksAndMarksEachWindowsStraggler) {
   EXPECT_EQ(frames, 20);
 }
 
+// One rect of the page's window timeline (#timeline-svg): its geometry and
+// fill as drawn, and the stored state and length it says it draws.
+struct TimelineRect {
+  double x = 0, y = 0, width = 0, height = 0;
+  std::string fill;
+  int rank = -1;
+  std::string state;
+  int state_id = -1;
+  int64_t start_us = 0;
+  int64_t us = 0;
+};
+
+// The segment rects of #timeline-svg, in document order.
+std::vector<TimelineRect> TimelineRects(const std::string& dom) {
+  std::vector<TimelineRect> rects;
+  const size_t svg = dom.find("<svg id=\"timeline-svg\"");
+  if (svg == std::string::npos) return rects;
+  const std::string body = dom.substr(svg, dom.find("</svg>", svg) - svg);
+  auto attr = [](const std::string& tag, const std::string& name) {
+    std::smatch m;
+    const std::regex re(" " + name + R"re(="([^"]*)")re");
+    return std::regex_search(tag, m, re) ? m.str(1) : std::string();
+  };
+  const std::regex rect(R"re(<rect [^>]*data-state-id="[^"]*"[^>]*>)re");
+  for (std::sregex_iterator it(body.begin(), body.end(), rect), end; it != end;
+       ++it) {
+    const std::string tag = it->str();
+    TimelineRect r;
+    EXPECT_TRUE(absl::SimpleAtod(attr(tag, "x"), &r.x) &&
+                absl::SimpleAtod(attr(tag, "y"), &r.y) &&
+                absl::SimpleAtod(attr(tag, "width"), &r.width) &&
+                absl::SimpleAtod(attr(tag, "height"), &r.height) &&
+                absl::SimpleAtoi(attr(tag, "data-rank"), &r.rank) &&
+                absl::SimpleAtoi(attr(tag, "data-state-id"), &r.state_id) &&
+                absl::SimpleAtoi(attr(tag, "data-start-us"), &r.start_us) &&
+                absl::SimpleAtoi(attr(tag, "data-us"), &r.us))
+        << tag;
+    r.fill = attr(tag, "fill");
+    r.state = attr(tag, "data-state");
+    rects.push_back(r);
+  }
+  return rects;
+}
+
+// The opening tag of the timeline row of `rank`; "" if none.
+std::string TimelineRow(const std::string& dom, int rank) {
+  std::smatch m;
+  const std::regex re("<g class=\"tl-row\" data-rank=\"" +
+                      std::to_string(rank) + R"re("[^>]*>)re");
+  return std::regex_search(dom, m, re) ? m.str(0) : "";
+}
+
+// The colours app.js draws a timeline's states with (TIMELINE_COLORS).
+std::string TimelineColor(const std::string& state) {
+  if (state == "compute") return "#12b76a";
+  if (state == "wait") return "#fdb022";
+  if (state == "transfer") return "#84caff";
+  if (state == "host_sync") return "#d92d20";
+  if (state == "data_loading") return "#ee46bc";
+  return "?";
+}
+
+Rgb HexColor(const std::string& hex) {
+  auto part = [&](int at) { return std::stoi(hex.substr(at, 2), nullptr, 16); };
+  return {part(1), part(3), part(5)};
+}
+
+TEST_F(DashboardBrowserTest, ClickingAStragglerCellOpensTheWindowsTimeline) {
+  // Window 375 of "ranks": rank kStragglerA is its root straggler and held
+  // up HeldUpRank(375).
+  constexpr int64_t kIndex = 375;
+  const WindowSummary stored = dashboard_test::RankWindows(kIndex);
+  const WindowCollectives& c = *stored.collectives;
+  ASSERT_EQ(c.timelines.size(), c.ranks.size());
+  const int root = dashboard_test::kStragglerA;
+  ASSERT_EQ(c.stragglers[0].rank, root);
+  const int held_up = dashboard_test::HeldUpRank(kIndex);
+  const std::string start = std::to_string(stored.window.start_ns);
+
+  // Without a click no timeline is drawn.
+  const std::string plain = Dom("/?job=ranks&last=1h", "1400,1600");
+  EXPECT_TRUE(TimelineRects(plain).empty());
+  EXPECT_EQ(StatusData(plain, "timeline-start-ns"), "");
+
+  // A click on the straggler's cell of window 375 of the heat map.
+  const std::string page =
+      "/?job=ranks&last=1h#click=" + std::to_string(root) + "," + start;
+  const std::string dom = Dom(page, "1400,1600");
+  EXPECT_EQ(StatusData(dom, "timeline-opened-by"), "click");
+  EXPECT_EQ(StatusData(dom, "timeline-start-ns"), start);
+  EXPECT_EQ(StatusData(dom, "timeline-root"), std::to_string(root));
+  EXPECT_EQ(StatusNumber(dom, "timeline-ranks"), dashboard_test::kRanks);
+  EXPECT_LE(StatusNumber(dom, "scroll-width"), 1400);
+
+  // The root's row and the row it held up are marked, no other.
+  for (int r = 0; r < dashboard_test::kRanks; ++r) {
+    const std::string row = TimelineRow(dom, r);
+    ASSERT_NE(row, "") << "rank " << r;
+    EXPECT_EQ(row.find("data-root=\"1\"") != std::string::npos, r == root)
+        << row;
+    EXPECT_EQ(row.find("data-held-up=\"1\"") != std::string::npos, r == held_up)
+        << row;
+  }
+
+  // Every drawn segment against the stored window, in order: state, start
+  // and length, its colour, and where and how wide it is on the axis.
+  const std::vector<TimelineRect> rects = TimelineRects(dom);
+  const Box plot = ParseBox(StatusData(dom, "rect-timeline"));
+  const Box svg = ParseBox(StatusData(dom, "rect-timeline-svg"));
+  ASSERT_GT(plot.w, 1000);
+  const int64_t length_us =
+      (stored.window.end_ns - stored.window.start_ns) / 1000;
+  int64_t from = 0, to = length_us;
+  for (const RankTimeline& t : c.timelines) {
+    int64_t end = t.start_us;
+    for (const TimelineSegment& seg : t.segments) end += seg.us;
+    from = std::min<int64_t>(from, t.start_us);
+    to = std::max(to, end);
+  }
+  // The axis as the page drew it: it spans the window and every segment.
+  const std::vector<std::string> axis =
+      absl::StrSplit(StatusData(dom, "timeline-axis"), ',');
+  ASSERT_EQ(axis.size(), 4u) << StatusData(dom, "timeline-axis");
+  double plot_left = 0, plot_w = 0, axis_from = 0, axis_to = 0;
+  ASSERT_TRUE(absl::SimpleAtod(axis[0], &plot_left) &&
+              absl::SimpleAtod(axis[1], &plot_w) &&
+              absl::SimpleAtod(axis[2], &axis_from) &&
+              absl::SimpleAtod(axis[3], &axis_to));
+  EXPECT_EQ(axis_from, from);
+  EXPECT_EQ(axis_to, to);
+  EXPECT_EQ(plot_w, plot.w);
+  auto x_of = [&](int64_t us) {
+    return plot_left + static_cast<double>(us - from) * plot_w / (to - from);
+  };
+  size_t next = 0;
+  int checked = 0;
+  const Image img = Screenshot(page, "1400,1600", "dashboard_timeline.png");
+  for (size_t i = 0; i < c.ranks.size(); ++i) {
+    const RankTimeline& t = c.timelines[i];
+    int64_t at = t.start_us;
+    for (size_t k = 0; k < t.segments.size(); ++k, ++next) {
+      SCOPED_TRACE(absl::StrCat("rank ", c.ranks[i].rank, " segment ", k));
+      ASSERT_LT(next, rects.size());
+      const TimelineRect& r = rects[next];
+      const TimelineSegment& seg = t.segments[k];
+      EXPECT_EQ(r.rank, c.ranks[i].rank);
+      EXPECT_EQ(r.state_id, seg.state);
+      EXPECT_EQ(r.state, TimelineStateName(seg.state));
+      EXPECT_EQ(r.start_us, at);
+      EXPECT_EQ(r.us, seg.us);
+      EXPECT_EQ(r.fill, TimelineColor(r.state));
+      EXPECT_NEAR(r.x, x_of(at), 0.01);
+      EXPECT_NEAR(r.x + r.width, x_of(at + seg.us), 0.01);
+      // On screen: the middle of the segment has its colour.
+      const int px = svg.x + static_cast<int>(r.x + r.width / 2);
+      const int py = svg.y + static_cast<int>(r.y + r.height / 2);
+      const Box middle{px - 2, py - 2, 4, 4};
+      EXPECT_GT(img.Share(middle, Near(HexColor(r.fill))), 0.9)
+          << "at " << px << "," << py;
+      at += seg.us;
+      ++checked;
+    }
+  }
+  EXPECT_EQ(next, rects.size());
+  EXPECT_EQ(checked, 15 * dashboard_test::kRanks);
+  EXPECT_EQ(StatusNumber(dom, "timeline-segments"), checked);
+
+  // The API gives the stored segments as they are.
+  int rc = -1;
+  const std::string api = Chromium(
+      dir_.path(), "--dump-dom",
+      server_->url() + "/api/v1/jobs/ranks/timeline?start_ns=" + start, &rc);
+  EXPECT_EQ(rc, 0);
+  for (const RankTimeline& t : c.timelines) {
+    std::string want = absl::StrCat(
+        "{\"start_us\":", t.start_us, ",\"merged_us\":", t.merged_us,
+        ",\"bin_us\":", t.bin_us, ",\"segments\":[");
+    for (size_t k = 0; k < t.segments.size(); ++k) {
+      absl::StrAppend(&want, k > 0 ? "," : "", "[", t.segments[k].state, ",",
+                      t.segments[k].us, "]");
+    }
+    EXPECT_THAT(api, HasSubstr(want + "]}"));
+  }
+}
+
 TEST_F(DashboardBrowserTest, FleetPageRanksTheLastHourByDefault) {
   // beta's windows end 3,700 s before the fleet's newest one: outside the
   // default period, inside two hours.

@@ -180,6 +180,43 @@ void ExpectWindowEqualsTheOracle(const std::vector<Source>& sources,
       EXPECT_DOUBLE_EQ(g.busy_useful_utilization(),
                        r.busy_useful_utilization());
     }
+    // Each rank's timeline (docs/state.md#rank-timelines): its totals per
+    // state are the rank's stored figures, within what compaction merged
+    // plus 1 us of rounding per segment.
+    ASSERT_EQ(got.timelines.size(), got.ranks.size());
+    for (size_t i = 0; i < got.ranks.size(); ++i) {
+      const RankWindow& g = got.ranks[i];
+      const RankTimeline& t = got.timelines[i];
+      SCOPED_TRACE(absl::StrCat("timeline of rank ", g.rank));
+      ASSERT_FALSE(t.segments.empty());
+      EXPECT_LE(t.segments.size(), static_cast<size_t>(kMaxTimelineSegments));
+      int64_t compute = 0, wait = 0, transfer = 0, bubble = 0, all = 0;
+      for (const TimelineSegment& seg : t.segments) {
+        const int64_t ns = int64_t{seg.us} * 1000;
+        all += ns;
+        switch (static_cast<TimelineState>(seg.state)) {
+          case TimelineState::kCompute:
+            compute += ns;
+            break;
+          case TimelineState::kWait:
+            wait += ns;
+            break;
+          case TimelineState::kTransfer:
+            transfer += ns;
+            break;
+          default:
+            bubble += ns;
+        }
+      }
+      const int64_t slack = int64_t{t.merged_us} * 1000 +
+                            static_cast<int64_t>(t.segments.size()) * 1000 +
+                            1000;
+      EXPECT_NEAR(all, g.span_ns, 1000);
+      EXPECT_NEAR(compute, g.compute_ns - g.comm_exposed_ns, slack);
+      EXPECT_NEAR(wait, g.comm_wait_ns, slack);
+      EXPECT_NEAR(transfer, g.comm_exposed_ns - g.comm_wait_ns, slack);
+      EXPECT_NEAR(bubble, g.span_ns - g.compute_ns, slack);
+    }
     ASSERT_EQ(got.stragglers.size(), want->stragglers.size());
     for (size_t i = 0; i < got.stragglers.size(); ++i) {
       const StragglerWindow& g = got.stragglers[i];

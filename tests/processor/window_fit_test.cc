@@ -219,6 +219,58 @@ TEST(FitWindow, RootBlameOfAThousandRanksFitsUnderAMegabyte) {
   EXPECT_EQ(back->collectives->job_ns, 10 * kSec);
 }
 
+// The ranks' timelines go first, all of them and counted, before any name
+// is cut or any list shortened; a window they fit in keeps them.
+TEST(FitWindow, TimelinesAreTheFirstThingTrimmed) {
+  constexpr int kRanks = 64;
+  WindowSummary w = BigWindow(8, 64, kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    RankTimeline& t = w.collectives->timelines.emplace_back();
+    t.start_us = r;
+    for (int k = 0; k < kExactTimelineSegments; ++k) {
+      t.segments.push_back(
+          {.state = static_cast<uint8_t>(k % kTimelineStates), .us = 1000});
+    }
+  }
+  WindowSummary without = w;
+  without.collectives->timelines.clear();
+  const size_t with_bytes = EncodeWindowSummary(w).size();
+  const size_t without_bytes = EncodeWindowSummary(without).size();
+  // 64 ranks x 64 segments: 5 bytes a segment, 14 a rank, and at most 96
+  // bytes of framing (docs/state.md#rank-timelines).
+  EXPECT_GE(with_bytes - without_bytes, size_t{kRanks} * (64 * 5 + 14));
+  EXPECT_LE(with_bytes - without_bytes, size_t{kRanks} * (64 * 5 + 14) + 96);
+
+  // Room for them: kept, byte for byte.
+  WindowSummary roomy = w;
+  absl::StatusOr<std::string> kept = FitWindow(roomy, with_bytes);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(*kept, EncodeWindowSummary(w));
+  EXPECT_FALSE(roomy.trimmed.has_value());
+
+  // Room for all but them: they go, and nothing else.
+  WindowSummary tight = w;
+  absl::StatusOr<std::string> fitted = FitWindow(tight, without_bytes + 80);
+  ASSERT_TRUE(fitted.ok()) << fitted.status();
+  ASSERT_TRUE(tight.trimmed.has_value());
+  EXPECT_EQ(tight.trimmed->timelines, kRanks);
+  EXPECT_EQ(tight.trimmed->names_cut, 0);
+  EXPECT_EQ(tight.trimmed->ranks, 0);
+  EXPECT_TRUE(tight.collectives->timelines.empty());
+  EXPECT_EQ(tight.collectives->ranks.size(), size_t{kRanks});
+  absl::StatusOr<WindowSummary> back = DecodeWindowSummary(*fitted);
+  ASSERT_TRUE(back.ok()) << back.status();
+  std::string diff;
+  EXPECT_TRUE(SameWindow(*back, tight, &diff)) << diff;
+  EXPECT_EQ(back->trimmed->timelines, kRanks);
+
+  // Much less room: ranks go too, and the timelines are counted once.
+  WindowSummary small = w;
+  ASSERT_TRUE(FitWindow(small, 8 * 1024).ok());
+  EXPECT_EQ(small.trimmed->timelines, kRanks);
+  EXPECT_GT(small.trimmed->ranks, 0);
+}
+
 TEST(FitWindow, FittingATrimmedWindowAgainAddsUp) {
   WindowSummary w = BigWindow(500, 4000);
   const int64_t original_bytes =

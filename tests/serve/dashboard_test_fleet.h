@@ -181,6 +181,28 @@ inline WindowSummary RankWindows(int64_t index) {
     st.saved_ns = kSecond;
     c.stragglers.push_back(st);
   }
+  // Each rank's timeline (docs/state.md#rank-timelines), its totals its
+  // figures: 5 steps of compute, wait and a bubble (data_loading on the
+  // straggler, host_sync elsewhere), from r ms into the window.
+  for (const RankWindow& r : c.ranks) {
+    RankTimeline& t = c.timelines.emplace_back();
+    t.start_us = r.rank * 1000;
+    const uint8_t bubble = static_cast<uint8_t>(
+        BubbleState(r.rank == straggler ? BubbleCause::kDataLoading
+                                        : BubbleCause::kHostSync));
+    const uint32_t compute_us =
+        static_cast<uint32_t>((r.compute_ns - r.comm_exposed_ns) / 5000);
+    const uint32_t wait_us = static_cast<uint32_t>(r.comm_wait_ns / 5000);
+    const uint32_t bubble_us =
+        static_cast<uint32_t>((r.span_ns - r.compute_ns) / 5000);
+    for (int step = 0; step < 5; ++step) {
+      t.segments.push_back(
+          {static_cast<uint8_t>(TimelineState::kCompute), compute_us});
+      t.segments.push_back(
+          {static_cast<uint8_t>(TimelineState::kWait), wait_us});
+      t.segments.push_back({bubble, bubble_us});
+    }
+  }
   s.collectives = std::move(c);
   return s;
 }

@@ -388,6 +388,82 @@ TEST(HttpServer, DevicesReportEachDeviceOfTheJobReportsWindows) {
   EXPECT_EQ(s.Get("/api/v1/jobs/wide/devices?bubbles=3")->status, 400);
 }
 
+// One window's timeline (docs/query.md#window-timeline): the stored
+// window's ranks, root, held-up ranks and segments, as stored.
+TEST(HttpServer, TimelineGivesTheStoredWindowsRanksAndSegments) {
+  DashboardServed s;
+  constexpr int64_t kIndex = 395;
+  const WindowSummary stored = dashboard_test::RankWindows(kIndex);
+  const WindowCollectives& c = *stored.collectives;
+  auto r = s.Get("/api/v1/jobs/ranks/timeline?start_ns=" +
+                 std::to_string(stored.window.start_ns));
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.parse(r->body);
+  EXPECT_EQ(int64_t(doc["start_ns"]), stored.window.start_ns);
+  EXPECT_EQ(int64_t(doc["end_ns"]), stored.window.end_ns);
+  EXPECT_EQ(int64_t(doc["root"]), c.stragglers[0].rank);
+  simdjson::dom::array held = doc["held_up"];
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_EQ(int64_t(held.at(0)), dashboard_test::HeldUpRank(kIndex));
+  EXPECT_EQ(int64_t(doc["timelines_left_out"]), 0);
+  simdjson::dom::array states = doc["states"];
+  ASSERT_EQ(states.size(), size_t{kTimelineStates});
+  for (int i = 0; i < kTimelineStates; ++i) {
+    EXPECT_EQ(std::string_view(states.at(i)),
+              TimelineStateName(static_cast<uint8_t>(i)));
+  }
+  simdjson::dom::array ranks = doc["ranks"];
+  ASSERT_EQ(ranks.size(), c.ranks.size());
+  size_t i = 0;
+  for (simdjson::dom::element rank : ranks) {
+    EXPECT_EQ(int64_t(rank["rank"]), c.ranks[i].rank);
+    EXPECT_DOUBLE_EQ(double(rank["comm_wait_us"]),
+                     c.ranks[i].comm_wait_ns / 1e3);
+    const RankTimeline& t = c.timelines[i];
+    simdjson::dom::element tl = rank["timeline"];
+    EXPECT_EQ(int64_t(tl["start_us"]), t.start_us);
+    EXPECT_EQ(int64_t(tl["merged_us"]), t.merged_us);
+    EXPECT_EQ(int64_t(tl["bin_us"]), t.bin_us);
+    simdjson::dom::array segments = tl["segments"];
+    ASSERT_EQ(segments.size(), t.segments.size());
+    size_t k = 0;
+    for (simdjson::dom::element seg : segments) {
+      EXPECT_EQ(int64_t(seg.at(0)), t.segments[k].state);
+      EXPECT_EQ(int64_t(seg.at(1)), t.segments[k].us);
+      ++k;
+    }
+    ++i;
+  }
+  // A window of a single-rank job: no ranks, no root.
+  auto report = s.Get("/api/v1/jobs/alpha/windows?last=1m");
+  ASSERT_TRUE(report);
+  ASSERT_EQ(report->status, 200) << report->body;
+  simdjson::dom::parser report_parser;
+  const int64_t alpha =
+      int64_t(simdjson::dom::array(report_parser.parse(report->body)["windows"])
+                  .at(0)["start_ns"]);
+  auto single =
+      s.Get("/api/v1/jobs/alpha/timeline?start_ns=" + std::to_string(alpha));
+  ASSERT_TRUE(single);
+  ASSERT_EQ(single->status, 200) << single->body;
+  doc = parser.parse(single->body);
+  EXPECT_TRUE(doc["root"].is_null());
+  EXPECT_EQ(simdjson::dom::array(doc["ranks"]).size(), 0u);
+  // No window there, no start, a bad start, an unknown parameter.
+  auto none = s.Get("/api/v1/jobs/ranks/timeline?start_ns=" +
+                    std::to_string(stored.window.start_ns + 1));
+  EXPECT_EQ(none->status, 404) << none->body;
+  EXPECT_THAT(none->body, ::testing::HasSubstr("no window starting at"));
+  EXPECT_EQ(s.Get("/api/v1/jobs/ranks/timeline")->status, 400);
+  auto bad = s.Get("/api/v1/jobs/ranks/timeline?start_ns=soon");
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_THAT(bad->body, ::testing::HasSubstr("start_ns"));
+  EXPECT_EQ(s.Get("/api/v1/jobs/ranks/timeline?start_ns=1&last=1h")->status,
+            400);
+}
+
 TEST(HttpServer, AlertsShowTheCommittedAlertState) {
   DashboardServed s;
   auto r = s.Get("/api/v1/alerts");

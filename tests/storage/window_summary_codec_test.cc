@@ -187,6 +187,71 @@ TEST(WindowSummaryCodec, RoundTripsTheCollectives) {
   EXPECT_NE(&(*again)->ranks[1].host.str(), &like.ranks[1].host.str());
 }
 
+// The ranks' timelines (docs/state.md#rank-timelines) round-trip; a window
+// without them keeps the bytes it had before the field; the view decodes
+// them only when asked; a count that does not add up is data loss.
+TEST(WindowSummaryCodec, RankTimelinesRoundTripAndAreAbsentWithout) {
+  WindowSummary in = SampleWindow("job-t", 1'700'000'000'000'000'000, 2);
+  WindowCollectives& c = in.collectives.emplace();
+  c.kernels = 4;
+  c.ranks.push_back(RankWindow{.rank = 0, .host = "a", .span_ns = 9'000});
+  c.ranks.push_back(RankWindow{.rank = 1, .host = "b", .span_ns = 7'000});
+  const std::string without = EncodeWindowSummary(in);
+  c.timelines.push_back(
+      RankTimeline{.start_us = -3,
+                   .merged_us = 2,
+                   .segments = {{.state = 0, .us = 4}, {.state = 1, .us = 5}}});
+  c.timelines.push_back(
+      RankTimeline{.start_us = 12,
+                   .merged_us = 0,
+                   .bin_us = 312'500,
+                   .segments = {{.state = 2, .us = 1},
+                                {.state = 3 + 4, .us = 4'000'000'000u},
+                                {.state = 0, .us = 2}}});
+  const std::string with = EncodeWindowSummary(in);
+  absl::StatusOr<WindowSummary> out = DecodeWindowSummary(with);
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::string diff;
+  EXPECT_TRUE(SameWindow(in, *out, &diff)) << diff;
+  ASSERT_EQ(out->collectives->timelines.size(), 2u);
+  EXPECT_EQ(out->collectives->timelines[1].segments[1].us, 4'000'000'000u);
+  // 5 segments: 5 bytes each, 14 bytes per rank, and at most 96 bytes of
+  // framing per window (docs/state.md#rank-timelines).
+  EXPECT_LE(with.size() - without.size(), 5u * 5 + 2 * 14 + 96);
+
+  // A changed segment is a difference SameWindow names.
+  WindowSummary other = *out;
+  other.collectives->timelines[0].segments[1].us = 6;
+  EXPECT_FALSE(SameWindow(in, other, &diff));
+  EXPECT_EQ(diff, "collectives.timelines[0].segments[1].us: 5 vs 6");
+
+  // The view: without timelines unless asked.
+  std::vector<uint64_t> aligned((with.size() + 7) / 8);
+  std::memcpy(aligned.data(), with.data(), with.size());
+  absl::StatusOr<WindowSummaryView> view =
+      WindowSummaryView::Open(absl::string_view(
+          reinterpret_cast<const char*>(aligned.data()), with.size()));
+  ASSERT_TRUE(view.ok()) << view.status();
+  absl::StatusOr<std::optional<WindowCollectives>> plain =
+      view->DecodeCollectives();
+  ASSERT_TRUE(plain.ok() && plain->has_value());
+  EXPECT_TRUE((*plain)->timelines.empty());
+  absl::StatusOr<std::optional<WindowCollectives>> full =
+      view->DecodeCollectives(nullptr, /*with_timelines=*/true);
+  ASSERT_TRUE(full.ok() && full->has_value());
+  EXPECT_EQ((*full)->timelines, c.timelines);
+
+  // Taken out again, the bytes are those of the window without them.
+  in.collectives->timelines.clear();
+  EXPECT_EQ(EncodeWindowSummary(in), without);
+
+  // One timeline for two ranks: refused.
+  in.collectives->timelines.push_back(RankTimeline{.segments = {{0, 1}}});
+  absl::StatusOr<WindowSummary> bad =
+      DecodeWindowSummary(EncodeWindowSummary(in));
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kDataLoss) << bad.status();
+}
+
 // The observed time (docs/semantics.md#observations) round-trips, through
 // the view too; a window without it keeps the bytes it had before the field.
 TEST(WindowSummaryCodec, ObservedTimeRoundTripsAndIsAbsentWhenUnknown) {

@@ -80,10 +80,10 @@ absl::StatusOr<TraceDigests> DigestCheckedTrace(
       std::sort(mine.begin(), mine.end(), before);
     }
     std::vector<int64_t>& e = edges[i];
-    e.reserve(2 * mine.size());
-    for (const CollectiveKernel* c : mine) {
-      e.push_back(c->start_ns);
-      e.push_back(c->end_ns);
+    e.resize(2 * mine.size());
+    for (size_t j = 0; j < mine.size(); ++j) {
+      e[2 * j] = mine[j]->start_ns;
+      e[2 * j + 1] = mine[j]->end_ns;
     }
     // Kernels one after the other (the usual case) give them in order.
     if (!std::is_sorted(e.begin(), e.end())) std::sort(e.begin(), e.end());
@@ -129,15 +129,19 @@ absl::StatusOr<TraceDigests> DigestCheckedTrace(
     }
     return s;
   };
+  // Each interval not asked lies in one interval of the (merged) collective
+  // busy set: a walk along both, in order.
   bool all_busy = true;
   for (size_t i = 0; all_busy && i < ranks.size(); ++i) {
-    const IntervalSet& collective = sets_of(ranks[i].device)->collective;
+    const std::vector<Interval>& busy =
+        sets_of(ranks[i].device)->collective.intervals();
     const std::vector<int64_t>& e = edges[i];
-    size_t cursor = 0;
+    size_t j = 0;
     for (size_t k = 0; all_busy && k < query_of[i].size(); ++k) {
+      if (query_of[i][k] >= 0) continue;
+      while (j < busy.size() && busy[j].end <= e[k]) ++j;
       all_busy =
-          query_of[i][k] >= 0 ||
-          collective.CoveredLength(e[k], e[k + 1], &cursor) == e[k + 1] - e[k];
+          j < busy.size() && busy[j].start <= e[k] && busy[j].end >= e[k + 1];
     }
   }
   // The breakdowns of the intervals asked; the analysis itself is the same.
@@ -193,10 +197,10 @@ absl::StatusOr<TraceDigests> DigestCheckedTrace(
     std::pair<NameId, int32_t> last_collective{kNoName, 0};
     std::pair<NameId, int32_t> last_group{kNoName, 0};
     std::pair<NameId, int32_t> last_ranks{kNoName, 0};
-    d.kernels.resize(kernels[i].size());
-    for (size_t j = 0; j < kernels[i].size(); ++j) {
-      const CollectiveKernel& c = *kernels[i][j];
-      DigestKernel& k = d.kernels[j];
+    d.kernels.reserve(kernels[i].size());
+    for (const CollectiveKernel* kernel : kernels[i]) {
+      const CollectiveKernel& c = *kernel;
+      DigestKernel& k = d.kernels.emplace_back();
       k.start_ns = c.start_ns;
       k.end_ns = c.end_ns;
       k.stream = c.stream;
@@ -225,7 +229,7 @@ absl::StatusOr<TraceDigests> DigestCheckedTrace(
     // starts come in order; ends usually do too.
     const std::vector<int64_t>& e = edges[i];
     d.origin_ns = e.empty() ? 0 : e.front();
-    d.times.resize(d.kernels.size());
+    d.times.reserve(d.kernels.size());
     by_end.resize(d.kernels.size());
     for (uint32_t j = 0; j < by_end.size(); ++j) by_end[j] = j;
     auto end_before = [&](uint32_t a, uint32_t b) {
@@ -234,14 +238,29 @@ absl::StatusOr<TraceDigests> DigestCheckedTrace(
     if (!std::is_sorted(by_end.begin(), by_end.end(), end_before)) {
       std::sort(by_end.begin(), by_end.end(), end_before);
     }
+    // The compute busy time before t, for t in order: a walk along the
+    // compute set (done: the length of the intervals passed).
+    const std::vector<Interval>& busy = s->compute.intervals();
+    size_t passed = 0;
+    int64_t done = 0;
+    auto compute_before = [&](int64_t t) {
+      while (passed < busy.size() && busy[passed].end <= t) {
+        done += busy[passed].end - busy[passed].start;
+        ++passed;
+      }
+      return done + (passed < busy.size() && busy[passed].start < t
+                         ? t - busy[passed].start
+                         : 0);
+    };
     LatenessBreakdown prefix;
     size_t next_start = 0;
     size_t next_end = 0;
-    size_t cursor = 0;
+    int64_t compute_at_edge = e.empty() ? 0 : compute_before(e.front());
     for (size_t k = 0; k < e.size(); ++k) {
       if (k > 0) {
-        const int64_t compute =
-            s->compute.CoveredLength(e[k - 1], e[k], &cursor);
+        const int64_t compute_now = compute_before(e[k]);
+        const int64_t compute = compute_now - compute_at_edge;
+        compute_at_edge = compute_now;
         const int32_t q = query_of[i][k - 1];
         prefix.compute_ns += compute;
         if (q < 0) {
@@ -254,9 +273,12 @@ absl::StatusOr<TraceDigests> DigestCheckedTrace(
           }
         }
       }
+      // Every kernel's start comes before (or with) its end, so its times
+      // exist when the end is set.
       while (next_start < d.kernels.size() &&
              d.kernels[next_start].start_ns == e[k]) {
-        d.times[next_start++].at_start = prefix;
+        d.times.push_back(KernelTime{prefix, LatenessBreakdown{}});
+        ++next_start;
       }
       while (next_end < by_end.size() &&
              d.kernels[by_end[next_end]].end_ns == e[k]) {

@@ -105,7 +105,11 @@ struct TraceDigests {
 };
 
 // Digests `ranks`, which must all borrow the same trace (several devices
-// of one Nsight Systems export; usually one), analyzing it once.
+// of one Nsight Systems export; usually one), analyzing it once, and
+// asking it to break down only the intervals between a rank's collective
+// kernels (inside one, its own kernel keeps the device busy). A collective
+// record with no kernel of its own (rare: the readers make records from
+// kernels) costs a second analysis that asks every interval.
 // Errors: kInvalidArgument for no rank, a null trace, ranks of different
 // traces, or what AnalyzeTrace refuses (CheckEventTimes, the options).
 absl::StatusOr<TraceDigests> DigestTrace(

@@ -17,6 +17,7 @@
 #include "absl/strings/strip.h"
 #include "analysis/clock_graph.h"
 #include "analysis/interval_set.h"
+#include "analysis/rank_digest.h"
 
 namespace bubblewatch {
 namespace {
@@ -27,27 +28,6 @@ constexpr int kCompute = 0;
 constexpr int kComm = 1;
 constexpr int kCategories = 2 + kNumBubbleCauses;
 using Categories = std::array<int64_t, kCategories>;
-
-Categories ToCategories(const LatenessBreakdown& b) {
-  Categories c{};
-  c[kCompute] = b.compute_ns;
-  c[kComm] = b.comm_ns;
-  for (int i = 0; i < kNumBubbleCauses; ++i) c[2 + i] = b.bubble[i];
-  return c;
-}
-
-// The collective's type from a kernel name: the part after the first '_'
-// up to the next '_' or '(' ("ncclDevKernel_SendRecv(...)" -> "SendRecv",
-// "ncclKernel_AllReduce_RING_LL_Sum_float" -> "AllReduce"); the whole name
-// when it has no '_'.
-std::string TypeFromKernelName(absl::string_view name) {
-  absl::ConsumePrefix(&name, "void ");
-  size_t us = name.find('_');
-  if (us == absl::string_view::npos) return std::string(name);
-  absl::string_view rest = name.substr(us + 1);
-  size_t end = rest.find_first_of("_(");
-  return std::string(rest.substr(0, end));
-}
 
 // "[0, 1, 5]" -> {0, 1, 5}; nullopt when it does not parse.
 std::optional<absl::flat_hash_set<int32_t>> ParseRankList(
@@ -100,16 +80,14 @@ int64_t Median(std::vector<int64_t>& v) {
 
 // One rank while it is being analyzed.
 struct RankState {
-  const RankInput* input = nullptr;
+  const RankDigest* input = nullptr;
   int domain = 0;
   // Its collective kernels on its device, by (start, end, stream), with
   // Seq-backwards ones removed.
-  std::vector<const CollectiveKernel*> kernels;
-  // Its device's kernels as AnalyzeCheckedTrace split them (one analysis per
-  // trace builds them, not a second pass here); set by AnalyzeTraces.
-  const DeviceKernelSets* sets = nullptr;
-  // Where the last query of `compute` was: instances come in time order
-  // within a group, so each query starts its search near the previous one.
+  std::vector<const DigestKernel*> kernels;
+  // Where the last query of input->compute_in_kernels was: instances come
+  // in time order within a group, so each query starts its search near the
+  // previous one.
   size_t compute_cursor = 0;
 };
 
@@ -122,15 +100,15 @@ struct Instance {
   bool pair = false;
   std::array<int, 2> pair_slots{-1, -1};
   // (rank slot, kernel), by rank slot.
-  std::vector<std::pair<int, const CollectiveKernel*>> parts;
+  std::vector<std::pair<int, const DigestKernel*>> parts;
   bool matched = false;
   bool synchronized = false;
   int late = -1;  // Rank slot.
   int64_t arrival_ns = 0;
   std::vector<int64_t> wait_ns;  // Per part.
   int previous = -1;             // Previous used instance of its group.
-  // Per part: the breakdown query index of [previous end, start), or -1.
-  std::vector<int> breakdown;
+  // Per part: its rank's kernel in the previous instance, or null.
+  std::vector<const DigestKernel*> before;
 };
 
 // A pair of the same stages in another pipeline replica: its group, and
@@ -142,12 +120,9 @@ struct Replica {
 
 class CollectiveAnalyzer {
  public:
-  CollectiveAnalyzer(absl::Span<const RankInput> inputs,
-                     const CollectiveOptions& options,
-                     const AnalyzerOptions& analyzer_options)
-      : inputs_(inputs),
-        options_(options),
-        analyzer_options_(analyzer_options) {}
+  CollectiveAnalyzer(absl::Span<const RankDigest> inputs,
+                     const CollectiveOptions& options)
+      : inputs_(inputs), options_(options) {}
 
   absl::StatusOr<CollectiveAnalysis> Run();
 
@@ -159,7 +134,6 @@ class CollectiveAnalyzer {
   void BuildInstances();
   void EstimateClocks();
   void MeasureInstances();
-  absl::Status AnalyzeTraces();
   void MeasureWaits();
   void FindReplicas();
   // The instance of (group, key) in instances_, or -1.
@@ -171,8 +145,9 @@ class CollectiveAnalyzer {
   void WhatIf();
   void Summarize();
 
-  absl::string_view Name(const RankState& r, NameId id) const {
-    return r.input->trace->Name(id);
+  // "" for kNoDigestName (a digest from elsewhere may name no kernel type).
+  absl::string_view Name(const RankState& r, int32_t id) const {
+    return id == kNoDigestName ? absl::string_view() : r.input->names[id];
   }
   // Time `t` of rank slot `slot`, on the reference clock, and back.
   int64_t Corrected(size_t slot, int64_t t) const {
@@ -183,17 +158,16 @@ class CollectiveAnalyzer {
   }
   // A send or recv: one end of a point-to-point pair. Its Seq is the
   // group's next collective's in PyTorch, not a count of its own.
-  bool IsPointToPoint(const RankState& r, const CollectiveKernel& c) const {
-    if (c.collective == kNoName) return false;
+  bool IsPointToPoint(const RankState& r, const DigestKernel& c) const {
+    if (c.collective == kNoDigestName) return false;
     return IsPointToPointName(Name(r, c.collective));
   }
   // The other end's global rank: `Dst Rank`/`Src Rank`, else the other rank
   // of a group that lists exactly two; -1 when unknown.
-  int32_t PeerOf(const RankState& r, const CollectiveKernel& c) const;
+  int32_t PeerOf(const RankState& r, const DigestKernel& c) const;
 
-  absl::Span<const RankInput> inputs_;
+  absl::Span<const RankDigest> inputs_;
   const CollectiveOptions& options_;
-  const AnalyzerOptions& analyzer_options_;
   std::vector<RankState> ranks_;  // By rank.
   std::vector<std::string> group_names_;
   std::vector<Instance> instances_;  // Matched ones, by (group, key).
@@ -201,44 +175,41 @@ class CollectiveAnalyzer {
   // and its replica pairs (docs/semantics.md#pipeline-waits).
   std::vector<std::array<int, 2>> pair_ends_;
   std::vector<std::vector<Replica>> replicas_;
-  std::vector<DeviceInterval> queries_;
-  std::vector<int> query_trace_;  // Trace slot of each query.
-  std::vector<int> query_local_;  // Index within its trace's queries.
-  std::vector<std::vector<DeviceInterval>> trace_queries_;
-  std::vector<int> trace_of_rank_;  // Trace slot per rank slot.
-  // Per trace slot: the kernel sets of each device its analysis gave.
-  std::vector<std::vector<DeviceKernelSets>> trace_sets_;
-  const DeviceKernelSets no_kernels_;
   ClockSolution clock_;  // Every clock domain's, by EstimateClocks.
   CollectiveAnalysis out_;
 };
 
-absl::Status CollectiveAnalyzer::CheckInputs() {
-  if (inputs_.empty()) {
+// The checks on the ranks that AnalyzeCollectives and AnalyzeDigests share,
+// over RankInputs or RankDigests: `job_of` gives a rank's job, or null when
+// it has no trace.
+template <typename Rank, typename JobOf>
+absl::Status CheckRanks(absl::Span<const Rank> inputs, JobOf job_of) {
+  if (inputs.empty()) {
     return absl::InvalidArgumentError("no rank to analyze");
   }
   absl::flat_hash_map<int32_t, size_t> seen;
-  const RankInput* with_job = nullptr;
-  for (size_t i = 0; i < inputs_.size(); ++i) {
-    const RankInput& in = inputs_[i];
-    if (in.trace == nullptr) {
+  const Rank* with_job = nullptr;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Rank& in = inputs[i];
+    const std::string* job = job_of(in);
+    if (job == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat("rank ", in.rank, " has no trace"));
     }
     auto [it, inserted] = seen.try_emplace(in.rank, i);
     if (!inserted) {
-      const RankInput& first = inputs_[it->second];
+      const Rank& first = inputs[it->second];
       return absl::InvalidArgumentError(absl::StrCat(
           "rank ", in.rank,
           " appears twice: ", first.file.empty() ? "?" : first.file,
           " (device ", first.device, ") and ", in.file.empty() ? "?" : in.file,
           " (device ", in.device, ")"));
     }
-    if (!in.trace->job.empty()) {
-      if (with_job != nullptr && with_job->trace->job != in.trace->job) {
+    if (!job->empty()) {
+      if (with_job != nullptr && *job_of(*with_job) != *job) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "the files hold different jobs: '", with_job->trace->job, "' (",
-            with_job->file, ") and '", in.trace->job, "' (", in.file, ")"));
+            "the files hold different jobs: '", *job_of(*with_job), "' (",
+            with_job->file, ") and '", *job, "' (", in.file, ")"));
       }
       with_job = &in;
     }
@@ -246,29 +217,36 @@ absl::Status CollectiveAnalyzer::CheckInputs() {
   return absl::OkStatus();
 }
 
+absl::Status CollectiveAnalyzer::CheckInputs() {
+  for (const RankDigest& d : inputs_) {
+    if (d.times.size() != d.kernels.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the digest of rank ", d.rank, " has ", d.kernels.size(),
+                       " kernels but ", d.times.size(), " kernel times"));
+    }
+  }
+  return CheckRanks(inputs_, [](const RankDigest& d) { return &d.job; });
+}
+
 void CollectiveAnalyzer::CollectKernels() {
-  std::vector<const RankInput*> sorted;
-  for (const RankInput& in : inputs_) sorted.push_back(&in);
-  std::sort(
-      sorted.begin(), sorted.end(),
-      [](const RankInput* a, const RankInput* b) { return a->rank < b->rank; });
+  std::vector<const RankDigest*> sorted;
+  for (const RankDigest& in : inputs_) sorted.push_back(&in);
+  std::sort(sorted.begin(), sorted.end(),
+            [](const RankDigest* a, const RankDigest* b) {
+              return a->rank < b->rank;
+            });
   absl::flat_hash_map<std::string, int> domains;
-  absl::flat_hash_map<const Trace*, int> trace_slot;
-  for (const RankInput* in : sorted) {
+  for (const RankDigest* in : sorted) {
     RankState r;
     r.input = in;
     r.domain =
         domains.try_emplace(in->clock_domain, domains.size()).first->second;
-    auto [it, inserted] = trace_slot.try_emplace(in->trace, out_.traces.size());
-    if (inserted) out_.traces.push_back(in->trace);
-    trace_of_rank_.push_back(it->second);
-    for (const CollectiveKernel& c : in->trace->collectives) {
-      if (c.device == in->device) r.kernels.push_back(&c);
-    }
-    // Readers give them in time order, so the sort is usually skipped. Equal
-    // kernels keep the trace's order (the pointers' order): a total order,
+    r.kernels.reserve(in->kernels.size());
+    for (const DigestKernel& c : in->kernels) r.kernels.push_back(&c);
+    // DigestTrace gives them in order, so the sort is skipped. Equal
+    // kernels keep the digest's order (the pointers' order): a total order,
     // so skipping the sort and sorting agree.
-    auto before = [](const CollectiveKernel* a, const CollectiveKernel* b) {
+    auto before = [](const DigestKernel* a, const DigestKernel* b) {
       return std::tie(a->start_ns, a->end_ns, a->stream) <
                  std::tie(b->start_ns, b->end_ns, b->stream) ||
              (std::tie(a->start_ns, a->end_ns, a->stream) ==
@@ -279,9 +257,7 @@ void CollectiveAnalyzer::CollectKernels() {
       std::sort(r.kernels.begin(), r.kernels.end(), before);
     }
     out_.collective_kernels += static_cast<int64_t>(r.kernels.size());
-    if (in->trace->world_size > out_.world_size) {
-      out_.world_size = in->trace->world_size;
-    }
+    if (in->world_size > out_.world_size) out_.world_size = in->world_size;
     ranks_.push_back(std::move(r));
   }
 }
@@ -302,9 +278,9 @@ absl::Status CollectiveAnalyzer::CheckGroupSizes() const {
   for (const RankState& r : ranks_) {
     // The group's statement per name of this trace: a string per kernel
     // was most of this check's cost.
-    absl::flat_hash_map<NameId, size_t> by_name;
-    for (const CollectiveKernel* c : r.kernels) {
-      if (c->process_group == kNoName || c->group_size < 0) continue;
+    absl::flat_hash_map<int32_t, size_t> by_name;
+    for (const DigestKernel* c : r.kernels) {
+      if (c->process_group == kNoDigestName || c->group_size < 0) continue;
       auto [named, new_name] = by_name.try_emplace(c->process_group, 0);
       if (new_name) {
         auto [it, inserted] =
@@ -327,9 +303,9 @@ absl::Status CollectiveAnalyzer::CheckGroupSizes() const {
 }
 
 int32_t CollectiveAnalyzer::PeerOf(const RankState& r,
-                                   const CollectiveKernel& c) const {
+                                   const DigestKernel& c) const {
   if (c.peer >= 0) return c.peer;
-  if (c.group_ranks == kNoName) return -1;
+  if (c.group_ranks == kNoDigestName) return -1;
   const std::vector<int32_t> ranks = ParseGroupRanks(Name(r, c.group_ranks));
   if (ranks.size() != 2) return -1;
   if (ranks[0] == r.input->rank) return ranks[1];
@@ -343,10 +319,10 @@ void CollectiveAnalyzer::ChooseKey() {
   bool all_seq = true;
   bool all_group = true;
   for (const RankState& r : ranks_) {
-    for (const CollectiveKernel* c : r.kernels) {
+    for (const DigestKernel* c : r.kernels) {
       if (IsPointToPoint(r, *c)) continue;
-      if (c->process_group == kNoName) all_group = false;
-      if (c->process_group == kNoName || c->seq < 0) all_seq = false;
+      if (c->process_group == kNoDigestName) all_group = false;
+      if (c->process_group == kNoDigestName || c->seq < 0) all_seq = false;
     }
   }
   out_.key = all_seq     ? CollectiveKey::kProcessGroupSeq
@@ -365,17 +341,17 @@ void CollectiveAnalyzer::BuildInstances() {
   absl::flat_hash_map<std::pair<int, int64_t>, size_t> index;
   std::vector<Instance> all;
   // A group's rank list ("[0, 1]"), parsed once per distinct name of a
-  // trace rather than once per instance: which rank slots it names, and how
+  // digest rather than once per instance: which rank slots it names, and how
   // many of the ranks present it holds.
   struct Members {
     std::vector<bool> in;  // By rank slot.
     size_t present = 0;
   };
   std::vector<Members> members;
-  absl::flat_hash_map<std::pair<const Trace*, NameId>, int> members_of_list;
-  auto members_of = [&](const RankState& r, NameId list) {
-    auto [it, inserted] =
-        members_of_list.try_emplace({r.input->trace, list}, -1);
+  absl::flat_hash_map<std::pair<const RankDigest*, int32_t>, int>
+      members_of_list;
+  auto members_of = [&](const RankState& r, int32_t list) {
+    auto [it, inserted] = members_of_list.try_emplace({r.input, list}, -1);
     if (inserted) {
       std::optional<absl::flat_hash_set<int32_t>> ranks =
           ParseRankList(Name(r, list));
@@ -408,24 +384,20 @@ void CollectiveAnalyzer::BuildInstances() {
     absl::flat_hash_map<int, int64_t> order;            // Per group: next k.
     absl::flat_hash_map<int, int64_t> last_seq;         // Per group.
     absl::flat_hash_map<int, int64_t> last_pair_index;  // Per pair group.
-    // The group of a name of this trace (a process group's, or the kernel
+    // The group of a name of this digest (a process group's, or the kernel
     // name's type), found once per name.
-    absl::flat_hash_map<NameId, int> group_of_name;
-    auto group_of = [&](NameId name, bool from_kernel_name) {
+    absl::flat_hash_map<int32_t, int> group_of_name;
+    auto group_of = [&](int32_t name) {
       auto [it, inserted] = group_of_name.try_emplace(name, 0);
-      if (inserted) {
-        it->second =
-            group_id(from_kernel_name ? TypeFromKernelName(Name(r, name))
-                                      : std::string(Name(r, name)));
-      }
+      if (inserted) it->second = group_id(std::string(Name(r, name)));
       return it->second;
     };
     // A point-to-point pair's group, (process group, the two ranks), found
-    // once per such triple of this trace.
-    absl::flat_hash_map<std::tuple<NameId, int32_t, int32_t>, int> pair_groups;
-    std::vector<const CollectiveKernel*> kept;
+    // once per such triple of this digest.
+    absl::flat_hash_map<std::tuple<int32_t, int32_t, int32_t>, int> pair_groups;
+    std::vector<const DigestKernel*> kept;
     kept.reserve(r.kernels.size());
-    for (const CollectiveKernel* c : r.kernels) {
+    for (const DigestKernel* c : r.kernels) {
       int group = 0;
       int64_t key = 0;
       int32_t peer = -1;
@@ -445,7 +417,7 @@ void CollectiveAnalyzer::BuildInstances() {
         auto [it, inserted] =
             pair_groups.try_emplace({c->process_group, lo, hi}, 0);
         if (inserted) {
-          const std::string pg = c->process_group == kNoName
+          const std::string pg = c->process_group == kNoDigestName
                                      ? std::string("p2p")
                                      : std::string(Name(r, c->process_group));
           it->second = group_id(absl::StrCat(pg, " ", lo, "<->", hi));
@@ -470,7 +442,7 @@ void CollectiveAnalyzer::BuildInstances() {
       }
       switch (pair ? CollectiveKey::kStreamOrder : out_.key) {
         case CollectiveKey::kProcessGroupSeq: {
-          group = group_of(c->process_group, false);
+          group = group_of(c->process_group);
           auto [it, first] = last_seq.try_emplace(group, c->seq);
           if (!first) {
             if (c->seq <= it->second) {
@@ -485,12 +457,12 @@ void CollectiveAnalyzer::BuildInstances() {
           break;
         }
         case CollectiveKey::kProcessGroupOrder:
-          group = group_of(c->process_group, false);
+          group = group_of(c->process_group);
           key = order[group]++;
           break;
         case CollectiveKey::kStreamOrder:
           if (pair) break;
-          group = group_of(c->kernel_name, true);
+          group = group_of(c->kernel_type);
           key = order[group]++;
           break;
       }
@@ -513,7 +485,7 @@ void CollectiveAnalyzer::BuildInstances() {
               static_cast<int>(slot),
               peer_slot == slot_of_rank.end() ? -1 : peer_slot->second};
         }
-        expected.push_back(!pair && c->group_ranks != kNoName
+        expected.push_back(!pair && c->group_ranks != kNoDigestName
                                ? members_of(r, c->group_ranks)
                                : -1);
         if (expected.back() >= 0) {
@@ -644,56 +616,21 @@ void CollectiveAnalyzer::MeasureInstances() {
     }
     inst.previous = last_used[inst.group];
     last_used[inst.group] = static_cast<int>(i);
-    // The interval since the previous common sync point, per rank.
-    inst.breakdown.assign(inst.parts.size(), -1);
+    // The previous common sync point, per rank: its kernel there.
+    inst.before.assign(inst.parts.size(), nullptr);
     if (inst.previous < 0) continue;
     const Instance& prev = instances_[inst.previous];
     for (size_t p = 0; p < inst.parts.size(); ++p) {
-      const auto& [slot, c] = inst.parts[p];
-      const CollectiveKernel* before = nullptr;
+      const int slot = inst.parts[p].first;
       for (const auto& [prev_slot, prev_c] : prev.parts) {
-        if (prev_slot == slot) before = prev_c;
+        if (prev_slot == slot) inst.before[p] = prev_c;
       }
-      if (before == nullptr) continue;
-      const int trace = trace_of_rank_[slot];
-      inst.breakdown[p] = static_cast<int>(queries_.size());
-      queries_.push_back({ranks_[slot].input->device, before->end_ns,
-                          std::max(before->end_ns, c->start_ns)});
-      query_trace_.push_back(trace);
     }
   }
 }
 
-absl::Status CollectiveAnalyzer::AnalyzeTraces() {
-  trace_queries_.assign(out_.traces.size(), {});
-  trace_sets_.assign(out_.traces.size(), {});
-  query_local_.resize(queries_.size());
-  for (size_t q = 0; q < queries_.size(); ++q) {
-    std::vector<DeviceInterval>& mine = trace_queries_[query_trace_[q]];
-    query_local_[q] = static_cast<int>(mine.size());
-    mine.push_back(queries_[q]);
-  }
-  for (size_t t = 0; t < out_.traces.size(); ++t) {
-    AnalyzerOptions options = analyzer_options_;
-    // A rank's timeline colours its gaps by their attribution.
-    if (options_.keep_rank_time) options.keep_gaps = true;
-    options.breakdown_intervals = trace_queries_[t];
-    absl::StatusOr<Analysis> analysis =
-        AnalyzeCheckedTrace(*out_.traces[t], options, &trace_sets_[t]);
-    if (!analysis.ok()) return analysis.status();
-    out_.analyses.push_back(*std::move(analysis));
-  }
-  for (size_t slot = 0; slot < ranks_.size(); ++slot) {
-    RankState& r = ranks_[slot];
-    r.sets = &no_kernels_;  // A device without kernels in its trace.
-    for (const DeviceKernelSets& d : trace_sets_[trace_of_rank_[slot]]) {
-      if (d.device == r.input->device) r.sets = &d;
-    }
-  }
-  return absl::OkStatus();
-}
-
-// Waits need each rank's compute kernels, which the traces' analyses give.
+// Waits need each rank's compute kernels inside its collective kernels,
+// which its digest keeps.
 void CollectiveAnalyzer::MeasureWaits() {
   for (Instance& inst : instances_) {
     if (!inst.synchronized) continue;
@@ -705,8 +642,8 @@ void CollectiveAnalyzer::MeasureWaits() {
       const int64_t wait_end = std::min(c->end_ns, local_arrival);
       if (wait_end > c->start_ns) {
         inst.wait_ns[p] = (wait_end - c->start_ns) -
-                          r.sets->compute.CoveredLength(c->start_ns, wait_end,
-                                                        &r.compute_cursor);
+                          r.input->compute_in_kernels.CoveredLength(
+                              c->start_ns, wait_end, &r.compute_cursor);
       }
     }
   }
@@ -811,7 +748,7 @@ void Compact(BlameShares& shares) {
 
 int64_t CollectiveAnalyzer::StragglerThresholdNs() const {
   int64_t comm_ns = 0;
-  for (const RankState& r : ranks_) comm_ns += r.sets->collective.TotalLength();
+  for (const RankState& r : ranks_) comm_ns += r.input->comm_ns;
   const double share = std::max(0.0, options_.min_straggler_share) *
                        static_cast<double>(comm_ns);
   return std::max<int64_t>(options_.min_straggler_wait_ns,
@@ -918,20 +855,28 @@ void CollectiveAnalyzer::Attribute() {
   };
   auto measure = [&](const Instance& in, size_t p, Categories* spent,
                      Measured* where) {
-    if (in.previous < 0 || in.breakdown[p] < 0) return false;
-    const int q = in.breakdown[p];
-    const int slot = in.parts[p].first;
-    RankState& r = ranks_[slot];
-    const DeviceInterval& interval = queries_[q];
-    const IntervalBreakdown& b =
-        out_.analyses[query_trace_[q]].breakdowns[query_local_[q]];
-    LatenessBreakdown lb;
-    lb.compute_ns = r.sets->compute.CoveredLength(
-        interval.start_ns, interval.end_ns, &r.compute_cursor);
-    lb.comm_ns = b.busy_ns - lb.compute_ns;
-    lb.bubble = b.bubble;
-    *spent = ToCategories(lb);
-    *where = {slot, interval.start_ns, interval.end_ns};
+    if (in.previous < 0 || in.before[p] == nullptr) return false;
+    const DigestKernel& before = *in.before[p];
+    const DigestKernel& c = *in.parts[p].second;
+    // [before's end, c's start), empty when they overlap: a difference of
+    // the digest's prefixes
+    // (docs/architecture.md#same-answers-by-construction).
+    const int64_t from = before.end_ns;
+    const int64_t to = std::max(before.end_ns, c.start_ns);
+    spent->fill(0);
+    if (to > from) {
+      const RankDigest& digest = *ranks_[in.parts[p].first].input;
+      const LatenessBreakdown& a =
+          digest.times[&before - digest.kernels.data()].at_end;
+      const LatenessBreakdown& b =
+          digest.times[&c - digest.kernels.data()].at_start;
+      (*spent)[kCompute] = b.compute_ns - a.compute_ns;
+      (*spent)[kComm] = b.comm_ns - a.comm_ns;
+      for (int k = 0; k < kNumBubbleCauses; ++k) {
+        (*spent)[2 + k] = b.bubble[k] - a.bubble[k];
+      }
+    }
+    *where = {in.parts[p].first, from, to};
     return true;
   };
   // The waits of a measured interval: their index range in rank_waits and
@@ -1323,17 +1268,12 @@ void CollectiveAnalyzer::Summarize() {
     s.host = r.input->host;
     s.file = r.input->file;
     s.pid = r.input->pid;
-    for (const DeviceAnalysis& d :
-         out_.analyses[trace_of_rank_[slot]].devices) {
-      if (d.device == r.input->device) s.stats = d.stats;
-    }
-    const IntervalSet& compute = r.sets->compute;
-    s.comm_ns = r.sets->collective.TotalLength();
-    // Collective time that no compute kernel overlaps, the length of
-    // (collective minus compute), is |compute ∪ collective| - |compute|:
-    // the device's busy time (its kernels' union, stats.compute_ns) less
-    // the compute union, with no pass over the intervals.
-    s.comm_exposed_ns = s.stats.compute_ns - compute.TotalLength();
+    s.stats = r.input->stats;
+    s.comm_ns = r.input->comm_ns;
+    s.comm_exposed_ns = r.input->comm_exposed_ns;
+    // The waits lie inside the rank's collective kernels, where the digest
+    // keeps the compute busy time.
+    const IntervalSet& compute = r.input->compute_in_kernels;
     IntervalSet wait = IntervalSet::FromIntervals(std::move(waits[slot]));
     for (const Interval& i : wait.intervals()) {
       s.comm_wait_ns +=
@@ -1341,32 +1281,22 @@ void CollectiveAnalyzer::Summarize() {
           compute.CoveredLength(i.start, i.end, &r.compute_cursor);
     }
     if (options_.keep_rank_time) {
+      // Its waits; AnalyzeCollectives adds the trace's sets (a digest keeps
+      // only the compute inside its collective kernels).
       out_.rank_time.resize(ranks_.size());
-      CollectiveAnalysis::RankTime& t = out_.rank_time[slot];
-      t.trace = trace_of_rank_[slot];
-      t.compute = compute;
-      t.collective = r.sets->collective;
-      t.waits = std::move(wait);
+      out_.rank_time[slot].waits = std::move(wait);
     }
   }
 }
 
 absl::StatusOr<CollectiveAnalysis> CollectiveAnalyzer::Run() {
   if (absl::Status s = CheckInputs(); !s.ok()) return s;
-  // Each distinct trace once (several ranks may share one); AnalyzeTraces
-  // then analyzes them without checking again.
-  absl::flat_hash_set<const Trace*> checked;
-  for (const RankInput& in : inputs_) {
-    if (!checked.insert(in.trace).second) continue;
-    if (absl::Status s = CheckEventTimes(*in.trace); !s.ok()) return s;
-  }
   CollectKernels();
   if (absl::Status s = CheckGroupSizes(); !s.ok()) return s;
   ChooseKey();
   BuildInstances();
   EstimateClocks();
   MeasureInstances();
-  if (absl::Status s = AnalyzeTraces(); !s.ok()) return s;
   MeasureWaits();
   Attribute();
   WhatIf();
@@ -1443,10 +1373,81 @@ double RankCollectiveStats::busy_useful_utilization() const {
          static_cast<double>(stats.span_ns);
 }
 
+absl::StatusOr<CollectiveAnalysis> AnalyzeDigests(
+    absl::Span<const RankDigest> digests, const CollectiveOptions& options) {
+  return CollectiveAnalyzer(digests, options).Run();
+}
+
+// The single-stage path of docs/architecture.md#the-split: each distinct
+// trace digested once, then the digests analyzed together.
 absl::StatusOr<CollectiveAnalysis> AnalyzeCollectives(
     absl::Span<const RankInput> ranks, const CollectiveOptions& options,
     const AnalyzerOptions& analyzer_options) {
-  return CollectiveAnalyzer(ranks, options, analyzer_options).Run();
+  if (absl::Status s = CheckRanks(ranks,
+                                  [](const RankInput& in) {
+                                    return in.trace == nullptr ? nullptr
+                                                               : &in.trace->job;
+                                  });
+      !s.ok()) {
+    return s;
+  }
+  // The distinct traces in order of first appearance, and the inputs of
+  // each; every trace's times are checked before any is analyzed.
+  std::vector<const Trace*> traces;
+  std::vector<std::vector<size_t>> of_trace;
+  absl::flat_hash_map<const Trace*, size_t> slot;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    auto [it, inserted] = slot.try_emplace(ranks[i].trace, traces.size());
+    if (inserted) {
+      if (absl::Status s = CheckEventTimes(*ranks[i].trace); !s.ok()) return s;
+      traces.push_back(ranks[i].trace);
+      of_trace.emplace_back();
+    }
+    of_trace[it->second].push_back(i);
+  }
+  std::vector<RankDigest> digests(ranks.size());
+  std::vector<Analysis> analyses;
+  analyses.reserve(traces.size());
+  // With keep_rank_time: each trace's kernel sets, and its gaps kept.
+  std::vector<std::vector<DeviceKernelSets>> kernel_sets(traces.size());
+  AnalyzerOptions digest_options = analyzer_options;
+  if (options.keep_rank_time) digest_options.keep_gaps = true;
+  std::vector<RankInput> mine;
+  for (size_t t = 0; t < traces.size(); ++t) {
+    mine.clear();
+    for (size_t i : of_trace[t]) mine.push_back(ranks[i]);
+    absl::StatusOr<TraceDigests> d =
+        digest_internal::DigestCheckedTrace(mine, digest_options);
+    if (!d.ok()) return d.status();
+    for (size_t k = 0; k < of_trace[t].size(); ++k) {
+      digests[of_trace[t][k]] = std::move(d->digests[k]);
+    }
+    analyses.push_back(std::move(d->analysis));
+    if (options.keep_rank_time) kernel_sets[t] = std::move(d->kernel_sets);
+  }
+  absl::StatusOr<CollectiveAnalysis> out = AnalyzeDigests(digests, options);
+  if (!out.ok()) return out.status();
+  if (options.keep_rank_time) {
+    // A rank's timeline is drawn from its whole device (its trace's kernel
+    // sets), beside the waits the cross-rank analysis measured.
+    absl::flat_hash_map<int32_t, size_t> trace_of_rank;
+    for (size_t t = 0; t < of_trace.size(); ++t) {
+      for (size_t i : of_trace[t]) trace_of_rank[ranks[i].rank] = t;
+    }
+    for (size_t slot = 0; slot < out->ranks.size(); ++slot) {
+      CollectiveAnalysis::RankTime& time = out->rank_time[slot];
+      const RankCollectiveStats& rank = out->ranks[slot];
+      time.trace = static_cast<int>(trace_of_rank.at(rank.rank));
+      for (const DeviceKernelSets& k : kernel_sets[time.trace]) {
+        if (k.device != rank.device) continue;
+        time.compute = k.compute;
+        time.collective = k.collective;
+      }
+    }
+  }
+  out->traces = std::move(traces);
+  out->analyses = std::move(analyses);
+  return out;
 }
 
 }  // namespace bubblewatch

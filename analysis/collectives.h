@@ -10,10 +10,12 @@
 // the reader recorded (Trace::collectives). Several ranks may share a Trace
 // (an Nsight Systems export of a whole node: one rank per device).
 //
-// It runs AnalyzeTrace once per distinct trace (with the interval
-// breakdowns it needs, taking each device's compute and collective busy
-// sets from it) and returns those analyses too, so a caller never analyzes a
-// trace twice.
+// It runs AnalyzeTrace once per distinct trace and returns those analyses
+// too, so a caller never analyzes a trace twice. It is DigestTrace of each
+// distinct trace then AnalyzeDigests of the digests
+// (analysis/rank_digest.h): the cross-rank part reads each rank's digest,
+// never its trace, so the split stages of
+// docs/architecture.md#one-job-across-processors give the same answers.
 //
 // Cost: O(n log n) in the events of the traces, plus O(m log m) in the
 // collective kernels; memory O(n + m), not O(ranks²).
@@ -221,7 +223,7 @@ struct CollectiveAnalysis {
   };
   std::vector<RankTime> rank_time;
   // AnalyzeTrace of each distinct trace, in order of first appearance in
-  // the inputs (with the caller's AnalyzerOptions).
+  // the inputs (with the caller's AnalyzerOptions; no breakdowns).
   std::vector<const Trace*> traces;
   std::vector<Analysis> analyses;
 };

@@ -12,6 +12,7 @@
 
 #include "analysis/bubble_analyzer.h"
 #include "analysis/collectives.h"
+#include "analysis/rank_digest.h"
 #include "benchmark/benchmark.h"
 #include "ingest/synthetic/synthetic_straggler.h"
 
@@ -185,6 +186,47 @@ void BM_AnalyzeCollectives(benchmark::State& state) {
   state.counters["input_peak_rss_mib"] = rss_input;
   state.counters["peak_rss_mib"] = MaxRssMiB();
 }
+
+// The cross-rank stage alone (docs/architecture.md#one-job-across-processors):
+// AnalyzeDigests over the same job's digests, made once before the loop.
+// Items are collective kernels; digest_bytes is their encoding's size.
+void BM_AnalyzeDigests(benchmark::State& state) {
+  RankJob job = MakeRankJob(state.range(0), static_cast<int>(state.range(1)));
+  std::vector<RankDigest> digests;
+  int64_t kernels = 0;
+  int64_t bytes = 0;
+  for (const RankInput& in : job.inputs) {
+    absl::StatusOr<RankDigest> d = DigestRank(in);
+    if (!d.ok()) {
+      state.SkipWithError("a rank could not be digested");
+      return;
+    }
+    kernels += static_cast<int64_t>(d->kernels.size());
+    bytes += static_cast<int64_t>(EncodeRankDigest(*d).size());
+    digests.push_back(*std::move(d));
+  }
+  const double cpu_before = ThreadCpuSeconds();
+  for (auto _ : state) {
+    absl::StatusOr<CollectiveAnalysis> c = AnalyzeDigests(digests);
+    benchmark::DoNotOptimize(c);
+    if (!c.ok() || c->stragglers.empty() ||
+        c->stragglers[0].rank != job.late_rank) {
+      state.SkipWithError("the planted straggler was not found");
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * kernels);
+  state.counters["kernels"] = static_cast<double>(kernels);
+  state.counters["events"] = static_cast<double>(job.events);
+  state.counters["digest_bytes"] = static_cast<double>(bytes);
+  state.counters["cpu_kernels_per_s"] =
+      static_cast<double>(state.iterations() * kernels) /
+      (ThreadCpuSeconds() - cpu_before);
+}
+BENCHMARK(BM_AnalyzeDigests)
+    ->Args({1'000'000, 8})
+    ->Args({125'000, 64})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void BM_AnalyzeRanksAlone(benchmark::State& state) {
   RankJob job = MakeRankJob(state.range(0), 8);

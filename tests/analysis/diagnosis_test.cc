@@ -691,7 +691,7 @@ TEST(DiagnosisRealTraces, EveryRealTraceHasItsVerdictAndShare) {
 // The breakdown of an interval is the sum of the breakdowns of its two
 // parts, to the nanosecond, on every real trace: each nanosecond has one
 // category. The design of
-// docs/architecture.md#one-job-across-processors-design-not-built-yet rests on
+// docs/architecture.md#one-job-across-processors rests on
 // this (a rank's time between any two of its collective kernels is a difference
 // of two prefixes); if a rule ever made it false, this fails before the two
 // stages disagree.

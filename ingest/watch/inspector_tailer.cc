@@ -443,6 +443,25 @@ void InspectorTailer::UpdateExecStats() {
   for (const auto& [reason, n] : counts) stats_.skipped[reason] = n;
 }
 
+absl::StatusOr<size_t> InspectorTailer::SendAsBatches(
+    const std::string& job, Trace trace, const BatchHeader& identity,
+    uint64_t first_sequence) {
+  BatchedTrace stream(std::move(trace), identity, options_.batching);
+  EventBatchEncoder encoder(&stream.trace());
+  for (size_t i = 0; i < stream.num_batches(); ++i) {
+    const BatchSlice& s = stream.batch(i);
+    BatchHeader header = stream.header();
+    header.observation.reset();
+    header.sequence = first_sequence + i;
+    RETURN_IF_ERROR(producer_->Send(
+        job,
+        encoder.Encode(header, s.gpu_begin, s.gpu_end, s.cpu_begin, s.cpu_end,
+                       s.collectives_begin, s.collectives_end),
+        s.events()));
+  }
+  return stream.num_batches();
+}
+
 absl::Status InspectorTailer::SendPooled(absl::Time now) {
   for (auto& [job, jp] : pools_) {
     if (jp.partial) continue;
@@ -515,21 +534,10 @@ absl::Status InspectorTailer::SendPooled(absl::Time now) {
       identity.rank = e.rank;
       identity.world_size = e.world_size;
       identity.producer_id = st.producer_id;
-      BatchedTrace stream(std::move(t), identity, options_.batching);
-      EventBatchEncoder encoder(&stream.trace());
-      for (size_t i = 0; i < stream.num_batches(); ++i) {
-        const BatchSlice& s = stream.batch(i);
-        BatchHeader header = stream.header();
-        header.observation.reset();
-        header.sequence = st.next_sequence + i;
-        RETURN_IF_ERROR(producer_->Send(
-            job,
-            encoder.Encode(header, s.gpu_begin, s.gpu_end, s.cpu_begin,
-                           s.cpu_end, s.collectives_begin, s.collectives_end),
-            s.events()));
-      }
-      next[log] = st.next_sequence + stream.num_batches();
-      batches += static_cast<int64_t>(stream.num_batches());
+      ASSIGN_OR_RETURN(size_t sent, SendAsBatches(job, std::move(t), identity,
+                                                  st.next_sequence));
+      next[log] = st.next_sequence + sent;
+      batches += static_cast<int64_t>(sent);
     }
     RETURN_IF_ERROR(producer_->Flush(options_.flush_timeout));
     for (const auto& [log, seq] : next) jp.streams[log].next_sequence = seq;
@@ -754,22 +762,8 @@ absl::Status InspectorTailer::Follow(const std::string& name, absl::Time now) {
     identity.rank = chunk.after.rank;
     identity.world_size = chunk.after.world_size;
     identity.producer_id = entry.producer_id;
-    BatchedTrace stream(std::move(chunk.trace), identity, options_.batching);
-    // No observation: a log records every collective, so its process is
-    // observed throughout (docs/semantics.md#live-inspector-logs).
-    EventBatchEncoder encoder(&stream.trace());
-    for (size_t i = 0; i < stream.num_batches(); ++i) {
-      const BatchSlice& s = stream.batch(i);
-      BatchHeader header = stream.header();
-      header.observation.reset();
-      header.sequence = entry.next_sequence + i;
-      RETURN_IF_ERROR(producer_->Send(
-          job,
-          encoder.Encode(header, s.gpu_begin, s.gpu_end, s.cpu_begin, s.cpu_end,
-                         s.collectives_begin, s.collectives_end),
-          s.events()));
-    }
-    batches = stream.num_batches();
+    ASSIGN_OR_RETURN(batches, SendAsBatches(job, std::move(chunk.trace),
+                                            identity, entry.next_sequence));
     RETURN_IF_ERROR(producer_->Flush(options_.flush_timeout));
   }
   const TailedLog& after = chunk.after;

@@ -221,6 +221,12 @@ class InspectorTailer {
   absl::Status Follow(const std::string& name, absl::Time now);
   // Places and sends what the job pools can; resends a range in flight.
   absl::Status SendPooled(absl::Time now);
+  // Sends `trace` as batches of `identity`'s stream, sequences from
+  // `first_sequence`, with no observation (a log records every collective:
+  // docs/semantics.md#live-inspector-logs); returns how many. Unflushed.
+  absl::StatusOr<size_t> SendAsBatches(const std::string& job, Trace trace,
+                                       const BatchHeader& identity,
+                                       uint64_t first_sequence);
   absl::Status WriteExecState() const;
   absl::Status LoadExecState();
   void UpdateExecStats();

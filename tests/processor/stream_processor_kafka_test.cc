@@ -58,14 +58,22 @@ TEST(StreamProcessorKafka, KilledAgainAndAgainGivesTheSameWindows) {
   std::uniform_int_distribution<int> delay_ms(
       absl::ToInt64Milliseconds(testing::Scaled(absl::Milliseconds(800))),
       absl::ToInt64Milliseconds(testing::Scaled(absl::Milliseconds(2500))));
-  // On a loaded machine a life can die before it stores anything (startup
-  // and the group join take longer), so each life that stored nothing makes
-  // the next ones longer. At least kMinKills lives; more, up to kMaxKills,
-  // until one was killed mid-stream. A life that outlived its delay and
-  // finished the stream ends the campaign: no later kill can land mid-stream.
+  // Until one life is killed mid-stream, lives climb from the shortest: a
+  // life that stored nothing (startup and the group join took it all, as on
+  // a loaded machine) makes the next one 150-350 ms longer, a step shorter
+  // than the backlog's processing, so that some life ends inside it. A
+  // random first life could outlive the whole backlog (the processor reads
+  // it in well under a second once joined), and once every window is stored
+  // no later kill can land mid-stream. After that, random lives. At least
+  // kMinKills lives; more, up to kMaxKills, until one was killed mid-stream.
+  // A life that exits on its own ends the campaign.
   constexpr int kMinKills = 5;
   constexpr int kMaxKills = 12;
-  double stretch = 1.0;
+  std::uniform_int_distribution<int> step_ms(
+      absl::ToInt64Milliseconds(testing::Scaled(absl::Milliseconds(150))),
+      absl::ToInt64Milliseconds(testing::Scaled(absl::Milliseconds(350))));
+  int64_t climb_ms =
+      absl::ToInt64Milliseconds(testing::Scaled(absl::Milliseconds(800)));
   bool killed_mid_stream = false;
   std::string lives;  // "delay ms: exit status, windows stored" per life.
   for (int kill = 0;
@@ -77,7 +85,7 @@ TEST(StreamProcessorKafka, KilledAgainAndAgainGivesTheSameWindows) {
     pid_t pid = Spawn(args);
     // A random run time, not a wait for a condition: the kills must land
     // at different points of the stream.
-    const int64_t delay = static_cast<int64_t>(delay_ms(rng) * stretch);
+    const int64_t delay = killed_mid_stream ? delay_ms(rng) : climb_ms;
     std::this_thread::sleep_for(std::chrono::milliseconds(delay));
     ::kill(pid, SIGKILL);
     const int status = Wait(pid);
@@ -92,7 +100,7 @@ TEST(StreamProcessorKafka, KilledAgainAndAgainGivesTheSameWindows) {
     }
     EXPECT_EQ(status, 128 + SIGKILL) << lives;
     killed_mid_stream |= stored > 0 && stored < want.size();
-    if (stored == 0) stretch *= 1.3;
+    if (stored == 0) climb_ms += step_ms(rng);
   }
   EXPECT_TRUE(killed_mid_stream)
       << "no kill landed between the first and the last window: " << lives;

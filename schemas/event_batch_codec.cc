@@ -3,12 +3,33 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "schemas/event_batch_generated.h"
 
 namespace bubblewatch {
+namespace {
+
+// One value per record of `field` (peer, pair index: -1 or more, -1 for
+// none), or no vector (a null offset) when no record has one.
+template <typename T>
+flatbuffers::Offset<flatbuffers::Vector<T>> PerRecordField(
+    flatbuffers::FlatBufferBuilder& builder,
+    std::span<const CollectiveKernel> records, T CollectiveKernel::*field) {
+  if (std::none_of(records.begin(), records.end(),
+                   [&](const CollectiveKernel& c) { return c.*field >= 0; })) {
+    return {};
+  }
+  T* out = nullptr;
+  auto vec = builder.CreateUninitializedVector(records.size(), &out);
+  for (const CollectiveKernel& c : records) *out++ = std::max<T>(c.*field, -1);
+  return vec;
+}
+
+}  // namespace
 
 EventBatchEncoder::EventBatchEncoder(const Trace* trace)
     : trace_(trace),
@@ -68,30 +89,14 @@ std::span<const uint8_t> EventBatchEncoder::Encode(
           RemapOptional(c.dtype), c.device, c.stream, c.group_size);
     }
   }
-  // Peers only when some record has one: other batches keep their bytes.
-  flatbuffers::Offset<flatbuffers::Vector<int32_t>> peers_vec;
-  if (std::any_of(trace_->collectives.begin() + collectives_begin,
-                  trace_->collectives.begin() + collectives_end,
-                  [](const CollectiveKernel& c) { return c.peer >= 0; })) {
-    int32_t* peers_out = nullptr;
-    peers_vec = builder_.CreateUninitializedVector(
-        collectives_end - collectives_begin, &peers_out);
-    for (size_t i = collectives_begin; i < collectives_end; ++i) {
-      *peers_out++ = std::max(trace_->collectives[i].peer, -1);
-    }
-  }
-  flatbuffers::Offset<flatbuffers::Vector<int64_t>> pair_indices_vec;
-  if (std::any_of(
-          trace_->collectives.begin() + collectives_begin,
-          trace_->collectives.begin() + collectives_end,
-          [](const CollectiveKernel& c) { return c.pair_index >= 0; })) {
-    int64_t* out = nullptr;
-    pair_indices_vec = builder_.CreateUninitializedVector(
-        collectives_end - collectives_begin, &out);
-    for (size_t i = collectives_begin; i < collectives_end; ++i) {
-      *out++ = std::max<int64_t>(trace_->collectives[i].pair_index, -1);
-    }
-  }
+  // Peers and pair indices only when some record has one: other batches
+  // keep their bytes.
+  const std::span<const CollectiveKernel> records(
+      trace_->collectives.data() + collectives_begin,
+      collectives_end - collectives_begin);
+  auto peers_vec = PerRecordField(builder_, records, &CollectiveKernel::peer);
+  auto pair_indices_vec =
+      PerRecordField(builder_, records, &CollectiveKernel::pair_index);
   std::vector<flatbuffers::Offset<flatbuffers::String>> strings;
   strings.reserve(batch_names_.size());
   for (NameId id : batch_names_) {
@@ -242,18 +247,20 @@ absl::StatusOr<DecodedBatch> DecodeEventBatch(std::span<const uint8_t> bytes) {
     }
   }
   const auto* peers = batch->collective_peers();
+  const auto* pair_indices = batch->collective_pair_indices();
   const size_t num_collectives =
       batch->collectives() == nullptr ? 0 : batch->collectives()->size();
-  if (peers != nullptr && peers->size() != num_collectives) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(peers->size(), " collective peers for ", num_collectives,
-                     " collective records: one each"));
-  }
-  const auto* pair_indices = batch->collective_pair_indices();
-  if (pair_indices != nullptr && pair_indices->size() != num_collectives) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(pair_indices->size(), " collective pair indices for ",
-                     num_collectives, " collective records: one each"));
+  for (const auto& [size, what] :
+       {std::pair(peers == nullptr ? num_collectives : peers->size(),
+                  "collective peers"),
+        std::pair(
+            pair_indices == nullptr ? num_collectives : pair_indices->size(),
+            "collective pair indices")}) {
+    if (size != num_collectives) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(size, " ", what, " for ", num_collectives,
+                       " collective records: one each"));
+    }
   }
   if (const auto* collectives = batch->collectives()) {
     t.collectives.reserve(collectives->size());

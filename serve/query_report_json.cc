@@ -49,6 +49,16 @@ void WriteFleetPeriod(JsonWriter& w, const FleetJobPeriod& p) {
   }
 }
 
+// The member "stragglers", by wait caused, descending: the first is the
+// root (docs/semantics.md#root-cause).
+void WriteStragglersJson(JsonWriter& w, const WindowCollectives& c) {
+  w.Key("stragglers").BeginArray();
+  for (size_t i = 0; i < c.stragglers.size(); ++i) {
+    WriteStragglerJson(w, c.stragglers[i], /*root=*/i == 0);
+  }
+  w.EndArray();
+}
+
 double GpuHours(int64_t ns) { return static_cast<double>(ns) / 3.6e12; }
 
 // The members "ranks", "stragglers" and "collectives" of a multi-rank window
@@ -90,13 +100,7 @@ void WriteCollectives(JsonWriter& w, const WindowCollectives& c,
     w.EndObject();
   }
   w.EndArray();
-  // By wait caused, descending: the first is the root
-  // (docs/semantics.md#root-cause).
-  w.Key("stragglers").BeginArray();
-  for (size_t i = 0; i < c.stragglers.size(); ++i) {
-    WriteStragglerJson(w, c.stragglers[i], /*root=*/i == 0);
-  }
-  w.EndArray();
+  WriteStragglersJson(w, c);
   // The what-if replay (docs/semantics.md#what-it-cost), summed over a
   // period's windows; null without a used instance.
   w.Key("what_if");
@@ -265,11 +269,7 @@ std::string RenderWindowTimelineJson(const WindowSummary& window, bool pretty) {
     w.EndObject();
   }
   w.EndArray();
-  w.Key("stragglers").BeginArray();
-  for (size_t i = 0; i < c.stragglers.size(); ++i) {
-    WriteStragglerJson(w, c.stragglers[i], /*root=*/i == 0);
-  }
-  w.EndArray();
+  WriteStragglersJson(w, c);
   w.EndObject();
   return std::move(w).Take();
 }

@@ -49,6 +49,33 @@ int64_t ExecTimeInstanceEnd(const std::vector<ExecTimeMember>& members) {
   return end;
 }
 
+void AppendInspectorCollective(Trace& trace, NameInterner& names,
+                               absl::string_view comm_id,
+                               absl::string_view coll, int64_t coll_sn,
+                               int32_t n_ranks, int32_t stream,
+                               NameId group_ranks, int64_t start_ns,
+                               int64_t end_ns) {
+  GpuActivity a;
+  a.start_ns = start_ns;
+  a.end_ns = end_ns;
+  a.name = names.Intern(absl::StrCat("nccl", coll));
+  a.device = 0;
+  a.stream = stream;
+  trace.gpu.push_back(a);
+  CollectiveKernel k;
+  k.start_ns = start_ns;
+  k.end_ns = end_ns;
+  k.device = 0;
+  k.stream = stream;
+  k.kernel_name = a.name;
+  k.collective = names.Intern(absl::AsciiStrToLower(coll));
+  k.process_group = names.Intern(comm_id);
+  k.group_ranks = group_ranks;
+  k.seq = coll_sn;
+  k.group_size = n_ranks;
+  trace.collectives.push_back(k);
+}
+
 absl::StatusOr<InspectorJob> BuildInspectorJob(
     std::vector<InspectorLog> logs, const std::vector<std::string>& files) {
   if (logs.empty()) {
@@ -336,28 +363,10 @@ absl::StatusOr<InspectorJob> BuildInspectorJob(
     t.gpu.reserve(recs[p].size());
     t.collectives.reserve(recs[p].size());
     for (const Rec& r : recs[p]) {
-      const std::string& op = r.log->op_names[r.op->name];
       const InspectorCommunicator& c = job.communicators[r.comm];
-      GpuActivity a;
-      a.start_ns = r.start_ns;
-      a.end_ns = r.end_ns;
-      a.name = names.Intern(absl::StrCat("nccl", op));
-      a.device = 0;
-      a.stream = r.comm;
-      a.bytes = 0;
-      t.gpu.push_back(a);
-      CollectiveKernel k;
-      k.start_ns = r.start_ns;
-      k.end_ns = r.end_ns;
-      k.device = 0;
-      k.stream = r.comm;
-      k.kernel_name = a.name;
-      k.collective = names.Intern(absl::AsciiStrToLower(op));
-      k.process_group = names.Intern(c.id);
-      k.group_ranks = names.Intern(group_ranks[r.comm]);
-      k.seq = r.op->sn;
-      k.group_size = c.n_ranks;
-      t.collectives.push_back(k);
+      AppendInspectorCollective(
+          t, names, c.id, r.log->op_names[r.op->name], r.op->sn, c.n_ranks,
+          r.comm, names.Intern(group_ranks[r.comm]), r.start_ns, r.end_ns);
     }
     if (proc.p2p_records > 0) {
       t.skipped

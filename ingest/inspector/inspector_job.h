@@ -95,6 +95,19 @@ struct ExecTimeMember {
 };
 int64_t ExecTimeInstanceEnd(const std::vector<ExecTimeMember>& members);
 
+// One Inspector collective record as the analysis takes it, appended to
+// `trace` (offline here, live by the watcher: ingest/watch/
+// inspector_tailer.h): a kernel "nccl<coll>" [start_ns, end_ns) on device 0
+// and `stream`, and its collective record: `coll` in lower case, the
+// communicator id as process group, coll_sn as Seq, n_ranks as group size,
+// `group_ranks` as given (kNoName when the members' job ranks are unknown).
+void AppendInspectorCollective(Trace& trace, NameInterner& names,
+                               absl::string_view comm_id,
+                               absl::string_view coll, int64_t coll_sn,
+                               int32_t n_ranks, int32_t stream,
+                               NameId group_ranks, int64_t start_ns,
+                               int64_t end_ns);
+
 // `logs` and `files` in the same order. Errors: kInvalidArgument for no
 // log, or no collective record at all. Two logs of one (host, pid) are
 // merged. Everything else is a counted outcome.

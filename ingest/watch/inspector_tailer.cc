@@ -20,6 +20,7 @@
 #include "absl/strings/strip.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
+#include "ingest/inspector/inspector_job.h"
 #include "ingest/watch/watch_state.h"
 #include "schemas/event_batch_codec.h"
 
@@ -95,31 +96,6 @@ void AdvanceContext(absl::string_view chunk, std::string* context,
 constexpr char kMissingSkip[] = "records announced by a dump marker, missing";
 constexpr char kExecHeader[] = "bubblewatch-inspector-exec v1";
 constexpr char kExecFile[] = "inspector-exec";
-
-// One collective record as one kernel `nccl<Coll>` of the process's device
-// (a stream per communicator) and its collective record.
-void AppendCollective(Trace* t, NameInterner* names, const std::string& comm,
-                      const std::string& coll, int64_t sn, int32_t n_ranks,
-                      int64_t start_ns, int64_t end_ns) {
-  GpuActivity a;
-  a.start_ns = start_ns;
-  a.end_ns = end_ns;
-  a.name = names->Intern(absl::StrCat("nccl", coll));
-  a.device = 0;
-  a.stream = StreamOf(comm);
-  t->gpu.push_back(a);
-  CollectiveKernel k;
-  k.start_ns = a.start_ns;
-  k.end_ns = a.end_ns;
-  k.device = 0;
-  k.stream = a.stream;
-  k.kernel_name = a.name;
-  k.collective = names->Intern(absl::AsciiStrToLower(coll));
-  k.process_group = names->Intern(comm);
-  k.seq = sn;
-  k.group_size = n_ranks;
-  t->collectives.push_back(k);
-}
 
 }  // namespace
 
@@ -300,8 +276,9 @@ InspectorChunk BuildInspectorChunk(absl::string_view bytes,
       continue;  // Exec-time only: the job's pool places it.
     }
     const InspectorComm& c = log.comms[op.comm];
-    AppendCollective(&t, &names, c.id, log.op_names[op.name], op.sn, c.n_ranks,
-                     op.kernel_start_us * 1000, op.kernel_stop_us * 1000);
+    AppendInspectorCollective(
+        t, names, c.id, log.op_names[op.name], op.sn, c.n_ranks, StreamOf(c.id),
+        kNoName, op.kernel_start_us * 1000, op.kernel_stop_us * 1000);
     ++chunk.records;
   }
   chunk.pos_offset = before.context.empty() ? 0 : before.context_seen;
@@ -524,8 +501,9 @@ absl::Status InspectorTailer::SendPooled(absl::Time now) {
       t.source_format = "inspector";
       NameInterner names(&t);
       for (const auto& [inst, start] : kernels) {
-        AppendCollective(&t, &names, inst->comm, inst->coll, inst->sn,
-                         inst->n_ranks, start, inst->end_ns);
+        AppendInspectorCollective(t, names, inst->comm, inst->coll, inst->sn,
+                                  inst->n_ranks, StreamOf(inst->comm), kNoName,
+                                  start, inst->end_ns);
         ++records;
       }
       BatchHeader identity;

@@ -393,14 +393,6 @@ BubbleReport Analyzer::MakeBubbleReport(const DeviceInput& input,
   return r;
 }
 
-// Longest first; ties: earliest, then lowest device.
-bool LongerGap(int64_t len_a, int64_t start_a, int32_t dev_a, int64_t len_b,
-               int64_t start_b, int32_t dev_b) {
-  if (len_a != len_b) return len_a > len_b;
-  if (start_a != start_b) return start_a < start_b;
-  return dev_a < dev_b;
-}
-
 DeviceKernelSets Analyzer::SplitKernels(int32_t device,
                                         const DeviceTimeline& timeline) {
   if (is_collective_.empty()) is_collective_.assign(trace_.names.size(), -1);
@@ -495,7 +487,8 @@ absl::StatusOr<Analysis> Analyzer::Run() {
     size_t gap;
   };
   auto longer = [](const GapRef& a, const GapRef& b) {
-    return LongerGap(a.length, a.start, a.device, b.length, b.start, b.device);
+    return LongerBubble(a.length, a.start, a.device, b.length, b.start,
+                        b.device);
   };
   // A heap of the longest gaps seen so far; its front is the shortest kept.
   const size_t top = static_cast<size_t>(std::max(0, options_.top_bubbles));

@@ -1336,9 +1336,9 @@ std::vector<RankInput> RanksOfTraces(absl::Span<const Trace> traces,
       RankInput in;
       in.trace = &traces[i];
       in.device = device;
-      in.rank = traces.size() == 1     ? device
-                : all_single_with_rank ? traces[i].rank
-                                       : next;
+      in.rank = all_single_with_rank ? traces[i].rank
+                : traces.size() == 1 ? device
+                                     : next;
       ++next;
       in.host = traces[i].host;
       in.clock_domain = traces[i].host.empty()

@@ -230,10 +230,12 @@ struct CollectiveAnalysis {
 
 // The ranks of `traces` (read from `files`, same order), by
 // docs/semantics.md#collective-kernels: one per device that ran kernels (a
-// trace without kernels is one rank on device 0); a single trace's ranks
-// are its device numbers; single-device traces that all say their rank keep
-// it; otherwise ranks are numbered in input order. Clock domains are host
-// names, else files. The traces are borrowed.
+// trace without kernels is one rank on device 0); single-device traces
+// that all say their rank keep it (one alone too: a rank's events in a
+// window are the same rank whether or not others had events there); else a
+// single trace's ranks are its device numbers (an Nsight Systems node
+// export), and otherwise ranks are numbered in input order. Clock domains
+// are host names, else files. The traces are borrowed.
 std::vector<RankInput> RanksOfTraces(absl::Span<const Trace> traces,
                                      absl::Span<const std::string> files);
 

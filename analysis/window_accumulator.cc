@@ -3,17 +3,12 @@
 #include <algorithm>
 
 namespace bubblewatch {
-namespace {
-
-// Longest first; ties: earliest, then lowest device.
-bool LongerPart(int64_t len_a, int64_t start_a, int32_t dev_a, int64_t len_b,
-                int64_t start_b, int32_t dev_b) {
+bool LongerBubble(int64_t len_a, int64_t start_a, int32_t dev_a, int64_t len_b,
+                  int64_t start_b, int32_t dev_b) {
   if (len_a != len_b) return len_a > len_b;
   if (start_a != start_b) return start_a < start_b;
   return dev_a < dev_b;
 }
-
-}  // namespace
 
 int64_t WindowStartOf(int64_t t, int64_t window_ns) {
   int64_t q = t / window_ns;
@@ -82,8 +77,8 @@ std::vector<WindowAnalysis> WindowAccumulator::Finish(
     std::partial_sort(window_parts.begin(), window_parts.begin() + top,
                       window_parts.end(),
                       [](const GapPart& a, const GapPart& b) {
-                        return LongerPart(a.end - a.start, a.start, a.device,
-                                          b.end - b.start, b.start, b.device);
+                        return LongerBubble(a.end - a.start, a.start, a.device,
+                                            b.end - b.start, b.start, b.device);
                       });
     for (size_t i = 0; i < top; ++i) {
       const GapPart& p = window_parts[i];

@@ -24,6 +24,11 @@ int64_t WindowStartOf(int64_t t, int64_t window_ns);
 // the earlier; call in device order for "then the lower device").
 void AddDeviceStats(const UtilizationStats& device, UtilizationStats& job);
 
+// The order of top bubbles, of a trace and of a window: longest first;
+// ties: earliest, then lowest device.
+bool LongerBubble(int64_t len_a, int64_t start_a, int32_t dev_a, int64_t len_b,
+                  int64_t start_b, int32_t dev_b);
+
 class WindowAccumulator {
  public:
   // `window_ns` == 0 disables accumulation (every call is then a no-op).

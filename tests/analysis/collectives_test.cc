@@ -235,6 +235,31 @@ TEST(AnalyzeCollectives, ASingleRankHasNothingToMatch) {
   EXPECT_EQ(c->ranks[0].comm_ns, 200 * kUs);
 }
 
+// A rank keeps the rank its trace says, alone too: a window in which only
+// one rank had events, and those only on the CPU (no kernel, so device 0),
+// is still that rank's (a job split by host digests its ranks per host and
+// window: docs/architecture.md#one-job-across-processors). A single export
+// of several devices, which says no rank, numbers its ranks by device.
+TEST(RanksOfTraces, ARankAloneKeepsItsRank) {
+  Trace cpu_only = TraceBuilder().Cpu("DataLoader", 0, 50).Build();
+  cpu_only.rank = 13;
+  cpu_only.world_size = 16;
+  const std::vector<Trace> one = {cpu_only};
+  std::vector<RankInput> ranks = RanksOfTraces(one, {"host-6/13"});
+  ASSERT_EQ(ranks.size(), 1u);
+  EXPECT_EQ(ranks[0].rank, 13);
+  EXPECT_EQ(ranks[0].device, 0);
+
+  const std::vector<Trace> node = {TraceBuilder()
+                                       .Kernel("k", 0, 10, 7, 2, 1)
+                                       .Kernel("k", 0, 10, 7, 5, 2)
+                                       .Build()};
+  ranks = RanksOfTraces(node, {"node.sqlite"});
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_EQ(ranks[0].rank, 2);
+  EXPECT_EQ(ranks[1].rank, 5);
+}
+
 TEST(AnalyzeCollectives, BadInputIsAClearError) {
   DataLoaderJob job;
   std::vector<RankInput> twice = {Rank(job.rank0, 3), Rank(job.rank1, 3)};

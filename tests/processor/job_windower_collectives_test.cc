@@ -9,10 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "analysis/collective_windows.h"
 #include "analysis/collectives.h"
+#include "analysis/rank_digest.h"
 #include "analysis/window_accumulator.h"
+#include "analysis/window_merge.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ingest/batched_trace.h"
@@ -111,6 +114,31 @@ Trace Cut(const Trace& t, int64_t start, int64_t end) {
   return out;
 }
 
+// The sources' events that start in [start, end), one trace per source with
+// any, as the windower makes them (rank ids applied); `labels` receives
+// each one's label, as the windower labels its sources.
+std::vector<Trace> WindowTraces(const std::vector<Source>& sources,
+                                int64_t start, int64_t end,
+                                std::vector<std::string>* labels) {
+  std::vector<Trace> cut;
+  for (const Source& s : sources) {
+    // The producer numbers a stream's pairs before cutting it into
+    // batches (ingest/batched_trace.h): so does the oracle.
+    Trace whole = s.trace;
+    NumberPointToPointPairs(whole);
+    Trace t = Cut(whole, start, end);
+    if (t.gpu.empty() && t.cpu.empty() && t.collectives.empty()) continue;
+    JobWindower::ApplyRankIds(
+        BatchHeader{.rank = s.rank, .world_size = s.trace.world_size}, t);
+    t.host = s.host;
+    // A rank sent without a host is its own clock domain
+    // (docs/semantics.md#multi-device).
+    labels->push_back(absl::StrCat(s.host, "/", s.rank));
+    cut.push_back(std::move(t));
+  }
+  return cut;
+}
+
 // Checks one stored window against AnalyzeCollectives over the sources cut
 // into it; adds 1 to `analyzed` when it holds a collective analysis.
 void ExpectWindowEqualsTheOracle(const std::vector<Source>& sources,
@@ -118,23 +146,9 @@ void ExpectWindowEqualsTheOracle(const std::vector<Source>& sources,
   {
     SCOPED_TRACE(absl::StrCat("window ", w.window.start_ns));
     EXPECT_EQ(w.late_collectives, 0);
-    std::vector<Trace> cut;
     std::vector<std::string> labels;
-    for (const Source& s : sources) {
-      // The producer numbers a stream's pairs before cutting it into
-      // batches (ingest/batched_trace.h): so does the oracle.
-      Trace whole = s.trace;
-      NumberPointToPointPairs(whole);
-      Trace t = Cut(whole, w.window.start_ns, w.window.end_ns);
-      if (t.gpu.empty() && t.cpu.empty() && t.collectives.empty()) continue;
-      JobWindower::ApplyRankIds(
-          BatchHeader{.rank = s.rank, .world_size = s.trace.world_size}, t);
-      t.host = s.host;
-      // As the windower labels its sources: a rank sent without a host is
-      // its own clock domain (docs/semantics.md#multi-device).
-      labels.push_back(absl::StrCat(s.host, "/", s.rank));
-      cut.push_back(std::move(t));
-    }
+    const std::vector<Trace> cut =
+        WindowTraces(sources, w.window.start_ns, w.window.end_ns, &labels);
     std::vector<RankInput> ranks = RanksOfTraces(cut, labels);
     int with_collectives = 0;
     for (const RankInput& r : ranks) {
@@ -845,6 +859,140 @@ TEST(JobWindowerCollectives, PipelineGroupPairsEqualTheOfflineOracle) {
     }
     ASSERT_FALSE(c.stragglers.empty());
     EXPECT_EQ(c.stragglers[0].rank, 9);
+  }
+}
+
+// A job split across processors (docs/architecture.md#one-job-across-
+// processors): each host's events windowed alone, as a stage 1 that owns
+// only that host would, and its ranks digested; the hosts' parts merged
+// (analysis/window_merge.h) give the window one windower holding every
+// host's events makes, every field but the ranks' timelines (which the
+// digests do not carry). A TP×DP×PP job, clocks milliseconds apart and
+// drifting, roots planted; with hosts (two ranks each), and without (each
+// rank its own part, as a split keys JOB@rank-R).
+TEST(JobWindowerCollectives, HostPartsMergeIntoTheSingleStageWindow) {
+  for (bool host_names : {true, false}) {
+    SCOPED_TRACE(host_names ? "8 hosts of 2 ranks" : "16 ranks, no hosts");
+    ParallelJobOptions o;
+    o.tp = 2;
+    o.dp = 2;
+    o.pp = 4;
+    o.steps = 12;
+    o.pipeline_groups = true;
+    o.host_names = host_names;
+    o.clock_offset_ns = {0,         1'300'000, -2'100'000, 700'000,
+                         2'900'000, -600'000,  1'800'000,  -1'400'000};
+    o.drift_ppm = {0, 3, -2, 5, -4, 1, 2, -1};
+    o.roots = {{.rank = 9, .step = 4, .extra_ns = 8'000'000, .steps = 4},
+               {.rank = 2,
+                .step = 8,
+                .extra_ns = 3'000'000,
+                .cause = StragglerCause::kDataLoading}};
+    ParallelJob job = MakeParallelJob(o);
+    std::vector<Source> sources;
+    std::vector<std::string> parts_of;  // The part each source belongs to.
+    for (Trace& t : job.ranks) {
+      const int32_t rank = t.rank;
+      const std::string host = t.host;
+      parts_of.push_back(host_names ? host : absl::StrCat("rank-", rank));
+      sources.push_back({.trace = std::move(t), .host = host, .rank = rank});
+    }
+    WindowerOptions options;
+    // Several windows, each cutting steps, so that instances, pairs and
+    // gaps cross window starts.
+    options.window_ns = 40'000'000;
+    options.lateness_ns = 1'000'000'000;
+    const std::vector<WindowSummary> single =
+        Stream(Batches(sources, 300, 5), options);
+    ASSERT_GE(single.size(), 5u);
+
+    // Stage 1: one windower per part, and each part's ranks digested per
+    // window as the windower cuts them.
+    std::vector<std::string> part_names = parts_of;
+    std::sort(part_names.begin(), part_names.end());
+    part_names.erase(std::unique(part_names.begin(), part_names.end()),
+                     part_names.end());
+    ASSERT_EQ(part_names.size(), host_names ? 8u : 16u);
+    absl::flat_hash_map<int64_t, std::vector<HostWindowPart>> parts;
+    for (const std::string& name : part_names) {
+      std::vector<Source> own;
+      for (size_t i = 0; i < sources.size(); ++i) {
+        if (parts_of[i] == name) own.push_back(sources[i]);
+      }
+      const std::vector<DecodedBatch> batches = Batches(own, 300, 5);
+      // The part's observations, as its windower's observed set holds them.
+      std::vector<Interval> observations;
+      for (const DecodedBatch& b : batches) {
+        ASSERT_TRUE(b.header.observation.has_value());
+        observations.push_back(
+            {b.header.observation->start_ns, b.header.observation->end_ns});
+      }
+      const IntervalSet observed =
+          IntervalSet::FromIntervals(std::move(observations));
+      for (WindowSummary& w : Stream(batches, options)) {
+        HostWindowPart part{.window = w.window,
+                            .gpu_events = w.gpu_events,
+                            .cpu_events = w.cpu_events,
+                            .observed = observed};
+        std::vector<std::string> labels;
+        const std::vector<Trace> traces =
+            WindowTraces(own, w.window.start_ns, w.window.end_ns, &labels);
+        const std::vector<RankInput> ranks = RanksOfTraces(traces, labels);
+        for (const RankInput& r : ranks) {
+          AnalyzerOptions analyzer;
+          analyzer.top_bubbles = 0;
+          absl::StatusOr<RankDigest> d = DigestRank(r, analyzer);
+          ASSERT_TRUE(d.ok()) << d.status();
+          // Through the wire, as a digest travels to stage 2.
+          absl::StatusOr<RankDigest> decoded =
+              DecodeRankDigest(EncodeRankDigest(*d));
+          ASSERT_TRUE(decoded.ok()) << decoded.status();
+          part.digests.push_back(*std::move(decoded));
+        }
+        parts[w.window.start_ns].push_back(std::move(part));
+      }
+    }
+
+    // Stage 2: every window of the single stage, and no other.
+    ASSERT_EQ(parts.size(), single.size());
+    int with_collectives = 0;
+    for (const WindowSummary& want : single) {
+      SCOPED_TRACE(absl::StrCat("window ", want.window.start_ns));
+      ASSERT_TRUE(parts.contains(want.window.start_ns));
+      absl::StatusOr<WindowSummary> got = MergeHostWindowParts(
+          "job", parts[want.window.start_ns], options.top_bubbles_per_window);
+      ASSERT_TRUE(got.ok()) << got.status();
+      // What the single stage knows and a part does not (the merge leaves
+      // them to its caller): why the window closed, and the spread of the
+      // hosts' newest events at that moment.
+      got->closed_by = want.closed_by;
+      got->host_skew_ns = want.host_skew_ns;
+      WindowSummary expected = want;
+      if (expected.collectives) {
+        ++with_collectives;
+        expected.collectives->timelines.clear();
+      }
+      std::string diff;
+      EXPECT_TRUE(SameWindow(*got, expected, &diff)) << diff;
+      // The merge is no copy of one part: a window's devices come from
+      // every part that had events in it.
+      EXPECT_EQ(got->window.devices.size(), want.window.devices.size());
+    }
+    EXPECT_GE(with_collectives, static_cast<int>(single.size()) - 1);
+    // The planted root is named first where it ran late. Without hosts
+    // each rank is its own clock domain, and a 40 ms window of the slowed
+    // steps holds two TP all-gathers of a pair of ranks, fewer than a clock
+    // link needs (CollectiveOptions::min_clock_instances): what matters
+    // there is only that both stages agree.
+    if (!host_names) continue;
+    bool root_named = false;
+    for (const WindowSummary& w : single) {
+      if (w.collectives && !w.collectives->stragglers.empty() &&
+          w.collectives->stragglers[0].rank == 9) {
+        root_named = true;
+      }
+    }
+    EXPECT_TRUE(root_named);
   }
 }
 

@@ -1,0 +1,112 @@
+#include "analysis/window_merge.h"
+
+#include <algorithm>
+#include <tuple>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "analysis/collective_windows.h"
+#include "analysis/window_accumulator.h"
+
+namespace bubblewatch {
+
+absl::StatusOr<WindowAnalysis> MergeWindowAnalyses(
+    absl::Span<const WindowAnalysis> parts, int top_bubbles_per_window) {
+  if (parts.empty()) {
+    return absl::InvalidArgumentError("no part of a window to merge");
+  }
+  WindowAnalysis out;
+  out.start_ns = parts.front().start_ns;
+  out.end_ns = parts.front().end_ns;
+  absl::flat_hash_set<int32_t> devices;
+  for (const WindowAnalysis& part : parts) {
+    if (part.start_ns != out.start_ns || part.end_ns != out.end_ns) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "parts of different windows: [", out.start_ns, ", ", out.end_ns,
+          ") and [", part.start_ns, ", ", part.end_ns, ")"));
+    }
+    for (const DeviceWindow& d : part.devices) {
+      if (!devices.insert(d.device).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("device ", d.device, " is in two parts of window [",
+                         out.start_ns, ", ", out.end_ns, ")"));
+      }
+      out.devices.push_back(d);
+    }
+    out.top_bubbles.insert(out.top_bubbles.end(), part.top_bubbles.begin(),
+                           part.top_bubbles.end());
+  }
+  // The job's figures as the analyzer sums them: in device order.
+  std::sort(out.devices.begin(), out.devices.end(),
+            [](const DeviceWindow& a, const DeviceWindow& b) {
+              return a.device < b.device;
+            });
+  for (const DeviceWindow& d : out.devices) AddDeviceStats(d.stats, out.job);
+  const size_t top = std::min(
+      out.top_bubbles.size(),
+      static_cast<size_t>(std::max(0, top_bubbles_per_window)));
+  std::partial_sort(out.top_bubbles.begin(), out.top_bubbles.begin() + top,
+                    out.top_bubbles.end(),
+                    [](const BubbleReport& a, const BubbleReport& b) {
+                      return LongerBubble(a.duration_ns(), a.start_ns,
+                                          a.device, b.duration_ns(),
+                                          b.start_ns, b.device);
+                    });
+  out.top_bubbles.resize(top);
+  return out;
+}
+
+absl::StatusOr<WindowSummary> MergeHostWindowParts(
+    std::string job, absl::Span<const HostWindowPart> parts,
+    int top_bubbles_per_window, const CollectiveOptions& options) {
+  std::vector<WindowAnalysis> windows;
+  windows.reserve(parts.size());
+  for (const HostWindowPart& part : parts) windows.push_back(part.window);
+  absl::StatusOr<WindowAnalysis> window =
+      MergeWindowAnalyses(windows, top_bubbles_per_window);
+  if (!window.ok()) return window.status();
+  WindowSummary out;
+  out.job = std::move(job);
+  out.window = *std::move(window);
+  std::vector<const RankDigest*> digests;
+  int with_collectives = 0;
+  bool all_observed = true;
+  std::vector<Interval> observed;
+  for (const HostWindowPart& part : parts) {
+    if (!part.observed) {
+      all_observed = false;
+    } else {
+      observed.insert(observed.end(), part.observed->intervals().begin(),
+                      part.observed->intervals().end());
+    }
+    out.gpu_events += part.gpu_events;
+    out.cpu_events += part.cpu_events;
+    for (const RankDigest& d : part.digests) {
+      digests.push_back(&d);
+      if (!d.kernels.empty()) ++with_collectives;
+    }
+  }
+  if (all_observed) {
+    out.observed_ns =
+        IntervalSet::FromIntervals(std::move(observed))
+            .CoveredLength(out.window.start_ns, out.window.end_ns);
+  }
+  // As the single-stage window: analyzed when two ranks ran collectives.
+  if (with_collectives < 2) return out;
+  std::sort(digests.begin(), digests.end(),
+            [](const RankDigest* a, const RankDigest* b) {
+              return std::tie(a->rank, a->host) < std::tie(b->rank, b->host);
+            });
+  std::vector<RankDigest> ordered;
+  ordered.reserve(digests.size());
+  for (const RankDigest* d : digests) ordered.push_back(*d);
+  absl::StatusOr<CollectiveAnalysis> analysis =
+      AnalyzeDigests(ordered, options);
+  if (!analysis.ok()) return analysis.status();
+  out.collectives = SummarizeWindowCollectives(*analysis);
+  return out;
+}
+
+}  // namespace bubblewatch

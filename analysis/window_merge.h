@@ -1,0 +1,81 @@
+// Stage 2 of a job split across processors
+// (docs/architecture.md#one-job-across-processors): each host's stage 1
+// analyzes its own devices' events of a window and sends its part; stage 2
+// merges the parts into the window one processor holding every host's
+// events would have made.
+//
+// Why merging is exact: a window's per-device figures depend on that
+// device's events and its host's CPU events only (the processor tags each
+// rank's threads and correlation ids, so no CPU event of one rank explains
+// another rank's bubble); the job's figures are sums over devices, its
+// largest bubble the largest over devices (ties: the earlier, then the
+// lower device), and its top bubbles the top of all devices' gap parts by
+// (length, start, device), which is the top of the hosts' own tops when each
+// host keeps as many as the window does. The cross-rank figures come from
+// the ranks' digests (analysis/rank_digest.h), which AnalyzeCollectives
+// itself is built on. Tested against the single-stage window
+// (tests/analysis/window_merge_test.cc).
+#ifndef BUBBLEWATCH_ANALYSIS_WINDOW_MERGE_H_
+#define BUBBLEWATCH_ANALYSIS_WINDOW_MERGE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "analysis/collective_windows.h"
+#include "analysis/collectives.h"
+#include "analysis/interval_set.h"
+#include "analysis/rank_digest.h"
+#include "schemas/analysis.h"
+#include "schemas/window_summary.h"
+
+namespace bubblewatch {
+
+// What one host's stage 1 knows of a job's window.
+struct HostWindowPart {
+  // AnalyzeTrace's window of the host's events: its devices only, numbered
+  // as the job numbers them (a ranked one-GPU trace's device is its rank),
+  // with its own top bubbles (as many as the merged window keeps).
+  WindowAnalysis window;
+  int64_t gpu_events = 0;
+  int64_t cpu_events = 0;
+  // The host's observations as its windower knows them
+  // (docs/semantics.md#observations; JobWindower's observed set): nullopt
+  // when none is known or a batch without one is. The job's observed time
+  // is the union's: hosts observed the same seconds, which a sum would count
+  // twice.
+  std::optional<IntervalSet> observed;
+  // The digests of the host's ranks' events that start in the window
+  // (DigestTrace of each rank's window trace); empty without collectives.
+  std::vector<RankDigest> digests;
+};
+
+// The window of `parts` (all of one window, none sharing a device): devices
+// by id, the job's figures summed in that order, the top
+// `top_bubbles_per_window` of the parts' top bubbles. Errors:
+// kInvalidArgument for no part, parts of different windows, or a device in
+// two parts.
+absl::StatusOr<WindowAnalysis> MergeWindowAnalyses(
+    absl::Span<const WindowAnalysis> parts, int top_bubbles_per_window);
+
+// The job's window from its hosts' parts: the merged WindowAnalysis, the
+// event counts summed, the observed time of the parts' observations'
+// union (absent when a part has none) and, when at least two ranks ran a
+// collective kernel,
+// the collective analysis of every part's digests (ordered by rank, then
+// host, as the processor orders its sources) reduced as a stored window
+// keeps it. What the merge cannot know is left as a default for the caller:
+// closed_by, host_skew_ns, late counts, and the ranks'
+// timelines (they need each rank's kernel sets, which digests do not carry).
+// Errors: MergeWindowAnalyses's, and AnalyzeDigests's.
+absl::StatusOr<WindowSummary> MergeHostWindowParts(
+    std::string job, absl::Span<const HostWindowPart> parts,
+    int top_bubbles_per_window,
+    const CollectiveOptions& options = WindowCollectiveOptions());
+
+}  // namespace bubblewatch
+
+#endif  // BUBBLEWATCH_ANALYSIS_WINDOW_MERGE_H_

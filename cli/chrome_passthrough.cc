@@ -24,17 +24,29 @@ bool IsJsonSpace(char c) {
 // Past the string whose opening quote `state` was started at (a zeroed
 // state, p at the quote); nullptr when [p, end) ends inside it.
 const char* ScanString(const char* p, const char* end, JsonScanState& s) {
-  for (; p < end; ++p) {
-    const char c = *p;
-    if (!s.in_string) {
-      s.in_string = true;  // The opening quote.
-    } else if (s.escape_pending) {
-      s.escape_pending = false;
-    } else if (c == '\\') {
-      s.escape_pending = true;
-    } else if (c == '"') {
-      return p + 1;
+  if (p < end && !s.in_string) {
+    s.in_string = true;  // The opening quote.
+    ++p;
+  }
+  if (s.escape_pending && p < end) {
+    s.escape_pending = false;
+    ++p;
+  }
+  while (p < end) {
+    const char* q = static_cast<const char*>(
+        std::memchr(p, '"', static_cast<size_t>(end - p)));
+    const char* b = static_cast<const char*>(
+        std::memchr(p, '\\', static_cast<size_t>((q ? q : end) - p)));
+    if (b != nullptr) {  // An escape before the next quote: past it.
+      if (b + 1 == end) {
+        s.escape_pending = true;
+        return nullptr;
+      }
+      p = b + 2;
+      continue;
     }
+    if (q == nullptr) return nullptr;
+    return q + 1;
   }
   return nullptr;
 }
@@ -203,71 +215,131 @@ class Walker {
   bool eof_ = false;
 };
 
-const JsonField* Find(const std::vector<JsonField>& fields,
-                      std::string_view key) {
-  for (const JsonField& f : fields) {
-    if (f.key == key) return &f;
+// The top-level fields of an object's text, one at a time, so that a caller
+// can stop once it has the fields it needs (Kineto writes "args", the
+// longest, last): the rest is then never scanned.
+class FieldCursor {
+ public:
+  explicit FieldCursor(std::string_view object)
+      : p_(object.data()), end_(object.data() + object.size()) {
+    Skip();
+    if (p_ == end_ || *p_ != '{') {
+      state_ = kBad;
+      return;
+    }
+    ++p_;
+    Skip();
+    if (p_ < end_ && *p_ == '}') state_ = kDone;
   }
-  return nullptr;
-}
 
-// The category a kept event has: "X" of a category the reader keeps.
-std::optional<KinetoCategory> KeptCategory(const std::vector<JsonField>& f) {
-  const JsonField* ph = Find(f, "ph");
-  const JsonField* cat = Find(f, "cat");
-  if (ph == nullptr || cat == nullptr || ph->value != "\"X\"") {
-    return std::nullopt;
+  // Appends the next field; false at the end or at bad JSON (ok() says).
+  bool Next(std::vector<JsonField>& fields) {
+    if (state_ != kMore) return false;
+    state_ = kBad;
+    if (p_ == end_ || *p_ != '"') return false;
+    JsonScanState s;
+    const char* key_end = ScanString(p_, end_, s);
+    if (key_end == nullptr) return false;
+    const std::string_view key(p_ + 1, static_cast<size_t>(key_end - p_ - 2));
+    p_ = key_end;
+    Skip();
+    if (p_ == end_ || *p_ != ':') return false;
+    ++p_;
+    Skip();
+    if (p_ == end_) return false;
+    const char* value = p_;
+    JsonScanState v;
+    if (*p_ == '{' || *p_ == '[') {
+      p_ = ScanJsonContainer(p_, end_, v);
+    } else if (*p_ == '"') {
+      p_ = ScanString(p_, end_, v);
+    } else {
+      p_ = ScanScalar(p_, end_);
+    }
+    if (p_ == nullptr || p_ == value) return false;
+    fields.push_back({key, std::string_view(value, p_ - value)});
+    Skip();
+    if (p_ == end_) return false;
+    if (*p_ == '}') {
+      state_ = kDone;
+    } else if (*p_ == ',') {
+      ++p_;
+      Skip();
+      state_ = kMore;
+    } else {
+      return false;
+    }
+    return true;
   }
-  std::optional<std::string_view> text = StringTokenContent(cat->value);
-  if (!text) return std::nullopt;
-  return ClassifyKinetoCategory(*text);
-}
+
+  bool ok() const { return state_ != kBad; }
+
+ private:
+  void Skip() {
+    while (p_ < end_ && IsJsonSpace(*p_)) ++p_;
+  }
+
+  enum State { kMore, kDone, kBad };
+  const char* p_;
+  const char* const end_;
+  State state_ = kMore;
+};
+
+// The fields of an event the export looks at, by key; absent: null data.
+struct EventFields {
+  enum Key { kPh, kCat, kTs, kDur, kPid, kId, kArgs, kNumKeys, kOther };
+  std::string_view value[kNumKeys];
+
+  static Key KeyOf(std::string_view k) {
+    switch (k.size()) {
+      case 2:
+        if (k[0] == 'p' && k[1] == 'h') return kPh;
+        if (k[0] == 't' && k[1] == 's') return kTs;
+        if (k[0] == 'i' && k[1] == 'd') return kId;
+        break;
+      case 3:
+        if (k[0] == 'c' && k[1] == 'a' && k[2] == 't') return kCat;
+        if (k[0] == 'd' && k[1] == 'u' && k[2] == 'r') return kDur;
+        if (k[0] == 'p' && k[1] == 'i' && k[2] == 'd') return kPid;
+        break;
+      case 4:
+        if (k == "args") return kArgs;
+        break;
+    }
+    return kOther;
+  }
+
+  // Records `field`; returns its key.
+  Key Add(const JsonField& field) {
+    const Key key = KeyOf(field.key);
+    if (key != kOther && value[key].data() == nullptr) {
+      value[key] = field.value;
+    }
+    return key;
+  }
+  bool has(Key key) const { return value[key].data() != nullptr; }
+  bool Phase(char ph) const {
+    const std::string_view v = value[kPh];
+    return v.size() == 3 && v[0] == '"' && v[1] == ph && v[2] == '"';
+  }
+  bool Flow() const { return Phase('s') || Phase('t') || Phase('f'); }
+  // The category of a kept event: "X" of a category the reader keeps.
+  std::optional<KinetoCategory> Kept() const {
+    if (!has(kCat) || !Phase('X')) return std::nullopt;
+    std::optional<std::string_view> text = StringTokenContent(value[kCat]);
+    if (!text) return std::nullopt;
+    return ClassifyKinetoCategory(*text);
+  }
+};
 
 }  // namespace
 
 bool TopLevelFields(std::string_view object, std::vector<JsonField>& fields) {
   fields.clear();
-  const char* p = object.data();
-  const char* const end = p + object.size();
-  auto skip = [&] {
-    while (p < end && IsJsonSpace(*p)) ++p;
-  };
-  skip();
-  if (p == end || *p != '{') return false;
-  ++p;
-  skip();
-  if (p < end && *p == '}') return true;
-  while (p < end) {
-    if (*p != '"') return false;
-    JsonScanState s;
-    const char* key_end = ScanString(p, end, s);
-    if (key_end == nullptr) return false;
-    const std::string_view key(p + 1, static_cast<size_t>(key_end - p - 2));
-    p = key_end;
-    skip();
-    if (p == end || *p != ':') return false;
-    ++p;
-    skip();
-    if (p == end) return false;
-    const char* value = p;
-    JsonScanState v;
-    if (*p == '{' || *p == '[') {
-      p = ScanJsonContainer(p, end, v);
-    } else if (*p == '"') {
-      p = ScanString(p, end, v);
-    } else {
-      p = ScanScalar(p, end);
-    }
-    if (p == nullptr || p == value) return false;
-    fields.push_back({key, std::string_view(value, p - value)});
-    skip();
-    if (p == end) return false;
-    if (*p == '}') return true;
-    if (*p != ',') return false;
-    ++p;
-    skip();
+  FieldCursor cursor(object);
+  while (cursor.Next(fields)) {
   }
-  return false;
+  return cursor.ok();
 }
 
 absl::Status WalkChromeFile(
@@ -296,15 +368,24 @@ absl::StatusOr<ChromeFileSurvey> SurveyChromeFile(const std::string& path) {
       },
       [&](std::string_view event) {
         ++survey.events;
-        if (!TopLevelFields(event, fields)) return absl::OkStatus();
-        const JsonField* ts = Find(fields, "ts");
-        if (ts == nullptr) return absl::OkStatus();
-        absl::StatusOr<int64_t> ns = TokenMicrosToNanos(ts->value);
+        // "ph", "cat" and "ts" are all the survey needs.
+        fields.clear();
+        EventFields f;
+        FieldCursor cursor(event);
+        int wanted = 3;
+        while (wanted > 0 && cursor.Next(fields)) {
+          const EventFields::Key key = f.Add(fields.back());
+          if (key == EventFields::kPh || key == EventFields::kCat ||
+              key == EventFields::kTs) {
+            --wanted;
+          }
+        }
+        if (!cursor.ok() || !f.has(EventFields::kTs)) return absl::OkStatus();
+        absl::StatusOr<int64_t> ns =
+            TokenMicrosToNanos(f.value[EventFields::kTs]);
         if (!ns.ok()) return absl::OkStatus();
         min_ts = std::min(min_ts.value_or(*ns), *ns);
-        if (KeptCategory(fields)) {
-          kept_max = std::max(kept_max.value_or(*ns), *ns);
-        }
+        if (f.Kept()) kept_max = std::max(kept_max.value_or(*ns), *ns);
         return absl::OkStatus();
       }));
   // The reader's rule (TraceAssembler::ApplyBaseTime): the base is added
@@ -331,24 +412,40 @@ absl::StatusOr<PassThroughStats> PassThroughChromeEvents(
   RETURN_IF_ERROR(WalkChromeFile(
       path, [](std::string_view, std::string_view) { return absl::OkStatus(); },
       [&](std::string_view event) -> absl::Status {
-        if (!TopLevelFields(event, fields)) {
+        using K = EventFields;
+        // The fields to rewrite or look at ("ph", "cat", "ts", "dur",
+        // "pid"; a flow's "id"; a GPU activity's "args"): the fields after
+        // the last of them are copied unscanned.
+        fields.clear();
+        EventFields f;
+        FieldCursor cursor(event);
+        int wanted = 5;
+        while (wanted > 0 && cursor.Next(fields)) {
+          const K::Key key = f.Add(fields.back());
+          if (key <= K::kPid) --wanted;
+        }
+        const std::optional<KinetoCategory> kept = f.Kept();
+        const bool gpu = kept && kept->gpu;
+        const bool flow = f.Flow();
+        if (cursor.ok() &&
+            ((flow && !f.has(K::kId)) || (gpu && !f.has(K::kArgs)))) {
+          while (cursor.Next(fields)) f.Add(fields.back());
+        }
+        if (!cursor.ok()) {
           // Nothing the walk can cut (the reader would have refused the
           // file): as it is.
           sink.Event().append(event);
           ++stats.events;
           return sink.Flush();
         }
-        const JsonField* ph = Find(fields, "ph");
-        const JsonField* ts = Find(fields, "ts");
-        const JsonField* dur = Find(fields, "dur");
         std::optional<int64_t> start;
         std::optional<int64_t> dur_ns;
         int64_t end = 0;
-        if (ts != nullptr) {
-          absl::StatusOr<int64_t> t = TokenMicrosToNanos(ts->value);
+        if (f.has(K::kTs)) {
+          absl::StatusOr<int64_t> t = TokenMicrosToNanos(f.value[K::kTs]);
           if (t.ok()) start = clock.ToClock(*t + options.shift_ns);
-          if (t.ok() && dur != nullptr) {
-            absl::StatusOr<int64_t> d = TokenMicrosToNanos(dur->value);
+          if (t.ok() && f.has(K::kDur)) {
+            absl::StatusOr<int64_t> d = TokenMicrosToNanos(f.value[K::kDur]);
             if (d.ok()) {
               dur_ns = *d;
               end = clock.ToClock(*t + *d + options.shift_ns);
@@ -356,25 +453,21 @@ absl::StatusOr<PassThroughStats> PassThroughChromeEvents(
           }
           if (start && !dur_ns) end = *start;
         }
-        const bool metadata = ph != nullptr && ph->value == "\"M\"";
-        if (start && !metadata && !keep(*start, end)) {
+        if (start && !f.Phase('M') && !keep(*start, end)) {
           ++stats.cut;
           return absl::OkStatus();
         }
-        const bool flow =
-            ph != nullptr && (ph->value == "\"s\"" || ph->value == "\"t\"" ||
-                              ph->value == "\"f\"");
         // A GPU activity whose device the pid said (no args.device).
         std::optional<int64_t> add_device;
-        const JsonField* args = Find(fields, "args");
-        if (std::optional<KinetoCategory> c = KeptCategory(fields);
-            c && c->gpu) {
-          const JsonField* p = Find(fields, "pid");
+        if (gpu && f.has(K::kPid)) {
           bool has_device = false;
-          if (args != nullptr && TopLevelFields(args->value, args_fields)) {
-            has_device = Find(args_fields, "device") != nullptr;
+          if (f.has(K::kArgs) &&
+              TopLevelFields(f.value[K::kArgs], args_fields)) {
+            for (const JsonField& a : args_fields) {
+              if (a.key == "device") has_device = true;
+            }
           }
-          if (!has_device && p != nullptr) add_device = TokenInteger(p->value);
+          if (!has_device) add_device = TokenInteger(f.value[K::kPid]);
         }
 
         std::string& out = sink.Event();
@@ -382,31 +475,36 @@ absl::StatusOr<PassThroughStats> PassThroughChromeEvents(
         auto upto = [&](const char* at) {
           out.append(copied, static_cast<size_t>(at - copied));
         };
-        for (const JsonField& f : fields) {
-          const char* begin = f.value.data();
-          const char* after = begin + f.value.size();
-          if (&f == ts && start) {
+        for (const JsonField& field : fields) {
+          const char* begin = field.value.data();
+          const char* after = begin + field.value.size();
+          // Only the first of a repeated key is rewritten, as recorded.
+          const K::Key key = K::KeyOf(field.key);
+          if (key == K::kOther || f.value[key].data() != begin) continue;
+          if (key == K::kTs && start) {
             upto(begin);
             AppendMicros(&out, *start - sink.time_base_ns());
-          } else if (&f == dur && dur_ns && start && end - *start != *dur_ns) {
+          } else if (key == K::kDur && dur_ns && start &&
+                     end - *start != *dur_ns) {
             upto(begin);
             AppendMicros(&out, end - *start);
-          } else if (f.key == "pid") {
+          } else if (key == K::kPid) {
             upto(begin);
             out += pid;
-          } else if (flow && options.remap_flow_ids && f.key == "id") {
+          } else if (key == K::kId && flow && options.remap_flow_ids) {
             upto(begin);
-            std::optional<int64_t> id =
-                f.value.front() == '"' ? std::nullopt : TokenInteger(f.value);
+            std::optional<int64_t> id = field.value.front() == '"'
+                                            ? std::nullopt
+                                            : TokenInteger(field.value);
             if (id && *id >= 0 && *id < (int64_t{1} << 36)) {
               absl::StrAppend(&out, (int64_t{options.rank} << 36) + *id);
             } else {
               const std::string_view raw =
-                  StringTokenContent(f.value).value_or(f.value);
+                  StringTokenContent(field.value).value_or(field.value);
               absl::StrAppend(&out, "\"", options.rank, ":",
                               absl::string_view(raw.data(), raw.size()), "\"");
             }
-          } else if (&f == args && add_device) {
+          } else if (key == K::kArgs && add_device) {
             upto(begin + 1);
             absl::StrAppend(&out, "\"device\":", *add_device,
                             args_fields.empty() ? "" : ",");
@@ -418,7 +516,7 @@ absl::StatusOr<PassThroughStats> PassThroughChromeEvents(
           }
           copied = after;
         }
-        if (add_device && args == nullptr) {
+        if (add_device && !f.has(K::kArgs)) {
           // Before the closing brace.
           const char* close = event.data() + event.size() - 1;
           upto(close);

@@ -183,5 +183,83 @@ TEST(TimelinePassThrough, TwoRanksOfARealJob) {
             9'000);
 }
 
+// Two hand-written ranks whose correlation ids collide, with what real
+// traces lack: GPU events without args.device (older Kineto, where the pid
+// said it) and without args at all. Flow ids become rank × 2^36 + id, the
+// device goes into args, and the export reads back to the inputs' figures.
+TEST(TimelinePassThrough, FlowIdsAndDevicesOfHandWrittenRanks) {
+  testing::TempDir dir;
+  std::string files;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string cpu = absl::StrCat(100 + rank);
+    const std::string path = dir.Sub(absl::StrCat("rank", rank, ".json"));
+    testing::WriteFile(
+        path,
+        absl::StrCat(
+            R"({"distributedInfo": {"rank": )", rank,
+            R"(, "world_size": 2}, "traceEvents": [
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": )",
+            cpu,
+            R"(, "tid": 5, "ts": 1000, "dur": 5, "args": {"correlation": 7}},
+  {"ph": "s", "id": 7, "pid": )",
+            cpu,
+            R"(, "tid": 5, "ts": 1000, "cat": "ac2g", "name": "ac2g"},
+  {"ph": "X", "cat": "kernel", "name": "k", "pid": 3, "tid": 7, "ts": 1010, "dur": 20, "args": {"stream": 7, "correlation": 7}},
+  {"ph": "f", "id": 7, "pid": 3, "tid": 7, "ts": 1010, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+  {"ph": "X", "cat": "kernel", "name": "k2", "pid": 3, "tid": 7, "ts": 1050, "dur": 20}
+]})"));
+    absl::StrAppend(&files, " '", path, "'");
+  }
+  const std::string out = dir.Sub("job.json");
+  const CliResult a = RunBubblewatch(
+      absl::StrCat("analyze --json --timeline '", out, "'", files));
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc = parser.load(out);
+  std::map<int64_t, std::vector<int64_t>> flow_ids;
+  int kernels = 0;
+  for (simdjson::dom::element e : simdjson::dom::array(doc["traceEvents"])) {
+    const std::string_view ph = e["ph"];
+    if (ph == "s" || ph == "f") {
+      flow_ids[int64_t(e["pid"])].push_back(int64_t(e["id"]));
+    }
+    simdjson::dom::element cat;
+    if (e["cat"].get(cat) != simdjson::SUCCESS ||
+        std::string_view(cat) != "kernel") {
+      continue;
+    }
+    ++kernels;
+    // The device first in args, what was there after it.
+    simdjson::dom::object args = e["args"];
+    EXPECT_EQ(std::string_view(args.begin().key()), "device");
+    EXPECT_EQ(int64_t(args["device"]), 3);
+    if (std::string_view(e["name"]) == "k") {
+      EXPECT_EQ(simdjson::to_string(args),
+                R"({"device":3,"stream":7,"correlation":7})");
+    }
+  }
+  EXPECT_EQ(kernels, 4);
+  ASSERT_EQ(flow_ids.size(), 2u);
+  for (const auto& [rank, ids] : flow_ids) {
+    EXPECT_EQ(ids, std::vector<int64_t>({(rank << 36) + 7, (rank << 36) + 7}))
+        << rank;
+  }
+
+  const CliResult b =
+      RunBubblewatch(absl::StrCat("analyze --json '", out, "'"));
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  simdjson::dom::parser pa;
+  simdjson::dom::parser pb;
+  simdjson::dom::element x = pa.parse(a.out);
+  simdjson::dom::element y = pb.parse(b.out);
+  for (size_t i = 0; i < 2; ++i) {
+    for (const char* key : {"devices", "utilization", "bubbles"}) {
+      EXPECT_EQ(simdjson::to_string(x["files"].at(i)[key]),
+                simdjson::to_string(y["files"].at(i)[key]))
+          << i << " " << key;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace bubblewatch

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <tuple>
 #include <utility>
 
@@ -13,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "base/status_macros.h"
+#include "cli/chrome_passthrough.h"
 #include "ingest/chrome/chrome_trace_writer.h"
 #include "schemas/bubble_cause.h"
 
@@ -89,6 +91,21 @@ void AppendUsArg(std::string& out, const char* key, int64_t ns) {
 
 uint64_t FlowId(size_t instance, size_t part) {
   return (static_cast<uint64_t>(instance) << 16) + part + 1;
+}
+
+// Whether a rank's original events pass through from its file: a Chrome
+// trace that is this rank alone (not a device of a node's trace, not an
+// export of ours). Other inputs are written from their parsed Trace.
+bool PassesThrough(const ExportRank& r, const Trace& trace) {
+  return trace.source_format == "chrome" && r.device < 0 && !r.file.empty() &&
+         !IsTimelineExport(r.file);
+}
+
+// Top-level keys the export writes itself, never copied from an input.
+bool OwnTopLevelKey(absl::string_view key) {
+  return key == "schemaVersion" || key == "distributedInfo" ||
+         key == "baseTimeNanoseconds" || key == "traceEvents" ||
+         absl::StartsWith(key, "bubblewatch_");
 }
 
 }  // namespace
@@ -193,6 +210,25 @@ absl::StatusOr<TimelineExportStats> WriteTimelineExport(
                             ? std::numeric_limits<int64_t>::max()
                             : job_start + options.to_ns;
 
+  // The first pass over each file whose events pass through: its metadata,
+  // the reader's time shift, its earliest event (kept or not).
+  std::vector<std::optional<ChromeFileSurvey>> surveys(ranks.size());
+  int64_t earliest = job_start;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const ExportRank& r = ranks[i];
+    if (!PassesThrough(r, traces[r.trace])) continue;
+    absl::StatusOr<ChromeFileSurvey> survey = SurveyChromeFile(r.file);
+    if (!survey.ok()) {
+      return absl::Status(
+          survey.status().code(),
+          absl::StrCat("re-reading ", r.file, ": ", survey.status().message()));
+    }
+    if (survey->min_start_ns) {
+      earliest = std::min(earliest, clock_of(r).ToClock(*survey->min_start_ns));
+    }
+    surveys[i] = *std::move(survey);
+  }
+
   ASSIGN_OR_RETURN(std::unique_ptr<ChromeTraceSink> sink,
                    ChromeTraceSink::Open(path));
   // A failed export leaves no half file behind (a path Open could not
@@ -228,7 +264,7 @@ absl::StatusOr<TimelineExportStats> WriteTimelineExport(
         absl::StrAppend(&out, ",\"world_size\":", world_size);
       out += "},";
     }
-    out += "\"bubblewatch_timeline\":{\"version\":1,";
+    out += "\"bubblewatch_timeline\":{\"version\":2,";
     // Ranks that share an input trace (its devices), so that reading the
     // export back puts them into one trace again (TimelineExportGroups).
     {
@@ -271,6 +307,16 @@ absl::StatusOr<TimelineExportStats> WriteTimelineExport(
                         ",\"clock_corrected\":",
                         r.clock->clock_corrected ? "true" : "false");
       }
+      if (surveys[i]) {
+        // The input's top-level keys, as written.
+        out += ",\"metadata\":{";
+        bool first_key = true;
+        for (const auto& [key, value] : surveys[i]->metadata) {
+          absl::StrAppend(&out, first_key ? "\"" : ",\"", key, "\":", value);
+          first_key = false;
+        }
+        out += "}";
+      }
       out += "}";
     }
     out += "]},";
@@ -284,13 +330,28 @@ absl::StatusOr<TimelineExportStats> WriteTimelineExport(
       AppendJsonString(&out, first.job);
       out += ",";
     }
+    // The lowest rank's top-level metadata at the top level too, as a tool
+    // that reads one rank per file (HTA, TraceLens) finds it: e.g.
+    // "deviceProperties", "record_shapes", "trace_id".
+    if (surveys.front()) {
+      const bool wrote_host = traces.size() == 1 && !first.host.empty();
+      for (const auto& [key, value] : surveys.front()->metadata) {
+        if (OwnTopLevelKey(key) || (wrote_host && key == "host_name")) {
+          continue;
+        }
+        absl::StrAppend(&out, "\"", key, "\":", value, ",");
+      }
+    }
     // Times after the job's start, as newer Kineto writes them: a double
     // (how viewers parse "ts") holds epoch microseconds only to a quarter
     // of one, so adjacent slices would seem to overlap. Whole microseconds,
     // so that a tool rounding "ts" rounds as it does the original's; and
     // only where the reader applies it: every start before the base.
-    if (job_start > 0 && job_end - job_start < job_start) {
-      sink->set_time_base_ns(job_start - job_start % 1000);
+    // The earliest event passed through (a metadata event, a span of the
+    // profiler's) may start before the job's first kept event: the base is
+    // before both, so that no "ts" is negative.
+    if (earliest > 0 && job_end - earliest < earliest) {
+      sink->set_time_base_ns(earliest - earliest % 1000);
       absl::StrAppend(&out, "\"baseTimeNanoseconds\":", sink->time_base_ns(),
                       ",");
     }
@@ -316,8 +377,39 @@ absl::StatusOr<TimelineExportStats> WriteTimelineExport(
            (end > from_ns || (end == start && start >= from_ns));
   };
 
-  for (const ExportRank& r : ranks) {
+  for (size_t ri = 0; ri < ranks.size(); ++ri) {
+    const ExportRank& r = ranks[ri];
     const Trace& trace = traces[r.trace];
+    ChromeEventOptions o = clock_of(r);
+    o.pid = r.rank;
+    o.device = r.device;
+    o.cpu = r.cpu;
+    o.from_ns = from_ns;
+    o.to_ns = to_ns;
+    if (surveys[ri]) {
+      PassThroughOptions p;
+      p.rank = r.rank;
+      p.shift_ns = surveys[ri]->shift_ns;
+      p.clock = o;
+      // Without --from, nothing is cut at the start: events of the input's
+      // that end before the job's first kept event (a profiler's instants,
+      // its trace span) stay.
+      if (options.from_ns <= 0) {
+        p.clock.from_ns = std::numeric_limits<int64_t>::min();
+      }
+      p.remap_flow_ids = ranks.size() > 1;
+      absl::StatusOr<PassThroughStats> passed =
+          PassThroughChromeEvents(r.file, p, *sink);
+      if (!passed.ok()) {
+        return absl::Status(passed.status().code(),
+                            absl::StrCat("re-reading ", r.file, ": ",
+                                         passed.status().message()));
+      }
+    } else {
+      RETURN_IF_ERROR(AppendChromeEvents(trace, o, *sink));
+    }
+    // After the rank's own metadata events (an input names its processes,
+    // now all this one), so that the rank's name is the one viewers keep.
     const std::string process =
         r.host.empty() ? absl::StrCat("rank ", r.rank)
                        : absl::StrCat("rank ", r.rank, " (", r.host, ")");
@@ -328,13 +420,6 @@ absl::StatusOr<TimelineExportStats> WriteTimelineExport(
                "bubblewatch: bubbles", 0);
     AppendMeta(*sink, "thread_sort_index", r.rank, &kBubbleTid, "sort_index",
                {}, -3);
-    ChromeEventOptions o = clock_of(r);
-    o.pid = r.rank;
-    o.device = r.device;
-    o.cpu = r.cpu;
-    o.from_ns = from_ns;
-    o.to_ns = to_ns;
-    RETURN_IF_ERROR(AppendChromeEvents(trace, o, *sink));
 
     // Every bubble of this rank's devices, by one analysis of its trace
     // that lists them all (a device has fewer gaps than activities).
@@ -575,11 +660,16 @@ std::vector<std::vector<int32_t>> TimelineExportGroups(
   const int n = gzread(f, head.data(), static_cast<unsigned>(head.size()));
   gzclose(f);
   head.resize(n > 0 ? static_cast<size_t>(n) : 0);
-  const size_t events = head.find("\"traceEvents\"");
-  const size_t at = head.find("\"traces\":[");
-  if (at == std::string::npos || (events != std::string::npos && at > events)) {
-    return groups;
-  }
+  // "traces" is the key after "version" (an input's metadata, further on,
+  // may hold any key).
+  constexpr absl::string_view kVersion =
+      "\"bubblewatch_timeline\":{\"version\":";
+  size_t at = head.find(kVersion.data(), 0, kVersion.size());
+  if (at == std::string::npos) return groups;
+  at += kVersion.size();
+  while (at < head.size() && head[at] >= '0' && head[at] <= '9') ++at;
+  if (head.compare(at, 11, ",\"traces\":[") != 0) return groups;
+  ++at;
   // [[0,1],[2,3]]: integers in brackets, nothing else.
   int depth = 0;
   int64_t value = -1;

@@ -3,10 +3,15 @@
 // (docs/analyze.md#timeline-export, docs/semantics.md#timeline-tracks).
 //
 // Layout: one process per rank (pid = the rank, named "rank N (HOST)" by
-// "M" events); each rank's original events (names, categories, correlation
-// ids, device, stream, bytes, collective args, as the Kineto writer writes
-// them: ingest/chrome/chrome_trace_writer.h) with its clock's offset and
-// drift removed (docs/semantics.md#clocks); and per rank the tracks
+// "M" events); each rank's original events with its clock's offset and
+// drift removed (docs/semantics.md#clocks): a Chrome (Kineto) input's
+// passed through from its file, every field and arg as written but "ts",
+// "pid", a drifted "dur" and a flow's "id" (cli/chrome_passthrough.h), with
+// its top-level metadata in the header; any other input's (Nsight Systems,
+// a trace of several ranks) written from its Trace (names, categories,
+// correlation ids, device, stream, bytes, collective args, as the Kineto
+// writer writes them: ingest/chrome/chrome_trace_writer.h); and per rank
+// the tracks
 //   - "bubblewatch: bubbles": each bubble, named by its dominant cause, with
 //     the blamed event, the advice and the attribution in args;
 //   - "bubblewatch: collectives": each collective kernel as its wait (until
@@ -22,7 +27,9 @@
 //
 // Streaming: the file is written rank by rank and event by event through a
 // ChromeTraceSink; beyond the inputs and their analyses (which `analyze`
-// holds anyway), memory is one trace's bubbles and one output buffer.
+// holds anyway), memory is one trace's bubbles, one output buffer, one
+// read chunk of the input being passed through, and every input's top-level
+// metadata (kilobytes each).
 //
 // Reading it back: ReadTraceFile sees the top-level "bubblewatch_timeline"
 // (written before "traceEvents") and reads each GPU event's device as
@@ -71,8 +78,10 @@ struct TimelineExportStats {
 // Writes the timeline of `traces` (read from `files`, same order) to
 // `path`. `collectives`: the job's analysis with keep_instances (its clocks,
 // instances and stragglers), or null for a single rank (no clock, no
-// collective tracks). Errors: kInvalidArgument for a rank selection or cut
-// that leaves nothing, what AnalyzeTrace refuses, or the file system's.
+// collective tracks). `files` are read again for the Chrome inputs' events.
+// Errors: kInvalidArgument for a rank selection or cut that leaves nothing,
+// what AnalyzeTrace refuses, the file system's, or an input that cannot be
+// read again ("re-reading FILE: ...").
 absl::StatusOr<TimelineExportStats> WriteTimelineExport(
     absl::Span<const Trace> traces, absl::Span<const std::string> files,
     const CollectiveAnalysis* collectives, const TimelineExportOptions& options,

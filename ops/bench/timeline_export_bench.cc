@@ -1,11 +1,16 @@
 // timeline_export_bench: how fast `analyze --timeline` writes a job's
 // timeline (cli/timeline_export.h), and how much memory the writing adds,
 // for a synthetic TP=8 job of N ranks (ingest/synthetic/
-// synthetic_parallel_job.h) already in memory and analyzed, as `analyze`
-// has it when it starts the export.
+// synthetic_parallel_job.h) written as Kineto JSON files, read back and
+// analyzed, as `analyze` has it when it starts the export: the export
+// reads the files again to pass their events through
+// (cli/chrome_passthrough.h). --inputs memory exports the job as generated
+// instead (no files: the events written from the Trace).
 //
 //   build/ops/bench/timeline_export_bench --ranks 64 --steps 400
 //       [--out PATH]   (default /tmp/timeline_export_bench.json.gz)
+//       [--inputs json|json.gz|memory]  (default json: plain files, as
+//                                        torch.profiler writes them)
 //
 // Prints one JSON object: the uncompressed JSON bytes written, the file's
 // size, the export's wall time and MB/s of uncompressed JSON (10^6 bytes),
@@ -17,6 +22,7 @@
 // (ops/bench/timeline_export_bench.sh runs 16 and 64 ranks).
 #include <sys/resource.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -29,7 +35,9 @@
 #include "absl/time/time.h"
 #include "analysis/collectives.h"
 #include "cli/timeline_export.h"
+#include "ingest/chrome/chrome_trace_writer.h"
 #include "ingest/synthetic/synthetic_parallel_job.h"
+#include "ingest/trace_reader.h"
 
 namespace bubblewatch {
 namespace {
@@ -63,6 +71,7 @@ int Run(int argc, char** argv) {
   int ranks = 64;
   int steps = 400;
   std::string out = "/tmp/timeline_export_bench.json.gz";
+  std::string inputs = "json";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const std::string value = argv[i + 1];
@@ -75,9 +84,15 @@ int Run(int argc, char** argv) {
       if (!absl::SimpleAtoi(value, &steps) || steps < 1) return 2;
     } else if (flag == "--out") {
       out = value;
+    } else if (flag == "--inputs") {
+      if (value != "json" && value != "json.gz" && value != "memory") {
+        std::cerr << "--inputs: json, json.gz or memory\n";
+        return 2;
+      }
+      inputs = value;
     } else {
       std::cerr << "usage: timeline_export_bench [--ranks N] [--steps N] "
-                   "[--out PATH]\n";
+                   "[--out PATH] [--inputs json|json.gz|memory]\n";
       return 2;
     }
   }
@@ -91,8 +106,26 @@ int Run(int argc, char** argv) {
   const absl::Time g0 = absl::Now();
   ParallelJob job = MakeParallelJob(o);
   std::vector<std::string> files;
-  for (const Trace& t : job.ranks) {
-    files.push_back(absl::StrCat("rank-", t.rank, ".json"));
+  uint64_t input_bytes = 0;
+  const std::string dir = out + ".inputs";
+  if (inputs != "memory") std::filesystem::create_directories(dir);
+  for (Trace& t : job.ranks) {
+    if (inputs == "memory") {
+      files.push_back(absl::StrCat("rank-", t.rank, ".json"));
+      continue;
+    }
+    files.push_back(absl::StrCat(dir, "/rank-", t.rank, ".", inputs));
+    if (absl::Status w = WriteChromeTraceFile(t, files.back()); !w.ok()) {
+      std::cerr << w << "\n";
+      return 1;
+    }
+    input_bytes += std::filesystem::file_size(files.back());
+    absl::StatusOr<Trace> read = ReadTraceFile(files.back());
+    if (!read.ok()) {
+      std::cerr << read.status() << "\n";
+      return 1;
+    }
+    t = *std::move(read);
   }
   CollectiveOptions c;
   c.keep_instances = true;
@@ -126,15 +159,17 @@ int Run(int argc, char** argv) {
   }
   std::ifstream f(out, std::ios::binary | std::ios::ate);
   const int64_t file_bytes = static_cast<int64_t>(f.tellg());
+  if (inputs != "memory") std::filesystem::remove_all(dir);
   std::cout << absl::StrFormat(
-      "{\"ranks\": %d, \"steps\": %d, \"input_events\": %d, "
+      "{\"ranks\": %d, \"steps\": %d, \"inputs\": \"%s\", "
+      "\"input_bytes\": %d, \"input_events\": %d, "
       "\"instances\": %d, \"prepare_s\": %.3f, \"out\": \"%s\", "
       "\"json_bytes\": %d, \"file_bytes\": %d, \"events_written\": %d, "
       "\"export_s\": %.3f, \"mb_per_s\": %.1f, \"export_cpu_s\": %.3f, "
       "\"mb_per_cpu_s\": %.1f, \"rss_before_mib\": %.1f, "
       "\"peak_mib\": %.1f, \"export_added_mib\": %.1f}\n",
-      ranks, steps, events, analysis->instances.size(), prepare_s, out,
-      stats->bytes, file_bytes, stats->events, seconds,
+      ranks, steps, inputs, input_bytes, events, analysis->instances.size(),
+      prepare_s, out, stats->bytes, file_bytes, stats->events, seconds,
       static_cast<double>(stats->bytes) / 1e6 / seconds, cpu_seconds,
       static_cast<double>(stats->bytes) / 1e6 / cpu_seconds,
       rss_before_kb / 1024.0, peak_kb / 1024.0,

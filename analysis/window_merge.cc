@@ -44,16 +44,15 @@ absl::StatusOr<WindowAnalysis> MergeWindowAnalyses(
               return a.device < b.device;
             });
   for (const DeviceWindow& d : out.devices) AddDeviceStats(d.stats, out.job);
-  const size_t top = std::min(
-      out.top_bubbles.size(),
-      static_cast<size_t>(std::max(0, top_bubbles_per_window)));
-  std::partial_sort(out.top_bubbles.begin(), out.top_bubbles.begin() + top,
-                    out.top_bubbles.end(),
-                    [](const BubbleReport& a, const BubbleReport& b) {
-                      return LongerBubble(a.duration_ns(), a.start_ns,
-                                          a.device, b.duration_ns(),
-                                          b.start_ns, b.device);
-                    });
+  const size_t top =
+      std::min(out.top_bubbles.size(),
+               static_cast<size_t>(std::max(0, top_bubbles_per_window)));
+  std::partial_sort(
+      out.top_bubbles.begin(), out.top_bubbles.begin() + top,
+      out.top_bubbles.end(), [](const BubbleReport& a, const BubbleReport& b) {
+        return LongerBubble(a.duration_ns(), a.start_ns, a.device,
+                            b.duration_ns(), b.start_ns, b.device);
+      });
   out.top_bubbles.resize(top);
   return out;
 }

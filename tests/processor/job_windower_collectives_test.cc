@@ -805,6 +805,20 @@ TEST(JobWindowerCollectives, RealPairsEqualTheOfflineOracle) {
   }
 }
 
+// A TP2×DP2×PP4 job (16 ranks, 8 hosts) whose send/recv kernels name
+// Megatron's pipeline group, 12 steps, its hosts' clocks milliseconds apart.
+ParallelJobOptions PipelineJobOptions() {
+  ParallelJobOptions o;
+  o.tp = 2;
+  o.dp = 2;
+  o.pp = 4;
+  o.steps = 12;
+  o.pipeline_groups = true;
+  o.clock_offset_ns = {0,         1'300'000, -2'100'000, 700'000,
+                       2'900'000, -600'000,  1'800'000,  -1'400'000};
+  return o;
+}
+
 // A pipeline-parallel job as Megatron sets it up (docs/semantics.md,
 // "Point-to-point pairs"): send/recv name the group of all PP stages and a
 // Seq that repeats, so only each kernel's peer (`Dst Rank`/`Src Rank`, sent
@@ -819,14 +833,7 @@ TEST(JobWindowerCollectives, RealPairsEqualTheOfflineOracle) {
 TEST(JobWindowerCollectives, PipelineGroupPairsEqualTheOfflineOracle) {
   for (bool cut : {false, true}) {
     SCOPED_TRACE(cut ? "cut by a window's start" : "in one window");
-    ParallelJobOptions o;
-    o.tp = 2;
-    o.dp = 2;
-    o.pp = 4;
-    o.steps = 12;
-    o.pipeline_groups = true;
-    o.clock_offset_ns = {0,         1'300'000, -2'100'000, 700'000,
-                         2'900'000, -600'000,  1'800'000,  -1'400'000};
+    ParallelJobOptions o = PipelineJobOptions();
     o.roots = {{.rank = 9, .step = 4, .extra_ns = 8'000'000, .steps = 4}};
     o.start_time_ns = kDefaultSyntheticStartNs + (cut ? 0 : 100'000'000);
     ParallelJob job = MakeParallelJob(o);
@@ -873,15 +880,8 @@ TEST(JobWindowerCollectives, PipelineGroupPairsEqualTheOfflineOracle) {
 TEST(JobWindowerCollectives, HostPartsMergeIntoTheSingleStageWindow) {
   for (bool host_names : {true, false}) {
     SCOPED_TRACE(host_names ? "8 hosts of 2 ranks" : "16 ranks, no hosts");
-    ParallelJobOptions o;
-    o.tp = 2;
-    o.dp = 2;
-    o.pp = 4;
-    o.steps = 12;
-    o.pipeline_groups = true;
+    ParallelJobOptions o = PipelineJobOptions();
     o.host_names = host_names;
-    o.clock_offset_ns = {0,         1'300'000, -2'100'000, 700'000,
-                         2'900'000, -600'000,  1'800'000,  -1'400'000};
     o.drift_ppm = {0, 3, -2, 5, -4, 1, 2, -1};
     o.roots = {{.rank = 9, .step = 4, .extra_ns = 8'000'000, .steps = 4},
                {.rank = 2,

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "analysis/varint_codec.h"
 
 namespace bubblewatch {
 namespace {
@@ -379,119 +380,36 @@ LatenessBreakdown Unflatten(const std::array<int64_t, kTimeCategories>& a) {
   return b;
 }
 
-class Writer {
- public:
-  void Unsigned(uint64_t v) {
-    while (v >= 0x80) {
-      out_.push_back(static_cast<char>((v & 0x7F) | 0x80));
-      v >>= 7;
-    }
-    out_.push_back(static_cast<char>(v));
+// A time breakdown's change: a mask of the categories that changed, then
+// each change (most of the ten are 0 between two kernel edges).
+void PutTime(VarintWriter& w, const LatenessBreakdown& v,
+             const LatenessBreakdown& base) {
+  const auto a = Flatten(v);
+  const auto b = Flatten(base);
+  uint64_t mask = 0;
+  for (int k = 0; k < kTimeCategories; ++k) {
+    if (a[k] != b[k]) mask |= uint64_t{1} << k;
   }
-  // Wraps around: deltas of any two int64 values travel and come back.
-  void Signed(int64_t v) {
-    const uint64_t u = static_cast<uint64_t>(v);
-    Unsigned((u << 1) ^ (v < 0 ? ~uint64_t{0} : 0));
+  w.Unsigned(mask);
+  for (int k = 0; k < kTimeCategories; ++k) {
+    if (a[k] != b[k]) w.Delta(a[k], b[k]);
   }
-  void Delta(int64_t v, int64_t base) {
-    Signed(static_cast<int64_t>(static_cast<uint64_t>(v) -
-                                static_cast<uint64_t>(base)));
-  }
-  void String(absl::string_view s) {
-    Unsigned(s.size());
-    out_.append(s.data(), s.size());
-  }
-  void Byte(uint8_t b) { out_.push_back(static_cast<char>(b)); }
-  // A time breakdown's change: a mask of the categories that changed, then
-  // each change (most of the ten are 0 between two kernel edges).
-  void Time(const LatenessBreakdown& v, const LatenessBreakdown& base) {
-    const auto a = Flatten(v);
-    const auto b = Flatten(base);
-    uint64_t mask = 0;
-    for (int k = 0; k < kTimeCategories; ++k) {
-      if (a[k] != b[k]) mask |= uint64_t{1} << k;
-    }
-    Unsigned(mask);
-    for (int k = 0; k < kTimeCategories; ++k) {
-      if (a[k] != b[k]) Delta(a[k], b[k]);
-    }
-  }
-  std::string Take() { return std::move(out_); }
+}
 
- private:
-  std::string out_;
-};
-
-class Reader {
- public:
-  explicit Reader(absl::string_view in) : in_(in) {}
-  bool ok() const { return ok_; }
-  bool done() const { return pos_ == in_.size(); }
-  uint64_t Unsigned() {
-    uint64_t v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      if (pos_ >= in_.size()) return Fail();
-      const uint8_t b = static_cast<uint8_t>(in_[pos_++]);
-      v |= static_cast<uint64_t>(b & 0x7F) << shift;
-      if ((b & 0x80) == 0) return v;
-    }
-    return Fail();
+LatenessBreakdown GetTime(VarintReader& r, const LatenessBreakdown& base) {
+  auto a = Flatten(base);
+  const uint64_t mask = r.Unsigned();
+  if (mask >> kTimeCategories != 0) r.Fail();
+  for (int k = 0; r.ok() && k < kTimeCategories; ++k) {
+    if ((mask >> k) & 1) a[k] = r.Delta(a[k]);
   }
-  int64_t Signed() {
-    const uint64_t u = Unsigned();
-    return static_cast<int64_t>((u >> 1) ^ (~(u & 1) + 1));
-  }
-  int64_t Delta(int64_t base) {
-    return static_cast<int64_t>(static_cast<uint64_t>(base) +
-                                static_cast<uint64_t>(Signed()));
-  }
-  int32_t Int32() {
-    const int64_t v = Signed();
-    if (v < INT32_MIN || v > INT32_MAX) return static_cast<int32_t>(Fail());
-    return static_cast<int32_t>(v);
-  }
-  // A count of items each at least one byte long: no more than remain.
-  size_t Count() {
-    const uint64_t n = Unsigned();
-    if (n > in_.size() - pos_) return static_cast<size_t>(Fail());
-    return static_cast<size_t>(n);
-  }
-  std::string String() {
-    const size_t n = Count();
-    if (!ok_) return "";
-    std::string s(in_.substr(pos_, n));
-    pos_ += n;
-    return s;
-  }
-  uint8_t Byte() {
-    if (pos_ >= in_.size()) return static_cast<uint8_t>(Fail());
-    return static_cast<uint8_t>(in_[pos_++]);
-  }
-  LatenessBreakdown Time(const LatenessBreakdown& base) {
-    auto a = Flatten(base);
-    const uint64_t mask = Unsigned();
-    if (mask >> kTimeCategories != 0) Fail();
-    for (int k = 0; ok_ && k < kTimeCategories; ++k) {
-      if ((mask >> k) & 1) a[k] = Delta(a[k]);
-    }
-    return Unflatten(a);
-  }
-  uint64_t Fail() {
-    ok_ = false;
-    pos_ = in_.size();
-    return 0;
-  }
-
- private:
-  absl::string_view in_;
-  size_t pos_ = 0;
-  bool ok_ = true;
-};
+  return Unflatten(a);
+}
 
 }  // namespace
 
 std::string EncodeRankDigest(const RankDigest& d) {
-  Writer w;
+  VarintWriter w;
   w.Byte(kDigestVersion);
   w.Signed(d.rank);
   w.Signed(d.device);
@@ -522,8 +440,8 @@ std::string EncodeRankDigest(const RankDigest& d) {
     w.Signed(k.group_size);
     w.Signed(k.peer);
     w.Signed(k.pair_index);
-    w.Time(t.at_start, previous_at_start);
-    w.Time(t.at_end, t.at_start);
+    PutTime(w, t.at_start, previous_at_start);
+    PutTime(w, t.at_end, t.at_start);
     previous_start = k.start_ns;
     previous_at_start = t.at_start;
   }
@@ -555,7 +473,7 @@ std::string EncodeRankDigest(const RankDigest& d) {
 }
 
 absl::StatusOr<RankDigest> DecodeRankDigest(absl::string_view bytes) {
-  Reader r(bytes);
+  VarintReader r(bytes);
   const uint8_t version = r.Byte();
   if (!r.ok()) return absl::InvalidArgumentError("empty rank digest");
   if (version != kDigestVersion) {
@@ -595,8 +513,8 @@ absl::StatusOr<RankDigest> DecodeRankDigest(absl::string_view bytes) {
     k.group_size = r.Int32();
     k.peer = r.Int32();
     k.pair_index = r.Signed();
-    t.at_start = r.Time(previous_at_start);
-    t.at_end = r.Time(t.at_start);
+    t.at_start = GetTime(r, previous_at_start);
+    t.at_end = GetTime(r, t.at_start);
     previous_start = k.start_ns;
     previous_at_start = t.at_start;
     if (!r.ok()) break;

@@ -8,7 +8,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "analysis/collective_windows.h"
+#include "analysis/varint_codec.h"
 #include "analysis/window_accumulator.h"
+#include "schemas/window_summary_codec.h"
 
 namespace bubblewatch {
 
@@ -58,16 +60,28 @@ absl::StatusOr<WindowAnalysis> MergeWindowAnalyses(
 }
 
 absl::StatusOr<WindowSummary> MergeHostWindowParts(
-    std::string job, absl::Span<const HostWindowPart> parts,
-    int top_bubbles_per_window, const CollectiveOptions& options) {
+    absl::Span<const HostWindowPart> parts, int top_bubbles_per_window,
+    const CollectiveOptions& options) {
   std::vector<WindowAnalysis> windows;
   windows.reserve(parts.size());
-  for (const HostWindowPart& part : parts) windows.push_back(part.window);
+  absl::flat_hash_set<absl::string_view> hosts;
+  for (const HostWindowPart& part : parts) {
+    if (part.job != parts.front().job) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parts of different jobs: \"", parts.front().job,
+                       "\" and \"", part.job, "\""));
+    }
+    if (!hosts.insert(part.host).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("two parts of host \"", part.host, "\" in one window"));
+    }
+    windows.push_back(part.window);
+  }
   absl::StatusOr<WindowAnalysis> window =
       MergeWindowAnalyses(windows, top_bubbles_per_window);
   if (!window.ok()) return window.status();
   WindowSummary out;
-  out.job = std::move(job);
+  out.job = parts.front().job;
   out.window = *std::move(window);
   std::vector<const RankDigest*> digests;
   int with_collectives = 0;
@@ -106,6 +120,92 @@ absl::StatusOr<WindowSummary> MergeHostWindowParts(
   if (!analysis.ok()) return analysis.status();
   out.collectives = SummarizeWindowCollectives(*analysis);
   return out;
+}
+
+namespace {
+constexpr uint8_t kWindowPartVersion = 1;
+}  // namespace
+
+std::string EncodeHostWindowPart(const HostWindowPart& part) {
+  VarintWriter w;
+  w.Byte(kWindowPartVersion);
+  w.String(part.job);
+  w.String(part.host);
+  WindowSummary summary;
+  summary.job = part.job;
+  summary.window = part.window;
+  summary.gpu_events = part.gpu_events;
+  summary.cpu_events = part.cpu_events;
+  w.String(EncodeWindowSummary(summary));
+  w.Byte(part.observed.has_value() ? 1 : 0);
+  if (part.observed) {
+    w.Unsigned(part.observed->size());
+    int64_t previous_end = 0;
+    for (const Interval& i : part.observed->intervals()) {
+      w.Delta(i.start, previous_end);
+      w.Delta(i.end, i.start);
+      previous_end = i.end;
+    }
+  }
+  w.Unsigned(part.digests.size());
+  for (const RankDigest& d : part.digests) w.String(EncodeRankDigest(d));
+  return w.Take();
+}
+
+absl::StatusOr<HostWindowPart> DecodeHostWindowPart(absl::string_view bytes) {
+  VarintReader r(bytes);
+  const uint8_t version = r.Byte();
+  if (r.ok() && version != kWindowPartVersion) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("window part of unknown version ", version));
+  }
+  HostWindowPart part;
+  part.job = r.String();
+  part.host = r.String();
+  const std::string window = r.String();
+  if (r.ok()) {
+    absl::StatusOr<WindowSummary> summary = DecodeWindowSummary(window);
+    if (!summary.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("window part's window: ", summary.status().message()));
+    }
+    part.window = std::move(summary->window);
+    part.gpu_events = summary->gpu_events;
+    part.cpu_events = summary->cpu_events;
+  }
+  const uint8_t observed = r.Byte();
+  if (observed > 1) r.Fail();
+  if (r.ok() && observed == 1) {
+    // Each interval takes at least two bytes.
+    const size_t n = r.Count();
+    std::vector<Interval> intervals;
+    intervals.reserve(n);
+    int64_t previous_end = 0;
+    for (size_t i = 0; r.ok() && i < n; ++i) {
+      Interval v;
+      v.start = r.Delta(previous_end);
+      v.end = r.Delta(v.start);
+      if (v.end <= v.start || (i > 0 && v.start < previous_end)) r.Fail();
+      previous_end = v.end;
+      intervals.push_back(v);
+    }
+    part.observed = IntervalSet::FromIntervals(std::move(intervals));
+  }
+  const size_t digests = r.Count();
+  for (size_t i = 0; r.ok() && i < digests; ++i) {
+    const std::string d = r.String();
+    if (!r.ok()) break;
+    absl::StatusOr<RankDigest> digest = DecodeRankDigest(d);
+    if (!digest.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "window part's digest ", i, ": ", digest.status().message()));
+    }
+    part.digests.push_back(*std::move(digest));
+  }
+  if (!r.ok() || !r.done()) {
+    return absl::InvalidArgumentError("window part truncated or malformed");
+  }
+  return part;
 }
 
 }  // namespace bubblewatch

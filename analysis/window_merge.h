@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "analysis/collective_windows.h"
 #include "analysis/collectives.h"
@@ -36,6 +37,10 @@ namespace bubblewatch {
 
 // What one host's stage 1 knows of a job's window.
 struct HostWindowPart {
+  // Whose part: the job, and the host (`rank-R` for a rank that names
+  // none), the key stage 1 publishes it under with the window's start.
+  std::string job;
+  std::string host;
   // AnalyzeTrace's window of the host's events: its devices only, numbered
   // as the job numbers them (a ranked one-GPU trace's device is its rank),
   // with its own top bubbles (as many as the merged window keeps).
@@ -70,11 +75,22 @@ absl::StatusOr<WindowAnalysis> MergeWindowAnalyses(
 // keeps it. What the merge cannot know is left as a default for the caller:
 // closed_by, host_skew_ns, late counts, and the ranks'
 // timelines (they need each rank's kernel sets, which digests do not carry).
-// Errors: MergeWindowAnalyses's, and AnalyzeDigests's.
+// Errors: MergeWindowAnalyses's, kInvalidArgument for parts of different
+// jobs or two parts of one host, and AnalyzeDigests's.
 absl::StatusOr<WindowSummary> MergeHostWindowParts(
-    std::string job, absl::Span<const HostWindowPart> parts,
-    int top_bubbles_per_window,
+    absl::Span<const HostWindowPart> parts, int top_bubbles_per_window,
     const CollectiveOptions& options = WindowCollectiveOptions());
+
+// A part's compact binary form, what stage 1 publishes: a version byte,
+// the job and host, the window as EncodeWindowSummary encodes a summary of
+// it (the window and the event counts), the observations (a flag, then
+// each interval's start and length as varints) and each digest as
+// EncodeRankDigest encodes it. Decode(Encode(p)) equals p; equal parts
+// encode to equal bytes. Decode errors: kInvalidArgument for truncated or
+// malformed bytes, an unknown version, or a window or digest its own
+// decoder refuses.
+std::string EncodeHostWindowPart(const HostWindowPart& part);
+absl::StatusOr<HostWindowPart> DecodeHostWindowPart(absl::string_view bytes);
 
 }  // namespace bubblewatch
 

@@ -930,7 +930,9 @@ TEST(JobWindowerCollectives, HostPartsMergeIntoTheSingleStageWindow) {
       const IntervalSet observed =
           IntervalSet::FromIntervals(std::move(observations));
       for (WindowSummary& w : Stream(batches, options)) {
-        HostWindowPart part{.window = w.window,
+        HostWindowPart part{.job = "job",
+                            .host = name,
+                            .window = w.window,
                             .gpu_events = w.gpu_events,
                             .cpu_events = w.cpu_events,
                             .observed = observed};
@@ -943,13 +945,14 @@ TEST(JobWindowerCollectives, HostPartsMergeIntoTheSingleStageWindow) {
           analyzer.top_bubbles = 0;
           absl::StatusOr<RankDigest> d = DigestRank(r, analyzer);
           ASSERT_TRUE(d.ok()) << d.status();
-          // Through the wire, as a digest travels to stage 2.
-          absl::StatusOr<RankDigest> decoded =
-              DecodeRankDigest(EncodeRankDigest(*d));
-          ASSERT_TRUE(decoded.ok()) << decoded.status();
-          part.digests.push_back(*std::move(decoded));
+          part.digests.push_back(*std::move(d));
         }
-        parts[w.window.start_ns].push_back(std::move(part));
+        // Through the wire, as a part travels to stage 2.
+        const std::string bytes = EncodeHostWindowPart(part);
+        absl::StatusOr<HostWindowPart> decoded = DecodeHostWindowPart(bytes);
+        ASSERT_TRUE(decoded.ok()) << decoded.status();
+        EXPECT_EQ(EncodeHostWindowPart(*decoded), bytes);
+        parts[w.window.start_ns].push_back(*std::move(decoded));
       }
     }
 
@@ -960,7 +963,7 @@ TEST(JobWindowerCollectives, HostPartsMergeIntoTheSingleStageWindow) {
       SCOPED_TRACE(absl::StrCat("window ", want.window.start_ns));
       ASSERT_TRUE(parts.contains(want.window.start_ns));
       absl::StatusOr<WindowSummary> got = MergeHostWindowParts(
-          "job", parts[want.window.start_ns], options.top_bubbles_per_window);
+          parts[want.window.start_ns], options.top_bubbles_per_window);
       ASSERT_TRUE(got.ok()) << got.status();
       // What the single stage knows and a part does not (the merge leaves
       // them to its caller): why the window closed, and the spread of the

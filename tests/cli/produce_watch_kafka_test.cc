@@ -7,12 +7,19 @@
 //   - a watcher killed with SIGKILL in the middle of a file and restarted
 //     resends that file (same producer id and sequences), and the stored
 //     windows still equal the reference.
+// What the broker is needed for is the watcher's producer (idempotent,
+// gapless, killed mid-file). What the topic then holds is processed by the
+// partition task over the in-memory Kafka (tests/processor/task_driver.h),
+// and so is the reference (what `produce FILE` sends each file as): the
+// processor's side of a resend is PartitionTask.ResentFilesCountOnce...
+// (docs/architecture.md#testing-the-partition-task).
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -32,6 +39,7 @@
 #include "schemas/event_batch_codec.h"
 #include "schemas/window_summary.h"
 #include "storage/window_store.h"
+#include "tests/processor/task_driver.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/command_flags.h"
 #include "tests/testing/files.h"
@@ -48,7 +56,7 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::string kReal = std::string(BUBBLEWATCH_TESTDATA_DIR) + "/real";
-constexpr char kBatchEvents[] = "200";
+constexpr int kBatchEvents = 200;
 
 struct TraceFile {
   std::string source;  // Under tests/testdata/real.
@@ -96,71 +104,72 @@ std::vector<std::string> WatchArgs(const std::string& topic,
                                    const std::string& dir,
                                    const std::string& sent,
                                    std::vector<std::string> extra = {}) {
-  std::vector<std::string> args = {
-      "produce",      "--brokers",   Brokers(), "--topic",
-      topic,          "--watch",     dir,       "--after-send",
-      "move:" + sent, "--settle",    "1s",      "--batch-events",
-      kBatchEvents,   "--log-level", "info"};
-  testing::SetFlags(args, extra);
-  return args;
-}
-
-// `process` of TOPIC into STORE, without a windows topic; EXTRA appended.
-std::vector<std::string> ProcessArgs(const std::string& topic,
-                                     const std::string& store,
-                                     std::vector<std::string> extra = {}) {
-  std::vector<std::string> args = {"process",
+  std::vector<std::string> args = {"produce",
                                    "--brokers",
                                    Brokers(),
                                    "--topic",
                                    topic,
-                                   "--group",
-                                   topic + "-group",
-                                   "--store",
-                                   store,
-                                   "--lateness",
-                                   "5s",
-                                   "--idle-timeout",
-                                   "3s",
-                                   "--windows-topic",
-                                   "",
-                                   "--dlq-topic",
-                                   topic + ".dlq",
+                                   "--watch",
+                                   dir,
+                                   "--after-send",
+                                   "move:" + sent,
+                                   "--settle",
+                                   "1s",
+                                   "--batch-events",
+                                   std::to_string(kBatchEvents),
                                    "--log-level",
-                                   "warn"};
-  // The files are lone ranks of larger jobs (world sizes 2 to 128): waiting
-  // for ranks that never come, they would close by --rank-grace or by the
-  // idle timeout after the order their jobs share a partition in, which the
-  // watcher and the reference send differently
-  // (docs/semantics.md#job-lifecycle, "Multi-rank jobs").
-  args.insert(args.end(), {"--rank-grace", "0s"});
+                                   "info"};
   testing::SetFlags(args, extra);
   return args;
 }
 
-// Processes TOPIC into STORE until it has been idle for 4 s.
-int Process(const std::string& topic, const std::string& store,
-            const std::string& log) {
-  return Wait(
-      Spawn(ProcessArgs(topic, store, {"--exit-when-idle", "4s"}), log));
-}
-
-std::vector<WindowSummary> StoredWindows(const std::string& path) {
-  absl::StatusOr<std::unique_ptr<WindowStoreReader>> store =
-      OpenRocksDbWindowStoreReadOnly(path);
-  EXPECT_TRUE(store.ok()) << store.status();
-  std::vector<WindowSummary> out;
-  if (!store.ok()) return out;
+// The jobs of the files (Files() and kBig).
+std::vector<std::string> Jobs() {
   std::set<std::string> jobs = {kBig.job};
   for (const TraceFile& f : Files()) jobs.insert(f.job);
-  for (const std::string& job : jobs) {
-    auto windows =
-        (*store)->Scan(job, absl::InfinitePast(), absl::InfiniteFuture());
-    EXPECT_TRUE(windows.ok()) << windows.status();
-    EXPECT_FALSE(windows->empty()) << "no windows of job " << job;
-    for (WindowSummary& w : *windows) out.push_back(std::move(w));
+  return {jobs.begin(), jobs.end()};
+}
+
+// `process --lateness 5s --idle-timeout 3s --windows-topic '' --rank-grace
+// 0s --exit-when-idle 4s` over `partitions` partitions, its store in
+// `store`. The files are lone ranks of larger jobs (world sizes 2 to 128):
+// waiting for ranks that never come, they would close by --rank-grace or
+// by the idle timeout after the order their jobs share a partition in,
+// which the watcher and the reference send differently
+// (docs/semantics.md#job-lifecycle, "Multi-rank jobs").
+testing::TaskDriver Processor(const std::string& store, int partitions = 1) {
+  StreamProcessorOptions options = testing::ProcessOptions();
+  options.windows_topic = "";
+  options.rank_grace = absl::ZeroDuration();
+  return testing::TaskDriver(options, store, partitions);
+}
+
+// The windows of every job in `driver`'s store, each job having some.
+std::vector<WindowSummary> StoredWindows(testing::TaskDriver& driver) {
+  std::vector<WindowSummary> out;
+  for (const std::string& job : Jobs()) {
+    std::vector<WindowSummary> windows = driver.Stored({job});
+    EXPECT_FALSE(windows.empty()) << "no windows of job " << job;
+    for (WindowSummary& w : windows) out.push_back(std::move(w));
   }
   return out;
+}
+
+// What `process --exit-when-idle 4s` stores of everything TOPIC holds.
+std::vector<WindowSummary> Process(const std::string& topic,
+                                   const std::string& store) {
+  auto messages = testing::ReadTopic(Brokers(), topic, 1, absl::Seconds(30));
+  EXPECT_TRUE(messages.ok()) << messages.status();
+  if (!messages.ok()) return {};
+  int partitions = 1;
+  for (const auto& m : *messages) {
+    partitions = std::max(partitions, m.partition + 1);
+  }
+  testing::TaskDriver driver = Processor(store, partitions);
+  for (const auto& m : *messages) driver.Send(m.key, m.value, m.partition);
+  const absl::Status done = driver.RunUntilIdle();
+  EXPECT_TRUE(done.ok()) << done;
+  return StoredWindows(driver);
 }
 
 void ExpectSameWindows(const std::vector<WindowSummary>& got,
@@ -180,24 +189,20 @@ class ProduceWatchKafka : public ::testing::Test {
   // the same order as the watcher sends them, then processed.
   static void SetUpTestSuite() {
     reference_dir_ = new testing::TempDir();
-    const std::string topic = Unique("bw-watch-ref");
+    testing::TaskDriver driver = Processor(reference_dir_->Sub("store"));
     std::vector<TraceFile> all = Files();
     all.push_back(kBig);
     for (const TraceFile& f : all) {
-      ASSERT_EQ(
-          Wait(Spawn({"produce", "--brokers", Brokers(), "--topic", topic,
-                      "--job", f.job, "--rank", std::to_string(f.rank),
-                      "--batch-events", kBatchEvents, kReal + "/" + f.source},
-                     reference_dir_->Sub("produce.log"))),
-          0)
-          << ReadFile(reference_dir_->Sub("produce.log"));
+      // `produce --job JOB --rank RANK --batch-events 200 FILE`.
+      auto records = testing::ProduceRecords(
+          {kReal + "/" + f.source},
+          {.job = f.job, .rank = f.rank, .batch_events = kBatchEvents});
+      ASSERT_TRUE(records.ok()) << f.source << ": " << records.status();
+      driver.Send(*records);
     }
-    ASSERT_EQ(Process(topic, reference_dir_->Sub("store"),
-                      reference_dir_->Sub("process.log")),
-              0)
-        << ReadFile(reference_dir_->Sub("process.log"));
-    reference_ = new std::vector<WindowSummary>(
-        StoredWindows(reference_dir_->Sub("store")));
+    const absl::Status done = driver.RunUntilIdle();
+    ASSERT_TRUE(done.ok()) << done;
+    reference_ = new std::vector<WindowSummary>(StoredWindows(driver));
   }
   static void TearDownTestSuite() {
     delete reference_;
@@ -286,9 +291,7 @@ TEST_F(ProduceWatchKafka, FilesCopiedInOneByOneEndUpExactlyOnce) {
   EXPECT_THAT(Log(), ::testing::HasSubstr("6 files sent"));
   EXPECT_THAT(Log(), ::testing::HasSubstr("not a trace: 1"));
 
-  ASSERT_EQ(Process(topic, dir_.Sub("store"), dir_.Sub("process.log")), 0)
-      << ReadFile(dir_.Sub("process.log"));
-  ExpectSameWindows(StoredWindows(dir_.Sub("store")), *reference_);
+  ExpectSameWindows(Process(topic, dir_.Sub("store")), *reference_);
 }
 
 TEST_F(ProduceWatchKafka, KilledMidFileAndRestartedGivesTheSameWindows) {
@@ -355,45 +358,7 @@ TEST_F(ProduceWatchKafka, KilledMidFileAndRestartedGivesTheSameWindows) {
   for (const auto& [key, n] : copies) resent += n - 1;
   EXPECT_GT(resent, 0) << "nothing was resent: the kill did not land mid-file";
 
-  ASSERT_EQ(Process(topic, dir_.Sub("store"), dir_.Sub("process.log")), 0)
-      << ReadFile(dir_.Sub("process.log"));
-  ExpectSameWindows(StoredWindows(dir_.Sub("store")), *reference_);
-}
-
-// The processor's side of a resend: a topic holding every file twice (a
-// producer that resent after a crash, same producer ids and sequences),
-// consumed by a processor killed again and again, stores the same windows
-// as a single send: the duplicates must not count on replay either.
-TEST_F(ProduceWatchKafka, ResentFilesCountOnceThroughProcessorKills) {
-  const std::string topic = Unique("bw-watch-dup");
-  std::vector<TraceFile> all = Files();
-  all.push_back(kBig);
-  for (const TraceFile& f : all) {
-    for (int copy = 0; copy < 2; ++copy) {
-      ASSERT_EQ(
-          Wait(Spawn({"produce", "--brokers", Brokers(), "--topic", topic,
-                      "--job", f.job, "--rank", std::to_string(f.rank),
-                      "--batch-events", kBatchEvents, kReal + "/" + f.source},
-                     dir_.Sub("produce.log"))),
-          0)
-          << ReadFile(dir_.Sub("produce.log"));
-    }
-  }
-  const std::string store = dir_.Sub("store");
-  for (int kill = 0; kill < 4; ++kill) {
-    const pid_t pid = Spawn(ProcessArgs(topic, store,
-                                        {"-X", "session.timeout.ms=6000", "-X",
-                                         "heartbeat.interval.ms=1000"}),
-                            dir_.Sub("process.log"));
-    // How long each run lives before its kill: the kills must land at
-    // different points of the stream (not a wait for a condition).
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500 + 400 * kill));
-    ::kill(pid, SIGKILL);
-    EXPECT_EQ(Wait(pid), 128 + SIGKILL);
-  }
-  ASSERT_EQ(Process(topic, store, dir_.Sub("process.log")), 0)
-      << ReadFile(dir_.Sub("process.log"));
-  ExpectSameWindows(StoredWindows(store), *reference_);
+  ExpectSameWindows(Process(topic, dir_.Sub("store")), *reference_);
 }
 
 }  // namespace

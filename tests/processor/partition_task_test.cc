@@ -4,6 +4,7 @@
 // (ctest label kafka) with the same assertions; only what Kafka itself
 // does (rebalances, broker outages, SASL, topics created later) stayed
 // there (docs/architecture.md#testing-the-partition-task).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -696,6 +697,77 @@ TEST(PartitionTask, ARefusedDeadLetterGoesMinimalThenCountsAsLost) {
     EXPECT_FALSE(
         driver.topics().group_offsets.contains({driver.options().topic, 0}))
         << "an offset moved past an undelivered dead letter";
+  }
+}
+
+// Was ProduceWatchKafka.ResentFilesCountOnceThroughProcessorKills.
+// The processor's side of a resend: a topic holding every file twice (a
+// producer that resent after a crash, same producer ids and sequences),
+// consumed by a processor killed again and again, stores the same windows
+// as a single send: the duplicates must not count on replay either. The
+// files are real traces, lone ranks of larger jobs (hence --rank-grace 0:
+// they close by the idle timeout, not after ranks that never come).
+TEST(PartitionTask, ResentFilesCountOnceThroughProcessorKills) {
+  const std::string real = std::string(BUBBLEWATCH_TESTDATA_DIR) + "/real/";
+  struct File {
+    std::string path, job;
+    int rank;
+  };
+  const std::vector<File> files = {
+      {"hta/sampled_rank-0.json.gz", "sampled", 0},
+      {"hta/sampled_rank-1.json.gz", "sampled", 1},
+      {"hta/benchmark_result_2869224_1695835535_trace.json.gz", "bench", 0},
+      {"nsys/healthy_1pct.sqlite", "nsys-healthy", 0},
+      {"hta/nccl_data.json.gz", "nccl", 0},
+      {"hta/rank0.json.gz", "big", 0},  // 67k events.
+  };
+  const std::vector<std::string> jobs = {"sampled", "bench", "nsys-healthy",
+                                         "nccl", "big"};
+  // `produce --job JOB --rank RANK --batch-events 200 FILE`, each file.
+  auto produce = [&](TaskDriver& driver, int copies) {
+    for (const File& f : files) {
+      absl::StatusOr<std::vector<MemoryRecord>> records =
+          testing::ProduceRecords(
+              {real + f.path},
+              {.job = f.job, .rank = f.rank, .batch_events = 200});
+      ASSERT_TRUE(records.ok()) << f.path << ": " << records.status();
+      for (int copy = 0; copy < copies; ++copy) driver.Send(*records);
+    }
+  };
+  auto options = [] {
+    StreamProcessorOptions o = ProcessOptions();
+    o.windows_topic = "";
+    o.rank_grace = absl::ZeroDuration();
+    return o;
+  };
+  ::bubblewatch::testing::TempDir dir;
+  TaskDriver reference(options(), dir.Sub("reference"));
+  ASSERT_NO_FATAL_FAILURE(produce(reference, 1));
+  ASSERT_TRUE(reference.RunUntilIdle().ok());
+  const std::vector<WindowSummary> want = reference.Stored(jobs);
+
+  TaskDriver driver(options(), dir.Sub("store"));
+  ASSERT_NO_FATAL_FAILURE(produce(driver, 2));
+  const int64_t total = static_cast<int64_t>(driver.Input().size());
+  for (int kill = 0; kill < 4; ++kill) {
+    // Each life reads a different share of the stream before its kill.
+    ASSERT_TRUE(driver.Poll(total * (2 + kill) / 20).ok());
+    driver.Kill();
+  }
+  ASSERT_TRUE(driver.RunUntilIdle().ok());
+  const std::vector<WindowSummary> got = driver.Stored(jobs);
+  ASSERT_FALSE(want.empty());
+  for (const std::string& job : jobs) {
+    EXPECT_TRUE(
+        std::any_of(want.begin(), want.end(),
+                    [&](const WindowSummary& w) { return w.job == job; }))
+        << "no windows of job " << job;
+  }
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    std::string diff;
+    EXPECT_TRUE(SameWindow(got[i], want[i], &diff))
+        << got[i].job << " window " << got[i].window.start_ns << ": " << diff;
   }
 }
 

@@ -10,6 +10,7 @@
 #include "base/status_macros.h"
 #include "gtest/gtest.h"
 #include "ingest/batched_trace.h"
+#include "ingest/trace_reader.h"
 #include "ingest/trace_replay.h"
 #include "schemas/window_summary_codec.h"
 #include "spdlog/spdlog.h"
@@ -33,6 +34,47 @@ StreamProcessorOptions ProcessOptions(const std::string& topic) {
   o.idle_timeout = absl::Seconds(3);
   o.exit_when_idle = absl::Seconds(4);
   return o;
+}
+
+absl::StatusOr<std::vector<MemoryRecord>> ProduceRecords(
+    const std::vector<std::string>& files, const ProduceFiles& produce) {
+  // As cli/produce_command.cc builds its streams from FILEs.
+  BatchingOptions batching;
+  batching.max_events = produce.batch_events;
+  if (produce.replay_speed > 0) {
+    // Its default --linger, 50 ms, times the speed.
+    batching.max_span_ns =
+        static_cast<int64_t>(50'000'000 * produce.replay_speed);
+  }
+  std::vector<std::unique_ptr<BatchedTrace>> streams;
+  for (const std::string& path : files) {
+    ASSIGN_OR_RETURN(Trace trace, ReadTraceFile(path));
+    BatchHeader identity;
+    identity.job = produce.job;
+    identity.rank = produce.rank >= 0 ? produce.rank : trace.rank;
+    identity.world_size = trace.world_size;
+    const bool rank_of_a_job =
+        identity.rank > 0 || (identity.rank == 0 && identity.world_size > 1);
+    identity.host = !trace.host.empty() ? trace.host
+                    : rank_of_a_job     ? ""
+                                        : produce.local_host;
+    streams.push_back(
+        std::make_unique<BatchedTrace>(std::move(trace), identity, batching));
+  }
+  std::vector<BatchedTrace*> ptrs;
+  for (auto& s : streams) ptrs.push_back(s.get());
+  std::vector<MemoryRecord> out;
+  RETURN_IF_ERROR(ReplayTraces(
+      ptrs,
+      [&](absl::string_view key, std::span<const uint8_t> message, int64_t) {
+        out.push_back(MemoryRecord{
+            std::string(key),
+            std::string(reinterpret_cast<const char*>(message.data()),
+                        message.size())});
+        return absl::OkStatus();
+      },
+      produce.end_markers));
+  return out;
 }
 
 LogCapture::LogCapture()
@@ -84,11 +126,18 @@ void TaskDriver::Send(absl::string_view key, absl::string_view value,
       MemoryRecord{std::string(key), std::string(value)});
 }
 
-absl::Status TaskDriver::SendFleet(const SyntheticFleetOptions& fleet) {
+void TaskDriver::Send(const std::vector<MemoryRecord>& records,
+                      int32_t partition) {
+  std::vector<MemoryRecord>& log = topics_.topics[options_.topic][partition];
+  log.insert(log.end(), records.begin(), records.end());
+}
+
+absl::Status TaskDriver::SendFleet(const SyntheticFleetOptions& fleet,
+                                   const BatchingOptions& batching,
+                                   bool end_markers) {
   ASSIGN_OR_RETURN(std::vector<SyntheticJob> jobs,
                    GenerateSyntheticFleet(fleet));
-  // As `produce --synthetic` batches it (its default --batch-events).
-  BatchingOptions batching;
+  // As `produce --synthetic` batches it.
   std::vector<std::unique_ptr<BatchedTrace>> streams;
   for (SyntheticJob& j : jobs) {
     for (Trace& rank_trace : j.ranks) {
@@ -103,15 +152,21 @@ absl::Status TaskDriver::SendFleet(const SyntheticFleetOptions& fleet) {
   }
   std::vector<BatchedTrace*> ptrs;
   for (auto& s : streams) ptrs.push_back(s.get());
-  return ReplayTraces(ptrs, [&](absl::string_view key,
-                                std::span<const uint8_t> message, int64_t) {
-    Send(key, message);
-    return absl::OkStatus();
-  });
+  return ReplayTraces(
+      ptrs,
+      [&](absl::string_view key, std::span<const uint8_t> message, int64_t) {
+        Send(key, message);
+        return absl::OkStatus();
+      },
+      end_markers);
 }
 
 absl::Status TaskDriver::Start() {
   ASSIGN_OR_RETURN(store_, OpenRocksDbWindowStore(store_dir_));
+  if (make_observer_) {
+    ASSIGN_OR_RETURN(observer_, make_observer_(*store_));
+    options_.observer = observer_.get();
+  }
   shared_ = std::make_unique<RuntimeShared>();
   health_ = std::make_unique<BrokerHealth>();
   task_ = std::make_unique<PartitionTask>(options_, store_.get(), health_.get(),
@@ -152,11 +207,13 @@ absl::Status TaskDriver::Tick() {
   return task_->Tick(now_);
 }
 
-absl::Status TaskDriver::Poll() {
+absl::Status TaskDriver::Poll(int64_t max_messages) {
   if (task_ == nullptr) RETURN_IF_ERROR(Start());
+  int64_t read = 0;
   for (auto& [p, next] : positions_) {
     const std::vector<MemoryRecord>& log = topics_.topics[options_.topic][p];
-    for (; next < static_cast<int64_t>(log.size()); ++next) {
+    for (; next < static_cast<int64_t>(log.size()) && read < max_messages;
+         ++next, ++read) {
       const MemoryRecord& r = log[next];
       now_ += absl::Milliseconds(1);
       last_message_ = now_;
@@ -174,9 +231,19 @@ absl::Status TaskDriver::Poll() {
       RETURN_IF_ERROR(task_->OnMessage(message, now_));
       RETURN_IF_ERROR(Tick());
     }
-    task_->OnEndOfPartition(p);
+    if (next == static_cast<int64_t>(log.size())) task_->OnEndOfPartition(p);
   }
   return Tick();
+}
+
+absl::StatusOr<int64_t> TaskDriver::Unread() {
+  if (task_ == nullptr) RETURN_IF_ERROR(Start());
+  int64_t unread = 0;
+  for (const auto& [p, next] : positions_) {
+    unread +=
+        static_cast<int64_t>(topics_.topics[options_.topic][p].size()) - next;
+  }
+  return unread;
 }
 
 absl::Status TaskDriver::Advance(absl::Duration by) {
@@ -209,6 +276,7 @@ void TaskDriver::Kill() {
   kafka_ = nullptr;
   health_.reset();
   shared_.reset();
+  observer_.reset();
   store_.reset();
 }
 

@@ -16,6 +16,8 @@
 #define BUBBLEWATCH_TESTS_PROCESSOR_TASK_DRIVER_H_
 
 #include <cstdint>
+#include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <span>
@@ -25,10 +27,13 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "ingest/batched_trace.h"
 #include "ingest/synthetic/synthetic_fleet.h"
 #include "processor/broker_health.h"
+#include "processor/commit_observer.h"
 #include "processor/partition_task.h"
 #include "processor/processor_options.h"
 #include "processor/runtime_shared.h"
@@ -61,6 +66,27 @@ class LogCapture {
   int level_;
 };
 
+// How `bubblewatch produce FILE...` was run (docs/produce.md): the flags
+// that decide which messages it sends.
+struct ProduceFiles {
+  std::string job;              // --job
+  int rank = -1;                // --rank; -1: each file's own
+  int64_t batch_events = 4096;  // --batch-events
+  double replay_speed = 0;      // --replay-speed (0: as fast as possible)
+  bool end_markers = true;      // false: --no-end-marker
+  // Stands for the machine's name, the host of a file that names none and
+  // is not a rank of a multi-rank job.
+  std::string local_host = "produce-host";
+};
+
+// The messages `produce` sends a broker for `files`, in its order: each
+// file read as produce reads it (a bad file is its error), batched as its
+// flags batch it (the producer id a hash of the content and batching, so
+// that a rerun resends the same batches), merged by ReplayTraces
+// (ingest/trace_replay.h). A producer killed mid-file sent a prefix.
+absl::StatusOr<std::vector<MemoryRecord>> ProduceRecords(
+    const std::vector<std::string>& files, const ProduceFiles& produce);
+
 class TaskDriver {
  public:
   // A task over `options` with its store in `store_dir`; the input topic
@@ -75,15 +101,39 @@ class TaskDriver {
             int32_t partition = 0);
   void Send(absl::string_view key, absl::string_view value,
             int32_t partition = 0);
+  // Appends records (ProduceRecords, another driver's input) in order.
+  void Send(const std::vector<MemoryRecord>& records, int32_t partition = 0);
+  // The input topic's records of `partition`, in offset order.
+  const std::vector<MemoryRecord>& Input(int32_t partition = 0) {
+    return topics_.topics[options_.topic][partition];
+  }
   // Sends the synthetic fleet as `bubblewatch produce --synthetic` does
-  // (same batches, same order, end markers), all to partition 0.
-  absl::Status SendFleet(const SyntheticFleetOptions& fleet);
+  // (same batches, same order, end markers unless `end_markers` is false:
+  // --no-end-marker), all to partition 0; `batching` is --batch-events'.
+  absl::Status SendFleet(const SyntheticFleetOptions& fleet,
+                         const BatchingOptions& batching = {},
+                         bool end_markers = true);
 
-  // One pass of the poll loop over everything sent and not read yet: each
-  // message to the task (the clock advancing 1 ms per message) with a
-  // tick after it, then the ends of partitions and a tick. Starts the
-  // task (assigns every partition) on the first call.
-  absl::Status Poll();
+  // Makes the commit observer (StreamProcessorOptions::observer) of each
+  // process started from now on, over its store, as `process --rules`
+  // makes its alert hook. The driver owns it: destroyed after the task and
+  // before the store (at Kill, or with the driver).
+  using ObserverFactory =
+      std::function<absl::StatusOr<std::unique_ptr<CommitObserver>>(
+          WindowStore& store)>;
+  void set_observer_factory(ObserverFactory make) {
+    make_observer_ = std::move(make);
+  }
+
+  // One pass of the poll loop over everything sent and not read yet (at
+  // most `max_messages` of it: a process killed mid-stream): each message
+  // to the task (the clock advancing 1 ms per message) with a tick after
+  // it, then the ends of the partitions read to their end and a tick.
+  // Starts the task (assigns every partition) on the first call.
+  absl::Status Poll(int64_t max_messages = std::numeric_limits<int64_t>::max());
+  // Messages sent and not read yet by the running process (starting it if
+  // none runs: a restarted one reads from where it resumes).
+  absl::StatusOr<int64_t> Unread();
   // The wall clock moves on `by`, ticking every 100 ms.
   absl::Status Advance(absl::Duration by);
   // What `process --exit-when-idle` does: Poll, then ticks every 100 ms
@@ -132,6 +182,8 @@ class TaskDriver {
   std::map<int32_t, int64_t> positions_;
   // One process's parts, in destruction order (task before store).
   std::unique_ptr<WindowStore> store_;
+  ObserverFactory make_observer_;
+  std::unique_ptr<CommitObserver> observer_;
   std::unique_ptr<RuntimeShared> shared_;
   std::unique_ptr<BrokerHealth> health_;
   std::unique_ptr<PartitionTask> task_;

@@ -358,6 +358,7 @@ absl::StatusOr<InspectorJob> BuildInspectorJob(
     t.rank = proc.job_rank;
     t.world_size = job.world_size;
     t.host = proc.host;
+    t.pid = proc.pid;
     t.source_format = "inspector";
     NameInterner names(&t);
     t.gpu.reserve(recs[p].size());

@@ -107,6 +107,7 @@ struct TailedLog {
   int32_t world_size = -1;
   std::string rank_comm;  // The communicator that gave the rank.
   std::string host;
+  int64_t pid = -1;  // The log's process id (metadata or file name); -1.
   // The last dump marker line before `offset` and the records after it
   // already read: the context of the bare (v4.3+) records that follow.
   std::string context;
@@ -135,8 +136,8 @@ class InspectorOffsets {
 
 // One chunk of a log turned into what is sent: `trace` holds the kernels and
 // collective records, `skipped` what was not sent by reason; rank,
-// world_size, rank_comm and host updated from `before` by the chunk's
-// communicators.
+// world_size, rank_comm, host and pid updated from `before` by the chunk's
+// communicators and metadata.
 struct InspectorChunk {
   Trace trace;
   SkipCounts skipped;
@@ -148,7 +149,7 @@ struct InspectorChunk {
   // Records the plugin's ring dropped, as the chunk's dump markers say
   // (`*_dropped_since_last_dump`; the context marker's counted before).
   int64_t ring_dropped = 0;
-  TailedLog after;  // `before` with rank, world_size, rank_comm, host.
+  TailedLog after;  // `before` with rank, world_size, rank_comm, host, pid.
   bool rank_changed = false;
 };
 

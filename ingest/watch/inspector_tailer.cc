@@ -720,8 +720,12 @@ absl::Status InspectorTailer::Follow(const std::string& name, absl::Time now) {
         static_cast<int64_t>(bytes.size()) >= options_.max_chunk_bytes) {
       seen.long_line_counted = true;
       // One line longer than a chunk: not a record the plugin writes.
-      Count(absl::StrCat("line over ", options_.max_chunk_bytes >> 20,
-                         " MiB (waits: the log is not followed past it)"),
+      const int64_t max = options_.max_chunk_bytes;
+      Count(absl::StrCat("line over ",
+                         max % (int64_t{1} << 20) == 0
+                             ? absl::StrCat(max >> 20, " MiB")
+                             : absl::StrCat(max, " bytes"),
+                         " (waits: the log is not followed past it)"),
             1);
     }
     if (len == 0) return absl::OkStatus();

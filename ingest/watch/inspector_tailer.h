@@ -172,6 +172,10 @@ struct InspectorTailerOptions {
   BatchingOptions batching;
   absl::Duration settle = absl::Seconds(2);
   absl::Duration flush_timeout = absl::Seconds(60);
+  // The most bytes one poll reads of one log (a chunk, cut after its last
+  // whole line): what bounds the watcher's memory per log, however large
+  // the log (docs/produce.md#bubblewatch-produce---watch). A line longer
+  // than this is one counted outcome; the log is not followed past it.
   int64_t max_chunk_bytes = int64_t{64} << 20;
   ExecTimePoolOptions exec;
   // A job whose logs did not grow for this long is taken to have ended:

@@ -267,6 +267,37 @@ TEST(InspectorLogTest, DetectedByContentThroughReadTraceFile) {
   EXPECT_EQ(trace->gpu.size(), 2u);
 }
 
+// A log holding more records than the caller's limit (what bounds analyze's
+// memory: docs/analyze.md#inspector-logs) is kResourceExhausted, plain or
+// gzipped, once it holds more than the limit: it does not read on to the
+// end. At the limit exactly it reads whole.
+TEST(InspectorLogTest, MoreRecordsThanTheLimitStopsReading) {
+  InspectorJobSpec spec;
+  spec.steps = 800;  // > 1 MiB: several read buffers.
+  InspectorJobLogs job = GenerateInspectorJob(spec);
+  const std::string& text = job.files[0].text;
+  testing::TempDir dir;
+  const std::string plain = dir.Sub(job.files[0].name);
+  const std::string gz = dir.Sub(job.files[0].name + ".gz");
+  testing::WriteFile(plain, text);
+  testing::WriteFile(gz, Gzip(text));
+  const int64_t records = static_cast<int64_t>(
+      ParseInspectorLog(text, job.files[0].name).ops.size());
+  ASSERT_GT(records, 1000);
+  for (const std::string& path : {plain, gz}) {
+    absl::StatusOr<InspectorLog> whole = ReadInspectorLog(path, records);
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    EXPECT_EQ(static_cast<int64_t>(whole->ops.size()), records);
+    for (int64_t limit : {records - 1, int64_t{100}, int64_t{0}}) {
+      absl::StatusOr<InspectorLog> over = ReadInspectorLog(path, limit);
+      ASSERT_FALSE(over.ok()) << path << " " << limit;
+      EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+      EXPECT_EQ(over.status().message(),
+                absl::StrCat("more than ", limit, " records"));
+    }
+  }
+}
+
 TEST(InspectorLogTest, AHugeLineIsOneCountedSkipAndTheRestIsRead) {
   // 20 MiB of one line (past the 16 MiB a line may take) between records:
   // memory stays bounded, the line is one skip, the records around it read.

@@ -103,8 +103,9 @@ class InspectorTailerTest : public ::testing::Test {
   }
 
   std::unique_ptr<InspectorTailer> Tailer(
-      absl::Duration settle = absl::Seconds(2)) {
+      absl::Duration settle = absl::Seconds(2), int64_t max_chunk_bytes = -1) {
     InspectorTailerOptions o;
+    if (max_chunk_bytes > 0) o.max_chunk_bytes = max_chunk_bytes;
     o.dir = watched_;
     o.state_dir = watched_ + "/.bubblewatch-state";
     o.batching.max_events = 7;
@@ -314,6 +315,61 @@ TEST_F(InspectorTailerTest, RestartResumesAndResendsAPendingChunkExactly) {
     }
   }
   EXPECT_EQ(static_cast<int64_t>(instances.size()), CountRecords(text));
+}
+
+// A log larger than a chunk (lowered here from 64 MiB to 4 KiB, the bound
+// of what one poll reads of a log) is read a chunk a poll, each cut after a
+// whole line: every record is sent once and the watcher never holds more
+// than a chunk of the log. A line longer than a chunk is one counted
+// outcome, and the log is not followed past it.
+TEST_F(InspectorTailerTest, ALogLargerThanAChunkIsReadAChunkAPoll) {
+  constexpr int64_t kChunk = 4096;
+  const std::string& text = log_.text;
+  ASSERT_GT(static_cast<int64_t>(text.size()), 8 * kChunk);
+  WriteFile(path_, text);
+  auto t = Tailer(absl::ZeroDuration(), kChunk);
+  ASSERT_NE(t, nullptr);
+  int polls = 0;
+  int64_t read_before = 0;
+  while (t->stats().bytes_read < static_cast<int64_t>(text.size()) &&
+         polls < 10'000) {
+    ASSERT_TRUE(t->PollOnce(t0_ + absl::Seconds(polls)).ok());
+    const int64_t read = t->stats().bytes_read;
+    EXPECT_LE(read - read_before, kChunk) << "poll " << polls;
+    read_before = read;
+    ++polls;
+  }
+  const InspectorTailStats s = t->stats();
+  EXPECT_EQ(s.bytes_read, static_cast<int64_t>(text.size()));
+  EXPECT_GE(s.chunks_sent, static_cast<int64_t>(text.size()) / kChunk);
+  EXPECT_EQ(s.records_sent, CountRecords(text));
+  for (const auto& [reason, n] : s.skipped) {
+    ADD_FAILURE() << reason << ": " << n;
+  }
+  std::vector<DecodedBatch> batches = Batches(s.batches_sent);
+  std::set<std::pair<std::string, int64_t>> instances;
+  for (const DecodedBatch& d : batches) {
+    for (const CollectiveKernel& k : d.trace.collectives) {
+      EXPECT_TRUE(
+          instances.insert({std::string(d.trace.Name(k.process_group)), k.seq})
+              .second);
+    }
+  }
+  EXPECT_EQ(static_cast<int64_t>(instances.size()), CountRecords(text));
+
+  // A line of more than a chunk: counted once, nothing after it sent.
+  Append(path_, std::string(2 * kChunk, 'x') + "\n" +
+                    text.substr(0, text.find('\n') + 1));
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(t->PollOnce(t0_ + absl::Seconds(polls + 10 * i)).ok());
+  }
+  const InspectorTailStats after = t->stats();
+  EXPECT_EQ(after.bytes_read, s.bytes_read);
+  EXPECT_EQ(after.records_sent, s.records_sent);
+  ASSERT_EQ(after.skipped.size(), 1u);
+  EXPECT_EQ(after.skipped.begin()->first,
+            "line over 4096 bytes (waits: the log is not followed past it)");
+  EXPECT_EQ(after.skipped.begin()->second, 1);
 }
 
 // The offsets file keeps each log's pid (version 2); a version 1 file,

@@ -24,6 +24,7 @@ WindowCollectives SummarizeWindowCollectives(
     out.ranks.push_back(
         RankWindow{.rank = r.rank,
                    .host = r.host,
+                   .pid = r.pid,
                    .device = r.device,
                    .span_ns = r.stats.span_ns,
                    .compute_ns = r.stats.compute_ns,

@@ -1341,6 +1341,7 @@ std::vector<RankInput> RanksOfTraces(absl::Span<const Trace> traces,
                                      : next;
       ++next;
       in.host = traces[i].host;
+      in.pid = traces[i].pid;
       in.clock_domain = traces[i].host.empty()
                             ? absl::StrCat("file:", files[i])
                             : absl::StrCat("host:", traces[i].host);

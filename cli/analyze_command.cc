@@ -105,6 +105,7 @@ int RunAnalyzeCommand(int argc, char** argv) {
   int threads = kChromeParseThreadsAuto;
   absl::Duration window = absl::ZeroDuration();
   int64_t max_windows = AnalyzerOptions{}.max_windows;
+  int64_t max_inspector_records = kDefaultInspectorMaxRecords;
   std::string timeline;
   std::string timeline_ranks;
   absl::Duration timeline_from = absl::ZeroDuration();
@@ -135,6 +136,10 @@ int RunAnalyzeCommand(int argc, char** argv) {
   cl.AddInt64("max-windows", &max_windows, "N",
               "with --window, refuse a trace whose kernels span more than N "
               "windows (a far-off timestamp); 0 = no cap");
+  cl.AddInt64("max-inspector-records", &max_inspector_records, "N",
+              "Inspector logs: refuse a job whose logs hold more than N "
+              "records together (the analysis keeps each in memory, about "
+              "0.6 KB); 0 = no cap");
   cl.AddInt("rank", &rank, "R",
             "only accept a trace of this distributed rank (-1 = any)");
   cl.AddInt("device", &device, "D", "only analyze GPU device D (-1 = all)");
@@ -174,6 +179,9 @@ int RunAnalyzeCommand(int argc, char** argv) {
                      "' (want auto, timeline, chrome, nsys or inspector)"));
   }
   if (threads < -1) return Fail(kExitUsage, "--threads must be >= -1");
+  if (max_inspector_records < 0) {
+    return Fail(kExitUsage, "--max-inspector-records must be >= 0");
+  }
   AnalyzerOptions options;
   options.top_bubbles = top;
   options.window_ns = absl::ToInt64Nanoseconds(window);
@@ -260,6 +268,8 @@ int RunAnalyzeCommand(int argc, char** argv) {
     inspector_options.pretty = pretty;
     inspector_options.color = color;
     inspector_options.analyzer = options;
+    inspector_options.max_records =
+        max_inspector_records == 0 ? -1 : max_inspector_records;
     absl::StatusOr<std::string> report =
         AnalyzeInspectorLogs(*paths, inspector_options);
     if (!report.ok()) return Fail(kExitBadInput, report.status().message());

@@ -227,12 +227,26 @@ absl::StatusOr<std::string> AnalyzeInspectorLogs(
     const InspectorReportOptions& options) {
   std::vector<InspectorLog> logs;
   logs.reserve(paths.size());
+  int64_t records = 0;
   for (const std::string& path : paths) {
-    absl::StatusOr<InspectorLog> log = ReadInspectorLog(path);
+    const int64_t left =
+        options.max_records < 0
+            ? -1
+            : std::max<int64_t>(options.max_records - records, 0);
+    absl::StatusOr<InspectorLog> log = ReadInspectorLog(path, left);
+    if (absl::IsResourceExhausted(log.status())) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          path, ": the job's Inspector logs hold more than ",
+          options.max_records,
+          " records (--max-inspector-records; the analysis keeps every "
+          "record in memory, docs/analyze.md#inspector-logs): raise it if "
+          "memory allows, or analyze a part of the logs"));
+    }
     if (!log.ok()) {
       return absl::Status(log.status().code(),
                           absl::StrCat(path, ": ", log.status().message()));
     }
+    records += static_cast<int64_t>(log->ops.size());
     logs.push_back(*std::move(log));
   }
   absl::StatusOr<InspectorJob> job = BuildInspectorJob(std::move(logs), paths);

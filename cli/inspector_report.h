@@ -14,17 +14,28 @@
 
 namespace bubblewatch {
 
+// The default of `analyze --max-inspector-records`: the records a job's
+// logs may hold together. The offline analysis keeps every record (and a
+// kernel and collective record per record) until the report is written,
+// about 0.6 KB a record (docs/analyze.md#inspector-logs), so this is about
+// 12 GB of memory.
+inline constexpr int64_t kDefaultInspectorMaxRecords = 20'000'000;
+
 struct InspectorReportOptions {
   bool json = false;
   bool pretty = false;
   bool color = false;
   AnalyzerOptions analyzer;
+  // The most records all logs may hold together (-1: no limit); more is
+  // an error naming the log that went past it.
+  int64_t max_records = kDefaultInspectorMaxRecords;
 };
 
 // The report for the Inspector logs at `paths` (one job). Errors:
 // kInvalidArgument and the file system's, messages naming the file where
-// one is at fault; content problems inside a log are counted in the
-// report, not errors.
+// one is at fault; kResourceExhausted when the logs hold more than
+// options.max_records records (read no further than that); content
+// problems inside a log are counted in the report, not errors.
 absl::StatusOr<std::string> AnalyzeInspectorLogs(
     const std::vector<std::string>& paths,
     const InspectorReportOptions& options);

@@ -463,7 +463,11 @@ void JobWindower::Evict() {
 uint32_t JobWindower::SourceOf(const BatchHeader& header) {
   auto [it, inserted] = source_ids_.try_emplace(
       std::pair(header.host, header.rank), sources_.size());
-  if (inserted) sources_.emplace_back(header.host, header.rank);
+  if (inserted) {
+    sources_.emplace_back(header.host, header.rank);
+    source_pids_.push_back(-1);
+  }
+  if (header.pid >= 0) source_pids_[it->second] = header.pid;
   return it->second;
 }
 
@@ -510,6 +514,7 @@ std::optional<WindowCollectives> JobWindower::AnalyzeCollectivesOf(
     t.job = job_;
     t.host = sources_[source].first;
     t.rank = sources_[source].second;
+    t.pid = source_pids_[source];
     t.world_size = trace_.world_size;
     labels.push_back(
         absl::StrCat(sources_[source].first, "/", sources_[source].second));

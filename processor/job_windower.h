@@ -260,6 +260,10 @@ class JobWindower {
   std::vector<uint32_t> gpu_source_;
   std::vector<uint32_t> cpu_source_;
   std::vector<std::pair<std::string, int32_t>> sources_;
+  // Each source's OS pid: that of its newest batch naming one (-1: none
+  // did). A source with events in a window sent its newest batch at or
+  // after them, so a replay from ResumeOffset() sees it too.
+  std::vector<int64_t> source_pids_;
   absl::flat_hash_map<std::pair<std::string, int32_t>, uint32_t> source_ids_;
   // Buffered collective records (names in trace_'s table), with their batch
   // offset and source; kept while they end within the lateness before the

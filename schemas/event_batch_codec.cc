@@ -121,6 +121,8 @@ std::span<const uint8_t> EventBatchEncoder::Encode(
   if (!pair_indices_vec.IsNull()) {
     batch.add_collective_pair_indices(pair_indices_vec);
   }
+  // Only when known: a batch without a pid keeps its old bytes.
+  if (header.pid >= 0) batch.add_pid(header.pid);
   // Only when set: a batch that is no end marker keeps its old bytes.
   if (header.end_of_stream) batch.add_end_of_stream(true);
   // Only when given: a batch without one keeps its old bytes.
@@ -181,6 +183,8 @@ absl::StatusOr<DecodedBatch> DecodeEventBatch(std::span<const uint8_t> bytes) {
   h.host = batch->host() ? batch->host()->str() : "";
   h.rank = batch->rank();
   h.world_size = batch->world_size();
+  // Below 0 is unknown, whatever a writer put there.
+  h.pid = std::max<int64_t>(batch->pid(), -1);
   h.producer_id = batch->producer_id();
   h.sequence = batch->sequence();
   h.end_of_stream = batch->end_of_stream();
@@ -194,6 +198,7 @@ absl::StatusOr<DecodedBatch> DecodeEventBatch(std::span<const uint8_t> bytes) {
   t.host = h.host;
   t.rank = h.rank;
   t.world_size = h.world_size;
+  t.pid = h.pid;
   const uint32_t num_names = batch->strings() ? batch->strings()->size() : 0;
   t.names.reserve(num_names);
   for (uint32_t i = 0; i < num_names; ++i) {

@@ -38,6 +38,8 @@ struct BatchHeader {
   std::string host;
   int32_t rank = -1;
   int32_t world_size = -1;
+  // The producing process's OS pid, when the source names it; -1: unknown.
+  int64_t pid = -1;
   uint64_t producer_id = 0;
   uint64_t sequence = 0;
   // The end marker: the producer's last batch for the job
@@ -49,7 +51,7 @@ struct BatchHeader {
 };
 
 // A decoded EventBatch: its header and its events as a Trace (whose job,
-// host, rank and world_size mirror the header).
+// host, rank, world_size and pid mirror the header).
 struct DecodedBatch {
   BatchHeader header;
   Trace trace;

@@ -144,6 +144,9 @@ struct Trace {
   int32_t world_size = -1;
   std::string job;
   std::string host;
+  // The OS process that recorded the events (an Inspector log's pid), for
+  // reports; -1 when the source does not say.
+  int64_t pid = -1;
   // The format the events were read from ("timeline", "chrome", "nsys",
   // "eventbatch"), for reports.
   std::string source_format;

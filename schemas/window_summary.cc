@@ -91,6 +91,7 @@ class Differ {
   void Rank(const std::string& path, const RankWindow& a, const RankWindow& b) {
     Field(path + ".rank", a.rank, b.rank);
     Field(path + ".host", a.host.str(), b.host.str());
+    Field(path + ".pid", a.pid, b.pid);
     Field(path + ".device", a.device, b.device);
     Field(path + ".span_ns", a.span_ns, b.span_ns);
     Field(path + ".compute_ns", a.compute_ns, b.compute_ns);
@@ -121,6 +122,7 @@ class Differ {
     Causes(path + ".causes", a.causes, b.causes);
     Field(path + ".unattributed_ns", a.unattributed_ns, b.unattributed_ns);
     Field(path + ".host", a.host, b.host);
+    Field(path + ".pid", a.pid, b.pid);
     Field(path + ".direct_wait_caused_ns", a.direct_wait_caused_ns,
           b.direct_wait_caused_ns);
     Field(path + ".via.size()", a.via.size(), b.via.size());

@@ -27,6 +27,8 @@ struct RankWindow {
   int32_t rank = 0;
   // Shared: a period repeats it in every window (base/shared_string.h).
   SharedString host;
+  // Its OS process id (EventBatch.pid), when its batches named it; -1.
+  int64_t pid = -1;
   int32_t device = 0;
   int64_t span_ns = 0;     // The rank's device span in its window trace.
   int64_t compute_ns = 0;  // Its busy time (every kernel).

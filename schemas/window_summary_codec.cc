@@ -97,6 +97,18 @@ Offset<fb::WindowCollectives> EncodeCollectives(
   }
   auto rows_vec = b.CreateVectorOfStructs(rows);
   auto hosts_vec = b.CreateVector(hosts);
+  // The pids only when some rank's is known, so a window without them
+  // keeps the bytes it had before them.
+  Offset<flatbuffers::Vector<int64_t>> pids_vec = 0;
+  if (std::any_of(c->ranks.begin(), c->ranks.end(),
+                  [](const RankWindow& r) { return r.pid >= 0; })) {
+    std::vector<int64_t> pids;
+    pids.reserve(c->ranks.size());
+    for (const RankWindow& r : c->ranks) {
+      pids.push_back(std::max<int64_t>(r.pid, -1));
+    }
+    pids_vec = b.CreateVector(pids);
+  }
   // The clocks only when some rank's differs from the default, so a window
   // without clock figures keeps the bytes it had before them.
   Offset<flatbuffers::Vector<const fb::RankClock*>> clocks_vec = 0;
@@ -135,7 +147,7 @@ Offset<fb::WindowCollectives> EncodeCollectives(
     stragglers.push_back(fb::CreateStragglerWindow(
         b, s.rank, s.wait_caused_ns, s.arrived_last, s.compute_ns, s.comm_ns,
         attribution, s.unattributed_ns, host, s.direct_wait_caused_ns, via,
-        s.saved_ns));
+        s.saved_ns, std::max<int64_t>(s.pid, -1)));
   }
   auto stragglers_vec = b.CreateVector(stragglers);
   // Absent without timelines: a window stored without them keeps its bytes.
@@ -170,7 +182,7 @@ Offset<fb::WindowCollectives> EncodeCollectives(
       b, c->key, c->kernels, c->matched, c->unmatched, c->unsynchronized,
       c->used, c->unattributed, c->seq_backwards,
       /*ranks=*/0, stragglers_vec, c->seq_jumps, rows_vec, hosts_vec,
-      clocks_vec, c->job_ns, c->job_ns_without_stragglers, timelines);
+      clocks_vec, c->job_ns, c->job_ns_without_stragglers, timelines, pids_vec);
 }
 
 // ---- Decoding (after the Verifier) ----
@@ -308,6 +320,16 @@ absl::Status DecodeCollectives(const fb::WindowCollectives* in,
       c.ranks.push_back(RankFrom(*r, host_of(i, r->host())));
     }
   }
+  if (const auto* pids = in->rank_pids()) {
+    if (pids->size() != c.ranks.size()) {
+      return DataLoss(absl::StrCat(pids->size(), " rank pids for ",
+                                   c.ranks.size(), " ranks"));
+    }
+    for (size_t i = 0; i < c.ranks.size(); ++i) {
+      c.ranks[i].pid =
+          std::max<int64_t>(pids->Get(static_cast<uint32_t>(i)), -1);
+    }
+  }
   if (const auto* clocks = in->rank_clocks()) {
     if (clocks->size() != c.ranks.size()) {
       return DataLoss(absl::StrCat(clocks->size(), " rank clocks for ",
@@ -343,6 +365,7 @@ absl::Status DecodeCollectives(const fb::WindowCollectives* in,
         }
       }
       o.saved_ns = s->saved_ns();
+      o.pid = std::max<int64_t>(s->pid(), -1);
       RETURN_IF_ERROR(DecodeAttribution(s->attribution_ns(), o.causes));
     }
   }

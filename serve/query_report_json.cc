@@ -73,6 +73,9 @@ void WriteCollectives(JsonWriter& w, const WindowCollectives& c,
     w.Key("device").Int(r.device);
     w.Key("host");
     r.host.empty() ? w.Null() : w.String(r.host.str());
+    // Its process, when its batches named it (Inspector logs): absent
+    // otherwise, as in `analyze --json`.
+    if (r.pid >= 0) w.Key("pid").Int(r.pid);
     w.Key("span_us").Double(JsonUs(r.span_ns));
     w.Key("compute_us").Double(JsonUs(r.compute_ns));
     w.Key("utilization")
@@ -240,6 +243,9 @@ std::string RenderWindowTimelineJson(const WindowSummary& window, bool pretty) {
     w.Key("device").Int(r.device);
     w.Key("host");
     r.host.empty() ? w.Null() : w.String(r.host.str());
+    // Its process, when its batches named it (Inspector logs): absent
+    // otherwise, as in `analyze --json`.
+    if (r.pid >= 0) w.Key("pid").Int(r.pid);
     w.Key("span_us").Double(JsonUs(r.span_ns));
     w.Key("compute_us").Double(JsonUs(r.compute_ns));
     w.Key("comm_exposed_us").Double(JsonUs(r.comm_exposed_ns));

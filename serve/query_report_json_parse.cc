@@ -179,6 +179,7 @@ std::optional<WindowCollectives> ReadCollectives(Fields& f,
     o.rank = static_cast<int32_t>(r.Int("rank"));
     o.device = static_cast<int32_t>(r.Int("device"));
     o.host = r.IsNull("host") ? SharedString() : SharedString(r.String("host"));
+    if (r.Has("pid")) o.pid = r.Int("pid");  // Absent: unknown.
     o.span_ns = r.Ns("span_us");
     o.compute_ns = r.Ns("compute_us");
     o.comm_ns = r.Ns("comm_us");
@@ -216,6 +217,7 @@ std::optional<WindowCollectives> ReadCollectives(Fields& f,
     o.unattributed_ns = s.Ns("unattributed_us");
     // The root blame and cost: absent from servers older than them.
     if (s.Has("host") && !s.IsNull("host")) o.host = s.String("host");
+    if (s.Has("pid")) o.pid = s.Int("pid");  // Absent: unknown.
     if (s.Has("direct_wait_caused_us")) {
       o.direct_wait_caused_ns = s.Ns("direct_wait_caused_us");
     }

@@ -259,6 +259,7 @@ void AddWindowCollectives(const WindowCollectives& window,
       }
     }
     if (it->host != r.host) it->host = r.host;
+    if (r.pid >= 0) it->pid = r.pid;  // The latest known, as the host.
     it->device = r.device;
     it->span_ns += r.span_ns;
     it->compute_ns += r.compute_ns;
@@ -296,6 +297,7 @@ void AddWindowCollectives(const WindowCollectives& window,
     for (int c = 0; c < kNumBubbleCauses; ++c) it->causes[c] += s.causes[c];
     it->unattributed_ns += s.unattributed_ns;
     if (!s.host.empty()) it->host = s.host;
+    if (s.pid >= 0) it->pid = s.pid;
     it->direct_wait_caused_ns += s.direct_wait_caused_ns;
     if (s.saved_ns >= 0) {
       it->saved_ns = std::max<int64_t>(it->saved_ns, 0) + s.saved_ns;

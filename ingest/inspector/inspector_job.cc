@@ -341,6 +341,60 @@ absl::StatusOr<InspectorJob> BuildInspectorJob(
     }
   }
 
+  // Point-to-point records (docs/semantics.md#inspector-logs, "Point to
+  // point"): with kernel times, each becomes a send or recv kernel whose
+  // other end is the process holding p2p_peer in its communicator, numbered
+  // k among the process's records with that peer in that communicator in
+  // p2p_sn order (the order NCCL runs a pair's operations on both sides).
+  // p2p_sn itself counts each process's own point-to-point operations with
+  // any peer, so it does not match across the two ends. A communicator
+  // whose ring dropped point-to-point records on any member is not paired:
+  // a lost record would shift k on one side and pair the wrong operations.
+  std::vector<int64_t> comm_p2p_dropped(job.communicators.size(), 0);
+  for (const InspectorLog& log : logs) {
+    for (const InspectorComm& lc : log.comms) {
+      comm_p2p_dropped[comm_index[lc.id]] += lc.p2p_dropped();
+    }
+  }
+  struct P2pRec {
+    int comm = 0;
+    const InspectorOp* op = nullptr;
+    const InspectorLog* log = nullptr;
+    int32_t peer = -1;  // The peer's rank as the analysis knows it.
+  };
+  std::vector<std::vector<P2pRec>> p2p(n_proc);
+  std::vector<int64_t> p2p_unpaired(n_proc, 0);
+  for (int p = 0; p < n_proc; ++p) {
+    if (!job.verbose) {
+      p2p_unpaired[p] = job.processes[p].p2p_records;
+      continue;
+    }
+    absl::flat_hash_set<std::pair<int, int64_t>> seen;
+    for (size_t li : logs_of[p]) {
+      const InspectorLog& log = logs[li];
+      for (const InspectorOp& op : log.ops) {
+        if (!op.p2p) continue;
+        const int ci = comm_index[log.comms[op.comm].id];
+        const InspectorCommunicator& c = job.communicators[ci];
+        const int peer =
+            op.peer >= 0 && op.peer < static_cast<int32_t>(c.members.size())
+                ? c.members[op.peer]
+                : -1;
+        if (excluded.contains({p, ci}) || !rank_in[p].contains(ci) ||
+            peer < 0 || peer == p || op.kernel_start_us < 0 ||
+            comm_p2p_dropped[ci] > 0 || !seen.insert({ci, op.sn}).second) {
+          ++p2p_unpaired[p];
+          continue;
+        }
+        p2p[p].push_back({ci, &op, &log, job.processes[peer].rank});
+      }
+    }
+    std::stable_sort(
+        p2p[p].begin(), p2p[p].end(), [](const P2pRec& a, const P2pRec& b) {
+          return std::tie(a.comm, a.op->sn) < std::tie(b.comm, b.op->sn);
+        });
+  }
+
   // The traces.
   std::vector<std::string> group_ranks(job.communicators.size());
   for (size_t ci = 0; ci < job.communicators.size(); ++ci) {
@@ -358,6 +412,7 @@ absl::StatusOr<InspectorJob> BuildInspectorJob(
     t.rank = proc.job_rank;
     t.world_size = job.world_size;
     t.host = proc.host;
+    t.pid = proc.pid;
     t.source_format = "inspector";
     NameInterner names(&t);
     t.gpu.reserve(recs[p].size());
@@ -368,10 +423,28 @@ absl::StatusOr<InspectorJob> BuildInspectorJob(
           t, names, c.id, r.log->op_names[r.op->name], r.op->sn, c.n_ranks,
           r.comm, names.Intern(group_ranks[r.comm]), r.start_ns, r.end_ns);
     }
-    if (proc.p2p_records > 0) {
-      t.skipped
-          ["p2p_perf records (point-to-point not matched from "
-           "Inspector logs)"] += proc.p2p_records;
+    // k per (communicator, peer), in p2p_sn order; on streams of their own
+    // (after the communicators'), a send and a recv of one group may
+    // overlap.
+    const int32_t p2p_stream = static_cast<int32_t>(job.communicators.size());
+    absl::flat_hash_map<std::pair<int, int32_t>, int64_t> next_k;
+    for (const P2pRec& r : p2p[p]) {
+      const InspectorCommunicator& c = job.communicators[r.comm];
+      const int64_t k = next_k[{r.comm, r.peer}]++;
+      AppendInspectorCollective(t, names, c.id, r.log->op_names[r.op->name],
+                                r.op->sn, c.n_ranks, p2p_stream + r.comm,
+                                kNoName, r.op->kernel_start_us * 1000,
+                                r.op->kernel_stop_us * 1000);
+      t.collectives.back().peer = r.peer;
+      t.collectives.back().pair_index = k;
+    }
+    if (p2p_unpaired[p] > 0) {
+      t.skipped[job.verbose
+                    ? "p2p_perf records not paired (no kernel times, peer "
+                      "unknown, or their communicator's ring dropped "
+                      "point-to-point records)"
+                    : "p2p_perf records (exec times only: not paired)"] +=
+          p2p_unpaired[p];
     }
     job.traces.push_back(std::move(t));
   }

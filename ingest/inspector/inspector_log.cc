@@ -684,7 +684,8 @@ InspectorLog ParseInspectorLog(absl::string_view bytes,
   return log;
 }
 
-absl::StatusOr<InspectorLog> ReadInspectorLog(absl::string_view path) {
+absl::StatusOr<InspectorLog> ReadInspectorLog(absl::string_view path,
+                                              int64_t max_records) {
   absl::StatusOr<std::unique_ptr<TraceByteSource>> source =
       TraceByteSource::Open(path);
   if (!source.ok()) return source.status();
@@ -737,9 +738,20 @@ absl::StatusOr<InspectorLog> ReadInspectorLog(absl::string_view path) {
     start += used;
     std::memmove(buf.get(), buf.get() + start, len - start);
     len -= start;
+    // Checked per buffer: at most one buffer's records past the limit are
+    // held, and the rest of the file is not read.
+    if (max_records >= 0 &&
+        static_cast<int64_t>(log->ops.size()) > max_records) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("more than ", max_records, " records"));
+    }
     if (final) break;
   }
   parser.Finish();
+  if (max_records >= 0 && static_cast<int64_t>(log->ops.size()) > max_records) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("more than ", max_records, " records"));
+  }
   return std::move(*log);
 }
 

@@ -133,8 +133,12 @@ InspectorLog ParseInspectorLog(absl::string_view bytes,
 
 // Reads `path` (plain or gzip), streaming: memory is the ops kept plus a
 // buffer, not the file. Errors: the file system's, kDataLoss for a corrupt
-// gzip stream; content problems are counted skips, never errors.
-absl::StatusOr<InspectorLog> ReadInspectorLog(absl::string_view path);
+// gzip stream; kResourceExhausted once it holds more than `max_records`
+// records (>= 0; -1: no limit), having read at most one more buffer (1 MiB)
+// of the file: what bounds the memory of a huge log. Content problems are
+// counted skips, never errors.
+absl::StatusOr<InspectorLog> ReadInspectorLog(absl::string_view path,
+                                              int64_t max_records = -1);
 
 }  // namespace bubblewatch
 

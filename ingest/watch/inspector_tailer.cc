@@ -29,7 +29,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr char kOffsetsHeader[] = "bubblewatch-inspector-offsets v1";
+constexpr char kOffsetsHeader[] = "bubblewatch-inspector-offsets v2";
+// Version 1: the same lines without the pid (read as unknown until the
+// log's next chunk names it).
+constexpr char kOffsetsHeaderV1[] = "bubblewatch-inspector-offsets v1";
 constexpr char kOffsetsFile[] = "inspector-offsets";
 // The bytes of a file's start remembered to tell a replaced file.
 constexpr int64_t kHeadBytes = 4096;
@@ -138,7 +141,8 @@ absl::StatusOr<InspectorOffsets> InspectorOffsets::Open(
         "chunks cut the same way, so expect duplicates)"));
   };
   if (!std::getline(in, line)) return o;
-  if (line != kOffsetsHeader) {
+  const bool v1 = line == kOffsetsHeaderV1;
+  if (line != kOffsetsHeader && !v1) {
     if (absl::StartsWith(line, "bubblewatch-inspector-offsets ")) {
       return bad("written by a newer bubblewatch");
     }
@@ -146,9 +150,12 @@ absl::StatusOr<InspectorOffsets> InspectorOffsets::Open(
   }
   while (std::getline(in, line)) {
     if (line.empty()) continue;
+    const size_t fields = v1 ? 16 : 17;
     std::vector<std::string> f =
-        absl::StrSplit(line, absl::MaxSplits('\t', 15));
-    if (f.size() != 16) return bad("a line without its 16 fields");
+        absl::StrSplit(line, absl::MaxSplits('\t', fields - 1));
+    if (f.size() != fields) {
+      return bad(absl::StrCat("a line without its ", fields, " fields"));
+    }
     TailedLog t;
     t.name = f[0];
     bool ok = absl::SimpleAtoi(f[1], &t.dev) &&
@@ -164,11 +171,14 @@ absl::StatusOr<InspectorOffsets> InspectorOffsets::Open(
     if (!ok || t.offset < 0 || t.head_len < 0) return bad("a bad number");
     t.rank_comm = f[11];
     t.host = f[12];
-    if (!absl::SimpleAtoi(f[13], &t.generation) ||
-        !absl::SimpleAtoi(f[14], &t.context_seen)) {
+    // Version 2 has the pid after the host; the rest moves along one.
+    const size_t at = v1 ? 13 : 14;
+    if ((!v1 && !absl::SimpleAtoi(f[13], &t.pid)) ||
+        !absl::SimpleAtoi(f[at], &t.generation) ||
+        !absl::SimpleAtoi(f[at + 1], &t.context_seen)) {
       return bad("a bad number");
     }
-    t.context = f[15];
+    t.context = f[at + 2];
     o.logs_[t.name] = std::move(t);
   }
   return o;
@@ -177,12 +187,12 @@ absl::StatusOr<InspectorOffsets> InspectorOffsets::Open(
 absl::Status InspectorOffsets::Write() const {
   std::string out = absl::StrCat(kOffsetsHeader, "\n");
   for (const auto& [name, t] : logs_) {
-    absl::StrAppend(&out, t.name, "\t", t.dev, "\t", t.ino, "\t", t.head_len,
-                    "\t", absl::Hex(t.head_hash), "\t",
-                    absl::Hex(t.producer_id), "\t", t.next_sequence, "\t",
-                    t.offset, "\t", t.pending_end, "\t", t.rank, "\t",
-                    t.world_size, "\t", t.rank_comm, "\t", t.host, "\t",
-                    t.generation, "\t", t.context_seen, "\t", t.context, "\n");
+    absl::StrAppend(
+        &out, t.name, "\t", t.dev, "\t", t.ino, "\t", t.head_len, "\t",
+        absl::Hex(t.head_hash), "\t", absl::Hex(t.producer_id), "\t",
+        t.next_sequence, "\t", t.offset, "\t", t.pending_end, "\t", t.rank,
+        "\t", t.world_size, "\t", t.rank_comm, "\t", t.host, "\t", t.pid, "\t",
+        t.generation, "\t", t.context_seen, "\t", t.context, "\n");
   }
   return WriteFileAtomically(path_, out);
 }
@@ -248,6 +258,7 @@ InspectorChunk BuildInspectorChunk(absl::string_view bytes,
   }
   for (const auto& [reason, n] : log.skipped) chunk.skipped[reason] += n;
   if (!log.hostname.empty()) chunk.after.host = log.hostname;
+  if (log.pid >= 0) chunk.after.pid = log.pid;
   // The job rank: the largest communicator named so far (ties: lower id).
   for (const InspectorComm& c : log.comms) {
     if (c.rank < 0 || c.n_ranks <= 0) continue;
@@ -265,6 +276,7 @@ InspectorChunk BuildInspectorChunk(absl::string_view bytes,
   t.rank = chunk.after.rank;
   t.world_size = chunk.after.world_size;
   t.host = chunk.after.host;
+  t.pid = chunk.after.pid;
   t.source_format = "inspector";
   NameInterner names(&t);
   for (const InspectorOp& op : log.ops) {
@@ -498,6 +510,7 @@ absl::Status InspectorTailer::SendPooled(absl::Time now) {
       t.rank = e.rank;
       t.world_size = e.world_size;
       t.host = e.host;
+      t.pid = e.pid;  // The member's own process, not the pool's.
       t.source_format = "inspector";
       NameInterner names(&t);
       for (const auto& [inst, start] : kernels) {
@@ -511,6 +524,7 @@ absl::Status InspectorTailer::SendPooled(absl::Time now) {
       identity.host = e.host;
       identity.rank = e.rank;
       identity.world_size = e.world_size;
+      identity.pid = e.pid;
       identity.producer_id = st.producer_id;
       ASSIGN_OR_RETURN(size_t sent, SendAsBatches(job, std::move(t), identity,
                                                   st.next_sequence));
@@ -706,8 +720,12 @@ absl::Status InspectorTailer::Follow(const std::string& name, absl::Time now) {
         static_cast<int64_t>(bytes.size()) >= options_.max_chunk_bytes) {
       seen.long_line_counted = true;
       // One line longer than a chunk: not a record the plugin writes.
-      Count(absl::StrCat("line over ", options_.max_chunk_bytes >> 20,
-                         " MiB (waits: the log is not followed past it)"),
+      const int64_t max = options_.max_chunk_bytes;
+      Count(absl::StrCat("line over ",
+                         max % (int64_t{1} << 20) == 0
+                             ? absl::StrCat(max >> 20, " MiB")
+                             : absl::StrCat(max, " bytes"),
+                         " (waits: the log is not followed past it)"),
             1);
     }
     if (len == 0) return absl::OkStatus();
@@ -739,6 +757,7 @@ absl::Status InspectorTailer::Follow(const std::string& name, absl::Time now) {
     identity.host = chunk.after.host;
     identity.rank = chunk.after.rank;
     identity.world_size = chunk.after.world_size;
+    identity.pid = chunk.after.pid;
     identity.producer_id = entry.producer_id;
     ASSIGN_OR_RETURN(batches, SendAsBatches(job, std::move(chunk.trace),
                                             identity, entry.next_sequence));
@@ -749,6 +768,7 @@ absl::Status InspectorTailer::Follow(const std::string& name, absl::Time now) {
   entry.world_size = after.world_size;
   entry.rank_comm = after.rank_comm;
   entry.host = after.host;
+  entry.pid = after.pid;
   entry.context = after.context;
   entry.context_seen = after.context_seen;
   entry.offset = end;

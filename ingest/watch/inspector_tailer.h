@@ -107,6 +107,7 @@ struct TailedLog {
   int32_t world_size = -1;
   std::string rank_comm;  // The communicator that gave the rank.
   std::string host;
+  int64_t pid = -1;  // The log's process id (metadata or file name); -1.
   // The last dump marker line before `offset` and the records after it
   // already read: the context of the bare (v4.3+) records that follow.
   std::string context;
@@ -135,8 +136,8 @@ class InspectorOffsets {
 
 // One chunk of a log turned into what is sent: `trace` holds the kernels and
 // collective records, `skipped` what was not sent by reason; rank,
-// world_size, rank_comm and host updated from `before` by the chunk's
-// communicators.
+// world_size, rank_comm, host and pid updated from `before` by the chunk's
+// communicators and metadata.
 struct InspectorChunk {
   Trace trace;
   SkipCounts skipped;
@@ -148,7 +149,7 @@ struct InspectorChunk {
   // Records the plugin's ring dropped, as the chunk's dump markers say
   // (`*_dropped_since_last_dump`; the context marker's counted before).
   int64_t ring_dropped = 0;
-  TailedLog after;  // `before` with rank, world_size, rank_comm, host.
+  TailedLog after;  // `before` with rank, world_size, rank_comm, host, pid.
   bool rank_changed = false;
 };
 
@@ -171,6 +172,10 @@ struct InspectorTailerOptions {
   BatchingOptions batching;
   absl::Duration settle = absl::Seconds(2);
   absl::Duration flush_timeout = absl::Seconds(60);
+  // The most bytes one poll reads of one log (a chunk, cut after its last
+  // whole line): what bounds the watcher's memory per log, however large
+  // the log (docs/produce.md#bubblewatch-produce---watch). A line longer
+  // than this is one counted outcome; the log is not followed past it.
   int64_t max_chunk_bytes = int64_t{64} << 20;
   ExecTimePoolOptions exec;
   // A job whose logs did not grow for this long is taken to have ended:

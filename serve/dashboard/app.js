@@ -609,6 +609,13 @@ function heldUpOf(w) {
   return new Set((s.via || []).filter((v) => v.rank !== s.rank).map((v) => v.rank));
 }
 
+// " on HOST pid PID" for a rank row of the API (host and pid when known,
+// docs/query.md), "" without either.
+function processOf(r) {
+  if (!r) return '';
+  return (r.host ? ` on ${r.host}` : '') + (r.pid != null ? ` pid ${r.pid}` : '');
+}
+
 // The rank × window heat map of a multi-rank job: one row per rank seen in
 // any window's collective analysis, one column per window of the report,
 // coloured by the rank's busy-useful utilization ((busy - comm wait) /
@@ -725,7 +732,7 @@ function drawRankHeatmap(report) {
     const i = at ? at.i : -1;
     if (k < 0 || k >= ranks.length || i < 0 || i >= n) { canvas.title = ''; return; }
     const r = grid[k][i];
-    canvas.title = `rank ${ranks[k]}, ${clock(windows[i].start_ns)}: ` +
+    canvas.title = `rank ${ranks[k]}${processOf(r)}, ${clock(windows[i].start_ns)}: ` +
       (r ? `${pct(r.busy_useful_utilization)} busy-useful, comm wait ` +
         duration(r.comm_wait_us) : 'no analysis') +
       (stragglers[i] === ranks[k] ? `; root straggler, caused ${duration(windows[i].stragglers[0].wait_caused_us)} of waits` : '') +
@@ -747,6 +754,9 @@ function drawRankHeatmap(report) {
     const tr = document.createElement('tr');
     tr.dataset.rank = String(rank);
     cell(tr, String(rank));
+    // Its process (host, pid: Inspector logs name it) from its latest row.
+    const latest = [...grid[k]].reverse().find((r) => r !== undefined);
+    if (latest && processOf(latest)) tr.lastChild.title = processOf(latest).slice(1);
     for (let i = 0; i < n; ++i) {
       const r = grid[k][i];
       const marked = stragglers[i] === rank;

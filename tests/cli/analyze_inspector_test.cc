@@ -3,6 +3,7 @@
 // directory named as the plugin names it, detected by content; the multi-rank
 // report names the planted process with its host and pid; mixing logs with
 // traces, and bad lines, are clear outcomes.
+#include <algorithm>
 #include <string>
 #include <string_view>
 
@@ -108,6 +109,37 @@ TEST(AnalyzeInspector, BadLinesAndDropsAreCountedInTheReport) {
   EXPECT_NE(t.out.find("7 records dropped by the plugin's ring buffers"),
             std::string::npos)
       << t.out;
+}
+
+// More records in the job's logs than --max-inspector-records (lowered
+// here; the default bounds a 10 GB log's memory): one line naming the
+// limit, exit 3. At the limit, or with 0 (no cap), the report.
+TEST(AnalyzeInspector, MoreRecordsThanTheLimitIsOneClearLine) {
+  InspectorJobSpec spec;
+  spec.steps = 4;
+  const InspectorJobLogs job = GenerateInspectorJob(spec);
+  testing::TempDir dir;
+  const std::string logs = WriteJob(dir, job);
+  const int64_t records = job.truth.coll_records;
+  ASSERT_GT(records, 10);
+  for (int64_t limit : {records, int64_t{0}}) {
+    const testing::CliResult ok = RunBubblewatch(absl::StrCat(
+        "analyze --json --max-inspector-records ", limit, " '", logs, "'"));
+    EXPECT_EQ(ok.exit_code, 0) << limit << ": " << ok.err;
+  }
+  const testing::CliResult over = RunBubblewatch(absl::StrCat(
+      "analyze --json --max-inspector-records ", records - 1, " '", logs, "'"));
+  EXPECT_EQ(over.exit_code, 3);
+  EXPECT_TRUE(over.out.empty()) << over.out;
+  EXPECT_NE(
+      over.err.find(absl::StrCat("Inspector logs hold more than ", records - 1,
+                                 " records (--max-inspector-records")),
+      std::string::npos)
+      << over.err;
+  EXPECT_EQ(std::count(over.err.begin(), over.err.end(), '\n'), 1) << over.err;
+  const testing::CliResult negative = RunBubblewatch(
+      absl::StrCat("analyze --max-inspector-records -1 '", logs, "'"));
+  EXPECT_EQ(negative.exit_code, 2) << negative.err;
 }
 
 TEST(AnalyzeInspector, LogsMixedWithTracesAreRefused) {

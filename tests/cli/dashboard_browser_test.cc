@@ -580,6 +580,13 @@ TEST_F(DashboardBrowserTest, JobPageDrawsRanksAndMarksEachWindowsStraggler) {
     stored.push_back(dashboard_test::RankWindows(i));
   }
   for (int r = 0; r < dashboard_test::kRanks; ++r) {
+    // The rank's cell names its process (host and pid) as title.
+    const RankWindow& last = stored.back().collectives->ranks[r];
+    EXPECT_NE(dom.find(absl::StrCat("<tr data-rank=\"", r, "\"><td title=\"on ",
+                                    last.host.str(), " pid ", last.pid, "\">",
+                                    r, "</td>")),
+              std::string::npos)
+        << "rank " << r;
     const std::vector<RankCell> cells = RankRow(dom, r);
     ASSERT_EQ(cells.size(), stored.size()) << "rank " << r;
     for (size_t i = 0; i < stored.size(); ++i) {

@@ -24,6 +24,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -197,6 +198,9 @@ class ProduceWatchInspectorKafka : public ::testing::TestWithParam<bool> {
     // Summed over the job's windows, as `query job` does.
     std::map<int32_t, int64_t> wait_ns;
     std::map<int32_t, std::string> host;
+    // Every pid a rank or straggler row named (all windows must agree).
+    std::map<int32_t, std::set<int64_t>> pids;
+    std::map<int32_t, std::set<int64_t>> straggler_pids;
     std::map<int32_t, int64_t> caused_ns;
     int64_t unmatched = 0;
     for (const WindowSummary& w : *windows) {
@@ -205,9 +209,11 @@ class ProduceWatchInspectorKafka : public ::testing::TestWithParam<bool> {
       for (const RankWindow& r : w.collectives->ranks) {
         wait_ns[r.rank] += r.comm_wait_ns;
         host[r.rank] = r.host.str();
+        pids[r.rank].insert(r.pid);
       }
       for (const StragglerWindow& s : w.collectives->stragglers) {
         caused_ns[s.rank] += s.wait_caused_ns;
+        straggler_pids[s.rank].insert(s.pid);
       }
     }
     std::cerr << windows->size() << " windows, " << unmatched
@@ -222,6 +228,13 @@ class ProduceWatchInspectorKafka : public ::testing::TestWithParam<bool> {
       EXPECT_LE(std::abs(ns - truth_ns), tolerance_ * truth_ns)
           << "rank " << rank << ": " << ns << " ns, truth " << truth_ns;
       EXPECT_EQ(host[rank], gen_.truth.hosts[rank]);
+      // The process (host, pid) of the generator's truth, live.
+      EXPECT_EQ(pids[rank], std::set<int64_t>{gen_.truth.pids[rank]})
+          << "rank " << rank;
+    }
+    for (const auto& [rank, seen] : straggler_pids) {
+      EXPECT_EQ(seen, std::set<int64_t>{gen_.truth.pids[rank]})
+          << "straggler rank " << rank;
     }
     int32_t first = -1;
     for (const auto& [rank, ns] : caused_ns) {
@@ -265,6 +278,24 @@ class ProduceWatchInspectorKafka : public ::testing::TestWithParam<bool> {
     EXPECT_THAT(json.substr(at), ::testing::HasSubstr("\"root\":true"));
     EXPECT_THAT(json.substr(at),
                 ::testing::HasSubstr("\"host\":\"" + gen_.truth.hosts[1]));
+    // The root's host and pid: the first after the root's cause split.
+    const size_t host_at = json.find("\"host\":", at);
+    ASSERT_NE(host_at, std::string::npos);
+    EXPECT_EQ(json.substr(host_at, json.find(",\"direct", host_at) - host_at),
+              "\"host\":\"" + gen_.truth.hosts[1] +
+                  "\",\"pid\":" + std::to_string(gen_.truth.pids[1]));
+    // Every rank of the job's ranks[] names its process.
+    const size_t ranks_at = json.find("\"ranks\":[{");
+    ASSERT_NE(ranks_at, std::string::npos) << json;
+    for (size_t r = 0; r < gen_.truth.pids.size(); ++r) {
+      const size_t row =
+          json.find("{\"rank\":" + std::to_string(r) + ",", ranks_at);
+      ASSERT_NE(row, std::string::npos) << "rank " << r;
+      const std::string fields = json.substr(row, json.find('}', row) - row);
+      EXPECT_THAT(fields, ::testing::HasSubstr(
+                              "\"pid\":" + std::to_string(gen_.truth.pids[r])))
+          << fields;
+    }
   }
 
   testing::TempDir dir_;

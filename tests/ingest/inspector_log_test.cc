@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "analysis/collectives.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ingest/inspector/inspector_job.h"
@@ -267,6 +268,37 @@ TEST(InspectorLogTest, DetectedByContentThroughReadTraceFile) {
   EXPECT_EQ(trace->gpu.size(), 2u);
 }
 
+// A log holding more records than the caller's limit (what bounds analyze's
+// memory: docs/analyze.md#inspector-logs) is kResourceExhausted, plain or
+// gzipped, once it holds more than the limit: it does not read on to the
+// end. At the limit exactly it reads whole.
+TEST(InspectorLogTest, MoreRecordsThanTheLimitStopsReading) {
+  InspectorJobSpec spec;
+  spec.steps = 800;  // > 1 MiB: several read buffers.
+  InspectorJobLogs job = GenerateInspectorJob(spec);
+  const std::string& text = job.files[0].text;
+  testing::TempDir dir;
+  const std::string plain = dir.Sub(job.files[0].name);
+  const std::string gz = dir.Sub(job.files[0].name + ".gz");
+  testing::WriteFile(plain, text);
+  testing::WriteFile(gz, Gzip(text));
+  const int64_t records = static_cast<int64_t>(
+      ParseInspectorLog(text, job.files[0].name).ops.size());
+  ASSERT_GT(records, 1000);
+  for (const std::string& path : {plain, gz}) {
+    absl::StatusOr<InspectorLog> whole = ReadInspectorLog(path, records);
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    EXPECT_EQ(static_cast<int64_t>(whole->ops.size()), records);
+    for (int64_t limit : {records - 1, int64_t{100}, int64_t{0}}) {
+      absl::StatusOr<InspectorLog> over = ReadInspectorLog(path, limit);
+      ASSERT_FALSE(over.ok()) << path << " " << limit;
+      EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+      EXPECT_EQ(over.status().message(),
+                absl::StrCat("more than ", limit, " records"));
+    }
+  }
+}
+
 TEST(InspectorLogTest, AHugeLineIsOneCountedSkipAndTheRestIsRead) {
   // 20 MiB of one line (past the 16 MiB a line may take) between records:
   // memory stays bounded, the line is one skip, the records around it read.
@@ -345,6 +377,113 @@ TEST(InspectorJobTest, JobRanksFromTheWholeJobCommunicator) {
   }
   for (const InspectorCommunicator& c : job->communicators) {
     EXPECT_EQ(c.complete, c.instances) << c.id;
+  }
+}
+
+// Point-to-point records with kernel times are paired by (communicator, the
+// two processes, k), k counted per peer in p2p_sn order: not by p2p_sn,
+// which counts a process's operations with every peer. b receives from a
+// twice and sends to c between: b's second recv (p2p_sn 3) pairs with a's
+// second send (p2p_sn 2). The analysis then matches the three pairs and
+// finds the waits the kernel times give (b 100 + 50 us, c 20 us).
+TEST(InspectorJobTest, PointToPointRecordsArePairedPerPeerInOrder) {
+  auto line = [](int pid, int rank, const std::string& body) {
+    return absl::StrCat(
+        "{\"header\":{\"id\":\"0xaa\",\"rank\":", rank,
+        ",\"n_ranks\":3,\"nnodes\":1},\"metadata\":{"
+        "\"inspector_output_format_version\":\"v4.2\",\"dump_timestamp_us\":"
+        "1800000000000000,\"hostname\":\"h\",\"pid\":",
+        pid, "},", body, "}\n");
+  };
+  auto ts = [](int64_t start, int64_t stop) {
+    constexpr int64_t kBase = 1'800'000'000'000'000;
+    return absl::StrCat(
+        ",\"event_trace_ts\":{\"kernel_events\":[{\"channel_id\":0,"
+        "\"kernel_start_ts\":",
+        kBase + start, ",\"kernel_stop_ts\":", kBase + stop,
+        ",\"kernel_record_ts\":", kBase + stop, "}]}");
+  };
+  auto coll = [&](int64_t start, int64_t stop) {
+    return absl::StrCat(
+        "\"coll_perf\":{\"coll\":\"AllReduce\",\"coll_sn\":1,"
+        "\"coll_exec_time_us\":10,\"coll_timing_source\":\"kernel_gpu\"",
+        ts(start, stop), "}");
+  };
+  auto p2p = [&](const std::string& op, int64_t sn, int peer, int64_t start,
+                 int64_t stop) {
+    return absl::StrCat(
+        "\"p2p_perf\":{\"p2p\":\"", op, "\",\"p2p_sn\":", sn,
+        ",\"p2p_peer\":", peer, ",\"p2p_exec_time_us\":", stop - start,
+        ",\"p2p_timing_source\":\"kernel_gpu\"", ts(start, stop), "}");
+  };
+  std::vector<InspectorLog> logs;
+  logs.push_back(ParseInspectorLog(line(1, 0, coll(10, 20)) +
+                                   line(1, 0, p2p("Send", 1, 1, 1000, 1100)) +
+                                   line(1, 0, p2p("Send", 2, 1, 3000, 3100))));
+  logs.push_back(ParseInspectorLog(line(2, 1, coll(10, 20)) +
+                                   line(2, 1, p2p("Recv", 1, 0, 900, 1100)) +
+                                   line(2, 1, p2p("Send", 2, 2, 2000, 2050)) +
+                                   line(2, 1, p2p("Recv", 3, 0, 2950, 3100))));
+  logs.push_back(ParseInspectorLog(line(3, 2, coll(10, 20)) +
+                                   line(3, 2, p2p("Recv", 1, 1, 1980, 2050))));
+  absl::StatusOr<InspectorJob> job =
+      BuildInspectorJob(std::move(logs), {"a", "b", "c"});
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE(job->verbose);
+  ASSERT_TRUE(job->job_ranks_known);
+  EXPECT_EQ(job->p2p_records, 6);
+  // (peer, k) of each process's point-to-point kernels, in p2p_sn order.
+  std::vector<std::vector<std::pair<int32_t, int64_t>>> pairs(3);
+  for (size_t p = 0; p < 3; ++p) {
+    const Trace& t = job->traces[p];
+    EXPECT_EQ(t.pid, job->processes[p].pid);
+    for (const auto& [reason, n] : t.skipped) ADD_FAILURE() << reason;
+    for (const CollectiveKernel& k : t.collectives) {
+      if (!IsPointToPointName(t.Name(k.collective))) continue;
+      pairs[p].push_back({k.peer, k.pair_index});
+    }
+  }
+  using P = std::vector<std::pair<int32_t, int64_t>>;
+  EXPECT_EQ(pairs[0], (P{{1, 0}, {1, 1}}));
+  EXPECT_EQ(pairs[1], (P{{0, 0}, {2, 0}, {0, 1}}));
+  EXPECT_EQ(pairs[2], (P{{1, 0}}));
+
+  std::vector<RankInput> ranks;
+  for (size_t p = 0; p < 3; ++p) {
+    RankInput in;
+    in.trace = &job->traces[p];
+    in.rank = job->processes[p].rank;
+    in.clock_domain = "host:h";
+    ranks.push_back(in);
+  }
+  absl::StatusOr<CollectiveAnalysis> c =
+      AnalyzeCollectives(ranks, CollectiveOptions{}, AnalyzerOptions{});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->matched, 1 + 3);  // The all-reduce and three pairs.
+  EXPECT_EQ(c->unmatched, 0);
+  EXPECT_EQ(c->unpaired, 0);
+  ASSERT_EQ(c->ranks.size(), 3u);
+  EXPECT_EQ(c->ranks[0].comm_wait_ns, 0);
+  EXPECT_EQ(c->ranks[1].comm_wait_ns, 150'000);
+  EXPECT_EQ(c->ranks[2].comm_wait_ns, 20'000);
+
+  // A ring drop of point-to-point records on one member: its
+  // communicator's records are counted, not paired.
+  std::vector<InspectorLog> dropped;
+  dropped.push_back(ParseInspectorLog(
+      line(1, 0, coll(10, 20)) + line(1, 0, p2p("Send", 1, 1, 1000, 1100))));
+  dropped.push_back(ParseInspectorLog(
+      line(2, 1, coll(10, 20)) + line(2, 1, p2p("Recv", 1, 0, 900, 1100)) +
+      line(2, 1,
+           "\"dump_stats\":{\"coll_records\":0,\"p2p_records\":0,"
+           "\"p2p_dropped_total\":4,\"p2p_dropped_since_last_dump\":4}")));
+  dropped.push_back(ParseInspectorLog(line(3, 2, coll(10, 20))));
+  absl::StatusOr<InspectorJob> lost =
+      BuildInspectorJob(std::move(dropped), {"a", "b", "c"});
+  ASSERT_TRUE(lost.ok()) << lost.status();
+  for (size_t p = 0; p < 2; ++p) {
+    EXPECT_EQ(lost->traces[p].collectives.size(), 1u);
+    EXPECT_EQ(lost->traces[p].skipped.begin()->second, 1);
   }
 }
 

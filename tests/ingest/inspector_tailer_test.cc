@@ -96,13 +96,16 @@ class InspectorTailerTest : public ::testing::Test {
     InspectorJobSpec spec;
     spec.steps = 12;
     spec.dump_every_steps = 3;
-    log_ = GenerateInspectorJob(spec).files[0];
+    const InspectorJobLogs gen = GenerateInspectorJob(spec);
+    log_ = gen.files[0];
+    pid_ = gen.truth.pids[0];
     path_ = watched_ + "/" + log_.name;
   }
 
   std::unique_ptr<InspectorTailer> Tailer(
-      absl::Duration settle = absl::Seconds(2)) {
+      absl::Duration settle = absl::Seconds(2), int64_t max_chunk_bytes = -1) {
     InspectorTailerOptions o;
+    if (max_chunk_bytes > 0) o.max_chunk_bytes = max_chunk_bytes;
     o.dir = watched_;
     o.state_dir = watched_ + "/.bubblewatch-state";
     o.batching.max_events = 7;
@@ -131,6 +134,7 @@ class InspectorTailerTest : public ::testing::Test {
   testing::TempDir dir_;
   std::string watched_;
   InspectorJobFile log_;
+  int64_t pid_ = -1;  // The generator's pid of log_'s process.
   std::string path_;
   std::unique_ptr<EmbeddedKafkaCluster> cluster_;
   std::unique_ptr<EventProducer> producer_;
@@ -178,6 +182,7 @@ TEST_F(InspectorTailerTest, GrowingLogIsSentOnceLineByCompleteLine) {
     EXPECT_EQ(d.header.host, "node00");
     EXPECT_EQ(d.header.rank, 0);
     EXPECT_EQ(d.header.world_size, 4);
+    EXPECT_EQ(d.header.pid, pid_);
     EXPECT_EQ(d.header.producer_id, batches[0].header.producer_id);
     EXPECT_EQ(d.header.sequence, i);
     EXPECT_FALSE(d.header.observation.has_value());
@@ -312,6 +317,113 @@ TEST_F(InspectorTailerTest, RestartResumesAndResendsAPendingChunkExactly) {
   EXPECT_EQ(static_cast<int64_t>(instances.size()), CountRecords(text));
 }
 
+// A log larger than a chunk (lowered here from 64 MiB to 4 KiB, the bound
+// of what one poll reads of a log) is read a chunk a poll, each cut after a
+// whole line: every record is sent once and the watcher never holds more
+// than a chunk of the log. A line longer than a chunk is one counted
+// outcome, and the log is not followed past it.
+TEST_F(InspectorTailerTest, ALogLargerThanAChunkIsReadAChunkAPoll) {
+  constexpr int64_t kChunk = 4096;
+  const std::string& text = log_.text;
+  ASSERT_GT(static_cast<int64_t>(text.size()), 8 * kChunk);
+  WriteFile(path_, text);
+  auto t = Tailer(absl::ZeroDuration(), kChunk);
+  ASSERT_NE(t, nullptr);
+  int polls = 0;
+  int64_t read_before = 0;
+  while (t->stats().bytes_read < static_cast<int64_t>(text.size()) &&
+         polls < 10'000) {
+    ASSERT_TRUE(t->PollOnce(t0_ + absl::Seconds(polls)).ok());
+    const int64_t read = t->stats().bytes_read;
+    EXPECT_LE(read - read_before, kChunk) << "poll " << polls;
+    read_before = read;
+    ++polls;
+  }
+  const InspectorTailStats s = t->stats();
+  EXPECT_EQ(s.bytes_read, static_cast<int64_t>(text.size()));
+  EXPECT_GE(s.chunks_sent, static_cast<int64_t>(text.size()) / kChunk);
+  EXPECT_EQ(s.records_sent, CountRecords(text));
+  for (const auto& [reason, n] : s.skipped) {
+    ADD_FAILURE() << reason << ": " << n;
+  }
+  std::vector<DecodedBatch> batches = Batches(s.batches_sent);
+  std::set<std::pair<std::string, int64_t>> instances;
+  for (const DecodedBatch& d : batches) {
+    for (const CollectiveKernel& k : d.trace.collectives) {
+      EXPECT_TRUE(
+          instances.insert({std::string(d.trace.Name(k.process_group)), k.seq})
+              .second);
+    }
+  }
+  EXPECT_EQ(static_cast<int64_t>(instances.size()), CountRecords(text));
+
+  // A line of more than a chunk: counted once, nothing after it sent.
+  Append(path_, std::string(2 * kChunk, 'x') + "\n" +
+                    text.substr(0, text.find('\n') + 1));
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(t->PollOnce(t0_ + absl::Seconds(polls + 10 * i)).ok());
+  }
+  const InspectorTailStats after = t->stats();
+  EXPECT_EQ(after.bytes_read, s.bytes_read);
+  EXPECT_EQ(after.records_sent, s.records_sent);
+  ASSERT_EQ(after.skipped.size(), 1u);
+  EXPECT_EQ(after.skipped.begin()->first,
+            "line over 4096 bytes (waits: the log is not followed past it)");
+  EXPECT_EQ(after.skipped.begin()->second, 1);
+}
+
+// The offsets file keeps each log's pid (version 2); a version 1 file,
+// written before the pid, still reads, its pids unknown until the log's
+// next chunk names them, and is rewritten as version 2.
+TEST_F(InspectorTailerTest, OffsetsKeepThePidAndVersionOneStillReads) {
+  WriteFile(path_, log_.text);
+  const std::string state = watched_ + "/.bubblewatch-state";
+  {
+    auto t = Tailer(absl::ZeroDuration());
+    ASSERT_NE(t, nullptr);
+    ASSERT_TRUE(t->PollOnce(t0_).ok());
+  }
+  const std::string offsets_path = state + "/inspector-offsets";
+  const std::string v2 = testing::ReadFile(offsets_path);
+  EXPECT_TRUE(absl::StartsWith(v2, "bubblewatch-inspector-offsets v2\n"));
+  TailedLog written;
+  {
+    auto offsets = InspectorOffsets::Open(state);
+    ASSERT_TRUE(offsets.ok()) << offsets.status();
+    ASSERT_EQ(offsets->logs().size(), 1u);
+    written = offsets->logs().begin()->second;
+    EXPECT_EQ(written.pid, pid_);
+    EXPECT_EQ(written.host, "node00");
+  }
+  // The same line as version 1 wrote it: no pid field after the host.
+  std::vector<std::string> lines = absl::StrSplit(v2, '\n');
+  ASSERT_GE(lines.size(), 2u);
+  std::vector<std::string> f =
+      absl::StrSplit(lines[1], absl::MaxSplits('\t', 16));
+  ASSERT_EQ(f.size(), 17u);
+  EXPECT_EQ(f[13], std::to_string(pid_));
+  f.erase(f.begin() + 13);
+  WriteFile(offsets_path, absl::StrCat("bubblewatch-inspector-offsets v1\n",
+                                       absl::StrJoin(f, "\t"), "\n"));
+  {
+    auto offsets = InspectorOffsets::Open(state);
+    ASSERT_TRUE(offsets.ok()) << offsets.status();
+    TailedLog old = offsets->logs().begin()->second;
+    EXPECT_EQ(old.pid, -1);
+    old.pid = written.pid;
+    EXPECT_EQ(old, written);
+    ASSERT_TRUE(offsets->Write().ok());
+  }
+  EXPECT_TRUE(absl::StartsWith(testing::ReadFile(offsets_path),
+                               "bubblewatch-inspector-offsets v2\n"));
+  // A version after 2 is refused, naming the file.
+  WriteFile(offsets_path, "bubblewatch-inspector-offsets v3\n");
+  auto newer = InspectorOffsets::Open(state);
+  ASSERT_FALSE(newer.ok());
+  EXPECT_THAT(newer.status().message(),
+              ::testing::HasSubstr("written by a newer bubblewatch"));
+}
+
 TEST_F(InspectorTailerTest, ExecTimeOnlyRecordsAreCountedNotSent) {
   InspectorJobSpec spec;
   spec.steps = 4;
@@ -406,6 +518,10 @@ TEST_F(InspectorTailerTest, ExecTimeOnlyJobIsPooledAndResentExactly) {
     const DecodedBatch& b = batches[i];
     EXPECT_TRUE(
         streams.insert({b.header.producer_id, b.header.sequence}).second);
+    // Pooled from every process: each batch names its own process.
+    ASSERT_GE(b.header.rank, 0);
+    ASSERT_LT(b.header.rank, static_cast<int32_t>(gen.truth.pids.size()));
+    EXPECT_EQ(b.header.pid, gen.truth.pids[b.header.rank]);
     for (const CollectiveKernel& k : b.trace.collectives) {
       kernels[{std::string(b.trace.Name(k.process_group)), k.seq}].push_back(
           {b.header.host + "/" + std::to_string(b.header.rank),

@@ -693,5 +693,55 @@ TEST(EventBatchCodec, PairIndicesAreNumberedPerPairAndRoundTrip) {
             nullptr);
 }
 
+// The producing process's pid (Inspector logs name it): it survives the
+// round trip; a header without one writes the bytes of a batch from before
+// the field (the v1 fixture, whose decode says unknown), and a negative pid
+// some writer put there reads as unknown.
+TEST(EventBatchCodec, PidRoundTripsAndOldBytesReadUnknown) {
+  const std::vector<uint8_t> old_bytes =
+      ReadBytes(TestdataPath("v1_before_collectives.bweb"));
+  ASSERT_FALSE(old_bytes.empty());
+  absl::StatusOr<DecodedBatch> old = DecodeEventBatch(old_bytes);
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->header.pid, -1);
+  EXPECT_EQ(old->trace.pid, -1);
+
+  const Trace want = PreCollectivesTrace();
+  BatchHeader header = PreCollectivesHeader();
+  ASSERT_EQ(header.pid, -1);
+  EventBatchEncoder encoder(&want);
+  std::span<const uint8_t> plain =
+      encoder.Encode(header, 0, want.gpu.size(), 0, want.cpu.size());
+  EXPECT_TRUE(std::equal(plain.begin(), plain.end(), old_bytes.begin(),
+                         old_bytes.end()))
+      << "a batch without a pid no longer encodes as before the field";
+
+  for (int64_t pid : {int64_t{0}, int64_t{4117}, int64_t{1} << 40}) {
+    header.pid = pid;
+    std::span<const uint8_t> with =
+        encoder.Encode(header, 0, want.gpu.size(), 0, want.cpu.size());
+    const std::vector<uint8_t> with_bytes(with.begin(), with.end());
+    EXPECT_NE(with_bytes, old_bytes);
+    absl::StatusOr<DecodedBatch> decoded = DecodeEventBatch(with_bytes);
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    EXPECT_EQ(decoded->header.pid, pid);
+    EXPECT_EQ(decoded->trace.pid, pid);
+    EXPECT_EQ(decoded->header.host, header.host);
+    EXPECT_EQ(decoded->header.rank, header.rank);
+    EXPECT_EQ(decoded->trace.gpu.size(), want.gpu.size());
+  }
+
+  flatbuffers::FlatBufferBuilder b;
+  auto job = b.CreateString("j");
+  fb::EventBatchBuilder eb(b);
+  eb.add_job(job);
+  eb.add_pid(-7);
+  fb::FinishEventBatchBuffer(b, eb.Finish());
+  absl::StatusOr<DecodedBatch> negative = DecodeEventBatch(
+      {b.GetBufferPointer(), static_cast<size_t>(b.GetSize())});
+  ASSERT_TRUE(negative.ok()) << negative.status();
+  EXPECT_EQ(negative->header.pid, -1);
+}
+
 }  // namespace
 }  // namespace bubblewatch

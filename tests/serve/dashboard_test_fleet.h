@@ -153,6 +153,7 @@ inline WindowSummary RankWindows(int64_t index) {
     RankWindow rank;
     rank.rank = r;
     rank.host = r < kRanks / 2 ? "host-a" : "host-b";
+    rank.pid = 5000 + r;  // A process as Inspector logs name it.
     rank.device = r;
     rank.span_ns = kWindow;
     rank.compute_ns = compute[r];

@@ -187,6 +187,74 @@ TEST(WindowSummaryCodec, RoundTripsTheCollectives) {
   EXPECT_NE(&(*again)->ranks[1].host.str(), &like.ranks[1].host.str());
 }
 
+// The ranks' and stragglers' pids (EventBatch.pid) round-trip, one rank's
+// unknown among known ones; a window without any keeps the bytes it had
+// before the fields, and those bytes read every pid as unknown; a pid
+// vector of another length than the ranks is data loss.
+TEST(WindowSummaryCodec, PidsRoundTripAndAreAbsentWhenUnknown) {
+  WindowSummary in = SampleWindow("j", 0, 1);
+  WindowCollectives& c = in.collectives.emplace();
+  for (int32_t r = 0; r < 3; ++r) {
+    c.ranks.push_back(RankWindow{.rank = r, .host = "node", .span_ns = 10});
+  }
+  StragglerWindow& s = c.stragglers.emplace_back();
+  s.rank = 2;
+  s.host = "node";
+  s.wait_caused_ns = 7;
+  const std::string without = EncodeWindowSummary(in);
+  const fb::WindowCollectives* plain =
+      fb::GetWindowSummary(without.data())->collectives();
+  EXPECT_EQ(plain->rank_pids(), nullptr);
+  EXPECT_FALSE(
+      reinterpret_cast<const flatbuffers::Table*>(plain->stragglers()->Get(0))
+          ->CheckField(fb::StragglerWindow::VT_PID));
+  absl::StatusOr<WindowSummary> old = DecodeWindowSummary(without);
+  ASSERT_TRUE(old.ok()) << old.status();
+  for (const RankWindow& r : old->collectives->ranks) EXPECT_EQ(r.pid, -1);
+  EXPECT_EQ(old->collectives->stragglers[0].pid, -1);
+
+  c.ranks[0].pid = 4100;
+  c.ranks[2].pid = 4134;
+  s.pid = 4134;
+  const std::string with = EncodeWindowSummary(in);
+  EXPECT_NE(with, without);
+  absl::StatusOr<WindowSummary> out = DecodeWindowSummary(with);
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::string diff;
+  EXPECT_TRUE(SameWindow(in, *out, &diff)) << diff;
+  EXPECT_EQ(out->collectives->ranks[0].pid, 4100);
+  EXPECT_EQ(out->collectives->ranks[1].pid, -1);
+  EXPECT_EQ(out->collectives->ranks[2].pid, 4134);
+  EXPECT_EQ(out->collectives->stragglers[0].pid, 4134);
+  WindowSummary other = *out;
+  other.collectives->ranks[2].pid = 4135;
+  EXPECT_FALSE(SameWindow(in, other, &diff));
+  EXPECT_THAT(diff, HasSubstr("pid"));
+
+  // Two pids for three ranks.
+  flatbuffers::FlatBufferBuilder b;
+  std::vector<fb::RankRow> rows;
+  for (int32_t r = 0; r < 3; ++r) {
+    rows.emplace_back(r, 0, -1, 1, 1, 0, 0, 0, 0, 0, 0);
+  }
+  auto rows_vec = b.CreateVectorOfStructs(rows);
+  auto pids_vec = b.CreateVector(std::vector<int64_t>{1, 2});
+  fb::WindowCollectivesBuilder cb(b);
+  cb.add_rank_rows(rows_vec);
+  cb.add_rank_pids(pids_vec);
+  auto bad_collectives = cb.Finish();
+  auto job = b.CreateString("j");
+  fb::WindowSummaryBuilder w(b);
+  w.add_job(job);
+  w.add_collectives(bad_collectives);
+  fb::FinishWindowSummaryBuffer(b, w.Finish());
+  absl::StatusOr<WindowSummary> refused = DecodeWindowSummary(absl::string_view(
+      reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize()));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(refused.status().message(), HasSubstr("2 rank pids for 3"));
+}
+
 // The ranks' timelines (docs/state.md#rank-timelines) round-trip; a window
 // without them keeps the bytes it had before the field; the view decodes
 // them only when asked; a count that does not add up is data loss.

@@ -18,8 +18,8 @@ namespace bubblewatch {
 // logs may hold together. The offline analysis keeps every record (and a
 // kernel and collective record per record) until the report is written,
 // about 0.6 KB a record (docs/analyze.md#inspector-logs), so this is about
-// 12 GB of memory.
-inline constexpr int64_t kDefaultInspectorMaxRecords = 20'000'000;
+// 5 GB of memory: what a shared machine can spare; more takes the flag.
+inline constexpr int64_t kDefaultInspectorMaxRecords = 8'000'000;
 
 struct InspectorReportOptions {
   bool json = false;

@@ -82,7 +82,7 @@ TEST(JobState, RejectsWhatItDidNotWrite) {
 // What job expiry compares with its partition's clock.
 TEST(JobState, NewestEventIsTheLatestOfTheEdgeAndTheProducers) {
   JobState state;
-  EXPECT_EQ(state.NewestEventNs(), INT64_MIN);
+  EXPECT_EQ(state.NewestEventNs(), std::nullopt);
   state.finalized_through_ns = 40;
   EXPECT_EQ(state.NewestEventNs(), 40);
   state.NoteProducerEvents(1, 55);

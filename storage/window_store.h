@@ -180,7 +180,7 @@ class EncodedWindows {
   size_t size() const { return windows_.size(); }
   bool empty() const { return windows_.empty(); }
   // The start of window i, from its key (known even if its bytes are bad).
-  int64_t start_ns(size_t i) const { return windows_[i].start_ns; }
+  WindowStartNs start_ns(size_t i) const { return windows_[i].start_ns; }
   // The encoding of window i; valid while this object lives (moves too).
   absl::string_view bytes(size_t i) const {
     return absl::string_view(reinterpret_cast<const char*>(windows_[i].data),
@@ -188,11 +188,11 @@ class EncodedWindows {
   }
 
   // Appends one window's encoding (store implementations).
-  void Add(int64_t start_ns, absl::string_view bytes);
+  void Add(WindowStartNs start_ns, absl::string_view bytes);
 
  private:
   struct Entry {
-    int64_t start_ns;
+    WindowStartNs start_ns;
     const uint64_t* data;
     size_t size;  // In bytes.
   };
@@ -212,8 +212,8 @@ struct EncodedLatestWindows {
 // One job's sums over a period (PeriodSumsOfEveryJob).
 struct JobPeriodSums {
   std::string job;
-  WindowSums sums;            // Over the job's windows starting in the period.
-  int64_t last_start_ns = 0;  // The start of the last of them.
+  WindowSums sums;  // Over the job's windows starting in the period.
+  WindowStartNs last_start_ns = 0;  // The start of the last of them.
 };
 
 // Read access: the processor's store, a secondary instance following it, or

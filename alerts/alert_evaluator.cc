@@ -673,7 +673,7 @@ std::string AlertEvaluator::SerializeJob(const JobAlerts& j) const {
   if (j.ended) record.add_ended(true);
   if (j.lifecycle.awaiting_ranks()) {
     record.add_lifecycle_awaiting_ranks_since_ns(
-        j.lifecycle.awaiting_ranks_since_ns);
+        ToWire(j.lifecycle.awaiting_ranks_since_ns));
   }
   auto body = record.Finish();
   return FinishStateRecord(builder, fb::StateBody::AlertStateRecord,
@@ -699,7 +699,7 @@ absl::StatusOr<AlertEvaluator::JobAlerts> AlertEvaluator::DecodeAlertState(
   j.lifecycle.ended = body->lifecycle_ended();
   j.lifecycle.expired = body->lifecycle_expired();
   j.lifecycle.awaiting_ranks_since_ns =
-      body->lifecycle_awaiting_ranks_since_ns();
+      FromWire(body->lifecycle_awaiting_ranks_since_ns());
   if (body->lifecycle_gaps_ns() != nullptr) {
     j.lifecycle.gaps_ns.assign(body->lifecycle_gaps_ns()->begin(),
                                body->lifecycle_gaps_ns()->end());

@@ -145,9 +145,9 @@ absl::Status AlertHook::BeforeCommit(absl::Time now, StoreBatch& batch) {
   };
   for (const JobUpdate& u : batch.jobs) {
     if (u.lifecycle && !u.lifecycle->ended) lifecycle(u);
-    int64_t& known =
-        last_event_ns_.try_emplace(u.job, kNoEventNs).first->second;
-    if (u.last_event_ns <= known) continue;
+    std::optional<EventNs>& known = last_event_ns_[u.job];
+    // Activity is a newer event than the job's last known one.
+    if (!u.last_event_ns || (known && *u.last_event_ns <= *known)) continue;
     known = u.last_event_ns;
     for (AlertEvent& e : evaluator_.OnJobActivity(u.job, now)) {
       pending_.push_back(std::move(e));

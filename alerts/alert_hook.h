@@ -33,6 +33,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -98,7 +99,8 @@ class AlertHook final : public CommitObserver {
   RdKafkaPtr producer_;  // Null when not publishing.
   std::atomic<bool> reload_{false};
   absl::Time last_tick_ = absl::InfinitePast();
-  absl::flat_hash_map<std::string, int64_t> last_event_ns_;  // By job.
+  // By job; none: no event yet.
+  absl::flat_hash_map<std::string, std::optional<EventNs>> last_event_ns_;
   // The store's per-job alert states ("j/" keys) not yet claimed by an
   // assignment, by job: used for a job whose restored snapshot has no alert
   // state (one written before snapshots carried it).

@@ -31,7 +31,7 @@ Admission Reject(bool replay, BatchRejection rejection,
 }  // namespace
 
 absl::StatusOr<Admission> BatchAdmission::Admit(
-    std::span<const uint8_t> payload, int32_t partition, int64_t offset,
+    std::span<const uint8_t> payload, int32_t partition, KafkaOffset offset,
     PartitionState& part, bool replay, absl::Time now) {
   // Checked before decoding: a huge message is not decoded at all.
   if (std::optional<BatchRejection> too_large =

@@ -34,6 +34,7 @@
 #include "processor/partition_jobs.h"
 #include "processor/processor_options.h"
 #include "schemas/event_batch_codec.h"
+#include "schemas/time_types.h"
 
 namespace bubblewatch {
 
@@ -64,7 +65,7 @@ class BatchAdmission {
   // `replay`: below the partition's committed position. Errors are the
   // store's (loading a job's state); the caller stops on them.
   absl::StatusOr<Admission> Admit(std::span<const uint8_t> payload,
-                                  int32_t partition, int64_t offset,
+                                  int32_t partition, KafkaOffset offset,
                                   PartitionState& part, bool replay,
                                   absl::Time now);
 

@@ -41,6 +41,7 @@
 #include "kafka/kafka_admin.h"
 #include "kafka/kafka_handles.h"
 #include "processor/dead_letter_sink.h"
+#include "schemas/time_types.h"
 
 namespace bubblewatch {
 
@@ -48,7 +49,7 @@ namespace bubblewatch {
 struct PartitionOffset {
   std::string topic;
   int32_t partition = 0;
-  int64_t offset = 0;
+  KafkaOffset offset = 0;
 };
 
 class CommitKafka {
@@ -119,7 +120,7 @@ class ChangelogKafka {
   // One record of a partition as a read sees it: `value` nullopt for a
   // tombstone. Valid during the visit only.
   struct Record {
-    int64_t offset = 0;
+    KafkaOffset offset = 0;
     absl::string_view key;
     std::optional<absl::string_view> value;
   };

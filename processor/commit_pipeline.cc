@@ -77,7 +77,7 @@ int64_t CommitPipeline::ReadWindowsLimit(rd_kafka_t* client,
 
 absl::Status CommitPipeline::RestorePartition(const std::string& topic,
                                               int32_t partition,
-                                              int64_t& offset,
+                                              KafkaOffset& offset,
                                               PartitionState& state) {
   ASSIGN_OR_RETURN(std::optional<PartitionProgress> local,
                    store_->Progress(topic, partition));
@@ -428,7 +428,7 @@ absl::Status CommitPipeline::CommitOnce(absl::Time now) {
   // 2-3: flush (windows, dead letters, the previous snapshots), then
   // commit the previous commit's group offsets.
   RETURN_IF_ERROR(FlushAndCommitOffsets());
-  absl::flat_hash_map<int32_t, int64_t> resume;
+  absl::flat_hash_map<int32_t, KafkaOffset> resume;
   for (auto& [name, job] : jobs_->jobs()) {
     if (job.dirty) {
       std::string state = job.state.Serialize();
@@ -438,7 +438,7 @@ absl::Status CommitPipeline::CommitOnce(absl::Time now) {
         part->second.jobs[name] = state;
         // As the store keeps it: both only move forward.
         JobActivity& seen = part->second.activity[name];
-        seen.last_event_ns = std::max(seen.last_event_ns, job.last_event_ns);
+        seen.last_event_ns = LaterOf(seen.last_event_ns, job.last_event_ns);
         seen.last_seen_wall_ns =
             std::max(seen.last_seen_wall_ns, absl::ToUnixNanos(now));
       }
@@ -450,10 +450,10 @@ absl::Status CommitPipeline::CommitOnce(absl::Time now) {
       job.dirty = false;
     }
     if (job.windower) {
-      if (std::optional<int64_t> r = job.windower->ResumeOffset()) {
+      if (std::optional<KafkaOffset> r = job.windower->ResumeOffset()) {
         spdlog::debug("job {} partition {}: resume {} finalized through {}",
                       name, job.partition, *r,
-                      job.windower->finalized_through_ns());
+                      NsText(job.windower->finalized_through_ns()));
         auto [it, inserted] = resume.try_emplace(job.partition, *r);
         if (!inserted) it->second = std::min(it->second, *r);
       }

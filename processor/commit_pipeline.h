@@ -49,6 +49,7 @@
 #include "processor/processor_options.h"
 #include "processor/runtime_shared.h"
 #include "processor/state_changelog.h"
+#include "schemas/time_types.h"
 #include "storage/window_store.h"
 
 namespace bubblewatch {
@@ -100,10 +101,10 @@ class CommitPipeline {
   // Late events and late collective records of `job`'s finalized windows
   // (window start -> count), to be added to the stored windows at the next
   // commit.
-  void AddLateCounts(
-      const std::string& job,
-      const absl::flat_hash_map<int64_t, int64_t>& counts,
-      const absl::flat_hash_map<int64_t, int64_t>& collective_counts = {}) {
+  void AddLateCounts(const std::string& job,
+                     const absl::flat_hash_map<WindowStartNs, int64_t>& counts,
+                     const absl::flat_hash_map<WindowStartNs, int64_t>&
+                         collective_counts = {}) {
     for (const auto& [window, count] : counts) {
       pending_late_[{job, window}].events += count;
     }
@@ -119,7 +120,7 @@ class CommitPipeline {
   // there is neither: the consumer's group offset applies) and fills
   // `state`.
   absl::Status RestorePartition(const std::string& topic, int32_t partition,
-                                int64_t& offset, PartitionState& state);
+                                KafkaOffset& offset, PartitionState& state);
   // One assignment round is over (the changelog it created, if any, is no
   // longer new).
   void AssignmentDone() { changelog_created_now_ = false; }
@@ -195,7 +196,7 @@ class CommitPipeline {
     int64_t events = 0;
     int64_t collectives = 0;
   };
-  absl::flat_hash_map<std::pair<std::string, int64_t>, LateCounts>
+  absl::flat_hash_map<std::pair<std::string, WindowStartNs>, LateCounts>
       pending_late_;
   bool uncommitted_ = false;
   absl::Time last_job_expiry_ = absl::Now();

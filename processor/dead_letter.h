@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "schemas/time_types.h"
 
 namespace bubblewatch {
 
@@ -51,7 +52,7 @@ struct DeadLetterLimits {
 struct RejectedMessage {
   absl::string_view topic;
   int32_t partition = 0;
-  int64_t offset = 0;
+  KafkaOffset offset = 0;
   absl::string_view key;
   absl::string_view payload;
   std::vector<std::pair<std::string, std::string>> headers;

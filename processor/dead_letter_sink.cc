@@ -48,7 +48,7 @@ void DeadLetterSink::OnDeliveryFailed(const DeadLetterError& error,
   ++stats_->stats.dead_letters_lost;
 }
 
-void DeadLetterSink::Send(int32_t partition, int64_t offset,
+void DeadLetterSink::Send(int32_t partition, KafkaOffset offset,
                           absl::string_view key, absl::string_view payload,
                           MessageHeaders headers, absl::string_view reason,
                           absl::string_view detail, const BatchHeader* source) {

@@ -81,7 +81,7 @@ class DeadLetterSink {
   // `partition` (with `key`, `payload` and `headers`), consumed from the
   // input topic and rejected for `reason` with `detail`. `source`: the
   // batch's header when it decoded, for the per-(job, producer) counts.
-  void Send(int32_t partition, int64_t offset, absl::string_view key,
+  void Send(int32_t partition, KafkaOffset offset, absl::string_view key,
             absl::string_view payload, MessageHeaders headers,
             absl::string_view reason, absl::string_view detail,
             const BatchHeader* source = nullptr);

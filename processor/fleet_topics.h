@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "kafka/kafka_admin.h"
 #include "processor/batch_validator.h"
+#include "schemas/time_types.h"
 
 namespace bubblewatch {
 
@@ -82,13 +83,14 @@ absl::StatusOr<bool> CreateFleetTopicIfMissing(rd_kafka_t* client,
 // also for jobs whose name holds '@': the part after the last '@' is the
 // start. Readable with kcat; the value (the encoded WindowSummary) carries
 // both fields, so consumers need not parse it.
-std::string WindowTopicKey(absl::string_view job, int64_t window_start_ns);
+std::string WindowTopicKey(absl::string_view job,
+                           WindowStartNs window_start_ns);
 
 // Splits a WindowTopicKey back into the job and the window start (what a
 // tombstone, which has no value, says). Returns false when `key` is not one:
 // no '@', an empty job, or no decimal integer after the last '@'.
 bool ParseWindowTopicKey(absl::string_view key, std::string* job,
-                         int64_t* window_start_ns);
+                         WindowStartNs* window_start_ns);
 
 // The partition of a window of `job` on a windows topic of `partitions`
 // partitions: murmur2(job) mod partitions, the partition the producer's

@@ -13,15 +13,16 @@
 
 namespace bubblewatch {
 
-void JobState::NoteProducerEvents(uint64_t producer, int64_t newest_ns) {
+void JobState::NoteProducerEvents(ProducerId producer,
+                                  std::optional<EventNs> newest_ns) {
   auto [it, inserted] = producer_newest_ns.try_emplace(producer, newest_ns);
-  if (!inserted) it->second = std::max(it->second, newest_ns);
+  if (!inserted) it->second = LaterOf(it->second, newest_ns);
 }
 
-int64_t JobState::NewestEventNs() const {
-  int64_t newest = finalized_through_ns;
+std::optional<EventNs> JobState::NewestEventNs() const {
+  std::optional<EventNs> newest = finalized_through_ns;
   for (const auto& [producer, ns] : producer_newest_ns) {
-    newest = std::max(newest, ns);
+    newest = LaterOf(newest, ns);
   }
   return newest;
 }
@@ -34,7 +35,7 @@ bool JobState::AllProducersEnded() const {
   return true;
 }
 
-int JobState::ForgetObservationsBefore(int64_t cutoff_ns) {
+int JobState::ForgetObservationsBefore(EventNs cutoff_ns) {
   int forgotten = 0;
   for (auto it = last_observations.begin(); it != last_observations.end();) {
     if (it->second.end_ns < cutoff_ns) {
@@ -54,10 +55,10 @@ bool JobState::MarkExpired() {
   return true;
 }
 
-int JobState::ForgetProducersBefore(int64_t cutoff_ns) {
+int JobState::ForgetProducersBefore(EventNs cutoff_ns) {
   int forgotten = 0;
   for (auto it = producer_newest_ns.begin(); it != producer_newest_ns.end();) {
-    if (it->second < cutoff_ns) {
+    if (!it->second || *it->second < cutoff_ns) {
       producer_sequences.erase(it->first);
       ended_producers.erase(it->first);
       producer_newest_ns.erase(it++);
@@ -75,10 +76,10 @@ std::string JobState::Serialize() const {
   producers.reserve(producer_sequences.size());
   for (const auto& [producer, sequence] : producer_sequences) {
     auto newest = producer_newest_ns.find(producer);
-    producers.emplace_back(producer, sequence,
-                           newest != producer_newest_ns.end()
-                               ? newest->second
-                               : finalized_through_ns);
+    producers.emplace_back(
+        producer, sequence,
+        ToWire(newest != producer_newest_ns.end() ? newest->second
+                                                  : finalized_through_ns));
   }
   std::sort(producers.begin(), producers.end(),
             [](const fb::ProducerProgress& a, const fb::ProducerProgress& b) {
@@ -133,7 +134,7 @@ std::string JobState::Serialize() const {
     streams = builder.CreateVector(records);
   }
   fb::JobStateRecordBuilder record(builder);
-  record.add_finalized_through_ns(finalized_through_ns);
+  record.add_finalized_through_ns(ToWire(finalized_through_ns));
   record.add_producers(vector);
   if (!ended.IsNull()) record.add_ended_producers(ended);
   if (lifecycle.ended) record.add_ended(true);
@@ -157,7 +158,7 @@ std::string JobState::Serialize() const {
   if (lifecycle.world_size != -1) record.add_world_size(lifecycle.world_size);
   if (!ranks.IsNull()) record.add_ended_ranks(ranks);
   if (lifecycle.awaiting_ranks()) {
-    record.add_awaiting_ranks_since_ns(lifecycle.awaiting_ranks_since_ns);
+    record.add_awaiting_ranks_since_ns(*lifecycle.awaiting_ranks_since_ns);
   }
   auto body = record.Finish();
   return FinishStateRecord(builder, fb::StateBody::JobStateRecord,
@@ -171,10 +172,11 @@ absl::StatusOr<JobState> JobState::Parse(absl::string_view bytes) {
                                    "stored job state"));
   const fb::JobStateRecord& r = *record->body_as_JobStateRecord();
   JobState state;
-  state.finalized_through_ns = r.finalized_through_ns();
+  state.finalized_through_ns = FromWire(r.finalized_through_ns());
   state.buffer_reset_offset = r.buffer_reset_offset();
   state.lifecycle.world_size = r.world_size();
-  state.lifecycle.awaiting_ranks_since_ns = r.awaiting_ranks_since_ns();
+  state.lifecycle.awaiting_ranks_since_ns =
+      FromWire(r.awaiting_ranks_since_ns());
   if (r.ended_ranks() != nullptr) {
     for (int32_t rank : *r.ended_ranks()) {
       state.lifecycle.ended_ranks.insert(rank);
@@ -187,7 +189,8 @@ absl::StatusOr<JobState> JobState::Parse(absl::string_view bytes) {
         return absl::DataLossError(absl::StrCat(
             "stored job state names producer ", p->producer_id(), " twice"));
       }
-      state.producer_newest_ns[p->producer_id()] = p->newest_event_ns();
+      state.producer_newest_ns[p->producer_id()] =
+          FromWire(p->newest_event_ns());
     }
   }
   if (r.ended_producers() != nullptr) {

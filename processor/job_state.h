@@ -29,6 +29,7 @@
 #define BUBBLEWATCH_PROCESSOR_JOB_STATE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -38,6 +39,7 @@
 #include "absl/strings/string_view.h"
 #include "schemas/event_batch_codec.h"
 #include "schemas/job_lifecycle.h"
+#include "schemas/time_types.h"
 
 namespace bubblewatch {
 
@@ -48,41 +50,46 @@ namespace bubblewatch {
 using ObservationStream = std::tuple<std::string, int32_t, uint64_t>;
 
 struct JobState {
-  int64_t finalized_through_ns = INT64_MIN;
+  // Windows ending at or before this are final; none before the first.
+  std::optional<EventNs> finalized_through_ns;
   // producer id -> highest sequence number processed.
-  absl::flat_hash_map<uint64_t, uint64_t> producer_sequences;
-  // producer id -> end of the newest event it sent (ns). Every producer in
-  // producer_sequences has an entry once a batch of it was counted.
-  absl::flat_hash_map<uint64_t, int64_t> producer_newest_ns;
+  absl::flat_hash_map<ProducerId, ProducerSeq> producer_sequences;
+  // producer id -> end of the newest event it sent (none: its batches held
+  // no event). Every producer in producer_sequences has an entry once a
+  // batch of it was counted.
+  absl::flat_hash_map<ProducerId, std::optional<EventNs>> producer_newest_ns;
   // Producers whose end marker was counted (a subset of the tracked ones:
   // forgotten with them).
-  absl::flat_hash_set<uint64_t> ended_producers;
+  absl::flat_hash_set<ProducerId> ended_producers;
   JobLifecycle lifecycle;
   // The last observation of each stream (see the top).
   absl::flat_hash_map<ObservationStream, ObservationInfo> last_observations;
   // The offset of the batch at which the job's buffer was last dropped for
   // the buffer bound (docs/semantics.md#buffer-bound); -1: never. A replay
   // ignores the job's batches before it: the live run dropped them.
-  int64_t buffer_reset_offset = -1;
+  // (Stored as is: -1 is the schema's default, not a time.)
+  KafkaOffset buffer_reset_offset = -1;
 
-  // Records that a batch of `producer` ending at `newest_ns` was counted.
-  void NoteProducerEvents(uint64_t producer, int64_t newest_ns);
+  // Records that a batch of `producer` ending at `newest_ns` (none: without
+  // events) was counted.
+  void NoteProducerEvents(ProducerId producer,
+                          std::optional<EventNs> newest_ns);
 
   // The newest event end the state knows of: the latest of the finalized
-  // edge and the producers' newest events (INT64_MIN for none).
-  int64_t NewestEventNs() const;
+  // edge and the producers' newest events (none for none).
+  std::optional<EventNs> NewestEventNs() const;
 
   // True when every tracked producer sent its end marker (and there is one).
   bool AllProducersEnded() const;
 
-  // Forgets the producers whose newest event ends before `cutoff_ns`;
-  // returns how many.
-  int ForgetProducersBefore(int64_t cutoff_ns);
+  // Forgets the producers whose newest event ends before `cutoff_ns` (and
+  // those that sent no event); returns how many.
+  int ForgetProducersBefore(EventNs cutoff_ns);
 
   // Forgets the streams whose last observation ends before `cutoff_ns`
   // (PartitionJobs forgets them with the producers of their time: their
   // newest events lie inside that observation); returns how many.
-  int ForgetObservationsBefore(int64_t cutoff_ns);
+  int ForgetObservationsBefore(EventNs cutoff_ns);
 
   // Marks the job ended by --job-expiry (docs/semantics.md#job-lifecycle):
   // what is stored of a job the processor forgot. Returns false when it was
@@ -90,7 +97,8 @@ struct JobState {
   bool MarkExpired();
 
   // A StateRecord holding a JobStateRecord (schemas/state.fbs,
-  // docs/state.md); equal states serialize to equal bytes.
+  // docs/state.md); equal states serialize to equal bytes. None is stored
+  // as kNoneOnWire, the bytes written before the optional fields.
   std::string Serialize() const;
   // Parses Serialize()'s output, and the text formats written before the
   // schema (LegacyParseJobState, processor/legacy_state.h); kDataLoss for

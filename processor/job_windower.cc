@@ -17,7 +17,8 @@ JobWindower::JobWindower(std::string job, const WindowerOptions& options)
   trace_.job = job_;
 }
 
-void JobWindower::RestoreFinalizedThrough(int64_t finalized_through_ns) {
+void JobWindower::RestoreFinalizedThrough(
+    std::optional<EventNs> finalized_through_ns) {
   finalized_through_ns_ = finalized_through_ns;
 }
 
@@ -63,8 +64,8 @@ void JobWindower::ApplyRankIds(const BatchHeader& header, Trace& trace) {
   for (CollectiveKernel& c : trace.collectives) ids.Apply(c);
 }
 
-int64_t JobWindower::Add(const DecodedBatch& batch, int64_t offset, bool replay,
-                         absl::Time now) {
+int64_t JobWindower::Add(const DecodedBatch& batch, KafkaOffset offset,
+                         bool replay, absl::Time now) {
   const Trace& in = batch.trace;
   std::vector<NameId> remap(in.names.size());
   for (size_t i = 0; i < in.names.size(); ++i) {
@@ -81,7 +82,7 @@ int64_t JobWindower::Add(const DecodedBatch& batch, int64_t offset, bool replay,
     observations_[o->id] = KnownObservation{
         .start_ns = o->start_ns, .end_ns = o->end_ns, .last_offset = offset};
   } else if (!in.gpu.empty() || !in.cpu.empty()) {
-    legacy_offset_ = std::max(legacy_offset_, offset);
+    RaiseTo(legacy_offset_, offset);
   }
   if (trace_.rank < 0) trace_.rank = batch.header.rank;
   if (trace_.world_size < 0) trace_.world_size = batch.header.world_size;
@@ -97,20 +98,18 @@ int64_t JobWindower::Add(const DecodedBatch& batch, int64_t offset, bool replay,
   int64_t late = 0;
   // Whether the batch brought anything behind the finalized edge.
   bool behind_edge = false;
-  auto note_edge = [&](int64_t start_ns, int64_t end_ns, bool may_be_late) {
-    if (finalized_through_ns_ == INT64_MIN || end_ns > finalized_through_ns_) {
-      return;
-    }
+  auto note_edge = [&](EventNs start_ns, EventNs end_ns, bool may_be_late) {
+    if (!finalized_through_ns_ || end_ns > *finalized_through_ns_) return;
     behind_edge = true;
     if (replay || !may_be_late) return;
     ++late;
     ++late_[WindowStartOf(start_ns, options_.window_ns)];
   };
   for (const GpuActivity& a : in.gpu) {
-    clock.max_start_ns = std::max(clock.max_start_ns, a.start_ns);
+    RaiseTo(clock.max_start_ns, a.start_ns);
     note_edge(a.start_ns, a.end_ns, /*may_be_late=*/true);
     NoteOpen(a.start_ns, a.end_ns);
-    buffered_max_end_ns_ = std::max(buffered_max_end_ns_, a.end_ns);
+    RaiseTo(buffered_max_end_ns_, a.end_ns);
     GpuActivity copy = a;
     copy.name = remap[a.name];
     ids.Apply(copy);
@@ -119,11 +118,11 @@ int64_t JobWindower::Add(const DecodedBatch& batch, int64_t offset, bool replay,
     gpu_source_.push_back(source);
   }
   for (const CpuEvent& e : in.cpu) {
-    clock.max_start_ns = std::max(clock.max_start_ns, e.start_ns);
+    RaiseTo(clock.max_start_ns, e.start_ns);
     // A launch may precede the finalized edge yet explain a gap after it.
     note_edge(e.start_ns, e.end_ns, e.correlation == kNoCorrelation);
     NoteOpen(e.start_ns, e.end_ns);
-    buffered_max_end_ns_ = std::max(buffered_max_end_ns_, e.end_ns);
+    RaiseTo(buffered_max_end_ns_, e.end_ns);
     CpuEvent copy = e;
     copy.name = remap[e.name];
     ids.Apply(copy);
@@ -137,8 +136,8 @@ int64_t JobWindower::Add(const DecodedBatch& batch, int64_t offset, bool replay,
   for (const CollectiveKernel& c : in.collectives) {
     // Its window's analysis has run without it: counted, never used
     // (docs/semantics.md#streaming-collectives).
-    if (!replay && finalized_through_ns_ != INT64_MIN &&
-        c.start_ns < finalized_through_ns_) {
+    if (!replay && finalized_through_ns_ &&
+        c.start_ns < *finalized_through_ns_) {
       ++late_collectives_[WindowStartOf(c.start_ns, options_.window_ns)];
     }
     CollectiveKernel copy = c;
@@ -148,60 +147,62 @@ int64_t JobWindower::Add(const DecodedBatch& batch, int64_t offset, bool replay,
     copy.group_ranks = optional_name(c.group_ranks);
     copy.dtype = optional_name(c.dtype);
     ids.Apply(copy);
-    buffered_max_end_ns_ = std::max(buffered_max_end_ns_, c.end_ns);
+    RaiseTo(buffered_max_end_ns_, c.end_ns);
     collectives_.push_back(copy);
     collective_offset_.push_back(offset);
     collective_source_.push_back(source);
   }
   if (!in.gpu.empty() || !in.cpu.empty() || !in.collectives.empty()) {
-    lowest_offset_ = std::min(lowest_offset_, offset);
+    LowerTo(lowest_offset_, offset);
   }
   // Between finalizations nothing else evicts: what a replayed or late
   // batch brought behind the edge goes now, by the rule that applies to all.
-  if (finalized_through_ns_ != INT64_MIN && (replay || behind_edge)) Evict();
+  if (finalized_through_ns_ && (replay || behind_edge)) Evict();
   return late;
 }
 
-int64_t JobWindower::WatermarkNs(absl::Time now,
-                                 absl::Duration host_idle) const {
-  int64_t watermark = INT64_MAX;
+std::optional<EventNs> JobWindower::WatermarkNs(
+    absl::Time now, absl::Duration host_idle) const {
+  std::optional<EventNs> watermark;
   for (const auto& [host, clock] : hosts_) {
-    if (clock.max_start_ns == INT64_MIN) continue;
+    if (!clock.max_start_ns) continue;
     if (now - clock.last_seen > host_idle) continue;
-    watermark = std::min(watermark, clock.max_start_ns - options_.lateness_ns);
+    LowerTo(watermark, *clock.max_start_ns - options_.lateness_ns);
   }
-  return watermark == INT64_MAX ? INT64_MIN : watermark;
+  return watermark;
 }
 
-void JobWindower::NoteOpen(int64_t start_ns, int64_t end_ns) {
-  if (finalized_through_ns_ != INT64_MIN && end_ns <= finalized_through_ns_) {
-    return;
-  }
-  open_min_start_ns_ = std::min(open_min_start_ns_, start_ns);
-  open_max_end_ns_ = std::max(open_max_end_ns_, end_ns);
+void JobWindower::NoteOpen(EventNs start_ns, EventNs end_ns) {
+  if (finalized_through_ns_ && end_ns <= *finalized_through_ns_) return;
+  LowerTo(open_min_start_ns_, start_ns);
+  RaiseTo(open_max_end_ns_, end_ns);
 }
 
 int64_t JobWindower::OpenWindowsWith(const DecodedBatch& batch) const {
-  const int64_t edge = finalized_through_ns_;
-  int64_t lo = open_min_start_ns_, hi = open_max_end_ns_;
+  const std::optional<EventNs> edge = finalized_through_ns_;
+  // The open range [lo, hi), meaningful while `open`. (Plain values and a
+  // flag rather than two optionals: GCC's -Wmaybe-uninitialized misreads
+  // optionals updated in a lambda.)
+  bool open = open_min_start_ns_.has_value() && open_max_end_ns_.has_value();
+  EventNs lo = open_min_start_ns_.value_or(0);
+  EventNs hi = open_max_end_ns_.value_or(0);
   // A new observation after the buffered data closes them first
   // (docs/semantics.md#observations): only its own windows will be open.
   if (const std::optional<ObservationInfo>& o = batch.header.observation) {
-    const int64_t data_end = BufferedDataWindowEndNs();
-    if (data_end != INT64_MIN && o->start_ns >= data_end) {
-      lo = INT64_MAX;
-      hi = INT64_MIN;
-    }
+    const std::optional<EventNs> data_end = BufferedDataWindowEndNs();
+    if (data_end && o->start_ns >= *data_end) open = false;
   }
-  auto note = [&](int64_t start_ns, int64_t end_ns) {
-    if (edge != INT64_MIN && end_ns <= edge) return;  // Late: not kept.
-    lo = std::min(lo, start_ns);
-    hi = std::max(hi, end_ns);
+  auto note = [&](EventNs start_ns, EventNs end_ns) {
+    if (edge && end_ns <= *edge) return;  // Late: not kept.
+    lo = open ? std::min(lo, start_ns) : start_ns;
+    hi = open ? std::max(hi, end_ns) : end_ns;
+    open = true;
   };
   for (const GpuActivity& a : batch.trace.gpu) note(a.start_ns, a.end_ns);
   for (const CpuEvent& e : batch.trace.cpu) note(e.start_ns, e.end_ns);
-  if (edge != INT64_MIN) lo = std::max(lo, edge);
-  if (hi == INT64_MIN || lo == INT64_MAX || hi <= lo) return 0;
+  if (!open) return 0;
+  if (edge) lo = std::max(lo, *edge);
+  if (hi <= lo) return 0;
   const int64_t w = options_.window_ns;
   // Window indexes in int128: hostile times near the int64 limits must not
   // overflow (the batch validator bounds them, this does not rely on it).
@@ -211,22 +212,22 @@ int64_t JobWindower::OpenWindowsWith(const DecodedBatch& batch) const {
   return n > INT64_MAX ? INT64_MAX : static_cast<int64_t>(n);
 }
 
-int64_t JobWindower::BufferedDataWindowEndNs() const {
-  const int64_t last_end = buffered_max_end_ns_;
-  if (last_end == INT64_MIN) return INT64_MIN;
+std::optional<EventNs> JobWindower::BufferedDataWindowEndNs() const {
+  if (!buffered_max_end_ns_) return std::nullopt;
   // A zero-length event at a window start still belongs to that window.
-  return WindowStartOf(last_end, options_.window_ns) + options_.window_ns;
+  return WindowStartOf(*buffered_max_end_ns_, options_.window_ns) +
+         options_.window_ns;
 }
 
 int64_t JobWindower::HostSkewNs(absl::Time now, absl::Duration host_idle,
                                 std::string* ahead, std::string* behind) const {
   // Newest start per host name (ranks of one host share its clock).
-  absl::flat_hash_map<absl::string_view, int64_t> newest;
+  absl::flat_hash_map<absl::string_view, EventNs> newest;
   for (const auto& [key, clock] : hosts_) {
-    if (clock.max_start_ns == INT64_MIN) continue;
+    if (!clock.max_start_ns) continue;
     if (now - clock.last_seen > host_idle) continue;
-    auto [it, inserted] = newest.try_emplace(clock.host, clock.max_start_ns);
-    if (!inserted) it->second = std::max(it->second, clock.max_start_ns);
+    auto [it, inserted] = newest.try_emplace(clock.host, *clock.max_start_ns);
+    if (!inserted) it->second = std::max(it->second, *clock.max_start_ns);
   }
   if (newest.size() < 2) return 0;
   auto [lo, hi] = std::minmax_element(
@@ -241,11 +242,10 @@ int64_t JobWindower::HostSkewNs(absl::Time now, absl::Duration host_idle,
 
 std::vector<WindowSummary> JobWindower::FinalizeReady(
     absl::Time now, absl::Duration host_idle) {
-  int64_t watermark = WatermarkNs(now, host_idle);
-  if (watermark == INT64_MIN) return {};
-  int64_t target_end = WindowStartOf(watermark, options_.window_ns);
-  if (finalized_through_ns_ != INT64_MIN && target_end <= finalized_through_ns_)
-    return {};
+  const std::optional<EventNs> watermark = WatermarkNs(now, host_idle);
+  if (!watermark) return {};
+  const EventNs target_end = WindowStartOf(*watermark, options_.window_ns);
+  if (finalized_through_ns_ && target_end <= *finalized_through_ns_) return {};
   last_skew_ns_ = HostSkewNs(now, host_idle);
   return Finalize(target_end, /*open_until_ns=*/target_end,
                   WindowSummary::ClosedBy::kWatermark);
@@ -257,24 +257,21 @@ std::vector<WindowSummary> JobWindower::FinalizeAll(
   // watermark's hold them open to the edge (FinalizeReady), so it is never
   // the reason here.
   BW_DCHECK(closed_by != WindowSummary::ClosedBy::kWatermark);
-  int64_t last_end = INT64_MIN;
-  for (const GpuActivity& a : trace_.gpu)
-    last_end = std::max(last_end, a.end_ns);
-  if (last_end == INT64_MIN) return {};
-  int64_t target_end =
-      WindowStartOf(last_end - 1, options_.window_ns) + options_.window_ns;
-  if (finalized_through_ns_ != INT64_MIN && target_end <= finalized_through_ns_)
-    return {};
-  return Finalize(target_end, /*open_until_ns=*/INT64_MIN, closed_by);
+  std::optional<EventNs> last_end;
+  for (const GpuActivity& a : trace_.gpu) RaiseTo(last_end, a.end_ns);
+  if (!last_end) return {};
+  const EventNs target_end =
+      WindowStartOf(*last_end - 1, options_.window_ns) + options_.window_ns;
+  if (finalized_through_ns_ && target_end <= *finalized_through_ns_) return {};
+  return Finalize(target_end, /*open_until_ns=*/std::nullopt, closed_by);
 }
 
 std::vector<WindowSummary> JobWindower::Finalize(
-    int64_t target_end_ns, int64_t open_until_ns,
+    EventNs target_end_ns, std::optional<EventNs> open_until_ns,
     WindowSummary::ClosedBy closed_by) {
   // Both callers finalize only past the edge, at a window boundary: the
   // edge is stored and only ever moves forward.
-  BW_CHECK(finalized_through_ns_ == INT64_MIN ||
-           target_end_ns > finalized_through_ns_);
+  BW_CHECK(!finalized_through_ns_ || target_end_ns > *finalized_through_ns_);
   BW_CHECK(WindowStartOf(target_end_ns, options_.window_ns) == target_end_ns);
   std::vector<WindowSummary> out;
   AnalyzerOptions options;
@@ -284,7 +281,8 @@ std::vector<WindowSummary> JobWindower::Finalize(
   // may still reach far back for a device's last kernel.
   options.max_windows = 0;
   options.top_bubbles_per_window = options_.top_bubbles_per_window;
-  options.open_until_ns = open_until_ns;
+  // The analyzer's own default is its "none".
+  if (open_until_ns) options.open_until_ns = *open_until_ns;
   // The observed time cuts the gaps (docs/semantics.md#observations): what
   // lies between two observations analyzed together is no bubble. The same
   // known observations as observed_ns, forgotten first, so that a replay
@@ -299,9 +297,9 @@ std::vector<WindowSummary> JobWindower::Finalize(
   // which stops before anything past these windows is committed.
   if (!analysis.ok()) {
     ++analysis_failures_;
-    const std::string from = finalized_through_ns_ == INT64_MIN
+    const std::string from = !finalized_through_ns_
                                  ? std::string("its first event")
-                                 : absl::StrCat(finalized_through_ns_, " ns");
+                                 : absl::StrCat(*finalized_through_ns_, " ns");
     if (!analysis_error_.ok()) return out;  // The first one tells.
     analysis_error_ = absl::Status(
         analysis.status().code(),
@@ -317,9 +315,9 @@ std::vector<WindowSummary> JobWindower::Finalize(
       BW_CHECK(WindowStartOf(w.start_ns, options_.window_ns) == w.start_ns &&
                w.end_ns - w.start_ns == options_.window_ns);
       if (w.end_ns > target_end_ns) break;
-      if (finalized_through_ns_ != INT64_MIN &&
-          w.start_ns < finalized_through_ns_)
+      if (finalized_through_ns_ && w.start_ns < *finalized_through_ns_) {
         continue;
+      }
       WindowSummary summary;
       summary.job = job_;
       summary.closed_by = closed_by;
@@ -348,15 +346,18 @@ std::vector<WindowSummary> JobWindower::Finalize(
 }
 
 void JobWindower::ForgetOldObservations() {
-  const int64_t resume = ResumeOffset().value_or(INT64_MAX);
+  // Nothing buffered: every batch known lies below where a replay starts.
+  const std::optional<KafkaOffset> resume = ResumeOffset();
   absl::erase_if(observations_, [resume](const auto& kv) {
-    return kv.second.last_offset < resume;
+    return !resume || kv.second.last_offset < *resume;
   });
-  if (legacy_offset_ < resume) legacy_offset_ = INT64_MIN;
+  if (legacy_offset_ && (!resume || *legacy_offset_ < *resume)) {
+    legacy_offset_.reset();
+  }
 }
 
 std::optional<IntervalSet> JobWindower::ObservedSet() const {
-  if (legacy_offset_ != INT64_MIN || observations_.empty()) {
+  if (legacy_offset_ || observations_.empty()) {
     return std::nullopt;
   }
   std::vector<Interval> intervals;
@@ -369,15 +370,15 @@ std::optional<IntervalSet> JobWindower::ObservedSet() const {
 }
 
 void JobWindower::Evict() {
-  if (finalized_through_ns_ == INT64_MIN) return;
+  if (!finalized_through_ns_) return;
+  const EventNs edge = *finalized_through_ns_;
   // The open range is recomputed over what ends after the new edge.
-  open_min_start_ns_ = INT64_MAX;
-  open_max_end_ns_ = INT64_MIN;
-  buffered_max_end_ns_ = INT64_MIN;
-  lowest_offset_ = INT64_MAX;
-  const int64_t cutoff = finalized_through_ns_ - options_.lateness_ns;
-  const int64_t launch_cutoff =
-      finalized_through_ns_ - options_.max_launch_lead_ns;
+  open_min_start_ns_.reset();
+  open_max_end_ns_.reset();
+  buffered_max_end_ns_.reset();
+  lowest_offset_.reset();
+  const EventNs cutoff = edge - options_.lateness_ns;
+  const EventNs launch_cutoff = edge - options_.max_launch_lead_ns;
   // Each device keeps its kernels with the latest end at or before the edge:
   // they start the device's gap across the edge and are its culprit, however
   // long ago they ended. Only kernels up to the edge count, so that what is
@@ -390,7 +391,7 @@ void JobWindower::Evict() {
   absl::flat_hash_map<int32_t, int64_t> last_end_of_device;
   for (const GpuActivity& a : trace_.gpu) {
     if (a.kind != GpuActivityKind::kKernel || a.end_ns == a.start_ns ||
-        a.end_ns > finalized_through_ns_) {
+        a.end_ns > edge) {
       continue;
     }
     auto [it, inserted] = last_end_of_device.try_emplace(a.device, a.end_ns);
@@ -406,9 +407,9 @@ void JobWindower::Evict() {
     }
     if (!keep) continue;
     NoteOpen(a.start_ns, a.end_ns);
-    buffered_max_end_ns_ = std::max(buffered_max_end_ns_, a.end_ns);
+    RaiseTo(buffered_max_end_ns_, a.end_ns);
     trace_.gpu[out] = a;
-    lowest_offset_ = std::min(lowest_offset_, gpu_offset_[i]);
+    LowerTo(lowest_offset_, gpu_offset_[i]);
     gpu_offset_[out] = gpu_offset_[i];
     gpu_source_[out] = gpu_source_[i];
     ++out;
@@ -431,9 +432,9 @@ void JobWindower::Evict() {
                                        e.start_ns >= launch_cutoff);
     if (!keep) continue;
     NoteOpen(e.start_ns, e.end_ns);
-    buffered_max_end_ns_ = std::max(buffered_max_end_ns_, e.end_ns);
+    RaiseTo(buffered_max_end_ns_, e.end_ns);
     trace_.cpu[out] = e;
-    lowest_offset_ = std::min(lowest_offset_, cpu_offset_[i]);
+    LowerTo(lowest_offset_, cpu_offset_[i]);
     cpu_offset_[out] = cpu_offset_[i];
     cpu_source_[out] = cpu_source_[i];
     ++out;
@@ -447,10 +448,9 @@ void JobWindower::Evict() {
   out = 0;
   for (size_t i = 0; i < collectives_.size(); ++i) {
     if (collectives_[i].end_ns < cutoff) continue;
-    buffered_max_end_ns_ =
-        std::max(buffered_max_end_ns_, collectives_[i].end_ns);
+    RaiseTo(buffered_max_end_ns_, collectives_[i].end_ns);
     collectives_[out] = collectives_[i];
-    lowest_offset_ = std::min(lowest_offset_, collective_offset_[i]);
+    LowerTo(lowest_offset_, collective_offset_[i]);
     collective_offset_[out] = collective_offset_[i];
     collective_source_[out] = collective_source_[i];
     ++out;
@@ -532,8 +532,8 @@ std::optional<WindowCollectives> JobWindower::AnalyzeCollectivesOf(
   return *std::move(result);
 }
 
-absl::flat_hash_map<int64_t, int64_t> JobWindower::TakeLateCounts() {
-  absl::flat_hash_map<int64_t, int64_t> out;
+absl::flat_hash_map<WindowStartNs, int64_t> JobWindower::TakeLateCounts() {
+  absl::flat_hash_map<WindowStartNs, int64_t> out;
   out.swap(late_);
   return out;
 }
@@ -545,23 +545,23 @@ int64_t JobWindower::TakeCollectiveErrors(std::string* last_reason) {
   return n;
 }
 
-absl::flat_hash_map<int64_t, int64_t> JobWindower::TakeLateCollectiveCounts() {
-  absl::flat_hash_map<int64_t, int64_t> out;
+absl::flat_hash_map<WindowStartNs, int64_t>
+JobWindower::TakeLateCollectiveCounts() {
+  absl::flat_hash_map<WindowStartNs, int64_t> out;
   out.swap(late_collectives_);
   return out;
 }
 
-std::optional<int64_t> JobWindower::ResumeOffset() const {
+std::optional<KafkaOffset> JobWindower::ResumeOffset() const {
   BW_DCHECK(lowest_offset_ == LowestOffsetScanned());
-  if (lowest_offset_ == INT64_MAX) return std::nullopt;
   return lowest_offset_;
 }
 
-int64_t JobWindower::LowestOffsetScanned() const {
-  int64_t lowest = INT64_MAX;
-  for (int64_t o : collective_offset_) lowest = std::min(lowest, o);
-  for (int64_t o : gpu_offset_) lowest = std::min(lowest, o);
-  for (int64_t o : cpu_offset_) lowest = std::min(lowest, o);
+std::optional<KafkaOffset> JobWindower::LowestOffsetScanned() const {
+  std::optional<KafkaOffset> lowest;
+  for (KafkaOffset o : collective_offset_) LowerTo(lowest, o);
+  for (KafkaOffset o : gpu_offset_) LowerTo(lowest, o);
+  for (KafkaOffset o : cpu_offset_) LowerTo(lowest, o);
   return lowest;
 }
 

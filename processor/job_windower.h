@@ -55,6 +55,7 @@
 #include "analysis/interval_set.h"
 #include "base/option_problems.h"
 #include "schemas/event_batch_codec.h"
+#include "schemas/time_types.h"
 #include "schemas/trace.h"
 #include "schemas/window_summary.h"
 
@@ -82,15 +83,16 @@ class JobWindower {
  public:
   JobWindower(std::string job, const WindowerOptions& options);
 
-  // Restores the finalized edge saved with ParseState/SerializeState.
-  void RestoreFinalizedThrough(int64_t finalized_through_ns);
+  // Restores the finalized edge saved with ParseState/SerializeState (none:
+  // nothing finalized yet).
+  void RestoreFinalizedThrough(std::optional<EventNs> finalized_through_ns);
 
   // Adds the events of one batch, read at `offset` of the job's partition.
   // `replay` marks a batch processed before a restart (below the committed
   // position): its events that fall in finalized windows are not counted
   // late, since they were counted the first time.
   // Returns the number of late events (counted, not kept).
-  int64_t Add(const DecodedBatch& batch, int64_t offset, bool replay,
+  int64_t Add(const DecodedBatch& batch, KafkaOffset offset, bool replay,
               absl::Time now);
 
   // The windows whose end the watermark has passed, in start order. Hosts
@@ -106,19 +108,23 @@ class JobWindower {
   std::vector<WindowSummary> FinalizeAll(WindowSummary::ClosedBy closed_by);
 
   // Late events since the last call, by window start.
-  absl::flat_hash_map<int64_t, int64_t> TakeLateCounts();
+  absl::flat_hash_map<WindowStartNs, int64_t> TakeLateCounts();
   // Late collective records since the last call, by window start (records
   // starting in a finalized window; not counted again on replay).
-  absl::flat_hash_map<int64_t, int64_t> TakeLateCollectiveCounts();
+  absl::flat_hash_map<WindowStartNs, int64_t> TakeLateCollectiveCounts();
 
   // The lowest offset of a batch that still has buffered events; nullopt if
   // nothing is buffered.
-  std::optional<int64_t> ResumeOffset() const;
+  std::optional<KafkaOffset> ResumeOffset() const;
 
-  // Windows ending at or before this are final. INT64_MIN before the first.
-  int64_t finalized_through_ns() const { return finalized_through_ns_; }
-  // The job's current watermark (INT64_MIN until events arrive).
-  int64_t WatermarkNs(absl::Time now, absl::Duration host_idle) const;
+  // Windows ending at or before this are final. None before the first.
+  std::optional<EventNs> finalized_through_ns() const {
+    return finalized_through_ns_;
+  }
+  // The job's current watermark (none until events arrive, or while every
+  // host is idle).
+  std::optional<EventNs> WatermarkNs(absl::Time now,
+                                     absl::Duration host_idle) const;
 
   // How many windows would be open if `batch` were added: from the window of
   // the oldest event that ends after the finalized edge (never before the
@@ -133,10 +139,10 @@ class JobWindower {
   int64_t OpenWindowsWith(const DecodedBatch& batch) const;
 
   // The end of the window that holds the end of the latest buffered event
-  // (or collective record); INT64_MIN when nothing is buffered. A new
+  // (or collective record); none when nothing is buffered. A new
   // observation starting at or after it continues nothing the job holds
   // (docs/semantics.md#observations).
-  int64_t BufferedDataWindowEndNs() const;
+  std::optional<EventNs> BufferedDataWindowEndNs() const;
 
   // Clock skew estimate: the spread between the newest event starts of the
   // job's hosts (host names, all ranks of a host together) that sent
@@ -188,22 +194,23 @@ class JobWindower {
 
  private:
   struct HostClock {
-    std::string host;  // The host name, without the rank.
-    int64_t max_start_ns = INT64_MIN;
+    std::string host;                     // The host name, without the rank.
+    std::optional<EventNs> max_start_ns;  // None before its first event.
     absl::Time last_seen;
   };
   // Analyzes the buffer and returns the windows in [finalized_through,
-  // target_end), then moves the finalized edge and evicts.
-  std::vector<WindowSummary> Finalize(int64_t target_end_ns,
-                                      int64_t open_until_ns,
+  // target_end), then moves the finalized edge and evicts. `open_until_ns`:
+  // AnalyzerOptions::open_until_ns, none for none.
+  std::vector<WindowSummary> Finalize(EventNs target_end_ns,
+                                      std::optional<EventNs> open_until_ns,
                                       WindowSummary::ClosedBy closed_by);
   // Drops events no open window can need.
   void Evict();
   // The collective analysis of [start_ns, end_ns) over the buffer, per
   // source; nullopt when fewer than two ranks ran collectives in it or the
   // analysis refused the ranks (counted in collective_errors_).
-  std::optional<WindowCollectives> AnalyzeCollectivesOf(int64_t start_ns,
-                                                        int64_t end_ns);
+  std::optional<WindowCollectives> AnalyzeCollectivesOf(EventNs start_ns,
+                                                        EventNs end_ns);
   // The index of the (host, rank) that sent a batch.
   uint32_t SourceOf(const BatchHeader& header);
 
@@ -244,18 +251,18 @@ class JobWindower {
   WindowerOptions options_;
   // Observations of the batches added (id -> interval and the offset of its
   // newest batch), and the offset of the newest batch with events but
-  // without an observation (INT64_MIN: none).
+  // without an observation (none: no such batch).
   struct KnownObservation {
-    int64_t start_ns = 0;
-    int64_t end_ns = 0;
-    int64_t last_offset = 0;
+    EventNs start_ns = 0;
+    EventNs end_ns = 0;
+    KafkaOffset last_offset = 0;
   };
   absl::flat_hash_map<uint64_t, KnownObservation> observations_;
-  int64_t legacy_offset_ = INT64_MIN;
+  std::optional<KafkaOffset> legacy_offset_;
   Trace trace_;
   NameInterner names_;
-  std::vector<int64_t> gpu_offset_;  // Source offset per buffered event.
-  std::vector<int64_t> cpu_offset_;
+  std::vector<KafkaOffset> gpu_offset_;  // Source offset per buffered event.
+  std::vector<KafkaOffset> cpu_offset_;
   // Who sent each buffered event: an index into sources_ (host, rank).
   std::vector<uint32_t> gpu_source_;
   std::vector<uint32_t> cpu_source_;
@@ -269,37 +276,38 @@ class JobWindower {
   // offset and source; kept while they end within the lateness before the
   // finalized edge.
   std::vector<CollectiveKernel> collectives_;
-  std::vector<int64_t> collective_offset_;
+  std::vector<KafkaOffset> collective_offset_;
   std::vector<uint32_t> collective_source_;
-  absl::flat_hash_map<int64_t, int64_t> late_collectives_;
+  absl::flat_hash_map<WindowStartNs, int64_t> late_collectives_;
   int64_t collective_errors_ = 0;
   int64_t analysis_failures_ = 0;
   absl::Status analysis_error_;
   int64_t untaken_collective_errors_ = 0;
   std::string last_collective_error_;
   absl::flat_hash_map<std::string, HostClock> hosts_;
-  absl::flat_hash_map<int64_t, int64_t> late_;
-  int64_t finalized_through_ns_ = INT64_MIN;
+  absl::flat_hash_map<WindowStartNs, int64_t> late_;
+  std::optional<EventNs> finalized_through_ns_;
   // Oldest start and newest end of the buffered events that end after the
   // finalized edge (for OpenWindowsWith). Only those: they are exactly what
   // a processor restored from a snapshot buffers again by replaying from
   // ResumeOffset(), so its limit decisions go on as before the restart.
-  void NoteOpen(int64_t start_ns, int64_t end_ns);
-  int64_t open_min_start_ns_ = INT64_MAX;
-  int64_t open_max_end_ns_ = INT64_MIN;
+  // None while no such event is buffered (both together).
+  void NoteOpen(EventNs start_ns, EventNs end_ns);
+  std::optional<EventNs> open_min_start_ns_;
+  std::optional<EventNs> open_max_end_ns_;
   // The newest end over every buffered event and collective record, kept
   // as they come (Add) and recomputed when the buffer shrinks (Evict): what
   // BufferedDataWindowEndNs returns without a pass over the buffer, which
   // it made once per batch (a job of 8 ranks buffers about a million
   // events: three quarters of the processor's CPU).
-  int64_t buffered_max_end_ns_ = INT64_MIN;
-  // The lowest input offset of a buffered event (INT64_MAX: none), kept as
+  std::optional<EventNs> buffered_max_end_ns_;  // None: nothing buffered.
+  // The lowest input offset of a buffered event (none: none), kept as
   // Add and Evict change the buffer: ResumeOffset is asked at every commit
   // and scanning the offsets of every buffered event cost 2.7 % of the
   // processor's CPU (8-rank jobs hold about a million).
-  int64_t lowest_offset_ = INT64_MAX;
+  std::optional<KafkaOffset> lowest_offset_;
   // The same by a scan of the buffer (a debug check of lowest_offset_).
-  int64_t LowestOffsetScanned() const;
+  std::optional<KafkaOffset> LowestOffsetScanned() const;
   // HostSkewNs when windows last closed by the watermark; windows closed for
   // idleness (when every host is silent) report it too.
   int64_t last_skew_ns_ = 0;

@@ -70,16 +70,18 @@ absl::StatusOr<JobState> LegacyParseJobState(absl::string_view text) {
       absl::StrSplit(text, ' ', absl::SkipEmpty());
   JobState state;
   const bool v2 = !parts.empty() && parts[0] == "v2";
+  int64_t finalized_through_ns = 0;  // kNoneOnWire for none.
   if (parts.size() < 2 || (!v2 && parts[0] != "v1") ||
-      !absl::SimpleAtoi(parts[1], &state.finalized_through_ns)) {
+      !absl::SimpleAtoi(parts[1], &finalized_through_ns)) {
     return absl::DataLossError(absl::StrCat(
         "stored job state is not readable: '", text.substr(0, 60), "'"));
   }
+  state.finalized_through_ns = FromWire(finalized_through_ns);
   for (size_t i = 2; i < parts.size(); ++i) {
     absl::InlinedVector<absl::string_view, 3> fields =
         absl::StrSplit(parts[i], ':');
     uint64_t producer = 0, sequence = 0;
-    int64_t newest = state.finalized_through_ns;
+    int64_t newest = finalized_through_ns;
     if (fields.size() != (v2 ? 3u : 2u) ||
         !absl::SimpleAtoi(fields[0], &producer) ||
         !absl::SimpleAtoi(fields[1], &sequence) ||
@@ -88,7 +90,7 @@ absl::StatusOr<JobState> LegacyParseJobState(absl::string_view text) {
           "stored job state has a bad producer entry '", parts[i], "'"));
     }
     state.producer_sequences[producer] = sequence;
-    state.producer_newest_ns[producer] = newest;
+    state.producer_newest_ns[producer] = FromWire(newest);
   }
   return state;
 }
@@ -111,7 +113,7 @@ absl::StatusOr<LimitLedger> LegacyParseLimitLedger(absl::string_view text) {
     }
     offsets.push_back(offset);
   }
-  return LimitLedger::Restore(newest, std::move(offsets));
+  return LimitLedger::Restore(FromWire(newest), std::move(offsets));
 }
 
 absl::StatusOr<PartitionSnapshot> LegacyDecodeStoredJobStates(

@@ -77,13 +77,15 @@ absl::StatusOr<JobEntry*> PartitionJobs::GetOrLoad(const std::string& job,
   return &entry;
 }
 
-void PartitionJobs::ForgetExpired(PartitionState& part, int64_t resume_offset) {
+void PartitionJobs::ForgetExpired(PartitionState& part,
+                                  KafkaOffset resume_offset) {
   // While replaying, jobs with batches ahead are not loaded yet.
   if (part.next_offset < part.committed_position) return;
-  const int64_t clock = part.ledger.newest_event_ns();
-  const int64_t expiry = absl::ToInt64Nanoseconds(options_.job_expiry);
-  if (clock == INT64_MIN || clock < INT64_MIN + expiry) return;
-  const int64_t cutoff = clock - expiry;
+  const std::optional<EventNs> clock = part.ledger.newest_event_ns();
+  if (!clock) return;
+  const std::optional<EventNs> cutoff =
+      EarlierBy(*clock, absl::ToInt64Nanoseconds(options_.job_expiry));
+  if (!cutoff) return;
   int64_t forgotten = 0;
   for (auto it = part.jobs.begin(); it != part.jobs.end();) {
     auto live = jobs_.find(it->first);
@@ -98,7 +100,10 @@ void PartitionJobs::ForgetExpired(PartitionState& part, int64_t resume_offset) {
       continue;
     }
     absl::StatusOr<JobState> state = JobState::Parse(it->second);
-    if (!state.ok() || state->NewestEventNs() >= cutoff) {
+    // A job that knows of no event has nothing newer than the cutoff.
+    const std::optional<EventNs> newest =
+        state.ok() ? state->NewestEventNs() : std::nullopt;
+    if (!state.ok() || (newest && *newest >= *cutoff)) {
       ++it;
       continue;
     }
@@ -134,7 +139,7 @@ std::vector<JobUpdate> PartitionJobs::TakeExpiredUpdates() {
 
 void PartitionJobs::NoteLifecycle(const std::string& name, JobEntry& job,
                                   const DecodedBatch& batch,
-                                  int64_t partition_clock_ns) {
+                                  std::optional<EventNs> partition_clock_ns) {
   JobState& state = job.state;
   JobLifecycle& life = state.lifecycle;
   const BatchHeader& header = batch.header;
@@ -162,13 +167,13 @@ void PartitionJobs::NoteLifecycle(const std::string& name, JobEntry& job,
   // Measured from the newest event of the job's producers (not the
   // finalized edge, which closing a job rounds up to a window end).
   if (has_events && header.sequence == 0) {
-    int64_t newest = INT64_MIN;
+    std::optional<EventNs> newest;
     for (const auto& [producer, ns] : state.producer_newest_ns) {
-      if (producer != header.producer_id) newest = std::max(newest, ns);
+      if (producer != header.producer_id) newest = LaterOf(newest, ns);
     }
-    if (newest != INT64_MIN && first_start > newest &&
-        first_start - newest >= JobLifecycle::kMinGapNs) {
-      life.NoteGap(first_start - newest);
+    if (newest && first_start > *newest &&
+        first_start - *newest >= JobLifecycle::kMinGapNs) {
+      life.NoteGap(first_start - *newest);
     }
   }
   if (has_events && life.ended) {
@@ -190,7 +195,7 @@ void PartitionJobs::NoteLifecycle(const std::string& name, JobEntry& job,
   // last batch after the last marker.
   if (life.awaiting_ranks()) {
     life.awaiting_ranks_since_ns =
-        std::max(life.awaiting_ranks_since_ns, partition_clock_ns);
+        LaterOf(life.awaiting_ranks_since_ns, partition_clock_ns);
   }
   if (header.end_of_stream) {
     if (header.producer_id != 0) {
@@ -217,10 +222,12 @@ void PartitionJobs::NoteLifecycle(const std::string& name, JobEntry& job,
             name, life.ended_ranks.size(), life.world_size,
             absl::FormatDuration(options_.rank_grace));
       }
+      // (Not waiting while the partition's clock is none: no event of it
+      // yet to count the grace from.)
       life.awaiting_ranks_since_ns =
-          std::max(life.awaiting_ranks_since_ns, partition_clock_ns);
+          LaterOf(life.awaiting_ranks_since_ns, partition_clock_ns);
     } else if (life.ended) {
-      life.awaiting_ranks_since_ns = INT64_MIN;
+      life.awaiting_ranks_since_ns.reset();
     }
     absl::MutexLock lock(&stats_->mu);
     ++stats_->stats.end_markers;
@@ -230,8 +237,8 @@ void PartitionJobs::NoteLifecycle(const std::string& name, JobEntry& job,
 
 PartitionJobs::Added PartitionJobs::AddBatch(
     PartitionState& part, const std::string& job_name, JobEntry& entry,
-    const DecodedBatch& decoded, int64_t offset, bool replay, absl::Time now,
-    absl::Duration host_idle) {
+    const DecodedBatch& decoded, KafkaOffset offset, bool replay,
+    absl::Time now, absl::Duration host_idle) {
   JobEntry* job = &entry;
   const DecodedBatch* batch = &decoded;
   Added added;
@@ -243,8 +250,9 @@ PartitionJobs::Added PartitionJobs::AddBatch(
   std::vector<WindowSummary> closed;
   if (const std::optional<ObservationInfo>& o = batch->header.observation;
       o && job->windower != nullptr) {
-    const int64_t data_end = job->windower->BufferedDataWindowEndNs();
-    if (data_end != INT64_MIN && o->start_ns >= data_end) {
+    const std::optional<EventNs> data_end =
+        job->windower->BufferedDataWindowEndNs();
+    if (data_end && o->start_ns >= *data_end) {
       closed =
           job->windower->FinalizeAll(WindowSummary::ClosedBy::kObservationEnd);
       NoteCollectiveErrors(job_name, *job);
@@ -252,7 +260,7 @@ PartitionJobs::Added PartitionJobs::AddBatch(
       spdlog::info(
           "job {}: observation {:016x} starts after its data: closed "
           "through {}",
-          job_name, o->id, job->state.finalized_through_ns);
+          job_name, o->id, NsText(job->state.finalized_through_ns));
       job->windower =
           std::make_unique<JobWindower>(job_name, options_.windower);
       job->windower->RestoreFinalizedThrough(job->state.finalized_through_ns);
@@ -295,7 +303,7 @@ PartitionJobs::Added PartitionJobs::AddBatch(
           "and dropped its buffer (docs/semantics.md#buffer-bound)",
           job_name, dropped, batch_events, offset,
           options_.state_limits.max_job_buffer_events,
-          job->state.finalized_through_ns);
+          NsText(job->state.finalized_through_ns));
     }
     job->windower = std::make_unique<JobWindower>(job_name, options_.windower);
     job->windower->RestoreFinalizedThrough(job->state.finalized_through_ns);
@@ -329,14 +337,14 @@ PartitionJobs::Added PartitionJobs::AddBatch(
   for (const auto& [window, count] : added.late_collective_counts) {
     late_collectives += count;
   }
-  int64_t batch_newest_ns = INT64_MIN;
+  std::optional<EventNs> batch_newest_ns;  // None: the batch has no events.
   for (const GpuActivity& a : batch->trace.gpu) {
-    batch_newest_ns = std::max(batch_newest_ns, a.end_ns);
+    RaiseTo(batch_newest_ns, a.end_ns);
   }
   for (const CpuEvent& e : batch->trace.cpu) {
-    batch_newest_ns = std::max(batch_newest_ns, e.end_ns);
+    RaiseTo(batch_newest_ns, e.end_ns);
   }
-  job->last_event_ns = std::max(job->last_event_ns, batch_newest_ns);
+  job->last_event_ns = LaterOf(job->last_event_ns, batch_newest_ns);
   job->last_offset = offset;
   if (batch->header.producer_id != 0) {
     job->state.NoteProducerEvents(batch->header.producer_id, batch_newest_ns);
@@ -361,7 +369,7 @@ PartitionJobs::Added PartitionJobs::AddBatch(
     NoteAnalysisFailure(job_name, *job);
     job->state.finalized_through_ns = job->windower->finalized_through_ns();
     spdlog::info("job {} ended (end marker): closed through {}", job_name,
-                 job->state.finalized_through_ns);
+                 NsText(job->state.finalized_through_ns));
     job->windower.reset();
     job->skew_warned = false;
     absl::MutexLock lock(&stats_->mu);
@@ -520,25 +528,25 @@ bool PartitionJobs::IsDuplicateBatch(JobEntry& job, const BatchHeader& header,
 // Only when the finalized edge moves, and only by event time, so a replay
 // forgets exactly what the first pass forgot.
 void PartitionJobs::ForgetOldProducers(JobState& state) {
-  const int64_t expiry = absl::ToInt64Nanoseconds(options_.producer_expiry);
-  if (state.finalized_through_ns == INT64_MIN ||
-      state.finalized_through_ns < INT64_MIN + expiry) {
-    return;
-  }
-  state.ForgetProducersBefore(state.finalized_through_ns - expiry);
-  state.ForgetObservationsBefore(state.finalized_through_ns - expiry);
+  if (!state.finalized_through_ns) return;
+  const std::optional<EventNs> cutoff =
+      EarlierBy(*state.finalized_through_ns,
+                absl::ToInt64Nanoseconds(options_.producer_expiry));
+  if (!cutoff) return;
+  state.ForgetProducersBefore(*cutoff);
+  state.ForgetObservationsBefore(*cutoff);
 }
 
 std::vector<WindowSummary> PartitionJobs::EndIfGraceOver(
-    const std::string& name, JobEntry& job, int64_t partition_clock_ns) {
+    const std::string& name, JobEntry& job,
+    std::optional<EventNs> partition_clock_ns) {
   JobState& state = job.state;
-  const int64_t since = state.lifecycle.awaiting_ranks_since_ns;
+  const std::optional<EventNs> since = state.lifecycle.awaiting_ranks_since_ns;
   const int64_t grace = absl::ToInt64Nanoseconds(options_.rank_grace);
-  if (since == INT64_MIN || partition_clock_ns == INT64_MIN ||
-      partition_clock_ns - since < grace) {
+  if (!since || !partition_clock_ns || *partition_clock_ns - *since < grace) {
     return {};
   }
-  state.lifecycle.awaiting_ranks_since_ns = INT64_MIN;
+  state.lifecycle.awaiting_ranks_since_ns.reset();
   state.lifecycle.ended = true;
   job.dirty = true;
   std::vector<WindowSummary> done;
@@ -553,7 +561,8 @@ std::vector<WindowSummary> PartitionJobs::EndIfGraceOver(
       "for --rank-grace {}: closed through {} "
       "(docs/semantics.md#job-lifecycle)",
       name, state.lifecycle.ended_ranks.size(), state.lifecycle.world_size,
-      absl::FormatDuration(options_.rank_grace), state.finalized_through_ns);
+      absl::FormatDuration(options_.rank_grace),
+      NsText(state.finalized_through_ns));
   job.skew_warned = false;
   absl::MutexLock lock(&stats_->mu);
   ++stats_->stats.jobs_ended;
@@ -589,7 +598,7 @@ int PartitionJobs::CloseIdle(absl::Time now,
     job.state.finalized_through_ns = job.windower->finalized_through_ns();
     spdlog::info("job {} idle for {}: closed through {}", name,
                  absl::FormatDuration(options_.idle_timeout),
-                 job.state.finalized_through_ns);
+                 NsText(job.state.finalized_through_ns));
     job.windower.reset();
     job.dirty = true;
     job.skew_warned = false;

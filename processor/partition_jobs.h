@@ -47,8 +47,8 @@ namespace bubblewatch {
 
 // One owned input partition.
 struct PartitionState {
-  int64_t committed_position = 0;  // From the store at assignment.
-  int64_t next_offset = -1;        // After the last message seen.
+  KafkaOffset committed_position = 0;  // From the store at assignment.
+  KafkaOffset next_offset = -1;        // After the last message seen.
   bool at_end = false;  // Reached the partition's end since the last one.
   // The state of every job of this partition as of the last commit (and
   // of the snapshot it was restored from): what the snapshots hold.
@@ -65,7 +65,7 @@ struct PartitionState {
   // Offsets rejected by a limit at or after the resume offset, and the
   // partition's event-time clock (partition_limits.h).
   LimitLedger ledger;
-  int64_t resume_offset = 0;  // Of the last commit.
+  KafkaOffset resume_offset = 0;  // Of the last commit.
   // When a new job at the limit last looked for expired jobs.
   absl::Time last_expiry_pass = absl::InfinitePast();
   bool changed = false;  // Since the last snapshot written.
@@ -74,7 +74,7 @@ struct PartitionState {
   // version it replaces. The committed position of the last snapshot
   // written (or restored): the position of every version in the maps
   // above that no commit since changed.
-  int64_t snapshot_position = 0;
+  KafkaOffset snapshot_position = 0;
   // Jobs whose part changed since the last snapshot, with their version as
   // of snapshot_position (nullopt: the job was not in it). Filled by
   // NoteJobChanging, emptied by the commit that writes them.
@@ -86,7 +86,7 @@ struct PartitionState {
   // Jobs gone from the partition (neither state nor alerts) whose
   // changelog record is deleted (a tombstone) once a snapshot at or after
   // the position it went at is acknowledged: job -> that position.
-  absl::flat_hash_map<std::string, int64_t> gone_jobs;
+  absl::flat_hash_map<std::string, KafkaOffset> gone_jobs;
 };
 
 // Call before `job`'s part of `part`'s snapshot (its entry in jobs,
@@ -98,21 +98,21 @@ void NoteJobChanging(PartitionState& part, const std::string& job);
 // (nullopt when the partition has neither its state nor its alerts).
 std::optional<JobSnapshotVersion> CurrentJobVersion(const PartitionState& part,
                                                     const std::string& job,
-                                                    int64_t position);
+                                                    KafkaOffset position);
 
 // One live job.
 struct JobEntry {
   std::unique_ptr<JobWindower> windower;  // Null once closed for idleness.
   JobState state;
   int32_t partition = 0;
-  int64_t last_event_ns = kNoEventNs;
-  int64_t last_offset = -1;  // Of the last batch added.
+  std::optional<EventNs> last_event_ns;  // None: no event yet.
+  KafkaOffset last_offset = -1;          // Of the last batch added.
   bool dirty = false;
   // A skew warning was logged (at that time) and has not cleared yet.
   bool skew_warned = false;
   absl::Time skew_warned_at = absl::InfinitePast();
   // While replaying: producer id -> highest sequence replayed so far.
-  absl::flat_hash_map<uint64_t, uint64_t> replayed_sequences;
+  absl::flat_hash_map<ProducerId, ProducerSeq> replayed_sequences;
 };
 
 class PartitionJobs {
@@ -136,7 +136,7 @@ class PartitionJobs {
   // A message at `offset` of partition `p` was consumed: `p` is no longer
   // read to its end, its snapshot changes, and reading goes on after the
   // message. Returns `p`'s state (a new one if `p` was not owned).
-  PartitionState& NoteMessage(int32_t p, int64_t offset) {
+  PartitionState& NoteMessage(int32_t p, KafkaOffset offset) {
     PartitionState& part = partitions_[p];
     part.at_end = false;
     part.changed = true;
@@ -163,7 +163,7 @@ class PartitionJobs {
   // Forgets the jobs of `part` past options.job_expiry that have no open
   // window and no batch at or after `resume_offset`. Each one's stored state
   // is marked ended (expired) by the next commit (TakeExpiredUpdates).
-  void ForgetExpired(PartitionState& part, int64_t resume_offset);
+  void ForgetExpired(PartitionState& part, KafkaOffset resume_offset);
 
   // The store updates of the jobs ForgetExpired forgot since the last call:
   // their state with the lifecycle ended and expired.
@@ -179,9 +179,9 @@ class PartitionJobs {
     // observation (WindowSummary::closed_by says which).
     std::vector<WindowSummary> windows;
     // Window start -> late events of this batch for finalized windows.
-    absl::flat_hash_map<int64_t, int64_t> late_counts;
+    absl::flat_hash_map<WindowStartNs, int64_t> late_counts;
     // Window start -> late collective records of this batch.
-    absl::flat_hash_map<int64_t, int64_t> late_collective_counts;
+    absl::flat_hash_map<WindowStartNs, int64_t> late_collective_counts;
   };
   // Adds the accepted `batch` (at `offset` of `part`) to `job`, finalizes
   // what its watermark allows (hosts silent for `host_idle` no longer hold
@@ -198,7 +198,7 @@ class PartitionJobs {
   // observation that overlaps or precedes its stream's previous one is
   // counted (docs/semantics.md#observations).
   Added AddBatch(PartitionState& part, const std::string& name, JobEntry& job,
-                 const DecodedBatch& batch, int64_t offset, bool replay,
+                 const DecodedBatch& batch, KafkaOffset offset, bool replay,
                  absl::Time now, absl::Duration host_idle);
 
   // Counts a live batch's observation that overlaps or precedes the
@@ -245,16 +245,18 @@ class PartitionJobs {
                     absl::Duration host_idle);
   // The lifecycle part of AddBatch, for a live batch, before its events.
   // `partition_clock_ns`: the partition's event-time clock before the
-  // batch (PartitionState::ledger), from which --rank-grace counts.
+  // batch (PartitionState::ledger; none before its first event), from which
+  // --rank-grace counts.
   void NoteLifecycle(const std::string& name, JobEntry& job,
-                     const DecodedBatch& batch, int64_t partition_clock_ns);
+                     const DecodedBatch& batch,
+                     std::optional<EventNs> partition_clock_ns);
   // Ends `job` when it has waited for its ranks (JobState::
   // awaiting_ranks_since_ns) for options.rank_grace of its partition's
   // event time, `partition_clock_ns`: closes its windows (closed_by
   // end_marker) and returns them. Nothing otherwise.
-  std::vector<WindowSummary> EndIfGraceOver(const std::string& name,
-                                            JobEntry& job,
-                                            int64_t partition_clock_ns);
+  std::vector<WindowSummary> EndIfGraceOver(
+      const std::string& name, JobEntry& job,
+      std::optional<EventNs> partition_clock_ns);
   // Forgets the producers of `state` whose newest event lies more than
   // options.producer_expiry behind its finalized edge, and the streams
   // whose last observation ended that far behind it.

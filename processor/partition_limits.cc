@@ -63,22 +63,23 @@ std::optional<BatchRejection> CheckSequenceStep(
                       limits.max_sequence_step)};
 }
 
-void LimitLedger::RecordRejection(int64_t offset) {
+void LimitLedger::RecordRejection(KafkaOffset offset) {
   if (!rejected_.empty() && offset <= rejected_.back()) return;
   rejected_.push_back(offset);
 }
 
-bool LimitLedger::WasRejected(int64_t offset) const {
+bool LimitLedger::WasRejected(KafkaOffset offset) const {
   return std::binary_search(rejected_.begin(), rejected_.end(), offset);
 }
 
-void LimitLedger::ForgetBefore(int64_t offset) {
+void LimitLedger::ForgetBefore(KafkaOffset offset) {
   rejected_.erase(rejected_.begin(),
                   std::lower_bound(rejected_.begin(), rejected_.end(), offset));
 }
 
 absl::StatusOr<LimitLedger> LimitLedger::Restore(
-    int64_t newest_event_ns, std::vector<int64_t> rejected_offsets) {
+    std::optional<EventNs> newest_event_ns,
+    std::vector<KafkaOffset> rejected_offsets) {
   for (size_t i = 1; i < rejected_offsets.size(); ++i) {
     if (rejected_offsets[i] <= rejected_offsets[i - 1]) {
       return absl::DataLossError(absl::StrCat(

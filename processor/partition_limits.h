@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "base/option_problems.h"
 #include "processor/batch_validator.h"
+#include "schemas/time_types.h"
 
 namespace bubblewatch {
 
@@ -94,34 +95,35 @@ class LimitLedger {
  public:
   // Remembers that the batch at `offset` was rejected by a limit.
   // REQUIRES: offsets increase from call to call (one partition's order).
-  void RecordRejection(int64_t offset);
+  void RecordRejection(KafkaOffset offset);
   // True if the batch at `offset` was rejected (and not yet forgotten).
-  bool WasRejected(int64_t offset) const;
+  bool WasRejected(KafkaOffset offset) const;
   // Forgets rejections below `offset` (the partition's resume offset: no
   // replay starts below it).
-  void ForgetBefore(int64_t offset);
+  void ForgetBefore(KafkaOffset offset);
   size_t rejections() const { return rejected_.size(); }
 
-  // The partition's event-time clock: the newest end of an accepted event.
-  void NoteEvent(int64_t end_ns) {
-    if (end_ns > newest_event_ns_) newest_event_ns_ = end_ns;
+  // The partition's event-time clock: the newest end of an accepted event
+  // (none before the first; a batch without events, `end_ns` none, leaves
+  // it).
+  void NoteEvent(std::optional<EventNs> end_ns) {
+    if (end_ns) RaiseTo(newest_event_ns_, *end_ns);
   }
-  int64_t newest_event_ns() const { return newest_event_ns_; }
+  std::optional<EventNs> newest_event_ns() const { return newest_event_ns_; }
 
-  bool empty() const {
-    return rejected_.empty() && newest_event_ns_ == INT64_MIN;
-  }
+  bool empty() const { return rejected_.empty() && !newest_event_ns_; }
   // Ascending: what the partition snapshot stores.
-  const std::vector<int64_t>& rejected_offsets() const { return rejected_; }
+  const std::vector<KafkaOffset>& rejected_offsets() const { return rejected_; }
 
   // A ledger as a snapshot stored it (state_changelog.h encodes it);
   // kDataLoss when the offsets are not strictly ascending.
   static absl::StatusOr<LimitLedger> Restore(
-      int64_t newest_event_ns, std::vector<int64_t> rejected_offsets);
+      std::optional<EventNs> newest_event_ns,
+      std::vector<KafkaOffset> rejected_offsets);
 
  private:
-  std::vector<int64_t> rejected_;  // Ascending.
-  int64_t newest_event_ns_ = INT64_MIN;
+  std::vector<KafkaOffset> rejected_;  // Ascending.
+  std::optional<EventNs> newest_event_ns_;
 };
 
 }  // namespace bubblewatch

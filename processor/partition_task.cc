@@ -173,13 +173,13 @@ std::optional<int32_t> PartitionTask::AnyPartition() const {
   return jobs_.partitions().begin()->first;
 }
 
-int64_t PartitionTask::next_offset(int32_t partition) const {
+KafkaOffset PartitionTask::next_offset(int32_t partition) const {
   auto it = jobs_.partitions().find(partition);
   return it == jobs_.partitions().end() ? -1 : it->second.next_offset;
 }
 
-std::vector<std::pair<int32_t, int64_t>> PartitionTask::Lagging() const {
-  std::vector<std::pair<int32_t, int64_t>> out;
+std::vector<std::pair<int32_t, KafkaOffset>> PartitionTask::Lagging() const {
+  std::vector<std::pair<int32_t, KafkaOffset>> out;
   for (const auto& [p, part] : jobs_.partitions()) {
     if (!part.at_end) out.emplace_back(p, part.next_offset);
   }

@@ -53,6 +53,7 @@
 #include "processor/processor_stats.h"
 #include "processor/runtime_shared.h"
 #include "processor/state_changelog.h"
+#include "schemas/time_types.h"
 #include "storage/window_store.h"
 
 namespace bubblewatch {
@@ -61,7 +62,7 @@ namespace bubblewatch {
 // during the call only.
 struct ConsumedMessage {
   int32_t partition = 0;
-  int64_t offset = 0;
+  KafkaOffset offset = 0;
   std::span<const uint8_t> payload;
   absl::string_view key;
   // Reads the message's headers from `headers_source`; called only when
@@ -99,7 +100,7 @@ class PartitionTask {
   // restore is left out and its failure set as RuntimeShared::fatal.
   struct Assigned {
     int32_t partition = 0;
-    int64_t offset = 0;
+    KafkaOffset offset = 0;
   };
   void Assign(std::span<Assigned> partitions);
   // Partitions revoked: everything final is committed first (and flushed,
@@ -136,9 +137,9 @@ class PartitionTask {
   // Some owned partition (for the broker's health probe), if any.
   std::optional<int32_t> AnyPartition() const;
   // The next offset to read of `partition` (-1: none read, or not owned).
-  int64_t next_offset(int32_t partition) const;
+  KafkaOffset next_offset(int32_t partition) const;
   // The owned partitions not read to their end, with their next offsets.
-  std::vector<std::pair<int32_t, int64_t>> Lagging() const;
+  std::vector<std::pair<int32_t, KafkaOffset>> Lagging() const;
   // True when no job has an open window.
   bool AllClosed() const { return jobs_.AllClosed(); }
   // The owned partitions and jobs, to read (progress lines, gauges).

@@ -53,7 +53,7 @@ absl::StatusOr<PartitionSnapshot> FromRecord(
       if (entry->last_event_ns() != 0 || entry->last_seen_wall_ns() != 0) {
         s.activity.emplace_hint(
             s.activity.end(), job,
-            JobActivity{.last_event_ns = entry->last_event_ns(),
+            JobActivity{.last_event_ns = FromWire(entry->last_event_ns()),
                         .last_seen_wall_ns = entry->last_seen_wall_ns()});
       }
     }
@@ -80,8 +80,9 @@ absl::StatusOr<PartitionSnapshot> FromRecord(
       offsets.assign(ledger->rejected_offsets()->begin(),
                      ledger->rejected_offsets()->end());
     }
-    ASSIGN_OR_RETURN(s.ledger, LimitLedger::Restore(ledger->newest_event_ns(),
-                                                    std::move(offsets)));
+    ASSIGN_OR_RETURN(s.ledger,
+                     LimitLedger::Restore(FromWire(ledger->newest_event_ns()),
+                                          std::move(offsets)));
   }
   return s;
 }
@@ -106,15 +107,17 @@ std::string EncodePartitionSnapshot(const PartitionSnapshot& snapshot) {
           reinterpret_cast<const uint8_t*>(state.data()), state.size());
       // Zero fields are not written: without activity an entry keeps the
       // bytes it had before the fields existed. (A job with activity but no
-      // event writes kNoEventNs.)
-      JobActivity seen{.last_event_ns = 0, .last_seen_wall_ns = 0};
+      // event writes kNoneOnWire.)
+      int64_t last_event_ns = 0;
+      WallNs last_seen_wall_ns = 0;
       if (activity != nullptr) {
         if (auto it = activity->find(job); it != activity->end()) {
-          seen = it->second;
+          last_event_ns = ToWire(it->second.last_event_ns);
+          last_seen_wall_ns = it->second.last_seen_wall_ns;
         }
       }
-      entries.push_back(fb::CreateJobStateEntry(
-          b, name, bytes, seen.last_event_ns, seen.last_seen_wall_ns));
+      entries.push_back(fb::CreateJobStateEntry(b, name, bytes, last_event_ns,
+                                                last_seen_wall_ns));
     }
     return b.CreateVector(entries);
   };
@@ -133,7 +136,7 @@ std::string EncodePartitionSnapshot(const PartitionSnapshot& snapshot) {
   flatbuffers::Offset<fb::LimitLedgerRecord> ledger = 0;
   if (!snapshot.ledger.empty()) {
     ledger = fb::CreateLimitLedgerRecord(
-        b, snapshot.ledger.newest_event_ns(),
+        b, ToWire(snapshot.ledger.newest_event_ns()),
         b.CreateVector(snapshot.ledger.rejected_offsets()));
   }
   auto topic = b.CreateString(snapshot.topic);
@@ -189,7 +192,7 @@ flatbuffers::Offset<fb::JobSnapshotVersion> BuildVersion(
   auto alerts = nested(v.alerts);
   return fb::CreateJobSnapshotVersion(
       b, v.committed_position, /*forgotten=*/!v.state, state, alerts,
-      v.activity.last_event_ns, v.activity.last_seen_wall_ns);
+      ToWire(v.activity.last_event_ns), v.activity.last_seen_wall_ns);
 }
 
 absl::StatusOr<JobSnapshotVersion> ReadVersion(
@@ -207,7 +210,7 @@ absl::StatusOr<JobSnapshotVersion> ReadVersion(
   }
   // Decoded by alerts/ (AlertEvaluator::Restore), which names a bad one.
   if (r.alerts() != nullptr) v.alerts = bytes(r.alerts());
-  v.activity.last_event_ns = r.last_event_ns();
+  v.activity.last_event_ns = FromWire(r.last_event_ns());
   v.activity.last_seen_wall_ns = r.last_seen_wall_ns();
   return v;
 }

@@ -46,6 +46,7 @@
 #include "kafka/kafka_config.h"
 #include "processor/commit_kafka.h"
 #include "processor/partition_limits.h"
+#include "schemas/time_types.h"
 #include "storage/window_store.h"
 
 namespace bubblewatch {
@@ -58,8 +59,8 @@ using JobStates = std::map<std::string, std::string>;
 // window_store.h JobUpdate): its newest event time and the wall time of the
 // owner's last commit of it. Both only move forward.
 struct JobActivity {
-  int64_t last_event_ns = kNoEventNs;
-  int64_t last_seen_wall_ns = 0;  // Unix ns.
+  std::optional<EventNs> last_event_ns;  // None: no event.
+  WallNs last_seen_wall_ns = 0;          // Unix ns.
 
   bool operator==(const JobActivity& o) const {
     return last_event_ns == o.last_event_ns &&
@@ -70,8 +71,8 @@ struct JobActivity {
 struct PartitionSnapshot {
   std::string topic;  // The input topic.
   int32_t partition = 0;
-  int64_t resume_offset = 0;
-  int64_t committed_position = 0;
+  KafkaOffset resume_offset = 0;
+  KafkaOffset committed_position = 0;
   JobStates jobs;
   LimitLedger ledger;
   // job -> its alert state (alerts/: an AlertStateRecord StateRecord, as
@@ -98,7 +99,7 @@ struct PartitionSnapshot {
 struct JobSnapshotVersion {
   // The commit that wrote it: the job's part of every snapshot of the
   // partition from this committed position to the job's next version.
-  int64_t committed_position = 0;
+  KafkaOffset committed_position = 0;
   // JobState::Serialize() of a job the partition tracks; nullopt once its
   // owner forgot it (--job-expiry).
   std::optional<std::string> state;

@@ -68,7 +68,8 @@ JobLifecycle ReadJobLifecycle(absl::string_view job_state) {
     out.gaps_ns.assign(r.gaps_ns()->begin(), r.gaps_ns()->end());
   }
   out.world_size = r.world_size();
-  out.awaiting_ranks_since_ns = r.awaiting_ranks_since_ns();
+  // The schema's default, kNoneOnWire, is "not waiting".
+  out.awaiting_ranks_since_ns = FromWire(r.awaiting_ranks_since_ns());
   if (r.ended_ranks() != nullptr) {
     out.ended_ranks.insert(r.ended_ranks()->begin(), r.ended_ranks()->end());
   }

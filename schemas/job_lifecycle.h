@@ -18,6 +18,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "schemas/time_types.h"
 
 namespace bubblewatch {
 
@@ -51,14 +52,14 @@ struct JobLifecycle {
   // the largest world size its batches declared (EventBatch.world_size, a
   // collective's group size; -1: none), the ranks whose stream sent its end
   // marker and no events since, and the partition's event-time clock at the
-  // last marker that left the job waiting for its other ranks (INT64_MIN:
-  // not waiting), from which --rank-grace counts. Persisted because a
+  // last marker that left the job waiting for its other ranks (none: not
+  // waiting), from which --rank-grace counts. Persisted because a
   // restart replays only the batches after the committed position, and must
   // wait for the same ranks a run that went on would; here, beside `ended`,
   // because every reader of the lifecycle shows a job waiting for its ranks.
   int32_t world_size = -1;
   absl::flat_hash_set<int32_t> ended_ranks;
-  int64_t awaiting_ranks_since_ns = INT64_MIN;
+  std::optional<EventNs> awaiting_ranks_since_ns;
 
   // The learned cadence: the median of gaps_ns (the lower middle one of an
   // even count) once there are kGapsForCadence of them; 0 without.
@@ -71,7 +72,7 @@ struct JobLifecycle {
   bool AllRanksEnded() const;
   // Every producer ended, but not every rank: the job waits up to
   // --rank-grace (event time) for its other ranks' files.
-  bool awaiting_ranks() const { return awaiting_ranks_since_ns != INT64_MIN; }
+  bool awaiting_ranks() const { return awaiting_ranks_since_ns.has_value(); }
 
   bool operator==(const JobLifecycle&) const = default;
 };

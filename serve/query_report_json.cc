@@ -389,10 +389,10 @@ std::string RenderJobsJson(const std::vector<JobInfo>& jobs, bool pretty,
     w.BeginObject();
     w.Key("job").String(j.job);
     w.Key("window_count").Int(j.window_count);
-    if (j.last_event_ns == kNoEventNs) {
+    if (!j.last_event_ns) {
       w.Key("last_event_ns").Null();
     } else {
-      w.Key("last_event_ns").Int(j.last_event_ns);
+      w.Key("last_event_ns").Int(*j.last_event_ns);
     }
     w.Key("latest_window_start_ns").Int(j.latest_window_start_ns);
     w.Key("last_seen")

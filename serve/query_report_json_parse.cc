@@ -421,8 +421,9 @@ absl::StatusOr<std::vector<JobInfo>> ParseJobsJson(absl::string_view json) {
       JobInfo info;
       info.job = j.String("job");
       info.window_count = j.Int("window_count");
-      info.last_event_ns =
-          j.IsNull("last_event_ns") ? kNoEventNs : j.Int("last_event_ns");
+      if (!j.IsNull("last_event_ns")) {
+        info.last_event_ns = j.Int("last_event_ns");
+      }
       info.latest_window_start_ns = j.Int("latest_window_start_ns");
       std::string err;
       if (!absl::ParseTime(absl::RFC3339_full, j.String("last_seen"),

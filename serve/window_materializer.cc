@@ -500,7 +500,7 @@ class WindowMaterializer::Impl {
       const absl::Time published =
           ms >= 0 ? absl::FromUnixMillis(ms) : absl::Now();
       JobUpdate& u = JobOf(pending, w->job);
-      u.last_event_ns = std::max(u.last_event_ns, w->window.end_ns);
+      RaiseTo(u.last_event_ns, w->window.end_ns);
       u.last_seen_wall = std::max(u.last_seen_wall, published);
     }
     pending.windows[{w->job, w->window.start_ns}] = *std::move(w);
@@ -537,7 +537,7 @@ class WindowMaterializer::Impl {
         u.state = *now.state;
         if (now.activity.last_seen_wall_ns != 0) {  // Known activity.
           u.last_event_ns =
-              std::max(u.last_event_ns, now.activity.last_event_ns);
+              LaterOf(u.last_event_ns, now.activity.last_event_ns);
           u.last_seen_wall =
               std::max(u.last_seen_wall,
                        absl::FromUnixNanos(now.activity.last_seen_wall_ns));
@@ -613,7 +613,7 @@ class WindowMaterializer::Impl {
       JobUpdate& u = JobOf(pending, job);
       u.state = state;
       if (seen != s->activity.end()) {
-        u.last_event_ns = std::max(u.last_event_ns, seen->second.last_event_ns);
+        u.last_event_ns = LaterOf(u.last_event_ns, seen->second.last_event_ns);
         u.last_seen_wall =
             std::max(u.last_seen_wall,
                      absl::FromUnixNanos(seen->second.last_seen_wall_ns));

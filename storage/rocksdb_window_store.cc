@@ -57,7 +57,7 @@ absl::StatusOr<WindowSummary> DecodeStored(
 
 JobInfo ToJobInfo(absl::string_view job, const JobRecord& r) {
   return JobInfo{.job = std::string(job),
-                 .last_event_ns = r.last_event_ns,
+                 .last_event_ns = FromWire(r.last_event_ns),
                  .last_seen_wall = absl::FromUnixNanos(r.last_seen_wall_ns),
                  .window_count = r.window_count,
                  .latest_window_start_ns = r.latest_window_start_ns,

@@ -60,12 +60,8 @@ absl::Status ValidateBatch(const StoreBatch& batch) {
 // when the job has no windows or nothing can be that old.
 std::optional<int64_t> RetentionCutoff(const JobRecord& r,
                                        int64_t retention_ns) {
-  if (r.window_count == 0 ||
-      r.latest_window_start_ns <
-          std::numeric_limits<int64_t>::min() + retention_ns) {
-    return std::nullopt;
-  }
-  return r.latest_window_start_ns - retention_ns;
+  if (r.window_count == 0) return std::nullopt;
+  return EarlierBy(r.latest_window_start_ns, retention_ns);
 }
 
 // The running sums (storage/window_sums.h) a Commit changes, kept in memory
@@ -359,7 +355,8 @@ absl::Status RocksDbWindowStore::Commit(const StoreBatch& batch) {
   sums.WriteTo(wb);
   for (const JobUpdate& u : batch.jobs) {
     ASSIGN_OR_RETURN(JobRecord * r, record_of(u.job));
-    r->last_event_ns = std::max(r->last_event_ns, u.last_event_ns);
+    r->last_event_ns =
+        ToWire(LaterOf(FromWire(r->last_event_ns), u.last_event_ns));
     r->last_seen_wall_ns =
         std::max(r->last_seen_wall_ns, absl::ToUnixNanos(u.last_seen_wall));
     if (u.state) r->state = *u.state;

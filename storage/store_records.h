@@ -17,28 +17,33 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "schemas/time_types.h"
 
 namespace bubblewatch {
 
+// The fields as stored, one per i64 of the layout above: where the layout
+// has a "none" it is kNoneOnWire, and the store converts to optional where
+// it hands a record out (JobInfo).
 struct JobRecord {
-  // INT64_MIN (window_store.h's kNoEventNs) for none. Records written before
-  // it was (2026-12) hold 0 for none, read as an event at 0.
-  int64_t last_event_ns = INT64_MIN;
-  int64_t last_seen_wall_ns = 0;  // Unix ns.
+  // kNoneOnWire for none (JobInfo::last_event_ns nullopt). Records written
+  // before it was (2026-12) hold 0 for none, read as an event at 0.
+  EventNs last_event_ns = kNoneOnWire;
+  WallNs last_seen_wall_ns = 0;  // Unix ns.
   int64_t window_count = 0;
-  int64_t latest_window_start_ns = 0;  // Meaningful when window_count > 0.
+  WindowStartNs latest_window_start_ns = 0;  // When window_count > 0.
   // No stored window starts earlier; kUnknownOldest when not known (format 1
-  // records), which makes retention look. Lets a retention pass skip a job
-  // with nothing expired without reading its windows.
-  int64_t oldest_window_start_ns = kUnknownOldest;
+  // records), which makes retention look (it lies before every cutoff).
+  // Lets a retention pass skip a job with nothing expired without reading
+  // its windows.
+  WindowStartNs oldest_window_start_ns = kUnknownOldest;
   std::string state;  // Opaque, the processor's.
 
-  static constexpr int64_t kUnknownOldest = INT64_MIN;
+  static constexpr int64_t kUnknownOldest = kNoneOnWire;
 };
 
 struct ProgressRecord {
-  int64_t resume_offset = 0;
-  int64_t committed_position = 0;
+  KafkaOffset resume_offset = 0;
+  KafkaOffset committed_position = 0;
   std::string state;  // Opaque, the processor's.
 };
 

@@ -24,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "schemas/time_types.h"
 
 namespace bubblewatch {
 
@@ -32,7 +33,7 @@ namespace bubblewatch {
 absl::Status ValidateJobName(absl::string_view job);
 
 // job '\0' + the encoded start. REQUIRES: ValidateJobName(job).ok().
-std::string WindowKey(absl::string_view job, int64_t start_ns);
+std::string WindowKey(absl::string_view job, WindowStartNs start_ns);
 
 // job '\0': every window key of `job` starts with it.
 std::string WindowKeyPrefix(absl::string_view job);
@@ -42,7 +43,7 @@ std::string WindowKeyLimit(absl::string_view job);
 
 // Splits a window key. Returns false if `key` is not one.
 bool ParseWindowKey(absl::string_view key, absl::string_view* job,
-                    int64_t* start_ns);
+                    WindowStartNs* start_ns);
 
 // topic '\0' + big-endian partition.
 std::string ProgressKey(absl::string_view topic, int32_t partition);
@@ -58,13 +59,13 @@ std::string AlertStateKey(absl::string_view key);
 // "window_sums" '\0' + WindowKey(job, start_ns): the running sums
 // (storage/window_sums.h) of one window, in the default family. Ordered as
 // the windows are. REQUIRES: ValidateJobName(job).ok().
-std::string SumsKey(absl::string_view job, int64_t start_ns);
+std::string SumsKey(absl::string_view job, WindowStartNs start_ns);
 // Every sums key of `job` starts with it / is below it.
 std::string SumsKeyPrefix(absl::string_view job);
 std::string SumsKeyLimit(absl::string_view job);
 // Splits a sums key. Returns false if `key` is not one.
 bool ParseSumsKey(absl::string_view key, absl::string_view* job,
-                  int64_t* start_ns);
+                  WindowStartNs* start_ns);
 // "window_sums_last" '\0' + job: a copy of the running sums of the job's
 // newest window, with its start, in a small contiguous range that a fleet
 // query reads in one pass (and the block cache keeps).

@@ -66,8 +66,8 @@ struct PeriodStats {
 // One point of a job's window series: the job-level figures of one window
 // (devices summed), without its per-device detail.
 struct WindowPoint {
-  int64_t start_ns = 0;
-  int64_t end_ns = 0;
+  WindowStartNs start_ns = 0;
+  EventNs end_ns = 0;
   UtilizationStats stats;  // Job level; attribution adds up to bubble_ns.
   int32_t devices = 0;
   int64_t gpu_events = 0;
@@ -132,11 +132,11 @@ struct ObservedPeriod {
 // its latest window), or the windows starting in [from_ns, to_ns).
 struct JobPeriod {
   absl::Duration last = absl::ZeroDuration();  // > 0 selects "last".
-  int64_t from_ns = 0;
-  int64_t to_ns = 0;
+  EventNs from_ns = 0;
+  EventNs to_ns = 0;
 
   static JobPeriod Last(absl::Duration d) { return JobPeriod{.last = d}; }
-  static JobPeriod Between(int64_t from_ns, int64_t to_ns) {
+  static JobPeriod Between(EventNs from_ns, EventNs to_ns) {
     return JobPeriod{.from_ns = from_ns, .to_ns = to_ns};
   }
 };
@@ -145,11 +145,11 @@ struct JobReport {
   std::string job;
   // The period reported: windows starting in [from_ns, to_ns). For "last D"
   // it is [anchor - D, anchor].
-  int64_t from_ns = 0;
-  int64_t to_ns = 0;
+  EventNs from_ns = 0;
+  EventNs to_ns = 0;
   // End of the period's last window; the rolling figures end there. 0 when
   // the period holds no window.
-  int64_t anchor_ns = 0;
+  EventNs anchor_ns = 0;
   std::vector<WindowPoint> windows;  // Start order.
   // One entry per kRollingRanges, in that order; empty without windows.
   std::vector<RollingUtilization> rolling;
@@ -160,7 +160,7 @@ struct JobReport {
   // The lowest utilization of a window with a span, and that window's start;
   // nullopt when no window has a span.
   std::optional<double> worst_utilization;
-  int64_t worst_window_start_ns = 0;
+  WindowStartNs worst_window_start_ns = 0;
   // The longest bubbles of the period (from each window's top bubbles),
   // longest first; ties: earliest. The kernels around each and the CPU call
   // blamed come with it.
@@ -283,8 +283,8 @@ struct FleetReport {
   // The period: windows starting in [from_ns, to_ns). For "last D" it ends
   // at the end of the newest window of any job (fleet event time; 0..0 when
   // the store holds no window). QueryFleetLatest leaves both 0.
-  int64_t from_ns = 0;
-  int64_t to_ns = 0;
+  EventNs from_ns = 0;
+  EventNs to_ns = 0;
   int64_t jobs = 0;  // Jobs with at least one window in the period.
   // The `top` highest scores, highest first; ties: more bubble time first,
   // then job name.

@@ -33,6 +33,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "schemas/job_lifecycle.h"
+#include "schemas/time_types.h"
 #include "schemas/window_summary.h"
 #include "schemas/window_summary_codec.h"
 #include "storage/window_sums.h"
@@ -69,19 +70,16 @@ struct WindowStoreOptions {
   absl::Status Validate() const;
 };
 
-// The last_event_ns of a job that reported no event. Not 0: event times
-// before the epoch are valid (docs/semantics.md#units-and-events), and a
-// job's newest event may lie there.
-inline constexpr int64_t kNoEventNs = INT64_MIN;
-
 // What the store knows about one job.
 struct JobInfo {
   std::string job;
-  // Latest event time reported; kNoEventNs if none.
-  int64_t last_event_ns = kNoEventNs;
+  // Latest event time reported; none if none. (Not 0: event times before
+  // the epoch are valid, docs/semantics.md#units-and-events, and a job's
+  // newest event may lie there.)
+  std::optional<EventNs> last_event_ns;
   absl::Time last_seen_wall = absl::UnixEpoch();  // Wall time last reported.
   int64_t window_count = 0;                       // Windows stored now.
-  int64_t latest_window_start_ns = 0;  // Meaningful when window_count > 0.
+  WindowStartNs latest_window_start_ns = 0;       // When window_count > 0.
   // From the job's stored state (schemas/job_lifecycle.h); PhaseAt with the
   // silence since last_seen_wall gives the phase shown.
   JobLifecycle lifecycle;
@@ -92,7 +90,7 @@ struct JobInfo {
 // replay cannot make a job look older.
 struct JobUpdate {
   std::string job;
-  int64_t last_event_ns = kNoEventNs;
+  std::optional<EventNs> last_event_ns;  // None: no event reported.
   absl::Time last_seen_wall = absl::UnixEpoch();
   // Replaces the job's opaque state blob when set; kept as is when not.
   std::optional<std::string> state = std::nullopt;
@@ -106,9 +104,9 @@ struct PartitionProgress {
   std::string topic;
   int32_t partition = 0;
   // Lowest offset still needed by an open window: where to resume.
-  int64_t resume_offset = 0;
+  KafkaOffset resume_offset = 0;
   // Next offset after the last processed message.
-  int64_t committed_position = 0;
+  KafkaOffset committed_position = 0;
   // Opaque, the processor's: the state of the partition's jobs as of this
   // progress (so progress and job state are one consistent snapshot). Empty
   // in stores written before it existed.
@@ -138,7 +136,7 @@ struct AlertStateUpdate {
 // asks of a materialized store (serve/window_materializer.h).
 struct WindowDelete {
   std::string job;
-  int64_t start_ns = 0;
+  WindowStartNs start_ns = 0;
 };
 
 // Everything one Commit writes, atomically.
@@ -182,7 +180,7 @@ class EncodedWindows {
   size_t size() const { return windows_.size(); }
   bool empty() const { return windows_.empty(); }
   // The start of window i, from its key (known even if its bytes are bad).
-  int64_t start_ns(size_t i) const { return windows_[i].start_ns; }
+  WindowStartNs start_ns(size_t i) const { return windows_[i].start_ns; }
   // The encoding of window i; valid while this object lives (moves too).
   absl::string_view bytes(size_t i) const {
     return absl::string_view(reinterpret_cast<const char*>(windows_[i].data),
@@ -190,11 +188,11 @@ class EncodedWindows {
   }
 
   // Appends one window's encoding (store implementations).
-  void Add(int64_t start_ns, absl::string_view bytes);
+  void Add(WindowStartNs start_ns, absl::string_view bytes);
 
  private:
   struct Entry {
-    int64_t start_ns;
+    WindowStartNs start_ns;
     const uint64_t* data;
     size_t size;  // In bytes.
   };
@@ -214,8 +212,8 @@ struct EncodedLatestWindows {
 // One job's sums over a period (PeriodSumsOfEveryJob).
 struct JobPeriodSums {
   std::string job;
-  WindowSums sums;            // Over the job's windows starting in the period.
-  int64_t last_start_ns = 0;  // The start of the last of them.
+  WindowSums sums;  // Over the job's windows starting in the period.
+  WindowStartNs last_start_ns = 0;  // The start of the last of them.
 };
 
 // Read access: the processor's store, a secondary instance following it, or

@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "schemas/bubble_cause.h"
+#include "schemas/time_types.h"
 #include "schemas/window_summary.h"
 #include "schemas/window_summary_codec.h"
 
@@ -90,11 +91,11 @@ absl::StatusOr<RunningSumsRecord> DecodeRunningSums(absl::string_view bytes);
 
 // The job's newest window's record with its start (SumsLastKey): 8 bytes
 // little-endian start, then EncodeRunningSums.
-std::string EncodeLastRunningSums(int64_t start_ns,
+std::string EncodeLastRunningSums(WindowStartNs start_ns,
                                   const RunningSumsRecord& record);
 // kDataLoss for a malformed value.
-absl::StatusOr<RunningSumsRecord> DecodeLastRunningSums(absl::string_view bytes,
-                                                        int64_t* start_ns);
+absl::StatusOr<RunningSumsRecord> DecodeLastRunningSums(
+    absl::string_view bytes, WindowStartNs* start_ns);
 
 }  // namespace bubblewatch
 

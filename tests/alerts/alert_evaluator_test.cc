@@ -383,7 +383,7 @@ TEST(AlertEvaluator, AJobWaitingForItsRanksIsNotSilent) {
       << "the restored state still waits";
 
   JobLifecycle sending = waiting;  // Not waiting any more, and not ended.
-  sending.awaiting_ranks_since_ns = INT64_MIN;
+  sending.awaiting_ranks_since_ns = std::nullopt;
   restored.OnJobLifecycle("j", sending, kT0);
   std::vector<AlertEvent> fired = restored.OnTick(kT0 + absl::Minutes(10));
   ASSERT_EQ(fired.size(), 1u);

@@ -76,7 +76,7 @@ WindowerOptions Options(bool analysis_fails) {
 // Windows the stream makes, and the windower after it.
 struct Result {
   std::vector<WindowSummary> windows;
-  int64_t finalized_through_ns = 0;
+  std::optional<int64_t> finalized_through_ns;
   int64_t failures = 0;
   absl::Status error;
 };
@@ -112,7 +112,7 @@ TEST(AnalysisFailure, TheWindowerKeepsItsEdgeAndTheFirstError) {
   EXPECT_TRUE(failed.windows.empty());
   // Every attempt to finalize failed and was counted; none moved the edge.
   EXPECT_GE(failed.failures, static_cast<int64_t>(ok.windows.size()) / 2);
-  EXPECT_EQ(failed.finalized_through_ns, INT64_MIN);
+  EXPECT_EQ(failed.finalized_through_ns, std::nullopt);
   ASSERT_FALSE(failed.error.ok());
   EXPECT_THAT(failed.error.message(), HasSubstr("job job"));
   EXPECT_THAT(failed.error.message(), HasSubstr("its first event to"));
@@ -153,7 +153,7 @@ TEST(AnalysisFailure, PartitionJobsCountsItAndKeepsItForTheProcessor) {
     ASSERT_FALSE(jobs.analysis_failure().ok());
     EXPECT_THAT(jobs.analysis_failure().message(), HasSubstr("job job"));
     // Its state says nothing was finalized: a restart redoes these windows.
-    EXPECT_EQ(jobs.jobs().at("job").state.finalized_through_ns, INT64_MIN);
+    EXPECT_EQ(jobs.jobs().at("job").state.finalized_through_ns, std::nullopt);
   }
 }
 

@@ -125,7 +125,7 @@ class AdmissionDriver {
 
   const std::vector<std::string>& windows() const { return windows_; }
   JobState& state() { return jobs_->jobs().at("job").state; }
-  int64_t last_event_ns() const {
+  std::optional<int64_t> last_event_ns() const {
     return jobs_->jobs().at("job").last_event_ns;
   }
   bool tracks_job() const { return jobs_->jobs().contains("job"); }
@@ -268,8 +268,8 @@ TEST_F(BatchAdmissionSequence, AReplayDecidesAsTheFirstPass) {
 }
 
 // Event times before the epoch are valid: a job's newest event there is
-// kept as it is, not shown as the 0 that once stood for "none" (storage's
-// kNoEventNs; the store and `query jobs` are tested in their folders).
+// kept as it is, not shown as the 0 that once stood for "none" (none is
+// std::nullopt now; the store and `query jobs` are tested in their folders).
 TEST(BatchAdmissionTimes, ANewestEventBeforeTheEpochIsKept) {
   testing::TempDir dir;
   AdmissionDriver p(dir.Sub("store"));

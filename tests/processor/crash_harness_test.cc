@@ -336,7 +336,7 @@ StoreDump DumpStore(World& world) {
   EXPECT_TRUE(infos.ok());
   for (const JobInfo& info : *infos) {
     std::string& job = dump.jobs[info.job];
-    absl::StrAppend(&job, "last_event ", info.last_event_ns);
+    absl::StrAppend(&job, "last_event ", NsText(info.last_event_ns));
     absl::StrAppend(&dump.counts, "job ", info.job, " windows ",
                     info.window_count, " latest ", info.latest_window_start_ns,
                     "\n");
@@ -366,11 +366,11 @@ StoreDump DumpStore(World& world) {
     absl::StatusOr<PartitionJobRecord> r = DecodePartitionJob(bytes);
     EXPECT_TRUE(r.ok()) << r.status();
     if (!r.ok()) continue;
-    absl::StrAppend(&out, "record ", job, " state ",
-                    absl::BytesToHexString(r->current.state.value_or("-")),
-                    " alerts ",
-                    absl::BytesToHexString(r->current.alerts.value_or("-")),
-                    " last_event ", r->current.activity.last_event_ns, "\n");
+    absl::StrAppend(
+        &out, "record ", job, " state ",
+        absl::BytesToHexString(r->current.state.value_or("-")), " alerts ",
+        absl::BytesToHexString(r->current.alerts.value_or("-")), " last_event ",
+        NsText(r->current.activity.last_event_ns), "\n");
   }
   return dump;
 }

@@ -282,11 +282,11 @@ TEST_F(PartitionJobsLifecycle, AMultiRankJobEndsWhenItsLastRankEnds) {
       EXPECT_FALSE(Job().state.lifecycle.ended) << rank;
       EXPECT_EQ(Job().state.lifecycle.ended_ranks.size(),
                 static_cast<size_t>(rank + 1));
-      EXPECT_NE(Job().state.lifecycle.awaiting_ranks_since_ns, INT64_MIN);
+      EXPECT_TRUE(Job().state.lifecycle.awaiting_ranks_since_ns.has_value());
       continue;
     }
     EXPECT_TRUE(Job().state.lifecycle.ended);
-    EXPECT_EQ(Job().state.lifecycle.awaiting_ranks_since_ns, INT64_MIN);
+    EXPECT_EQ(Job().state.lifecycle.awaiting_ranks_since_ns, std::nullopt);
     ASSERT_EQ(closed.size(), 2u);
     for (const WindowSummary& w : closed) {
       EXPECT_EQ(w.closed_by, WindowSummary::ClosedBy::kEndMarker);

@@ -82,7 +82,7 @@ TEST(JobState, RejectsWhatItDidNotWrite) {
 // What job expiry compares with its partition's clock.
 TEST(JobState, NewestEventIsTheLatestOfTheEdgeAndTheProducers) {
   JobState state;
-  EXPECT_EQ(state.NewestEventNs(), INT64_MIN);
+  EXPECT_EQ(state.NewestEventNs(), std::nullopt);
   state.finalized_through_ns = 40;
   EXPECT_EQ(state.NewestEventNs(), 40);
   state.NoteProducerEvents(1, 55);
@@ -93,6 +93,42 @@ TEST(JobState, NewestEventIsTheLatestOfTheEdgeAndTheProducers) {
 // a job's bad input about observations and the last observation
 // of each stream persist with its state, in the same bytes whatever the
 // order they were noted in, and a state without them keeps its old bytes.
+// None is std::optional in memory and kNoneOnWire (INT64_MIN) in the
+// stored record, the bytes written before the optional fields
+// (docs/architecture.md#times-offsets-and-none); "not waiting for ranks" is
+// the field's schema default.
+TEST(JobState, NoneIsStoredAsTheFormatsOwnNone) {
+  JobState state;
+  state.producer_sequences = {{5, 0}, {6, 1}};
+  state.NoteProducerEvents(5, std::nullopt);  // A batch without events.
+  state.NoteProducerEvents(6, -7);            // Before the epoch: a time.
+  const std::string bytes = state.Serialize();
+  absl::StatusOr<const fb::StateRecord*> record =
+      ReadStateRecord(bytes, fb::StateBody::JobStateRecord, "test");
+  ASSERT_TRUE(record.ok()) << record.status();
+  const fb::JobStateRecord& r = *(*record)->body_as_JobStateRecord();
+  EXPECT_EQ(r.finalized_through_ns(), kNoneOnWire);
+  EXPECT_EQ(r.awaiting_ranks_since_ns(), kNoneOnWire);
+  ASSERT_NE(r.producers(), nullptr);
+  ASSERT_EQ(r.producers()->size(), 2u);
+  EXPECT_EQ(r.producers()->Get(0)->newest_event_ns(), kNoneOnWire);
+  EXPECT_EQ(r.producers()->Get(1)->newest_event_ns(), -7);
+
+  absl::StatusOr<JobState> parsed = JobState::Parse(bytes);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->finalized_through_ns, std::nullopt);
+  EXPECT_EQ(parsed->producer_newest_ns.at(5), std::nullopt);
+  EXPECT_EQ(parsed->producer_newest_ns.at(6), -7);
+  EXPECT_FALSE(parsed->lifecycle.awaiting_ranks());
+  EXPECT_EQ(parsed->Serialize(), bytes);
+
+  // Waiting since a time is that time on the wire, and reads back.
+  state.lifecycle.awaiting_ranks_since_ns = 0;
+  absl::StatusOr<JobState> waiting = JobState::Parse(state.Serialize());
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  EXPECT_EQ(waiting->lifecycle.awaiting_ranks_since_ns, 0);
+}
+
 TEST(JobState, ObservationCountsAndLastObservationsRoundTrip) {
   JobState state;
   state.finalized_through_ns = 40'000'000'000;

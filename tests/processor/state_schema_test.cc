@@ -62,7 +62,8 @@ void ExpectFixtureJobsAndLedger(const PartitionSnapshot& s) {
   ExpectTrainA(*a);
   absl::StatusOr<JobState> odd = JobState::Parse(s.jobs.at(kOddName));
   ASSERT_TRUE(odd.ok()) << odd.status();
-  EXPECT_EQ(odd->finalized_through_ns, INT64_MIN);
+  // Stored as kNoneOnWire: none.
+  EXPECT_EQ(odd->finalized_through_ns, std::nullopt);
   EXPECT_TRUE(odd->producer_sequences.empty());
   EXPECT_EQ(s.ledger.newest_event_ns(), 1'700'000'006'000'000'000);
   EXPECT_THAT(s.ledger.rejected_offsets(), ElementsAre(100, 205));
@@ -79,7 +80,7 @@ TEST(LegacyState, ReadsJobStatesTheOldEncoderWrote) {
   absl::StatusOr<JobState> empty =
       JobState::Parse(Fixture("job_state_empty_v2.txt"));
   ASSERT_TRUE(empty.ok()) << empty.status();
-  EXPECT_EQ(empty->finalized_through_ns, INT64_MIN);
+  EXPECT_EQ(empty->finalized_through_ns, std::nullopt);
   EXPECT_TRUE(empty->producer_sequences.empty());
   // Re-serialized, a legacy state is a StateRecord and reads back equal.
   const std::string now = TrainA().Serialize();

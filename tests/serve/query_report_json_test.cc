@@ -201,7 +201,7 @@ TEST(QueryReportJson, JobsLastEventBeforeTheEpochAndNone) {
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   ASSERT_EQ(parsed->size(), 2u);
   EXPECT_EQ((*parsed)[0].last_event_ns, -4'600'000'000'000'000'000);
-  EXPECT_EQ((*parsed)[1].last_event_ns, kNoEventNs);
+  EXPECT_EQ((*parsed)[1].last_event_ns, std::nullopt);
   EXPECT_EQ(RenderJobsJson(*parsed, false, now), json);
 }
 

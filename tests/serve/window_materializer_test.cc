@@ -287,7 +287,8 @@ TEST(WindowMaterializer, KeepsWhatTheNewestSnapshotsSayOfJobsAndAlerts) {
     EXPECT_EQ(st.JobState("job-a").value(), JobStateBlob(400));
     auto b = st.Job("job-b");
     ASSERT_TRUE(b.ok() && b->has_value());
-    EXPECT_EQ((*b)->last_event_ns, kNoEventNs);  // No activity in the snapshot.
+    EXPECT_EQ((*b)->last_event_ns,
+              std::nullopt);  // No activity in the snapshot.
     EXPECT_FALSE((*b)->lifecycle.ended);
     EXPECT_THAT(
         st.AlertStates().value(),

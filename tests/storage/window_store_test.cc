@@ -344,7 +344,7 @@ TEST(WindowStore, JobTimesOnlyMoveForward) {
 
 // Event times before the epoch are valid: a job whose newest event lies at
 // -4.6e18 ns shows that, not 0 (0 stood for "none" once), and a job that
-// reported no event shows kNoEventNs.
+// reported no event shows none.
 TEST(WindowStore, JobTimesBeforeTheEpochAreKept) {
   TempDir dir;
   auto store = OpenOrDie(dir.path());
@@ -360,7 +360,7 @@ TEST(WindowStore, JobTimesBeforeTheEpochAreKept) {
   EXPECT_EQ((*past)->last_event_ns, kLongAgo);
   auto silent = store->Job("silent");
   ASSERT_TRUE(silent.ok() && silent->has_value());
-  EXPECT_EQ((*silent)->last_event_ns, kNoEventNs);
+  EXPECT_EQ((*silent)->last_event_ns, std::nullopt);
   auto jobs = store->ListJobs();
   ASSERT_TRUE(jobs.ok());
   ASSERT_EQ(jobs->size(), 2u);

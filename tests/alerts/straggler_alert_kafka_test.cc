@@ -37,6 +37,7 @@
 #include "gtest/gtest.h"
 #include "simdjson.h"
 #include "tests/alerts/alert_kafka_fixture.h"
+#include "tests/alerts/straggler_truth.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/files.h"
 #include "tests/testing/kafka_broker.h"
@@ -54,29 +55,6 @@ using testing::AlertingProcessArgs;
 using testing::RequiredEnv;
 using testing::RunBubblewatch;
 
-struct Truth {
-  std::string job, host, cause;
-  int64_t rank = -1;
-  int64_t start_ns = 0, end_ns = 0;
-};
-
-std::map<std::string, Truth> ReadTruth(const std::string& path) {
-  std::map<std::string, Truth> out;
-  std::ifstream in(path);
-  simdjson::dom::parser parser;
-  for (std::string line; std::getline(in, line);) {
-    simdjson::dom::element e = parser.parse(line);
-    Truth t{.job = std::string(std::string_view(e["job"])),
-            .host = std::string(std::string_view(e["host"])),
-            .cause = std::string(std::string_view(e["cause"])),
-            .rank = int64_t(e["rank"]),
-            .start_ns = int64_t(e["start_ns"]),
-            .end_ns = int64_t(e["end_ns"])};
-    out[t.job] = t;
-  }
-  return out;
-}
-
 // job -> cause label of Alertmanager's unresolved alerts named `alertname`;
 // `hosts`, when given, gets job -> their `host` label.
 std::map<std::string, std::string> ListedAlerts(
@@ -90,38 +68,6 @@ std::map<std::string, std::string> ListedAlerts(
     if (hosts != nullptr) (*hosts)[a.job] = a.host;
   }
   return out;
-}
-
-// `bubblewatch ARGS` (a query) run through the shell, its stdout.
-std::string QueryOutput(const std::string& args) {
-  testing::TempDir out_dir;
-  const std::string out = out_dir.Sub("query.out");
-  EXPECT_EQ(testing::WaitChild(testing::SpawnChild(
-                "/bin/sh", {"-c", absl::StrCat("exec '", BUBBLEWATCH_BINARY,
-                                               "' ", args, " > '", out, "'")})),
-            0)
-      << args;
-  return testing::ReadFile(out);
-}
-
-// The hosts of a job's ranks (`query job --json`): two or more for the
-// scenario's TP x DP jobs, one for its all-reduce-only jobs of 8 ranks or
-// fewer.
-std::set<std::string> JobHosts(const std::string& store,
-                               const std::string& job) {
-  const std::string json = QueryOutput(
-      absl::StrCat("query job ", job, " --json --store '", store, "'"));
-  simdjson::dom::parser parser;
-  simdjson::dom::element doc;
-  std::set<std::string> hosts;
-  if (parser.parse(json).get(doc) != simdjson::SUCCESS) return hosts;
-  simdjson::dom::array ranks;
-  if (doc["ranks"].get(ranks) != simdjson::SUCCESS) return hosts;
-  for (simdjson::dom::element r : ranks) {
-    std::string_view host;
-    if (r["host"].get(host) == simdjson::SUCCESS) hosts.emplace(host);
-  }
-  return hosts;
 }
 
 TEST(StragglerAlertKafka, NamesThePlantedRankWithinTwoWindowsAndNoneHealthy) {
@@ -191,7 +137,8 @@ TEST(StragglerAlertKafka, NamesThePlantedRankWithinTwoWindowsAndNoneHealthy) {
                             "--log-level",
                             "error"}),
             0);
-  const std::map<std::string, Truth> truth = ReadTruth(truth_file);
+  const std::map<std::string, testing::StragglerTruth> truth =
+      testing::ReadStragglerTruth(truth_file);
   ASSERT_EQ(truth.size(), 6u);
 
   const std::string store = dir.Sub("store");
@@ -204,7 +151,7 @@ TEST(StragglerAlertKafka, NamesThePlantedRankWithinTwoWindowsAndNoneHealthy) {
   // DP 2, a host per TP group) are among them.
   int tensor_data_jobs = 0;
   for (const auto& [job, t] : truth) {
-    tensor_data_jobs += JobHosts(store, job).size() >= 2;
+    tensor_data_jobs += testing::JobHosts(store, job).size() >= 2;
   }
   EXPECT_EQ(tensor_data_jobs, 2);
 

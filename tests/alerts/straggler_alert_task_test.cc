@@ -31,6 +31,7 @@
 #include "gtest/gtest.h"
 #include "ingest/synthetic/synthetic_fleet.h"
 #include "simdjson.h"
+#include "tests/alerts/straggler_truth.h"
 #include "tests/processor/task_driver.h"
 #include "tests/testing/files.h"
 #include "tests/testing/temp_dir.h"
@@ -40,58 +41,6 @@ namespace {
 
 using testing::ProcessOptions;
 using testing::TaskDriver;
-
-struct Truth {
-  std::string job, host, cause;
-  int64_t rank = -1;
-  int64_t start_ns = 0, end_ns = 0;
-};
-
-std::map<std::string, Truth> ReadTruth(const std::string& path) {
-  std::map<std::string, Truth> out;
-  std::ifstream in(path);
-  simdjson::dom::parser parser;
-  for (std::string line; std::getline(in, line);) {
-    simdjson::dom::element e = parser.parse(line);
-    Truth t{.job = std::string(std::string_view(e["job"])),
-            .host = std::string(std::string_view(e["host"])),
-            .cause = std::string(std::string_view(e["cause"])),
-            .rank = int64_t(e["rank"]),
-            .start_ns = int64_t(e["start_ns"]),
-            .end_ns = int64_t(e["end_ns"])};
-    out[t.job] = t;
-  }
-  return out;
-}
-
-// `bubblewatch ARGS` (a query) run through the shell, its stdout.
-std::string QueryOutput(const std::string& args) {
-  testing::TempDir out_dir;
-  const std::string out = out_dir.Sub("query.out");
-  const std::string command =
-      absl::StrCat("'", BUBBLEWATCH_BINARY, "' ", args, " > '", out, "'");
-  EXPECT_EQ(std::system(command.c_str()), 0) << command;
-  return testing::ReadFile(out);
-}
-
-// The hosts of a job's ranks (`query job --json`): two or more for the
-// scenario's TP x DP jobs.
-std::set<std::string> JobHosts(const std::string& store,
-                               const std::string& job) {
-  const std::string json = QueryOutput(
-      absl::StrCat("query job ", job, " --json --store '", store, "'"));
-  simdjson::dom::parser parser;
-  simdjson::dom::element doc;
-  std::set<std::string> hosts;
-  if (parser.parse(json).get(doc) != simdjson::SUCCESS) return hosts;
-  simdjson::dom::array ranks;
-  if (doc["ranks"].get(ranks) != simdjson::SUCCESS) return hosts;
-  for (simdjson::dom::element r : ranks) {
-    std::string_view host;
-    if (r["host"].get(host) == simdjson::SUCCESS) hosts.emplace(host);
-  }
-  return hosts;
-}
 
 // Was StragglerAlertKafka.NoFalseAlertOnFiftyHealthyMultiRankJobs.
 // The target "no straggler is reported in healthy jobs (0 false
@@ -195,9 +144,10 @@ TEST(StragglerAlertTask, NoFalseAlertOnFiftyHealthyMultiRankJobs) {
     ASSERT_TRUE(WriteSyntheticTruthFile(*jobs, dir.Sub("truth.jsonl")).ok());
   }
   ASSERT_TRUE(driver.SendFleet(planted_fleet, {}, /*end_markers=*/false).ok());
-  const std::map<std::string, Truth> truth = ReadTruth(dir.Sub("truth.jsonl"));
+  const std::map<std::string, testing::StragglerTruth> truth =
+      testing::ReadStragglerTruth(dir.Sub("truth.jsonl"));
   ASSERT_EQ(truth.size(), 1u);
-  const Truth& planted = truth.begin()->second;
+  const testing::StragglerTruth& planted = truth.begin()->second;
 
   const absl::Status processed = driver.RunUntilIdle();
   ASSERT_TRUE(processed.ok()) << processed;
@@ -230,9 +180,9 @@ TEST(StragglerAlertTask, NoFalseAlertOnFiftyHealthyMultiRankJobs) {
   // The rule did look at the healthy jobs: the processor stored their
   // windows with a collective analysis (30 min: 180 windows of 10 s, the
   // last one or two partial).
-  const std::string fleet_json =
-      QueryOutput(absl::StrCat("query fleet --store '", store,
-                               "' --top 100 --by straggler_wait --json"));
+  const std::string fleet_json = testing::QueryOutput(
+      absl::StrCat("query fleet --store '", store,
+                   "' --top 100 --by straggler_wait --json"));
   simdjson::dom::parser parser;
   simdjson::dom::element fleet = parser.parse(fleet_json);
   int64_t healthy_windows = 0;
@@ -265,8 +215,8 @@ TEST(StragglerAlertTask, NoFalseAlertOnFiftyHealthyMultiRankJobs) {
   int tensor_data_jobs = 0;
   for (int j = 0; j < 16; ++j) {
     tensor_data_jobs +=
-        JobHosts(store, absl::StrFormat("lockstep4-%s-%03d", run, j)).size() >=
-        2;
+        testing::JobHosts(store, absl::StrFormat("lockstep4-%s-%03d", run, j))
+            .size() >= 2;
   }
   EXPECT_EQ(tensor_data_jobs, 5);
 

@@ -17,9 +17,9 @@
 // (processor/dead_letter_sink.h), and the translation of a failed dead
 // letter's delivery report for it.
 //
-// Not here: the consumer's assign/poll/rebalance callbacks, the fetch
-// wakeup and the broker's health: StreamProcessor (the librdkafka adapter)
-// keeps them and hands what they mean to PartitionTask.
+// Not here: the consumer (poll, assignments, the fetch wakeup), behind
+// ConsumerKafka (processor/consumer_kafka.h), and the broker's health,
+// which StreamProcessor (the librdkafka adapter) keeps.
 //
 // Thread safety: one thread (the processor's poll loop).
 #ifndef BUBBLEWATCH_PROCESSOR_COMMIT_KAFKA_H_

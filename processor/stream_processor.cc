@@ -10,12 +10,12 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "kafka/broker_features.h"
-#include "kafka/fetch_wakeup.h"
 #include "kafka/kafka_config.h"
 #include "kafka/kafka_handles.h"
 #include "kafka/kafka_status.h"
 #include "processor/broker_health.h"
 #include "processor/commit_kafka.h"
+#include "processor/consumer_kafka.h"
 #include "processor/dead_letter_sink.h"
 #include "processor/partition_task.h"
 #include "processor/runtime_shared.h"
@@ -26,7 +26,7 @@ namespace bubblewatch {
 namespace {
 
 constexpr absl::Duration kRetentionInterval = absl::Minutes(1);
-constexpr int kPollTimeoutMs = 100;
+constexpr absl::Duration kPollTimeout = absl::Milliseconds(100);
 // True for a "key=value" whose key only a consumer understands.
 bool IsConsumerOnlyProperty(absl::string_view assignment) {
   absl::string_view key = assignment.substr(0, assignment.find('='));
@@ -40,50 +40,23 @@ bool IsConsumerOnlyProperty(absl::string_view assignment) {
   return false;
 }
 
-// The headers of `source`, an rd_kafka_message_t (ConsumedMessage).
-MessageHeaders ReadHeaders(const void* source) {
-  const auto* message = static_cast<const rd_kafka_message_t*>(source);
-  MessageHeaders out;
-  rd_kafka_headers_t* original = nullptr;
-  if (rd_kafka_message_headers(message, &original) !=
-      RD_KAFKA_RESP_ERR_NO_ERROR) {
-    return out;
-  }
-  const char* name = nullptr;
-  const void* value = nullptr;
-  size_t size = 0;
-  for (size_t i = 0;
-       rd_kafka_header_get_all(original, i, &name, &value, &size) ==
-       RD_KAFKA_RESP_ERR_NO_ERROR;
-       ++i) {
-    out.emplace_back(name,
-                     value == nullptr
-                         ? std::string()
-                         : std::string(static_cast<const char*>(value), size));
-  }
-  return out;
-}
-
 }  // namespace
 
 // The librdkafka adapter around PartitionTask: its poll loop hands the
-// task what the consumer reads (messages, ends of partitions), its
-// rebalance callback the assignments; it keeps what only concerns the
-// clients (the broker's health and features, the fetch wakeup, retention
-// and the progress line).
-class StreamProcessor::Impl {
+// task what the consumer (ConsumerKafka) reads: messages, ends of
+// partitions, and, as its listener, the assignments; it keeps what only
+// concerns the clients (the broker's health and features, retention and
+// the progress line).
+class StreamProcessor::Impl : private ConsumerKafka::Listener {
  public:
   Impl(const StreamProcessorOptions& options, WindowStore* store)
       : options_(options), store_(store) {}
   // Closes the consumer while every member is still alive: closing runs the
-  // rebalance callback (OnRevoke), which uses task_. Left to the members'
+  // revocation (OnRevoked), which uses task_. Left to the members'
   // destructors, consumer_ (declared first) would close after the task
   // was destroyed: a double free whenever Run returned an error.
-  ~Impl() {
-    if (consumer_ != nullptr && !consumer_closed_) {
-      rd_kafka_consumer_close(consumer_.get());
-      consumer_closed_ = true;
-    }
+  ~Impl() override {
+    if (consumer_ != nullptr) consumer_->Close();
   }
 
   absl::Status Init();
@@ -91,24 +64,28 @@ class StreamProcessor::Impl {
   ProcessorStats stats() const { return task_.stats(); }
 
  private:
-  static void RebalanceCallback(rd_kafka_t* rk, rd_kafka_resp_err_t err,
-                                rd_kafka_topic_partition_list_t* partitions,
-                                void* opaque);
   static void DeliveryCallback(rd_kafka_t* rk,
                                const rd_kafka_message_t* message, void* opaque);
-  // The consumer's client-level errors (served by rd_kafka_consumer_poll, on
-  // Run's thread), judged by BrokerHealth::OnClientError; what it says Run
-  // must stop with becomes shared_.fatal.
-  static void ErrorCallback(rd_kafka_t* rk, int err, const char* reason,
-                            void* opaque);
-  void OnAssign(rd_kafka_topic_partition_list_t* partitions);
-  void OnRevoke(rd_kafka_topic_partition_list_t* partitions);
+  // The consumer's client-level errors (served by its Poll, on Run's
+  // thread), judged by BrokerHealth::OnClientError; what it says Run must
+  // stop with becomes shared_.fatal.
+  void OnClientError(rd_kafka_t* rk, int err, const char* reason);
+  // ConsumerKafka::Listener.
+  void OnAssigned(std::vector<PartitionTask::Assigned>& assigned) override;
+  void OnRevoked(const std::vector<int32_t>& revoked) override;
+  int64_t NextOffset(int32_t partition) const override {
+    return task_.next_offset(partition);
+  }
+  std::optional<std::vector<std::pair<int32_t, int64_t>>> Lagging()
+      const override {
+    if (health_.down()) return std::nullopt;
+    return task_.Lagging();
+  }
   void LogProgress();
 
   StreamProcessorOptions options_;
   WindowStore* store_;
-  RdKafkaPtr consumer_;
-  bool consumer_closed_ = false;
+  std::unique_ptr<RdKafkaConsumerKafka> consumer_;
   RdKafkaPtr producer_;
   std::unique_ptr<RdKafkaDeadLetterKafka> dead_letter_kafka_;
   RuntimeShared shared_;  // Undelivered messages; callbacks' failures.
@@ -133,21 +110,7 @@ class StreamProcessor::Impl {
   // silence start afresh (an assignment, whose replay has not begun yet; the
   // broker coming back after an outage).
   absl::Time last_message_ = absl::Now();
-  // Restarts fetching that librdkafka < 2.4 put to sleep while a partition
-  // still lags (kafka/fetch_wakeup.h); unused with a newer librdkafka.
-  FetchWakeup fetch_wakeup_;
-  void WakeStalledFetches(absl::Time now);
 };
-
-void StreamProcessor::Impl::WakeStalledFetches(absl::Time now) {
-  if (health_.down()) return;
-  std::vector<FetchWakeup::Position> positions;
-  for (const auto& [p, next_offset] : task_.Lagging()) {
-    positions.push_back(
-        {.topic = options_.topic, .partition = p, .next_offset = next_offset});
-  }
-  fetch_wakeup_.WakeIfStalled(consumer_.get(), positions, now);
-}
 
 absl::Status StreamProcessor::Impl::Init() {
   KafkaConfig consumer_config(options_.brokers);
@@ -164,18 +127,18 @@ absl::Status StreamProcessor::Impl::Init() {
   // Work between polls is bounded (one message, one commit), so the default
   // poll interval is ample; keep it explicit for operators.
   consumer_config.SetDefault("max.poll.interval.ms", "300000");
-  // A prefetch queue bounded in memory; with librdkafka < 2.4 the loop
-  // wakes its fetcher (WakeStalledFetches), or the queue would throttle
-  // catching up on a backlog (kafka_config.h).
+  // A prefetch queue bounded in memory; with librdkafka < 2.4 the
+  // consumer's Poll wakes its fetcher (RdKafkaConsumerKafka), or the queue
+  // would throttle catching up on a backlog (kafka_config.h).
   SetConsumerPrefetchDefaults(consumer_config);
   consumer_config.WatchBrokerFeatures();
   ASSIGN_OR_RETURN(RdKafkaConfPtr conf, consumer_config.Build());
-  rd_kafka_conf_set_rebalance_cb(conf.get(), &Impl::RebalanceCallback);
-  rd_kafka_conf_set_error_cb(conf.get(), &Impl::ErrorCallback);
-  rd_kafka_conf_set_opaque(conf.get(), this);
   ASSIGN_OR_RETURN(consumer_,
-                   NewKafkaClient(RD_KAFKA_CONSUMER, std::move(conf)));
-  rd_kafka_poll_set_consumer(consumer_.get());
+                   RdKafkaConsumerKafka::Create(
+                       std::move(conf), this,
+                       [this](rd_kafka_t* rk, int err, const char* reason) {
+                         OnClientError(rk, err, reason);
+                       }));
 
   KafkaConfig producer_config(options_.brokers);
   // -X applies to both clients (SASL/SSL settings are shared); consumer-only
@@ -229,79 +192,29 @@ absl::Status StreamProcessor::Impl::Init() {
                      StateChangelog::Create(reader_config, options_.state_topic,
                                             producer_.get()));
   }
-  task_.Connect(
-      std::make_unique<RdKafkaCommitKafka>(consumer_.get(), producer_.get()),
-      std::move(changelog), dead_letter_kafka_.get());
-
-  RdKafkaPartitionListPtr topics(rd_kafka_topic_partition_list_new(1));
-  rd_kafka_topic_partition_list_add(topics.get(), options_.topic.c_str(),
-                                    RD_KAFKA_PARTITION_UA);
-  return KafkaErrorToStatus(rd_kafka_subscribe(consumer_.get(), topics.get()),
-                            absl::StrCat("subscribing to ", options_.topic));
+  task_.Connect(std::make_unique<RdKafkaCommitKafka>(consumer_->handle(),
+                                                     producer_.get()),
+                std::move(changelog), dead_letter_kafka_.get());
+  return consumer_->Subscribe(options_.topic);
 }
 
-void StreamProcessor::Impl::RebalanceCallback(
-    rd_kafka_t* rk, rd_kafka_resp_err_t err,
-    rd_kafka_topic_partition_list_t* partitions, void* opaque) {
-  Impl* self = static_cast<Impl*>(opaque);
-  bool cooperative =
-      std::string_view(rd_kafka_rebalance_protocol(rk)) == "COOPERATIVE";
-  if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
-    self->OnAssign(partitions);
-    if (cooperative) {
-      RdKafkaErrorPtr error(rd_kafka_incremental_assign(rk, partitions));
-      if (error)
-        self->shared_.fatal = KafkaErrorToStatus(error.get(), "assigning");
-    } else {
-      rd_kafka_assign(rk, partitions);
-    }
-  } else {
-    self->OnRevoke(partitions);
-    if (cooperative) {
-      RdKafkaErrorPtr error(rd_kafka_incremental_unassign(rk, partitions));
-      if (error)
-        self->shared_.fatal = KafkaErrorToStatus(error.get(), "unassigning");
-    } else {
-      rd_kafka_assign(rk, nullptr);
-    }
-  }
-}
-
-void StreamProcessor::Impl::OnAssign(
-    rd_kafka_topic_partition_list_t* partitions) {
+void StreamProcessor::Impl::OnAssigned(
+    std::vector<PartitionTask::Assigned>& assigned) {
   health_.NoteReached();
   last_message_ = absl::Now();
-  std::vector<PartitionTask::Assigned> assigned;
-  assigned.reserve(partitions->cnt);
-  for (int i = 0; i < partitions->cnt; ++i) {
-    assigned.push_back({.partition = partitions->elems[i].partition,
-                        .offset = partitions->elems[i].offset});
-  }
   task_.Assign(assigned);
-  for (int i = 0; i < partitions->cnt; ++i) {
-    partitions->elems[i].offset = assigned[i].offset;
-    fetch_wakeup_.Forget(options_.topic, assigned[i].partition);
-  }
 }
 
-void StreamProcessor::Impl::OnRevoke(
-    rd_kafka_topic_partition_list_t* partitions) {
-  std::vector<int32_t> revoked;
-  revoked.reserve(partitions->cnt);
-  for (int i = 0; i < partitions->cnt; ++i) {
-    revoked.push_back(partitions->elems[i].partition);
-    fetch_wakeup_.Forget(options_.topic, partitions->elems[i].partition);
-  }
+void StreamProcessor::Impl::OnRevoked(const std::vector<int32_t>& revoked) {
   task_.Revoke(revoked, absl::Now());
 }
 
-void StreamProcessor::Impl::ErrorCallback(rd_kafka_t* rk, int err,
-                                          const char* reason, void* opaque) {
-  Impl* self = static_cast<Impl*>(opaque);
+void StreamProcessor::Impl::OnClientError(rd_kafka_t* rk, int err,
+                                          const char* reason) {
   // Run stops with the first failure; what follows it is noise.
-  if (!self->shared_.fatal.ok()) return;
-  if (absl::Status s = self->health_.OnClientError(rk, err, reason); !s.ok()) {
-    self->shared_.fatal = s;
+  if (!shared_.fatal.ok()) return;
+  if (absl::Status s = health_.OnClientError(rk, err, reason); !s.ok()) {
+    shared_.fatal = s;
   }
 }
 
@@ -333,13 +246,10 @@ void StreamProcessor::Impl::LogProgress() {
   }
   absl::flat_hash_map<std::string, int64_t> lag;
   for (const auto& [p, part] : task_.jobs().partitions()) {
-    int64_t low = 0, high = 0;
-    if (rd_kafka_get_watermark_offsets(consumer_.get(), options_.topic.c_str(),
-                                       p, &low,
-                                       &high) == RD_KAFKA_RESP_ERR_NO_ERROR &&
-        part.next_offset >= 0) {
+    std::optional<int64_t> high = consumer_->HighWatermark(p);
+    if (high.has_value() && part.next_offset >= 0) {
       lag[absl::StrCat(options_.topic, "/", p)] =
-          std::max<int64_t>(0, high - part.next_offset);
+          std::max<int64_t>(0, *high - part.next_offset);
     }
   }
   int64_t tracked = 0;
@@ -380,8 +290,7 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
   absl::Time last_retention = absl::InfinitePast();
   last_message_ = absl::Now();
   while (!stop.load()) {
-    RdKafkaMessagePtr message(
-        rd_kafka_consumer_poll(consumer_.get(), kPollTimeoutMs));
+    ConsumerKafka::Event event = consumer_->Poll(kPollTimeout);
     rd_kafka_poll(producer_.get(), 0);  // Serve delivery reports.
     RETURN_IF_ERROR(shared_.fatal);
     absl::Time now = absl::Now();
@@ -390,54 +299,40 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
     // consumer groups or idempotent producers.
     if (!features_checked_) {
       if (std::optional<absl::Status> s = ReportBrokerFeatures(
-              consumer_.get(), feature_needs_, /*answered=*/false)) {
+              consumer_->handle(), feature_needs_, /*answered=*/false)) {
         RETURN_IF_ERROR(*s);
         features_checked_ = true;
       }
     }
-    if (!message) {
-      WakeStalledFetches(now);
-    } else {
-      fetch_wakeup_.OnMessage(now);
-      if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR ||
-          message->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+    switch (event.kind) {
+      case ConsumerKafka::Event::Kind::kNothing:
+        break;
+      case ConsumerKafka::Event::Kind::kRefetched:
+        // Handled before a seek of the fetch wakeup: skipped.
         health_.NoteReached();
-      }
-      if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR &&
-          fetch_wakeup_.Refetched(options_.topic, message->partition,
-                                  message->offset,
-                                  task_.next_offset(message->partition))) {
-        // Handled before a seek of WakeStalledFetches: skipped.
-      } else if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        break;
+      case ConsumerKafka::Event::Kind::kMessage:
+        health_.NoteReached();
         last_message_ = now;
         if (first_message_ == absl::InfinitePast()) first_message_ = now;
         // A failed message stops the processor, and nothing more is
         // committed (the revocation the consumer's close runs included):
         // its partition's progress already counts the message.
-        const ConsumedMessage consumed{
-            .partition = message->partition,
-            .offset = message->offset,
-            .payload = {static_cast<const uint8_t*>(message->payload),
-                        message->len},
-            .key = absl::string_view(static_cast<const char*>(message->key),
-                                     message->key_len),
-            .read_headers = &ReadHeaders,
-            .headers_source = message.get()};
-        RETURN_IF_ERROR(task_.OnMessage(consumed, now));
+        RETURN_IF_ERROR(task_.OnMessage(event.message, now));
         last_handled_ = absl::Now();
-      } else if (message->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-        task_.OnEndOfPartition(message->partition);
-      } else {
-        absl::Status s = KafkaErrorToStatus(message->err, "consuming");
-        if (rd_kafka_fatal_error(consumer_.get(), nullptr, 0) !=
-            RD_KAFKA_RESP_ERR_NO_ERROR) {
-          return s;
-        }
-        RETURN_IF_ERROR(health_.OnConsumeError(message->err, s, now));
-      }
+        break;
+      case ConsumerKafka::Event::Kind::kEndOfPartition:
+        health_.NoteReached();
+        task_.OnEndOfPartition(event.partition);
+        break;
+      case ConsumerKafka::Event::Kind::kError:
+        if (event.fatal) return event.error;
+        RETURN_IF_ERROR(health_.OnConsumeError(
+            static_cast<rd_kafka_resp_err_t>(event.code), event.error, now));
+        break;
     }
     if (std::optional<absl::Time> back = health_.Probe(
-            now, consumer_.get(), options_.topic, task_.AnyPartition())) {
+            now, consumer_->handle(), options_.topic, task_.AnyPartition())) {
       // Silence during the outage said nothing: idle periods start afresh.
       last_message_ = *back;
       task_.RestartIdleTimers(*back);
@@ -467,10 +362,8 @@ absl::Status StreamProcessor::Impl::Run(const std::atomic<bool>& stop) {
   }
   RETURN_IF_ERROR(task_.Finish(absl::Now()));
   LogProgress();
-  fetch_wakeup_.LogSummary();
+  consumer_->Close();  // Logs the fetch wakeup's summary first.
   spdlog::info("{}", store_->Describe());
-  rd_kafka_consumer_close(consumer_.get());
-  consumer_closed_ = true;
   rd_kafka_flush(producer_.get(), 10'000);
   return absl::OkStatus();
 }

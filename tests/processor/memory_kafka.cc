@@ -1,5 +1,6 @@
 #include "tests/processor/memory_kafka.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -167,6 +168,94 @@ std::optional<DeadLetterError> MemoryKafka::ProduceDeadLetter(
   queue_.back().record.headers = letter.headers;
   queue_.back().fallback = std::move(fallback);
   return std::nullopt;
+}
+
+const std::vector<MemoryRecord>& MemoryConsumerKafka::Log(int32_t partition) {
+  static const std::vector<MemoryRecord> kNone;
+  auto it = topics_->topics.find(topic_);
+  if (it == topics_->topics.end() || partition < 0 ||
+      partition >= static_cast<int32_t>(it->second.size())) {
+    return kNone;
+  }
+  return it->second[partition];
+}
+
+absl::Status MemoryConsumerKafka::Subscribe(const std::string& topic) {
+  topic_ = topic;
+  return absl::OkStatus();
+}
+
+ConsumerKafka::Event MemoryConsumerKafka::Poll(absl::Duration timeout) {
+  if (closed_) {
+    return {.kind = Event::Kind::kError,
+            .error = absl::FailedPreconditionError("consumer closed"),
+            .fatal = true};
+  }
+  if (!to_revoke_.empty()) {
+    std::vector<int32_t> revoked;
+    for (int32_t p : std::exchange(to_revoke_, {})) {
+      if (positions_.erase(p) > 0) revoked.push_back(p);
+    }
+    if (!revoked.empty()) listener_->OnRevoked(revoked);
+  }
+  if (!to_assign_.empty()) {
+    std::vector<PartitionTask::Assigned> assigned;
+    for (int32_t p : std::exchange(to_assign_, {})) {
+      auto it = topics_->group_offsets.find({topic_, p});
+      assigned.push_back({.partition = p,
+                          .offset = it == topics_->group_offsets.end()
+                                        ? kNoOffset
+                                        : it->second});
+    }
+    listener_->OnAssigned(assigned);
+    for (const PartitionTask::Assigned& a : assigned) {
+      positions_[a.partition] = {.next = std::max<int64_t>(0, a.offset)};
+    }
+  }
+  if (!errors_.empty()) {
+    Event error = std::move(errors_.front());
+    errors_.pop_front();
+    return error;
+  }
+  for (auto& [p, position] : positions_) {
+    const std::vector<MemoryRecord>& log = Log(p);
+    if (position.next < static_cast<int64_t>(log.size())) {
+      const MemoryRecord& r = log[position.next];
+      position.end_told = false;
+      Event event{.kind = Event::Kind::kMessage, .partition = p};
+      event.message = ConsumedMessage{
+          .partition = p,
+          .offset = position.next++,
+          .payload = {reinterpret_cast<const uint8_t*>(r.value.data()),
+                      r.value.size()},
+          .key = r.key,
+          .read_headers =
+              [](const void* source) {
+                return static_cast<const MemoryRecord*>(source)->headers;
+              },
+          .headers_source = &r};
+      return event;
+    }
+    if (!position.end_told) {
+      position.end_told = true;
+      return {.kind = Event::Kind::kEndOfPartition, .partition = p};
+    }
+  }
+  return {};
+}
+
+std::optional<int64_t> MemoryConsumerKafka::HighWatermark(int32_t partition) {
+  if (!positions_.contains(partition)) return std::nullopt;
+  return static_cast<int64_t>(Log(partition).size());
+}
+
+void MemoryConsumerKafka::Close() {
+  if (closed_) return;
+  closed_ = true;
+  std::vector<int32_t> revoked;
+  for (const auto& [p, unused] : positions_) revoked.push_back(p);
+  positions_.clear();
+  if (!revoked.empty()) listener_->OnRevoked(revoked);
 }
 
 }  // namespace bubblewatch::testing

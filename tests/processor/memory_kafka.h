@@ -22,10 +22,15 @@
 //     is set and every call fails with kAborted. The topics keep what was
 //     written, for a restarted pipeline over a new MemoryKafka sharing the
 //     same MemoryTopics.
+//
+// MemoryConsumerKafka, last: an in-memory ConsumerKafka
+// (processor/consumer_kafka.h) over the same MemoryTopics, its assignments
+// and revocations scripted by the test.
 #ifndef BUBBLEWATCH_TESTS_PROCESSOR_MEMORY_KAFKA_H_
 #define BUBBLEWATCH_TESTS_PROCESSOR_MEMORY_KAFKA_H_
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -35,6 +40,7 @@
 
 #include "absl/status/status.h"
 #include "processor/commit_kafka.h"
+#include "processor/consumer_kafka.h"
 #include "processor/dead_letter_sink.h"
 #include "processor/runtime_shared.h"
 
@@ -172,6 +178,66 @@ class MemoryKafka : public CommitKafka,
   CrashBudget own_budget_;
   CrashBudget* budget_ = &own_budget_;
   int64_t produce_calls_ = 0;
+};
+
+// A consumer of one topic of `topics`, as one group member sees it: the
+// test says which partitions it gets (Assign) or loses (Revoke); the next
+// Poll tells the listener (revocations first), each assigned partition
+// starting where the listener says, else at the group offset, else at 0
+// (auto.offset.reset=earliest). Polls then read the owned partitions in
+// partition order, each to its end, then its end of partition (once, until
+// more records arrive). Injected errors come before anything else.
+class MemoryConsumerKafka : public ConsumerKafka {
+ public:
+  // Where an assignment hands the listener "no offset yet"
+  // (librdkafka's RD_KAFKA_OFFSET_INVALID).
+  static constexpr int64_t kNoOffset = -1001;
+
+  // `topics` and `listener` must outlive this.
+  MemoryConsumerKafka(MemoryTopics* topics, Listener* listener)
+      : topics_(topics), listener_(listener) {}
+
+  // Scripted rebalances, told at the next Poll.
+  void Assign(std::vector<int32_t> partitions) {
+    to_assign_.insert(to_assign_.end(), partitions.begin(), partitions.end());
+  }
+  void Revoke(std::vector<int32_t> partitions) {
+    to_revoke_.insert(to_revoke_.end(), partitions.begin(), partitions.end());
+  }
+  // The next Poll returns this error (`code` a librdkafka error code).
+  void InjectError(absl::Status error, int code, bool fatal) {
+    errors_.push_back({.kind = Event::Kind::kError,
+                       .error = std::move(error),
+                       .code = code,
+                       .fatal = fatal});
+  }
+  // The next offset the consumer reads of `partition` (-1: not owned).
+  int64_t position(int32_t partition) const {
+    auto it = positions_.find(partition);
+    return it == positions_.end() ? -1 : it->second.next;
+  }
+  bool closed() const { return closed_; }
+
+  absl::Status Subscribe(const std::string& topic) override;
+  Event Poll(absl::Duration timeout) override;
+  std::optional<int64_t> HighWatermark(int32_t partition) override;
+  void Close() override;
+
+ private:
+  struct Position {
+    int64_t next = 0;
+    bool end_told = false;  // Its end of partition was returned.
+  };
+  const std::vector<MemoryRecord>& Log(int32_t partition);
+
+  MemoryTopics* topics_;
+  Listener* listener_;
+  std::string topic_;
+  std::vector<int32_t> to_assign_;
+  std::vector<int32_t> to_revoke_;
+  std::deque<Event> errors_;
+  std::map<int32_t, Position> positions_;  // The owned partitions.
+  bool closed_ = false;
 };
 
 }  // namespace bubblewatch::testing

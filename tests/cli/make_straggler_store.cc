@@ -145,8 +145,8 @@ int Run(int argc, char** argv) {
     options.windower.window_ns = window_ms * 1'000'000;
     // As the demo: the mock cluster serves fetches slowly; the job is
     // closed by its idle timeout, the processor exits when all is read.
-    options.idle_timeout = absl::Seconds(3);
-    options.exit_when_idle = absl::Seconds(5);
+    options.idle_timeout = absl::Seconds(5);
+    options.exit_when_idle = absl::Seconds(7);
     options.kafka_properties = {"fetch.wait.max.ms=10",
                                 "fetch.message.max.bytes=4194304"};
     options.windows_topic_max_bytes = 1'000'000;

@@ -61,6 +61,17 @@ void WriteStragglersJson(JsonWriter& w, const WindowCollectives& c) {
 
 double GpuHours(int64_t ns) { return static_cast<double>(ns) / 3.6e12; }
 
+// A rank's rank, device, host (null when unknown) and, when its batches
+// named it (Inspector logs), its process: absent otherwise, as in
+// `analyze --json`.
+void WriteRankIdentity(JsonWriter& w, const RankWindow& r) {
+  w.Key("rank").Int(r.rank);
+  w.Key("device").Int(r.device);
+  w.Key("host");
+  r.host.empty() ? w.Null() : w.String(r.host.str());
+  if (r.pid >= 0) w.Key("pid").Int(r.pid);
+}
+
 // The members "ranks", "stragglers" and "collectives" of a multi-rank window
 // or period, with the keys `analyze --json` uses (docs/query.md); a period's
 // ranks carry the clock of its latest window (a clock is per window).
@@ -69,13 +80,7 @@ void WriteCollectives(JsonWriter& w, const WindowCollectives& c,
   w.Key("ranks").BeginArray();
   for (const RankWindow& r : c.ranks) {
     w.BeginObject();
-    w.Key("rank").Int(r.rank);
-    w.Key("device").Int(r.device);
-    w.Key("host");
-    r.host.empty() ? w.Null() : w.String(r.host.str());
-    // Its process, when its batches named it (Inspector logs): absent
-    // otherwise, as in `analyze --json`.
-    if (r.pid >= 0) w.Key("pid").Int(r.pid);
+    WriteRankIdentity(w, r);
     w.Key("span_us").Double(JsonUs(r.span_ns));
     w.Key("compute_us").Double(JsonUs(r.compute_ns));
     w.Key("utilization")
@@ -239,13 +244,7 @@ std::string RenderWindowTimelineJson(const WindowSummary& window, bool pretty) {
   for (size_t i = 0; i < c.ranks.size(); ++i) {
     const RankWindow& r = c.ranks[i];
     w.BeginObject();
-    w.Key("rank").Int(r.rank);
-    w.Key("device").Int(r.device);
-    w.Key("host");
-    r.host.empty() ? w.Null() : w.String(r.host.str());
-    // Its process, when its batches named it (Inspector logs): absent
-    // otherwise, as in `analyze --json`.
-    if (r.pid >= 0) w.Key("pid").Int(r.pid);
+    WriteRankIdentity(w, r);
     w.Key("span_us").Double(JsonUs(r.span_ns));
     w.Key("compute_us").Double(JsonUs(r.compute_ns));
     w.Key("comm_exposed_us").Double(JsonUs(r.comm_exposed_ns));

@@ -20,12 +20,11 @@
 #include "base/status_macros.h"
 #include "cli/command_line.h"
 #include "cli/commands.h"
+#include "cli/embedded_pipeline.h"
 #include "cli/exit_codes.h"
 #include "ingest/batched_trace.h"
 #include "ingest/event_producer.h"
 #include "ingest/synthetic/synthetic_fleet.h"
-#include "ingest/trace_replay.h"
-#include "kafka/embedded_kafka_cluster.h"
 #include "processor/stream_processor.h"
 #include "storage/window_store.h"
 
@@ -160,37 +159,17 @@ int RunDemoCommand(int argc, char** argv) {
     }
   }
 
-  absl::StatusOr<std::unique_ptr<EmbeddedKafkaCluster>> cluster =
-      EmbeddedKafkaCluster::Create();
-  if (!cluster.ok()) return Fail(cluster.status().message());
-  const std::string topic = "bubblewatch.events";
-  // The mock cluster has no CreateTopics API: the processor's state
-  // changelog and windows topic are created here, as an operator would.
-  for (const std::string& name : {topic, StreamProcessorOptions().state_topic,
-                                  StreamProcessorOptions().windows_topic}) {
-    if (absl::Status s = (*cluster)->CreateTopic(name, kDemoPartitions);
-        !s.ok()) {
-      return Fail(s.message());
-    }
-  }
+  absl::StatusOr<EmbeddedPipeline> pipeline =
+      StartEmbeddedPipeline(kDemoPartitions);
+  if (!pipeline.ok()) return Fail(pipeline.status().message());
   std::cout << "2. producing to the embedded Kafka cluster at "
-            << (*cluster)->bootstrap_servers() << "\n";
+            << pipeline->cluster->bootstrap_servers() << "\n";
   int64_t events_acked = 0;
   {
-    absl::StatusOr<std::unique_ptr<EventProducer>> producer =
-        EventProducer::Create(KafkaConfig((*cluster)->bootstrap_servers()),
-                              EventProducerOptions{.topic = topic});
-    if (!producer.ok()) return Fail(producer.status().message());
-    std::vector<BatchedTrace*> ptrs;
-    for (auto& s : streams) ptrs.push_back(s.get());
-    if (absl::Status s = ReplayTraces(ptrs, producer->get(), ReplayOptions{});
-        !s.ok()) {
-      return Fail(s.message());
-    }
-    if (absl::Status s = (*producer)->Flush(absl::Seconds(30)); !s.ok()) {
-      return Fail(s.message());
-    }
-    ProducerStats stats = (*producer)->stats();
+    absl::StatusOr<ProducerStats> produced =
+        ProduceToEmbeddedPipeline(*pipeline, streams);
+    if (!produced.ok()) return Fail(produced.status().message());
+    const ProducerStats& stats = *produced;
     events_acked = stats.events_acked;
     std::cout << "   " << stats.events_acked << " events in "
               << stats.batches_acked << " batches acknowledged\n";
@@ -204,18 +183,11 @@ int RunDemoCommand(int argc, char** argv) {
     absl::StatusOr<std::unique_ptr<WindowStore>> store =
         OpenRocksDbWindowStore(store_path);
     if (!store.ok()) return Fail(store.status().message());
-    StreamProcessorOptions options;
-    options.brokers = (*cluster)->bootstrap_servers();
-    options.topic = topic;
+    StreamProcessorOptions options = EmbeddedProcessorOptions(*pipeline);
     // The mock cluster serves fetches slowly and unevenly across
     // partitions; give jobs time before calling them idle.
     options.idle_timeout = absl::Seconds(6);
     options.exit_when_idle = absl::Seconds(8);
-    options.kafka_properties = {"fetch.wait.max.ms=10",
-                                "fetch.message.max.bytes=4194304"};
-    // The mock cluster has no topic configs to read; its topics take any
-    // size, so the producer's limit is the one that counts.
-    options.windows_topic_max_bytes = 1'000'000;
     absl::StatusOr<AlertRuleSet> rules =
         ParseAlertRules(kDemoRules, "demo rules");
     if (!rules.ok()) return Fail(rules.status().message());

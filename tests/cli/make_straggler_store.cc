@@ -27,11 +27,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "base/logging.h"
+#include "cli/embedded_pipeline.h"
 #include "ingest/batched_trace.h"
-#include "ingest/event_producer.h"
 #include "ingest/synthetic/synthetic_fleet.h"
-#include "ingest/trace_replay.h"
-#include "kafka/embedded_kafka_cluster.h"
 #include "processor/stream_processor.h"
 #include "storage/window_store.h"
 
@@ -107,49 +105,23 @@ int Run(int argc, char** argv) {
                                                      BatchingOptions{}));
   }
 
-  absl::StatusOr<std::unique_ptr<EmbeddedKafkaCluster>> cluster =
-      EmbeddedKafkaCluster::Create();
-  if (!cluster.ok()) return Fail(cluster.status().message());
-  const std::string topic = "bubblewatch.events";
-  // The mock cluster has no CreateTopics API (as in `bubblewatch demo`).
-  for (const std::string& name : {topic, StreamProcessorOptions().state_topic,
-                                  StreamProcessorOptions().windows_topic}) {
-    if (absl::Status s = (*cluster)->CreateTopic(name, 4); !s.ok()) {
-      return Fail(s.message());
-    }
-  }
-  int64_t acked = 0;
-  {
-    absl::StatusOr<std::unique_ptr<EventProducer>> producer =
-        EventProducer::Create(KafkaConfig((*cluster)->bootstrap_servers()),
-                              EventProducerOptions{.topic = topic});
-    if (!producer.ok()) return Fail(producer.status().message());
-    std::vector<BatchedTrace*> ptrs;
-    for (auto& s : streams) ptrs.push_back(s.get());
-    if (absl::Status s = ReplayTraces(ptrs, producer->get(), ReplayOptions{});
-        !s.ok()) {
-      return Fail(s.message());
-    }
-    if (absl::Status s = (*producer)->Flush(absl::Seconds(30)); !s.ok()) {
-      return Fail(s.message());
-    }
-    acked = (*producer)->stats().events_acked;
-  }
+  // As `bubblewatch demo` runs (cli/embedded_pipeline.h).
+  absl::StatusOr<EmbeddedPipeline> pipeline = StartEmbeddedPipeline(4);
+  if (!pipeline.ok()) return Fail(pipeline.status().message());
+  absl::StatusOr<ProducerStats> produced =
+      ProduceToEmbeddedPipeline(*pipeline, streams);
+  if (!produced.ok()) return Fail(produced.status().message());
+  const int64_t acked = produced->events_acked;
   {
     absl::StatusOr<std::unique_ptr<WindowStore>> store =
         OpenRocksDbWindowStore(store_path);
     if (!store.ok()) return Fail(store.status().message());
-    StreamProcessorOptions options;
-    options.brokers = (*cluster)->bootstrap_servers();
-    options.topic = topic;
+    StreamProcessorOptions options = EmbeddedProcessorOptions(*pipeline);
     options.windower.window_ns = window_ms * 1'000'000;
     // As the demo: the mock cluster serves fetches slowly; the job is
     // closed by its idle timeout, the processor exits when all is read.
     options.idle_timeout = absl::Seconds(5);
     options.exit_when_idle = absl::Seconds(7);
-    options.kafka_properties = {"fetch.wait.max.ms=10",
-                                "fetch.message.max.bytes=4194304"};
-    options.windows_topic_max_bytes = 1'000'000;
     absl::StatusOr<std::unique_ptr<StreamProcessor>> processor =
         StreamProcessor::Create(options, store->get());
     if (!processor.ok()) return Fail(processor.status().message());

@@ -150,10 +150,7 @@ int RunDemoCommand(int argc, char** argv) {
                          ? "sync->ok"
                          : std::string(SyntheticScenarioName(j.scenario));
     for (Trace& rank : j.ranks) {
-      BatchHeader identity{.job = rank.job,
-                           .host = rank.host,
-                           .rank = rank.rank,
-                           .world_size = rank.world_size};
+      const BatchHeader identity = TraceIdentity(rank);
       streams.push_back(std::make_unique<BatchedTrace>(
           std::move(rank), identity, BatchingOptions{}));
     }

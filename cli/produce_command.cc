@@ -342,11 +342,7 @@ int RunProduceCommand(int argc, char** argv) {
     }
     for (SyntheticJob& j : *jobs) {
       for (Trace& rank_trace : j.ranks) {
-        BatchHeader identity;
-        identity.job = rank_trace.job;
-        identity.host = rank_trace.host;
-        identity.rank = rank_trace.rank;
-        identity.world_size = rank_trace.world_size;
+        const BatchHeader identity = TraceIdentity(rank_trace);
         streams.push_back(std::make_unique<BatchedTrace>(std::move(rank_trace),
                                                          identity, batching));
       }

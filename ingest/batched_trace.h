@@ -66,6 +66,15 @@ struct BatchSlice {
   }
 };
 
+// The identity a trace says of itself, to send it under: its job, host,
+// rank and world size (a synthetic job's ranks say all four).
+inline BatchHeader TraceIdentity(const Trace& trace) {
+  return BatchHeader{.job = trace.job,
+                     .host = trace.host,
+                     .rank = trace.rank,
+                     .world_size = trace.world_size};
+}
+
 class BatchedTrace {
  public:
   // Takes `trace`, sorts its events (and orders its collective records by

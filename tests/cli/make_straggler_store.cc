@@ -97,10 +97,7 @@ int Run(int argc, char** argv) {
   const StragglerTruth truth = *job.straggler;
   std::vector<std::unique_ptr<BatchedTrace>> streams;
   for (Trace& rank : job.ranks) {
-    BatchHeader identity{.job = rank.job,
-                         .host = rank.host,
-                         .rank = rank.rank,
-                         .world_size = rank.world_size};
+    const BatchHeader identity = TraceIdentity(rank);
     streams.push_back(std::make_unique<BatchedTrace>(std::move(rank), identity,
                                                      BatchingOptions{}));
   }

@@ -9,6 +9,21 @@
 
 namespace bubblewatch::testing {
 
+ConsumedMessage ConsumedRecord(int32_t partition, int64_t offset,
+                               const MemoryRecord& record) {
+  return ConsumedMessage{
+      .partition = partition,
+      .offset = offset,
+      .payload = {reinterpret_cast<const uint8_t*>(record.value.data()),
+                  record.value.size()},
+      .key = record.key,
+      .read_headers =
+          [](const void* source) {
+            return static_cast<const MemoryRecord*>(source)->headers;
+          },
+      .headers_source = &record};
+}
+
 absl::Status MemoryKafka::Produce(const std::string& topic, int32_t partition,
                                   absl::string_view key,
                                   absl::string_view value) {
@@ -223,17 +238,7 @@ ConsumerKafka::Event MemoryConsumerKafka::Poll(absl::Duration timeout) {
       const MemoryRecord& r = log[position.next];
       position.end_told = false;
       Event event{.kind = Event::Kind::kMessage, .partition = p};
-      event.message = ConsumedMessage{
-          .partition = p,
-          .offset = position.next++,
-          .payload = {reinterpret_cast<const uint8_t*>(r.value.data()),
-                      r.value.size()},
-          .key = r.key,
-          .read_headers =
-              [](const void* source) {
-                return static_cast<const MemoryRecord*>(source)->headers;
-              },
-          .headers_source = &r};
+      event.message = ConsumedRecord(p, position.next++, r);
       return event;
     }
     if (!position.end_told) {

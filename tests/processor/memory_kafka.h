@@ -54,6 +54,12 @@ struct MemoryRecord {
   bool operator==(const MemoryRecord&) const = default;
 };
 
+// `record`, read at `offset` of partition `partition`, as the processor's
+// consumer hands a message to PartitionTask (views into `record`, which
+// must outlive it).
+ConsumedMessage ConsumedRecord(int32_t partition, int64_t offset,
+                               const MemoryRecord& record);
+
 // What survives a crash: the topics and the group offsets.
 struct MemoryTopics {
   // topic -> partitions -> records, in offset order.

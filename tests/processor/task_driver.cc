@@ -141,11 +141,7 @@ absl::Status TaskDriver::SendFleet(const SyntheticFleetOptions& fleet,
   std::vector<std::unique_ptr<BatchedTrace>> streams;
   for (SyntheticJob& j : jobs) {
     for (Trace& rank_trace : j.ranks) {
-      BatchHeader identity;
-      identity.job = rank_trace.job;
-      identity.host = rank_trace.host;
-      identity.rank = rank_trace.rank;
-      identity.world_size = rank_trace.world_size;
+      const BatchHeader identity = TraceIdentity(rank_trace);
       streams.push_back(std::make_unique<BatchedTrace>(std::move(rank_trace),
                                                        identity, batching));
     }
@@ -217,17 +213,7 @@ absl::Status TaskDriver::Poll(int64_t max_messages) {
       const MemoryRecord& r = log[next];
       now_ += absl::Milliseconds(1);
       last_message_ = now_;
-      const ConsumedMessage message{
-          .partition = p,
-          .offset = next,
-          .payload = {reinterpret_cast<const uint8_t*>(r.value.data()),
-                      r.value.size()},
-          .key = r.key,
-          .read_headers =
-              [](const void* source) {
-                return static_cast<const MemoryRecord*>(source)->headers;
-              },
-          .headers_source = &r};
+      const ConsumedMessage message = ConsumedRecord(p, next, r);
       RETURN_IF_ERROR(task_->OnMessage(message, now_));
       RETURN_IF_ERROR(Tick());
     }

@@ -1,6 +1,7 @@
 #include "analysis/window_merge.h"
 
 #include <algorithm>
+#include <limits>
 #include <tuple>
 #include <utility>
 
@@ -149,6 +150,14 @@ std::string EncodeHostWindowPart(const HostWindowPart& part) {
   }
   w.Unsigned(part.digests.size());
   for (const RankDigest& d : part.digests) w.String(EncodeRankDigest(d));
+  w.Signed(part.world_size);
+  w.Unsigned(part.ranks.size());
+  int64_t previous_rank = -1;
+  for (int32_t rank : part.ranks) {
+    w.Unsigned(static_cast<uint64_t>(rank - previous_rank));
+    previous_rank = rank;
+  }
+  w.Byte(part.last ? 1 : 0);
   return w.Take();
 }
 
@@ -202,6 +211,27 @@ absl::StatusOr<HostWindowPart> DecodeHostWindowPart(absl::string_view bytes) {
     }
     part.digests.push_back(*std::move(digest));
   }
+  const int64_t world_size = r.Signed();
+  if (world_size < -1 || world_size > std::numeric_limits<int32_t>::max()) {
+    r.Fail();
+  }
+  part.world_size = static_cast<int32_t>(world_size);
+  // Ranks as increasing steps from -1: each step at least 1.
+  const size_t ranks = r.Count();
+  int64_t rank = -1;
+  for (size_t i = 0; r.ok() && i < ranks; ++i) {
+    const uint64_t step = r.Unsigned();
+    if (step == 0 || step > static_cast<uint64_t>(
+                                std::numeric_limits<int32_t>::max() - rank)) {
+      r.Fail();
+      break;
+    }
+    rank += static_cast<int64_t>(step);
+    part.ranks.push_back(static_cast<int32_t>(rank));
+  }
+  const uint8_t last = r.Byte();
+  if (last > 1) r.Fail();
+  part.last = last == 1;
   if (!r.ok() || !r.done()) {
     return absl::InvalidArgumentError("window part truncated or malformed");
   }

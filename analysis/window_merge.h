@@ -56,6 +56,19 @@ struct HostWindowPart {
   // The digests of the host's ranks' events that start in the window
   // (DigestTrace of each rank's window trace); empty without collectives.
   std::vector<RankDigest> digests;
+
+  // What stage 2 needs to know when the job's window is complete
+  // (docs/architecture.md#one-job-across-processors): the job's world size
+  // as the host's batches declare it (-1: none declares one), the ranks the
+  // host's stage 1 has seen so far (sorted, distinct, each >= 0; a host
+  // whose batches state no rank has none), and whether the host's stream
+  // ended with this window (its end marker, or its idle timeout): the host
+  // sends no later part until it starts a new run. A host's parts come in
+  // window order, so a part of a window also says the host finalized every
+  // earlier window.
+  int32_t world_size = -1;
+  std::vector<int32_t> ranks;
+  bool last = false;
 };
 
 // The window of `parts` (all of one window, none sharing a device): devices
@@ -84,8 +97,9 @@ absl::StatusOr<WindowSummary> MergeHostWindowParts(
 // A part's compact binary form, what stage 1 publishes: a version byte,
 // the job and host, the window as EncodeWindowSummary encodes a summary of
 // it (the window and the event counts), the observations (a flag, then
-// each interval's start and length as varints) and each digest as
-// EncodeRankDigest encodes it. Decode(Encode(p)) equals p; equal parts
+// each interval's start and length as varints), each digest as
+// EncodeRankDigest encodes it, then the world size, the ranks and the last
+// flag. Decode(Encode(p)) equals p; equal parts
 // encode to equal bytes. Decode errors: kInvalidArgument for truncated or
 // malformed bytes, an unknown version, or a window or digest its own
 // decoder refuses.

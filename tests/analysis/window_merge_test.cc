@@ -132,6 +132,9 @@ TEST(WindowMerge, APartTravelsAndBadBytesAreRefused) {
   digest.job = "job";
   part.digests = {digest, digest};
   part.digests[1].rank = 7;
+  part.world_size = 16;
+  part.ranks = {0, 6, 7, 2'000'000'000};
+  part.last = true;
   const std::string bytes = EncodeHostWindowPart(part);
   absl::StatusOr<HostWindowPart> back = DecodeHostWindowPart(bytes);
   ASSERT_TRUE(back.ok()) << back.status();
@@ -143,6 +146,9 @@ TEST(WindowMerge, APartTravelsAndBadBytesAreRefused) {
   EXPECT_EQ(back->observed->TotalLength(), 760);
   ASSERT_EQ(back->digests.size(), 2u);
   EXPECT_EQ(back->digests[1].rank, 7);
+  EXPECT_EQ(back->world_size, 16);
+  EXPECT_EQ(back->ranks, part.ranks);
+  EXPECT_TRUE(back->last);
   ASSERT_EQ(back->window.top_bubbles.size(), 1u);
   EXPECT_EQ(back->window.top_bubbles[0].blamed, "d6@1200");
   EXPECT_EQ(EncodeHostWindowPart(*back), bytes);
@@ -152,6 +158,12 @@ TEST(WindowMerge, APartTravelsAndBadBytesAreRefused) {
     EXPECT_FALSE(DecodeHostWindowPart(bytes.substr(0, n)).ok()) << n;
   }
   EXPECT_FALSE(DecodeHostWindowPart(bytes + "x").ok());
+  // Ranks out of order (a step of 0) or past int32 are refused.
+  HostWindowPart unordered = part;
+  unordered.ranks = {6, 6};
+  EXPECT_FALSE(DecodeHostWindowPart(EncodeHostWindowPart(unordered)).ok());
+  unordered.ranks = {2'147'483'647};
+  EXPECT_TRUE(DecodeHostWindowPart(EncodeHostWindowPart(unordered)).ok());
   std::string other_version = bytes;
   other_version[0] = 9;
   absl::StatusOr<HostWindowPart> refused = DecodeHostWindowPart(other_version);

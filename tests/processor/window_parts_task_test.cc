@@ -1,0 +1,825 @@
+// Stage 2 of a split job (processor/window_parts_task.h) without a broker:
+// the hosts' window parts of a TP2×DP2×PP4 job (8 hosts of 2 ranks), made
+// as stage 1 makes them (each host's events windowed alone, its ranks
+// digested, world size 16, the host's ranks so far, `last` on its final
+// window), go through WindowPartsTask over the in-memory Kafka
+// (memory_kafka.h) and a real RocksDB store:
+//   - interleaved across hosts in random orders (each host's own order
+//     kept), with stage-1 republishes (copies), the stored and published
+//     windows are the single-stage windows, and no window is stored before
+//     every part of it was read;
+//   - a window waits for a host that sent nothing yet, and for a host's
+//     missing last part until the idle timeout;
+//   - bad bytes, a job that is not its key, a conflicting part: dead
+//     letters with their reasons, the windows unharmed;
+//   - the crash harness (as crash_harness_test.cc): a crash after every
+//     write of the commit protocol, then a restart from the store and the
+//     topics, gives the uninterrupted run's store and windows topic, byte
+//     for byte.
+#include "processor/window_parts_task.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "analysis/collective_windows.h"
+#include "analysis/collectives.h"
+#include "analysis/rank_digest.h"
+#include "analysis/window_merge.h"
+#include "gtest/gtest.h"
+#include "ingest/batched_trace.h"
+#include "ingest/synthetic/synthetic_parallel_job.h"
+#include "processor/batch_validator.h"
+#include "processor/broker_health.h"
+#include "processor/fleet_topics.h"
+#include "processor/job_windower.h"
+#include "rocksdb/env.h"
+#include "rocksdb/file_system.h"
+#include "schemas/window_summary_codec.h"
+#include "storage/rocksdb_window_store.h"
+#include "tests/processor/memory_kafka.h"
+#include "tests/testing/temp_dir.h"
+
+namespace bubblewatch {
+namespace window_parts_task_test {
+namespace {
+
+using testing::CrashBudget;
+using testing::MemoryKafka;
+using testing::MemoryRecord;
+using testing::MemoryTopics;
+
+constexpr char kParts[] = "parts";
+constexpr char kWindows[] = "parts.windows";
+constexpr char kDlq[] = "parts.dlq";
+constexpr char kJob[] = "job";
+
+// ---------------------------------------------------------------------------
+// The split job: stage 1's parts and the single stage's windows.
+
+struct Source {
+  Trace trace;
+  std::string host;
+  int32_t rank = -1;
+};
+
+std::vector<DecodedBatch> Batches(const std::vector<Source>& sources,
+                                  int64_t max_events, uint32_t seed) {
+  struct Timed {
+    int64_t first;
+    size_t source;
+    DecodedBatch batch;
+  };
+  std::vector<Timed> all;
+  for (size_t s = 0; s < sources.size(); ++s) {
+    BatchedTrace batched(sources[s].trace,
+                         BatchHeader{.job = kJob,
+                                     .host = sources[s].host,
+                                     .rank = sources[s].rank,
+                                     .world_size = sources[s].trace.world_size},
+                         {.max_events = max_events});
+    for (size_t i = 0; i < batched.num_batches(); ++i) {
+      absl::StatusOr<DecodedBatch> d = DecodeEventBatch(batched.Encode(i));
+      EXPECT_TRUE(d.ok()) << d.status();
+      if (!d.ok()) continue;
+      all.push_back({batched.batch(i).first_start_ns, s, *std::move(d)});
+    }
+  }
+  std::stable_sort(all.begin(), all.end(), [](const Timed& a, const Timed& b) {
+    return std::tie(a.first, a.source) < std::tie(b.first, b.source);
+  });
+  std::mt19937 rng(seed);
+  for (size_t i = 0; i + 1 < all.size(); ++i) {
+    if (rng() % 3 == 0) std::swap(all[i], all[i + 1]);
+  }
+  std::vector<DecodedBatch> out;
+  for (Timed& t : all) out.push_back(std::move(t.batch));
+  return out;
+}
+
+std::vector<WindowSummary> Stream(const std::vector<DecodedBatch>& batches,
+                                  const WindowerOptions& options) {
+  JobWindower windower(kJob, options);
+  std::vector<WindowSummary> out;
+  const absl::Time now = absl::UnixEpoch();
+  int64_t offset = 0;
+  for (const DecodedBatch& b : batches) {
+    EXPECT_EQ(windower.Add(b, offset++, /*replay=*/false, now), 0);
+    for (WindowSummary& w : windower.FinalizeReady(now, absl::Hours(1))) {
+      out.push_back(std::move(w));
+    }
+  }
+  for (WindowSummary& w :
+       windower.FinalizeAll(WindowSummary::ClosedBy::kIdleTimeout)) {
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+Trace Cut(const Trace& t, int64_t start, int64_t end) {
+  Trace out = t;
+  auto outside = [&](const auto& e) {
+    return e.start_ns < start || e.start_ns >= end;
+  };
+  std::erase_if(out.gpu, outside);
+  std::erase_if(out.cpu, outside);
+  std::erase_if(out.collectives, outside);
+  return out;
+}
+
+// The sources' events that start in [start, end), as the windower cuts
+// them (job_windower_collectives_test.cc's WindowTraces).
+std::vector<Trace> WindowTraces(const std::vector<Source>& sources,
+                                int64_t start, int64_t end,
+                                std::vector<std::string>* labels) {
+  std::vector<Trace> cut;
+  for (const Source& s : sources) {
+    Trace whole = s.trace;
+    NumberPointToPointPairs(whole);
+    Trace t = Cut(whole, start, end);
+    if (t.gpu.empty() && t.cpu.empty() && t.collectives.empty()) continue;
+    JobWindower::ApplyRankIds(
+        BatchHeader{.rank = s.rank, .world_size = s.trace.world_size}, t);
+    t.host = s.host;
+    labels->push_back(absl::StrCat(s.host, "/", s.rank));
+    cut.push_back(std::move(t));
+  }
+  return cut;
+}
+
+struct SplitJob {
+  WindowerOptions options;
+  std::vector<WindowSummary> single;
+  // host -> its parts' encodings and window starts, in window order.
+  std::map<std::string, std::vector<std::string>> parts;
+  std::map<std::string, std::vector<int64_t>> starts;
+  int32_t world = 0;
+};
+
+SplitJob* BuildSplitJob() {
+  auto* out = new SplitJob;
+  ParallelJobOptions o;
+  o.tp = 2;
+  o.dp = 2;
+  o.pp = 4;
+  o.steps = 12;
+  o.pipeline_groups = true;
+  o.clock_offset_ns = {0,         1'300'000, -2'100'000, 700'000,
+                       2'900'000, -600'000,  1'800'000,  -1'400'000};
+  o.host_names = true;
+  o.drift_ppm = {0, 3, -2, 5, -4, 1, 2, -1};
+  o.roots = {{.rank = 9, .step = 4, .extra_ns = 8'000'000, .steps = 4},
+             {.rank = 2,
+              .step = 8,
+              .extra_ns = 3'000'000,
+              .cause = StragglerCause::kDataLoading}};
+  ParallelJob job = MakeParallelJob(o);
+  std::vector<Source> sources;
+  for (Trace& t : job.ranks) {
+    const int32_t rank = t.rank;
+    const std::string host = t.host;
+    out->world = std::max(out->world, t.world_size);
+    sources.push_back({.trace = std::move(t), .host = host, .rank = rank});
+  }
+  out->options.window_ns = 40'000'000;
+  out->options.lateness_ns = 1'000'000'000;
+  out->single = Stream(Batches(sources, 300, 5), out->options);
+  std::set<std::string> hosts;
+  for (const Source& s : sources) hosts.insert(s.host);
+  for (const std::string& name : hosts) {
+    std::vector<Source> own;
+    for (const Source& s : sources) {
+      if (s.host == name) own.push_back(s);
+    }
+    const std::vector<DecodedBatch> batches = Batches(own, 300, 5);
+    std::vector<Interval> observations;
+    for (const DecodedBatch& b : batches) {
+      if (b.header.observation) {
+        observations.push_back(
+            {b.header.observation->start_ns, b.header.observation->end_ns});
+      }
+    }
+    const IntervalSet observed =
+        IntervalSet::FromIntervals(std::move(observations));
+    const std::vector<WindowSummary> windows = Stream(batches, out->options);
+    std::set<int32_t> ranks_so_far;
+    for (size_t i = 0; i < windows.size(); ++i) {
+      const WindowSummary& w = windows[i];
+      HostWindowPart part{.job = kJob,
+                          .host = name,
+                          .window = w.window,
+                          .gpu_events = w.gpu_events,
+                          .cpu_events = w.cpu_events,
+                          .observed = observed};
+      std::vector<std::string> labels;
+      const std::vector<Trace> traces =
+          WindowTraces(own, w.window.start_ns, w.window.end_ns, &labels);
+      for (const RankInput& r : RanksOfTraces(traces, labels)) {
+        AnalyzerOptions analyzer;
+        analyzer.top_bubbles = 0;
+        absl::StatusOr<RankDigest> d = DigestRank(r, analyzer);
+        EXPECT_TRUE(d.ok()) << d.status();
+        if (!d.ok()) continue;
+        ranks_so_far.insert(d->rank);
+        part.digests.push_back(*std::move(d));
+      }
+      // What stage 1 knows: the declared world, the ranks it has seen so
+      // far, and whether the host's stream ended with this window.
+      part.world_size = out->world;
+      part.ranks.assign(ranks_so_far.begin(), ranks_so_far.end());
+      part.last = i + 1 == windows.size();
+      out->parts[name].push_back(EncodeHostWindowPart(part));
+      out->starts[name].push_back(w.window.start_ns);
+    }
+  }
+  return out;
+}
+
+const SplitJob& TheSplitJob() {
+  static const SplitJob* job = BuildSplitJob();
+  return *job;
+}
+
+// One message of the parts topic: whose part, which one of the host's.
+struct Sent {
+  std::string host;
+  size_t index = 0;
+};
+
+// The hosts' parts interleaved at random (each host's order kept), with
+// stage-1 republishes: after a part, now and then, the host's previous
+// part and this one again. `skip`: parts left out, (host, index).
+std::vector<Sent> Interleave(
+    const SplitJob& job, uint32_t seed,
+    std::set<std::pair<std::string, size_t>> skip = {}) {
+  std::mt19937 rng(seed);
+  std::map<std::string, std::vector<size_t>> queues;
+  for (const auto& [host, parts] : job.parts) {
+    std::vector<size_t>& q = queues[host];
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (skip.contains({host, i})) continue;
+      q.push_back(i);
+      if (rng() % 4 == 0) {
+        if (i > 0 && !skip.contains({host, i - 1})) q.push_back(i - 1);
+        q.push_back(i);
+      }
+    }
+  }
+  std::vector<Sent> out;
+  std::map<std::string, size_t> next;
+  while (true) {
+    std::vector<std::string> left;
+    for (const auto& [host, q] : queues) {
+      if (next[host] < q.size()) left.push_back(host);
+    }
+    if (left.empty()) break;
+    const std::string& host = left[rng() % left.size()];
+    out.push_back({host, queues[host][next[host]++]});
+  }
+  return out;
+}
+
+std::vector<MemoryRecord> Records(const SplitJob& job,
+                                  const std::vector<Sent>& sent) {
+  std::vector<MemoryRecord> out;
+  for (const Sent& s : sent) {
+    out.push_back(MemoryRecord{kJob, job.parts.at(s.host)[s.index]});
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// A process over the in-memory Kafka and a store that can crash.
+
+class CrashingFileSystem : public rocksdb::FileSystemWrapper {
+ public:
+  CrashingFileSystem() : FileSystemWrapper(rocksdb::FileSystem::Default()) {}
+  const char* Name() const override { return "CrashingFileSystem"; }
+  void set_budget(CrashBudget* budget) { budget_ = budget; }
+  CrashBudget* budget() const { return budget_; }
+  rocksdb::IOStatus NewWritableFile(
+      const std::string& name, const rocksdb::FileOptions& options,
+      std::unique_ptr<rocksdb::FSWritableFile>* result,
+      rocksdb::IODebugContext* dbg) override;
+
+ private:
+  CrashBudget* budget_ = nullptr;
+};
+
+// WAL appends take a write from the budget; once spent they fail.
+class CrashingWalFile : public rocksdb::FSWritableFileOwnerWrapper {
+ public:
+  CrashingWalFile(std::unique_ptr<rocksdb::FSWritableFile> file,
+                  const CrashingFileSystem* fs)
+      : FSWritableFileOwnerWrapper(std::move(file)), fs_(fs) {}
+  rocksdb::IOStatus Append(const rocksdb::Slice& data,
+                           const rocksdb::IOOptions& options,
+                           rocksdb::IODebugContext* dbg) override {
+    if (fs_->budget() != nullptr && !fs_->budget()->Take()) {
+      return rocksdb::IOStatus::IOError("injected", "crashed");
+    }
+    return FSWritableFileOwnerWrapper::Append(data, options, dbg);
+  }
+  rocksdb::IOStatus Append(const rocksdb::Slice& data,
+                           const rocksdb::IOOptions& options,
+                           const rocksdb::DataVerificationInfo& info,
+                           rocksdb::IODebugContext* dbg) override {
+    return Append(data, options, dbg);
+  }
+
+ private:
+  const CrashingFileSystem* fs_;
+};
+
+rocksdb::IOStatus CrashingFileSystem::NewWritableFile(
+    const std::string& name, const rocksdb::FileOptions& options,
+    std::unique_ptr<rocksdb::FSWritableFile>* result,
+    rocksdb::IODebugContext* dbg) {
+  rocksdb::IOStatus s = target()->NewWritableFile(name, options, result, dbg);
+  if (s.ok() && absl::EndsWith(name, ".log")) {
+    *result = std::make_unique<CrashingWalFile>(std::move(*result), this);
+  }
+  return s;
+}
+
+struct World {
+  explicit World(const std::vector<MemoryRecord>& input) {
+    topics.topics[kParts].resize(1);
+    topics.topics[kWindows].resize(1);
+    topics.topics[kDlq].resize(1);
+    topics.topics[kParts][0] = input;
+  }
+  ::bubblewatch::testing::TempDir dir;
+  MemoryTopics topics;
+  std::string StoreDir() const { return dir.Sub("store"); }
+};
+
+StreamProcessorOptions Options() {
+  StreamProcessorOptions o;
+  o.topic = kParts;
+  o.windows_topic = kWindows;
+  o.dlq_topic = kDlq;
+  o.state_topic = "";
+  o.windower = TheSplitJob().options;
+  o.commit_interval = absl::Milliseconds(4);
+  o.idle_timeout = absl::Seconds(3);
+  return o;
+}
+
+absl::Time NowAt(int64_t offset) {
+  return absl::FromUnixSeconds(1'700'000'000) + absl::Milliseconds(offset);
+}
+
+// Called after each message (and its tick) with the task, the store and
+// the message's offset.
+using AfterMessage =
+    std::function<void(WindowPartsTask&, WindowStore&, int64_t offset)>;
+
+// One process over `world` until the input's end (true) or a crash (false),
+// as the events stage's crash harness runs PartitionTask: Assign, then
+// OnMessage and Tick per message on a clock that is a function of the
+// offset, then Finish. No end of partition: nothing closes for idleness.
+bool RunProcess(World& world, CrashBudget& budget,
+                const AfterMessage& after = nullptr,
+                ProcessorStats* stats = nullptr) {
+  const StreamProcessorOptions options = Options();
+  auto fs = std::make_shared<CrashingFileSystem>();
+  fs->set_budget(&budget);
+  std::unique_ptr<rocksdb::Env> env = rocksdb::NewCompositeEnv(fs);
+  absl::StatusOr<std::unique_ptr<RocksDbWindowStore>> opened =
+      RocksDbWindowStore::Open(world.StoreDir(), {},
+                               RocksDbWindowStore::Mode::kPrimary, env.get());
+  if (!opened.ok()) {
+    EXPECT_TRUE(budget.crashed) << opened.status();
+    return false;
+  }
+  std::unique_ptr<RocksDbWindowStore> store = *std::move(opened);
+  RuntimeShared shared;
+  BrokerHealth health;
+  std::atomic<bool> stop{false};
+  WindowPartsTask task(options, store.get(), &health, &shared);
+  auto kafka = std::make_unique<MemoryKafka>(&world.topics, &shared);
+  kafka->ShareCrashBudget(&budget);
+  MemoryKafka* memory = kafka.get();
+  task.Connect(std::move(kafka), memory);
+  memory->set_dead_letter_sink(task.dead_letters());
+  task.set_stop(&stop);
+  PartitionTask::Assigned assigned{.partition = 0, .offset = -1};
+  task.Assign(std::span(&assigned, 1));
+  if (!shared.fatal.ok()) {
+    EXPECT_TRUE(budget.crashed) << shared.fatal;
+    return false;
+  }
+  int64_t offset = assigned.offset;
+  if (offset < 0) {
+    auto it = world.topics.group_offsets.find({kParts, 0});
+    offset = it == world.topics.group_offsets.end() ? 0 : it->second;
+  }
+  task.Start(NowAt(offset));
+  const std::vector<MemoryRecord>& input = world.topics.topics[kParts][0];
+  const int64_t end = static_cast<int64_t>(input.size());
+  auto fail = [&](const absl::Status& s) {
+    EXPECT_TRUE(budget.crashed) << "at offset " << offset << ": " << s;
+    return false;
+  };
+  for (; offset < end; ++offset) {
+    const absl::Time now = NowAt(offset);
+    if (absl::Status s = task.OnMessage(
+            testing::ConsumedRecord(0, offset, input[offset]), now);
+        !s.ok()) {
+      return fail(s);
+    }
+    if (absl::Status s = task.Tick(now); !s.ok()) return fail(s);
+    if (after) after(task, *store, offset);
+  }
+  if (absl::Status s = task.Finish(NowAt(end)); !s.ok()) return fail(s);
+  if (stats != nullptr) *stats = task.stats();
+  return !budget.crashed;
+}
+
+std::vector<WindowSummary> StoredWindows(const WindowStoreReader& store) {
+  absl::StatusOr<std::vector<WindowSummary>> windows =
+      store.Scan(kJob, absl::InfinitePast(), absl::InfiniteFuture());
+  EXPECT_TRUE(windows.ok()) << windows.status();
+  return windows.ok() ? *std::move(windows) : std::vector<WindowSummary>{};
+}
+
+std::vector<WindowSummary> StoredWindows(const World& world) {
+  absl::StatusOr<std::unique_ptr<WindowStoreReader>> store =
+      OpenRocksDbWindowStoreReadOnly(world.StoreDir());
+  EXPECT_TRUE(store.ok()) << store.status();
+  if (!store.ok()) return {};
+  return StoredWindows(**store);
+}
+
+// `got` are the single stage's windows: every field but what a part cannot
+// know (timelines, host skew; why a window closed is checked apart).
+void ExpectSingleStageWindows(const std::vector<WindowSummary>& got) {
+  const std::vector<WindowSummary>& single = TheSplitJob().single;
+  ASSERT_EQ(got.size(), single.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    SCOPED_TRACE(absl::StrCat("window ", single[i].window.start_ns));
+    WindowSummary expected = single[i];
+    if (expected.collectives) expected.collectives->timelines.clear();
+    expected.closed_by = got[i].closed_by;
+    expected.host_skew_ns = got[i].host_skew_ns;
+    std::string diff;
+    EXPECT_TRUE(SameWindow(got[i], expected, &diff)) << diff;
+  }
+}
+
+// The windows topic as compaction keeps it, each copy of a key the same.
+std::map<std::string, std::string> Published(const World& world) {
+  std::map<std::string, std::string> out;
+  for (const MemoryRecord& r : world.topics.topics.at(kWindows)[0]) {
+    auto [it, inserted] = out.try_emplace(r.key, r.value);
+    EXPECT_TRUE(inserted || it->second == r.value)
+        << "window " << r.key << " published twice, differently";
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+
+TEST(WindowPartsTask, InterleavedHostPartsMergeIntoTheSingleStageWindows) {
+  const SplitJob& job = TheSplitJob();
+  ASSERT_GE(job.single.size(), 5u);
+  ASSERT_EQ(job.parts.size(), 8u);
+  ASSERT_EQ(job.world, 16);
+  for (uint32_t seed : {1u, 2u, 3u, 4u}) {
+    SCOPED_TRACE(absl::StrCat("seed ", seed));
+    const std::vector<Sent> sent = Interleave(job, seed);
+    World world(Records(job, sent));
+    // The parts read so far, per window start, and each window's hosts.
+    std::map<int64_t, std::set<std::string>> read, expected_hosts;
+    for (const auto& [host, starts] : job.starts) {
+      for (int64_t s : starts) expected_hosts[s].insert(host);
+    }
+    int64_t early = 0;
+    auto after = [&](WindowPartsTask& task, WindowStore& store,
+                     int64_t offset) {
+      read[job.starts.at(sent[offset].host)[sent[offset].index]].insert(
+          sent[offset].host);
+      // A stored window has every part it gets.
+      for (const WindowSummary& w : StoredWindows(store)) {
+        if (read[w.window.start_ns] != expected_hosts[w.window.start_ns]) {
+          ++early;
+          ADD_FAILURE() << "window " << w.window.start_ns
+                        << " stored at offset " << offset << " with "
+                        << read[w.window.start_ns].size() << " of its "
+                        << expected_hosts[w.window.start_ns].size()
+                        << " parts read";
+        }
+      }
+    };
+    CrashBudget budget;
+    ProcessorStats stats;
+    ASSERT_TRUE(RunProcess(world, budget, after, &stats));
+    EXPECT_EQ(early, 0);
+    EXPECT_GT(stats.duplicate_batches, 0) << "no copy was sent";
+    EXPECT_TRUE(stats.dlq_by_reason.empty());
+    const std::vector<WindowSummary> stored = StoredWindows(world);
+    ExpectSingleStageWindows(stored);
+    // Closed as the hosts moved past them; the last by the hosts' ends.
+    ASSERT_FALSE(stored.empty());
+    EXPECT_EQ(stored.front().closed_by, WindowSummary::ClosedBy::kWatermark);
+    EXPECT_EQ(stored.back().closed_by, WindowSummary::ClosedBy::kEndMarker);
+    for (const WindowSummary& w : stored) {
+      EXPECT_NE(w.closed_by, WindowSummary::ClosedBy::kIdleTimeout);
+    }
+    // Published as stored.
+    const std::map<std::string, std::string> published = Published(world);
+    ASSERT_EQ(published.size(), stored.size());
+    for (const WindowSummary& w : stored) {
+      auto it = published.find(WindowTopicKey(kJob, w.window.start_ns));
+      ASSERT_NE(it, published.end());
+      EXPECT_EQ(it->second, EncodeWindowSummary(w));
+    }
+  }
+}
+
+// Drives a task by hand: messages, ends of partition, wall time.
+struct Manual {
+  explicit Manual(std::vector<MemoryRecord> input)
+      : world(input), options(Options()) {
+    absl::StatusOr<std::unique_ptr<WindowStore>> opened =
+        OpenRocksDbWindowStore(world.StoreDir());
+    EXPECT_TRUE(opened.ok()) << opened.status();
+    store = *std::move(opened);
+    task = std::make_unique<WindowPartsTask>(options, store.get(), &health,
+                                             &shared);
+    auto kafka = std::make_unique<MemoryKafka>(&world.topics, &shared);
+    memory = kafka.get();
+    task->Connect(std::move(kafka), memory);
+    memory->set_dead_letter_sink(task->dead_letters());
+    PartitionTask::Assigned assigned{.partition = 0, .offset = -1};
+    task->Assign(std::span(&assigned, 1));
+    task->Start(now);
+  }
+  // Reads the next `n` messages (all: -1), each with a tick, then the end
+  // of the partition and a tick.
+  void Read(int64_t n = -1) {
+    const auto& input = world.topics.topics[kParts][0];
+    for (; next < static_cast<int64_t>(input.size()) && n != 0; ++next, --n) {
+      now += absl::Milliseconds(1);
+      ASSERT_TRUE(
+          task->OnMessage(testing::ConsumedRecord(0, next, input[next]), now)
+              .ok());
+      ASSERT_TRUE(task->Tick(now).ok());
+    }
+    if (next == static_cast<int64_t>(input.size())) {
+      task->OnEndOfPartition(0);
+      ASSERT_TRUE(task->Tick(now).ok());
+    }
+  }
+  void Send(const MemoryRecord& r) {
+    world.topics.topics[kParts][0].push_back(r);
+  }
+  void Advance(absl::Duration by) {
+    for (absl::Duration d; d < by; d += absl::Milliseconds(100)) {
+      now += absl::Milliseconds(100);
+      ASSERT_TRUE(task->Tick(now).ok());
+    }
+  }
+  World world;
+  StreamProcessorOptions options;
+  RuntimeShared shared;
+  BrokerHealth health;
+  std::unique_ptr<WindowStore> store;
+  MemoryKafka* memory = nullptr;
+  std::unique_ptr<WindowPartsTask> task;
+  absl::Time now = absl::FromUnixSeconds(1'700'000'000);
+  int64_t next = 0;
+};
+
+// A host's missing last part holds its window open until the idle timeout,
+// which closes it without that host's devices; a host that has sent
+// nothing yet holds every window (its ranks are not held).
+TEST(WindowPartsTask, AWindowWaitsForEveryHostUntilTheIdleTimeout) {
+  const SplitJob& job = TheSplitJob();
+  const std::string lagging = job.parts.rbegin()->first;
+  const size_t last_index = job.parts.at(lagging).size() - 1;
+  const int64_t last_start = job.starts.at(lagging)[last_index];
+  {
+    SCOPED_TRACE("a host's last part missing");
+    Manual m(Records(job, Interleave(job, 7, {{lagging, last_index}})));
+    m.Read();
+    // Every window before the host's last closed, its last did not.
+    std::vector<WindowSummary> stored = StoredWindows(*m.store);
+    ASSERT_FALSE(stored.empty());
+    EXPECT_LT(stored.back().window.start_ns, last_start);
+    EXPECT_EQ(m.task->OpenWindows(kJob).front(), last_start);
+    m.Advance(Options().idle_timeout - absl::Milliseconds(200));
+    EXPECT_FALSE(m.task->OpenWindows(kJob).empty());
+    m.Advance(absl::Milliseconds(300));
+    EXPECT_TRUE(m.task->OpenWindows(kJob).empty());
+    stored = StoredWindows(*m.store);
+    ASSERT_EQ(stored.size(), job.single.size());
+    EXPECT_EQ(stored.back().closed_by, WindowSummary::ClosedBy::kIdleTimeout);
+    EXPECT_LT(stored.back().window.devices.size(),
+              job.single.back().window.devices.size());
+  }
+  {
+    SCOPED_TRACE("a host that sent nothing yet");
+    std::vector<Sent> sent = Interleave(job, 8);
+    std::stable_partition(sent.begin(), sent.end(),
+                          [&](const Sent& s) { return s.host != lagging; });
+    const std::vector<MemoryRecord> records = Records(job, sent);
+    const auto first_of_lagging =
+        std::find_if(sent.begin(), sent.end(),
+                     [&](const Sent& s) { return s.host == lagging; }) -
+        sent.begin();
+    Manual m(records);
+    m.Read(first_of_lagging);
+    // Every other host ended: still nothing closes, two ranks unheld.
+    const std::optional<MergeJobRecord> record = m.task->JobRecord(kJob);
+    ASSERT_TRUE(record.has_value());
+    EXPECT_EQ(record->hosts.size(), job.parts.size() - 1);
+    for (const auto& [host, h] : record->hosts) {
+      EXPECT_TRUE(h.ended) << host;
+    }
+    EXPECT_TRUE(StoredWindows(*m.store).empty());
+    EXPECT_FALSE(m.task->OpenWindows(kJob).empty());
+    m.Read();
+    ExpectSingleStageWindows(StoredWindows(*m.store));
+    EXPECT_TRUE(m.task->AllClosed());
+  }
+}
+
+std::string DeadLetterReason(const MemoryRecord& r) {
+  for (const auto& [key, value] : r.headers) {
+    if (key == "bubblewatch.reason") return value;
+  }
+  return "";
+}
+
+// Bad parts go to the dead-letter topic with their reasons, once (a replay
+// sends none again); the job's windows are unharmed.
+TEST(WindowPartsTask, BadPartsAreDeadLetteredWithTheirReason) {
+  const SplitJob& job = TheSplitJob();
+  std::vector<MemoryRecord> records = Records(job, Interleave(job, 9));
+  const std::string first = job.parts.begin()->second.front();
+  // Another part of the first host's first window: its bytes changed.
+  absl::StatusOr<HostWindowPart> other = DecodeHostWindowPart(first);
+  ASSERT_TRUE(other.ok());
+  other->gpu_events += 1;
+  const std::vector<MemoryRecord> bad = {
+      {kJob, "not a part"},
+      {kJob, first.substr(0, first.size() / 2)},
+      {"another-job", first},
+      {kJob, EncodeHostWindowPart(*other)},
+  };
+  records.insert(records.begin() + 5, bad.begin(), bad.end());
+  World world(records);
+  CrashBudget budget;
+  ProcessorStats stats;
+  ASSERT_TRUE(RunProcess(world, budget, nullptr, &stats));
+  EXPECT_EQ(stats.dlq_by_reason[WindowPartsTask::kBadPart], 2);
+  EXPECT_EQ(stats.dlq_by_reason[WindowPartsTask::kKeyMismatch], 1);
+  EXPECT_EQ(stats.dlq_by_reason[WindowPartsTask::kPartConflict], 1);
+  const auto& letters = world.topics.topics[kDlq][0];
+  ASSERT_EQ(letters.size(), 4u);
+  EXPECT_EQ(DeadLetterReason(letters[0]), WindowPartsTask::kBadPart);
+  EXPECT_EQ(DeadLetterReason(letters[1]), WindowPartsTask::kBadPart);
+  EXPECT_EQ(DeadLetterReason(letters[2]), WindowPartsTask::kKeyMismatch);
+  EXPECT_EQ(DeadLetterReason(letters[3]), WindowPartsTask::kPartConflict);
+  ExpectSingleStageWindows(StoredWindows(world));
+}
+
+// ---------------------------------------------------------------------------
+// The crash harness.
+
+// The store as text: windows, job rows, progress and job records as bytes.
+// Left out: last_seen_wall (when commits happened).
+std::string DumpStore(const World& world) {
+  absl::StatusOr<std::unique_ptr<WindowStoreReader>> store =
+      OpenRocksDbWindowStoreReadOnly(world.StoreDir());
+  EXPECT_TRUE(store.ok()) << store.status();
+  if (!store.ok()) return "";
+  std::string out;
+  absl::StatusOr<std::vector<JobInfo>> infos = (*store)->ListJobs();
+  EXPECT_TRUE(infos.ok());
+  for (const JobInfo& info : *infos) {
+    absl::StrAppend(&out, "job ", info.job, " windows ", info.window_count,
+                    " latest ", info.latest_window_start_ns, "\n");
+    auto windows =
+        (*store)->Scan(info.job, absl::InfinitePast(), absl::InfiniteFuture());
+    EXPECT_TRUE(windows.ok());
+    for (const WindowSummary& w : *windows) {
+      absl::StrAppend(&out, "window ", w.window.start_ns, " ",
+                      absl::BytesToHexString(EncodeWindowSummary(w)), "\n");
+    }
+  }
+  auto progress = (*store)->Progress(kParts, 0);
+  EXPECT_TRUE(progress.ok());
+  if (progress.ok() && progress->has_value()) {
+    absl::StrAppend(&out, "progress resume ", (*progress)->resume_offset,
+                    " committed ", (*progress)->committed_position, "\n");
+  }
+  auto records = (*store)->PartitionJobRecords(kParts, 0);
+  EXPECT_TRUE(records.ok());
+  for (const auto& [job, bytes] : *records) {
+    absl::StrAppend(&out, "record ", job, " ", absl::BytesToHexString(bytes),
+                    "\n");
+  }
+  return out;
+}
+
+struct Outcome {
+  std::string store;
+  std::map<std::string, std::string> published;
+  std::map<std::pair<std::string, int32_t>, int64_t> group_offsets;
+};
+
+Outcome Finish(const World& world) {
+  return Outcome{DumpStore(world), Published(world),
+                 world.topics.group_offsets};
+}
+
+void ExpectSameOutcome(const Outcome& got, const Outcome& want) {
+  EXPECT_EQ(got.store, want.store);
+  EXPECT_EQ(got.published, want.published);
+  EXPECT_EQ(got.group_offsets, want.group_offsets);
+}
+
+// A crash after every write of the protocol (windows delivered, group
+// offsets committed, WAL appends), then a restart from the store and the
+// topics, to the end: the uninterrupted run's store and windows topic.
+TEST(WindowPartsTaskCrashHarness, ACrashAtEveryWriteGivesTheSameWindows) {
+  const SplitJob& job = TheSplitJob();
+  const std::vector<MemoryRecord> input = Records(job, Interleave(job, 11));
+  World clean(input);
+  CrashBudget unlimited;
+  ASSERT_TRUE(RunProcess(clean, unlimited));
+  const Outcome want = Finish(clean);
+  ExpectSingleStageWindows(StoredWindows(clean));
+  const int64_t writes = unlimited.writes;
+  ASSERT_GT(writes, 20);
+  int crashed = 0;
+  for (int64_t n = 0; n <= writes; ++n) {
+    SCOPED_TRACE(absl::StrCat("crash after ", n, " of ", writes, " writes"));
+    World world(input);
+    CrashBudget budget{.writes_left = n};
+    if (!RunProcess(world, budget)) ++crashed;
+    CrashBudget rest;
+    ASSERT_TRUE(RunProcess(world, rest));
+    ExpectSameOutcome(Finish(world), want);
+    if (::testing::Test::HasFailure()) break;
+  }
+  EXPECT_GE(crashed, writes - 1);
+}
+
+// Several crashes in a row at random points of several interleavings.
+TEST(WindowPartsTaskCrashHarness, RepeatedRandomCrashesGiveTheSameWindows) {
+  const SplitJob& job = TheSplitJob();
+  for (uint32_t seed : {21u, 22u, 23u}) {
+    SCOPED_TRACE(absl::StrCat("seed ", seed));
+    const std::vector<MemoryRecord> input = Records(job, Interleave(job, seed));
+    World clean(input);
+    CrashBudget unlimited;
+    ASSERT_TRUE(RunProcess(clean, unlimited));
+    const Outcome want = Finish(clean);
+    std::mt19937 rng(seed);
+    World world(input);
+    for (int i = 0; i < 4; ++i) {
+      CrashBudget budget{.writes_left = static_cast<int64_t>(
+                             rng() % static_cast<uint32_t>(unlimited.writes))};
+      RunProcess(world, budget);
+    }
+    CrashBudget rest;
+    ASSERT_TRUE(RunProcess(world, rest));
+    ExpectSameOutcome(Finish(world), want);
+  }
+}
+
+TEST(WindowPartsTask, JobRecordsRoundTripAndRefuseBadBytes) {
+  MergeJobRecord r;
+  r.world_size = 16;
+  r.finalized_edge_ns = -40;
+  r.hosts["a"] = {.ranks = {0, 1}, .newest_end_ns = 80, .ended = false};
+  r.hosts["b"] = {.ranks = {}, .newest_end_ns = std::nullopt, .ended = true};
+  const std::string bytes = EncodeMergeJobRecord(r);
+  absl::StatusOr<MergeJobRecord> back = DecodeMergeJobRecord(bytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, r);
+  for (size_t cut = 0; cut < bytes.size(); ++cut) {
+    EXPECT_FALSE(DecodeMergeJobRecord(bytes.substr(0, cut)).ok()) << cut;
+  }
+  EXPECT_FALSE(DecodeMergeJobRecord(bytes + "x").ok());
+}
+
+}  // namespace
+}  // namespace window_parts_task_test
+}  // namespace bubblewatch

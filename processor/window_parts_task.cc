@@ -248,6 +248,30 @@ absl::Status WindowPartsTask::CloseFirst(const std::string& name, Job& job,
   }
   absl::StatusOr<WindowSummary> merged =
       MergeHostWindowParts(parts, options_.windower.top_bubbles_per_window);
+  if (!merged.ok() && absl::IsInvalidArgument(merged.status())) {
+    // The collective analysis refused the ranks (two hosts claiming one
+    // rank, say): as the events stage does, the window is stored without
+    // it, counted, and the reason logged (parts conflicting otherwise were
+    // dead-lettered on arrival).
+    bool had_digests = false;
+    for (HostWindowPart& part : parts) {
+      had_digests |= !part.digests.empty();
+      part.digests.clear();
+    }
+    if (had_digests) {
+      absl::StatusOr<WindowSummary> without =
+          MergeHostWindowParts(parts, options_.windower.top_bubbles_per_window);
+      if (without.ok()) {
+        spdlog::warn(
+            "window of {} at {}: stored without its collective "
+            "analysis: {}",
+            name, first->first, std::string(merged.status().message()));
+        merged = std::move(without);
+        absl::MutexLock lock(&stats_.mu);
+        ++stats_.stats.collective_errors;
+      }
+    }
+  }
   if (!merged.ok()) {
     absl::Status s(merged.status().code(),
                    absl::StrCat("cannot merge the window of ", name, " at ",
@@ -325,45 +349,79 @@ absl::Status WindowPartsTask::OnMessage(const ConsumedMessage& message,
                             message.key, "\""));
     return absl::OkStatus();
   }
+  if (p.window.end_ns <= p.window.start_ns) {
+    DeadLetter(message, replay, kBadPart,
+               absl::StrCat("the window ends at ", p.window.end_ns,
+                            ", not after its start ", p.window.start_ns));
+    return absl::OkStatus();
+  }
   auto [it, inserted] = jobs_.try_emplace(p.job);
   Job& job = it->second;
   if (inserted) job.partition = message.partition;
   const std::string& name = it->first;
+  const WindowStartNs start = p.window.start_ns;
+  const bool stale =
+      job.record.finalized_edge_ns && start < *job.record.finalized_edge_ns;
+  if (!stale) {
+    // What the part is to the window: its first copy, another copy, or a
+    // part that cannot be merged with the others (dead-lettered, and not
+    // taken into the host table either).
+    std::string conflict;
+    bool copy = false;
+    auto window = job.open.find(start);
+    if (window != job.open.end()) {
+      auto held = window->second.parts.find(p.host);
+      if (held != window->second.parts.end()) {
+        copy = held->second.bytes == bytes;
+        if (!copy) {
+          conflict = absl::StrCat(
+              "host ", p.host, " sent another part of the window at ", start,
+              " (offset ", held->second.offset, "), with other bytes");
+        }
+      } else if (window->second.end_ns != p.window.end_ns) {
+        conflict = absl::StrCat("the window at ", start, " ends at ",
+                                p.window.end_ns, " in this part, at ",
+                                window->second.end_ns, " in the others");
+      } else {
+        for (const auto& [host, other] : window->second.parts) {
+          for (const DeviceWindow& d : p.window.devices) {
+            if (std::any_of(other.part.window.devices.begin(),
+                            other.part.window.devices.end(),
+                            [&](const DeviceWindow& o) {
+                              return o.device == d.device;
+                            })) {
+              conflict =
+                  absl::StrCat("device ", d.device, " of the window at ", start,
+                               " is in host ", host, "'s part too");
+            }
+          }
+        }
+      }
+    }
+    if (!conflict.empty()) {
+      DeadLetter(message, replay, kPartConflict, conflict);
+      return absl::OkStatus();
+    }
+    if (NoteHost(job.record, p)) job.dirty = true;
+    if (copy) {
+      ++counts_.duplicate_parts;
+      absl::MutexLock lock(&stats_.mu);
+      ++stats_.stats.duplicate_batches;
+    } else {
+      OpenWindow& w = job.open[start];
+      w.end_ns = p.window.end_ns;
+      std::string host = p.host;
+      w.parts.emplace(std::move(host), HeldPart{.part = std::move(p),
+                                                .bytes = std::string(bytes),
+                                                .offset = message.offset});
+    }
+  } else {
+    // Its window is closed; the host's progress still counts.
+    if (NoteHost(job.record, p)) job.dirty = true;
+    ++counts_.stale_parts;
+  }
   ++counts_.parts;
   job.last_part_wall = now;
-  if (NoteHost(job.record, p)) job.dirty = true;
-  const WindowStartNs start = p.window.start_ns;
-  if (job.record.finalized_edge_ns && start < *job.record.finalized_edge_ns) {
-    ++counts_.stale_parts;
-  } else {
-    OpenWindow& window = job.open[start];
-    if (window.parts.empty()) window.end_ns = p.window.end_ns;
-    auto held = window.parts.find(p.host);
-    if (held != window.parts.end()) {
-      if (held->second.bytes == bytes) {
-        ++counts_.duplicate_parts;
-        absl::MutexLock lock(&stats_.mu);
-        ++stats_.stats.duplicate_batches;
-      } else {
-        DeadLetter(message, replay, kPartConflict,
-                   absl::StrCat("host ", p.host, " sent another part of the ",
-                                "window at ", start, " (offset ",
-                                held->second.offset, "), with other bytes"));
-      }
-    } else if (window.end_ns != p.window.end_ns) {
-      DeadLetter(
-          message, replay, kPartConflict,
-          absl::StrCat("the window at ", start, " ends at ", p.window.end_ns,
-                       " in this part, at ", window.end_ns, " in the others"));
-    } else {
-      std::string host = p.host;
-      window.parts.emplace(std::move(host),
-                           HeldPart{.part = std::move(p),
-                                    .bytes = std::string(bytes),
-                                    .offset = message.offset});
-    }
-    if (window.parts.empty()) job.open.erase(start);
-  }
   return CloseReady(name, job);
 }
 

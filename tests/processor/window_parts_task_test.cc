@@ -682,20 +682,73 @@ TEST(WindowPartsTask, BadPartsAreDeadLetteredWithTheirReason) {
       {kJob, EncodeHostWindowPart(*other)},
   };
   records.insert(records.begin() + 5, bad.begin(), bad.end());
+  // A host claiming another host's devices in a window, right after that
+  // host's part of it.
+  const std::string victim = std::next(job.parts.begin())->first;
+  absl::StatusOr<HostWindowPart> intruder =
+      DecodeHostWindowPart(job.parts.at(victim).front());
+  ASSERT_TRUE(intruder.ok());
+  intruder->host = "intruder";
+  const auto victim_at =
+      std::find(records.begin(), records.end(),
+                MemoryRecord{kJob, job.parts.at(victim).front()});
+  ASSERT_NE(victim_at, records.end());
+  records.insert(victim_at + 1,
+                 MemoryRecord{kJob, EncodeHostWindowPart(*intruder)});
   World world(records);
   CrashBudget budget;
   ProcessorStats stats;
   ASSERT_TRUE(RunProcess(world, budget, nullptr, &stats));
   EXPECT_EQ(stats.dlq_by_reason[WindowPartsTask::kBadPart], 2);
   EXPECT_EQ(stats.dlq_by_reason[WindowPartsTask::kKeyMismatch], 1);
-  EXPECT_EQ(stats.dlq_by_reason[WindowPartsTask::kPartConflict], 1);
+  EXPECT_EQ(stats.dlq_by_reason[WindowPartsTask::kPartConflict], 2);
   const auto& letters = world.topics.topics[kDlq][0];
-  ASSERT_EQ(letters.size(), 4u);
-  EXPECT_EQ(DeadLetterReason(letters[0]), WindowPartsTask::kBadPart);
-  EXPECT_EQ(DeadLetterReason(letters[1]), WindowPartsTask::kBadPart);
-  EXPECT_EQ(DeadLetterReason(letters[2]), WindowPartsTask::kKeyMismatch);
-  EXPECT_EQ(DeadLetterReason(letters[3]), WindowPartsTask::kPartConflict);
+  ASSERT_EQ(letters.size(), 5u);
+  std::multiset<std::string> reasons;
+  for (const MemoryRecord& r : letters) reasons.insert(DeadLetterReason(r));
+  EXPECT_EQ(reasons,
+            (std::multiset<std::string>{
+                WindowPartsTask::kBadPart, WindowPartsTask::kBadPart,
+                WindowPartsTask::kKeyMismatch, WindowPartsTask::kPartConflict,
+                WindowPartsTask::kPartConflict}));
   ExpectSingleStageWindows(StoredWindows(world));
+}
+
+// Two hosts' parts of a window claiming one rank: the collective analysis
+// refuses them, and the window is stored without it, counted (as the
+// events stage stores such a window), never a stop.
+TEST(WindowPartsTask, ARankClaimedTwiceIsStoredWithoutCollectives) {
+  const SplitJob& job = TheSplitJob();
+  std::map<std::string, std::vector<std::string>> parts = job.parts;
+  // The second host's digests of its second window say the first host's
+  // ranks.
+  auto first = parts.begin();
+  auto second = std::next(first);
+  absl::StatusOr<HostWindowPart> a = DecodeHostWindowPart(first->second[1]);
+  absl::StatusOr<HostWindowPart> b = DecodeHostWindowPart(second->second[1]);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->window.start_ns, b->window.start_ns);
+  ASSERT_FALSE(a->digests.empty());
+  ASSERT_FALSE(b->digests.empty());
+  b->digests[0].rank = a->digests[0].rank;
+  second->second[1] = EncodeHostWindowPart(*b);
+  std::vector<MemoryRecord> records;
+  for (const Sent& s : Interleave(job, 12)) {
+    records.push_back(MemoryRecord{kJob, parts.at(s.host)[s.index]});
+  }
+  World world(records);
+  CrashBudget budget;
+  ProcessorStats stats;
+  ASSERT_TRUE(RunProcess(world, budget, nullptr, &stats));
+  EXPECT_EQ(stats.collective_errors, 1);
+  const std::vector<WindowSummary> stored = StoredWindows(world);
+  ASSERT_EQ(stored.size(), job.single.size());
+  for (size_t i = 0; i < stored.size(); ++i) {
+    EXPECT_EQ(stored[i].collectives.has_value(),
+              stored[i].window.start_ns != a->window.start_ns &&
+                  job.single[i].collectives.has_value())
+        << i;
+  }
 }
 
 // ---------------------------------------------------------------------------

@@ -140,7 +140,10 @@ void WindowPartsTask::Assign(std::span<PartitionTask::Assigned> partitions) {
             absl::StrCat("job ", name, ": ", r.status().message()));
         break;
       }
-      restored[name] = Job{.partition = a.partition, .record = *std::move(r)};
+      Job& job = restored[name];
+      job.partition = a.partition;
+      job.record = *std::move(r);
+      job.ranks_held = RanksHeld(job.record);
     }
     if (!failed.ok()) {
       shared_->fatal = failed;
@@ -195,39 +198,56 @@ void WindowPartsTask::DeadLetter(const ConsumedMessage& message, bool replay,
       reason, detail);
 }
 
-bool WindowPartsTask::NoteHost(MergeJobRecord& record,
-                               const HostWindowPart& part) {
-  const MergeJobRecord before = record;
-  if (part.world_size > record.world_size) record.world_size = part.world_size;
-  MergeJobRecord::Host& host = record.hosts[part.host];
+void WindowPartsTask::NoteHost(Job& job, const HostWindowPart& part) {
+  MergeJobRecord& record = job.record;
+  bool changed = false;
+  bool ranks_changed = false;
+  if (part.world_size > record.world_size) {
+    record.world_size = part.world_size;
+    ranks_changed = true;
+  }
+  auto [it, inserted] = record.hosts.try_emplace(part.host);
+  MergeJobRecord::Host& host = it->second;
+  changed |= inserted;
   for (int32_t r : part.ranks) {
     auto at = std::lower_bound(host.ranks.begin(), host.ranks.end(), r);
-    if (at == host.ranks.end() || *at != r) host.ranks.insert(at, r);
+    if (at == host.ranks.end() || *at != r) {
+      host.ranks.insert(at, r);
+      ranks_changed = true;
+    }
   }
   // A host's parts come in window order: an older part (a copy, a replay)
   // says nothing new of where the host is. A part of the newest window
   // again (its copy) says the same `last`.
   const int64_t end = part.window.end_ns;
   if (!host.newest_end_ns || end >= *host.newest_end_ns) {
+    changed |= host.newest_end_ns != end || host.ended != part.last;
     host.newest_end_ns = end;
     host.ended = part.last;
   }
-  return !(record == before);
+  if (ranks_changed) job.ranks_held = RanksHeld(record);
+  if (changed || ranks_changed) job.dirty = true;
 }
 
 bool WindowPartsTask::RanksHeld(const MergeJobRecord& record) {
   if (record.world_size <= 0) return false;
-  std::vector<bool> held(record.world_size, false);
+  // The distinct ranks in [0, world): as many as the world has. Nothing
+  // proportional to the declared world is allocated (a part may declare
+  // any size).
+  std::vector<int32_t> held;
   for (const auto& [name, host] : record.hosts) {
     for (int32_t r : host.ranks) {
-      if (r >= 0 && r < record.world_size) held[r] = true;
+      if (r >= 0 && r < record.world_size) held.push_back(r);
     }
   }
-  return std::all_of(held.begin(), held.end(), [](bool b) { return b; });
+  std::sort(held.begin(), held.end());
+  held.erase(std::unique(held.begin(), held.end()), held.end());
+  return static_cast<int64_t>(held.size()) == record.world_size;
 }
 
-bool WindowPartsTask::Complete(const MergeJobRecord& record, int64_t end_ns) {
-  if (!RanksHeld(record)) return false;
+bool WindowPartsTask::Complete(const Job& job, int64_t end_ns) {
+  const MergeJobRecord& record = job.record;
+  if (!job.ranks_held) return false;
   for (const auto& [name, host] : record.hosts) {
     // Every known host, whether it states ranks or not: a host that can
     // still send a part of the window holds it open.
@@ -298,13 +318,13 @@ absl::Status WindowPartsTask::CloseReady(const std::string& name, Job& job) {
   // world has ranks no host holds yet (a host whose stage 1 lags has sent
   // nothing so far; its parts would come after the windows closed).
   bool all_ended = !job.record.hosts.empty() &&
-                   (job.record.world_size <= 0 || RanksHeld(job.record));
+                   (job.record.world_size <= 0 || job.ranks_held);
   for (const auto& [host, h] : job.record.hosts) all_ended &= h.ended;
   while (!job.open.empty()) {
     const int64_t end = job.open.begin()->second.end_ns;
     // Every host moved on past the window: the watermark closed it. Some
     // ended with it or before it: their end markers did.
-    bool passed = RanksHeld(job.record);
+    bool passed = job.ranks_held;
     for (const auto& [host, h] : job.record.hosts) {
       passed &= h.newest_end_ns.has_value() && *h.newest_end_ns >= end &&
                 !(h.ended && *h.newest_end_ns == end);
@@ -312,7 +332,7 @@ absl::Status WindowPartsTask::CloseReady(const std::string& name, Job& job) {
     if (passed) {
       RETURN_IF_ERROR(
           CloseFirst(name, job, WindowSummary::ClosedBy::kWatermark));
-    } else if (all_ended || Complete(job.record, end)) {
+    } else if (all_ended || Complete(job, end)) {
       RETURN_IF_ERROR(
           CloseFirst(name, job, WindowSummary::ClosedBy::kEndMarker));
     } else {
@@ -402,7 +422,7 @@ absl::Status WindowPartsTask::OnMessage(const ConsumedMessage& message,
       DeadLetter(message, replay, kPartConflict, conflict);
       return absl::OkStatus();
     }
-    if (NoteHost(job.record, p)) job.dirty = true;
+    NoteHost(job, p);
     if (copy) {
       ++counts_.duplicate_parts;
       absl::MutexLock lock(&stats_.mu);
@@ -417,7 +437,7 @@ absl::Status WindowPartsTask::OnMessage(const ConsumedMessage& message,
     }
   } else {
     // Its window is closed; the host's progress still counts.
-    if (NoteHost(job.record, p)) job.dirty = true;
+    NoteHost(job, p);
     ++counts_.stale_parts;
   }
   ++counts_.parts;

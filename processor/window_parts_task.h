@@ -194,7 +194,8 @@ class WindowPartsTask {
     MergeJobRecord record;
     std::map<WindowStartNs, OpenWindow> open;
     absl::Time last_part_wall = absl::InfinitePast();
-    bool dirty = false;  // Its record changed since the last commit.
+    bool dirty = false;       // Its record changed since the last commit.
+    bool ranks_held = false;  // RanksHeld(record), kept as it changes.
   };
   struct Partition {
     KafkaOffset next_offset = -1;
@@ -202,12 +203,13 @@ class WindowPartsTask {
     bool at_end = false;
   };
 
-  // Folds `part` into the job's host table and world size.
-  static bool NoteHost(MergeJobRecord& record, const HostWindowPart& part);
+  // Folds `part` into the job's host table and world size (dirty when
+  // they changed; ranks_held kept).
+  static void NoteHost(Job& job, const HostWindowPart& part);
   // True when the world size is known and every rank of it is held.
   static bool RanksHeld(const MergeJobRecord& record);
   // True when the window ending at `end_ns` has every part it can get.
-  static bool Complete(const MergeJobRecord& record, int64_t end_ns);
+  static bool Complete(const Job& job, int64_t end_ns);
   // Closes what the rule lets close; then fatal on a failed merge.
   absl::Status CloseReady(const std::string& name, Job& job);
   absl::Status CloseFirst(const std::string& name, Job& job,

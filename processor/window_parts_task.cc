@@ -220,6 +220,19 @@ void WindowPartsTask::NoteHost(Job& job, const HostWindowPart& part) {
   // says nothing new of where the host is. A part of the newest window
   // again (its copy) says the same `last`.
   const int64_t end = part.window.end_ns;
+  if (host.newest_end_ns && end > *host.newest_end_ns && host.ended) {
+    // A host that had ended sends a newer window: a new run. When every
+    // host had ended (the job had), the job starts afresh: the others'
+    // ends were the previous run's, and their new parts may not be read
+    // yet (as the events stage takes a batch after the end as the job
+    // active again: docs/semantics.md#job-lifecycle).
+    bool job_ended = true;
+    for (const auto& [name, h] : record.hosts) job_ended &= h.ended;
+    if (job_ended) {
+      for (auto& [name, h] : record.hosts) h.ended = false;
+      changed = true;
+    }
+  }
   if (!host.newest_end_ns || end >= *host.newest_end_ns) {
     changed |= host.newest_end_ns != end || host.ended != part.last;
     host.newest_end_ns = end;

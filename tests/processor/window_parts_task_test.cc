@@ -423,6 +423,36 @@ TEST(WindowPartsTask, AWindowWaitsForEveryHostUntilTheIdleTimeout) {
   }
 }
 
+// A job whose hosts all ended and that starts a new run: a window of the
+// new run waits for every host again, not only for the first one back.
+TEST(WindowPartsTask, AJobThatEndedWaitsForEveryHostInItsNextRun) {
+  constexpr int64_t kW = 1'000'000'000;
+  auto part = [](const std::string& host, int32_t rank, int64_t window,
+                 bool last) {
+    HostWindowPart p{.job = kJob, .host = host};
+    p.window.start_ns = window * kW;
+    p.window.end_ns = (window + 1) * kW;
+    p.world_size = 2;
+    p.ranks = {rank};
+    p.last = last;
+    return MemoryRecord{kJob, EncodeHostWindowPart(p)};
+  };
+  Manual m({part("a", 0, 0, true), part("b", 1, 0, true)});
+  m.Read();
+  ASSERT_EQ(StoredWindows(*m.store).size(), 1u);
+  EXPECT_EQ(StoredWindows(*m.store)[0].closed_by,
+            WindowSummary::ClosedBy::kEndMarker);
+  m.Send(part("a", 0, 5, false));
+  m.Read();
+  EXPECT_EQ(m.task->OpenWindows(kJob), std::vector<WindowStartNs>{5 * kW});
+  m.Send(part("b", 1, 5, true));
+  m.Read();
+  EXPECT_TRUE(m.task->OpenWindows(kJob).empty());
+  const std::vector<WindowSummary> stored = StoredWindows(*m.store);
+  ASSERT_EQ(stored.size(), 2u);
+  EXPECT_EQ(stored[1].closed_by, WindowSummary::ClosedBy::kEndMarker);
+}
+
 std::string DeadLetterReason(const MemoryRecord& r) {
   for (const auto& [key, value] : r.headers) {
     if (key == "bubblewatch.reason") return value;

@@ -19,13 +19,15 @@
 // closes, in start order, when the job's world size is known (> 0), every
 // rank in [0, world) is held by some host (a part's `ranks`), and every
 // host of the job has sent a part of a window ending at or after e or has
-// ended (a part with `last`); stamped kWatermark. Every known host ended,
+// ended (a part with `last`): kWatermark when every host moved on past e,
+// kEndMarker when some only ended there or before. Every known host ended,
 // and the world's ranks all held when the world is known: every open
-// window closes (kEndMarker). The job silent for
+// window closes (kEndMarker); a later part of a host that had ended then
+// starts a new run, every host's end forgotten. The job silent for
 // options.idle_timeout of wall time, once every owned partition was read
 // to its end (CaughtUp): every open window closes (kIdleTimeout). A part
-// of a window at or before the job's finalized edge (the end of its last
-// closed window) is stale: counted, not merged.
+// of a window before the job's finalized edge (the end of its last closed
+// window) is stale: counted, not merged.
 //
 // Promises:
 //   - a window's parts are merged once all arrived under the rule above,

@@ -46,8 +46,9 @@ struct Sent {
 // The hosts' parts interleaved at random (each host's order kept), with
 // stage-1 republishes: after a part, now and then, the host's previous
 // part and this one again. `skip`: parts left out, (host, index).
-std::vector<Sent> Interleave(const SplitJob& job, uint32_t seed,
-                             std::set<std::pair<std::string, size_t>> skip = {});
+std::vector<Sent> Interleave(
+    const SplitJob& job, uint32_t seed,
+    std::set<std::pair<std::string, size_t>> skip = {});
 
 // `got` are the single stage's windows: every field but what a part cannot
 // know (timelines, host skew; why a window closed is checked apart).

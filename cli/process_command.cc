@@ -15,6 +15,7 @@
 #include "cli/exit_codes.h"
 #include "cli/process_alerts.h"
 #include "kafka/kafka_config.h"
+#include "processor/merge_processor.h"
 #include "processor/stream_processor.h"
 #include "schemas/trace.h"
 #include "serve/http_server.h"
@@ -27,9 +28,55 @@ namespace {
 // signal (the --http server's, RocksDB's), concurrently with main setting
 // and clearing this; a lock-free atomic is also safe in a signal handler.
 std::atomic<StreamProcessor*> g_processor{nullptr};
+std::atomic<MergeProcessor*> g_merge{nullptr};
 
 void OnSignal(int) {
   if (StreamProcessor* p = g_processor.load(); p != nullptr) p->RequestStop();
+  if (MergeProcessor* p = g_merge.load(); p != nullptr) p->RequestStop();
+}
+
+// `process --stage merge` once its flags and store are ready.
+int RunMergeStage(const StreamProcessorOptions& options, WindowStore* store,
+                  const std::string& http_listen, HttpServerOptions http) {
+  absl::StatusOr<std::unique_ptr<MergeProcessor>> processor =
+      MergeProcessor::Create(options, store);
+  if (!processor.ok()) {
+    std::cerr << "bubblewatch process: " << processor.status().message()
+              << "\n";
+    return kExitFailure;
+  }
+  std::unique_ptr<HttpServer> server;
+  std::thread server_thread;
+  if (!http_listen.empty()) {
+    http.processor_stats = [p = processor->get()] { return p->stats(); };
+    absl::StatusOr<std::unique_ptr<HttpServer>> bound =
+        HttpServer::Bind(http, store);
+    if (!bound.ok()) {
+      std::cerr << "bubblewatch process: " << bound.status().message() << "\n";
+      return kExitFailure;
+    }
+    server = *std::move(bound);
+    spdlog::info("serving HTTP on {}", server->url());
+    server_thread = std::thread([s = server.get()] {
+      if (absl::Status st = s->Serve(); !st.ok()) {
+        spdlog::error("HTTP server: {}", st.ToString());
+      }
+    });
+  }
+  g_merge.store(processor->get());
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  absl::Status run = (*processor)->Run();
+  g_merge.store(nullptr);
+  if (server != nullptr) {
+    server->Stop();
+    server_thread.join();
+  }
+  if (!run.ok()) {
+    std::cerr << "bubblewatch process: " << run.message() << "\n";
+    return kExitFailure;
+  }
+  return kExitOk;
 }
 
 }  // namespace
@@ -44,6 +91,7 @@ int RunProcessCommand(int argc, char** argv) {
   std::string http_token_file;
   HttpServerOptions http;
   ProcessAlertFlags alert_flags;
+  std::string stage = "events";
   CommandLine cl(
       "bubblewatch process --brokers HOST:PORT[,..] --store DIR [options]",
       "Consumes EventBatch messages, computes per-job event-time windows of "
@@ -70,6 +118,12 @@ int RunProcessCommand(int argc, char** argv) {
              "no fsync per store commit: faster, but a machine crash or a "
              "disk error can\nlose the last commits after Kafka (group "
              "offsets, state topic) moved past them");
+  cl.AddString("stage", &stage, "STAGE",
+               "events: windows from EventBatch messages; merge: stage 2 of "
+               "jobs split across\nprocessors, windows merged from the hosts' "
+               "window parts (docs/process.md#stage-2);\nits defaults: --topic "
+               "bubblewatch.window-parts, --group bubblewatch-merge,\n"
+               "--dlq-topic bubblewatch.window-parts.dlq, no --state-topic");
   cl.AddString("topic", &options.topic, "TOPIC", "events topic");
   cl.AddString("group", &options.group, "GROUP", "consumer group");
   cl.AddString("windows-topic", &options.windows_topic, "TOPIC",
@@ -152,6 +206,33 @@ int RunProcessCommand(int argc, char** argv) {
   if (!positional.empty()) {
     usage_errors.push_back("unexpected argument " + positional[0]);
   }
+  // Stage 2's own topics and group, unless given (on the command line or
+  // in the config file).
+  auto given = [&cl](absl::string_view name) {
+    if (cl.GivenOnCommandLine(name)) return true;
+    for (const ConfigSetting& c : cl.config_settings()) {
+      if (c.key == name) return true;
+    }
+    return false;
+  };
+  const bool merge = stage == "merge";
+  if (stage != "events" && !merge) {
+    usage_errors.push_back("--stage must be events or merge, not \"" + stage +
+                           "\"");
+  }
+  if (merge) {
+    if (!given("topic")) options.topic = kWindowPartsTopic;
+    if (!given("group")) options.group = kMergeGroup;
+    if (!given("dlq-topic")) options.dlq_topic = kWindowPartsDlqTopic;
+    if (!given("state-topic")) options.state_topic = "";
+    if (!options.state_topic.empty()) {
+      usage_errors.push_back("--stage merge keeps no --state-topic");
+    }
+    if (!alert_flags.rules_path.empty()) {
+      usage_errors.push_back(
+          "--stage merge runs no --rules (run them on the events stage)");
+    }
+  }
   // `produce --brokers embedded` starts librdkafka's mock cluster inside
   // its own process. Here it would be a private, empty cluster that no
   // producer can reach, so a processor on it could never see an event; and
@@ -233,6 +314,7 @@ int RunProcessCommand(int argc, char** argv) {
     std::cerr << "bubblewatch process: " << store.status().message() << "\n";
     return kExitFailure;
   }
+  if (merge) return RunMergeStage(options, store->get(), http_listen, http);
   absl::StatusOr<ProcessAlerts> alerts =
       SetUpProcessAlerts(alert_flags, options.brokers, options.kafka_properties,
                          store->get(), RulesPathFromConfigOnReload(cl));

@@ -1,0 +1,169 @@
+// `bubblewatch process --stage merge` against a real broker
+// (docs/process.md#stage-2): the hosts' window parts of a split job
+// (split_job_parts.h), produced to a parts topic interleaved across hosts
+// with stage-1 republishes, become the single-stage windows in the store
+// and on the windows topic; killed (SIGKILL) mid-stream and started again,
+// it gives the same windows, and every copy of a window on the topic is the
+// same bytes.
+#include <signal.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "kafka/kafka_config.h"
+#include "kafka/kafka_handles.h"
+#include "schemas/window_summary_codec.h"
+#include "storage/window_store.h"
+#include "tests/processor/processor_kafka_test_util.h"
+#include "tests/processor/split_job_parts.h"
+#include "tests/testing/temp_dir.h"
+
+namespace bubblewatch {
+namespace {
+
+using testing::ExpectSingleStageWindows;
+using testing::Interleave;
+using testing::kSplitJob;
+using testing::Sent;
+using testing::SplitJob;
+using testing::TheSplitJob;
+
+// Produces `values` (key: the job) to partition 0 of `topic`, in order.
+void ProduceParts(const std::string& topic,
+                  const std::vector<std::string>& values) {
+  KafkaConfig config(Brokers());
+  config.Set("enable.idempotence", "true");
+  absl::StatusOr<RdKafkaPtr> producer =
+      NewKafkaClient(RD_KAFKA_PRODUCER, config);
+  ASSERT_TRUE(producer.ok()) << producer.status();
+  for (const std::string& value : values) {
+    rd_kafka_resp_err_t err = rd_kafka_producev(
+        producer->get(), RD_KAFKA_V_TOPIC(topic.c_str()),
+        RD_KAFKA_V_PARTITION(0),
+        RD_KAFKA_V_KEY(kSplitJob, std::char_traits<char>::length(kSplitJob)),
+        RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
+        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+    ASSERT_EQ(err, RD_KAFKA_RESP_ERR_NO_ERROR) << rd_kafka_err2str(err);
+  }
+  ASSERT_EQ(rd_kafka_flush(producer->get(), 60'000),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+}
+
+std::vector<std::string> PartValues(const SplitJob& job,
+                                    const std::vector<Sent>& sent) {
+  std::vector<std::string> out;
+  for (const Sent& s : sent) out.push_back(job.parts.at(s.host)[s.index]);
+  return out;
+}
+
+std::vector<std::string> MergeArgs(const std::string& topic,
+                                   const std::string& store) {
+  return {"process",
+          "--stage",
+          "merge",
+          "--brokers",
+          Brokers(),
+          "--topic",
+          topic,
+          "--group",
+          topic + "-group",
+          "--store",
+          store,
+          "--windows-topic",
+          topic + ".windows",
+          "--dlq-topic",
+          topic + ".dlq",
+          "--idle-timeout",
+          testing::ScaledFlag(absl::Seconds(3)),
+          "--exit-when-idle",
+          testing::ScaledFlag(absl::Seconds(4)),
+          "--log-level",
+          "warn",
+          "-X",
+          "session.timeout.ms=" + testing::ScaledMs(absl::Seconds(6)),
+          "-X",
+          "heartbeat.interval.ms=" + testing::ScaledMs(absl::Seconds(1))};
+}
+
+std::vector<WindowSummary> StoredWindows(const std::string& store_dir) {
+  absl::StatusOr<std::unique_ptr<WindowStoreReader>> store =
+      OpenRocksDbWindowStoreReadOnly(store_dir);
+  if (!store.ok()) return {};
+  absl::StatusOr<std::vector<WindowSummary>> windows =
+      (*store)->Scan(kSplitJob, absl::InfinitePast(), absl::InfiniteFuture());
+  EXPECT_TRUE(windows.ok()) << windows.status();
+  return windows.ok() ? *std::move(windows) : std::vector<WindowSummary>{};
+}
+
+// The store holds the single-stage windows, and the windows topic the
+// same windows: each copy of a window the same bytes as the stored one.
+void ExpectStoreAndTopic(const std::string& topic,
+                         const std::string& store_dir) {
+  const std::vector<WindowSummary> stored = StoredWindows(store_dir);
+  ExpectSingleStageWindows(stored);
+  std::map<int64_t, std::string> by_start;
+  for (const WindowSummary& w : stored) {
+    by_start[w.window.start_ns] = EncodeWindowSummary(w);
+  }
+  const std::vector<WindowSummary> published =
+      ReadWindowsTopic(topic + ".windows");
+  EXPECT_GE(published.size(), stored.size());
+  std::map<int64_t, int> copies;
+  for (const WindowSummary& w : published) {
+    ++copies[w.window.start_ns];
+    auto it = by_start.find(w.window.start_ns);
+    ASSERT_NE(it, by_start.end())
+        << "published, not stored: " << w.window.start_ns;
+    EXPECT_EQ(EncodeWindowSummary(w), it->second)
+        << "window " << w.window.start_ns << " published differently";
+  }
+  EXPECT_EQ(copies.size(), stored.size());
+}
+
+TEST(WindowPartsKafka, MergeStageStoresTheSingleStageWindows) {
+  const SplitJob& job = TheSplitJob();
+  const std::string topic = Unique("parts");
+  ASSERT_NO_FATAL_FAILURE(CreateTopic(topic, 1));
+  ASSERT_NO_FATAL_FAILURE(
+      ProduceParts(topic, PartValues(job, Interleave(job, 31))));
+  testing::TempDir dir;
+  ASSERT_EQ(RunToEnd(MergeArgs(topic, dir.Sub("store"))), 0);
+  ExpectStoreAndTopic(topic, dir.Sub("store"));
+}
+
+TEST(WindowPartsKafka, KilledMidStreamAndRestartedGivesTheSameWindows) {
+  const SplitJob& job = TheSplitJob();
+  const std::string topic = Unique("parts-kill");
+  ASSERT_NO_FATAL_FAILURE(CreateTopic(topic, 1));
+  const std::vector<std::string> values = PartValues(job, Interleave(job, 32));
+  const size_t half = values.size() / 2;
+  ASSERT_NO_FATAL_FAILURE(ProduceParts(
+      topic, std::vector<std::string>(values.begin(), values.begin() + half)));
+  testing::TempDir dir;
+  const std::string store = dir.Sub("store");
+  // Killed once it has stored a window, with windows still open.
+  const pid_t first = Spawn(MergeArgs(topic, store), dir.Sub("first.log"));
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      absl::ToChronoSeconds(testing::Scaled(absl::Seconds(60)));
+  while (StoredWindows(store).empty() &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_FALSE(StoredWindows(store).empty()) << "no window before the kill";
+  ASSERT_EQ(kill(first, SIGKILL), 0);
+  EXPECT_EQ(Wait(first), 128 + SIGKILL);
+  ASSERT_LT(StoredWindows(store).size(), job.single.size());
+  ASSERT_NO_FATAL_FAILURE(ProduceParts(
+      topic, std::vector<std::string>(values.begin() + half, values.end())));
+  ASSERT_EQ(RunToEnd(MergeArgs(topic, store)), 0);
+  ExpectStoreAndTopic(topic, store);
+}
+
+}  // namespace
+}  // namespace bubblewatch

@@ -1,0 +1,673 @@
+// Stage 2 of a split job (processor/window_parts_task.h) without a broker:
+// the hosts' window parts of a TP2×DP2×PP4 job (8 hosts of 2 ranks), made
+// as stage 1 makes them (each host's events windowed alone, its ranks
+// digested, world size 16, the host's ranks so far, `last` on its final
+// window), go through WindowPartsTask over the in-memory Kafka
+// (memory_kafka.h) and a real RocksDB store:
+//   - interleaved across hosts in random orders (each host's own order
+//     kept), with stage-1 republishes (copies), the stored and published
+//     windows are the single-stage windows, and no window is stored before
+//     every part of it was read;
+//   - a window waits for a host that sent nothing yet, and for a host's
+//     missing last part until the idle timeout;
+//   - bad bytes, a job that is not its key, a conflicting part: dead
+//     letters with their reasons, the windows unharmed;
+//   - the crash harness (as crash_harness_test.cc): a crash after every
+//     write of the commit protocol, then a restart from the store and the
+//     topics, gives the uninterrupted run's store and windows topic, byte
+//     for byte.
+#include "processor/window_parts_task.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "analysis/collective_windows.h"
+#include "analysis/collectives.h"
+#include "analysis/rank_digest.h"
+#include "analysis/window_merge.h"
+#include "gtest/gtest.h"
+#include "ingest/batched_trace.h"
+#include "ingest/synthetic/synthetic_parallel_job.h"
+#include "processor/batch_validator.h"
+#include "processor/broker_health.h"
+#include "processor/fleet_topics.h"
+#include "processor/job_windower.h"
+#include "rocksdb/env.h"
+#include "rocksdb/file_system.h"
+#include "schemas/window_summary_codec.h"
+#include "storage/rocksdb_window_store.h"
+#include "tests/processor/memory_kafka.h"
+#include "tests/processor/split_job_parts.h"
+#include "tests/testing/temp_dir.h"
+
+namespace bubblewatch {
+namespace window_parts_task_test {
+namespace {
+
+using testing::CrashBudget;
+using testing::ExpectSingleStageWindows;
+using testing::Interleave;
+using testing::MemoryKafka;
+using testing::MemoryRecord;
+using testing::MemoryTopics;
+using testing::Sent;
+using testing::SplitJob;
+using testing::TheSplitJob;
+
+constexpr char kParts[] = "parts";
+constexpr char kWindows[] = "parts.windows";
+constexpr char kDlq[] = "parts.dlq";
+constexpr char kJob[] = "job";
+
+std::vector<MemoryRecord> Records(const SplitJob& job,
+                                  const std::vector<Sent>& sent) {
+  std::vector<MemoryRecord> out;
+  for (const Sent& s : sent) {
+    out.push_back(MemoryRecord{kJob, job.parts.at(s.host)[s.index]});
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// A process over the in-memory Kafka and a store that can crash.
+
+class CrashingFileSystem : public rocksdb::FileSystemWrapper {
+ public:
+  CrashingFileSystem() : FileSystemWrapper(rocksdb::FileSystem::Default()) {}
+  const char* Name() const override { return "CrashingFileSystem"; }
+  void set_budget(CrashBudget* budget) { budget_ = budget; }
+  CrashBudget* budget() const { return budget_; }
+  rocksdb::IOStatus NewWritableFile(
+      const std::string& name, const rocksdb::FileOptions& options,
+      std::unique_ptr<rocksdb::FSWritableFile>* result,
+      rocksdb::IODebugContext* dbg) override;
+
+ private:
+  CrashBudget* budget_ = nullptr;
+};
+
+// WAL appends take a write from the budget; once spent they fail.
+class CrashingWalFile : public rocksdb::FSWritableFileOwnerWrapper {
+ public:
+  CrashingWalFile(std::unique_ptr<rocksdb::FSWritableFile> file,
+                  const CrashingFileSystem* fs)
+      : FSWritableFileOwnerWrapper(std::move(file)), fs_(fs) {}
+  rocksdb::IOStatus Append(const rocksdb::Slice& data,
+                           const rocksdb::IOOptions& options,
+                           rocksdb::IODebugContext* dbg) override {
+    if (fs_->budget() != nullptr && !fs_->budget()->Take()) {
+      return rocksdb::IOStatus::IOError("injected", "crashed");
+    }
+    return FSWritableFileOwnerWrapper::Append(data, options, dbg);
+  }
+  rocksdb::IOStatus Append(const rocksdb::Slice& data,
+                           const rocksdb::IOOptions& options,
+                           const rocksdb::DataVerificationInfo& info,
+                           rocksdb::IODebugContext* dbg) override {
+    return Append(data, options, dbg);
+  }
+
+ private:
+  const CrashingFileSystem* fs_;
+};
+
+rocksdb::IOStatus CrashingFileSystem::NewWritableFile(
+    const std::string& name, const rocksdb::FileOptions& options,
+    std::unique_ptr<rocksdb::FSWritableFile>* result,
+    rocksdb::IODebugContext* dbg) {
+  rocksdb::IOStatus s = target()->NewWritableFile(name, options, result, dbg);
+  if (s.ok() && absl::EndsWith(name, ".log")) {
+    *result = std::make_unique<CrashingWalFile>(std::move(*result), this);
+  }
+  return s;
+}
+
+struct World {
+  explicit World(const std::vector<MemoryRecord>& input) {
+    topics.topics[kParts].resize(1);
+    topics.topics[kWindows].resize(1);
+    topics.topics[kDlq].resize(1);
+    topics.topics[kParts][0] = input;
+  }
+  ::bubblewatch::testing::TempDir dir;
+  MemoryTopics topics;
+  std::string StoreDir() const { return dir.Sub("store"); }
+};
+
+StreamProcessorOptions Options() {
+  StreamProcessorOptions o;
+  o.topic = kParts;
+  o.windows_topic = kWindows;
+  o.dlq_topic = kDlq;
+  o.state_topic = "";
+  o.windower = TheSplitJob().options;
+  o.commit_interval = absl::Milliseconds(4);
+  o.idle_timeout = absl::Seconds(3);
+  return o;
+}
+
+absl::Time NowAt(int64_t offset) {
+  return absl::FromUnixSeconds(1'700'000'000) + absl::Milliseconds(offset);
+}
+
+// Called after each message (and its tick) with the task, the store and
+// the message's offset.
+using AfterMessage =
+    std::function<void(WindowPartsTask&, WindowStore&, int64_t offset)>;
+
+// One process over `world` until the input's end (true) or a crash (false),
+// as the events stage's crash harness runs PartitionTask: Assign, then
+// OnMessage and Tick per message on a clock that is a function of the
+// offset, then Finish. No end of partition: nothing closes for idleness.
+bool RunProcess(World& world, CrashBudget& budget,
+                const AfterMessage& after = nullptr,
+                ProcessorStats* stats = nullptr) {
+  const StreamProcessorOptions options = Options();
+  auto fs = std::make_shared<CrashingFileSystem>();
+  fs->set_budget(&budget);
+  std::unique_ptr<rocksdb::Env> env = rocksdb::NewCompositeEnv(fs);
+  absl::StatusOr<std::unique_ptr<RocksDbWindowStore>> opened =
+      RocksDbWindowStore::Open(world.StoreDir(), {},
+                               RocksDbWindowStore::Mode::kPrimary, env.get());
+  if (!opened.ok()) {
+    EXPECT_TRUE(budget.crashed) << opened.status();
+    return false;
+  }
+  std::unique_ptr<RocksDbWindowStore> store = *std::move(opened);
+  RuntimeShared shared;
+  BrokerHealth health;
+  std::atomic<bool> stop{false};
+  WindowPartsTask task(options, store.get(), &health, &shared);
+  auto kafka = std::make_unique<MemoryKafka>(&world.topics, &shared);
+  kafka->ShareCrashBudget(&budget);
+  MemoryKafka* memory = kafka.get();
+  task.Connect(std::move(kafka), memory);
+  memory->set_dead_letter_sink(task.dead_letters());
+  task.set_stop(&stop);
+  PartitionTask::Assigned assigned{.partition = 0, .offset = -1};
+  task.Assign(std::span(&assigned, 1));
+  if (!shared.fatal.ok()) {
+    EXPECT_TRUE(budget.crashed) << shared.fatal;
+    return false;
+  }
+  int64_t offset = assigned.offset;
+  if (offset < 0) {
+    auto it = world.topics.group_offsets.find({kParts, 0});
+    offset = it == world.topics.group_offsets.end() ? 0 : it->second;
+  }
+  task.Start(NowAt(offset));
+  const std::vector<MemoryRecord>& input = world.topics.topics[kParts][0];
+  const int64_t end = static_cast<int64_t>(input.size());
+  auto fail = [&](const absl::Status& s) {
+    EXPECT_TRUE(budget.crashed) << "at offset " << offset << ": " << s;
+    return false;
+  };
+  for (; offset < end; ++offset) {
+    const absl::Time now = NowAt(offset);
+    if (absl::Status s = task.OnMessage(
+            testing::ConsumedRecord(0, offset, input[offset]), now);
+        !s.ok()) {
+      return fail(s);
+    }
+    if (absl::Status s = task.Tick(now); !s.ok()) return fail(s);
+    if (after) after(task, *store, offset);
+  }
+  if (absl::Status s = task.Finish(NowAt(end)); !s.ok()) return fail(s);
+  if (stats != nullptr) *stats = task.stats();
+  return !budget.crashed;
+}
+
+std::vector<WindowSummary> StoredWindows(const WindowStoreReader& store) {
+  absl::StatusOr<std::vector<WindowSummary>> windows =
+      store.Scan(kJob, absl::InfinitePast(), absl::InfiniteFuture());
+  EXPECT_TRUE(windows.ok()) << windows.status();
+  return windows.ok() ? *std::move(windows) : std::vector<WindowSummary>{};
+}
+
+std::vector<WindowSummary> StoredWindows(const World& world) {
+  absl::StatusOr<std::unique_ptr<WindowStoreReader>> store =
+      OpenRocksDbWindowStoreReadOnly(world.StoreDir());
+  EXPECT_TRUE(store.ok()) << store.status();
+  if (!store.ok()) return {};
+  return StoredWindows(**store);
+}
+
+// The windows topic as compaction keeps it, each copy of a key the same.
+std::map<std::string, std::string> Published(const World& world) {
+  std::map<std::string, std::string> out;
+  for (const MemoryRecord& r : world.topics.topics.at(kWindows)[0]) {
+    auto [it, inserted] = out.try_emplace(r.key, r.value);
+    EXPECT_TRUE(inserted || it->second == r.value)
+        << "window " << r.key << " published twice, differently";
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+
+TEST(WindowPartsTask, InterleavedHostPartsMergeIntoTheSingleStageWindows) {
+  const SplitJob& job = TheSplitJob();
+  ASSERT_GE(job.single.size(), 5u);
+  ASSERT_EQ(job.parts.size(), 8u);
+  ASSERT_EQ(job.world, 16);
+  for (uint32_t seed : {1u, 2u, 3u, 4u}) {
+    SCOPED_TRACE(absl::StrCat("seed ", seed));
+    const std::vector<Sent> sent = Interleave(job, seed);
+    World world(Records(job, sent));
+    // The parts read so far, per window start, and each window's hosts.
+    std::map<int64_t, std::set<std::string>> read, expected_hosts;
+    for (const auto& [host, starts] : job.starts) {
+      for (int64_t s : starts) expected_hosts[s].insert(host);
+    }
+    int64_t early = 0;
+    auto after = [&](WindowPartsTask& task, WindowStore& store,
+                     int64_t offset) {
+      read[job.starts.at(sent[offset].host)[sent[offset].index]].insert(
+          sent[offset].host);
+      // A stored window has every part it gets.
+      for (const WindowSummary& w : StoredWindows(store)) {
+        if (read[w.window.start_ns] != expected_hosts[w.window.start_ns]) {
+          ++early;
+          ADD_FAILURE() << "window " << w.window.start_ns
+                        << " stored at offset " << offset << " with "
+                        << read[w.window.start_ns].size() << " of its "
+                        << expected_hosts[w.window.start_ns].size()
+                        << " parts read";
+        }
+      }
+    };
+    CrashBudget budget;
+    ProcessorStats stats;
+    ASSERT_TRUE(RunProcess(world, budget, after, &stats));
+    EXPECT_EQ(early, 0);
+    EXPECT_GT(stats.duplicate_batches, 0) << "no copy was sent";
+    EXPECT_TRUE(stats.dlq_by_reason.empty());
+    const std::vector<WindowSummary> stored = StoredWindows(world);
+    ExpectSingleStageWindows(stored);
+    // Closed as the hosts moved past them; the last by the hosts' ends.
+    ASSERT_FALSE(stored.empty());
+    EXPECT_EQ(stored.front().closed_by, WindowSummary::ClosedBy::kWatermark);
+    EXPECT_EQ(stored.back().closed_by, WindowSummary::ClosedBy::kEndMarker);
+    for (const WindowSummary& w : stored) {
+      EXPECT_NE(w.closed_by, WindowSummary::ClosedBy::kIdleTimeout);
+    }
+    // Published as stored.
+    const std::map<std::string, std::string> published = Published(world);
+    ASSERT_EQ(published.size(), stored.size());
+    for (const WindowSummary& w : stored) {
+      auto it = published.find(WindowTopicKey(kJob, w.window.start_ns));
+      ASSERT_NE(it, published.end());
+      EXPECT_EQ(it->second, EncodeWindowSummary(w));
+    }
+  }
+}
+
+// Drives a task by hand: messages, ends of partition, wall time.
+struct Manual {
+  explicit Manual(std::vector<MemoryRecord> input)
+      : world(input), options(Options()) {
+    absl::StatusOr<std::unique_ptr<WindowStore>> opened =
+        OpenRocksDbWindowStore(world.StoreDir());
+    EXPECT_TRUE(opened.ok()) << opened.status();
+    store = *std::move(opened);
+    task = std::make_unique<WindowPartsTask>(options, store.get(), &health,
+                                             &shared);
+    auto kafka = std::make_unique<MemoryKafka>(&world.topics, &shared);
+    memory = kafka.get();
+    task->Connect(std::move(kafka), memory);
+    memory->set_dead_letter_sink(task->dead_letters());
+    PartitionTask::Assigned assigned{.partition = 0, .offset = -1};
+    task->Assign(std::span(&assigned, 1));
+    task->Start(now);
+  }
+  // Reads the next `n` messages (all: -1), each with a tick, then the end
+  // of the partition and a tick.
+  void Read(int64_t n = -1) {
+    const auto& input = world.topics.topics[kParts][0];
+    for (; next < static_cast<int64_t>(input.size()) && n != 0; ++next, --n) {
+      now += absl::Milliseconds(1);
+      ASSERT_TRUE(
+          task->OnMessage(testing::ConsumedRecord(0, next, input[next]), now)
+              .ok());
+      ASSERT_TRUE(task->Tick(now).ok());
+    }
+    if (next == static_cast<int64_t>(input.size())) {
+      task->OnEndOfPartition(0);
+      ASSERT_TRUE(task->Tick(now).ok());
+    }
+  }
+  void Send(const MemoryRecord& r) {
+    world.topics.topics[kParts][0].push_back(r);
+  }
+  void Advance(absl::Duration by) {
+    for (absl::Duration d; d < by; d += absl::Milliseconds(100)) {
+      now += absl::Milliseconds(100);
+      ASSERT_TRUE(task->Tick(now).ok());
+    }
+  }
+  World world;
+  StreamProcessorOptions options;
+  RuntimeShared shared;
+  BrokerHealth health;
+  std::unique_ptr<WindowStore> store;
+  MemoryKafka* memory = nullptr;
+  std::unique_ptr<WindowPartsTask> task;
+  absl::Time now = absl::FromUnixSeconds(1'700'000'000);
+  int64_t next = 0;
+};
+
+// A host's missing last part holds its window open until the idle timeout,
+// which closes it without that host's devices; a host that has sent
+// nothing yet holds every window (its ranks are not held).
+TEST(WindowPartsTask, AWindowWaitsForEveryHostUntilTheIdleTimeout) {
+  const SplitJob& job = TheSplitJob();
+  const std::string lagging = job.parts.rbegin()->first;
+  const size_t last_index = job.parts.at(lagging).size() - 1;
+  const int64_t last_start = job.starts.at(lagging)[last_index];
+  {
+    SCOPED_TRACE("a host's last part missing");
+    Manual m(Records(job, Interleave(job, 7, {{lagging, last_index}})));
+    m.Read();
+    // Every window before the host's last closed, its last did not.
+    std::vector<WindowSummary> stored = StoredWindows(*m.store);
+    ASSERT_FALSE(stored.empty());
+    EXPECT_LT(stored.back().window.start_ns, last_start);
+    EXPECT_EQ(m.task->OpenWindows(kJob).front(), last_start);
+    m.Advance(Options().idle_timeout - absl::Milliseconds(200));
+    EXPECT_FALSE(m.task->OpenWindows(kJob).empty());
+    m.Advance(absl::Milliseconds(300));
+    EXPECT_TRUE(m.task->OpenWindows(kJob).empty());
+    stored = StoredWindows(*m.store);
+    ASSERT_EQ(stored.size(), job.single.size());
+    EXPECT_EQ(stored.back().closed_by, WindowSummary::ClosedBy::kIdleTimeout);
+    EXPECT_LT(stored.back().window.devices.size(),
+              job.single.back().window.devices.size());
+  }
+  {
+    SCOPED_TRACE("a host that sent nothing yet");
+    std::vector<Sent> sent = Interleave(job, 8);
+    std::stable_partition(sent.begin(), sent.end(),
+                          [&](const Sent& s) { return s.host != lagging; });
+    const std::vector<MemoryRecord> records = Records(job, sent);
+    const auto first_of_lagging =
+        std::find_if(sent.begin(), sent.end(),
+                     [&](const Sent& s) { return s.host == lagging; }) -
+        sent.begin();
+    Manual m(records);
+    m.Read(first_of_lagging);
+    // Every other host ended: still nothing closes, two ranks unheld.
+    const std::optional<MergeJobRecord> record = m.task->JobRecord(kJob);
+    ASSERT_TRUE(record.has_value());
+    EXPECT_EQ(record->hosts.size(), job.parts.size() - 1);
+    for (const auto& [host, h] : record->hosts) {
+      EXPECT_TRUE(h.ended) << host;
+    }
+    EXPECT_TRUE(StoredWindows(*m.store).empty());
+    EXPECT_FALSE(m.task->OpenWindows(kJob).empty());
+    m.Read();
+    ExpectSingleStageWindows(StoredWindows(*m.store));
+    EXPECT_TRUE(m.task->AllClosed());
+  }
+}
+
+// A job whose hosts all ended and that starts a new run: a window of the
+// new run waits for every host again, not only for the first one back.
+TEST(WindowPartsTask, AJobThatEndedWaitsForEveryHostInItsNextRun) {
+  constexpr int64_t kW = 1'000'000'000;
+  auto part = [](const std::string& host, int32_t rank, int64_t window,
+                 bool last) {
+    HostWindowPart p{.job = kJob, .host = host};
+    p.window.start_ns = window * kW;
+    p.window.end_ns = (window + 1) * kW;
+    p.world_size = 2;
+    p.ranks = {rank};
+    p.last = last;
+    return MemoryRecord{kJob, EncodeHostWindowPart(p)};
+  };
+  Manual m({part("a", 0, 0, true), part("b", 1, 0, true)});
+  m.Read();
+  ASSERT_EQ(StoredWindows(*m.store).size(), 1u);
+  EXPECT_EQ(StoredWindows(*m.store)[0].closed_by,
+            WindowSummary::ClosedBy::kEndMarker);
+  m.Send(part("a", 0, 5, false));
+  m.Read();
+  EXPECT_EQ(m.task->OpenWindows(kJob), std::vector<WindowStartNs>{5 * kW});
+  m.Send(part("b", 1, 5, true));
+  m.Read();
+  EXPECT_TRUE(m.task->OpenWindows(kJob).empty());
+  const std::vector<WindowSummary> stored = StoredWindows(*m.store);
+  ASSERT_EQ(stored.size(), 2u);
+  EXPECT_EQ(stored[1].closed_by, WindowSummary::ClosedBy::kEndMarker);
+}
+
+std::string DeadLetterReason(const MemoryRecord& r) {
+  for (const auto& [key, value] : r.headers) {
+    if (key == "bubblewatch.reason") return value;
+  }
+  return "";
+}
+
+// Bad parts go to the dead-letter topic with their reasons, once (a replay
+// sends none again); the job's windows are unharmed.
+TEST(WindowPartsTask, BadPartsAreDeadLetteredWithTheirReason) {
+  const SplitJob& job = TheSplitJob();
+  std::vector<MemoryRecord> records = Records(job, Interleave(job, 9));
+  const std::string first = job.parts.begin()->second.front();
+  // Another part of the first host's first window: its bytes changed.
+  absl::StatusOr<HostWindowPart> other = DecodeHostWindowPart(first);
+  ASSERT_TRUE(other.ok());
+  other->gpu_events += 1;
+  const std::vector<MemoryRecord> bad = {
+      {kJob, "not a part"},
+      {kJob, first.substr(0, first.size() / 2)},
+      {"another-job", first},
+      {kJob, EncodeHostWindowPart(*other)},
+  };
+  records.insert(records.begin() + 5, bad.begin(), bad.end());
+  // A host claiming another host's devices in a window, right after that
+  // host's part of it.
+  const std::string victim = std::next(job.parts.begin())->first;
+  absl::StatusOr<HostWindowPart> intruder =
+      DecodeHostWindowPart(job.parts.at(victim).front());
+  ASSERT_TRUE(intruder.ok());
+  intruder->host = "intruder";
+  const auto victim_at =
+      std::find(records.begin(), records.end(),
+                MemoryRecord{kJob, job.parts.at(victim).front()});
+  ASSERT_NE(victim_at, records.end());
+  records.insert(victim_at + 1,
+                 MemoryRecord{kJob, EncodeHostWindowPart(*intruder)});
+  World world(records);
+  CrashBudget budget;
+  ProcessorStats stats;
+  ASSERT_TRUE(RunProcess(world, budget, nullptr, &stats));
+  EXPECT_EQ(stats.dlq_by_reason[WindowPartsTask::kBadPart], 2);
+  EXPECT_EQ(stats.dlq_by_reason[WindowPartsTask::kKeyMismatch], 1);
+  EXPECT_EQ(stats.dlq_by_reason[WindowPartsTask::kPartConflict], 2);
+  const auto& letters = world.topics.topics[kDlq][0];
+  ASSERT_EQ(letters.size(), 5u);
+  std::multiset<std::string> reasons;
+  for (const MemoryRecord& r : letters) reasons.insert(DeadLetterReason(r));
+  EXPECT_EQ(reasons,
+            (std::multiset<std::string>{
+                WindowPartsTask::kBadPart, WindowPartsTask::kBadPart,
+                WindowPartsTask::kKeyMismatch, WindowPartsTask::kPartConflict,
+                WindowPartsTask::kPartConflict}));
+  ExpectSingleStageWindows(StoredWindows(world));
+}
+
+// Two hosts' parts of a window claiming one rank: the collective analysis
+// refuses them, and the window is stored without it, counted (as the
+// events stage stores such a window), never a stop.
+TEST(WindowPartsTask, ARankClaimedTwiceIsStoredWithoutCollectives) {
+  const SplitJob& job = TheSplitJob();
+  std::map<std::string, std::vector<std::string>> parts = job.parts;
+  // The second host's digests of its second window say the first host's
+  // ranks.
+  auto first = parts.begin();
+  auto second = std::next(first);
+  absl::StatusOr<HostWindowPart> a = DecodeHostWindowPart(first->second[1]);
+  absl::StatusOr<HostWindowPart> b = DecodeHostWindowPart(second->second[1]);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->window.start_ns, b->window.start_ns);
+  ASSERT_FALSE(a->digests.empty());
+  ASSERT_FALSE(b->digests.empty());
+  b->digests[0].rank = a->digests[0].rank;
+  second->second[1] = EncodeHostWindowPart(*b);
+  std::vector<MemoryRecord> records;
+  for (const Sent& s : Interleave(job, 12)) {
+    records.push_back(MemoryRecord{kJob, parts.at(s.host)[s.index]});
+  }
+  World world(records);
+  CrashBudget budget;
+  ProcessorStats stats;
+  ASSERT_TRUE(RunProcess(world, budget, nullptr, &stats));
+  EXPECT_EQ(stats.collective_errors, 1);
+  const std::vector<WindowSummary> stored = StoredWindows(world);
+  ASSERT_EQ(stored.size(), job.single.size());
+  for (size_t i = 0; i < stored.size(); ++i) {
+    EXPECT_EQ(stored[i].collectives.has_value(),
+              stored[i].window.start_ns != a->window.start_ns &&
+                  job.single[i].collectives.has_value())
+        << i;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The crash harness.
+
+// The store as text: windows, job rows, progress and job records as bytes.
+// Left out: last_seen_wall (when commits happened).
+std::string DumpStore(const World& world) {
+  absl::StatusOr<std::unique_ptr<WindowStoreReader>> store =
+      OpenRocksDbWindowStoreReadOnly(world.StoreDir());
+  EXPECT_TRUE(store.ok()) << store.status();
+  if (!store.ok()) return "";
+  std::string out;
+  absl::StatusOr<std::vector<JobInfo>> infos = (*store)->ListJobs();
+  EXPECT_TRUE(infos.ok());
+  for (const JobInfo& info : *infos) {
+    absl::StrAppend(&out, "job ", info.job, " windows ", info.window_count,
+                    " latest ", info.latest_window_start_ns, "\n");
+    auto windows =
+        (*store)->Scan(info.job, absl::InfinitePast(), absl::InfiniteFuture());
+    EXPECT_TRUE(windows.ok());
+    for (const WindowSummary& w : *windows) {
+      absl::StrAppend(&out, "window ", w.window.start_ns, " ",
+                      absl::BytesToHexString(EncodeWindowSummary(w)), "\n");
+    }
+  }
+  auto progress = (*store)->Progress(kParts, 0);
+  EXPECT_TRUE(progress.ok());
+  if (progress.ok() && progress->has_value()) {
+    absl::StrAppend(&out, "progress resume ", (*progress)->resume_offset,
+                    " committed ", (*progress)->committed_position, "\n");
+  }
+  auto records = (*store)->PartitionJobRecords(kParts, 0);
+  EXPECT_TRUE(records.ok());
+  for (const auto& [job, bytes] : *records) {
+    absl::StrAppend(&out, "record ", job, " ", absl::BytesToHexString(bytes),
+                    "\n");
+  }
+  return out;
+}
+
+struct Outcome {
+  std::string store;
+  std::map<std::string, std::string> published;
+  std::map<std::pair<std::string, int32_t>, int64_t> group_offsets;
+};
+
+Outcome Finish(const World& world) {
+  return Outcome{DumpStore(world), Published(world),
+                 world.topics.group_offsets};
+}
+
+void ExpectSameOutcome(const Outcome& got, const Outcome& want) {
+  EXPECT_EQ(got.store, want.store);
+  EXPECT_EQ(got.published, want.published);
+  EXPECT_EQ(got.group_offsets, want.group_offsets);
+}
+
+// A crash after every write of the protocol (windows delivered, group
+// offsets committed, WAL appends), then a restart from the store and the
+// topics, to the end: the uninterrupted run's store and windows topic.
+TEST(WindowPartsTaskCrashHarness, ACrashAtEveryWriteGivesTheSameWindows) {
+  const SplitJob& job = TheSplitJob();
+  const std::vector<MemoryRecord> input = Records(job, Interleave(job, 11));
+  World clean(input);
+  CrashBudget unlimited;
+  ASSERT_TRUE(RunProcess(clean, unlimited));
+  const Outcome want = Finish(clean);
+  ExpectSingleStageWindows(StoredWindows(clean));
+  const int64_t writes = unlimited.writes;
+  ASSERT_GT(writes, 20);
+  int crashed = 0;
+  for (int64_t n = 0; n <= writes; ++n) {
+    SCOPED_TRACE(absl::StrCat("crash after ", n, " of ", writes, " writes"));
+    World world(input);
+    CrashBudget budget{.writes_left = n};
+    if (!RunProcess(world, budget)) ++crashed;
+    CrashBudget rest;
+    ASSERT_TRUE(RunProcess(world, rest));
+    ExpectSameOutcome(Finish(world), want);
+    if (::testing::Test::HasFailure()) break;
+  }
+  EXPECT_GE(crashed, writes - 1);
+}
+
+// Several crashes in a row at random points of several interleavings.
+TEST(WindowPartsTaskCrashHarness, RepeatedRandomCrashesGiveTheSameWindows) {
+  const SplitJob& job = TheSplitJob();
+  for (uint32_t seed : {21u, 22u, 23u}) {
+    SCOPED_TRACE(absl::StrCat("seed ", seed));
+    const std::vector<MemoryRecord> input = Records(job, Interleave(job, seed));
+    World clean(input);
+    CrashBudget unlimited;
+    ASSERT_TRUE(RunProcess(clean, unlimited));
+    const Outcome want = Finish(clean);
+    std::mt19937 rng(seed);
+    World world(input);
+    for (int i = 0; i < 4; ++i) {
+      CrashBudget budget{.writes_left = static_cast<int64_t>(
+                             rng() % static_cast<uint32_t>(unlimited.writes))};
+      RunProcess(world, budget);
+    }
+    CrashBudget rest;
+    ASSERT_TRUE(RunProcess(world, rest));
+    ExpectSameOutcome(Finish(world), want);
+  }
+}
+
+TEST(WindowPartsTask, JobRecordsRoundTripAndRefuseBadBytes) {
+  MergeJobRecord r;
+  r.world_size = 16;
+  r.finalized_edge_ns = -40;
+  r.hosts["a"] = {.ranks = {0, 1}, .newest_end_ns = 80, .ended = false};
+  r.hosts["b"] = {.ranks = {}, .newest_end_ns = std::nullopt, .ended = true};
+  const std::string bytes = EncodeMergeJobRecord(r);
+  absl::StatusOr<MergeJobRecord> back = DecodeMergeJobRecord(bytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, r);
+  for (size_t cut = 0; cut < bytes.size(); ++cut) {
+    EXPECT_FALSE(DecodeMergeJobRecord(bytes.substr(0, cut)).ok()) << cut;
+  }
+  EXPECT_FALSE(DecodeMergeJobRecord(bytes + "x").ok());
+}
+
+}  // namespace
+}  // namespace window_parts_task_test
+}  // namespace bubblewatch

@@ -630,6 +630,7 @@ absl::Status CommitPipeline::CommitOnce(absl::Time now) {
         static_cast<int64_t>(batch.windows.size());
   }
   stats_->stats.windows_trimmed += trimmed;
+  stats_->stats.window_parts_published += static_cast<int64_t>(parts.size());
   stats_->stats.state_snapshots_written += snapshots;
   stats_->stats.state_job_records_written += job_records;
   return absl::OkStatus();

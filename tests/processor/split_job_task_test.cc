@@ -14,6 +14,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -57,7 +58,8 @@ ParallelJob SplitJob(bool host_names) {
 
 // The messages `produce --split-ranks split_ranks` sends for the job's
 // rank files (one stream per rank, 300 events a batch).
-std::vector<MemoryRecord> Produce(const ParallelJob& job, int split_ranks) {
+std::vector<MemoryRecord> Produce(const ParallelJob& job, int split_ranks,
+                                  bool end_markers) {
   std::vector<std::unique_ptr<BatchedTrace>> streams;
   for (const Trace& t : job.ranks) {
     streams.push_back(
@@ -124,15 +126,21 @@ std::map<int64_t, std::vector<HostWindowPart>> PublishedParts(
   return out;
 }
 
+// With end markers and without (each unit then closes by its idle
+// timeout): either way each unit's last part says so.
 TEST(SplitJobTask, PublishedPartsMergeIntoTheSingleStageWindows) {
-  for (bool host_names : {true, false}) {
+  for (const auto [host_names, end_markers] :
+       {std::pair(true, true), std::pair(false, true),
+        std::pair(true, false)}) {
     SCOPED_TRACE(host_names ? "8 hosts of 2 ranks" : "16 ranks, no hosts");
+    SCOPED_TRACE(end_markers ? "end markers" : "idle timeouts");
     const ParallelJob job = SplitJob(host_names);
 
     // The single stage: keyed by job, one partition.
     ::bubblewatch::testing::TempDir dir;
     TaskDriver single(Options(), dir.Sub("single"));
-    const std::vector<MemoryRecord> whole = Produce(job, /*split_ranks=*/0);
+    const std::vector<MemoryRecord> whole =
+        Produce(job, /*split_ranks=*/0, end_markers);
     for (const MemoryRecord& r : whole) ASSERT_EQ(r.key, "split-job");
     single.Send(whole);
     ASSERT_TRUE(single.RunUntilIdle().ok());
@@ -145,7 +153,8 @@ TEST(SplitJobTask, PublishedPartsMergeIntoTheSingleStageWindows) {
     // producer's partitioner.
     constexpr int kPartitions = 4;
     TaskDriver split(Options(), dir.Sub("split"), kPartitions);
-    const std::vector<MemoryRecord> keyed = Produce(job, /*split_ranks=*/16);
+    const std::vector<MemoryRecord> keyed =
+        Produce(job, /*split_ranks=*/16, end_markers);
     ASSERT_EQ(keyed.size(), whole.size());
     std::set<std::string> keys;
     std::set<int32_t> partitions;
@@ -172,7 +181,8 @@ TEST(SplitJobTask, PublishedPartsMergeIntoTheSingleStageWindows) {
     std::map<int64_t, std::vector<HostWindowPart>> parts =
         PublishedParts(split, &published);
     ASSERT_EQ(parts.size(), want.size());
-    int last = 0;
+    std::map<std::string, int64_t> last_start;  // Host -> its last part's.
+    std::map<std::string, int64_t> newest;      // Host -> its newest part.
     for (const WindowSummary& w : want) {
       SCOPED_TRACE(absl::StrCat("window ", w.window.start_ns));
       ASSERT_TRUE(parts.contains(w.window.start_ns));
@@ -181,7 +191,11 @@ TEST(SplitJobTask, PublishedPartsMergeIntoTheSingleStageWindows) {
         EXPECT_EQ(p.job, "split-job");
         EXPECT_EQ(p.world_size, 16);
         EXPECT_EQ(p.ranks.size(), host_names ? 2u : 1u) << p.host;
-        last += p.last ? 1 : 0;
+        if (p.last) {
+          EXPECT_FALSE(last_start.contains(p.host)) << "two last parts";
+          last_start[p.host] = p.window.start_ns;
+        }
+        newest[p.host] = std::max(newest[p.host], p.window.start_ns);
       }
       absl::StatusOr<WindowSummary> got =
           MergeHostWindowParts(of, Options().windower.top_bubbles_per_window);
@@ -194,8 +208,10 @@ TEST(SplitJobTask, PublishedPartsMergeIntoTheSingleStageWindows) {
       EXPECT_TRUE(SameWindow(*got, expected, &diff)) << diff;
       EXPECT_EQ(got->window.devices.size(), w.window.devices.size());
     }
-    // Each unit's stream ended with its end marker: one last part each.
-    EXPECT_EQ(last, static_cast<int>(keys.size()));
+    // Each unit's stream ended (its end marker, or its idle timeout) with
+    // its newest part, which says so.
+    EXPECT_EQ(newest.size(), keys.size());
+    EXPECT_EQ(last_start, newest);
   }
 }
 

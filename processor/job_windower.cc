@@ -598,8 +598,19 @@ HostWindowPart JobWindower::MakePart(
     i = j;
   }
   part.world_size = trace_.world_size;
-  for (const auto& [host, rank] : sources_) {
-    if (rank >= 0) part.ranks.push_back(rank);
+  // The ranks of the sources with buffered events: what a replay from
+  // ResumeOffset() buffers again (a source only known from batches below
+  // it would be missing there), so a republished part has the same bytes.
+  // The buffer keeps each device's last kernel, so a rank that went quiet
+  // stays in it.
+  std::vector<bool> buffered(sources_.size(), false);
+  for (uint32_t source : gpu_source_) buffered[source] = true;
+  for (uint32_t source : cpu_source_) buffered[source] = true;
+  for (uint32_t source : collective_source_) buffered[source] = true;
+  for (size_t i = 0; i < sources_.size(); ++i) {
+    if (buffered[i] && sources_[i].second >= 0) {
+      part.ranks.push_back(sources_[i].second);
+    }
   }
   std::sort(part.ranks.begin(), part.ranks.end());
   part.ranks.erase(std::unique(part.ranks.begin(), part.ranks.end()),

@@ -227,8 +227,10 @@ class JobWindower {
   // analysis refused the ranks (counted in collective_errors_).
   std::optional<WindowCollectives> AnalyzeCollectivesOf(EventNs start_ns,
                                                         EventNs end_ns);
-  // Split windowers: the part of the window [start_ns, end_ns), `w` its
-  // analysis of this host's events, `observed` the known observations.
+  // Split windowers: the part of the window `w` (its analysis of this
+  // host's events), `observed` the known observations. Its ranks are those
+  // of the sources with buffered events (a function of the batches from
+  // ResumeOffset(), as everything else here).
   HostWindowPart MakePart(WindowAnalysis w,
                           const std::optional<IntervalSet>& observed);
   // The window's traces, one per source with events (or collective

@@ -130,8 +130,11 @@ rocksdb::IOStatus CrashingFileSystem::NewWritableFile(
 // `short_first`: job0 sends 3 batches, before any other job's, so that its
 // window closes and the first commit already moves the resume offset (the
 // group offset a new owner without a snapshot starts from).
+// `two_ranks`: each job's batches alternate between ranks 0 and 1 of host
+// "h", each rank a producer of its own that ends with its last batch.
 std::vector<std::string> Stream(uint32_t seed, int jobs,
-                                bool short_first = false) {
+                                bool short_first = false,
+                                bool two_ranks = false) {
   std::mt19937 random(seed);
   struct Job {
     std::string name;
@@ -179,16 +182,20 @@ std::vector<std::string> Stream(uint32_t seed, int jobs,
                 return a.start_ns < b.start_ns;
               });
     EventBatchEncoder encoder(&t);
-    const bool last = job.sent + 1 == job.batches;
-    std::span<const uint8_t> bytes =
-        encoder.Encode(BatchHeader{.job = job.name,
-                                   .host = "h",
-                                   .rank = 0,
-                                   .world_size = 1,
-                                   .producer_id = 100 + pick,
-                                   .sequence = static_cast<uint64_t>(job.sent),
-                                   .end_of_stream = last},
-                       0, t.gpu.size(), 0, 0);
+    const int32_t rank = two_ranks ? job.sent % 2 : 0;
+    const bool last =
+        two_ranks ? job.sent + 2 >= job.batches : job.sent + 1 == job.batches;
+    std::span<const uint8_t> bytes = encoder.Encode(
+        BatchHeader{
+            .job = job.name,
+            .host = "h",
+            .rank = rank,
+            .world_size = 1,
+            .producer_id = two_ranks ? 100 + 2 * pick + rank : 100 + pick,
+            .sequence =
+                static_cast<uint64_t>(two_ranks ? job.sent / 2 : job.sent),
+            .end_of_stream = last},
+        0, t.gpu.size(), 0, 0);
     out.emplace_back(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     if (++job.sent == job.batches) left.erase(left.begin() + pick);
   }
@@ -647,16 +654,25 @@ TEST(CrashHarness, RandomCrashesEachANewOwnerChangeNothing) {
 // and a new owner from the changelog) ends with the uninterrupted run's
 // distinct parts, byte for byte, and its progress and unit states.
 TEST(CrashHarness, SplitUnitsPublishTheSamePartsAfterACrashAtEveryWrite) {
-  for (const RunSetup setup :
+  for (const RunSetup& setup :
        {RunSetup{}, RunSetup{.changelog = true, .new_owner = true}}) {
     SCOPED_TRACE(setup.new_owner ? "a new owner" : "the same instance");
-    const std::vector<MemoryRecord> stream = SplitKeyed(
-        Stream(/*seed=*/3, /*jobs=*/3, /*short_first=*/setup.new_owner));
+    // Two ranks a unit: a part names both, also after a restart that
+    // replays only some of their batches.
+    const std::vector<MemoryRecord> stream =
+        SplitKeyed(Stream(/*seed=*/3, /*jobs=*/3,
+                          /*short_first=*/setup.new_owner, /*two_ranks=*/true));
     const Outcome want = Uninterrupted(stream, setup);
     ASSERT_GE(want.parts.size(), 5u) << "the stream must make parts";
     EXPECT_TRUE(want.published.empty()) << "a split unit publishes no window";
     EXPECT_TRUE(want.store.windows.empty()) << "nor stores one";
     EXPECT_TRUE(want.store.jobs.empty()) << "nor lists a job";
+    for (const auto& [key, hex] : want.parts) {
+      absl::StatusOr<HostWindowPart> part =
+          DecodeHostWindowPart(absl::HexStringToBytes(hex));
+      ASSERT_TRUE(part.ok()) << part.status();
+      EXPECT_EQ(part->ranks, (std::vector<int32_t>{0, 1})) << key;
+    }
     std::cout << stream.size() << " messages, " << want.parts.size()
               << " parts, " << want.writes << " writes: " << want.writes + 1
               << " crash points\n";

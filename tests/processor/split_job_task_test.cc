@@ -129,7 +129,7 @@ std::map<int64_t, std::vector<HostWindowPart>> PublishedParts(
 // With end markers and without (each unit then closes by its idle
 // timeout): either way each unit's last part says so.
 TEST(SplitJobTask, PublishedPartsMergeIntoTheSingleStageWindows) {
-  for (const auto [host_names, end_markers] :
+  for (const auto& [host_names, end_markers] :
        {std::pair(true, true), std::pair(false, true),
         std::pair(true, false)}) {
     SCOPED_TRACE(host_names ? "8 hosts of 2 ranks" : "16 ranks, no hosts");

@@ -6,7 +6,8 @@
 // ledger (partition_limits.h). Per job (JobEntry): the JobWindower of its
 // open windows (null once closed for idleness), its JobState (finalized
 // edge, per-producer sequences) and the partition its batches come from
-// (producers key batches by job, so a job lives in one partition).
+// (producers key batches by job, so a job lives in one partition; a split
+// job's host, keyed JOB@HOST, is a unit that lives like a job: SplitUnit).
 //
 // Promises (docs/architecture.md#commit-protocol has why they matter):
 //   - a job's state is loaded from its partition's snapshot when it has

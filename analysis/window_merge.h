@@ -59,13 +59,15 @@ struct HostWindowPart {
 
   // What stage 2 needs to know when the job's window is complete
   // (docs/architecture.md#one-job-across-processors): the job's world size
-  // as the host's batches declare it (-1: none declares one), the ranks the
-  // host's stage 1 has seen so far (sorted, distinct, each >= 0; a host
-  // whose batches state no rank has none), and whether the host's stream
-  // ended with this window (its end marker, or its idle timeout): the host
-  // sends no later part until it starts a new run. A host's parts come in
-  // window order, so a part of a window also says the host finalized every
-  // earlier window.
+  // as the host's batches declare it (-1: none declares one), the host's
+  // ranks with events in its stage 1's buffer when the part was made
+  // (sorted, distinct, each >= 0; what a replay buffers again, so a
+  // republished part has the same bytes; stage 2 holds the union of a
+  // host's parts' ranks; a host whose batches state no rank has none), and
+  // whether the host's stream ended with this window (its end marker, or
+  // its idle timeout): the host sends no later part until it starts a new
+  // run. A host's parts come in window order, so a part of a window also
+  // says the host finalized every earlier window.
   int32_t world_size = -1;
   std::vector<int32_t> ranks;
   bool last = false;

@@ -128,6 +128,10 @@ int RunProcessCommand(int argc, char** argv) {
   cl.AddString("group", &options.group, "GROUP", "consumer group");
   cl.AddString("windows-topic", &options.windows_topic, "TOPIC",
                "where finalized windows are published (\"\" = nowhere)");
+  cl.AddString("parts-topic", &options.parts_topic, "TOPIC",
+               "where a split job's hosts publish their window parts for "
+               "stage 2\n(batches keyed JOB@HOST: produce --split-ranks; "
+               "docs/architecture.md#one-job-across-processors)");
   cl.AddString("dlq-topic", &options.dlq_topic, "TOPIC",
                "dead-letter topic for malformed messages");
   cl.AddString("state-topic", &options.state_topic, "TOPIC",

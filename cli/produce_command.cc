@@ -119,6 +119,7 @@ int RunProduceCommand(int argc, char** argv) {
   std::string log_level = "warn";
   bool synthetic = false;
   bool no_end_marker = false;
+  int split_ranks = 0;
   SyntheticFleetOptions fleet;
   std::string scenario = "mix";
   int64_t seed = 1;
@@ -175,6 +176,12 @@ int RunProduceCommand(int argc, char** argv) {
   cl.AddBool("no-end-marker", &no_end_marker,
              "send no end marker after each stream: the job goes on in a "
              "later produce (docs/semantics.md#job-lifecycle)");
+  cl.AddInt("split-ranks", &split_ranks, "N",
+            "key the batches of a job of N or more ranks (its declared world "
+            "size) JOB@HOST, or JOB@rank-R for a rank naming no host, so "
+            "that its hosts spread over the processors; their windows are "
+            "made by the processors' stage 2, which must run "
+            "(docs/architecture.md#one-job-across-processors). 0 = never");
   cl.AddBool("synthetic", &synthetic,
              "send a synthetic fleet instead of files");
   cl.AddInt("jobs", &fleet.jobs, "N", "synthetic: jobs");
@@ -246,6 +253,7 @@ int RunProduceCommand(int argc, char** argv) {
   if (brokers.empty()) return UsageError("--brokers is required");
   if (topic.empty()) return UsageError("--topic must not be empty");
   if (batch_events < 1) return UsageError("--batch-events must be >= 1");
+  if (split_ranks < 0) return UsageError("--split-ranks must be >= 0");
   if (linger < absl::ZeroDuration()) {
     return UsageError("--linger must not be negative");
   }
@@ -305,6 +313,7 @@ int RunProduceCommand(int argc, char** argv) {
     watch.rank = rank;
     watch.host = host.empty() ? LocalHostName() : host;
     watch.batching.max_events = batch_events;
+    watch.split_ranks = split_ranks;
     watch.timeout = timeout;
     KafkaConfig config(brokers);
     if (absl::Status st = config.SetAssignments(properties); !st.ok()) {
@@ -421,6 +430,7 @@ int RunProduceCommand(int argc, char** argv) {
   ReplayOptions replay;
   replay.speed = *speed;
   replay.end_markers = !no_end_marker;
+  replay.split_ranks = split_ranks;
   const bool terminal = isatty(STDERR_FILENO) == 1;
   if (terminal) replay.progress = &PrintProgress;
   const absl::Time begin = absl::Now();

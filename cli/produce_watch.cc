@@ -89,6 +89,7 @@ int RunProduceWatch(const ProduceWatchFlags& flags, KafkaConfig config,
   options.poll_interval = flags.poll_interval;
   options.use_inotify = !flags.no_inotify;
   options.batching = flags.batching;
+  options.split_ranks = flags.split_ranks;
   // Negative: refused by Validate (as 0), not wrapped to a huge bound.
   options.max_file_bytes =
       static_cast<uint64_t>(std::max<int64_t>(flags.max_file_bytes, 0));

@@ -31,6 +31,7 @@ struct ProduceWatchFlags {
   int64_t max_file_bytes = int64_t{2} << 30;
   int64_t max_file_events = 5'000'000;
   BatchingOptions batching;
+  int split_ranks = 0;  // TraceWatcherOptions::split_ranks.
   absl::Duration timeout = absl::Seconds(30);
 };
 

@@ -153,6 +153,9 @@ int RunTopicsCommand(int argc, char** argv) {
   cl.AddString("topic", &fleet.events_topic, "TOPIC", "events topic");
   cl.AddString("windows-topic", &fleet.windows_topic, "TOPIC",
                "windows topic (\"\" = leave out)");
+  cl.AddString("parts-topic", &fleet.parts_topic, "TOPIC",
+               "split jobs' window parts (\"\" = leave out; "
+               "docs/architecture.md#one-job-across-processors)");
   cl.AddString("state-topic", &fleet.state_topic, "TOPIC",
                "the processor's state changelog (\"\" = leave out)");
   cl.AddString("dlq-topic", &fleet.dlq_topic, "TOPIC",

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 
 namespace bubblewatch {
@@ -59,8 +60,8 @@ absl::Status Replay(const std::vector<BatchedTrace*>& streams, ReplaySend send,
     }
     const std::span<const uint8_t> bytes = stream.Encode(b);
     const std::string& job = stream.header().job;
-    RETURN_IF_ERROR(send(absl::string_view(job.data(), job.size()), bytes,
-                         stream.batch(b).events()));
+    const std::string key = BatchKey(stream.header(), options.split_ranks);
+    RETURN_IF_ERROR(send(key, bytes, stream.batch(b).events()));
     if (b + 1 < stream.num_batches()) {
       queue.emplace(stream.batch(b + 1).first_start_ns, s, b + 1);
     } else if (options.end_markers) {
@@ -69,8 +70,9 @@ absl::Status Replay(const std::vector<BatchedTrace*>& streams, ReplaySend send,
       if (--sending[job] == 0) {
         // Keyed like the streams' batches: same partition, after them.
         for (size_t ended : done) {
-          RETURN_IF_ERROR(send(absl::string_view(job.data(), job.size()),
-                               streams[ended]->EncodeEndMarker(), 0));
+          RETURN_IF_ERROR(
+              send(BatchKey(streams[ended]->header(), options.split_ranks),
+                   streams[ended]->EncodeEndMarker(), 0));
         }
         finished.erase(job);
       }
@@ -87,6 +89,13 @@ absl::Status Replay(const std::vector<BatchedTrace*>& streams, ReplaySend send,
 }
 
 }  // namespace
+
+std::string BatchKey(const BatchHeader& header, int split_ranks) {
+  if (split_ranks <= 0 || header.world_size < split_ranks) return header.job;
+  if (!header.host.empty()) return absl::StrCat(header.job, "@", header.host);
+  if (header.rank >= 0) return absl::StrCat(header.job, "@rank-", header.rank);
+  return header.job;
+}
 
 absl::Status ReplayTraces(const std::vector<BatchedTrace*>& streams,
                           EventProducer* producer,
@@ -105,9 +114,10 @@ absl::Status ReplayTraces(const std::vector<BatchedTrace*>& streams,
 }
 
 absl::Status ReplayTraces(const std::vector<BatchedTrace*>& streams,
-                          ReplaySend send, bool end_markers) {
+                          ReplaySend send, bool end_markers, int split_ranks) {
   ReplayOptions options;
   options.end_markers = end_markers;
+  options.split_ranks = split_ranks;
   return Replay(
       streams, send, [](absl::Duration) {}, [](absl::Duration) {}, options);
 }

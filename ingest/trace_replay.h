@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -30,9 +31,24 @@ struct ReplayOptions {
   // After a stream's last batch, send its end marker (BatchedTrace::
   // EncodeEndMarker, docs/semantics.md#job-lifecycle). Default: true.
   bool end_markers = true;
+  // Split big jobs across processors
+  // (docs/architecture.md#one-job-across-processors): a batch whose header
+  // declares a world size of at least this many ranks is keyed
+  // BatchKey(header, split_ranks) = `JOB@HOST` (`JOB@rank-R` when it names
+  // no host) instead of `JOB`. 0 (default): never. A split job needs the
+  // processors' stage 2 to become windows.
+  int split_ranks = 0;
 };
 
-// Sends every batch of every stream, key = the stream's job id: streams are
+// The message key of a batch with `header`: `JOB@HOST` when split_ranks >
+// 0 and header.world_size >= split_ranks, with HOST the header's host, or
+// `rank-R` when the host is empty (R the header's rank; a batch naming
+// neither host nor rank keeps `JOB`); else `JOB`. Every batch of one host
+// (or rank) of a job gets one key, so they land in one partition in order.
+std::string BatchKey(const BatchHeader& header, int split_ranks);
+
+// Sends every batch of every stream, key = BatchKey of the stream's header
+// (the job id unless options.split_ranks splits it): streams are
 // merged by their batches' first event time (ties: the earlier stream), so
 // the topic sees the fleet roughly in event time; each stream's batches keep
 // their order; each stream's end marker (with options.end_markers) follows
@@ -51,7 +67,8 @@ using ReplaySend = absl::FunctionRef<absl::Status(
 // The same messages in the same order, unpaced, to `send` instead of a
 // producer (a test's in-memory topic): what `produce` sends a broker.
 absl::Status ReplayTraces(const std::vector<BatchedTrace*>& streams,
-                          ReplaySend send, bool end_markers = true);
+                          ReplaySend send, bool end_markers = true,
+                          int split_ranks = 0);
 
 }  // namespace bubblewatch
 

@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "processor/partition_limits.h"
 
@@ -32,7 +33,7 @@ Admission Reject(bool replay, BatchRejection rejection,
 
 absl::StatusOr<Admission> BatchAdmission::Admit(
     std::span<const uint8_t> payload, int32_t partition, KafkaOffset offset,
-    PartitionState& part, bool replay, absl::Time now) {
+    PartitionState& part, bool replay, absl::Time now, absl::string_view key) {
   // Checked before decoding: a huge message is not decoded at all.
   if (std::optional<BatchRejection> too_large =
           CheckBatchBytes(payload.size(), options_.limits)) {
@@ -50,7 +51,12 @@ absl::StatusOr<Admission> BatchAdmission::Admit(
     return Reject(replay, *std::move(rejection), &batch->header);
   }
   EscapeUnprintableNames(&*batch);
-  const std::string& job_name = batch->header.job;
+  // A key `JOB@X` makes the batch its split unit's (compared with the
+  // escaped job: one whose name needed escaping keeps the single stage,
+  // whole, nothing lost).
+  const std::optional<SplitUnit> split = SplitUnitOf(key, batch->header.job);
+  const std::string job_name =
+      split ? absl::StrCat(split->job, "@", split->host) : batch->header.job;
   // A stateful limit's rejection is remembered in the partition's ledger,
   // so that a replay decides the same.
   auto reject_for_limit = [&](BatchRejection rejection) {
@@ -75,7 +81,8 @@ absl::StatusOr<Admission> BatchAdmission::Admit(
       return reject_for_limit(*std::move(rejection));
     }
   }
-  ASSIGN_OR_RETURN(JobEntry * job, jobs_->GetOrLoad(job_name, partition));
+  ASSIGN_OR_RETURN(JobEntry * job,
+                   jobs_->GetOrLoad(job_name, partition, split));
   if (!replay) {
     std::optional<BatchRejection> rejection =
         CheckOpenWindows(job->windower->OpenWindowsWith(*batch),
@@ -99,6 +106,7 @@ absl::StatusOr<Admission> BatchAdmission::Admit(
   Admission accepted = WithVerdict(Admission::Verdict::kAccept);
   accepted.batch = *std::move(batch);
   accepted.job = job;
+  accepted.name = job_name;
   return accepted;
 }
 

@@ -27,8 +27,10 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "processor/batch_validator.h"
 #include "processor/partition_jobs.h"
@@ -50,9 +52,12 @@ struct Admission {
   // per-(job, producer) counts).
   BatchRejection rejection;
   std::optional<BatchHeader> source;
-  // kAccept: the batch (names escaped) and its job, loaded.
+  // kAccept: the batch (names escaped) and its job, loaded, under `name`:
+  // the batch's job, or the split unit `JOB@X` its message key names
+  // (docs/architecture.md#one-job-across-processors).
   DecodedBatch batch;
   JobEntry* job = nullptr;
+  std::string name;
 };
 
 class BatchAdmission {
@@ -62,12 +67,15 @@ class BatchAdmission {
       : options_(options), jobs_(jobs) {}
 
   // Decides `payload`, at `offset` of `partition` (whose state is `part`).
-  // `replay`: below the partition's committed position. Errors are the
-  // store's (loading a job's state); the caller stops on them.
+  // `replay`: below the partition's committed position. `key`: the
+  // message's key; `JOB@X` for a batch of JOB makes it the split unit
+  // `JOB@X`'s (SplitUnitOf), a job of its own for the limits, sequences and
+  // lifecycle. Errors are the store's (loading a job's state); the caller
+  // stops on them.
   absl::StatusOr<Admission> Admit(std::span<const uint8_t> payload,
                                   int32_t partition, KafkaOffset offset,
                                   PartitionState& part, bool replay,
-                                  absl::Time now);
+                                  absl::Time now, absl::string_view key = {});
 
  private:
   const StreamProcessorOptions& options_;

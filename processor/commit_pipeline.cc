@@ -83,7 +83,8 @@ absl::Status CommitPipeline::RestorePartition(const std::string& topic,
                    store_->Progress(topic, partition));
   std::optional<PartitionSnapshot> remote;
   std::vector<std::string> remote_gone;
-  if (!topics_prepared_ && (changelog_ || !options_.windows_topic.empty())) {
+  if (!topics_prepared_ && (changelog_ || !options_.windows_topic.empty() ||
+                            !options_.parts_topic.empty())) {
     ASSIGN_OR_RETURN(
         int partitions,
         kafka_->PartitionCount(options_.topic,
@@ -92,6 +93,11 @@ absl::Status CommitPipeline::RestorePartition(const std::string& topic,
       ASSIGN_OR_RETURN(changelog_created_now_, changelog_->Prepare(partitions));
     }
     if (!options_.windows_topic.empty()) PrepareWindowsTopic(partitions);
+    if (!options_.parts_topic.empty()) {
+      parts_partitions_ = PrepareOutputTopic(
+          options_.parts_topic, PartsTopicConfigs(options_.retention),
+          partitions, "window parts topic");
+    }
     topics_prepared_ = true;
   }
   if (changelog_) {
@@ -221,24 +227,35 @@ PartitionSnapshot CommitPipeline::PartitionRecord(
 }
 
 void CommitPipeline::PrepareWindowsTopic(int input_partitions) {
-  const std::string& topic = options_.windows_topic;
+  windows_partitions_ = PrepareOutputTopic(
+      options_.windows_topic, WindowsTopicConfigs(options_.retention),
+      input_partitions, "windows topic");
+  // An existing topic is used as it is: whether it is compacted is for
+  // `bubblewatch topics describe` to show (DescribeConfigs here would hang
+  // the assignment on clusters that do not answer it, like the mock one).
+}
+
+int CommitPipeline::PrepareOutputTopic(const std::string& topic,
+                                       const TopicConfigs& configs,
+                                       int input_partitions,
+                                       absl::string_view what) {
   absl::StatusOr<int> partitions =
       kafka_->PartitionCount(topic, /*just_created=*/false, kAdminTimeout);
   bool created = false;
   if (absl::IsNotFound(partitions.status())) {
-    absl::StatusOr<bool> made = kafka_->CreateTopicIfMissing(
-        TopicSpec{.name = topic,
-                  .partitions = input_partitions,
-                  .replication_factor = -1,
-                  .configs = WindowsTopicConfigs(options_.retention)},
-        kAdminTimeout);
+    absl::StatusOr<bool> made =
+        kafka_->CreateTopicIfMissing(TopicSpec{.name = topic,
+                                               .partitions = input_partitions,
+                                               .replication_factor = -1,
+                                               .configs = configs},
+                                     kAdminTimeout);
     if (!made.ok()) {
       spdlog::warn(
-          "windows topic {} is missing and could not be created ({}); the "
-          "broker may create it on the first window with its defaults, not "
-          "compacted: create it with `bubblewatch topics create`",
-          topic, std::string(made.status().message()));
-      return;
+          "{} {} is missing and could not be created ({}); the broker may "
+          "create it on the first record with its defaults: create it with "
+          "`bubblewatch topics create`",
+          std::string(what), topic, std::string(made.status().message()));
+      return 0;
     }
     created = *made;
     partitions =
@@ -246,19 +263,16 @@ void CommitPipeline::PrepareWindowsTopic(int input_partitions) {
   }
   if (!partitions.ok()) {
     spdlog::warn(
-        "windows topic {}: {}; its windows go to the partition their "
-        "key hashes to",
-        topic, std::string(partitions.status().message()));
-    return;
+        "{} {}: {}; its records go to the partition their key "
+        "hashes to",
+        std::string(what), topic, std::string(partitions.status().message()));
+    return 0;
   }
-  windows_partitions_ = *partitions;
   if (created) {
-    spdlog::info("created windows topic {}: {} partitions, compacted", topic,
-                 windows_partitions_);
+    spdlog::info("created {} {}: {} partitions", std::string(what), topic,
+                 *partitions);
   }
-  // An existing topic is used as it is: whether it is compacted is for
-  // `bubblewatch topics describe` to show (DescribeConfigs here would hang
-  // the assignment on clusters that do not answer it, like the mock one).
+  return *partitions;
 }
 
 absl::Status CommitPipeline::PublishWindow(WindowSummary& w, int64_t& trimmed) {
@@ -284,24 +298,42 @@ absl::Status CommitPipeline::PublishWindow(WindowSummary& w, int64_t& trimmed) {
   const int32_t partition =
       windows_partitions_ > 0 ? WindowTopicPartition(w.job, windows_partitions_)
                               : CommitKafka::kAnyPartition;
+  return Enqueue(
+      options_.windows_topic, partition, key, value,
+      absl::StrCat("the window of ", w.job, " at ", w.window.start_ns, " (",
+                   value.size(), " bytes)"));
+}
+
+absl::Status CommitPipeline::PublishPart(const HostWindowPart& part) {
+  const std::string value = EncodeHostWindowPart(part);
+  const int32_t partition =
+      parts_partitions_ > 0 ? WindowTopicPartition(part.job, parts_partitions_)
+                            : CommitKafka::kAnyPartition;
+  return Enqueue(
+      options_.parts_topic, partition, part.job, value,
+      absl::StrCat("the window part of ", part.job, " host ", part.host, " at ",
+                   part.window.start_ns, " (", value.size(), " bytes)"));
+}
+
+absl::Status CommitPipeline::Enqueue(const std::string& topic,
+                                     int32_t partition, absl::string_view key,
+                                     absl::string_view value,
+                                     absl::string_view what) {
   const absl::Time start = absl::Now();
   while (true) {
     ++shared_->undelivered;
-    const absl::Status produced =
-        kafka_->Produce(options_.windows_topic, partition, key, value);
+    const absl::Status produced = kafka_->Produce(topic, partition, key, value);
     if (produced.ok()) return absl::OkStatus();
     --shared_->undelivered;
     // Refused before sending is as fatal as refused by the broker (the
     // delivery report sets shared_->fatal): a window stored but never
-    // published would be missing from serve --brokers for ever
-    // (docs/semantics.md#no-silent-loss).
+    // published would be missing from serve --brokers for ever, a part
+    // from its job's window (docs/semantics.md#no-silent-loss).
     if (!absl::IsResourceExhausted(produced)) {  // Not a full queue.
       return absl::Status(
           produced.code(),
-          absl::StrCat("cannot publish the window of ", w.job, " at ",
-                       w.window.start_ns, " (", value.size(), " bytes) to ",
-                       options_.windows_topic, "; stopping before it is stored",
-                       ": ", produced.message()));
+          absl::StrCat("cannot publish ", what, " to ", topic,
+                       "; stopping before it is stored: ", produced.message()));
     }
     // The queue drains as the broker acknowledges: wait as a flush waits.
     RETURN_IF_ERROR(shared_->fatal);
@@ -408,7 +440,8 @@ absl::Status CommitPipeline::Commit(absl::Time now) {
 absl::Status CommitPipeline::CommitOnce(absl::Time now) {
   const bool observer_wants =
       options_.observer != nullptr && options_.observer->WantsCommit(now);
-  if (!uncommitted_ && pending_windows_.empty() && !observer_wants) {
+  if (!uncommitted_ && pending_windows_.empty() && pending_parts_.empty() &&
+      !observer_wants) {
     return absl::OkStatus();
   }
   RETURN_IF_ERROR(shared_->fatal);
@@ -425,6 +458,15 @@ absl::Status CommitPipeline::CommitOnce(absl::Time now) {
       RETURN_IF_ERROR(PublishWindow(w, trimmed));
     }
   }
+  // Split units' window parts, where their windows would be published
+  // (docs/architecture.md#one-job-across-processors): a replay after a crash
+  // publishes the same bytes again, and stage 2 keeps one per (job, host,
+  // window start).
+  std::vector<HostWindowPart> parts = std::move(pending_parts_);
+  pending_parts_.clear();
+  for (const HostWindowPart& part : parts) {
+    RETURN_IF_ERROR(PublishPart(part));
+  }
   // 2-3: flush (windows, dead letters, the previous snapshots), then
   // commit the previous commit's group offsets.
   RETURN_IF_ERROR(FlushAndCommitOffsets());
@@ -436,17 +478,25 @@ absl::Status CommitPipeline::CommitOnce(absl::Time now) {
           part != jobs_->partitions().end()) {
         NoteJobChanging(part->second, name);
         part->second.jobs[name] = state;
-        // As the store keeps it: both only move forward.
-        JobActivity& seen = part->second.activity[name];
-        seen.last_event_ns = LaterOf(seen.last_event_ns, job.last_event_ns);
-        seen.last_seen_wall_ns =
-            std::max(seen.last_seen_wall_ns, absl::ToUnixNanos(now));
+        // As the store keeps it: both only move forward. (Not for a split
+        // unit: no user-facing listing shows it, docs/state.md.)
+        if (!job.split) {
+          JobActivity& seen = part->second.activity[name];
+          seen.last_event_ns = LaterOf(seen.last_event_ns, job.last_event_ns);
+          seen.last_seen_wall_ns =
+              std::max(seen.last_seen_wall_ns, absl::ToUnixNanos(now));
+        }
       }
-      batch.jobs.push_back(JobUpdate{.job = name,
-                                     .last_event_ns = job.last_event_ns,
-                                     .last_seen_wall = now,
-                                     .state = std::move(state),
-                                     .lifecycle = job.state.lifecycle});
+      // A split unit's state is its partition snapshot's only: stored with
+      // the progress (its job record, effectively once), never in the
+      // store's job table that `query jobs` and serve list.
+      if (!job.split) {
+        batch.jobs.push_back(JobUpdate{.job = name,
+                                       .last_event_ns = job.last_event_ns,
+                                       .last_seen_wall = now,
+                                       .state = std::move(state),
+                                       .lifecycle = job.state.lifecycle});
+      }
       job.dirty = false;
     }
     if (job.windower) {
@@ -580,6 +630,7 @@ absl::Status CommitPipeline::CommitOnce(absl::Time now) {
         static_cast<int64_t>(batch.windows.size());
   }
   stats_->stats.windows_trimmed += trimmed;
+  stats_->stats.window_parts_published += static_cast<int64_t>(parts.size());
   stats_->stats.state_snapshots_written += snapshots;
   stats_->stats.state_job_records_written += job_records;
   return absl::OkStatus();

@@ -41,10 +41,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "analysis/window_merge.h"
 #include "kafka/kafka_config.h"
 #include "kafka/kafka_handles.h"
 #include "processor/broker_health.h"
 #include "processor/commit_kafka.h"
+#include "processor/fleet_topics.h"
 #include "processor/partition_jobs.h"
 #include "processor/processor_options.h"
 #include "processor/runtime_shared.h"
@@ -98,6 +100,10 @@ class CommitPipeline {
 
   // Windows finalized since the last commit (the loop appends to it).
   std::vector<WindowSummary>& pending_windows() { return pending_windows_; }
+  // Window parts of split units finalized since the last commit
+  // (PartitionJobs::TakeParts): published to options.parts_topic where
+  // windows are published, before the progress is stored; never stored.
+  std::vector<HostWindowPart>& pending_parts() { return pending_parts_; }
   // Late events and late collective records of `job`'s finalized windows
   // (window start -> count), to be added to the stored windows at the next
   // commit.
@@ -139,6 +145,11 @@ class CommitPipeline {
   // windows_partitions_. Failures only warn: publishing windows is not
   // what the store's correctness depends on.
   void PrepareWindowsTopic(int input_partitions);
+  // The same for an output topic: looks `topic` up, creating it with
+  // `configs` and the input topic's partition count when missing; returns
+  // its partition count, 0 when unknown (a warning says why).
+  int PrepareOutputTopic(const std::string& topic, const TopicConfigs& configs,
+                         int input_partitions, absl::string_view what);
   // Commit's work; Commit makes its failure sticky.
   absl::Status CommitOnce(absl::Time now);
   // One job's record to write: `record` to the store and the changelog;
@@ -162,6 +173,15 @@ class CommitPipeline {
   // waited out as a flush waits (delivery reports served meanwhile); any
   // other refusal fails the commit.
   absl::Status PublishWindow(WindowSummary& window, int64_t& trimmed);
+  // Enqueues one part on options.parts_topic, key = its job, in the
+  // partition of its job (as windows), waiting out a full queue as
+  // PublishWindow does; any other refusal fails the commit.
+  absl::Status PublishPart(const HostWindowPart& part);
+  // PublishWindow's and PublishPart's enqueue: `what` names the record in
+  // the error.
+  absl::Status Enqueue(const std::string& topic, int32_t partition,
+                       absl::string_view key, absl::string_view value,
+                       absl::string_view what);
   // Adds the pending late-event counts to `batch`'s windows, reading the
   // stored window when the batch does not hold it.
   absl::Status AddLateUpdates(StoreBatch& batch);
@@ -182,6 +202,7 @@ class CommitPipeline {
   // The windows topic's partitions; 0 when unknown (windows then go where
   // their key hashes to).
   int windows_partitions_ = 0;
+  int parts_partitions_ = 0;  // The same for the parts topic.
   int64_t windows_limit_bytes_ = 1'000'000;
   // The changelog was created by this assignment round: nothing to read.
   bool changelog_created_now_ = false;
@@ -191,6 +212,7 @@ class CommitPipeline {
   // The first failed commit; once set, Commit writes nothing more.
   absl::Status commit_failed_;
   std::vector<WindowSummary> pending_windows_;
+  std::vector<HostWindowPart> pending_parts_;
   // (job, window start) -> late events not yet written.
   struct LateCounts {
     int64_t events = 0;

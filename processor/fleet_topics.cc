@@ -55,6 +55,10 @@ TopicConfigs WindowsTopicConfigs(absl::Duration retention) {
           {"segment.ms", "3600000"}};
 }
 
+TopicConfigs PartsTopicConfigs(absl::Duration retention) {
+  return DeleteTopicConfigs(std::max(retention, kDefaultTopicRetention));
+}
+
 TopicConfigs StateTopicConfigs() {
   return {{"cleanup.policy", "compact"},
           // Compaction only touches closed segments: roll them often so the
@@ -111,6 +115,7 @@ std::vector<TopicSpec> FleetTopicSpecs(const FleetTopicOptions& o) {
   add(o.events_topic, o.partitions,
       EventsTopicConfigs(o.retention, o.max_record_bytes));
   add(o.windows_topic, o.partitions, WindowsTopicConfigs(o.retention));
+  add(o.parts_topic, o.partitions, PartsTopicConfigs(o.retention));
   add(o.state_topic, o.partitions, StateTopicConfigs());
   add(o.dlq_topic, 1, DeleteTopicConfigs(o.retention));
   add(o.alerts_topic, 1, DeleteTopicConfigs(o.retention));

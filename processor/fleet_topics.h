@@ -10,6 +10,9 @@
 //   windows  N partitions, compact,delete: one record per (job, window)
 //            kept for at least `retention`; co-partitioned with the events
 //            (a job's windows go to the partition its events are in);
+//   parts    N partitions, delete after `retention`: split jobs' window
+//            parts (docs/architecture.md#one-job-across-processors), keyed
+//            by job, so never compacted;
 //   state    N partitions, compacted (the processor's changelog);
 //   dlq      1 partition, delete after `retention`;
 //   alerts   1 partition (one order of every alert event), delete after
@@ -46,6 +49,12 @@ inline constexpr absl::Duration kDefaultTopicRetention = absl::Hours(24 * 7);
 // (at least kDefaultTopicRetention) bounds the topic, as Kafka Streams does
 // for its windowed changelogs.
 TopicConfigs WindowsTopicConfigs(absl::Duration retention);
+
+// The configs of the window parts topic: keyed by job (every part of a
+// job in one partition, for stage 2), so deleted after `retention` (at
+// least kDefaultTopicRetention, as windows), never compacted: compaction
+// would keep one part per job.
+TopicConfigs PartsTopicConfigs(absl::Duration retention);
 
 // The configs of the processor's state changelog (one snapshot per input
 // partition): compacted, with segments rolled often so that it stays about
@@ -110,6 +119,7 @@ struct FleetTopicOptions {
   // The names, as `process` takes them; "" leaves that topic out.
   std::string events_topic = "bubblewatch.events";
   std::string windows_topic = "bubblewatch.windows";
+  std::string parts_topic = "bubblewatch.window-parts";
   std::string state_topic = "bubblewatch.processor.state";
   std::string dlq_topic = "bubblewatch.events.dlq";
   std::string alerts_topic = "bubblewatch.alerts";

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "analysis/bubble_analyzer.h"
 #include "analysis/collective_windows.h"
+#include "analysis/rank_digest.h"
 #include "analysis/window_accumulator.h"
 #include "base/check.h"
 
@@ -15,6 +16,15 @@ namespace bubblewatch {
 JobWindower::JobWindower(std::string job, const WindowerOptions& options)
     : job_(std::move(job)), options_(options), names_(&trace_) {
   trace_.job = job_;
+}
+
+void JobWindower::SplitAs(std::string job, std::string host) {
+  split_ = true;
+  split_job_ = std::move(job);
+  split_host_ = std::move(host);
+  // The digests name the job as the other hosts' do: stage 2 refuses
+  // digests of different jobs.
+  trace_.job = split_job_;
 }
 
 void JobWindower::RestoreFinalizedThrough(
@@ -263,7 +273,17 @@ std::vector<WindowSummary> JobWindower::FinalizeAll(
   const EventNs target_end =
       WindowStartOf(*last_end - 1, options_.window_ns) + options_.window_ns;
   if (finalized_through_ns_ && target_end <= *finalized_through_ns_) return {};
-  return Finalize(target_end, /*open_until_ns=*/std::nullopt, closed_by);
+  const size_t parts_before = parts_.size();
+  std::vector<WindowSummary> out =
+      Finalize(target_end, /*open_until_ns=*/std::nullopt, closed_by);
+  // The host's stream ended with this window: its end marker, or its idle
+  // timeout (an observation or a full buffer only cuts the stream).
+  if (parts_.size() > parts_before &&
+      (closed_by == WindowSummary::ClosedBy::kEndMarker ||
+       closed_by == WindowSummary::ClosedBy::kIdleTimeout)) {
+    parts_.back().last = true;
+  }
+  return out;
 }
 
 std::vector<WindowSummary> JobWindower::Finalize(
@@ -316,6 +336,10 @@ std::vector<WindowSummary> JobWindower::Finalize(
                w.end_ns - w.start_ns == options_.window_ns);
       if (w.end_ns > target_end_ns) break;
       if (finalized_through_ns_ && w.start_ns < *finalized_through_ns_) {
+        continue;
+      }
+      if (split_) {
+        parts_.push_back(MakePart(std::move(w), observed));
         continue;
       }
       WindowSummary summary;
@@ -480,8 +504,23 @@ std::optional<WindowCollectives> JobWindower::AnalyzeCollectivesOf(
           [&](const CollectiveKernel& c) { return inside(c.start_ns); })) {
     return std::nullopt;
   }
-  // One trace per source with events in the window, ordered by (rank, host)
-  // so that the ranks are numbered the same on every replay.
+  std::vector<std::string> labels;
+  const std::vector<Trace> present = WindowTraces(start_ns, end_ns, &labels);
+  absl::StatusOr<std::optional<WindowCollectives>> result =
+      AnalyzeWindowCollectives(present, labels, WindowCollectiveOptions(),
+                               /*timeline_window_start_ns=*/start_ns);
+  if (!result.ok()) {
+    ++collective_errors_;
+    ++untaken_collective_errors_;
+    last_collective_error_ = std::string(result.status().message());
+    return std::nullopt;
+  }
+  return *std::move(result);
+}
+
+std::vector<Trace> JobWindower::WindowTraces(
+    EventNs start_ns, EventNs end_ns, std::vector<std::string>* labels) const {
+  auto inside = [&](int64_t t) { return t >= start_ns && t < end_ns; };
   std::vector<uint32_t> order(sources_.size());
   for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
@@ -506,30 +545,78 @@ std::optional<WindowCollectives> JobWindower::AnalyzeCollectivesOf(
     used[collective_source_[i]] = true;
   }
   std::vector<Trace> present;
-  std::vector<std::string> labels;
   for (uint32_t source : order) {
     if (!used[source]) continue;
     Trace& t = traces[source];
     t.names = trace_.names;
-    t.job = job_;
+    t.job = trace_.job;
     t.host = sources_[source].first;
     t.rank = sources_[source].second;
     t.pid = source_pids_[source];
     t.world_size = trace_.world_size;
-    labels.push_back(
+    labels->push_back(
         absl::StrCat(sources_[source].first, "/", sources_[source].second));
     present.push_back(std::move(t));
   }
-  absl::StatusOr<std::optional<WindowCollectives>> result =
-      AnalyzeWindowCollectives(present, labels, WindowCollectiveOptions(),
-                               /*timeline_window_start_ns=*/start_ns);
-  if (!result.ok()) {
-    ++collective_errors_;
-    ++untaken_collective_errors_;
-    last_collective_error_ = std::string(result.status().message());
-    return std::nullopt;
+  return present;
+}
+
+HostWindowPart JobWindower::MakePart(
+    WindowAnalysis w, const std::optional<IntervalSet>& observed) {
+  HostWindowPart part{.job = split_job_, .host = split_host_};
+  for (const GpuActivity& a : trace_.gpu) {
+    if (a.start_ns >= w.start_ns && a.start_ns < w.end_ns) ++part.gpu_events;
   }
-  return *std::move(result);
+  for (const CpuEvent& e : trace_.cpu) {
+    if (e.start_ns >= w.start_ns && e.start_ns < w.end_ns) ++part.cpu_events;
+  }
+  part.observed = observed;
+  // Every rank with events in the window, collectives or not: stage 2's
+  // analysis counts the job's ranks as the single stage's does (a rank
+  // without collective kernels is still one of them).
+  std::vector<std::string> labels;
+  const std::vector<Trace> traces = WindowTraces(w.start_ns, w.end_ns, &labels);
+  const std::vector<RankInput> ranks = RanksOfTraces(traces, labels);
+  AnalyzerOptions analyzer;
+  analyzer.top_bubbles = 0;
+  // DigestTrace analyzes a trace once for all of its ranks (a host's export
+  // may hold several): ranks of one trace are consecutive.
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i + 1;
+    while (j < ranks.size() && ranks[j].trace == ranks[i].trace) ++j;
+    absl::StatusOr<TraceDigests> d =
+        DigestTrace(absl::MakeConstSpan(ranks).subspan(i, j - i), analyzer);
+    if (!d.ok()) {
+      // As a window whose collective analysis refused its ranks: counted,
+      // and the part goes without this trace's digests.
+      ++collective_errors_;
+      ++untaken_collective_errors_;
+      last_collective_error_ = std::string(d.status().message());
+    } else {
+      for (RankDigest& r : d->digests) part.digests.push_back(std::move(r));
+    }
+    i = j;
+  }
+  part.world_size = trace_.world_size;
+  // The ranks of the sources with buffered events: what a replay from
+  // ResumeOffset() buffers again (a source only known from batches below
+  // it would be missing there), so a republished part has the same bytes.
+  // The buffer keeps each device's last kernel, so a rank that went quiet
+  // stays in it.
+  std::vector<bool> buffered(sources_.size(), false);
+  for (uint32_t source : gpu_source_) buffered[source] = true;
+  for (uint32_t source : cpu_source_) buffered[source] = true;
+  for (uint32_t source : collective_source_) buffered[source] = true;
+  for (size_t i = 0; i < sources_.size(); ++i) {
+    if (buffered[i] && sources_[i].second >= 0) {
+      part.ranks.push_back(sources_[i].second);
+    }
+  }
+  std::sort(part.ranks.begin(), part.ranks.end());
+  part.ranks.erase(std::unique(part.ranks.begin(), part.ranks.end()),
+                   part.ranks.end());
+  part.window = std::move(w);
+  return part;
 }
 
 absl::flat_hash_map<WindowStartNs, int64_t> JobWindower::TakeLateCounts() {

@@ -53,6 +53,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "analysis/interval_set.h"
+#include "analysis/window_merge.h"
 #include "base/option_problems.h"
 #include "schemas/event_batch_codec.h"
 #include "schemas/time_types.h"
@@ -82,6 +83,21 @@ struct WindowerOptions {
 class JobWindower {
  public:
   JobWindower(std::string job, const WindowerOptions& options);
+
+  // Makes this the windower of one host of a job split across processors
+  // (stage 1, docs/architecture.md#one-job-across-processors): `job` is the
+  // job's own name (the batches' header job), `host` the key's part after
+  // the `@` (a host, or `rank-R`). Its windows then become HostWindowParts
+  // (TakeParts) instead of WindowSummaries: Finalize*, FinalizeReady return
+  // none, and no collective analysis runs here (stage 2 runs it over the
+  // parts' digests). Call before the first Add.
+  void SplitAs(std::string job, std::string host);
+  bool split() const { return split_; }
+  // The parts of the windows finalized since the last call, in window
+  // order (split windowers only; empty otherwise). A part of a window
+  // closed by FinalizeAll with kEndMarker or kIdleTimeout, the last of that
+  // call, has `last` set: the host's stream ended with it.
+  std::vector<HostWindowPart> TakeParts() { return std::exchange(parts_, {}); }
 
   // Restores the finalized edge saved with ParseState/SerializeState (none:
   // nothing finalized yet).
@@ -211,6 +227,18 @@ class JobWindower {
   // analysis refused the ranks (counted in collective_errors_).
   std::optional<WindowCollectives> AnalyzeCollectivesOf(EventNs start_ns,
                                                         EventNs end_ns);
+  // Split windowers: the part of the window `w` (its analysis of this
+  // host's events), `observed` the known observations. Its ranks are those
+  // of the sources with buffered events (a function of the batches from
+  // ResumeOffset(), as everything else here).
+  HostWindowPart MakePart(WindowAnalysis w,
+                          const std::optional<IntervalSet>& observed);
+  // The window's traces, one per source with events (or collective
+  // records) starting in [start_ns, end_ns), ordered by (rank, host) so
+  // that the ranks are numbered the same on every replay; `labels` gets
+  // each one's label ("host/rank"), as the collective analysis names them.
+  std::vector<Trace> WindowTraces(EventNs start_ns, EventNs end_ns,
+                                  std::vector<std::string>* labels) const;
   // The index of the (host, rank) that sent a batch.
   uint32_t SourceOf(const BatchHeader& header);
 
@@ -249,6 +277,11 @@ class JobWindower {
 
   std::string job_;
   WindowerOptions options_;
+  // SplitAs: the job's and the host's names, and the parts not taken yet.
+  bool split_ = false;
+  std::string split_job_;
+  std::string split_host_;
+  std::vector<HostWindowPart> parts_;
   // Observations of the batches added (id -> interval and the offset of its
   // newest batch), and the offset of the newest batch with events but
   // without an observation (none: no such batch).

@@ -8,6 +8,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "base/status_macros.h"
 #include "spdlog/spdlog.h"
 
@@ -18,6 +19,23 @@ namespace {
 constexpr absl::Duration kSkewWarningInterval = absl::Minutes(10);
 
 }  // namespace
+
+std::optional<SplitUnit> SplitUnitOf(absl::string_view key,
+                                     const std::string& job) {
+  if (key.size() <= job.size() + 1 || !absl::StartsWith(key, job) ||
+      key[job.size()] != '@') {
+    return std::nullopt;
+  }
+  return SplitUnit{.job = job, .host = std::string(key.substr(job.size() + 1))};
+}
+
+std::unique_ptr<JobWindower> PartitionJobs::MakeWindower(
+    const std::string& name, const JobEntry& job) const {
+  auto windower = std::make_unique<JobWindower>(name, options_.windower);
+  if (job.split) windower->SplitAs(job.split->job, job.split->host);
+  windower->RestoreFinalizedThrough(job.state.finalized_through_ns);
+  return windower;
+}
 
 std::optional<JobSnapshotVersion> CurrentJobVersion(const PartitionState& part,
                                                     const std::string& job,
@@ -43,8 +61,9 @@ void NoteJobChanging(PartitionState& part, const std::string& job) {
                         CurrentJobVersion(part, job, part.snapshot_position));
 }
 
-absl::StatusOr<JobEntry*> PartitionJobs::GetOrLoad(const std::string& job,
-                                                   int32_t partition) {
+absl::StatusOr<JobEntry*> PartitionJobs::GetOrLoad(
+    const std::string& job, int32_t partition,
+    const std::optional<SplitUnit>& split) {
   auto it = jobs_.find(job);
   if (it == jobs_.end()) {
     JobEntry entry;
@@ -60,7 +79,9 @@ absl::StatusOr<JobEntry*> PartitionJobs::GetOrLoad(const std::string& job,
         stored = it->second;
       }
     }
-    if (!stored) {
+    // (A split unit's state is in its partition's snapshot only: never in
+    // the store's job table, docs/state.md.)
+    if (!stored && !split) {
       ASSIGN_OR_RETURN(stored, store_->JobState(job));
     }
     if (stored) {
@@ -70,10 +91,8 @@ absl::StatusOr<JobEntry*> PartitionJobs::GetOrLoad(const std::string& job,
   }
   JobEntry& entry = it->second;
   entry.partition = partition;
-  if (!entry.windower) {
-    entry.windower = std::make_unique<JobWindower>(job, options_.windower);
-    entry.windower->RestoreFinalizedThrough(entry.state.finalized_through_ns);
-  }
+  if (split) entry.split = split;
+  if (!entry.windower) entry.windower = MakeWindower(job, entry);
   return &entry;
 }
 
@@ -113,7 +132,18 @@ void PartitionJobs::ForgetExpired(PartitionState& part,
         it->first, absl::FormatDuration(options_.job_expiry));
     // It ended (docs/semantics.md#job-lifecycle): what the store keeps of
     // it says so.
-    if (state->MarkExpired()) {
+    // A split unit has no record in the store's job table (docs/state.md):
+    // none is made for it now. A unit not live since the restore is told by
+    // the store having no record of its name.
+    bool in_store = true;
+    if (live != jobs_.end()) {
+      in_store = !live->second.split.has_value();
+    } else if (absl::StrContains(it->first, '@')) {
+      absl::StatusOr<std::optional<std::string>> record =
+          store_->JobState(it->first);
+      in_store = !record.ok() || record->has_value();
+    }
+    if (state->MarkExpired() && in_store) {
       expired_updates_.push_back(JobUpdate{.job = it->first,
                                            .state = state->Serialize(),
                                            .lifecycle = state->lifecycle});
@@ -186,9 +216,14 @@ void PartitionJobs::NoteLifecycle(const std::string& name, JobEntry& job,
   // The ranks a job has (docs/semantics.md#job-lifecycle, "Multi-rank
   // jobs"): its world size, or at least the size of a group of its
   // collectives, which holds ranks of the job only.
-  life.world_size = std::max(life.world_size, header.world_size);
-  for (const CollectiveKernel& c : batch.trace.collectives) {
-    life.world_size = std::max(life.world_size, c.group_size);
+  // A split unit is one host's ranks: it ends with its own producers,
+  // and waiting for the job's world is stage 2's
+  // (docs/architecture.md#one-job-across-processors).
+  if (!job.split) {
+    life.world_size = std::max(life.world_size, header.world_size);
+    for (const CollectiveKernel& c : batch.trace.collectives) {
+      life.world_size = std::max(life.world_size, c.group_size);
+    }
   }
   if (has_events && header.rank >= 0) life.ended_ranks.erase(header.rank);
   // Waiting for ranks: a batch restarts the grace, which counts from the
@@ -261,9 +296,7 @@ PartitionJobs::Added PartitionJobs::AddBatch(
           "job {}: observation {:016x} starts after its data: closed "
           "through {}",
           job_name, o->id, NsText(job->state.finalized_through_ns));
-      job->windower =
-          std::make_unique<JobWindower>(job_name, options_.windower);
-      job->windower->RestoreFinalizedThrough(job->state.finalized_through_ns);
+      job->windower = MakeWindower(job_name, *job);
       job->skew_warned = false;
       {
         absl::MutexLock lock(&stats_->mu);
@@ -305,8 +338,7 @@ PartitionJobs::Added PartitionJobs::AddBatch(
           options_.state_limits.max_job_buffer_events,
           NsText(job->state.finalized_through_ns));
     }
-    job->windower = std::make_unique<JobWindower>(job_name, options_.windower);
-    job->windower->RestoreFinalizedThrough(job->state.finalized_through_ns);
+    job->windower = MakeWindower(job_name, *job);
     job->skew_warned = false;
     absl::MutexLock lock(&stats_->mu);
     if (!replay) ++stats_->stats.buffer_full_closes;
@@ -323,8 +355,7 @@ PartitionJobs::Added PartitionJobs::AddBatch(
     closed.push_back(std::move(w));
   }
   if (job->windower == nullptr) {
-    job->windower = std::make_unique<JobWindower>(job_name, options_.windower);
-    job->windower->RestoreFinalizedThrough(job->state.finalized_through_ns);
+    job->windower = MakeWindower(job_name, *job);
   }
   if (!replay) {
     NoteLifecycle(job_name, *job, *batch, part.ledger.newest_event_ns());
@@ -351,11 +382,15 @@ PartitionJobs::Added PartitionJobs::AddBatch(
   }
   job->dirty = true;
   part.ledger.NoteEvent(batch_newest_ns);
+  const std::optional<EventNs> edge_before =
+      job->windower->finalized_through_ns();
   std::vector<WindowSummary> done =
       job->windower->FinalizeReady(now, host_idle);
   NoteCollectiveErrors(job_name, *job);
   job->state.finalized_through_ns = job->windower->finalized_through_ns();
-  if (!done.empty()) {
+  // (A split unit's windows became parts: its edge tells that some closed.)
+  if (job->split ? job->state.finalized_through_ns != edge_before
+                 : !done.empty()) {
     ForgetOldProducers(job->state);
     NoteHostSkew(job_name, *job, now, host_idle);
   }
@@ -447,6 +482,9 @@ void PartitionJobs::NoteObservation(const std::string& name, JobEntry& job,
 void PartitionJobs::NoteAnalysisFailure(const std::string& name,
                                         JobEntry& job) {
   if (job.windower == nullptr) return;
+  for (HostWindowPart& p : job.windower->TakeParts()) {
+    parts_.push_back(std::move(p));
+  }
   const int64_t failures = job.windower->TakeAnalysisFailures();
   if (failures == 0) return;
   const absl::Status& error = job.windower->analysis_error();

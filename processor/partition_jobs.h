@@ -6,7 +6,8 @@
 // ledger (partition_limits.h). Per job (JobEntry): the JobWindower of its
 // open windows (null once closed for idleness), its JobState (finalized
 // edge, per-producer sequences) and the partition its batches come from
-// (producers key batches by job, so a job lives in one partition).
+// (producers key batches by job, so a job lives in one partition; a split
+// job's host, keyed JOB@HOST, is a unit that lives like a job: SplitUnit).
 //
 // Promises (docs/architecture.md#commit-protocol has why they matter):
 //   - a job's state is loaded from its partition's snapshot when it has
@@ -28,12 +29,15 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "analysis/window_merge.h"
 #include "processor/job_state.h"
 #include "processor/job_windower.h"
 #include "processor/partition_limits.h"
@@ -100,11 +104,29 @@ std::optional<JobSnapshotVersion> CurrentJobVersion(const PartitionState& part,
                                                     const std::string& job,
                                                     KafkaOffset position);
 
-// One live job.
+// A split unit (docs/architecture.md#one-job-across-processors): the
+// batches of one host of a job its producers split, keyed `JOB@HOST` (or
+// `JOB@rank-R`).
+struct SplitUnit {
+  std::string job;   // The batches' job.
+  std::string host;  // What follows the `@` of the key.
+};
+
+// The split unit a consumed message's `key` names for a batch of `job`:
+// the key is `job@X` with X not empty. Nullopt: the batch is its job's
+// (a key of another form, e.g. the job itself or nothing, keeps today's
+// path).
+std::optional<SplitUnit> SplitUnitOf(absl::string_view key,
+                                     const std::string& job);
+
+// One live job (or split unit: it lives like a job, under the unit's name
+// `JOB@X`, and finalizes window parts instead of windows).
 struct JobEntry {
   std::unique_ptr<JobWindower> windower;  // Null once closed for idleness.
   JobState state;
   int32_t partition = 0;
+  // A split unit's job and host; nullopt for a job.
+  std::optional<SplitUnit> split;
   std::optional<EventNs> last_event_ns;  // None: no event yet.
   KafkaOffset last_offset = -1;          // Of the last batch added.
   bool dirty = false;
@@ -156,9 +178,16 @@ class PartitionJobs {
   }
 
   // The live entry of `job`, loaded (see the top) and given a windower if
-  // it has none.
-  absl::StatusOr<JobEntry*> GetOrLoad(const std::string& job,
-                                      int32_t partition);
+  // it has none. `split`: `job` is that split unit's name (its windower
+  // makes parts: JobWindower::SplitAs).
+  absl::StatusOr<JobEntry*> GetOrLoad(
+      const std::string& job, int32_t partition,
+      const std::optional<SplitUnit>& split = std::nullopt);
+
+  // The window parts split units finalized since the last call
+  // (JobWindower::TakeParts), in the order they were made: what the commit
+  // publishes instead of their windows.
+  std::vector<HostWindowPart> TakeParts() { return std::exchange(parts_, {}); }
 
   // Forgets the jobs of `part` past options.job_expiry that have no open
   // window and no batch at or after `resume_offset`. Each one's stored state
@@ -239,7 +268,9 @@ class PartitionJobs {
   // Also notes a failed analysis of the job's windows (NoteAnalysisFailure).
   void NoteCollectiveErrors(const std::string& name, JobEntry& job);
   // Counts (ProcessorStats::window_analysis_failures), logs and keeps in
-  // analysis_failure_ the failed analyses of `job`'s windows.
+  // analysis_failure_ the failed analyses of `job`'s windows. Called after
+  // every Finalize* of a windower, before it may be dropped: also takes a
+  // split unit's parts into parts_.
   void NoteAnalysisFailure(const std::string& name, JobEntry& job);
   void NoteHostSkew(const std::string& name, JobEntry& job, absl::Time now,
                     absl::Duration host_idle);
@@ -261,6 +292,9 @@ class PartitionJobs {
   // options.producer_expiry behind its finalized edge, and the streams
   // whose last observation ended that far behind it.
   void ForgetOldProducers(JobState& state);
+  // A new windower for `job` named `name` (split: its unit's).
+  std::unique_ptr<JobWindower> MakeWindower(const std::string& name,
+                                            const JobEntry& job) const;
 
   const StreamProcessorOptions& options_;
   WindowStore* store_;
@@ -268,6 +302,7 @@ class PartitionJobs {
   absl::flat_hash_map<int32_t, PartitionState> partitions_;
   absl::flat_hash_map<std::string, JobEntry> jobs_;
   std::vector<JobUpdate> expired_updates_;
+  std::vector<HostWindowPart> parts_;
   absl::Status analysis_failure_;
 };
 

@@ -86,8 +86,9 @@ absl::Status PartitionTask::OnMessage(const ConsumedMessage& message,
     ++stats_.stats.messages;
     if (replay) ++stats_.stats.replayed_messages;
   }
-  absl::StatusOr<Admission> admitted = admission_.Admit(
-      message.payload, message.partition, message.offset, part, replay, now);
+  absl::StatusOr<Admission> admitted =
+      admission_.Admit(message.payload, message.partition, message.offset, part,
+                       replay, now, message.key);
   if (!admitted.ok()) {
     shared_->fatal = admitted.status();
     return admitted.status();
@@ -116,12 +117,16 @@ absl::Status PartitionTask::OnMessage(const ConsumedMessage& message,
     case Admission::Verdict::kAccept:
       break;
   }
-  const std::string& job_name = admission.batch.header.job;
+  const std::string& job_name = admission.name;
   PartitionJobs::Added added =
       jobs_.AddBatch(part, job_name, *admission.job, admission.batch,
                      message.offset, replay, now, HostIdle());
-  commits_.AddLateCounts(job_name, added.late_counts,
-                         added.late_collective_counts);
+  // A split unit's late events are counted in the stats only: it stores no
+  // window to add them to (docs/semantics.md#late-events).
+  if (!admission.job->split) {
+    commits_.AddLateCounts(job_name, added.late_counts,
+                           added.late_collective_counts);
+  }
   // Windows that could not be made (docs/semantics.md#no-silent-loss).
   if (absl::Status s = jobs_.analysis_failure(); !s.ok()) {
     shared_->fatal = s;
@@ -130,6 +135,9 @@ absl::Status PartitionTask::OnMessage(const ConsumedMessage& message,
   for (WindowSummary& w : added.windows) {
     commits_.pending_windows().push_back(std::move(w));
   }
+  for (HostWindowPart& p : jobs_.TakeParts()) {
+    commits_.pending_parts().push_back(std::move(p));
+  }
   return absl::OkStatus();
 }
 
@@ -137,11 +145,15 @@ absl::Status PartitionTask::Tick(absl::Time now) {
   if (CaughtUp() && jobs_.CloseIdle(now, commits_.pending_windows()) > 0) {
     commits_.MarkUncommitted();
   }
+  for (HostWindowPart& p : jobs_.TakeParts()) {
+    commits_.pending_parts().push_back(std::move(p));
+  }
   if (absl::Status s = jobs_.analysis_failure(); !s.ok()) {
     shared_->fatal = s;
     return s;
   }
   if (!commits_.pending_windows().empty() ||
+      !commits_.pending_parts().empty() ||
       now - last_commit_ >= options_.commit_interval) {
     RETURN_IF_ERROR(commits_.Commit(now));
     last_commit_ = now;

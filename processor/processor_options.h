@@ -27,6 +27,11 @@ struct StreamProcessorOptions {
   // The demo sets it: librdkafka's mock cluster never answers
   // DescribeConfigs, which would cost a timeout and a warning.
   int64_t windows_topic_max_bytes = 0;
+  // Where split units publish their window parts (stage 1 of a job split
+  // across processors: docs/architecture.md#one-job-across-processors),
+  // key = the job, value = EncodeHostWindowPart; deleted after retention,
+  // not compacted (keys are jobs). Must not be empty.
+  std::string parts_topic = "bubblewatch.window-parts";
   std::string dlq_topic = "bubblewatch.events.dlq";
   // Compacted changelog of per-partition state ("" = none: a partition then
   // moves to another instance with its offset only, as in a single-instance

@@ -40,6 +40,10 @@ struct ProcessorStats {
   // (processor/window_fit.h; each also carries the note).
   int64_t windows_published = 0;
   int64_t windows_trimmed = 0;
+  // Window parts of split units (stage 1 of a split job,
+  // docs/architecture.md#one-job-across-processors) the parts topic
+  // acknowledged; a replay's republished parts included.
+  int64_t window_parts_published = 0;
   // Rejected messages whose dead letter the DLQ topic refused even in its
   // minimal form (logged each; dead_letter.h).
   int64_t dead_letters_lost = 0;

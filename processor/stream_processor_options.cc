@@ -84,6 +84,9 @@ absl::Status StreamProcessorOptions::Validate() const {
   OptionProblems p("StreamProcessorOptions");
   p.Check(!brokers.empty(), "brokers", "is required");
   p.Check(!topic.empty(), "topic", "is required");
+  // A split unit's parts are its only output: nowhere to put them would
+  // lose them (docs/semantics.md#no-silent-loss).
+  p.Check(!parts_topic.empty(), "parts_topic", "must not be empty");
   p.Check(!group.empty(), "group", "is required");
   windower.AddProblems(p.Field("windower"));
   limits.AddProblems(p.Field("limits"));

@@ -85,6 +85,10 @@ void WriteProcessor(Page& page, const ProcessorStats& p) {
        "Windows the windows topic acknowledged (late-event updates "
        "included): with a windows topic, equal to windows written.",
        p.windows_published},
+      {"bubblewatch_processor_window_parts_published_total",
+       "Window parts of split jobs' hosts (stage 1) the parts topic "
+       "acknowledged (docs/architecture.md#one-job-across-processors).",
+       p.window_parts_published},
       {"bubblewatch_processor_windows_trimmed_total",
        "Windows larger than the windows topic takes, published and stored "
        "trimmed with a note of what was left out "

@@ -576,7 +576,9 @@ absl::Status TraceWatcher::Ship(std::vector<PreparedFile>& group) {
         h.producer_id);
     streams.push_back(f.stream.get());
   }
-  RETURN_IF_ERROR(ReplayTraces(streams, producer_, ReplayOptions{}));
+  ReplayOptions replay;
+  replay.split_ranks = options_.split_ranks;
+  RETURN_IF_ERROR(ReplayTraces(streams, producer_, replay));
   absl::Status flushed = producer_->Flush(options_.flush_timeout);
   if (!flushed.ok()) {
     return absl::Status(

@@ -140,6 +140,9 @@ struct TraceWatcherOptions {
   // Use inotify when the kernel offers it. Default: true.
   bool use_inotify = true;
   BatchingOptions batching;
+  // ReplayOptions::split_ranks: a file of a job whose declared world size
+  // is at least this is keyed JOB@HOST (JOB@rank-R). 0: never.
+  int split_ranks = 0;
   // How long to wait for a file's batches to be acknowledged. Default: 60 s.
   absl::Duration flush_timeout = absl::Seconds(60);
   // The most one file may hold: bytes as read (gunzipped; its size on disk

@@ -51,8 +51,9 @@ std::vector<TopicDescription> Describe(
 
 std::string FleetFlags(const std::string& base) {
   return " --topic " + base + " --windows-topic " + base +
-         ".windows --state-topic " + base + ".state --dlq-topic " + base +
-         ".dlq --alerts-topic " + base + ".alerts";
+         ".windows --parts-topic " + base + ".parts --state-topic " + base +
+         ".state --dlq-topic " + base + ".dlq --alerts-topic " + base +
+         ".alerts";
 }
 
 TEST(TopicsCommand, CreateThenDescribeRoundTrips) {
@@ -67,14 +68,16 @@ TEST(TopicsCommand, CreateThenDescribeRoundTrips) {
   EXPECT_THAT(created.out, HasSubstr("created " + base + ".windows: 5 "));
 
   // The cluster holds what was asked for.
-  const std::vector<std::string> names = {base, base + ".windows",
-                                          base + ".state", base + ".dlq",
-                                          base + ".alerts"};
+  const std::vector<std::string> names = {
+      base,          base + ".windows", base + ".state",
+      base + ".dlq", base + ".alerts",  base + ".parts"};
   std::vector<TopicDescription> cluster = Describe(names);
-  ASSERT_EQ(cluster.size(), 5u);
+  ASSERT_EQ(cluster.size(), 6u);
   const std::map<std::string, std::pair<int, std::string>> want = {
       {base, {5, "delete"}},
       {base + ".windows", {5, "compact,delete"}},
+      // Keyed by job: compaction would keep one part per job.
+      {base + ".parts", {5, "delete"}},
       {base + ".state", {5, "compact"}},
       {base + ".dlq", {1, "delete"}},
       {base + ".alerts", {1, "delete"}}};
@@ -92,8 +95,11 @@ TEST(TopicsCommand, CreateThenDescribeRoundTrips) {
             std::to_string(BatchLimits{}.max_batch_bytes));
   EXPECT_NE(cluster[1].configs.at(kMaxDecompressedRecordConfig),
             std::to_string(BatchLimits{}.max_batch_bytes));
-  // Windows are kept at least a week, whatever --retention says.
+  // Windows are kept at least a week, whatever --retention says; so are
+  // window parts, which stage 2 replays them from.
   EXPECT_EQ(cluster[1].configs.at("retention.ms"),
+            std::to_string(7 * 24 * 3600 * 1000LL));
+  EXPECT_EQ(cluster[5].configs.at("retention.ms"),
             std::to_string(7 * 24 * 3600 * 1000LL));
 
   // describe --json says the same.
@@ -105,7 +111,7 @@ TEST(TopicsCommand, CreateThenDescribeRoundTrips) {
   ASSERT_EQ(parser.parse(described.out).get(doc), simdjson::SUCCESS)
       << described.out;
   simdjson::dom::array topics = doc["topics"].get_array();
-  ASSERT_EQ(topics.size(), 5u);
+  ASSERT_EQ(topics.size(), 6u);
   for (simdjson::dom::element t : topics) {
     const std::string name{std::string_view(t["topic"])};
     const TopicDescription& d = *std::find_if(

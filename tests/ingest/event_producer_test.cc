@@ -5,7 +5,9 @@
 
 #include <map>
 #include <set>
+#include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ingest/batched_trace.h"
@@ -137,6 +139,65 @@ TEST_F(EventProducerTest, EveryBatchArrivesKeyedByJobWithItsSequence) {
   EXPECT_EQ(partition_of_job.size(), 3u);
   EXPECT_EQ(next_sequence.size(), streams.size());
   EXPECT_EQ(ended.size(), streams.size());
+}
+
+// --split-ranks (docs/architecture.md#one-job-across-processors): a job
+// whose declared world size reaches the threshold is keyed JOB@HOST, or
+// JOB@rank-R for a rank that names no host, its end markers with its
+// batches; a smaller job, or any job without the flag, keeps JOB.
+TEST_F(EventProducerTest, SplitRanksKeysABigJobsBatchesByHostOrRank) {
+  std::vector<SyntheticJob> fleet = SmallFleet(3);
+  // Job 0: 4 ranks declared, on two hosts; job 1: 4 ranks, no host; job 2:
+  // world size 3, below the threshold.
+  std::vector<std::unique_ptr<BatchedTrace>> streams;
+  std::map<uint64_t, std::string> want;  // Producer id -> its key.
+  for (size_t j = 0; j < fleet.size(); ++j) {
+    for (size_t r = 0; r < fleet[j].ranks.size(); ++r) {
+      Trace& t = fleet[j].ranks[r];
+      BatchHeader identity{.job = t.job,
+                           .host = j == 0   ? absl::StrCat("node-", r % 2)
+                                   : j == 1 ? ""
+                                            : "node-x",
+                           .rank = static_cast<int32_t>(r),
+                           .world_size = j == 2 ? 3 : 4};
+      streams.push_back(std::make_unique<BatchedTrace>(
+          std::move(t), identity, BatchingOptions{.max_events = 1000}));
+      const BatchHeader& h = streams.back()->header();
+      want[h.producer_id] = j == 0   ? absl::StrCat(h.job, "@node-", r % 2)
+                            : j == 1 ? absl::StrCat(h.job, "@rank-", r)
+                                     : h.job;
+      // The rule itself, and no split without the flag.
+      EXPECT_EQ(BatchKey(h, 4), want[h.producer_id]);
+      EXPECT_EQ(BatchKey(h, 0), h.job);
+      EXPECT_EQ(BatchKey(h, 5), h.job) << "world size below 5";
+    }
+  }
+  ASSERT_EQ(want.size(), streams.size());
+  size_t batches = 0;
+  for (const auto& s : streams) batches += s->num_batches() + 1;
+  std::unique_ptr<EventProducer> producer = Producer(absl::Seconds(20));
+  ASSERT_TRUE(producer->WaitUntilReachable(absl::Seconds(10)).ok());
+  ASSERT_TRUE(ReplayTraces(Pointers(streams), producer.get(),
+                           ReplayOptions{.split_ranks = 4})
+                  .ok());
+  ASSERT_TRUE(producer->Flush(absl::Seconds(20)).ok());
+  auto messages = testing::ReadTopic(cluster_->bootstrap_servers(), "events",
+                                     batches, absl::Seconds(30));
+  ASSERT_TRUE(messages.ok()) << messages.status();
+  ASSERT_EQ(messages->size(), batches);
+  std::set<std::string> keys;
+  int markers = 0;
+  for (const testing::ConsumedMessage& m : *messages) {
+    auto batch = DecodeEventBatch(std::span<const uint8_t>(
+        reinterpret_cast<const uint8_t*>(m.value.data()), m.value.size()));
+    ASSERT_TRUE(batch.ok()) << batch.status();
+    EXPECT_EQ(m.key, want[batch->header.producer_id]);
+    keys.insert(m.key);
+    markers += batch->header.end_of_stream ? 1 : 0;
+  }
+  EXPECT_EQ(markers, static_cast<int>(streams.size()));
+  // Two hosts of job 0, each rank of job 1, job 2 whole.
+  EXPECT_EQ(keys.size(), 2u + fleet[1].ranks.size() + 1u);
 }
 
 TEST_F(EventProducerTest, PacedReplayFollowsEventTime) {

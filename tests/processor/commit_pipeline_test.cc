@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "analysis/window_merge.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "processor/fleet_topics.h"
@@ -193,6 +194,45 @@ TEST_F(CommitPipelineTest, AWindowFailedInItsDeliveryReportFailsTheCommit) {
   for (const auto& [tp, offset] : topics_.group_offsets) {
     EXPECT_LE(offset, 1) << tp.first << "/" << tp.second;
   }
+  Start();
+  EXPECT_EQ(resume_, 1);
+}
+
+// A split unit's window part (docs/architecture.md#one-job-across-
+// processors) goes where windows go, with the same rule: one the producer
+// refuses fails the commit before the progress is stored, and every commit
+// after it (docs/semantics.md#no-silent-loss).
+TEST_F(CommitPipelineTest, AWindowPartIsPublishedOrItsRefusalFailsTheCommit) {
+  HostWindowPart part{.job = "big", .host = "node-1"};
+  part.window.start_ns = kBase;
+  part.window.end_ns = kBase + kWindow;
+  pipeline_->pending_parts().push_back(part);
+  ASSERT_TRUE(Step(0, {}).ok());
+  const std::vector<MemoryRecord>& parts =
+      topics_.topics[options_.parts_topic][0];
+  ASSERT_EQ(parts.size(), 1u);
+  EXPECT_EQ(parts[0].key, "big");
+  EXPECT_EQ(parts[0].value, EncodeHostWindowPart(part));
+  EXPECT_TRUE(Stored("big").empty()) << "a part is never stored";
+  {
+    absl::MutexLock lock(&stats_.mu);
+    EXPECT_EQ(stats_.stats.window_parts_published, 1);
+    EXPECT_EQ(stats_.stats.windows_written, 0);
+  }
+
+  kafka_->RefuseProduces(
+      absl::InvalidArgumentError("Broker: Message size too large"));
+  part.window.start_ns += kWindow;
+  part.window.end_ns += kWindow;
+  pipeline_->pending_parts().push_back(part);
+  const absl::Status failed = Step(1, {});
+  ASSERT_FALSE(failed.ok());
+  EXPECT_THAT(failed.message(),
+              HasSubstr("cannot publish the window part of big host node-1"));
+  EXPECT_EQ(Step(2, {}), failed);
+  EXPECT_EQ(topics_.topics[options_.parts_topic][0].size(), 1u);
+  ASSERT_TRUE(Progress().has_value());
+  EXPECT_EQ(Progress()->committed_position, 1);
   Start();
   EXPECT_EQ(resume_, 1);
 }

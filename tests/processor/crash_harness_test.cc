@@ -42,6 +42,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "analysis/window_merge.h"
 #include "gtest/gtest.h"
 #include "processor/broker_health.h"
 #include "processor/job_state.h"
@@ -129,8 +130,11 @@ rocksdb::IOStatus CrashingFileSystem::NewWritableFile(
 // `short_first`: job0 sends 3 batches, before any other job's, so that its
 // window closes and the first commit already moves the resume offset (the
 // group offset a new owner without a snapshot starts from).
+// `two_ranks`: each job's batches alternate between ranks 0 and 1 of host
+// "h", each rank a producer of its own that ends with its last batch.
 std::vector<std::string> Stream(uint32_t seed, int jobs,
-                                bool short_first = false) {
+                                bool short_first = false,
+                                bool two_ranks = false) {
   std::mt19937 random(seed);
   struct Job {
     std::string name;
@@ -178,18 +182,38 @@ std::vector<std::string> Stream(uint32_t seed, int jobs,
                 return a.start_ns < b.start_ns;
               });
     EventBatchEncoder encoder(&t);
-    const bool last = job.sent + 1 == job.batches;
-    std::span<const uint8_t> bytes =
-        encoder.Encode(BatchHeader{.job = job.name,
-                                   .host = "h",
-                                   .rank = 0,
-                                   .world_size = 1,
-                                   .producer_id = 100 + pick,
-                                   .sequence = static_cast<uint64_t>(job.sent),
-                                   .end_of_stream = last},
-                       0, t.gpu.size(), 0, 0);
+    const int32_t rank = two_ranks ? job.sent % 2 : 0;
+    const bool last =
+        two_ranks ? job.sent + 2 >= job.batches : job.sent + 1 == job.batches;
+    std::span<const uint8_t> bytes = encoder.Encode(
+        BatchHeader{
+            .job = job.name,
+            .host = "h",
+            .rank = rank,
+            .world_size = 1,
+            .producer_id = two_ranks ? 100 + 2 * pick + rank : 100 + pick,
+            .sequence =
+                static_cast<uint64_t>(two_ranks ? job.sent / 2 : job.sent),
+            .end_of_stream = last},
+        0, t.gpu.size(), 0, 0);
     out.emplace_back(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     if (++job.sent == job.batches) left.erase(left.begin() + pick);
+  }
+  return out;
+}
+
+// `stream` keyed as a split job's producers key it
+// (docs/architecture.md#one-job-across-processors): each batch `JOB@h`, so
+// that each job is a split unit of stage 1 and publishes window parts.
+std::vector<MemoryRecord> SplitKeyed(const std::vector<std::string>& stream) {
+  std::vector<MemoryRecord> out;
+  for (const std::string& m : stream) {
+    absl::StatusOr<DecodedBatch> batch = DecodeEventBatch(
+        std::span(reinterpret_cast<const uint8_t*>(m.data()), m.size()));
+    EXPECT_TRUE(batch.ok()) << batch.status();
+    if (!batch.ok()) continue;
+    out.push_back(MemoryRecord{
+        absl::StrCat(batch->header.job, "@", batch->header.host), m});
   }
   return out;
 }
@@ -209,6 +233,11 @@ struct World {
     for (const std::string& m : stream) {
       topics.topics[kTopic][0].push_back(MemoryRecord{"", m});
     }
+  }
+  explicit World(const std::vector<MemoryRecord>& records) {
+    topics.topics[kTopic].resize(1);
+    topics.topics[kWindows].resize(1);
+    topics.topics[kTopic][0] = records;
   }
   ::bubblewatch::testing::TempDir dir;
   MemoryTopics topics;
@@ -292,7 +321,8 @@ bool RunProcess(World& world, CrashBudget& budget, const RunSetup& setup = {}) {
         .partition = 0,
         .offset = offset,
         .payload = {reinterpret_cast<const uint8_t*>(value.data()),
-                    value.size()}};
+                    value.size()},
+        .key = input[offset].key};
     if (absl::Status s = task.OnMessage(message, now); !s.ok()) return fail(s);
     // A commit after every window, or every 4 messages without one (the
     // commit interval on this clock).
@@ -406,21 +436,47 @@ std::map<std::string, std::string> Published(const World& world) {
   return out;
 }
 
+// The window parts topic as stage 2 keeps it: one part per (job, host,
+// window start), in hex, checking that every copy is the same bytes (a
+// replay publishes a part again, never a different one).
+std::map<std::string, std::string> PublishedParts(const World& world) {
+  std::map<std::string, std::string> out;
+  auto topic = world.topics.topics.find(StreamProcessorOptions().parts_topic);
+  if (topic == world.topics.topics.end()) return out;
+  for (const auto& partition : topic->second) {
+    for (const MemoryRecord& r : partition) {
+      absl::StatusOr<HostWindowPart> part = DecodeHostWindowPart(r.value);
+      EXPECT_TRUE(part.ok()) << part.status();
+      if (!part.ok()) continue;
+      EXPECT_EQ(r.key, part->job);
+      const std::string key =
+          absl::StrCat(part->job, " ", part->host, " ", part->window.start_ns);
+      const std::string bytes = absl::BytesToHexString(r.value);
+      auto [it, inserted] = out.try_emplace(key, bytes);
+      EXPECT_TRUE(inserted || it->second == bytes)
+          << "part " << key << " published twice, differently";
+    }
+  }
+  return out;
+}
+
 struct Outcome {
   StoreDump store;
   std::string changelog;
   std::map<std::string, std::string> published;
+  std::map<std::string, std::string> parts;
   std::map<std::pair<std::string, int32_t>, int64_t> group_offsets;
   int64_t writes = 0;
 };
 
 Outcome Finish(World& world, int64_t writes) {
-  return Outcome{DumpStore(world), DumpChangelog(world), Published(world),
+  return Outcome{DumpStore(world),           DumpChangelog(world),
+                 Published(world),           PublishedParts(world),
                  world.topics.group_offsets, writes};
 }
 
-Outcome Uninterrupted(const std::vector<std::string>& stream,
-                      const RunSetup& setup = {}) {
+template <typename Stream>
+Outcome Uninterrupted(const Stream& stream, const RunSetup& setup = {}) {
   World world(stream);
   CrashBudget budget;
   EXPECT_TRUE(RunProcess(world, budget, setup));
@@ -463,6 +519,7 @@ void ExpectSame(const Outcome& got, const Outcome& want,
   }
   EXPECT_EQ(got.changelog, want.changelog);
   EXPECT_EQ(got.published, want.published);
+  EXPECT_EQ(got.parts, want.parts);
 }
 
 TEST(CrashHarness, ACrashAtEveryWriteChangesNothing) {
@@ -588,6 +645,48 @@ TEST(CrashHarness, RandomCrashesEachANewOwnerChangeNothing) {
               << " crashes, " << world.owner + 1 << " owners\n";
     EXPECT_GE(crashes, 1);
     ExpectSame(Finish(world, 0), want, setup);
+  }
+}
+
+// Stage 1 of split jobs (docs/architecture.md#one-job-across-processors):
+// every job keyed JOB@h is a split unit that publishes window parts instead
+// of storing windows. At every crash point, a restart (the same instance,
+// and a new owner from the changelog) ends with the uninterrupted run's
+// distinct parts, byte for byte, and its progress and unit states.
+TEST(CrashHarness, SplitUnitsPublishTheSamePartsAfterACrashAtEveryWrite) {
+  for (const RunSetup& setup :
+       {RunSetup{}, RunSetup{.changelog = true, .new_owner = true}}) {
+    SCOPED_TRACE(setup.new_owner ? "a new owner" : "the same instance");
+    // Two ranks a unit: a part names both, also after a restart that
+    // replays only some of their batches.
+    const std::vector<MemoryRecord> stream =
+        SplitKeyed(Stream(/*seed=*/3, /*jobs=*/3,
+                          /*short_first=*/setup.new_owner, /*two_ranks=*/true));
+    const Outcome want = Uninterrupted(stream, setup);
+    ASSERT_GE(want.parts.size(), 5u) << "the stream must make parts";
+    EXPECT_TRUE(want.published.empty()) << "a split unit publishes no window";
+    EXPECT_TRUE(want.store.windows.empty()) << "nor stores one";
+    EXPECT_TRUE(want.store.jobs.empty()) << "nor lists a job";
+    for (const auto& [key, hex] : want.parts) {
+      absl::StatusOr<HostWindowPart> part =
+          DecodeHostWindowPart(absl::HexStringToBytes(hex));
+      ASSERT_TRUE(part.ok()) << part.status();
+      EXPECT_EQ(part->ranks, (std::vector<int32_t>{0, 1})) << key;
+    }
+    std::cout << stream.size() << " messages, " << want.parts.size()
+              << " parts, " << want.writes << " writes: " << want.writes + 1
+              << " crash points\n";
+    for (int64_t n = 0; n <= want.writes; ++n) {
+      SCOPED_TRACE(absl::StrCat("crash after ", n, " writes"));
+      World world(stream);
+      CrashBudget crashing{.writes_left = n};
+      EXPECT_EQ(RunProcess(world, crashing, setup), n == want.writes);
+      if (setup.new_owner) ++world.owner;
+      CrashBudget restarted;
+      ASSERT_TRUE(RunProcess(world, restarted, setup));
+      ExpectSame(Finish(world, 0), want, setup);
+      if (::testing::Test::HasFailure()) break;  // The first point tells.
+    }
   }
 }
 

@@ -6,7 +6,11 @@
 #define BUBBLEWATCH_INGEST_SYNTHETIC_SYNTHETIC_NAMES_H_
 
 #include <array>
+#include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "schemas/trace.h"
 
@@ -149,6 +153,22 @@ inline constexpr std::array<absl::string_view, kNumSyntheticNames>
         "Memcpy HtoD (Pinned -> Device)",
         "Memcpy DtoH (Device -> Pageable)",
 };
+
+// A group's `Process Group Ranks` as PyTorch's profiler writes it
+// (saveNcclMeta's format_list): "[0, 4, 8]", and for a group of more than
+// 30 ranks only the first 30, then "...": "[0, 1, ..., 29, ...]". A
+// 1,024-rank world's full list (5 KB) would pass the processor's name limit;
+// the truncated one lists too little to name the members, so the analysis
+// infers them (docs/semantics.md#matching-instances).
+inline std::string ProcessGroupRanksText(const std::vector<int>& ranks) {
+  constexpr size_t kListed = 30;
+  if (ranks.size() <= kListed) {
+    return absl::StrCat("[", absl::StrJoin(ranks, ", "), "]");
+  }
+  return absl::StrCat(
+      "[", absl::StrJoin(ranks.begin(), ranks.begin() + kListed, ", "),
+      ", ...]");
+}
 
 }  // namespace bubblewatch
 

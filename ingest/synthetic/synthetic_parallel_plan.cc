@@ -6,14 +6,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ingest/synthetic/synthetic_names.h"
 #include "ingest/synthetic/synthetic_rng.h"
 
 namespace bubblewatch {
 namespace {
-
-std::string GroupRanksText(const std::vector<int>& ranks) {
-  return absl::StrCat("[", absl::StrJoin(ranks, ", "), "]");
-}
 
 // ParallelJitter in [-range, range].
 int64_t ParallelJitter(SyntheticRng& rng, int64_t range) {
@@ -34,7 +31,7 @@ ParallelPlan MakeParallelPlan(const ParallelJobOptions& o) {
     g.kind = kind;
     // "0" is the world group, created first.
     g.name = absl::StrCat(plan.groups.size() + 1);
-    g.ranks_text = GroupRanksText(ranks);
+    g.ranks_text = ProcessGroupRanksText(ranks);
     g.shown_name = g.name;
     g.shown_ranks_text = g.ranks_text;
     g.shown_size = static_cast<int>(ranks.size());
@@ -81,7 +78,7 @@ ParallelPlan MakeParallelPlan(const ParallelJobOptions& o) {
         std::vector<int> ranks;
         for (int p = 0; p < o.pp; ++p) ranks.push_back(rank_of(t, d, p));
         const std::string name = absl::StrCat(next_name++);
-        const std::string text = GroupRanksText(ranks);
+        const std::string text = ProcessGroupRanksText(ranks);
         for (int p = 0; p + 1 < o.pp; ++p) {
           ParallelGroup& g = plan.groups[plan.next_group[rank_of(t, d, p)]];
           g.shown_name = name;

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "ingest/synthetic/synthetic_names.h"
 #include "ingest/synthetic/synthetic_step.h"
 
 namespace bubblewatch {
@@ -22,12 +23,9 @@ class RankBuilder {
     trace_.job = job;
     trace_.host = host;
     trace_.source_format = "synthetic";
-    std::string ranks = "[";
-    for (int r = 0; r < world; ++r) {
-      absl::StrAppend(&ranks, r == 0 ? "" : ", ", r);
-    }
-    ranks += "]";
-    group_ranks_ = names_.Intern(ranks);
+    std::vector<int> ranks(world);
+    for (int r = 0; r < world; ++r) ranks[r] = r;
+    group_ranks_ = names_.Intern(ProcessGroupRanksText(ranks));
     group_ = names_.Intern("0");
     allreduce_ = names_.Intern("allreduce");
     dtype_ = names_.Intern("Float");

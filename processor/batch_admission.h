@@ -61,13 +61,14 @@ class BatchAdmission {
   BatchAdmission(const StreamProcessorOptions& options, PartitionJobs* jobs)
       : options_(options), jobs_(jobs) {}
 
-  // Decides `payload`, at `offset` of `partition` (whose state is `part`).
+  // Decides `payload`, at `offset` of `partition` (owned: NoteMessage).
   // `replay`: below the partition's committed position. Errors are the
-  // store's (loading a job's state); the caller stops on them.
+  // store's (loading a job's state); the caller stops on them. What it
+  // changes goes through PartitionJobs (a limit's rejection into the
+  // ledger, expired jobs forgotten, the job loaded or dropped).
   absl::StatusOr<Admission> Admit(std::span<const uint8_t> payload,
                                   int32_t partition, KafkaOffset offset,
-                                  PartitionState& part, bool replay,
-                                  absl::Time now);
+                                  bool replay, absl::Time now);
 
  private:
   const StreamProcessorOptions& options_;

@@ -160,17 +160,20 @@ TEST(AssemblePartitionSnapshot, AnOldFormRecordKeepsItsJobs) {
 TEST(PartitionState, NoteJobChangingKeepsTheVersionOfTheLastSnapshot) {
   PartitionState part;
   part.snapshot_position = 40;
-  part.jobs["a"] = StateAt(1);
+  part.committed_states["a"] = *JobState::Parse(StateAt(1));
   part.activity["a"] = JobActivity{.last_event_ns = 5};
   NoteJobChanging(part, "a");
-  part.jobs["a"] = StateAt(2);
+  part.committed_states["a"] = *JobState::Parse(StateAt(2));
   NoteJobChanging(part, "a");  // Once per commit: the first version stays.
   NoteJobChanging(part, "new");
   EXPECT_TRUE(part.changed);
   ASSERT_TRUE(part.changing.at("a").has_value());
-  EXPECT_EQ(part.changing.at("a")->state, StateAt(1));
-  EXPECT_EQ(part.changing.at("a")->committed_position, 40);
-  EXPECT_EQ(part.changing.at("a")->activity.last_event_ns, 5);
+  // Typed in memory; its stored form is the bytes of the last snapshot.
+  const JobSnapshotVersion previous =
+      ToStoredVersion(*part.changing.at("a"), part.snapshot_position);
+  EXPECT_EQ(previous.state, StateAt(1));
+  EXPECT_EQ(previous.committed_position, 40);
+  EXPECT_EQ(previous.activity.last_event_ns, 5);
   EXPECT_FALSE(part.changing.at("new").has_value());
   EXPECT_FALSE(CurrentJobVersion(part, "new", 50).has_value());
   EXPECT_EQ(CurrentJobVersion(part, "a", 50)->state, StateAt(2));

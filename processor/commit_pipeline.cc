@@ -76,7 +76,7 @@ int64_t CommitPipeline::ReadWindowsLimit(rd_kafka_t* client,
 
 absl::StatusOr<RestoredPartition> CommitPipeline::RestorePartition(
     const std::string& topic, int32_t partition, KafkaOffset& offset) {
-  RestoredPartition state;
+  RestoredPartition result;
   ASSIGN_OR_RETURN(std::optional<PartitionProgress> local,
                    store_->Progress(topic, partition));
   std::optional<PartitionSnapshot> remote;
@@ -107,10 +107,10 @@ absl::StatusOr<RestoredPartition> CommitPipeline::RestorePartition(
       (!local || remote->committed_position > local->committed_position)) {
     offset = remote->resume_offset;
     restored = *std::move(remote);
-    state.gone_jobs = std::move(remote_gone);
+    result.gone_jobs = std::move(remote_gone);
     // The store may hold job records of an older ownership that this
     // snapshot does not: the first commit rewrites them all.
-    state.write_all_jobs = true;
+    result.write_all_jobs = true;
     source = "changelog";
     absl::MutexLock lock(&stats_->mu);
     ++stats_->stats.state_restores;
@@ -135,7 +135,7 @@ absl::StatusOr<RestoredPartition> CommitPipeline::RestorePartition(
       // An old-form snapshot is rewritten per key; so is a changelog that
       // is behind the store (a commit whose snapshot was not written
       // before a crash): its job records lack that commit's changes.
-      state.write_all_jobs =
+      result.write_all_jobs =
           !per_key ||
           (changelog_ != nullptr && (!remote || remote->committed_position !=
                                                     local->committed_position));
@@ -148,8 +148,8 @@ absl::StatusOr<RestoredPartition> CommitPipeline::RestorePartition(
       "replay), resume at {}, replay below {}",
       topic, partition, source, restored.jobs.size(),
       restored.ledger.rejections(), offset, restored.committed_position);
-  state.snapshot = std::move(restored);
-  return state;
+  result.snapshot = std::move(restored);
+  return result;
 }
 
 PartitionSnapshot CommitPipeline::PartitionRecord(

@@ -271,17 +271,14 @@ class PartitionJobs {
   void NoteCommitted(int32_t p, KafkaOffset position, SnapshotWrite snapshot);
 
   // The live entry of `job`, loaded (see the top) and given a windower if
-  // it has none.
+  // it has none. (Mutable because the admission hands it on to this
+  // class's IsDuplicateBatch and AddBatch, which change it: the writes stay
+  // here; a caller only reads it.)
   absl::StatusOr<JobEntry*> GetOrLoad(const std::string& job,
                                       int32_t partition);
 
-  // Forgets the jobs of `p` past options.job_expiry that have no open
-  // window and no batch at or after `resume_offset`. Each one's stored state
-  // is marked ended (expired) by the next commit (TakeExpiredUpdates).
-  void ForgetExpired(int32_t p, KafkaOffset resume_offset);
-
-  // The store updates of the jobs ForgetExpired forgot since the last call:
-  // their state with the lifecycle ended and expired.
+  // The store updates of the jobs forgotten after --job-expiry since the
+  // last call: their state with the lifecycle ended and expired.
   std::vector<JobUpdate> TakeExpiredUpdates();
 
   // True if `header`'s batch was already counted (see the definition).
@@ -348,6 +345,11 @@ class PartitionJobs {
   const absl::Status& analysis_failure() const { return analysis_failure_; }
 
  private:
+  // Forgets the jobs of `p` past options.job_expiry that have no open
+  // window and no batch at or after `resume_offset` (CommitProgress,
+  // MakeRoomForNewJob). Each one's stored state is marked ended (expired)
+  // by the next commit (TakeExpiredUpdates).
+  void ForgetExpired(int32_t p, KafkaOffset resume_offset);
   // The owned partition `job` belongs to (a live job's, else the one whose
   // snapshot holds it), or null.
   PartitionState* PartitionOf(const std::string& job);

@@ -33,7 +33,7 @@ Admission Reject(bool replay, BatchRejection rejection,
 
 absl::StatusOr<Admission> BatchAdmission::Admit(
     std::span<const uint8_t> payload, int32_t partition, KafkaOffset offset,
-    PartitionState& part, bool replay, absl::Time now, absl::string_view key) {
+    bool replay, absl::Time now, absl::string_view key) {
   // Checked before decoding: a huge message is not decoded at all.
   if (std::optional<BatchRejection> too_large =
           CheckBatchBytes(payload.size(), options_.limits)) {
@@ -57,24 +57,22 @@ absl::StatusOr<Admission> BatchAdmission::Admit(
   const std::optional<SplitUnit> split = SplitUnitOf(key, batch->header.job);
   const std::string job_name =
       split ? absl::StrCat(split->job, "@", split->host) : batch->header.job;
+  const PartitionState& part = jobs_->partitions().at(partition);
   // A stateful limit's rejection is remembered in the partition's ledger,
   // so that a replay decides the same.
   auto reject_for_limit = [&](BatchRejection rejection) {
-    part.ledger.RecordRejection(offset);
+    jobs_->NoteLimitRejection(partition, offset);
     return Reject(/*replay=*/false, std::move(rejection), &batch->header);
   };
   // The stateful limits. A replayed batch is decided as it was the first
   // time (its partition's ledger); its dead letter was sent then.
   if (replay) {
     if (part.ledger.WasRejected(offset)) return Skip();
-  } else if (!part.jobs.contains(job_name)) {
-    // At the limit, expired jobs make room first (looked for at most once a
-    // second: a stream of made-up names must not cost a scan each).
+  } else if (!PartitionJobs::Tracks(part, job_name)) {
+    // At the limit, expired jobs make room first.
     if (PartitionJobs::TrackedJobs(part) >=
-            options_.state_limits.max_jobs_per_partition &&
-        now - part.last_expiry_pass >= absl::Seconds(1)) {
-      part.last_expiry_pass = now;
-      jobs_->ForgetExpired(part, part.resume_offset);
+        options_.state_limits.max_jobs_per_partition) {
+      jobs_->MakeRoomForNewJob(partition, now);
     }
     if (std::optional<BatchRejection> rejection = CheckNewJob(
             PartitionJobs::TrackedJobs(part), options_.state_limits)) {
@@ -95,7 +93,7 @@ absl::StatusOr<Admission> BatchAdmission::Admit(
       Admission a = reject_for_limit(*std::move(rejection));
       // A job whose first batch this was is not tracked: a stream of
       // made-up job names must not grow the job table either.
-      if (!part.jobs.contains(job_name)) jobs_->jobs().erase(job_name);
+      jobs_->DropIfUntracked(job_name, partition);
       return a;
     }
   }

@@ -66,16 +66,18 @@ class BatchAdmission {
   BatchAdmission(const StreamProcessorOptions& options, PartitionJobs* jobs)
       : options_(options), jobs_(jobs) {}
 
-  // Decides `payload`, at `offset` of `partition` (whose state is `part`).
+  // Decides `payload`, at `offset` of `partition` (owned: NoteMessage).
   // `replay`: below the partition's committed position. `key`: the
   // message's key; `JOB@X` for a batch of JOB makes it the split unit
   // `JOB@X`'s (SplitUnitOf), a job of its own for the limits, sequences and
   // lifecycle. Errors are the store's (loading a job's state); the caller
-  // stops on them.
+  // stops on them. What it changes goes through PartitionJobs (a limit's
+  // rejection into the ledger, expired jobs forgotten, the job loaded or
+  // dropped).
   absl::StatusOr<Admission> Admit(std::span<const uint8_t> payload,
                                   int32_t partition, KafkaOffset offset,
-                                  PartitionState& part, bool replay,
-                                  absl::Time now, absl::string_view key = {});
+                                  bool replay, absl::Time now,
+                                  absl::string_view key = {});
 
  private:
   const StreamProcessorOptions& options_;

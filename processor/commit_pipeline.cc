@@ -6,7 +6,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/btree_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -75,10 +74,9 @@ int64_t CommitPipeline::ReadWindowsLimit(rd_kafka_t* client,
   return limit;
 }
 
-absl::Status CommitPipeline::RestorePartition(const std::string& topic,
-                                              int32_t partition,
-                                              KafkaOffset& offset,
-                                              PartitionState& state) {
+absl::StatusOr<RestoredPartition> CommitPipeline::RestorePartition(
+    const std::string& topic, int32_t partition, KafkaOffset& offset) {
+  RestoredPartition result;
   ASSIGN_OR_RETURN(std::optional<PartitionProgress> local,
                    store_->Progress(topic, partition));
   std::optional<PartitionSnapshot> remote;
@@ -115,12 +113,10 @@ absl::Status CommitPipeline::RestorePartition(const std::string& topic,
       (!local || remote->committed_position > local->committed_position)) {
     offset = remote->resume_offset;
     restored = *std::move(remote);
-    for (std::string& job : remote_gone) {
-      state.gone_jobs.emplace(std::move(job), restored.committed_position);
-    }
+    result.gone_jobs = std::move(remote_gone);
     // The store may hold job records of an older ownership that this
     // snapshot does not: the first commit rewrites them all.
-    state.write_all_jobs = true;
+    result.write_all_jobs = true;
     source = "changelog";
     absl::MutexLock lock(&stats_->mu);
     ++stats_->stats.state_restores;
@@ -145,75 +141,21 @@ absl::Status CommitPipeline::RestorePartition(const std::string& topic,
       // An old-form snapshot is rewritten per key; so is a changelog that
       // is behind the store (a commit whose snapshot was not written
       // before a crash): its job records lack that commit's changes.
-      state.write_all_jobs =
+      result.write_all_jobs =
           !per_key ||
           (changelog_ != nullptr && (!remote || remote->committed_position !=
                                                     local->committed_position));
     }
     source = "local store";
   }
-  state.committed_position = restored.committed_position;
-  state.snapshot_position = restored.committed_position;
-  state.jobs = std::move(restored.jobs);
-  state.ledger = std::move(restored.ledger);
-  state.job_alerts = std::move(restored.job_alerts);
-  state.activity = std::move(restored.activity);
-  state.resume_offset = offset;
+  restored.resume_offset = offset;
   spdlog::info(
       "assigned {}/{}: state from {} ({} jobs, {} limit rejections to "
       "replay), resume at {}, replay below {}",
-      topic, partition, source, PartitionJobs::TrackedJobs(state),
-      state.ledger.rejections(), offset, state.committed_position);
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<CommitPipeline::JobRecordWrite>>
-CommitPipeline::JobRecordsToWrite(PartitionState& part,
-                                  const PartitionProgress& progress) {
-  std::vector<JobRecordWrite> out;
-  auto add = [&](const std::string& job) {
-    PartitionJobRecord r{
-        .topic = progress.topic, .partition = progress.partition, .job = job};
-    std::optional<JobSnapshotVersion> current =
-        CurrentJobVersion(part, job, progress.committed_position);
-    if (auto it = part.changing.find(job); it != part.changing.end()) {
-      r.previous = it->second;
-    } else {
-      r.previous = CurrentJobVersion(part, job, part.snapshot_position);
-    }
-    JobRecordWrite w{.job = job};
-    if (current) {
-      r.current = *std::move(current);
-      w.record = EncodePartitionJob(r);
-      part.gone_jobs.erase(job);
-    } else if (r.previous) {
-      // Gone: the store deletes it at once (its commit is atomic); the
-      // changelog keeps a record without state or alerts, with the version
-      // it replaces, until a snapshot after it is acknowledged.
-      r.current.committed_position = progress.committed_position;
-      w.gone_record = EncodePartitionJob(r);
-      part.gone_jobs.insert_or_assign(job, progress.committed_position);
-    } else {
-      return;  // Came and went within one commit: nothing was written.
-    }
-    out.push_back(std::move(w));
-  };
-  if (part.write_all_jobs) {
-    absl::btree_set<std::string> jobs;
-    for (const auto& [job, unused] : part.jobs) jobs.insert(job);
-    for (const auto& [job, unused] : part.job_alerts) jobs.insert(job);
-    for (const auto& [job, unused] : part.changing) jobs.insert(job);
-    for (const std::string& job : jobs) add(job);
-    // The store's records of jobs the restored snapshot does not hold.
-    ASSIGN_OR_RETURN(auto stored, store_->PartitionJobRecords(
-                                      progress.topic, progress.partition));
-    for (const auto& [job, unused] : stored) {
-      if (!jobs.contains(job)) out.push_back(JobRecordWrite{.job = job});
-    }
-  } else {
-    for (const auto& [job, unused] : part.changing) add(job);
-  }
-  return out;
+      topic, partition, source, restored.jobs.size(),
+      restored.ledger.rejections(), offset, restored.committed_position);
+  result.snapshot = std::move(restored);
+  return result;
 }
 
 PartitionSnapshot CommitPipeline::PartitionRecord(
@@ -470,67 +412,18 @@ absl::Status CommitPipeline::CommitOnce(absl::Time now) {
   // 2-3: flush (windows, dead letters, the previous snapshots), then
   // commit the previous commit's group offsets.
   RETURN_IF_ERROR(FlushAndCommitOffsets());
-  absl::flat_hash_map<int32_t, KafkaOffset> resume;
-  for (auto& [name, job] : jobs_->jobs()) {
-    if (job.dirty) {
-      std::string state = job.state.Serialize();
-      if (auto part = jobs_->partitions().find(job.partition);
-          part != jobs_->partitions().end()) {
-        NoteJobChanging(part->second, name);
-        part->second.jobs[name] = state;
-        // As the store keeps it: both only move forward. (Not for a split
-        // unit: no user-facing listing shows it, docs/state.md.)
-        if (!job.split) {
-          JobActivity& seen = part->second.activity[name];
-          seen.last_event_ns = LaterOf(seen.last_event_ns, job.last_event_ns);
-          seen.last_seen_wall_ns =
-              std::max(seen.last_seen_wall_ns, absl::ToUnixNanos(now));
-        }
-      }
-      // A split unit's state is its partition snapshot's only: stored with
-      // the progress (its job record, effectively once), never in the
-      // store's job table that `query jobs` and serve list.
-      if (!job.split) {
-        batch.jobs.push_back(JobUpdate{.job = name,
-                                       .last_event_ns = job.last_event_ns,
-                                       .last_seen_wall = now,
-                                       .state = std::move(state),
-                                       .lifecycle = job.state.lifecycle});
-      }
-      job.dirty = false;
-    }
-    if (job.windower) {
-      if (std::optional<KafkaOffset> r = job.windower->ResumeOffset()) {
-        spdlog::debug("job {} partition {}: resume {} finalized through {}",
-                      name, job.partition, *r,
-                      NsText(job.windower->finalized_through_ns()));
-        auto [it, inserted] = resume.try_emplace(job.partition, *r);
-        if (!inserted) it->second = std::min(it->second, *r);
-      }
-    }
-  }
+  // The jobs that changed: their state joins their partition's snapshot
+  // and the store batch.
+  batch.jobs = jobs_->CommitJobStates(now);
   const bool expire_jobs = now - last_job_expiry_ >= kJobExpiryInterval;
   if (expire_jobs) last_job_expiry_ = now;
+  batch.progress = jobs_->CommitProgress(options_.topic, expire_jobs);
   std::vector<PartitionOffset> offsets;
-  offsets.reserve(jobs_->partitions().size());
-  for (auto& [p, part] : jobs_->partitions()) {
-    if (part.next_offset < 0) continue;
-    PartitionProgress progress;
-    progress.topic = options_.topic;
-    progress.partition = p;
-    auto it = resume.find(p);
-    progress.resume_offset = it != resume.end() ? it->second : part.next_offset;
-    progress.committed_position =
-        std::max(part.committed_position, part.next_offset);
-    part.resume_offset = progress.resume_offset;
-    if (expire_jobs) jobs_->ForgetExpired(part, progress.resume_offset);
-    // No replay starts below the resume offset: older decisions are done.
-    part.ledger.ForgetBefore(progress.resume_offset);
-    part.committed_position = progress.committed_position;
+  offsets.reserve(batch.progress.size());
+  for (const PartitionProgress& progress : batch.progress) {
     offsets.push_back(PartitionOffset{.topic = options_.topic,
-                                      .partition = p,
+                                      .partition = progress.partition,
                                       .offset = progress.resume_offset});
-    batch.progress.push_back(std::move(progress));
   }
   // Jobs forgotten after --job-expiry (here or when a new job needed room)
   // ended: their stored state says so.
@@ -543,25 +436,17 @@ absl::Status CommitPipeline::CommitOnce(absl::Time now) {
   // A job's alert state joins its partition's snapshot (in this commit:
   // the snapshot and the alert state are of the same windows).
   for (const AlertStateUpdate& u : batch.alert_states) {
-    if (u.job.empty()) continue;
-    PartitionState* part = jobs_->PartitionOf(u.job);
-    if (part == nullptr) continue;  // Not an owned partition's job.
-    NoteJobChanging(*part, u.job);
-    if (u.state) {
-      part->job_alerts[u.job] = *u.state;
-    } else {
-      part->job_alerts.erase(u.job);
-    }
+    jobs_->CommitAlertState(u.job, u.state);
   }
   // The partitions' snapshots: a record of progress and ledger, and a
   // record per job whose part changed (docs/state.md#partition-snapshots),
   // the same bytes to the store and the changelog.
   absl::flat_hash_map<int32_t, std::vector<JobRecordWrite>> job_writes;
   for (PartitionProgress& progress : batch.progress) {
-    PartitionState& part = jobs_->partitions()[progress.partition];
+    const PartitionState& part = jobs_->partitions().at(progress.partition);
     progress.state = EncodePartitionSnapshot(PartitionRecord(part, progress));
     ASSIGN_OR_RETURN(std::vector<JobRecordWrite> writes,
-                     JobRecordsToWrite(part, progress));
+                     jobs_->JobRecordsToWrite(progress));
     progress.job_records.reserve(writes.size());
     for (const JobRecordWrite& w : writes) {
       progress.job_records.emplace_back(w.job, w.record);
@@ -581,8 +466,10 @@ absl::Status CommitPipeline::CommitOnce(absl::Time now) {
   // 5: this commit's snapshots; their offsets wait for the next flush.
   int64_t snapshots = 0, job_records = 0;
   for (const PartitionProgress& progress : batch.progress) {
-    PartitionState& part = jobs_->partitions()[progress.partition];
+    const PartitionState& part = jobs_->partitions().at(progress.partition);
     std::vector<JobRecordWrite>& writes = job_writes[progress.partition];
+    using SnapshotWrite = PartitionJobs::SnapshotWrite;
+    SnapshotWrite snapshot = SnapshotWrite::kNoChangelog;
     if (changelog_ && part.changed) {
       // Queues one record, counted as undelivered until acknowledged.
       auto queue = [this](absl::Status s) {
@@ -601,25 +488,21 @@ absl::Status CommitPipeline::CommitOnce(absl::Time now) {
         ++job_records;
       }
       // Records of gone jobs, once the snapshot after them is acknowledged
-      // (the flush of this commit's step 2 acknowledged snapshot_position).
-      for (auto it = part.gone_jobs.begin(); it != part.gone_jobs.end();) {
-        auto here = it++;
-        if (here->second > part.snapshot_position) continue;
-        RETURN_IF_ERROR(queue(changelog_->DeleteJob(
-            progress.topic, progress.partition, here->first)));
-        part.gone_jobs.erase(here);
+      // (the flush of this commit's step 2 acknowledged the last one).
+      for (const std::string& job :
+           jobs_->GoneJobsToDelete(progress.partition)) {
+        RETURN_IF_ERROR(queue(
+            changelog_->DeleteJob(progress.topic, progress.partition, job)));
       }
       RETURN_IF_ERROR(
           queue(changelog_->Write(PartitionRecord(part, progress))));
-      part.changed = false;
-      part.snapshot_position = progress.committed_position;
+      snapshot = SnapshotWrite::kWritten;
       ++snapshots;
-    } else if (!changelog_) {
-      part.snapshot_position = progress.committed_position;
-      part.gone_jobs.clear();
+    } else if (changelog_) {
+      snapshot = SnapshotWrite::kUnchanged;
     }
-    part.changing.clear();
-    part.write_all_jobs = false;
+    jobs_->NoteCommitted(progress.partition, progress.committed_position,
+                         snapshot);
   }
   if (!offsets.empty()) pending_group_offsets_ = std::move(offsets);
   absl::MutexLock lock(&stats_->mu);

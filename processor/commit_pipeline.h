@@ -123,10 +123,11 @@ class CommitPipeline {
 
   // Picks the newer of the local and the changelog snapshot of `topic`'s
   // `partition`, sets `offset` to its resume offset (left as it is when
-  // there is neither: the consumer's group offset applies) and fills
-  // `state`.
-  absl::Status RestorePartition(const std::string& topic, int32_t partition,
-                                KafkaOffset& offset, PartitionState& state);
+  // there is neither: the consumer's group offset applies) and returns it,
+  // in its stored form, for PartitionJobs::AddPartition.
+  absl::StatusOr<RestoredPartition> RestorePartition(const std::string& topic,
+                                                     int32_t partition,
+                                                     KafkaOffset& offset);
   // One assignment round is over (the changelog it created, if any, is no
   // longer new).
   void AssignmentDone() { changelog_created_now_ = false; }
@@ -152,19 +153,6 @@ class CommitPipeline {
                          int input_partitions, absl::string_view what);
   // Commit's work; Commit makes its failure sticky.
   absl::Status CommitOnce(absl::Time now);
-  // One job's record to write: `record` to the store and the changelog;
-  // for a job gone from the partition, nothing to the store (deleted) and
-  // `gone_record` to the changelog; neither: a stale store record, deleted.
-  struct JobRecordWrite {
-    std::string job;
-    std::optional<std::string> record;
-    std::optional<std::string> gone_record;
-  };
-  // The job records `part`'s snapshot at `progress` needs written: those of
-  // the jobs that changed since the last snapshot, or all after an
-  // assignment (PartitionState::write_all_jobs).
-  absl::StatusOr<std::vector<JobRecordWrite>> JobRecordsToWrite(
-      PartitionState& part, const PartitionProgress& progress);
   // The partition record of `part` at `progress` (its jobs are per key).
   static PartitionSnapshot PartitionRecord(const PartitionState& part,
                                            const PartitionProgress& progress);

@@ -6,9 +6,11 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "spdlog/spdlog.h"
 
@@ -37,57 +39,120 @@ std::unique_ptr<JobWindower> PartitionJobs::MakeWindower(
   return windower;
 }
 
-std::optional<JobSnapshotVersion> CurrentJobVersion(const PartitionState& part,
-                                                    const std::string& job,
-                                                    int64_t position) {
-  JobSnapshotVersion v{.committed_position = position};
-  if (auto it = part.jobs.find(job); it != part.jobs.end()) {
-    v.state = it->second;
+JobSnapshotVersion ToStoredVersion(const CommittedJob& job,
+                                   KafkaOffset position) {
+  JobSnapshotVersion v{.committed_position = position,
+                       .alerts = job.alerts,
+                       .activity = job.activity};
+  if (job.state) v.state = job.state->Serialize();
+  return v;
+}
+
+std::optional<CommittedJob> CommittedJobOf(const PartitionState& part,
+                                           const std::string& job) {
+  CommittedJob c;
+  if (auto it = part.committed_states.find(job);
+      it != part.committed_states.end()) {
+    c.state = it->second;
   }
   if (auto it = part.job_alerts.find(job); it != part.job_alerts.end()) {
-    v.alerts = it->second;
+    c.alerts = it->second;
   }
-  if (v.gone()) return std::nullopt;
+  if (c.gone()) return std::nullopt;
   if (auto it = part.activity.find(job); it != part.activity.end()) {
-    v.activity = it->second;
+    c.activity = it->second;
   }
-  return v;
+  return c;
+}
+
+std::optional<JobSnapshotVersion> CurrentJobVersion(const PartitionState& part,
+                                                    const std::string& job,
+                                                    KafkaOffset position) {
+  std::optional<CommittedJob> c = CommittedJobOf(part, job);
+  if (!c) return std::nullopt;
+  return ToStoredVersion(*c, position);
 }
 
 void NoteJobChanging(PartitionState& part, const std::string& job) {
   part.changed = true;
   if (part.changing.contains(job)) return;
-  part.changing.emplace(job,
-                        CurrentJobVersion(part, job, part.snapshot_position));
+  part.changing.emplace(job, CommittedJobOf(part, job));
+}
+
+absl::Status PartitionJobs::AddPartition(int32_t p,
+                                         RestoredPartition restored) {
+  PartitionSnapshot& snapshot = restored.snapshot;
+  PartitionState state;
+  // The boundary: the snapshot's job states are parsed once, here.
+  for (auto& [job, bytes] : snapshot.jobs) {
+    absl::StatusOr<JobState> parsed = JobState::Parse(bytes);
+    if (!parsed.ok()) {
+      return absl::DataLossError(
+          absl::StrCat("partition ", p, ": the restored state of job '", job,
+                       "' does not parse: ", parsed.status().message()));
+    }
+    state.committed_states.emplace_hint(state.committed_states.end(), job,
+                                        *std::move(parsed));
+  }
+  state.committed_position = snapshot.committed_position;
+  state.snapshot_position = snapshot.committed_position;
+  state.resume_offset = snapshot.resume_offset;
+  state.ledger = std::move(snapshot.ledger);
+  state.job_alerts = std::move(snapshot.job_alerts);
+  state.activity = std::move(snapshot.activity);
+  for (std::string& job : restored.gone_jobs) {
+    state.gone_jobs.emplace(std::move(job), snapshot.committed_position);
+  }
+  state.write_all_jobs = restored.write_all_jobs;
+  partitions_[p] = std::move(state);
+  return absl::OkStatus();
+}
+
+void PartitionJobs::MakeRoomForNewJob(int32_t p, absl::Time now) {
+  PartitionState& part = partitions_[p];
+  if (now - part.last_expiry_pass < absl::Seconds(1)) return;
+  part.last_expiry_pass = now;
+  ForgetExpired(p, part.resume_offset);
+}
+
+void PartitionJobs::DropIfUntracked(const std::string& job, int32_t p) {
+  if (auto it = partitions_.find(p);
+      it != partitions_.end() && Tracks(it->second, job)) {
+    return;
+  }
+  live_jobs_.erase(job);
 }
 
 absl::StatusOr<JobEntry*> PartitionJobs::GetOrLoad(
     const std::string& job, int32_t partition,
     const std::optional<SplitUnit>& split) {
-  auto it = jobs_.find(job);
-  if (it == jobs_.end()) {
+  auto it = live_jobs_.find(job);
+  if (it == live_jobs_.end()) {
     JobEntry entry;
     entry.partition = partition;
     // The partition's snapshot is the truth (it may come from another
     // instance, and this store may hold an older state of the job from a
     // past ownership); the store's own job record is for jobs no snapshot
     // has seen (stores written before snapshots existed).
-    std::optional<std::string> stored;
+    const JobState* committed = nullptr;
     if (auto part = partitions_.find(partition); part != partitions_.end()) {
-      if (auto it = part->second.jobs.find(job);
-          it != part->second.jobs.end()) {
-        stored = it->second;
+      if (auto it = part->second.committed_states.find(job);
+          it != part->second.committed_states.end()) {
+        committed = &it->second;
       }
     }
-    // (A split unit's state is in its partition's snapshot only: never in
-    // the store's job table, docs/state.md.)
-    if (!stored && !split) {
-      ASSIGN_OR_RETURN(stored, store_->JobState(job));
+    if (committed != nullptr) {
+      entry.state = *committed;
+    } else if (!split) {
+      // (A split unit's state is in its partition's snapshot only: never in
+      // the store's job table, docs/state.md.)
+      ASSIGN_OR_RETURN(std::optional<std::string> stored,
+                       store_->JobState(job));
+      if (stored) {
+        ASSIGN_OR_RETURN(entry.state, JobState::Parse(*stored));
+      }
     }
-    if (stored) {
-      ASSIGN_OR_RETURN(entry.state, JobState::Parse(*stored));
-    }
-    it = jobs_.emplace(job, std::move(entry)).first;
+    it = live_jobs_.emplace(job, std::move(entry)).first;
   }
   JobEntry& entry = it->second;
   entry.partition = partition;
@@ -96,8 +161,8 @@ absl::StatusOr<JobEntry*> PartitionJobs::GetOrLoad(
   return &entry;
 }
 
-void PartitionJobs::ForgetExpired(PartitionState& part,
-                                  KafkaOffset resume_offset) {
+void PartitionJobs::ForgetExpired(int32_t p, KafkaOffset resume_offset) {
+  PartitionState& part = partitions_[p];
   // While replaying, jobs with batches ahead are not loaded yet.
   if (part.next_offset < part.committed_position) return;
   const std::optional<EventNs> clock = part.ledger.newest_event_ns();
@@ -106,23 +171,22 @@ void PartitionJobs::ForgetExpired(PartitionState& part,
       EarlierBy(*clock, absl::ToInt64Nanoseconds(options_.job_expiry));
   if (!cutoff) return;
   int64_t forgotten = 0;
-  for (auto it = part.jobs.begin(); it != part.jobs.end();) {
-    auto live = jobs_.find(it->first);
+  for (auto it = part.committed_states.begin();
+       it != part.committed_states.end();) {
+    auto live = live_jobs_.find(it->first);
     // Open windows, or a batch a replay from the resume offset would read:
     // the job's state is still needed.
     // (A dirty one was closed since the last commit: its newest state is
     // not in the table yet.)
-    if (live != jobs_.end() &&
+    if (live != live_jobs_.end() &&
         (live->second.windower != nullptr || live->second.dirty ||
          live->second.last_offset >= resume_offset)) {
       ++it;
       continue;
     }
-    absl::StatusOr<JobState> state = JobState::Parse(it->second);
     // A job that knows of no event has nothing newer than the cutoff.
-    const std::optional<EventNs> newest =
-        state.ok() ? state->NewestEventNs() : std::nullopt;
-    if (!state.ok() || (newest && *newest >= *cutoff)) {
+    const std::optional<EventNs> newest = it->second.NewestEventNs();
+    if (newest && *newest >= *cutoff) {
       ++it;
       continue;
     }
@@ -132,26 +196,27 @@ void PartitionJobs::ForgetExpired(PartitionState& part,
         it->first, absl::FormatDuration(options_.job_expiry));
     // It ended (docs/semantics.md#job-lifecycle): what the store keeps of
     // it says so.
+    NoteJobChanging(part, it->first);
+    JobState& state = it->second;
     // A split unit has no record in the store's job table (docs/state.md):
     // none is made for it now. A unit not live since the restore is told by
     // the store having no record of its name.
     bool in_store = true;
-    if (live != jobs_.end()) {
+    if (live != live_jobs_.end()) {
       in_store = !live->second.split.has_value();
     } else if (absl::StrContains(it->first, '@')) {
       absl::StatusOr<std::optional<std::string>> record =
           store_->JobState(it->first);
       in_store = !record.ok() || record->has_value();
     }
-    if (state->MarkExpired() && in_store) {
+    if (state.MarkExpired() && in_store) {
       expired_updates_.push_back(JobUpdate{.job = it->first,
-                                           .state = state->Serialize(),
-                                           .lifecycle = state->lifecycle});
+                                           .state = state.Serialize(),
+                                           .lifecycle = state.lifecycle});
     }
-    if (live != jobs_.end()) jobs_.erase(live);
-    NoteJobChanging(part, it->first);
+    if (live != live_jobs_.end()) live_jobs_.erase(live);
     part.activity.erase(it->first);
-    it = part.jobs.erase(it);
+    it = part.committed_states.erase(it);
     ++forgotten;
   }
   if (forgotten > 0) {
@@ -271,9 +336,10 @@ void PartitionJobs::NoteLifecycle(const std::string& name, JobEntry& job,
 }
 
 PartitionJobs::Added PartitionJobs::AddBatch(
-    PartitionState& part, const std::string& job_name, JobEntry& entry,
+    int32_t p, const std::string& job_name, JobEntry& entry,
     const DecodedBatch& decoded, KafkaOffset offset, bool replay,
     absl::Time now, absl::Duration host_idle) {
+  PartitionState& part = partitions_[p];
   JobEntry* job = &entry;
   const DecodedBatch* batch = &decoded;
   Added added;
@@ -411,9 +477,9 @@ PartitionJobs::Added PartitionJobs::AddBatch(
     stats_->stats.host_skew.erase(job_name);
   }
   // Tracked from its first accepted batch (the commit writes its state).
-  if (!part.jobs.contains(job_name)) {
+  if (!Tracks(part, job_name)) {
     NoteJobChanging(part, job_name);
-    part.jobs.emplace(job_name, job->state.Serialize());
+    part.committed_states.emplace(job_name, job->state);
   }
   {
     absl::MutexLock lock(&stats_->mu);
@@ -611,7 +677,7 @@ std::vector<WindowSummary> PartitionJobs::EndIfGraceOver(
 int PartitionJobs::CloseIdle(absl::Time now,
                              std::vector<WindowSummary>& windows) {
   int closed = 0;
-  for (auto& [name, job] : jobs_) {
+  for (auto& [name, job] : live_jobs_) {
     if (job.state.lifecycle.awaiting_ranks()) {
       auto part = partitions_.find(job.partition);
       if (part != partitions_.end()) {
@@ -648,25 +714,25 @@ int PartitionJobs::CloseIdle(absl::Time now,
 }
 
 void PartitionJobs::RestartIdleTimers(absl::Time now) {
-  for (auto& [name, job] : jobs_) {
+  for (auto& [name, job] : live_jobs_) {
     if (job.windower) job.windower->RestartIdleTimers(now);
   }
 }
 
 PartitionState* PartitionJobs::PartitionOf(const std::string& job) {
-  if (auto it = jobs_.find(job); it != jobs_.end()) {
+  if (auto it = live_jobs_.find(job); it != live_jobs_.end()) {
     auto part = partitions_.find(it->second.partition);
     return part == partitions_.end() ? nullptr : &part->second;
   }
   for (auto& [p, part] : partitions_) {
-    if (part.jobs.contains(job) || part.job_alerts.contains(job)) return &part;
+    if (Tracks(part, job) || part.job_alerts.contains(job)) return &part;
   }
   return nullptr;
 }
 
 void PartitionJobs::DropPartition(int32_t p) {
   partitions_.erase(p);
-  absl::erase_if(jobs_, [&](const auto& kv) {
+  absl::erase_if(live_jobs_, [&](const auto& kv) {
     if (kv.second.partition != p) return false;
     absl::MutexLock lock(&stats_->mu);
     stats_->stats.host_skew.erase(kv.first);
@@ -675,9 +741,173 @@ void PartitionJobs::DropPartition(int32_t p) {
 }
 
 bool PartitionJobs::AllClosed() const {
-  return std::none_of(jobs_.begin(), jobs_.end(), [](const auto& kv) {
+  return std::none_of(live_jobs_.begin(), live_jobs_.end(), [](const auto& kv) {
     return kv.second.windower != nullptr;
   });
+}
+
+std::vector<JobUpdate> PartitionJobs::CommitJobStates(absl::Time now) {
+  std::vector<JobUpdate> updates;
+  for (auto& [name, job] : live_jobs_) {
+    if (!job.dirty) continue;
+    if (auto part = partitions_.find(job.partition);
+        part != partitions_.end()) {
+      NoteJobChanging(part->second, name);
+      part->second.committed_states.insert_or_assign(name, job.state);
+      // As the store keeps it: both only move forward. (Not for a split
+      // unit: no user-facing listing shows it, docs/state.md.)
+      if (!job.split) {
+        JobActivity& seen = part->second.activity[name];
+        seen.last_event_ns = LaterOf(seen.last_event_ns, job.last_event_ns);
+        seen.last_seen_wall_ns =
+            std::max(seen.last_seen_wall_ns, absl::ToUnixNanos(now));
+      }
+    }
+    // The boundary: the store's job record. A split unit's state is its
+    // partition snapshot's only: stored with the progress (its job record,
+    // effectively once), never in the store's job table that `query jobs`
+    // and serve list.
+    if (!job.split) {
+      updates.push_back(JobUpdate{.job = name,
+                                  .last_event_ns = job.last_event_ns,
+                                  .last_seen_wall = now,
+                                  .state = job.state.Serialize(),
+                                  .lifecycle = job.state.lifecycle});
+    }
+    job.dirty = false;
+  }
+  return updates;
+}
+
+std::vector<PartitionProgress> PartitionJobs::CommitProgress(
+    const std::string& topic, bool expire_jobs) {
+  absl::flat_hash_map<int32_t, KafkaOffset> resume;
+  for (const auto& [name, job] : live_jobs_) {
+    if (!job.windower) continue;
+    if (std::optional<KafkaOffset> r = job.windower->ResumeOffset()) {
+      spdlog::debug("job {} partition {}: resume {} finalized through {}", name,
+                    job.partition, *r,
+                    NsText(job.windower->finalized_through_ns()));
+      auto [it, inserted] = resume.try_emplace(job.partition, *r);
+      if (!inserted) it->second = std::min(it->second, *r);
+    }
+  }
+  std::vector<PartitionProgress> out;
+  out.reserve(partitions_.size());
+  for (auto& [p, part] : partitions_) {
+    if (part.next_offset < 0) continue;
+    PartitionProgress progress;
+    progress.topic = topic;
+    progress.partition = p;
+    auto it = resume.find(p);
+    progress.resume_offset = it != resume.end() ? it->second : part.next_offset;
+    progress.committed_position =
+        std::max(part.committed_position, part.next_offset);
+    part.resume_offset = progress.resume_offset;
+    if (expire_jobs) ForgetExpired(p, progress.resume_offset);
+    // No replay starts below the resume offset: older decisions are done.
+    part.ledger.ForgetBefore(progress.resume_offset);
+    part.committed_position = progress.committed_position;
+    out.push_back(std::move(progress));
+  }
+  return out;
+}
+
+void PartitionJobs::CommitAlertState(const std::string& job,
+                                     const std::optional<std::string>& alerts) {
+  if (job.empty()) return;
+  PartitionState* part = PartitionOf(job);
+  if (part == nullptr) return;  // Not an owned partition's job.
+  NoteJobChanging(*part, job);
+  if (alerts) {
+    part->job_alerts[job] = *alerts;
+  } else {
+    part->job_alerts.erase(job);
+  }
+}
+
+absl::StatusOr<std::vector<JobRecordWrite>> PartitionJobs::JobRecordsToWrite(
+    const PartitionProgress& progress) {
+  PartitionState& part = partitions_[progress.partition];
+  std::vector<JobRecordWrite> out;
+  auto add = [&](const std::string& job) {
+    PartitionJobRecord r{
+        .topic = progress.topic, .partition = progress.partition, .job = job};
+    std::optional<JobSnapshotVersion> current =
+        CurrentJobVersion(part, job, progress.committed_position);
+    if (auto it = part.changing.find(job); it != part.changing.end()) {
+      if (it->second) {
+        r.previous = ToStoredVersion(*it->second, part.snapshot_position);
+      }
+    } else {
+      r.previous = CurrentJobVersion(part, job, part.snapshot_position);
+    }
+    JobRecordWrite w{.job = job};
+    if (current) {
+      r.current = *std::move(current);
+      w.record = EncodePartitionJob(r);
+      part.gone_jobs.erase(job);
+    } else if (r.previous) {
+      // Gone: the store deletes it at once (its commit is atomic); the
+      // changelog keeps a record without state or alerts, with the version
+      // it replaces, until a snapshot after it is acknowledged.
+      r.current.committed_position = progress.committed_position;
+      w.gone_record = EncodePartitionJob(r);
+      part.gone_jobs.insert_or_assign(job, progress.committed_position);
+    } else {
+      return;  // Came and went within one commit: nothing was written.
+    }
+    out.push_back(std::move(w));
+  };
+  if (part.write_all_jobs) {
+    absl::btree_set<std::string> jobs;
+    for (const auto& [job, unused] : part.committed_states) jobs.insert(job);
+    for (const auto& [job, unused] : part.job_alerts) jobs.insert(job);
+    for (const auto& [job, unused] : part.changing) jobs.insert(job);
+    for (const std::string& job : jobs) add(job);
+    // The store's records of jobs the restored snapshot does not hold.
+    ASSIGN_OR_RETURN(auto stored, store_->PartitionJobRecords(
+                                      progress.topic, progress.partition));
+    for (const auto& [job, unused] : stored) {
+      if (!jobs.contains(job)) out.push_back(JobRecordWrite{.job = job});
+    }
+  } else {
+    for (const auto& [job, unused] : part.changing) add(job);
+  }
+  return out;
+}
+
+std::vector<std::string> PartitionJobs::GoneJobsToDelete(int32_t p) const {
+  std::vector<std::string> out;
+  auto it = partitions_.find(p);
+  if (it == partitions_.end()) return out;
+  for (const auto& [job, position] : it->second.gone_jobs) {
+    if (position <= it->second.snapshot_position) out.push_back(job);
+  }
+  return out;
+}
+
+void PartitionJobs::NoteCommitted(int32_t p, KafkaOffset position,
+                                  SnapshotWrite snapshot) {
+  PartitionState& part = partitions_[p];
+  switch (snapshot) {
+    case SnapshotWrite::kWritten:
+      // GoneJobsToDelete's tombstones went with it.
+      absl::erase_if(part.gone_jobs, [&](const auto& kv) {
+        return kv.second <= part.snapshot_position;
+      });
+      part.changed = false;
+      part.snapshot_position = position;
+      break;
+    case SnapshotWrite::kUnchanged:
+      break;
+    case SnapshotWrite::kNoChangelog:
+      part.snapshot_position = position;
+      part.gone_jobs.clear();
+      break;
+  }
+  part.changing.clear();
+  part.write_all_jobs = false;
 }
 
 }  // namespace bubblewatch

@@ -1,13 +1,23 @@
 // PartitionJobs: the input partitions this instance owns and the jobs that
 // live in them: each job's windower and state, its expiry, its host skew.
 //
-// Per partition (PartitionState): its progress, the state of every job it
-// tracks as of the last commit (what its snapshot holds), and its limit
-// ledger (partition_limits.h). Per job (JobEntry): the JobWindower of its
-// open windows (null once closed for idleness), its JobState (finalized
-// edge, per-producer sequences) and the partition its batches come from
-// (producers key batches by job, so a job lives in one partition; a split
-// job's host, keyed JOB@HOST, is a unit that lives like a job: SplitUnit).
+// Per partition (PartitionState): its progress, the committed state of
+// every job it tracks (as of the last commit: what its snapshot holds), and
+// its limit ledger (partition_limits.h). Per live job (JobEntry): the
+// JobWindower of its open windows (null once closed for idleness), its live
+// JobState (finalized edge, per-producer sequences), ahead of the committed
+// one until the next commit copies it there, and the partition its batches
+// come from (producers key batches by job, so a job lives in one
+// partition; a split job's host, keyed JOB@HOST, is a unit that lives like
+// a job: SplitUnit). A job's state is a JobState in both places; it becomes
+// bytes only at the boundary: serialized where a store or changelog record is
+// written (CommitJobStates, JobRecordsToWrite, ForgetExpired's updates),
+// parsed where one is read (AddPartition, GetOrLoad's store fallback).
+//
+// PartitionJobs is the only writer of both: the task, the admission and
+// the commit pipeline read them (partitions(), live_jobs()) and say what
+// happened through the methods below (a message, a rejection, a commit's
+// steps), never by setting a flag themselves.
 //
 // Promises (docs/architecture.md#commit-protocol has why they matter):
 //   - a job's state is loaded from its partition's snapshot when it has
@@ -26,6 +36,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -49,17 +60,40 @@
 
 namespace bubblewatch {
 
-// One owned input partition.
+// One job's part of its partition's snapshot, in memory (typed): its state,
+// its alert state and its activity as of the last commit. Its stored form
+// is a JobSnapshotVersion (state_changelog.h), made only where a record is
+// written (ToStoredVersion).
+struct CommittedJob {
+  std::optional<JobState> state;      // None: not tracked (alerts only).
+  std::optional<std::string> alerts;  // Opaque (alerts/), as committed.
+  JobActivity activity;
+
+  // Neither state nor alerts: the job is gone from the partition.
+  bool gone() const { return !state && !alerts; }
+};
+
+// `job`'s stored version at `position`: its state serialized
+// (JobState::Serialize, the bytes the records hold).
+JobSnapshotVersion ToStoredVersion(const CommittedJob& job,
+                                   KafkaOffset position);
+
+// One owned input partition. Written by PartitionJobs only (its methods);
+// the others read it through PartitionJobs::partitions() const.
 struct PartitionState {
   KafkaOffset committed_position = 0;  // From the store at assignment.
   KafkaOffset next_offset = -1;        // After the last message seen.
   bool at_end = false;  // Reached the partition's end since the last one.
-  // The state of every job of this partition as of the last commit (and
-  // of the snapshot it was restored from): what the snapshots hold.
-  JobStates jobs;
+  // The state of every job the partition tracks as of the last commit (and
+  // of the snapshot it was restored from): the committed copy, what its
+  // snapshot holds. The same type as a live job's (JobEntry::state), which
+  // runs ahead of it between commits; serialized only where a snapshot's
+  // records are written, parsed where one is restored (AddPartition).
+  std::map<std::string, JobState> committed_states;
   // The alert state of its jobs as of the last commit (commit observers'
   // per-job records, StoreBatch::alert_states with a job): it moves with
-  // the partition's snapshot to the next owner.
+  // the partition's snapshot to the next owner. Opaque bytes: the alert
+  // hook's, not a job state.
   JobStates job_alerts;
   // What the store keeps of its jobs beside their state (last event time,
   // last commit's wall time), as of the last commit: the snapshots carry it
@@ -79,10 +113,10 @@ struct PartitionState {
   // written (or restored): the position of every version in the maps
   // above that no commit since changed.
   KafkaOffset snapshot_position = 0;
-  // Jobs whose part changed since the last snapshot, with their version as
-  // of snapshot_position (nullopt: the job was not in it). Filled by
+  // Jobs whose part changed since the last snapshot, with their part as of
+  // snapshot_position (nullopt: the job was not in it). Filled by
   // NoteJobChanging, emptied by the commit that writes them.
-  absl::flat_hash_map<std::string, std::optional<JobSnapshotVersion>> changing;
+  absl::flat_hash_map<std::string, std::optional<CommittedJob>> changing;
   // The next commit writes every job's record (and deletes the store's
   // records of jobs the maps lack): set on assignment, since the copy
   // not restored from may lack what the other had.
@@ -93,12 +127,18 @@ struct PartitionState {
   absl::flat_hash_map<std::string, KafkaOffset> gone_jobs;
 };
 
-// Call before `job`'s part of `part`'s snapshot (its entry in jobs,
-// job_alerts or activity) changes: keeps its version as of the last
-// snapshot, once per commit, and marks the partition changed.
+// Call before `job`'s part of `part`'s snapshot (its entry in
+// committed_states, job_alerts or activity) changes: keeps its part as of
+// the last snapshot, once per commit, and marks the partition changed.
+// PartitionJobs' (and its unit tests').
 void NoteJobChanging(PartitionState& part, const std::string& job);
 
-// `job`'s version in `part`'s maps as they are now, at `position`
+// `job`'s part of `part`'s snapshot as it is now (nullopt when the
+// partition has neither its state nor its alerts).
+std::optional<CommittedJob> CommittedJobOf(const PartitionState& part,
+                                           const std::string& job);
+
+// `job`'s stored version in `part`'s maps as they are now, at `position`
 // (nullopt when the partition has neither its state nor its alerts).
 std::optional<JobSnapshotVersion> CurrentJobVersion(const PartitionState& part,
                                                     const std::string& job,
@@ -118,6 +158,29 @@ struct SplitUnit {
 // path).
 std::optional<SplitUnit> SplitUnitOf(absl::string_view key,
                                      const std::string& job);
+
+// What an assignment restored of a partition (CommitPipeline::
+// RestorePartition), in its stored form, for PartitionJobs::AddPartition.
+struct RestoredPartition {
+  // The snapshot (empty without one); its resume_offset is where reading
+  // starts (the group offset without a snapshot).
+  PartitionSnapshot snapshot;
+  // Jobs the changelog holds as gone, whose records are deleted once a
+  // snapshot after snapshot.committed_position is acknowledged.
+  std::vector<std::string> gone_jobs;
+  // The first commit writes every job's record (PartitionState).
+  bool write_all_jobs = false;
+};
+
+// One job's record that a commit writes (docs/state.md#partition-
+// snapshots): `record` to the store and the changelog; for a job gone from
+// the partition, nothing to the store (deleted) and `gone_record` to the
+// changelog; neither: a stale store record, deleted.
+struct JobRecordWrite {
+  std::string job;
+  std::optional<std::string> record;
+  std::optional<std::string> gone_record;
+};
 
 // One live job (or split unit: it lives like a job, under the unit's name
 // `JOB@X`, and finalizes window parts instead of windows).
@@ -144,21 +207,25 @@ class PartitionJobs {
                 StatsCell* stats)
       : options_(options), store_(store), stats_(stats) {}
 
-  absl::flat_hash_map<int32_t, PartitionState>& partitions() {
-    return partitions_;
-  }
+  // The owned partitions and the live jobs, to read. Every write goes
+  // through the methods below, so what a commit, a message or an
+  // assignment does to them is said here.
   const absl::flat_hash_map<int32_t, PartitionState>& partitions() const {
     return partitions_;
   }
-  absl::flat_hash_map<std::string, JobEntry>& jobs() { return jobs_; }
-  const absl::flat_hash_map<std::string, JobEntry>& jobs() const {
-    return jobs_;
+  const absl::flat_hash_map<std::string, JobEntry>& live_jobs() const {
+    return live_jobs_;
   }
+
+  // Takes over partition `p` as `restored` holds it: parses its jobs'
+  // states (the snapshot's bytes become the committed JobStates).
+  // kDataLoss, and `p` not owned, when one does not parse.
+  absl::Status AddPartition(int32_t p, RestoredPartition restored);
 
   // A message at `offset` of partition `p` was consumed: `p` is no longer
   // read to its end, its snapshot changes, and reading goes on after the
   // message. Returns `p`'s state (a new one if `p` was not owned).
-  PartitionState& NoteMessage(int32_t p, KafkaOffset offset) {
+  const PartitionState& NoteMessage(int32_t p, KafkaOffset offset) {
     PartitionState& part = partitions_[p];
     part.at_end = false;
     part.changed = true;
@@ -167,19 +234,69 @@ class PartitionJobs {
   }
   // Partition `p` was read to its end (a new state if `p` was not owned).
   void NoteEndOfPartition(int32_t p) { partitions_[p].at_end = true; }
+  // A stateful limit rejected the message at `offset` of `p`: its ledger
+  // remembers, so a replay decides the same (partition_limits.h).
+  void NoteLimitRejection(int32_t p, KafkaOffset offset) {
+    partitions_[p].ledger.RecordRejection(offset);
+  }
+  // A new job of `p` is at the jobs-per-partition limit: looks for expired
+  // jobs to make room (ForgetExpired from the last commit's resume offset),
+  // at most once a second, so a stream of made-up names costs no scan each.
+  void MakeRoomForNewJob(int32_t p, absl::Time now);
+  // Forgets the live entry of `job` when no partition's committed state
+  // tracks it (a first batch rejected: it leaves no job behind).
+  void DropIfUntracked(const std::string& job, int32_t p);
 
-  // The owned partition `job` belongs to (a live job's, else the one whose
-  // snapshot holds it), or null.
-  PartitionState* PartitionOf(const std::string& job);
-
+  // True when `job` is tracked by `part` (has a committed state in it).
+  static bool Tracks(const PartitionState& part, const std::string& job) {
+    return part.committed_states.contains(job);
+  }
   // Jobs `part` tracks (its snapshot's jobs).
   static int64_t TrackedJobs(const PartitionState& part) {
-    return static_cast<int64_t>(part.jobs.size());
+    return static_cast<int64_t>(part.committed_states.size());
   }
+
+  // The commit's part of the state (docs/architecture.md#commit-protocol,
+  // CommitPipeline::Commit calls them in this order).
+  // 1. The live jobs changed since the last commit: their state becomes
+  // their partition's committed state (activity stamped `now`), and their
+  // store updates (state serialized) are returned.
+  std::vector<JobUpdate> CommitJobStates(absl::Time now);
+  // 2. The progress of each owned partition a message was read of: its
+  // resume offset (the oldest an open window needs, else the next
+  // offset) and committed position, kept as the partition's; then, with
+  // `expire_jobs`, the jobs past options.job_expiry are forgotten
+  // (ForgetExpired), and the ledger forgets what lies before the resume
+  // offset.
+  std::vector<PartitionProgress> CommitProgress(const std::string& topic,
+                                                bool expire_jobs);
+  // 3. The alert state the commit observer committed for `job` (nullopt:
+  // none any more) joins its partition's snapshot; ignored for a job of no
+  // owned partition.
+  void CommitAlertState(const std::string& job,
+                        const std::optional<std::string>& alerts);
+  // 4. The job records partition `progress.partition`'s snapshot at
+  // `progress` needs written: those of the jobs that changed since the
+  // last snapshot, or all after an assignment (PartitionState::
+  // write_all_jobs), with the store's records of jobs it does not hold.
+  // Notes which jobs went (their changelog tombstone is due later).
+  absl::StatusOr<std::vector<JobRecordWrite>> JobRecordsToWrite(
+      const PartitionProgress& progress);
+  // 5. The jobs of `p` whose changelog record can be deleted now: gone at
+  // or before the last snapshot written (acknowledged by this commit's
+  // flush).
+  std::vector<std::string> GoneJobsToDelete(int32_t p) const;
+  // 6. `p` was committed at `position`; `snapshot` says what became of its
+  // snapshot: written to the changelog (with GoneJobsToDelete's
+  // tombstones), not written (unchanged), or there is no changelog.
+  enum class SnapshotWrite { kWritten, kUnchanged, kNoChangelog };
+  void NoteCommitted(int32_t p, KafkaOffset position, SnapshotWrite snapshot);
 
   // The live entry of `job`, loaded (see the top) and given a windower if
   // it has none. `split`: `job` is that split unit's name (its windower
-  // makes parts: JobWindower::SplitAs).
+  // makes parts: JobWindower::SplitAs). (Mutable because the admission
+  // hands it on to this class's IsDuplicateBatch and AddBatch, which change
+  // it: the writes stay here; a caller only reads it.)
   absl::StatusOr<JobEntry*> GetOrLoad(
       const std::string& job, int32_t partition,
       const std::optional<SplitUnit>& split = std::nullopt);
@@ -189,13 +306,8 @@ class PartitionJobs {
   // publishes instead of their windows.
   std::vector<HostWindowPart> TakeParts() { return std::exchange(parts_, {}); }
 
-  // Forgets the jobs of `part` past options.job_expiry that have no open
-  // window and no batch at or after `resume_offset`. Each one's stored state
-  // is marked ended (expired) by the next commit (TakeExpiredUpdates).
-  void ForgetExpired(PartitionState& part, KafkaOffset resume_offset);
-
-  // The store updates of the jobs ForgetExpired forgot since the last call:
-  // their state with the lifecycle ended and expired.
+  // The store updates of the jobs forgotten after --job-expiry since the
+  // last call: their state with the lifecycle ended and expired.
   std::vector<JobUpdate> TakeExpiredUpdates();
 
   // True if `header`'s batch was already counted (see the definition).
@@ -212,7 +324,8 @@ class PartitionJobs {
     // Window start -> late collective records of this batch.
     absl::flat_hash_map<WindowStartNs, int64_t> late_collective_counts;
   };
-  // Adds the accepted `batch` (at `offset` of `part`) to `job`, finalizes
+  // Adds the accepted `batch` (at `offset` of partition `p`, which
+  // NoteMessage made owned) to `job`, finalizes
   // what its watermark allows (hosts silent for `host_idle` no longer hold
   // it back) and tracks the job in `part` from its first batch.
   // Lifecycle (live batches only: a replayed one is in the restored state
@@ -226,7 +339,7 @@ class PartitionJobs {
   // first, as an end marker does, so unobserved time is never a bubble; an
   // observation that overlaps or precedes its stream's previous one is
   // counted (docs/semantics.md#observations).
-  Added AddBatch(PartitionState& part, const std::string& name, JobEntry& job,
+  Added AddBatch(int32_t p, const std::string& name, JobEntry& job,
                  const DecodedBatch& batch, KafkaOffset offset, bool replay,
                  absl::Time now, absl::Duration host_idle);
 
@@ -261,6 +374,14 @@ class PartitionJobs {
   const absl::Status& analysis_failure() const { return analysis_failure_; }
 
  private:
+  // Forgets the jobs of `p` past options.job_expiry that have no open
+  // window and no batch at or after `resume_offset` (CommitProgress,
+  // MakeRoomForNewJob). Each one's stored state is marked ended (expired)
+  // by the next commit (TakeExpiredUpdates).
+  void ForgetExpired(int32_t p, KafkaOffset resume_offset);
+  // The owned partition `job` belongs to (a live job's, else the one whose
+  // snapshot holds it), or null.
+  PartitionState* PartitionOf(const std::string& job);
   // Measures the host skew of `job` (its windows just closed), logs a
   // warning when it is over options.skew_warning and updates the stats.
   // Counts (ProcessorStats::collective_errors) and logs the windows whose
@@ -300,7 +421,7 @@ class PartitionJobs {
   WindowStore* store_;
   StatsCell* stats_;
   absl::flat_hash_map<int32_t, PartitionState> partitions_;
-  absl::flat_hash_map<std::string, JobEntry> jobs_;
+  absl::flat_hash_map<std::string, JobEntry> live_jobs_;
   std::vector<JobUpdate> expired_updates_;
   std::vector<HostWindowPart> parts_;
   absl::Status analysis_failure_;

@@ -29,19 +29,25 @@ void PartitionTask::Connect(std::unique_ptr<CommitKafka> kafka,
 
 void PartitionTask::Assign(std::span<Assigned> partitions) {
   for (Assigned& a : partitions) {
-    PartitionState state;
-    if (absl::Status s = commits_.RestorePartition(options_.topic, a.partition,
-                                                   a.offset, state);
+    absl::StatusOr<RestoredPartition> restored =
+        commits_.RestorePartition(options_.topic, a.partition, a.offset);
+    if (!restored.ok()) {
+      shared_->fatal = restored.status();
+      continue;
+    }
+    if (absl::Status s = jobs_.AddPartition(a.partition, *std::move(restored));
         !s.ok()) {
       shared_->fatal = s;
       continue;
     }
     if (options_.observer != nullptr) {
+      const PartitionState& part = jobs_.partitions().at(a.partition);
       std::vector<std::string> jobs;
-      for (const auto& [job, unused] : state.jobs) jobs.push_back(job);
-      options_.observer->OnJobsAssigned(jobs, state.job_alerts);
+      for (const auto& [job, unused] : part.committed_states) {
+        jobs.push_back(job);
+      }
+      options_.observer->OnJobsAssigned(jobs, part.job_alerts);
     }
-    jobs_.partitions()[a.partition] = std::move(state);
   }
   commits_.AssignmentDone();
 }
@@ -60,12 +66,14 @@ void PartitionTask::Revoke(std::span<const int32_t> partitions,
       absl::btree_set<std::string> jobs;
       if (auto it = jobs_.partitions().find(p);
           it != jobs_.partitions().end()) {
-        for (const auto& [job, unused] : it->second.jobs) jobs.insert(job);
+        for (const auto& [job, unused] : it->second.committed_states) {
+          jobs.insert(job);
+        }
         for (const auto& [job, unused] : it->second.job_alerts) {
           jobs.insert(job);
         }
       }
-      for (const auto& [job, entry] : jobs_.jobs()) {
+      for (const auto& [job, entry] : jobs_.live_jobs()) {
         if (entry.partition == p) jobs.insert(job);
       }
       options_.observer->OnJobsRevoked({jobs.begin(), jobs.end()});
@@ -78,7 +86,8 @@ absl::Status PartitionTask::OnMessage(const ConsumedMessage& message,
                                       absl::Time now) {
   // The message counts in its partition's progress before it is decided:
   // a failure below stops the processor with nothing more committed.
-  PartitionState& part = jobs_.NoteMessage(message.partition, message.offset);
+  const PartitionState& part =
+      jobs_.NoteMessage(message.partition, message.offset);
   const bool replay = message.offset < part.committed_position;
   commits_.MarkUncommitted();
   {
@@ -87,7 +96,7 @@ absl::Status PartitionTask::OnMessage(const ConsumedMessage& message,
     if (replay) ++stats_.stats.replayed_messages;
   }
   absl::StatusOr<Admission> admitted =
-      admission_.Admit(message.payload, message.partition, message.offset, part,
+      admission_.Admit(message.payload, message.partition, message.offset,
                        replay, now, message.key);
   if (!admitted.ok()) {
     shared_->fatal = admitted.status();
@@ -119,8 +128,8 @@ absl::Status PartitionTask::OnMessage(const ConsumedMessage& message,
   }
   const std::string& job_name = admission.name;
   PartitionJobs::Added added =
-      jobs_.AddBatch(part, job_name, *admission.job, admission.batch,
-                     message.offset, replay, now, HostIdle());
+      jobs_.AddBatch(message.partition, job_name, *admission.job,
+                     admission.batch, message.offset, replay, now, HostIdle());
   // A split unit's late events are counted in the stats only: it stores no
   // window to add them to (docs/semantics.md#late-events).
   if (!admission.job->split) {

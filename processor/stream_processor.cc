@@ -239,7 +239,7 @@ void StreamProcessor::Impl::DeliveryCallback(rd_kafka_t*,
 
 void StreamProcessor::Impl::LogProgress() {
   int64_t open = 0, buffered = 0;
-  for (const auto& [name, job] : task_.jobs().jobs()) {
+  for (const auto& [name, job] : task_.jobs().live_jobs()) {
     if (!job.windower) continue;
     ++open;
     buffered += static_cast<int64_t>(job.windower->buffered_events());

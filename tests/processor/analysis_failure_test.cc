@@ -130,14 +130,13 @@ TEST(AnalysisFailure, PartitionJobsCountsItAndKeepsItForTheProcessor) {
     options.windower = Options(fails);
     StatsCell stats;
     PartitionJobs jobs(options, store->get(), &stats);
-    PartitionState part;
     const absl::Time now = absl::FromUnixSeconds(1'000'000);
     int64_t offset = 0;
     size_t windows = 0;
     for (const DecodedBatch& b : Stream()) {
       absl::StatusOr<JobEntry*> job = jobs.GetOrLoad("job", 0);
       ASSERT_TRUE(job.ok()) << job.status();
-      windows += jobs.AddBatch(part, "job", **job, b, offset++,
+      windows += jobs.AddBatch(0, "job", **job, b, offset++,
                                /*replay=*/false, now, absl::InfiniteDuration())
                      .windows.size();
     }
@@ -153,7 +152,8 @@ TEST(AnalysisFailure, PartitionJobsCountsItAndKeepsItForTheProcessor) {
     ASSERT_FALSE(jobs.analysis_failure().ok());
     EXPECT_THAT(jobs.analysis_failure().message(), HasSubstr("job job"));
     // Its state says nothing was finalized: a restart redoes these windows.
-    EXPECT_EQ(jobs.jobs().at("job").state.finalized_through_ns, std::nullopt);
+    EXPECT_EQ(jobs.live_jobs().at("job").state.finalized_through_ns,
+              std::nullopt);
   }
 }
 

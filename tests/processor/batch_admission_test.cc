@@ -82,21 +82,20 @@ class AdmissionDriver {
     admission_ = std::make_unique<BatchAdmission>(options_, jobs_.get());
   }
 
-  PartitionState& part() { return jobs_->partitions()[0]; }
+  const PartitionState& part() { return jobs_->partitions().at(0); }
 
   // Decides the message at the next offset; returns its verdict.
   Admission Feed(const std::vector<uint8_t>& bytes) {
-    PartitionState& p = part();
     const int64_t offset = offset_++;
-    const bool replay = offset < p.committed_position;
-    p.next_offset = offset_;
+    const bool replay =
+        offset < jobs_->NoteMessage(0, offset).committed_position;
     absl::StatusOr<Admission> a =
-        admission_->Admit(bytes, 0, offset, p, replay, absl::Now());
+        admission_->Admit(bytes, 0, offset, replay, absl::Now());
     EXPECT_TRUE(a.ok()) << a.status();
     if (!a.ok()) return Admission{};
     if (a->verdict == AdmissionVerdict::kAccept) {
       PartitionJobs::Added added =
-          jobs_->AddBatch(p, a->batch.header.job, *a->job, a->batch, offset,
+          jobs_->AddBatch(0, a->batch.header.job, *a->job, a->batch, offset,
                           replay, absl::Now(), absl::InfiniteDuration());
       for (const WindowSummary& w : added.windows) {
         windows_.push_back(EncodeWindowSummary(w));
@@ -107,28 +106,35 @@ class AdmissionDriver {
 
   // What a commit at this point leaves for the next owner: the jobs' states,
   // the committed position, the ledger.
-  PartitionState Snapshot() {
-    PartitionState s;
-    for (auto& [name, job] : jobs_->jobs()) {
-      s.jobs[name] = job.state.Serialize();
+  RestoredPartition Snapshot() {
+    RestoredPartition s;
+    for (const auto& [name, job] : jobs_->live_jobs()) {
+      s.snapshot.jobs[name] = job.state.Serialize();
     }
-    s.committed_position = offset_;
-    s.ledger = part().ledger;
+    s.snapshot.committed_position = offset_;
+    s.snapshot.ledger = part().ledger;
     return s;
   }
   // Takes over `snapshot`, reading from its start again (as after a restart
   // whose resume offset is 0).
-  void Restore(const PartitionState& snapshot) {
-    part() = snapshot;
+  void Restore(const RestoredPartition& snapshot) {
+    ASSERT_TRUE(jobs_->AddPartition(0, snapshot).ok());
     offset_ = 0;
   }
 
   const std::vector<std::string>& windows() const { return windows_; }
-  JobState& state() { return jobs_->jobs().at("job").state; }
-  std::optional<int64_t> last_event_ns() const {
-    return jobs_->jobs().at("job").last_event_ns;
+  const JobState& state() { return jobs_->live_jobs().at("job").state; }
+  // The live job, to change as the processor would (GetOrLoad: the entry
+  // AddBatch is given).
+  JobEntry& job() {
+    absl::StatusOr<JobEntry*> job = jobs_->GetOrLoad("job", 0);
+    EXPECT_TRUE(job.ok()) << job.status();
+    return **job;
   }
-  bool tracks_job() const { return jobs_->jobs().contains("job"); }
+  std::optional<int64_t> last_event_ns() const {
+    return jobs_->live_jobs().at("job").last_event_ns;
+  }
+  bool tracks_job() const { return jobs_->live_jobs().contains("job"); }
 
  private:
   std::unique_ptr<WindowStore> store_;
@@ -230,7 +236,7 @@ TEST_F(BatchAdmissionSequence, AProducerRestartingFromZeroIsNeverRejected) {
   EXPECT_EQ(p.windows(), clean);
 
   // Forgotten (as --producer-expiry does): its resend from 0 is a new start.
-  p.state().ForgetProducersBefore(INT64_MAX);
+  p.job().state.ForgetProducersBefore(INT64_MAX);
   ASSERT_FALSE(p.state().producer_sequences.contains(kRealProducer));
   EXPECT_EQ(p.Feed(real[0]).verdict, AdmissionVerdict::kAccept);
   EXPECT_EQ(p.Feed(real[1]).verdict, AdmissionVerdict::kAccept);
@@ -249,7 +255,7 @@ TEST_F(BatchAdmissionSequence, AReplayDecidesAsTheFirstPass) {
   for (size_t i = 0; i < 6; ++i) {
     ASSERT_EQ(first.Feed(real[i]).verdict, AdmissionVerdict::kAccept);
   }
-  const PartitionState snapshot = first.Snapshot();
+  const RestoredPartition snapshot = first.Snapshot();
 
   AdmissionDriver second(dir_.Sub("second"));
   second.Restore(snapshot);

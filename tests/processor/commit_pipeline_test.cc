@@ -70,18 +70,16 @@ class CommitPipelineTest : public ::testing::Test {
     pipeline_->Connect(std::move(kafka), /*changelog=*/nullptr);
     pipeline_->set_stop(&stop_);
     int64_t offset = RD_KAFKA_OFFSET_INVALID;
-    PartitionState state;
-    ASSERT_TRUE(
-        pipeline_->RestorePartition(options_.topic, 0, offset, state).ok());
+    absl::StatusOr<RestoredPartition> restored =
+        pipeline_->RestorePartition(options_.topic, 0, offset);
+    ASSERT_TRUE(restored.ok()) << restored.status();
     resume_ = offset;
-    jobs_->partitions()[0] = std::move(state);
+    ASSERT_TRUE(jobs_->AddPartition(0, *std::move(restored)).ok());
     pipeline_->AssignmentDone();
   }
   // The message at `offset` was handled and made `windows`; then a commit.
   absl::Status Step(int64_t offset, std::vector<WindowSummary> windows) {
-    PartitionState& part = jobs_->partitions()[0];
-    part.changed = true;
-    part.next_offset = std::max(part.next_offset, offset + 1);
+    jobs_->NoteMessage(0, offset);
     pipeline_->MarkUncommitted();
     for (WindowSummary& w : windows) {
       pipeline_->pending_windows().push_back(std::move(w));

@@ -96,7 +96,6 @@ class JobBufferBound : public ::testing::Test {
       stats_.stats = ProcessorStats();
     }
     jobs_ = std::make_unique<PartitionJobs>(options_, store_.get(), &stats_);
-    part_ = PartitionState();
   }
   // Adds `b` at `offset` as the admission does; `replay`: a batch below the
   // committed position after a restart.
@@ -109,24 +108,24 @@ class JobBufferBound : public ::testing::Test {
     if (PartitionJobs::IsDuplicateBatch(**job, b.header, replay)) return {};
     std::vector<WindowSummary> out =
         jobs_
-            ->AddBatch(part_, "job", **job, b, offset, replay, clock_,
+            ->AddBatch(0, "job", **job, b, offset, replay, clock_,
                        absl::InfiniteDuration())
             .windows;
     EXPECT_LE(Buffered(), kBound) << "after the batch at offset " << offset;
     return out;
   }
   int64_t Buffered() {
-    if (!jobs_->jobs().contains("job")) return 0;
-    const JobEntry& job = jobs_->jobs().at("job");
+    if (!jobs_->live_jobs().contains("job")) return 0;
+    const JobEntry& job = jobs_->live_jobs().at("job");
     return job.windower == nullptr
                ? 0
                : static_cast<int64_t>(job.windower->buffered_events());
   }
   void Restart(const std::string& job_state) {
     jobs_ = std::make_unique<PartitionJobs>(options_, store_.get(), &stats_);
-    part_ = PartitionState();
-    part_.jobs["job"] = job_state;
-    jobs_->partitions()[0] = part_;
+    RestoredPartition restored;
+    restored.snapshot.jobs["job"] = job_state;
+    ASSERT_TRUE(jobs_->AddPartition(0, std::move(restored)).ok());
   }
   std::vector<WindowSummary> Idle() {
     clock_ += options_.idle_timeout + absl::Seconds(1);
@@ -138,14 +137,13 @@ class JobBufferBound : public ::testing::Test {
     absl::MutexLock lock(&stats_.mu);
     return stats_.stats;
   }
-  const JobState& State() { return jobs_->jobs().at("job").state; }
+  const JobState& State() { return jobs_->live_jobs().at("job").state; }
 
   std::unique_ptr<testing::TempDir> dir_;
   std::unique_ptr<WindowStore> store_;
   StreamProcessorOptions options_;
   StatsCell stats_;
   std::unique_ptr<PartitionJobs> jobs_;
-  PartitionState part_;
   absl::Time clock_ = absl::FromUnixSeconds(1'000'000);
 };
 
@@ -208,7 +206,7 @@ TEST_F(JobBufferBound, ARestartAfterAnyBatchStoresTheSame) {
     for (size_t i = 0; i <= cut; ++i) {
       FeedAt(batches[i], static_cast<int64_t>(i), false);
     }
-    const JobEntry& job = jobs_->jobs().at("job");
+    const JobEntry& job = jobs_->live_jobs().at("job");
     const std::string state = job.state.Serialize();
     const int64_t closes_before = Stats().buffer_full_closes;
     // Replay from the partition's resume offset, or from an earlier one

@@ -162,13 +162,13 @@ class PartitionJobsLifecycle : public ::testing::Test {
     EXPECT_TRUE(job.ok()) << job.status();
     if (!job.ok()) return {};
     if (PartitionJobs::IsDuplicateBatch(**job, b.header, replay)) return {};
-    PartitionJobs::Added added = jobs_->AddBatch(
-        jobs_->partitions()[0], b.header.job, **job, b, offset_++, replay,
-        absl::Now(), absl::InfiniteDuration());
+    PartitionJobs::Added added =
+        jobs_->AddBatch(0, b.header.job, **job, b, offset_++, replay,
+                        absl::Now(), absl::InfiniteDuration());
     for (const auto& [window, count] : added.late_counts) late_ += count;
     return added.windows;
   }
-  JobEntry& Job() { return jobs_->jobs().at("job"); }
+  const JobEntry& Job() { return jobs_->live_jobs().at("job"); }
   ProcessorStats Stats() {
     absl::MutexLock lock(&stats_.mu);
     return stats_.stats;
@@ -179,7 +179,6 @@ class PartitionJobsLifecycle : public ::testing::Test {
   StreamProcessorOptions options_;
   StatsCell stats_;
   std::unique_ptr<PartitionJobs> jobs_;
-  PartitionState part_;
   int64_t offset_ = 0;
   int64_t late_ = 0;
 };
@@ -319,8 +318,9 @@ TEST_F(PartitionJobsLifecycle, ARestoredMultiRankJobWaitsForTheSameRanks) {
   // A fresh processor with the restored state, replaying the two ranks'
   // batches (their windows are not stored yet) and going on.
   jobs_ = std::make_unique<PartitionJobs>(options_, store_.get(), &stats_);
-  ASSERT_TRUE(jobs_->GetOrLoad("job", 0).ok());
-  Job().state = *restored;
+  absl::StatusOr<JobEntry*> loaded = jobs_->GetOrLoad("job", 0);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  (*loaded)->state = *restored;
   offset_ = 0;
   for (int32_t rank = 0; rank < 2; ++rank) {
     EXPECT_TRUE(Feed(RankBatch(rank, 0, 0, 12), /*replay=*/true).empty());

@@ -164,7 +164,6 @@ class Observations : public ::testing::Test {
       stats_.stats = ProcessorStats();
     }
     jobs_ = std::make_unique<PartitionJobs>(options_, store_.get(), &stats_);
-    part_ = PartitionState();
     offset_ = 0;
   }
 
@@ -181,7 +180,7 @@ class Observations : public ::testing::Test {
     EXPECT_FALSE(ValidateBatch(b).has_value());
     if (PartitionJobs::IsDuplicateBatch(**job, b.header, replay)) return {};
     return jobs_
-        ->AddBatch(part_, "job", **job, b, offset, replay, clock_,
+        ->AddBatch(0, "job", **job, b, offset, replay, clock_,
                    absl::InfiniteDuration())
         .windows;
   }
@@ -189,9 +188,9 @@ class Observations : public ::testing::Test {
   // snapshot holding `job_state` (what the last commit wrote of the job).
   void Restart(const std::string& job_state) {
     jobs_ = std::make_unique<PartitionJobs>(options_, store_.get(), &stats_);
-    part_ = PartitionState();
-    part_.jobs["job"] = job_state;
-    jobs_->partitions()[0] = part_;
+    RestoredPartition restored;
+    restored.snapshot.jobs["job"] = job_state;
+    ASSERT_TRUE(jobs_->AddPartition(0, std::move(restored)).ok());
   }
   // The idle timeout fires (wall time): every open window closes.
   std::vector<WindowSummary> Idle() {
@@ -224,7 +223,7 @@ class Observations : public ::testing::Test {
   }
   // The job's state now, as a commit would store it.
   std::string JobStateBytes() {
-    return jobs_->jobs().at("job").state.Serialize();
+    return jobs_->live_jobs().at("job").state.Serialize();
   }
   // Feeds `batches` uninterrupted, then lets the job go idle; `all` gets
   // every window. Then, for every cut, a run restarted after batch `cut`
@@ -252,7 +251,7 @@ class Observations : public ::testing::Test {
       SCOPED_TRACE(absl::StrCat("restart after batch ", cut));
       Reset();
       for (size_t i = 0; i <= cut; ++i) Feed(batches[i]);
-      const JobEntry& job = jobs_->jobs().at("job");
+      const JobEntry& job = jobs_->live_jobs().at("job");
       const std::string state = job.state.Serialize();
       int64_t resume = static_cast<int64_t>(cut) + 1;
       if (job.windower != nullptr && job.windower->ResumeOffset()) {
@@ -302,7 +301,6 @@ class Observations : public ::testing::Test {
   StreamProcessorOptions options_;
   StatsCell stats_;
   std::unique_ptr<PartitionJobs> jobs_;
-  PartitionState part_;
   int64_t offset_ = 0;
   absl::Time clock_ = absl::FromUnixSeconds(1'000'000);
 };
@@ -786,7 +784,7 @@ TEST_F(Observations, BadObservationsAreCountedPerJobOnceAcrossRestarts) {
   // The uninterrupted run (each restarted one ended in the same state).
   Reset();
   for (const DecodedBatch& b : batches) Feed(b);
-  const JobState& state = jobs_->jobs().at("job").state;
+  const JobState& state = jobs_->live_jobs().at("job").state;
   EXPECT_EQ(state.lifecycle.overlapping_observations, 2);
   EXPECT_EQ(state.lifecycle.observations_backwards, 1);
   EXPECT_EQ(Stats().overlapping_observations, 2);
@@ -806,12 +804,13 @@ TEST_F(Observations, BadObservationsAreCountedPerJobOnceAcrossRestarts) {
   for (size_t i = 0; i < first_overlap; ++i) {
     FeedAt(batches[i], static_cast<int64_t>(i), /*replay=*/true);
   }
-  EXPECT_EQ(jobs_->jobs().at("job").state.last_observations.at({"h", 0, 0}).id,
-            1u);
+  EXPECT_EQ(
+      jobs_->live_jobs().at("job").state.last_observations.at({"h", 0, 0}).id,
+      1u);
   for (size_t i = first_overlap; i < batches.size(); ++i) {
     FeedAt(batches[i], static_cast<int64_t>(i), /*replay=*/false);
   }
-  const JobLifecycle counted = jobs_->jobs().at("job").state.lifecycle;
+  const JobLifecycle counted = jobs_->live_jobs().at("job").state.lifecycle;
   EXPECT_EQ(counted.overlapping_observations, 2);
   EXPECT_EQ(counted.observations_backwards, 1);
   // ... and one restarted after it replays the bad observations' batches
@@ -820,9 +819,10 @@ TEST_F(Observations, BadObservationsAreCountedPerJobOnceAcrossRestarts) {
   for (size_t i = 0; i < batches.size(); ++i) {
     FeedAt(batches[i], static_cast<int64_t>(i), /*replay=*/true);
   }
-  EXPECT_EQ(jobs_->jobs().at("job").state.lifecycle, counted);
-  EXPECT_EQ(jobs_->jobs().at("job").state.last_observations.at({"h", 0, 0}).id,
-            4u);
+  EXPECT_EQ(jobs_->live_jobs().at("job").state.lifecycle, counted);
+  EXPECT_EQ(
+      jobs_->live_jobs().at("job").state.last_observations.at({"h", 0, 0}).id,
+      4u);
   EXPECT_EQ(Stats().overlapping_observations, 2);
   EXPECT_EQ(Stats().observations_backwards, 1);
 }

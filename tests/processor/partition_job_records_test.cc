@@ -3,14 +3,21 @@
 // for a given partition record, including an owner that died between its
 // job records and its partition record, and snapshots of the old form that
 // held their jobs themselves.
+#include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "processor/job_state.h"
 #include "processor/partition_jobs.h"
+#include "processor/processor_options.h"
+#include "processor/runtime_shared.h"
 #include "processor/state_changelog.h"
+#include "storage/window_store.h"
+#include "tests/testing/temp_dir.h"
 
 namespace bubblewatch {
 namespace {
@@ -160,20 +167,100 @@ TEST(AssemblePartitionSnapshot, AnOldFormRecordKeepsItsJobs) {
 TEST(PartitionState, NoteJobChangingKeepsTheVersionOfTheLastSnapshot) {
   PartitionState part;
   part.snapshot_position = 40;
-  part.jobs["a"] = StateAt(1);
+  part.committed_states["a"] = *JobState::Parse(StateAt(1));
   part.activity["a"] = JobActivity{.last_event_ns = 5};
   NoteJobChanging(part, "a");
-  part.jobs["a"] = StateAt(2);
+  part.committed_states["a"] = *JobState::Parse(StateAt(2));
   NoteJobChanging(part, "a");  // Once per commit: the first version stays.
   NoteJobChanging(part, "new");
   EXPECT_TRUE(part.changed);
   ASSERT_TRUE(part.changing.at("a").has_value());
-  EXPECT_EQ(part.changing.at("a")->state, StateAt(1));
-  EXPECT_EQ(part.changing.at("a")->committed_position, 40);
-  EXPECT_EQ(part.changing.at("a")->activity.last_event_ns, 5);
+  // Typed in memory; its stored form is the bytes of the last snapshot.
+  const JobSnapshotVersion previous =
+      ToStoredVersion(*part.changing.at("a"), part.snapshot_position);
+  EXPECT_EQ(previous.state, StateAt(1));
+  EXPECT_EQ(previous.committed_position, 40);
+  EXPECT_EQ(previous.activity.last_event_ns, 5);
   EXPECT_FALSE(part.changing.at("new").has_value());
   EXPECT_FALSE(CurrentJobVersion(part, "new", 50).has_value());
   EXPECT_EQ(CurrentJobVersion(part, "a", 50)->state, StateAt(2));
+}
+
+// The boundary (docs/architecture.md#the-partition-task): a restored
+// snapshot's job states are parsed once, kept typed, and the first commit
+// after the assignment writes every job's record back with the very bytes
+// it restored, whatever each state holds.
+TEST(PartitionJobs, RestoredJobStatesAreWrittenBackAsTheBytesRestored) {
+  testing::TempDir dir;
+  absl::StatusOr<std::unique_ptr<WindowStore>> store =
+      OpenRocksDbWindowStore(dir.Sub("store"));
+  ASSERT_TRUE(store.ok()) << store.status();
+  StreamProcessorOptions options;
+  StatsCell stats;
+  PartitionJobs jobs(options, store->get(), &stats);
+
+  JobState rich;
+  rich.finalized_through_ns = 40'000'000'000;
+  rich.producer_sequences = {{7, 12}, {3, 99}};
+  rich.NoteProducerEvents(7, 39'000'000'000);
+  rich.NoteProducerEvents(3, std::nullopt);
+  rich.ended_producers.insert(3);
+  rich.lifecycle.world_size = 4;
+  rich.lifecycle.ended_ranks = {0, 2};
+  rich.lifecycle.awaiting_ranks_since_ns = 0;
+  rich.lifecycle.batches_after_end = 1;
+  rich.lifecycle.NoteGap(90'000'000'000);
+  rich.last_observations[{"node-a", -1, 0xfeedull}] = {
+      .id = 11, .start_ns = -7, .end_ns = INT64_MAX};
+  rich.buffer_reset_offset = 17;
+  RestoredPartition restored;
+  restored.snapshot = PartitionSnapshot{.topic = "events",
+                                        .partition = 0,
+                                        .resume_offset = 20,
+                                        .committed_position = 30};
+  restored.snapshot.jobs = {{"empty", JobState().Serialize()},
+                            {"rich", rich.Serialize()},
+                            {"small", StateAt(5)}};
+  restored.snapshot.activity["rich"] = {.last_event_ns = 39'000'000'000,
+                                        .last_seen_wall_ns = 1};
+  restored.write_all_jobs = true;
+  const JobStates stored = restored.snapshot.jobs;
+  ASSERT_TRUE(jobs.AddPartition(0, std::move(restored)).ok());
+  EXPECT_EQ(jobs.partitions().at(0).committed_states.at("rich").Serialize(),
+            stored.at("rich"));
+
+  jobs.NoteMessage(0, 30);
+  const std::vector<PartitionProgress> progress =
+      jobs.CommitProgress("events", /*expire_jobs=*/false);
+  ASSERT_EQ(progress.size(), 1u);
+  absl::StatusOr<std::vector<JobRecordWrite>> writes =
+      jobs.JobRecordsToWrite(progress[0]);
+  ASSERT_TRUE(writes.ok()) << writes.status();
+  ASSERT_EQ(writes->size(), stored.size());
+  for (const JobRecordWrite& w : *writes) {
+    ASSERT_TRUE(w.record.has_value()) << w.job;
+    absl::StatusOr<PartitionJobRecord> r = DecodePartitionJob(*w.record);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->current.state, stored.at(w.job)) << w.job;
+    EXPECT_EQ(r->current.committed_position, 31);
+    ASSERT_TRUE(r->previous.has_value()) << w.job;
+    EXPECT_EQ(r->previous->state, stored.at(w.job)) << w.job;
+    EXPECT_EQ(r->previous->committed_position, 30);
+  }
+}
+
+// A restored job state that does not parse fails the assignment, with the
+// job named, rather than the first batch of that job much later.
+TEST(PartitionJobs, ARestoredJobStateThatDoesNotParseFailsTheAssignment) {
+  StreamProcessorOptions options;
+  StatsCell stats;
+  PartitionJobs jobs(options, /*store=*/nullptr, &stats);
+  RestoredPartition restored;
+  restored.snapshot.jobs = {{"good", StateAt(1)}, {"bad", "not a state"}};
+  const absl::Status s = jobs.AddPartition(3, std::move(restored));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("job 'bad'"));
+  EXPECT_FALSE(jobs.partitions().contains(3));
 }
 
 }  // namespace

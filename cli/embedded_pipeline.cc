@@ -16,7 +16,8 @@ absl::StatusOr<EmbeddedPipeline> StartEmbeddedPipeline(int partitions) {
   pipeline.cluster = *std::move(cluster);
   for (const std::string& name :
        {pipeline.topic, StreamProcessorOptions().state_topic,
-        StreamProcessorOptions().windows_topic}) {
+        StreamProcessorOptions().windows_topic,
+        StreamProcessorOptions().parts_topic}) {
     if (absl::Status s = pipeline.cluster->CreateTopic(name, partitions);
         !s.ok()) {
       return s;

@@ -27,6 +27,7 @@
 #include "schemas/window_summary_codec.h"
 #include "storage/window_queries.h"
 #include "storage/window_store.h"
+#include "tests/processor/windower_streams.h"
 #include "tests/testing/temp_dir.h"
 
 namespace bubblewatch {
@@ -36,107 +37,17 @@ namespace {
 constexpr WindowSummary::ClosedBy kIdleClose =
     WindowSummary::ClosedBy::kIdleTimeout;
 
-// One rank's (or one host's) stream.
-struct Source {
-  Trace trace;
-  std::string host;
-  int32_t rank = -1;
-};
-
-// Every source cut into batches of `max_events`, decoded as the processor
-// decodes them, in the order a broker would interleave the streams: by each
-// batch's first event start (ties: by source), with `jitter` batches swapped
-// at random among neighbours.
+// The shared stream helpers (tests/processor/windower_streams.h).
+using Source = testing::StreamSource;
+using testing::PipelineJobOptions;
+using testing::WindowTraces;
 std::vector<DecodedBatch> Batches(const std::vector<Source>& sources,
                                   int64_t max_events, uint32_t seed) {
-  struct Timed {
-    int64_t first;
-    size_t source;
-    DecodedBatch batch;
-  };
-  std::vector<Timed> all;
-  for (size_t s = 0; s < sources.size(); ++s) {
-    BatchedTrace batched(sources[s].trace,
-                         BatchHeader{.job = "job",
-                                     .host = sources[s].host,
-                                     .rank = sources[s].rank,
-                                     .world_size = sources[s].trace.world_size},
-                         {.max_events = max_events});
-    for (size_t i = 0; i < batched.num_batches(); ++i) {
-      absl::StatusOr<DecodedBatch> d = DecodeEventBatch(batched.Encode(i));
-      EXPECT_TRUE(d.ok()) << d.status();
-      if (!d.ok()) continue;
-      EXPECT_EQ(ValidateBatch(*d), std::nullopt) << "batch " << i;
-      all.push_back({batched.batch(i).first_start_ns, s, *std::move(d)});
-    }
-  }
-  std::stable_sort(all.begin(), all.end(), [](const Timed& a, const Timed& b) {
-    return std::tie(a.first, a.source) < std::tie(b.first, b.source);
-  });
-  // Neighbouring batches of different sources arrive in either order.
-  std::mt19937 rng(seed);
-  for (size_t i = 0; i + 1 < all.size(); ++i) {
-    if (rng() % 3 == 0) std::swap(all[i], all[i + 1]);
-  }
-  std::vector<DecodedBatch> out;
-  for (Timed& t : all) out.push_back(std::move(t.batch));
-  return out;
+  return testing::InterleavedBatches(sources, max_events, seed);
 }
-
 std::vector<WindowSummary> Stream(const std::vector<DecodedBatch>& batches,
                                   const WindowerOptions& options) {
-  JobWindower windower("job", options);
-  std::vector<WindowSummary> out;
-  const absl::Time now = absl::UnixEpoch();
-  int64_t offset = 0;
-  for (const DecodedBatch& b : batches) {
-    EXPECT_EQ(windower.Add(b, offset++, /*replay=*/false, now), 0);
-    for (WindowSummary& w : windower.FinalizeReady(now, absl::Hours(1))) {
-      out.push_back(std::move(w));
-    }
-  }
-  for (WindowSummary& w : windower.FinalizeAll(kIdleClose))
-    out.push_back(std::move(w));
-  EXPECT_TRUE(windower.TakeLateCollectiveCounts().empty());
-  EXPECT_EQ(windower.collective_errors(), 0);
-  return out;
-}
-
-// The oracle's cut: the events of `t` that start in [start, end).
-Trace Cut(const Trace& t, int64_t start, int64_t end) {
-  Trace out = t;
-  auto outside = [&](const auto& e) {
-    return e.start_ns < start || e.start_ns >= end;
-  };
-  std::erase_if(out.gpu, outside);
-  std::erase_if(out.cpu, outside);
-  std::erase_if(out.collectives, outside);
-  return out;
-}
-
-// The sources' events that start in [start, end), one trace per source with
-// any, as the windower makes them (rank ids applied); `labels` receives
-// each one's label, as the windower labels its sources.
-std::vector<Trace> WindowTraces(const std::vector<Source>& sources,
-                                int64_t start, int64_t end,
-                                std::vector<std::string>* labels) {
-  std::vector<Trace> cut;
-  for (const Source& s : sources) {
-    // The producer numbers a stream's pairs before cutting it into
-    // batches (ingest/batched_trace.h): so does the oracle.
-    Trace whole = s.trace;
-    NumberPointToPointPairs(whole);
-    Trace t = Cut(whole, start, end);
-    if (t.gpu.empty() && t.cpu.empty() && t.collectives.empty()) continue;
-    JobWindower::ApplyRankIds(
-        BatchHeader{.rank = s.rank, .world_size = s.trace.world_size}, t);
-    t.host = s.host;
-    // A rank sent without a host is its own clock domain
-    // (docs/semantics.md#multi-device).
-    labels->push_back(absl::StrCat(s.host, "/", s.rank));
-    cut.push_back(std::move(t));
-  }
-  return cut;
+  return testing::StreamWindows(batches, options);
 }
 
 // Checks one stored window against AnalyzeCollectives over the sources cut
@@ -805,20 +716,6 @@ TEST(JobWindowerCollectives, RealPairsEqualTheOfflineOracle) {
   }
 }
 
-// A TP2×DP2×PP4 job (16 ranks, 8 hosts) whose send/recv kernels name
-// Megatron's pipeline group, 12 steps, its hosts' clocks milliseconds apart.
-ParallelJobOptions PipelineJobOptions() {
-  ParallelJobOptions o;
-  o.tp = 2;
-  o.dp = 2;
-  o.pp = 4;
-  o.steps = 12;
-  o.pipeline_groups = true;
-  o.clock_offset_ns = {0,         1'300'000, -2'100'000, 700'000,
-                       2'900'000, -600'000,  1'800'000,  -1'400'000};
-  return o;
-}
-
 // A pipeline-parallel job as Megatron sets it up (docs/semantics.md,
 // "Point-to-point pairs"): send/recv name the group of all PP stages and a
 // Seq that repeats, so only each kernel's peer (`Dst Rank`/`Src Rank`, sent
@@ -880,15 +777,7 @@ TEST(JobWindowerCollectives, PipelineGroupPairsEqualTheOfflineOracle) {
 TEST(JobWindowerCollectives, HostPartsMergeIntoTheSingleStageWindow) {
   for (bool host_names : {true, false}) {
     SCOPED_TRACE(host_names ? "8 hosts of 2 ranks" : "16 ranks, no hosts");
-    ParallelJobOptions o = PipelineJobOptions();
-    o.host_names = host_names;
-    o.drift_ppm = {0, 3, -2, 5, -4, 1, 2, -1};
-    o.roots = {{.rank = 9, .step = 4, .extra_ns = 8'000'000, .steps = 4},
-               {.rank = 2,
-                .step = 8,
-                .extra_ns = 3'000'000,
-                .cause = StragglerCause::kDataLoading}};
-    ParallelJob job = MakeParallelJob(o);
+    ParallelJob job = MakeParallelJob(testing::SplitJobOptions(host_names));
     std::vector<Source> sources;
     std::vector<std::string> parts_of;  // The part each source belongs to.
     for (Trace& t : job.ranks) {

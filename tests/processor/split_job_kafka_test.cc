@@ -17,6 +17,7 @@
 #include "ingest/synthetic/synthetic_parallel_job.h"
 #include "processor/job_windower.h"
 #include "tests/processor/processor_kafka_test_util.h"
+#include "tests/processor/windower_streams.h"
 #include "tests/testing/command_flags.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/topic_reader.h"
@@ -26,17 +27,9 @@ namespace {
 
 // The job of SplitJobTask.PublishedPartsMergeIntoTheSingleStageWindows.
 std::vector<std::string> WriteRankFiles(const std::string& dir) {
-  ParallelJobOptions o;
-  o.tp = 2;
-  o.dp = 2;
-  o.pp = 4;
-  o.steps = 12;
-  o.pipeline_groups = true;
-  o.host_names = true;
-  o.clock_offset_ns = {0,         1'300'000, -2'100'000, 700'000,
-                       2'900'000, -600'000,  1'800'000,  -1'400'000};
-  o.drift_ppm = {0, 3, -2, 5, -4, 1, 2, -1};
-  o.roots = {{.rank = 9, .step = 4, .extra_ns = 8'000'000, .steps = 4}};
+  // The first root only: the broker test's job is shorter to analyze.
+  ParallelJobOptions o = testing::SplitJobOptions(/*host_names=*/true);
+  o.roots.resize(1);
   std::vector<std::string> files;
   for (const Trace& t : MakeParallelJob(o).ranks) {
     files.push_back(absl::StrCat(dir, "/rank-", t.rank, ".json.gz"));

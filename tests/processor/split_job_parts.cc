@@ -12,120 +12,18 @@
 #include "gtest/gtest.h"
 #include "ingest/batched_trace.h"
 #include "ingest/synthetic/synthetic_parallel_job.h"
+#include "tests/processor/windower_streams.h"
 
 namespace bubblewatch::testing {
 namespace {
 
 constexpr char kJob[] = "job";
 
-struct Source {
-  Trace trace;
-  std::string host;
-  int32_t rank = -1;
-};
-
-std::vector<DecodedBatch> Batches(const std::vector<Source>& sources,
-                                  int64_t max_events, uint32_t seed) {
-  struct Timed {
-    int64_t first;
-    size_t source;
-    DecodedBatch batch;
-  };
-  std::vector<Timed> all;
-  for (size_t s = 0; s < sources.size(); ++s) {
-    BatchedTrace batched(sources[s].trace,
-                         BatchHeader{.job = kJob,
-                                     .host = sources[s].host,
-                                     .rank = sources[s].rank,
-                                     .world_size = sources[s].trace.world_size},
-                         {.max_events = max_events});
-    for (size_t i = 0; i < batched.num_batches(); ++i) {
-      absl::StatusOr<DecodedBatch> d = DecodeEventBatch(batched.Encode(i));
-      EXPECT_TRUE(d.ok()) << d.status();
-      if (!d.ok()) continue;
-      all.push_back({batched.batch(i).first_start_ns, s, *std::move(d)});
-    }
-  }
-  std::stable_sort(all.begin(), all.end(), [](const Timed& a, const Timed& b) {
-    return std::tie(a.first, a.source) < std::tie(b.first, b.source);
-  });
-  std::mt19937 rng(seed);
-  for (size_t i = 0; i + 1 < all.size(); ++i) {
-    if (rng() % 3 == 0) std::swap(all[i], all[i + 1]);
-  }
-  std::vector<DecodedBatch> out;
-  for (Timed& t : all) out.push_back(std::move(t.batch));
-  return out;
-}
-
-std::vector<WindowSummary> Stream(const std::vector<DecodedBatch>& batches,
-                                  const WindowerOptions& options) {
-  JobWindower windower(kJob, options);
-  std::vector<WindowSummary> out;
-  const absl::Time now = absl::UnixEpoch();
-  int64_t offset = 0;
-  for (const DecodedBatch& b : batches) {
-    EXPECT_EQ(windower.Add(b, offset++, /*replay=*/false, now), 0);
-    for (WindowSummary& w : windower.FinalizeReady(now, absl::Hours(1))) {
-      out.push_back(std::move(w));
-    }
-  }
-  for (WindowSummary& w :
-       windower.FinalizeAll(WindowSummary::ClosedBy::kIdleTimeout)) {
-    out.push_back(std::move(w));
-  }
-  return out;
-}
-
-Trace Cut(const Trace& t, int64_t start, int64_t end) {
-  Trace out = t;
-  auto outside = [&](const auto& e) {
-    return e.start_ns < start || e.start_ns >= end;
-  };
-  std::erase_if(out.gpu, outside);
-  std::erase_if(out.cpu, outside);
-  std::erase_if(out.collectives, outside);
-  return out;
-}
-
-// The sources' events that start in [start, end), as the windower cuts
-// them (job_windower_collectives_test.cc's WindowTraces).
-std::vector<Trace> WindowTraces(const std::vector<Source>& sources,
-                                int64_t start, int64_t end,
-                                std::vector<std::string>* labels) {
-  std::vector<Trace> cut;
-  for (const Source& s : sources) {
-    Trace whole = s.trace;
-    NumberPointToPointPairs(whole);
-    Trace t = Cut(whole, start, end);
-    if (t.gpu.empty() && t.cpu.empty() && t.collectives.empty()) continue;
-    JobWindower::ApplyRankIds(
-        BatchHeader{.rank = s.rank, .world_size = s.trace.world_size}, t);
-    t.host = s.host;
-    labels->push_back(absl::StrCat(s.host, "/", s.rank));
-    cut.push_back(std::move(t));
-  }
-  return cut;
-}
+using Source = StreamSource;
 
 SplitJob* BuildSplitJob() {
   auto* out = new SplitJob;
-  ParallelJobOptions o;
-  o.tp = 2;
-  o.dp = 2;
-  o.pp = 4;
-  o.steps = 12;
-  o.pipeline_groups = true;
-  o.clock_offset_ns = {0,         1'300'000, -2'100'000, 700'000,
-                       2'900'000, -600'000,  1'800'000,  -1'400'000};
-  o.host_names = true;
-  o.drift_ppm = {0, 3, -2, 5, -4, 1, 2, -1};
-  o.roots = {{.rank = 9, .step = 4, .extra_ns = 8'000'000, .steps = 4},
-             {.rank = 2,
-              .step = 8,
-              .extra_ns = 3'000'000,
-              .cause = StragglerCause::kDataLoading}};
-  ParallelJob job = MakeParallelJob(o);
+  ParallelJob job = MakeParallelJob(SplitJobOptions(/*host_names=*/true));
   std::vector<Source> sources;
   for (Trace& t : job.ranks) {
     const int32_t rank = t.rank;
@@ -135,7 +33,8 @@ SplitJob* BuildSplitJob() {
   }
   out->options.window_ns = 40'000'000;
   out->options.lateness_ns = 1'000'000'000;
-  out->single = Stream(Batches(sources, 300, 5), out->options);
+  out->single =
+      StreamWindows(InterleavedBatches(sources, 300, 5), out->options);
   std::set<std::string> hosts;
   for (const Source& s : sources) hosts.insert(s.host);
   for (const std::string& name : hosts) {
@@ -143,7 +42,7 @@ SplitJob* BuildSplitJob() {
     for (const Source& s : sources) {
       if (s.host == name) own.push_back(s);
     }
-    const std::vector<DecodedBatch> batches = Batches(own, 300, 5);
+    const std::vector<DecodedBatch> batches = InterleavedBatches(own, 300, 5);
     std::vector<Interval> observations;
     for (const DecodedBatch& b : batches) {
       if (b.header.observation) {
@@ -153,7 +52,8 @@ SplitJob* BuildSplitJob() {
     }
     const IntervalSet observed =
         IntervalSet::FromIntervals(std::move(observations));
-    const std::vector<WindowSummary> windows = Stream(batches, out->options);
+    const std::vector<WindowSummary> windows =
+        StreamWindows(batches, out->options);
     std::set<int32_t> ranks_so_far;
     for (size_t i = 0; i < windows.size(); ++i) {
       const WindowSummary& w = windows[i];

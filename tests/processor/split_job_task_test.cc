@@ -26,6 +26,7 @@
 #include "ingest/trace_replay.h"
 #include "processor/fleet_topics.h"
 #include "tests/processor/task_driver.h"
+#include "tests/processor/windower_streams.h"
 #include "tests/testing/temp_dir.h"
 
 namespace bubblewatch {
@@ -38,22 +39,7 @@ using testing::TaskDriver;
 // The job of JobWindowerCollectives.HostPartsMergeIntoTheSingleStageWindow:
 // pipeline groups, host clocks milliseconds apart and drifting, two roots.
 ParallelJob SplitJob(bool host_names) {
-  ParallelJobOptions o;
-  o.tp = 2;
-  o.dp = 2;
-  o.pp = 4;
-  o.steps = 12;
-  o.pipeline_groups = true;
-  o.clock_offset_ns = {0,         1'300'000, -2'100'000, 700'000,
-                       2'900'000, -600'000,  1'800'000,  -1'400'000};
-  o.host_names = host_names;
-  o.drift_ppm = {0, 3, -2, 5, -4, 1, 2, -1};
-  o.roots = {{.rank = 9, .step = 4, .extra_ns = 8'000'000, .steps = 4},
-             {.rank = 2,
-              .step = 8,
-              .extra_ns = 3'000'000,
-              .cause = StragglerCause::kDataLoading}};
-  return MakeParallelJob(o);
+  return MakeParallelJob(testing::SplitJobOptions(host_names));
 }
 
 // The messages `produce --split-ranks split_ranks` sends for the job's

@@ -32,6 +32,10 @@ struct ProduceWatchFlags {
   int64_t max_file_events = 5'000'000;
   BatchingOptions batching;
   absl::Duration timeout = absl::Seconds(30);
+  // TraceWatcherOptions::inspector_pool and inspector_pool_idle.
+  absl::Duration inspector_pool_expire = absl::Seconds(30);
+  absl::Duration inspector_pool_lag = absl::Seconds(2);
+  absl::Duration inspector_pool_idle = absl::Seconds(15);
 };
 
 // Runs until SIGTERM/SIGINT (exit 0), a fatal configuration error (exit 2,

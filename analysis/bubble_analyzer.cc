@@ -180,14 +180,15 @@ absl::Status Analyzer::CheckWindowCount() const {
   if (w == 0 || options_.max_windows <= 0) return absl::OkStatus();
   // Windows exist from the first kernel's start to the last kernel's end (or
   // open_until_ns); times are accepted ones, so nothing below overflows.
-  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  std::optional<EventNs> first, last;  // None: no kernel.
   for (const GpuActivity& a : trace_.gpu) {
     if (a.kind != GpuActivityKind::kKernel || a.end_ns == a.start_ns) continue;
-    lo = std::min(lo, a.start_ns);
-    hi = std::max(hi, a.end_ns);
+    LowerTo(first, a.start_ns);
+    RaiseTo(last, a.end_ns);
   }
-  if (lo == INT64_MAX) return absl::OkStatus();
-  hi = std::max(hi, options_.open_until_ns);
+  if (!first) return absl::OkStatus();
+  const EventNs lo = *first;
+  const EventNs hi = *LaterOf(last, options_.open_until_ns);
   const int64_t windows =
       (WindowStartOf(hi - 1, w) - WindowStartOf(lo, w)) / w + 1;
   if (windows <= options_.max_windows) return absl::OkStatus();
@@ -405,21 +406,21 @@ DeviceKernelSets Analyzer::SplitKernels(int32_t device,
   for (std::vector<Interval>& set : sets) {
     set.reserve(timeline.kernels().size());
   }
-  Interval open[2] = {{0, INT64_MIN}, {0, INT64_MIN}};
+  std::optional<Interval> open[2];  // None: no kernel of the kind yet.
   for (const KernelSlot& k : timeline.kernels()) {
     const NameId name = trace_.gpu[k.index].name;
     int8_t& known = is_collective_[name];
     if (known < 0) known = IsCollectiveKernelName(trace_.Name(name)) ? 1 : 0;
-    Interval& run = open[known];
-    if (k.start_ns <= run.end) {
-      run.end = std::max(run.end, k.end_ns);
+    std::optional<Interval>& run = open[known];
+    if (run && k.start_ns <= run->end) {
+      run->end = std::max(run->end, k.end_ns);
       continue;
     }
-    if (run.end != INT64_MIN) sets[known].push_back(run);
-    run = {k.start_ns, k.end_ns};
+    if (run) sets[known].push_back(*run);
+    run = Interval{k.start_ns, k.end_ns};
   }
   for (int kind = 0; kind < 2; ++kind) {
-    if (open[kind].end != INT64_MIN) sets[kind].push_back(open[kind]);
+    if (open[kind]) sets[kind].push_back(*open[kind]);
   }
   return DeviceKernelSets{
       .device = device,

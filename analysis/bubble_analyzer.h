@@ -21,6 +21,7 @@
 #define BUBBLEWATCH_ANALYSIS_BUBBLE_ANALYZER_H_
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -28,6 +29,7 @@
 #include "absl/types/span.h"
 #include "analysis/interval_set.h"
 #include "schemas/analysis.h"
+#include "schemas/time_types.h"
 #include "schemas/trace.h"
 
 namespace bubblewatch {
@@ -41,13 +43,12 @@ struct AnalyzerOptions {
   int64_t window_ns = 0;
   // How many gap parts each window's top_bubbles holds.
   int top_bubbles_per_window = 3;
-  // INT64_MIN (none), or a time after which nothing is known yet: a device
-  // whose last kernel ends before it is idle until it (a trailing bubble with
-  // no next kernel, attributed by the no-correlation rule), and spans extend
-  // to it. The streaming processor closes windows this way when a gap
-  // outlasts the allowed lateness (docs/semantics.md#closing-windows). Not 0
-  // for none: 0 is a time, and a trace of negative times got a gap up to it.
-  int64_t open_until_ns = INT64_MIN;
+  // None, or a time after which nothing is known yet: a device whose last
+  // kernel ends before it is idle until it (a trailing bubble with no next
+  // kernel, attributed by the no-correlation rule), and spans extend to it.
+  // The streaming processor closes windows this way when a gap outlasts the
+  // allowed lateness (docs/semantics.md#closing-windows).
+  std::optional<EventNs> open_until_ns;
   // The most windows one analysis may materialize, or 0 for no cap. Every
   // window between a device's first and last kernel exists (a gap covering a
   // window is a 0 % window), so one far-off timestamp would otherwise cost

@@ -18,6 +18,7 @@
 #include "analysis/clock_graph.h"
 #include "analysis/interval_set.h"
 #include "analysis/rank_digest.h"
+#include "schemas/time_types.h"
 
 namespace bubblewatch {
 namespace {
@@ -586,6 +587,7 @@ void CollectiveAnalyzer::MeasureInstances() {
   std::vector<int> last_used(group_names_.size(), -1);
   for (size_t i = 0; i < instances_.size(); ++i) {
     Instance& inst = instances_[i];
+    // Identities of min and max: an instance has at least one part.
     int64_t min_end = INT64_MAX;
     int64_t max_end = INT64_MIN;
     int64_t shortest = INT64_MAX;
@@ -606,14 +608,15 @@ void CollectiveAnalyzer::MeasureInstances() {
     ++out_.used;
     // Arrival: the latest corrected start; ties go to the lowest rank,
     // which comes first among the parts.
-    inst.arrival_ns = INT64_MIN;
+    std::optional<EventNs> arrival;
     for (const auto& [slot, c] : inst.parts) {
       const int64_t start = Corrected(slot, c->start_ns);
-      if (start > inst.arrival_ns) {
-        inst.arrival_ns = start;
+      if (!arrival || start > *arrival) {
+        arrival = start;
         inst.late = slot;
       }
     }
+    inst.arrival_ns = *arrival;  // An instance has at least one part.
     inst.previous = last_used[inst.group];
     last_used[inst.group] = static_cast<int>(i);
     // The previous common sync point, per rank: its kernel there.
@@ -1199,10 +1202,10 @@ void CollectiveAnalyzer::WhatIf() {
   std::vector<int64_t> end(instances_.size(), 0);
   // The job's end with the own time of the ranks in `cut_slots` cut.
   auto replay = [&](const std::vector<bool>& cut_slots) {
-    int64_t last = INT64_MIN;
+    std::optional<EventNs> last;  // `order` is not empty.
     std::vector<bool> done(instances_.size(), false);
     for (int i : order) {
-      int64_t arrival = INT64_MIN;
+      std::optional<EventNs> arrival;  // Of the parts so far (at least one).
       for (size_t p = 0; p < parts[i].size(); ++p) {
         const Part& part = parts[i][p];
         // A predecessor not replayed yet (kernels whose order differs
@@ -1213,13 +1216,13 @@ void CollectiveAnalyzer::WhatIf() {
                                   : instances_[part.predecessor].arrival_ns +
                                         transfer[part.predecessor];
         const int64_t own = cut_slots[part.slot] ? cut_of(i, p) : part.own_ns;
-        arrival = std::max(arrival, ready + own);
+        RaiseTo(arrival, ready + own);
       }
-      end[i] = arrival + transfer[i];
+      end[i] = *arrival + transfer[i];
       done[i] = true;
-      last = std::max(last, end[i]);
+      RaiseTo(last, end[i]);
     }
-    return last - job_start;
+    return *last - job_start;
   };
   std::vector<bool> none(ranks_.size(), false);
   out_.job_ns = replay(none);

@@ -86,7 +86,8 @@ void SortKernelsByStart(std::vector<KernelSlot>& kernels,
 }
 
 DeviceTimeline::DeviceTimeline(std::vector<KernelSlot> kernels,
-                               const Trace& trace, int64_t open_until_ns,
+                               const Trace& trace,
+                               std::optional<EventNs> open_until_ns,
                                std::vector<KernelSlot>* scratch)
     : kernels_(std::move(kernels)) {
   SortKernelsByStart(kernels_, scratch);
@@ -125,10 +126,10 @@ DeviceTimeline::DeviceTimeline(std::vector<KernelSlot> kernels,
   }
   busy_.push_back({cur_start, cur_end});
   compute_ns_ += cur_end - cur_start;
-  if (open_until_ns > cur_end) {
+  if (open_until_ns && *open_until_ns > cur_end) {
     uint32_t none = static_cast<uint32_t>(kernels_.size());
     gaps_.push_back(
-        Gap{cur_end, open_until_ns, kernels_[culprit].index, none, none});
+        Gap{cur_end, *open_until_ns, kernels_[culprit].index, none, none});
   }
 }
 

@@ -5,9 +5,11 @@
 #define BUBBLEWATCH_ANALYSIS_DEVICE_TIMELINE_H_
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "analysis/interval_set.h"
+#include "schemas/time_types.h"
 #include "schemas/trace.h"
 
 namespace bubblewatch {
@@ -46,7 +48,7 @@ class DeviceTimeline {
   // `scratch`, when given, is the sort's merge buffer, reused across
   // timelines (a fresh one per timeline costs page faults at scale).
   DeviceTimeline(std::vector<KernelSlot> kernels, const Trace& trace,
-                 int64_t open_until_ns = INT64_MIN,
+                 std::optional<EventNs> open_until_ns = std::nullopt,
                  std::vector<KernelSlot>* scratch = nullptr);
 
   const std::vector<KernelSlot>& kernels() const { return kernels_; }

@@ -1,8 +1,11 @@
 #include "analysis/host_activity_index.h"
 
 #include <algorithm>
+#include <limits>
+#include <optional>
 
 #include "absl/strings/match.h"
+#include "schemas/time_types.h"
 
 namespace bubblewatch {
 namespace {
@@ -75,7 +78,8 @@ HostActivityIndex::HostActivityIndex(
       auto [it, inserted] = slots_.try_emplace(e.thread, slots_.size());
       if (inserted) {
         counts.emplace_back();
-        last_start.push_back(INT64_MIN);
+        // The least int64: every start is in order after it.
+        last_start.push_back(std::numeric_limits<int64_t>::min());
         rare_events_.emplace_back();
       }
       slot = it->second;
@@ -98,11 +102,11 @@ HostActivityIndex::HostActivityIndex(
     // that may overlap its stretch.
     rare_max_end_.resize(rare_events_.size());
     for (size_t t = 0; t < rare_events_.size(); ++t) {
-      int64_t max_end = INT64_MIN;
+      std::optional<EventNs> max_end;  // Of the events so far.
       rare_max_end_[t].reserve(rare_events_[t].size());
       for (uint32_t i : rare_events_[t]) {
-        max_end = std::max(max_end, trace.cpu[i].end_ns);
-        rare_max_end_[t].push_back(max_end);
+        RaiseTo(max_end, trace.cpu[i].end_ns);
+        rare_max_end_[t].push_back(*max_end);
       }
     }
   } else {
@@ -119,9 +123,8 @@ void HostActivityIndex::BuildSortedLevels(
   struct Builder {
     std::array<bool, kNumExplainingHostClasses> own{};
     std::array<std::vector<Interval>, kNumExplainingHostClasses> merged;
-    // The interval each level is growing; end INT64_MIN: none yet (accepted
-    // times are far above it).
-    std::array<Interval, kNumExplainingHostClasses> open{};
+    // The interval each level is growing; none: none yet.
+    std::array<std::optional<Interval>, kNumExplainingHostClasses> open{};
   };
   std::vector<Builder> builders(counts.size());
   for (size_t t = 0; t < counts.size(); ++t) {
@@ -133,7 +136,6 @@ void HostActivityIndex::BuildSortedLevels(
       // At most one interval per event of the level: capacity never written
       // costs address space only.
       if (b.own[k]) b.merged[k].reserve(upto);
-      b.open[k] = {0, INT64_MIN};
     }
   }
   // Plain pointers: the appends below would otherwise make the compiler
@@ -155,13 +157,13 @@ void HostActivityIndex::BuildSortedLevels(
     }
     for (int k = static_cast<int>(c); k < kNumExplainingHostClasses; ++k) {
       if (!b->own[k]) continue;
-      Interval& run = b->open[k];
-      if (start <= run.end) {
-        if (end > run.end) run.end = end;
+      std::optional<Interval>& run = b->open[k];
+      if (run && start <= run->end) {
+        if (end > run->end) run->end = end;
         continue;
       }
-      if (run.end != INT64_MIN) b->merged[k].push_back(run);
-      run = {start, end};
+      if (run) b->merged[k].push_back(*run);
+      run = Interval{start, end};
     }
   }
   per_thread_.reserve(builders.size());
@@ -172,9 +174,7 @@ void HostActivityIndex::BuildSortedLevels(
         levels.index[k] = levels.index[k - 1];
         continue;
       }
-      if (builder.open[k].end != INT64_MIN) {
-        builder.merged[k].push_back(builder.open[k]);
-      }
+      if (builder.open[k]) builder.merged[k].push_back(*builder.open[k]);
       levels.index[k] = static_cast<uint8_t>(levels.sets.size());
       levels.sets.push_back(
           IntervalSet::FromMerged(std::move(builder.merged[k])));

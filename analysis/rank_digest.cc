@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "analysis/varint_codec.h"
+#include "schemas/time_types.h"
 
 namespace bubblewatch {
 namespace {
@@ -101,14 +102,14 @@ absl::StatusOr<TraceDigests> DigestCheckedTrace(
       std::vector<int32_t>& q = query_of[i];
       q.assign(e.empty() ? 0 : e.size() - 1, -1);
       // The kernels come by start: `reach` is the latest end of those
-      // that start at or before the interval's start.
+      // that start at or before the interval's start (none: no such kernel).
       size_t next = 0;
-      int64_t reach = INT64_MIN;
+      std::optional<EventNs> reach;
       for (size_t k = 0; k + 1 < e.size(); ++k) {
         while (next < kernels[i].size() && kernels[i][next]->start_ns <= e[k]) {
-          reach = std::max(reach, kernels[i][next++]->end_ns);
+          RaiseTo(reach, kernels[i][next++]->end_ns);
         }
-        if (every_interval || reach < e[k + 1]) {
+        if (every_interval || !reach || *reach < e[k + 1]) {
           q[k] = static_cast<int32_t>(queries.size());
           queries.push_back({ranks[i].device, e[k], e[k + 1]});
         }

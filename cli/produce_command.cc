@@ -236,6 +236,21 @@ int RunProduceCommand(int argc, char** argv) {
                  "watch: rescan period (the only trigger with --no-inotify)");
   cl.AddBool("no-inotify", &watch.no_inotify,
              "watch: poll instead of using inotify (e.g. on NFS)");
+  cl.AddDuration("inspector-pool-idle", &watch.inspector_pool_idle, "DURATION",
+                 "watch: exec-time-only Inspector logs: a job whose logs did "
+                 "not grow for this long has ended, and its last instances "
+                 "are sent (default 15s)");
+  cl.AddDuration("inspector-pool-expire", &watch.inspector_pool_expire,
+                 "DURATION",
+                 "watch: exec-time-only Inspector logs: a process this far "
+                 "behind the job's newest dump is not waited for, an "
+                 "instance this far below the safe bound is given up, and a "
+                 "job missing processes' logs after dumps this long apart is "
+                 "counted, not sent (default 30s)");
+  cl.AddDuration("inspector-pool-lag", &watch.inspector_pool_lag, "DURATION",
+                 "watch: exec-time-only Inspector logs: the most the sent "
+                 "timeline may fall behind its records' dump times before "
+                 "it is lifted (default 2s)");
 
   std::vector<std::string> files;
   if (absl::Status st = cl.Parse(argc, argv, &files); !st.ok()) {

@@ -95,6 +95,9 @@ int RunProduceWatch(const ProduceWatchFlags& flags, KafkaConfig config,
       static_cast<uint64_t>(std::max<int64_t>(flags.max_file_bytes, 0));
   options.max_file_events = flags.max_file_events;
   options.flush_timeout = flags.timeout + absl::Seconds(5);
+  options.inspector_pool.expire = flags.inspector_pool_expire;
+  options.inspector_pool.lag = flags.inspector_pool_lag;
+  options.inspector_pool_idle = flags.inspector_pool_idle;
   if (absl::Status s = options.Validate(); !s.ok()) {
     return Fail(kExitUsage, s.message());
   }

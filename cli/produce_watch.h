@@ -33,6 +33,10 @@ struct ProduceWatchFlags {
   BatchingOptions batching;
   int split_ranks = 0;  // TraceWatcherOptions::split_ranks.
   absl::Duration timeout = absl::Seconds(30);
+  // TraceWatcherOptions::inspector_pool and inspector_pool_idle.
+  absl::Duration inspector_pool_expire = absl::Seconds(30);
+  absl::Duration inspector_pool_lag = absl::Seconds(2);
+  absl::Duration inspector_pool_idle = absl::Seconds(15);
 };
 
 // Runs until SIGTERM/SIGINT (exit 0), a fatal configuration error (exit 2,

@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <utility>
 #include <vector>
+
+#include "schemas/time_types.h"
 
 namespace bubblewatch {
 namespace {
@@ -150,22 +153,22 @@ BatchedTrace::BatchedTrace(Trace trace, const BatchHeader& identity,
   // the producer id, its interval the trace's covered time. Set after the
   // producer id, which hashes the content only.
   if (!header_.observation) {
-    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    std::optional<EventNs> lo, hi;  // None: no event.
     for (const GpuActivity& a : gpu) {
-      lo = std::min(lo, a.start_ns);
-      hi = std::max(hi, a.end_ns);
+      LowerTo(lo, a.start_ns);
+      RaiseTo(hi, a.end_ns);
     }
     for (const CpuEvent& e : cpu) {
-      lo = std::min(lo, e.start_ns);
-      hi = std::max(hi, e.end_ns);
+      LowerTo(lo, e.start_ns);
+      RaiseTo(hi, e.end_ns);
     }
     for (const CollectiveKernel& k : trace_->collectives) {
-      lo = std::min(lo, k.start_ns);
-      hi = std::max(hi, k.end_ns);
+      LowerTo(lo, k.start_ns);
+      RaiseTo(hi, k.end_ns);
     }
-    if (lo <= hi) {
+    if (lo && *lo <= *hi) {
       header_.observation = ObservationInfo{
-          .id = header_.producer_id, .start_ns = lo, .end_ns = hi};
+          .id = header_.producer_id, .start_ns = *lo, .end_ns = *hi};
     }
   }
 }

@@ -116,6 +116,7 @@ std::optional<BatchRejection> ValidateBatch(const DecodedBatch& batch,
         absl::StrCat(t.gpu.size() + t.cpu.size(), " events, more than the ",
                      limits.max_events, " a batch may hold")};
   }
+  // Identities of min and max (lo > hi: no event).
   int64_t lo = INT64_MAX, hi = INT64_MIN;
   for (size_t i = 0; i < t.gpu.size(); ++i) {
     const GpuActivity& a = t.gpu[i];

@@ -58,6 +58,7 @@ absl::StatusOr<int64_t> ParseEventTime(absl::string_view name,
   absl::Time t;
   std::string err;
   if (!absl::ParseTime(absl::RFC3339_full, text, &t, &err)) return bad();
+  // Only times within the int64 ns range.
   if (t < absl::FromUnixNanos(std::numeric_limits<int64_t>::min()) ||
       t > absl::FromUnixNanos(std::numeric_limits<int64_t>::max())) {
     return bad();

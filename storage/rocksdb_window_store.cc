@@ -23,6 +23,7 @@
 namespace bubblewatch {
 namespace {
 
+// The ends of the int64 ns range, which CeilNs clamps to.
 constexpr int64_t kMinNs = std::numeric_limits<int64_t>::min();
 constexpr int64_t kMaxNs = std::numeric_limits<int64_t>::max();
 

@@ -176,8 +176,11 @@ class RunningSumsUpdate {
     // Stored records as read, overlaid with this batch's.
     std::map<int64_t, Entry> records;
     // Every stored record of the job starting at or after this is in
-    // `records`; nullopt: none was loaded.
+    // `records`; nullopt: none was loaded (or `loaded_all`).
     std::optional<int64_t> loaded_from;
+    // Every stored record of the job is in `records` (loaded from its
+    // first).
+    bool loaded_all = false;
     // Starts whose records this batch deletes (Remove).
     std::vector<int64_t> removed;
   };
@@ -208,10 +211,8 @@ class RunningSumsUpdate {
   // before `start` (or from the job's first) on.
   absl::Status LoadFromPredecessor(Job& js, const std::string& job,
                                    int64_t start) {
+    if (js.loaded_all) return absl::OkStatus();
     if (js.loaded_from.has_value()) {
-      if (*js.loaded_from == std::numeric_limits<int64_t>::min()) {
-        return absl::OkStatus();
-      }
       // A record in [loaded_from, start) is loaded: the stored ones between
       // it and `start` are too, so the predecessor is known.
       auto it = js.records.lower_bound(*js.loaded_from);
@@ -228,12 +229,15 @@ class RunningSumsUpdate {
     const std::string at = SumsKey(job, start);
     it->SeekForPrev(at);
     if (it->Valid() && it->key() == rocksdb::Slice(at)) it->Prev();
-    int64_t from = std::numeric_limits<int64_t>::min();
+    // The predecessor's start; none: from the job's first record.
+    std::optional<int64_t> from;
     if (it->Valid()) {
       absl::string_view key_job;
-      if (!ParseSumsKey(View(it->key()), &key_job, &from)) {
+      int64_t key_start = 0;
+      if (!ParseSumsKey(View(it->key()), &key_job, &key_start)) {
         return Corrupt(job, start, absl::InternalError("malformed key"));
       }
+      from = key_start;
     } else {
       RETURN_IF_ERROR(FromRocksDb(it->status(), "reading running sums"));
       it->SeekToFirst();
@@ -253,7 +257,11 @@ class RunningSumsUpdate {
       js.records.emplace(key_start, Entry{.record = *r});
     }
     RETURN_IF_ERROR(FromRocksDb(it->status(), "reading running sums"));
-    js.loaded_from = from;
+    if (from) {
+      js.loaded_from = *from;
+    } else {
+      js.loaded_all = true;
+    }
     return absl::OkStatus();
   }
 

@@ -12,6 +12,7 @@
 #include "absl/strings/strip.h"
 #include "base/status_macros.h"
 #include "base/text_escape.h"
+#include "schemas/time_types.h"
 
 namespace bubblewatch {
 namespace {
@@ -108,7 +109,7 @@ absl::StatusOr<ScannedPoints> ScanPoints(const WindowStoreReader& store,
 // int64 range for times given as epoch ns.
 int64_t SaturatingSub(int64_t a, int64_t b) {
   int64_t r;
-  if (__builtin_sub_overflow(a, b, &r)) {
+  if (__builtin_sub_overflow(a, b, &r)) {  // Clamped to the int64 range.
     return b > 0 ? std::numeric_limits<int64_t>::min()
                  : std::numeric_limits<int64_t>::max();
   }
@@ -632,7 +633,7 @@ absl::StatusOr<FleetReport> QueryFleetByScan(const WindowStoreReader& store,
   report.by = by;
   if (period.last > absl::ZeroDuration()) {
     if (latest.empty()) return report;
-    int64_t anchor = std::numeric_limits<int64_t>::min();
+    EventNs anchor = latest.front().window.end_ns;
     for (const WindowSummary& w : latest) {
       anchor = std::max(anchor, w.window.end_ns);
     }
@@ -687,7 +688,7 @@ absl::StatusOr<FleetReport> QueryFleet(const WindowStoreReader& store,
   report.by = by;
   if (period.last > absl::ZeroDuration()) {
     if (views.empty()) return report;
-    int64_t anchor = std::numeric_limits<int64_t>::min();
+    EventNs anchor = views.front().end_ns();
     for (const WindowSummaryView& v : views) {
       anchor = std::max(anchor, v.end_ns());
     }

@@ -142,7 +142,8 @@ struct ChromeEventOptions {
   double drift_ns_per_s = 0;
   int64_t origin_ns = 0;
   // Only events overlapping [from_ns, to_ns) after the clock (a
-  // zero-length one: starting inside it), written whole.
+  // zero-length one: starting inside it), written whole. The defaults are
+  // the ends of the int64 range: every event.
   int64_t from_ns = std::numeric_limits<int64_t>::min();
   int64_t to_ns = std::numeric_limits<int64_t>::max();
 

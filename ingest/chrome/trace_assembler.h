@@ -102,6 +102,7 @@ class TraceAssembler : public TopLevelSink {
   // Ids for pid/tid strings that are not numbers.
   absl::flat_hash_map<std::string, uint32_t> string_ids_;
   std::optional<int64_t> base_time_ns_;
+  // Identity of the max: read only once an event was kept.
   int64_t max_start_ns_ = std::numeric_limits<int64_t>::min();
   std::vector<NameId> name_ids_;  // Merge: each event's name id.
   ChromeJsonDocument top_level_;  // For top-level values.

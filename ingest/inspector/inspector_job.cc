@@ -289,6 +289,8 @@ absl::StatusOr<InspectorJob> BuildInspectorJob(
     // instances first, as the outer loop's collective closes a step), each
     // ending when its latest member, started when that member's previous
     // instance ended, has run its exec time.
+    // Identities of min and max: read only for communicators with an
+    // instance.
     std::vector<std::pair<int64_t, int64_t>> range(job.communicators.size(),
                                                    {INT64_MAX, INT64_MIN});
     for (const Instance& inst : instances) {

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <iterator>
+#include <optional>
 
 #include "absl/time/time.h"
 #include "ingest/inspector/inspector_job.h"
+#include "schemas/time_types.h"
 #include "schemas/trace.h"
 
 namespace bubblewatch {
@@ -71,7 +73,7 @@ void ExecTimePool::Add(const std::string& name, const InspectorLog& log,
     }
     Comm& cm = comms_[id];
     auto found = insts_.find({id, op.sn});
-    if (found == insts_.end() && op.sn <= cm.max_decided) {
+    if (found == insts_.end() && cm.max_decided && op.sn <= *cm.max_decided) {
       ++counts_[kLate];
       continue;
     }
@@ -86,10 +88,11 @@ void ExecTimePool::Add(const std::string& name, const InspectorLog& log,
       ++counts_[kDuplicate];
       continue;
     }
-    if (!in.parts.empty()) pending_.erase({in.key_ns, id, op.sn});
+    const bool first_part = in.parts.empty();
+    if (!first_part) pending_.erase({in.key_ns, id, op.sn});
     if (in.coll.empty()) in.coll = log.op_names[op.name];
     in.parts[name] = {op.exec_us, t};
-    in.key_ns = std::max(in.key_ns, t);
+    in.key_ns = first_part ? t : std::max(in.key_ns, t);
     pending_.insert({in.key_ns, id, op.sn});
     ++held_;
   }
@@ -110,24 +113,24 @@ std::pair<int64_t, int64_t> ExecTimePool::WholeProgress() const {
 }
 
 int64_t ExecTimePool::SeenUs() const {
-  int64_t lo = INT64_MAX;
-  int64_t hi = INT64_MIN;
+  std::optional<int64_t> first, newest;  // None: no dump yet.
   for (const auto& [name, p] : procs_) {
     if (p.dumps.empty()) continue;
-    lo = std::min(lo, *p.dumps.begin());
-    hi = std::max(hi, *p.dumps.rbegin());
+    LowerTo(first, *p.dumps.begin());
+    RaiseTo(newest, *p.dumps.rbegin());
   }
-  return hi >= lo ? hi - lo : 0;
+  return first ? *newest - *first : 0;
 }
 
-int64_t ExecTimePool::SafeBound() const {
-  int64_t newest = INT64_MIN;
+std::optional<EventNs> ExecTimePool::SafeBound() const {
+  std::optional<int64_t> newest_dump;
   for (const auto& [name, p] : procs_) {
-    if (!p.dumps.empty()) newest = std::max(newest, *p.dumps.rbegin());
+    if (!p.dumps.empty()) RaiseTo(newest_dump, *p.dumps.rbegin());
   }
-  if (newest == INT64_MIN) return INT64_MIN;
+  if (!newest_dump) return std::nullopt;
+  const int64_t newest = *newest_dump;
   const int64_t expire_us = absl::ToInt64Microseconds(options_.expire);
-  int64_t bound = INT64_MAX;
+  std::optional<int64_t> bound;  // None: no process waited for.
   for (const auto& [name, p] : procs_) {
     if (p.dumps.empty()) continue;
     const int64_t last = *p.dumps.rbegin();
@@ -137,10 +140,10 @@ int64_t ExecTimePool::SafeBound() const {
     auto it = p.dumps.upper_bound(last - kDumpRoundUs);
     const int64_t low =
         it == p.dumps.begin() ? last - kFirstIntervalUs : *std::prev(it);
-    bound = std::min(bound, low);
+    LowerTo(bound, low);
   }
-  if (bound == INT64_MAX) return INT64_MIN;
-  return std::clamp<int64_t>(bound, -kMaxEventTimeNs / 1000,
+  if (!bound) return std::nullopt;
+  return std::clamp<int64_t>(*bound, -kMaxEventTimeNs / 1000,
                              kMaxEventTimeNs / 1000) *
          1000;
 }
@@ -162,14 +165,17 @@ bool ExecTimePool::Complete(const std::string& comm, const Inst& in) const {
 std::vector<PlacedInstance> ExecTimePool::Advance(int64_t limit, bool flush) {
   std::vector<PlacedInstance> out;
   if (!Whole()) return out;
-  const int64_t bound = flush ? INT64_MAX : SafeBound();
+  // A flush places below the largest int64: everything.
+  const std::optional<EventNs> bound =
+      flush ? std::optional<EventNs>(INT64_MAX) : SafeBound();
+  if (!bound) return out;  // Nothing is safe yet.
   const int64_t expire_ns = absl::ToInt64Nanoseconds(options_.expire);
   const int64_t lag_ns = absl::ToInt64Nanoseconds(options_.lag);
   std::vector<ExecTimeMember> members;
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (limit >= 0 && static_cast<int64_t>(out.size()) >= limit) break;
     const auto [key, comm, sn] = *it;
-    if (key > bound) break;
+    if (key > *bound) break;
     auto found = insts_.find({comm, sn});
     Inst& in = found->second;
     Comm& c = comms_[comm];
@@ -210,15 +216,16 @@ std::vector<PlacedInstance> ExecTimePool::Advance(int64_t limit, bool flush) {
         out.push_back(std::move(placed));
         ++placed_;
       }
-    } else if (!flush && bound > INT64_MIN + expire_ns &&
-               key <= bound - expire_ns) {
+    } else if (const std::optional<EventNs> cutoff =
+                   EarlierBy(*bound, expire_ns);
+               !flush && cutoff && key <= *cutoff) {
       ++counts_[kGivenUp];
     } else {
       ++it;
       continue;
     }
     held_ -= static_cast<int64_t>(in.parts.size());
-    c.max_decided = std::max(c.max_decided, sn);
+    RaiseTo(c.max_decided, sn);
     insts_.erase(found);
     it = pending_.erase(it);
   }

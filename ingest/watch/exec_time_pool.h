@@ -35,6 +35,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -43,6 +44,7 @@
 
 #include "absl/time/time.h"
 #include "ingest/inspector/inspector_log.h"
+#include "schemas/time_types.h"
 
 namespace bubblewatch {
 
@@ -116,20 +118,23 @@ class ExecTimePool {
   struct Inst {
     std::string coll;
     std::map<std::string, Part> parts;  // By log.
-    int64_t key_ns = INT64_MIN;
+    // The latest of its parts' times; set with the first part (an Inst
+    // exists only with parts).
+    EventNs key_ns = 0;
   };
   struct Comm {
     int32_t n_ranks = -1;
     std::map<int32_t, std::string> members;  // Rank -> log.
-    // The highest coll_sn placed or given up: a record at or below it
-    // whose instance is gone is late.
-    int64_t max_decided = INT64_MIN;
+    // The highest coll_sn placed or given up (none: none yet): a record at
+    // or below it whose instance is gone is late.
+    std::optional<int64_t> max_decided;
   };
   using Key = std::tuple<int64_t, std::string, int64_t>;  // key, comm, sn
 
   int64_t TimeOf(const Proc& p, int64_t dump_us, int32_t pos,
                  int32_t size) const;
-  int64_t SafeBound() const;
+  // None: no process has dumped yet, or none is waited for.
+  std::optional<EventNs> SafeBound() const;
   bool Complete(const std::string& comm, const Inst& inst) const;
 
   ExecTimePoolOptions options_;

@@ -269,6 +269,15 @@ absl::Status TraceWatcherOptions::Validate() const {
   p.Check(max_file_bytes > 0, "max_file_bytes", "must be > 0");
   p.Check(max_file_events > 0, "max_file_events",
           absl::StrCat("must be > 0, not ", max_file_events));
+  p.Check(inspector_pool.expire > zero, "inspector_pool.expire",
+          absl::StrCat("must be > 0, not ",
+                       absl::FormatDuration(inspector_pool.expire)));
+  p.Check(inspector_pool.lag >= zero, "inspector_pool.lag",
+          absl::StrCat("must be >= 0, not ",
+                       absl::FormatDuration(inspector_pool.lag)));
+  p.Check(inspector_pool_idle > zero, "inspector_pool_idle",
+          absl::StrCat("must be > 0, not ",
+                       absl::FormatDuration(inspector_pool_idle)));
   return p.ToStatus();
 }
 
@@ -296,6 +305,8 @@ absl::StatusOr<std::unique_ptr<TraceWatcher>> TraceWatcher::Create(
   tail.batching = options.batching;
   tail.settle = options.settle;
   tail.flush_timeout = options.flush_timeout;
+  tail.exec = options.inspector_pool;
+  tail.exec_idle = options.inspector_pool_idle;
   ASSIGN_OR_RETURN(std::unique_ptr<InspectorTailer> tailer,
                    InspectorTailer::Create(std::move(tail), producer));
   std::unique_ptr<TraceWatcher> w(

@@ -153,11 +153,17 @@ struct TraceWatcherOptions {
   // limit).
   uint64_t max_file_bytes = uint64_t{2} << 30;
   int64_t max_file_events = 5'000'000;
+  // Inspector logs with exec-time-only records (InspectorTailerOptions):
+  // the pool's expire and lag, and how long a job's logs must not grow
+  // before it is taken to have ended. Defaults: 30 s, 2 s, 15 s.
+  ExecTimePoolOptions inspector_pool;
+  absl::Duration inspector_pool_idle = absl::Seconds(15);
 
   // kInvalidArgument listing every problem: no dir, a rank below -1, settle
   // negative, poll_interval or flush_timeout not positive, an
   // incomplete_timeout shorter than settle, max_file_bytes or
-  // max_file_events not positive. TraceWatcher::Create calls it.
+  // max_file_events not positive, the Inspector pool's expire or idle not
+  // positive or its lag negative. TraceWatcher::Create calls it.
   absl::Status Validate() const;
 };
 

@@ -47,6 +47,7 @@
 #include "tests/testing/kafka_broker.h"
 #include "tests/testing/poll.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/test_time.h"
 #include "tests/testing/topic_reader.h"
 
 namespace bubblewatch {
@@ -123,8 +124,22 @@ class ProduceWatchInspectorKafka : public ::testing::TestWithParam<bool> {
   }
 
   std::vector<std::string> WatchArgs(const std::string& topic) {
-    return {"produce", "--brokers", Brokers(), "--topic",     topic, "--watch",
-            dir_path_, "--settle",  "1s",      "--log-level", "info"};
+    // Exec-time only: the last instances go once the logs stopped growing
+    // for --inspector-pool-idle (default 15 s). Well above the 1.5 s
+    // between pieces, so a job between pieces is never taken to have ended.
+    return {"produce",
+            "--brokers",
+            Brokers(),
+            "--topic",
+            topic,
+            "--watch",
+            dir_path_,
+            "--settle",
+            "1s",
+            "--inspector-pool-idle",
+            testing::ScaledFlag(absl::Seconds(4)),
+            "--log-level",
+            "info"};
   }
 
   // Writes piece `k` of `pieces` of every log (cut at byte positions, so

@@ -318,13 +318,18 @@ TEST(TraceWatcherOptions, ReportsEveryProblemAndCreateRefusesThem) {
   options.poll_interval = absl::ZeroDuration();
   options.max_file_bytes = 0;
   options.max_file_events = -1;
+  options.inspector_pool.expire = absl::ZeroDuration();
+  options.inspector_pool.lag = absl::Seconds(-1);
+  options.inspector_pool_idle = absl::ZeroDuration();
   absl::Status s = options.Validate();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(),
             "invalid TraceWatcherOptions: dir is required; rank must be >= -1, "
             "not -2; incomplete_timeout must be at least settle (10s), not "
             "1s; poll_interval must be > 0, not 0; max_file_bytes must be > "
-            "0; max_file_events must be > 0, not -1");
+            "0; max_file_events must be > 0, not -1; inspector_pool.expire "
+            "must be > 0, not 0; inspector_pool.lag must be >= 0, not -1s; "
+            "inspector_pool_idle must be > 0, not 0");
   auto watcher = TraceWatcher::Create(options, /*producer=*/nullptr);
   EXPECT_EQ(watcher.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(watcher.status().message(), HasSubstr("rank must be >= -1"));

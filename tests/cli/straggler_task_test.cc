@@ -1,21 +1,24 @@
-// Stragglers live, against a real Kafka broker (ctest label kafka; ops/test
-// starts the broker and passes BUBBLEWATCH_KAFKA_BROKERS): a synthetic fleet
-// of multi-rank jobs with planted stragglers (`produce --synthetic
-// --scenario straggler --truth`) goes through `process`, and `query job
+// Stragglers live, without a broker: a synthetic fleet of multi-rank jobs
+// with planted stragglers (what `produce --synthetic --scenario straggler
+// --truth` sends) goes through the partition task over the in-memory Kafka
+// (tests/processor/task_driver.h), as `process` runs it, and `query job
 // --json` names each job's planted rank, with the planted cause carrying at
 // least 95 % of the planted wait over the fleet
-// (docs/semantics.md#streaming-collectives).
+// (docs/semantics.md#streaming-collectives). This was a broker test
+// (StragglerKafka.QueryJobNamesThePlantedRankAndCause, ctest label kafka)
+// with the same assertions; what it checks is the collective analysis in
+// the stream, not Kafka (docs/architecture.md#testing-the-partition-task).
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ingest/synthetic/synthetic_fleet.h"
 #include "simdjson.h"
 #include "tests/cli/cli_runner.h"
-#include "tests/testing/kafka_broker.h"
+#include "tests/processor/task_driver.h"
 #include "tests/testing/temp_dir.h"
-#include "tests/testing/test_time.h"
 
 namespace bubblewatch {
 namespace {
@@ -43,29 +46,39 @@ std::vector<Truth> ReadTruth(const std::string& path) {
   return out;
 }
 
-TEST(StragglerKafka, QueryJobNamesThePlantedRankAndCause) {
-  const std::string brokers = testing::Brokers();
-  ASSERT_FALSE(HasFailure());  // Not set: no broker to test against.
-  const std::string topic = testing::Unique("it-straggler");
+TEST(StragglerTask, QueryJobNamesThePlantedRankAndCause) {
   testing::TempDir dir;
+  // `produce --synthetic --scenario straggler --jobs 3 --gpus-per-job 4
+  // --duration 35s --seed 7 --truth FILE` (end markers, default batching).
+  SyntheticFleetOptions fleet;
+  fleet.scenario = SyntheticScenario::kStraggler;
+  fleet.jobs = 3;
+  fleet.gpus_per_job = 4;
+  fleet.duration = absl::Seconds(35);
+  fleet.seed = 7;
   const std::string truth_file = dir.Sub("truth.jsonl");
-  auto produce = RunBubblewatch(
-      "produce --brokers " + brokers + " --topic " + topic +
-      " --synthetic --scenario straggler --jobs 3 --gpus-per-job 4"
-      " --duration 35s --seed 7 --truth " +
-      truth_file + " --log-level error");
-  ASSERT_EQ(produce.exit_code, 0) << produce.err;
+  {
+    absl::StatusOr<std::vector<SyntheticJob>> jobs =
+        GenerateSyntheticFleet(fleet);
+    ASSERT_TRUE(jobs.ok()) << jobs.status();
+    ASSERT_TRUE(WriteSyntheticTruthFile(*jobs, truth_file).ok());
+  }
   const std::vector<Truth> truth = ReadTruth(truth_file);
   ASSERT_EQ(truth.size(), 3u);
 
+  // `process --windows-topic '' --idle-timeout 3s --exit-when-idle 4s`
+  // (its default lateness, 2 s).
+  StreamProcessorOptions options = testing::ProcessOptions();
+  options.windows_topic = "";
+  options.windower.lateness_ns = 2'000'000'000;
   const std::string store = dir.Sub("store");
-  auto process = RunBubblewatch(
-      "process --brokers " + brokers + " --topic " + topic + " --group " +
-      topic + " --windows-topic '' --dlq-topic " + topic + ".dlq --store '" +
-      store + "' --idle-timeout " + testing::ScaledFlag(absl::Seconds(3)) +
-      " --exit-when-idle " + testing::ScaledFlag(absl::Seconds(4)) +
-      " --log-level warn");
-  ASSERT_EQ(process.exit_code, 0) << process.err;
+  {
+    testing::TaskDriver driver(options, store);
+    ASSERT_TRUE(driver.SendFleet(fleet, {}).ok());
+    const absl::Status processed = driver.RunUntilIdle();
+    ASSERT_TRUE(processed.ok()) << processed;
+    driver.Kill();  // After the last commit: the store closed, for `query`.
+  }
 
   double planted = 0;
   double attributed = 0;

@@ -746,42 +746,11 @@ bool MoveToAnEmptyInstance(const std::vector<MemoryRecord>& input,
   return same;
 }
 
-// The split job's parts in window order (each window's parts by host),
-// but the first host ends early: its part of window `k` says `last`, and
-// it sends no later one. `cut`: the offset of the third part of the
-// window after, where that window is open and the ended host's last part
-// lies below every open window's parts (the resume offset).
 std::vector<MemoryRecord> AHostEndsEarly(size_t k, int64_t& cut) {
-  const SplitJob& job = TheSplitJob();
-  std::vector<std::tuple<int64_t, std::string, size_t>> order;
-  for (const auto& [host, starts] : job.starts) {
-    for (size_t i = 0; i < starts.size(); ++i) {
-      order.emplace_back(starts[i], host, i);
-    }
-  }
-  std::sort(order.begin(), order.end());
-  const std::string& early = job.parts.begin()->first;
-  const int64_t early_end = job.starts.at(early).at(k);
   std::vector<MemoryRecord> out;
-  cut = -1;
-  int after = 0;
-  for (const auto& [start, host, i] : order) {
-    std::string bytes = job.parts.at(host)[i];
-    if (host == early) {
-      if (i > k) continue;
-      if (i == k) {
-        absl::StatusOr<HostWindowPart> part = DecodeHostWindowPart(bytes);
-        EXPECT_TRUE(part.ok());
-        part->last = true;
-        bytes = EncodeHostWindowPart(*part);
-      }
-    }
-    if (start > early_end && ++after == 3) {
-      cut = static_cast<int64_t>(out.size());
-    }
+  for (std::string& bytes : testing::AHostEndsEarly(TheSplitJob(), k, cut)) {
     out.push_back(MemoryRecord{kJob, std::move(bytes)});
   }
-  EXPECT_GT(cut, 0);
   return out;
 }
 

@@ -226,8 +226,13 @@ absl::Status WindowPartsTask::WriteChangelog(const PartitionProgress& p) {
       options_.state_topic, p.partition,
       MergePartitionKey(p.topic, p.partition),
       EncodeMergePartitionSnapshot(snapshot), "stage 2 state topic");
-  if (!s.ok()) --shared_->undelivered;
-  return s;
+  if (!s.ok()) {
+    --shared_->undelivered;
+    return s;
+  }
+  absl::MutexLock lock(&stats_.mu);
+  ++stats_.stats.state_snapshots_written;
+  return absl::OkStatus();
 }
 
 void WindowPartsTask::Assign(std::span<PartitionTask::Assigned> partitions) {
@@ -267,6 +272,8 @@ void WindowPartsTask::Assign(std::span<PartitionTask::Assigned> partitions) {
           .resume_offset = (*remote)->resume_offset,
           .committed_position = (*remote)->committed_position});
       records->assign((*remote)->jobs.begin(), (*remote)->jobs.end());
+      absl::MutexLock lock(&stats_.mu);
+      ++stats_.stats.state_restores;
     }
     std::map<std::string, Job> restored;
     absl::Status failed;

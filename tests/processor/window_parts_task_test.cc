@@ -728,7 +728,12 @@ bool MoveToAnEmptyInstance(const std::vector<MemoryRecord>& input,
   world.state_topic = b_state_topic;
   world.revoke_at = -1;
   CrashBudget rest;
-  EXPECT_TRUE(RunProcess(world, rest));
+  ProcessorStats b_stats;
+  EXPECT_TRUE(RunProcess(world, rest, nullptr, &b_stats));
+  // Revoked, A committed: B restores from the state topic when it has one.
+  if (revoke_at >= 0) {
+    EXPECT_EQ(b_stats.state_restores, b_state_topic.empty() ? 0 : 1);
+  }
   StoreParts b;
   AddStore(world, b);
   got.windows.merge(b.windows);

@@ -6,7 +6,8 @@
 // it gives the same windows, and every copy of a window on the topic is the
 // same bytes; killed, and replaced by an instance with an empty store, the
 // new one restores the job records from the state topic and the two stores
-// hold the uninterrupted run's windows.
+// hold the uninterrupted run's windows; the same when the partition moves
+// to such an instance of the group in a rebalance.
 #include <signal.h>
 
 #include <chrono>
@@ -246,6 +247,68 @@ TEST(WindowPartsKafka, AnEmptyInstanceTakesOverFromTheStateTopic) {
     auto it = want.find(w.window.start_ns);
     ASSERT_NE(it, want.end()) << "published: " << w.window.start_ns;
     EXPECT_EQ(EncodeWindowSummary(w), it->second);
+  }
+}
+
+// Two instances of one group: B, with an empty store, joins while A owns
+// the partition (a window open whose job has a host that ended below the
+// resume offset); A stops (SIGTERM: it commits, then leaves the group), the
+// rebalance hands the partition to B, which restores from the state topic.
+TEST(WindowPartsKafka, ARebalanceToAnEmptyInstanceGivesTheSameWindows) {
+  const SplitJob& job = TheSplitJob();
+  int64_t cut = 0;
+  const std::vector<std::string> values = testing::AHostEndsEarly(job, 2, cut);
+  testing::TempDir dir;
+  const std::string clean = Unique("parts-clean2");
+  ASSERT_NO_FATAL_FAILURE(CreateTopic(clean, 1));
+  ASSERT_NO_FATAL_FAILURE(ProduceParts(clean, values));
+  ASSERT_EQ(RunToEnd(MergeArgs(clean, dir.Sub("clean"))), 0);
+  std::map<int64_t, std::string> want;
+  AddWindows(StoredWindows(dir.Sub("clean")), want);
+  ASSERT_GT(want.size(), 3u);
+
+  const std::string topic = Unique("parts-rebalance");
+  ASSERT_NO_FATAL_FAILURE(CreateTopic(topic, 1));
+  ASSERT_NO_FATAL_FAILURE(ProduceParts(
+      topic, std::vector<std::string>(values.begin(), values.begin() + cut)));
+  // No idle timeout in sight for A, and B's long after the parts it reads:
+  // only the parts close windows (without A's job records, B's would wait
+  // for a host it does not know, then close by the idle timeout).
+  const std::string store_a = dir.Sub("a");
+  const pid_t a =
+      Spawn(MergeArgs(topic, store_a, absl::Seconds(600)), dir.Sub("a.log"));
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      absl::ToChronoSeconds(testing::Scaled(absl::Seconds(60)));
+  while (StoredWindows(store_a).size() < 3 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GE(StoredWindows(store_a).size(), 3u) << "A stored too few windows";
+  const std::string store_b = dir.Sub("b");
+  const pid_t b =
+      Spawn(MergeArgs(topic, store_b, absl::Seconds(15)), dir.Sub("b.log"));
+  // B joined (and got nothing: one partition, kept by A).
+  std::this_thread::sleep_for(
+      absl::ToChronoMilliseconds(testing::Scaled(absl::Seconds(3))));
+  ASSERT_EQ(kill(a, SIGTERM), 0);
+  EXPECT_EQ(Wait(a), 0);
+  std::map<int64_t, std::string> got;
+  AddWindows(StoredWindows(store_a), got);
+  ASSERT_NO_FATAL_FAILURE(ProduceParts(
+      topic, std::vector<std::string>(values.begin() + cut, values.end())));
+  EXPECT_EQ(Wait(b), 0);
+  const std::vector<WindowSummary> b_windows = StoredWindows(store_b);
+  EXPECT_FALSE(b_windows.empty());
+  AddWindows(b_windows, got);
+  std::vector<int64_t> got_starts, want_starts;
+  for (const auto& [start, bytes] : got) got_starts.push_back(start);
+  for (const auto& [start, bytes] : want) want_starts.push_back(start);
+  EXPECT_EQ(got_starts, want_starts);
+  for (const auto& [start, bytes] : want) {
+    auto it = got.find(start);
+    EXPECT_TRUE(it != got.end() && it->second == bytes)
+        << "window " << start << " differs from the uninterrupted run's";
   }
 }
 

@@ -123,7 +123,8 @@ int RunProcessCommand(int argc, char** argv) {
                "jobs split across\nprocessors, windows merged from the hosts' "
                "window parts (docs/process.md#stage-2);\nits defaults: --topic "
                "bubblewatch.window-parts, --group bubblewatch-merge,\n"
-               "--dlq-topic bubblewatch.window-parts.dlq, no --state-topic");
+               "--dlq-topic bubblewatch.window-parts.dlq,\n--state-topic "
+               "bubblewatch.window-parts.state");
   cl.AddString("topic", &options.topic, "TOPIC", "events topic");
   cl.AddString("group", &options.group, "GROUP", "consumer group");
   cl.AddString("windows-topic", &options.windows_topic, "TOPIC",
@@ -228,10 +229,7 @@ int RunProcessCommand(int argc, char** argv) {
     if (!given("topic")) options.topic = kWindowPartsTopic;
     if (!given("group")) options.group = kMergeGroup;
     if (!given("dlq-topic")) options.dlq_topic = kWindowPartsDlqTopic;
-    if (!given("state-topic")) options.state_topic = "";
-    if (!options.state_topic.empty()) {
-      usage_errors.push_back("--stage merge keeps no --state-topic");
-    }
+    if (!given("state-topic")) options.state_topic = kWindowPartsStateTopic;
     if (!alert_flags.rules_path.empty()) {
       usage_errors.push_back(
           "--stage merge runs no --rules (run them on the events stage)");

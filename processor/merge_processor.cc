@@ -92,6 +92,8 @@ class MergeProcessor::Impl : private ConsumerKafka::Listener {
   std::unique_ptr<RdKafkaConsumerKafka> consumer_;
   RdKafkaPtr producer_;
   std::unique_ptr<RdKafkaDeadLetterKafka> dead_letter_kafka_;
+  // The state topic's reader and writer (null without --state-topic).
+  std::unique_ptr<RdKafkaChangelogKafka> changelog_kafka_;
   RuntimeShared shared_;
   BrokerHealth health_;
   int feature_needs_ = kNeedConsumerGroups;
@@ -156,6 +158,26 @@ absl::Status MergeProcessor::Impl::Init() {
   task_.Connect(std::make_unique<RdKafkaCommitKafka>(consumer_->handle(),
                                                      producer_.get()),
                 dead_letter_kafka_.get());
+  if (!options_.state_topic.empty()) {
+    // As StateChangelog::Create's: a reader that joins no group (assign()
+    // wants a group id: a fixed name no member uses), its records written
+    // on the processor's producer, so the task's flush waits for them.
+    KafkaConfig reader_config(options_.brokers);
+    for (const std::string& assignment : options_.kafka_properties) {
+      if (!absl::StartsWith(assignment, "group.")) {
+        RETURN_IF_ERROR(reader_config.SetAssignment(assignment));
+      }
+    }
+    reader_config.Set("group.id",
+                      absl::StrCat(options_.state_topic, ".restore"));
+    reader_config.Set("enable.auto.commit", "false");
+    reader_config.Set("enable.partition.eof", "true");
+    ASSIGN_OR_RETURN(RdKafkaPtr reader,
+                     NewKafkaClient(RD_KAFKA_CONSUMER, reader_config));
+    changelog_kafka_ = std::make_unique<RdKafkaChangelogKafka>(
+        std::move(reader), producer_.get());
+    task_.ConnectChangelog(changelog_kafka_.get());
+  }
   return consumer_->Subscribe(options_.topic);
 }
 
@@ -270,9 +292,8 @@ MergeProcessor::~MergeProcessor() = default;
 absl::StatusOr<std::unique_ptr<MergeProcessor>> MergeProcessor::Create(
     const StreamProcessorOptions& options, WindowStore* store) {
   RETURN_IF_ERROR(options.Validate());
-  if (!options.state_topic.empty() || options.observer != nullptr) {
-    return absl::InvalidArgumentError(
-        "the merge stage keeps no state topic and runs no alert rules");
+  if (options.observer != nullptr) {
+    return absl::InvalidArgumentError("the merge stage runs no alert rules");
   }
   auto impl = std::make_unique<Impl>(options, store);
   RETURN_IF_ERROR(impl->Init());

@@ -8,10 +8,13 @@
 // adapter (the consumer behind ConsumerKafka, the producer for windows and
 // dead letters, the broker's health, retention, the progress line).
 //
-// Differences from the events stage: no state changelog (a partition that
-// moves to another instance resumes from the group offset, with the job
-// records that instance's store holds), no commit observer (alerts), no
-// limits on batches (a part is one message of one host's window).
+// With options.state_topic (default kWindowPartsStateTopic), each
+// partition's progress and job records also go to that compacted topic, so
+// that a partition moving to another instance (a rebalance, a new instance
+// with an empty store) resumes with them (docs/architecture.md#stage-2-
+// restart-and-rebalance). Differences from the events stage: no commit
+// observer (alerts), no limits on batches (a part is one message of one
+// host's window).
 //
 // Thread safety: Run on one thread; RequestStop and stats from any.
 #ifndef BUBBLEWATCH_PROCESSOR_MERGE_PROCESSOR_H_
@@ -32,12 +35,14 @@ namespace bubblewatch {
 inline constexpr char kWindowPartsTopic[] = "bubblewatch.window-parts";
 inline constexpr char kMergeGroup[] = "bubblewatch-merge";
 inline constexpr char kWindowPartsDlqTopic[] = "bubblewatch.window-parts.dlq";
+inline constexpr char kWindowPartsStateTopic[] =
+    "bubblewatch.window-parts.state";
 
 class MergeProcessor {
  public:
   // Creates the consumer (subscribed to options.topic) and the producer.
-  // options.state_topic and options.observer must be unset (kInvalidArgument
-  // otherwise). `store` must outlive the processor.
+  // options.observer must be unset (kInvalidArgument otherwise). `store` must
+  // outlive the processor.
   static absl::StatusOr<std::unique_ptr<MergeProcessor>> Create(
       const StreamProcessorOptions& options, WindowStore* store);
   ~MergeProcessor();

@@ -11,6 +11,7 @@
 #include "analysis/varint_codec.h"
 #include "base/status_macros.h"
 #include "processor/fleet_topics.h"
+#include "processor/state_changelog.h"
 #include "processor/window_fit.h"
 #include "schemas/window_summary_codec.h"
 #include "spdlog/spdlog.h"
@@ -19,6 +20,10 @@ namespace bubblewatch {
 namespace {
 
 constexpr uint8_t kMergeRecordVersion = 1;
+constexpr uint8_t kMergeSnapshotVersion = 1;
+// A read of the state topic that makes no progress this long fails (as
+// StateChangelog's).
+constexpr absl::Duration kChangelogTimeout = absl::Seconds(15);
 // As CommitPipeline's (commit_pipeline.cc): a flush unacknowledged this
 // long means the broker is away; once stopping, a flush waits this long.
 constexpr absl::Duration kPartsSlowFlush = absl::Seconds(2);
@@ -72,6 +77,50 @@ absl::StatusOr<MergeJobRecord> DecodeMergeJobRecord(absl::string_view bytes) {
   return out;
 }
 
+std::string MergePartitionKey(absl::string_view topic, int32_t partition) {
+  return absl::StrCat(topic, "/", partition);
+}
+
+std::string EncodeMergePartitionSnapshot(const MergePartitionSnapshot& s) {
+  VarintWriter w;
+  w.Byte(kMergeSnapshotVersion);
+  w.String(s.topic);
+  w.Signed(s.partition);
+  w.Signed(s.resume_offset);
+  w.Signed(s.committed_position);
+  w.Unsigned(s.jobs.size());
+  for (const auto& [name, record] : s.jobs) {
+    w.String(name);
+    w.String(record);
+  }
+  return w.Take();
+}
+
+absl::StatusOr<MergePartitionSnapshot> DecodeMergePartitionSnapshot(
+    absl::string_view bytes) {
+  VarintReader r(bytes);
+  const uint8_t version = r.Byte();
+  if (r.ok() && version != kMergeSnapshotVersion) {
+    return absl::DataLossError(
+        absl::StrCat("stage 2 partition snapshot: unknown version ", version));
+  }
+  MergePartitionSnapshot out;
+  out.topic = r.String();
+  out.partition = r.Int32();
+  out.resume_offset = r.Signed();
+  out.committed_position = r.Signed();
+  const size_t jobs = r.Count();
+  for (size_t i = 0; i < jobs && r.ok(); ++i) {
+    std::string name = r.String();
+    out.jobs[std::move(name)] = r.String();
+  }
+  if (!r.ok() || !r.done()) {
+    return absl::DataLossError(
+        "stage 2 partition snapshot: truncated or malformed");
+  }
+  return out;
+}
+
 WindowPartsTask::WindowPartsTask(const StreamProcessorOptions& options,
                                  WindowStore* store, BrokerHealth* health,
                                  RuntimeShared* shared)
@@ -115,6 +164,77 @@ void WindowPartsTask::PrepareWindowsTopic() {
   windows_partitions_ = *partitions;
 }
 
+absl::StatusOr<std::optional<MergePartitionSnapshot>>
+WindowPartsTask::ReadChangelog(int32_t partition) {
+  if (changelog_ == nullptr || options_.state_topic.empty()) {
+    return std::nullopt;
+  }
+  if (!changelog_prepared_) {
+    // Created with as many partitions as the parts topic: the snapshot of
+    // parts partition P lives in its partition P (StateChangelog::Prepare).
+    ASSIGN_OR_RETURN(int partitions, changelog_->TopicPartitions(
+                                         options_.topic, /*just_created=*/false,
+                                         kChangelogTimeout));
+    StateChangelog topic(options_.state_topic, changelog_);
+    ASSIGN_OR_RETURN(changelog_created_now_, topic.Prepare(partitions));
+    changelog_prepared_ = true;
+  }
+  if (changelog_created_now_) return std::nullopt;
+  // The whole partition (compacted: about one record per key); the record
+  // with the highest committed position wins, which also discards a late
+  // record of a fenced-out former owner.
+  const std::string key = MergePartitionKey(options_.topic, partition);
+  std::optional<MergePartitionSnapshot> newest;
+  RETURN_IF_ERROR(changelog_->ReadPartition(
+      options_.state_topic, partition, kChangelogTimeout,
+      [&](const ChangelogKafka::Record& record) {
+        if (record.key != key || !record.value) return;
+        absl::StatusOr<MergePartitionSnapshot> s =
+            DecodeMergePartitionSnapshot(*record.value);
+        if (!s.ok() || s->topic != options_.topic ||
+            s->partition != partition) {
+          spdlog::warn("state topic {} offset {}: skipped: {}",
+                       options_.state_topic, record.offset,
+                       s.ok() ? "another partition's snapshot"
+                              : std::string(s.status().message()));
+          return;
+        }
+        if (!newest || s->committed_position >= newest->committed_position) {
+          newest = *std::move(s);
+        }
+      }));
+  return newest;
+}
+
+absl::Status WindowPartsTask::WriteChangelog(const PartitionProgress& p) {
+  if (changelog_ == nullptr || options_.state_topic.empty()) {
+    return absl::OkStatus();
+  }
+  MergePartitionSnapshot snapshot{.topic = p.topic,
+                                  .partition = p.partition,
+                                  .resume_offset = p.resume_offset,
+                                  .committed_position = p.committed_position};
+  for (const auto& [name, job] : jobs_) {
+    if (job.partition == p.partition) {
+      snapshot.jobs[name] = EncodeMergeJobRecord(job.record);
+    }
+  }
+  // Counted as undelivered until acknowledged: the next commit's flush
+  // waits for it before its group offsets move.
+  ++shared_->undelivered;
+  absl::Status s = changelog_->ProduceRecord(
+      options_.state_topic, p.partition,
+      MergePartitionKey(p.topic, p.partition),
+      EncodeMergePartitionSnapshot(snapshot), "stage 2 state topic");
+  if (!s.ok()) {
+    --shared_->undelivered;
+    return s;
+  }
+  absl::MutexLock lock(&stats_.mu);
+  ++stats_.stats.state_snapshots_written;
+  return absl::OkStatus();
+}
+
 void WindowPartsTask::Assign(std::span<PartitionTask::Assigned> partitions) {
   for (PartitionTask::Assigned& a : partitions) {
     if (kafka_ != nullptr) PrepareWindowsTopic();
@@ -130,6 +250,31 @@ void WindowPartsTask::Assign(std::span<PartitionTask::Assigned> partitions) {
       shared_->fatal = records.status();
       continue;
     }
+    absl::StatusOr<std::optional<MergePartitionSnapshot>> remote =
+        ReadChangelog(a.partition);
+    if (!remote.ok()) {
+      shared_->fatal = absl::Status(
+          remote.status().code(),
+          absl::StrCat("cannot read the state topic ", options_.state_topic,
+                       ": ", remote.status().message()));
+      continue;
+    }
+    // Both are the state of one commit; the newer one processed more. On a
+    // tie the local one is as good.
+    const bool from_changelog =
+        remote->has_value() &&
+        (!progress->has_value() ||
+         (*remote)->committed_position > (*progress)->committed_position);
+    if (from_changelog) {
+      progress->emplace(PartitionProgress{
+          .topic = options_.topic,
+          .partition = a.partition,
+          .resume_offset = (*remote)->resume_offset,
+          .committed_position = (*remote)->committed_position});
+      records->assign((*remote)->jobs.begin(), (*remote)->jobs.end());
+      absl::MutexLock lock(&stats_.mu);
+      ++stats_.stats.state_restores;
+    }
     std::map<std::string, Job> restored;
     absl::Status failed;
     for (const auto& [name, bytes] : *records) {
@@ -144,6 +289,9 @@ void WindowPartsTask::Assign(std::span<PartitionTask::Assigned> partitions) {
       job.partition = a.partition;
       job.record = *std::move(r);
       job.ranks_held = RanksHeld(job.record);
+      // The store may lack the records (or hold older ones): the first
+      // commit writes them.
+      job.dirty = from_changelog;
     }
     if (!failed.ok()) {
       shared_->fatal = failed;
@@ -160,8 +308,9 @@ void WindowPartsTask::Assign(std::span<PartitionTask::Assigned> partitions) {
       part.next_offset = a.offset;
       uncommitted_ = true;
     }
-    spdlog::info("assigned {}/{}: {} jobs from the store, resume at {}",
-                 options_.topic, a.partition, restored.size(), a.offset);
+    spdlog::info("assigned {}/{}: {} jobs from the {}, resume at {}",
+                 options_.topic, a.partition, restored.size(),
+                 from_changelog ? "state topic" : "store", a.offset);
     for (auto& [name, job] : restored) jobs_[name] = std::move(job);
   }
 }
@@ -628,8 +777,8 @@ absl::Status WindowPartsTask::CommitOnce(absl::Time now) {
   StoreBatch batch;
   batch.windows = std::move(pending_windows_);
   pending_windows_.clear();
-  // The commit protocol's steps (docs/architecture.md#commit-protocol),
-  // without the changelog. 1: publish this commit's windows.
+  // The commit protocol's steps (docs/architecture.md#commit-protocol).
+  // 1: publish this commit's windows.
   int64_t trimmed = 0;
   if (!options_.windows_topic.empty()) {
     for (WindowSummary& w : batch.windows) {
@@ -679,9 +828,13 @@ absl::Status WindowPartsTask::CommitOnce(absl::Time now) {
                                      written.message()));
   }
   uncommitted_ = false;
+  // 5: the partitions' snapshots, to the state topic, now that the store
+  // holds them; acknowledged by the next commit's flush, before its group
+  // offsets move.
   for (const PartitionProgress& progress : batch.progress) {
     partitions_[progress.partition].committed_position =
         progress.committed_position;
+    RETURN_IF_ERROR(WriteChangelog(progress));
   }
   for (auto& [name, job] : jobs_) {
     if (partitions_.contains(job.partition)) job.dirty = false;

@@ -47,10 +47,15 @@
 //   - a failed merge or commit stops the task (RuntimeShared::fatal) before
 //     anything past it is committed; after a failed commit nothing more is
 //     written.
-// Not kept (yet): a state changelog (a partition moving to another
-// instance resumes from the group offset, as the events stage without
-// --state-topic does), late counts, host skew, the ranks' timelines
-// (digests do not carry them), job lifecycle states.
+//   - with a state topic (ConnectChangelog, options.state_topic), each
+//     commit's progress and job records of a partition go to it as one
+//     record once the store batch is written (MergePartitionSnapshot), so
+//     that whichever instance owns the partition next restores them
+//     (the newer of its store and the state topic, by committed position)
+//     and replays from the same resume offset: a rebalance, or a new
+//     instance with an empty store, gives the same windows too.
+// Not kept (yet): late counts, host skew, the ranks' timelines (digests do
+// not carry them), job lifecycle states.
 //
 // Thread safety: one thread; stats() from any.
 #ifndef BUBBLEWATCH_PROCESSOR_WINDOW_PARTS_TASK_H_
@@ -110,6 +115,29 @@ struct MergeJobRecord {
 std::string EncodeMergeJobRecord(const MergeJobRecord& record);
 absl::StatusOr<MergeJobRecord> DecodeMergeJobRecord(absl::string_view bytes);
 
+// One partition of the parts topic as its state topic keeps it
+// (docs/state.md#stage-2-state-topic): the progress and the record of
+// every job of the partition that has one, of one commit. Key
+// "TOPIC/P" (MergePartitionKey), in partition P of the state topic.
+struct MergePartitionSnapshot {
+  std::string topic;  // The parts topic.
+  int32_t partition = 0;
+  KafkaOffset resume_offset = 0;
+  KafkaOffset committed_position = 0;
+  // job -> EncodeMergeJobRecord bytes.
+  std::map<std::string, std::string> jobs;
+  bool operator==(const MergePartitionSnapshot&) const = default;
+};
+
+std::string MergePartitionKey(absl::string_view topic, int32_t partition);
+// A version byte (1), then varints: topic, partition, resume offset,
+// committed position, the job count, per job (ascending) its name and its
+// record's bytes. Decode errors: kDataLoss (truncated, malformed, unknown
+// version).
+std::string EncodeMergePartitionSnapshot(const MergePartitionSnapshot& s);
+absl::StatusOr<MergePartitionSnapshot> DecodeMergePartitionSnapshot(
+    absl::string_view bytes);
+
 // Stage 2's own counters, beside the ProcessorStats it shares with stage 1
 // (messages, replays, windows written and published, dead letters).
 struct WindowPartsStats {
@@ -136,6 +164,10 @@ class WindowPartsTask {
   // `dead_letters` (must outlive the task) takes the DLQ's records.
   void Connect(std::unique_ptr<CommitKafka> kafka,
                DeadLetterKafka* dead_letters);
+  // The state topic's Kafka calls (not owned, must outlive the task; its
+  // records go out on the producer that CommitKafka flushes). Without one,
+  // or with options.state_topic empty, there is no state topic.
+  void ConnectChangelog(ChangelogKafka* changelog) { changelog_ = changelog; }
   // The most bytes of one windows-topic message (CommitPipeline's
   // set_windows_limit).
   void set_windows_limit(int64_t bytes) { windows_limit_bytes_ = bytes; }
@@ -143,8 +175,10 @@ class WindowPartsTask {
   void Start(absl::Time now) { last_commit_ = now; }
 
   // Partitions assigned: each one's job records and progress restored from
-  // the store; `offset` set to the stored resume offset (unchanged without
-  // one). A failure is RuntimeShared::fatal and leaves the partition out.
+  // the store or, when it holds a later commit (a higher committed
+  // position), the state topic; `offset` set to that resume offset
+  // (unchanged without either). A failure is RuntimeShared::fatal and
+  // leaves the partition out.
   void Assign(std::span<PartitionTask::Assigned> partitions);
   // Partitions revoked: everything final committed and flushed first, then
   // their jobs dropped.
@@ -223,6 +257,12 @@ class WindowPartsTask {
   absl::Status PublishWindow(WindowSummary& window, int64_t& trimmed);
   absl::Status FlushAndCommitOffsets(bool sync);
   void PrepareWindowsTopic();
+  // The newest snapshot of `partition` on the state topic (nullopt: none,
+  // or no state topic).
+  absl::StatusOr<std::optional<MergePartitionSnapshot>> ReadChangelog(
+      int32_t partition);
+  // Queues `partition`'s snapshot as `progress` stored it.
+  absl::Status WriteChangelog(const PartitionProgress& progress);
 
   const StreamProcessorOptions& options_;
   WindowStore* store_;
@@ -235,6 +275,9 @@ class WindowPartsTask {
   int64_t windows_limit_bytes_ = 1'000'000;
   int windows_partitions_ = 0;
   bool topics_prepared_ = false;
+  ChangelogKafka* changelog_ = nullptr;
+  bool changelog_prepared_ = false;
+  bool changelog_created_now_ = false;
 
   std::map<int32_t, Partition> partitions_;
   std::map<std::string, Job> jobs_;  // Job order: deterministic closes.

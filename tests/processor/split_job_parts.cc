@@ -142,4 +142,38 @@ void ExpectSingleStageWindows(const std::vector<WindowSummary>& got) {
   }
 }
 
+std::vector<std::string> AHostEndsEarly(const SplitJob& job, size_t k,
+                                        int64_t& cut) {
+  std::vector<std::tuple<int64_t, std::string, size_t>> order;
+  for (const auto& [host, starts] : job.starts) {
+    for (size_t i = 0; i < starts.size(); ++i) {
+      order.emplace_back(starts[i], host, i);
+    }
+  }
+  std::sort(order.begin(), order.end());
+  const std::string& early = job.parts.begin()->first;
+  const int64_t early_start = job.starts.at(early).at(k);
+  std::vector<std::string> out;
+  cut = -1;
+  int after = 0;
+  for (const auto& [start, host, i] : order) {
+    std::string bytes = job.parts.at(host)[i];
+    if (host == early) {
+      if (i > k) continue;
+      if (i == k) {
+        absl::StatusOr<HostWindowPart> part = DecodeHostWindowPart(bytes);
+        EXPECT_TRUE(part.ok());
+        part->last = true;
+        bytes = EncodeHostWindowPart(*part);
+      }
+    }
+    if (start > early_start && ++after == 3) {
+      cut = static_cast<int64_t>(out.size());
+    }
+    out.push_back(std::move(bytes));
+  }
+  EXPECT_GT(cut, 0);
+  return out;
+}
+
 }  // namespace bubblewatch::testing

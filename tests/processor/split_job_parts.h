@@ -50,6 +50,14 @@ std::vector<Sent> Interleave(
     const SplitJob& job, uint32_t seed,
     std::set<std::pair<std::string, size_t>> skip = {});
 
+// The job's parts in window order (each window's parts by host), but the
+// first host ends early: its part of its window `k` says `last`, and it
+// sends no later one. `cut`: the offset of the third part of the window
+// after, where that window is open and the ended host's last part lies
+// below every open window's parts (the resume offset there).
+std::vector<std::string> AHostEndsEarly(const SplitJob& job, size_t k,
+                                        int64_t& cut);
+
 // `got` are the single stage's windows: every field but what a part cannot
 // know (timelines, host skew; why a window closed is checked apart).
 void ExpectSingleStageWindows(const std::vector<WindowSummary>& got);

@@ -4,7 +4,10 @@
 // with stage-1 republishes, become the single-stage windows in the store
 // and on the windows topic; killed (SIGKILL) mid-stream and started again,
 // it gives the same windows, and every copy of a window on the topic is the
-// same bytes.
+// same bytes; killed, and replaced by an instance with an empty store, the
+// new one restores the job records from the state topic and the two stores
+// hold the uninterrupted run's windows; the same when the partition moves
+// to such an instance of the group in a rebalance.
 #include <signal.h>
 
 #include <chrono>
@@ -61,8 +64,9 @@ std::vector<std::string> PartValues(const SplitJob& job,
   return out;
 }
 
-std::vector<std::string> MergeArgs(const std::string& topic,
-                                   const std::string& store) {
+std::vector<std::string> MergeArgs(
+    const std::string& topic, const std::string& store,
+    absl::Duration idle_timeout = absl::Seconds(3)) {
   return {"process",
           "--stage",
           "merge",
@@ -78,8 +82,10 @@ std::vector<std::string> MergeArgs(const std::string& topic,
           topic + ".windows",
           "--dlq-topic",
           topic + ".dlq",
+          "--state-topic",
+          topic + ".state",
           "--idle-timeout",
-          testing::ScaledFlag(absl::Seconds(3)),
+          testing::ScaledFlag(idle_timeout),
           "--exit-when-idle",
           testing::ScaledFlag(absl::Seconds(4)),
           "--log-level",
@@ -163,6 +169,147 @@ TEST(WindowPartsKafka, KilledMidStreamAndRestartedGivesTheSameWindows) {
       topic, std::vector<std::string>(values.begin() + half, values.end())));
   ASSERT_EQ(RunToEnd(MergeArgs(topic, store)), 0);
   ExpectStoreAndTopic(topic, store);
+}
+
+// Windows by start: their encodings, each copy the same bytes.
+void AddWindows(const std::vector<WindowSummary>& windows,
+                std::map<int64_t, std::string>& out) {
+  for (const WindowSummary& w : windows) {
+    auto [it, inserted] =
+        out.try_emplace(w.window.start_ns, EncodeWindowSummary(w));
+    EXPECT_TRUE(inserted || it->second == EncodeWindowSummary(w))
+        << "window " << w.window.start_ns << " differs between copies";
+  }
+}
+
+// Instance A is killed (SIGKILL) with a window open whose job has a host
+// that ended below the resume offset; instance B, with an empty store,
+// takes the partition over and knows that host only from the state topic.
+TEST(WindowPartsKafka, AnEmptyInstanceTakesOverFromTheStateTopic) {
+  const SplitJob& job = TheSplitJob();
+  int64_t cut = 0;
+  const std::vector<std::string> values = testing::AHostEndsEarly(job, 2, cut);
+  testing::TempDir dir;
+  // The uninterrupted run, on a topic of its own.
+  const std::string clean = Unique("parts-clean");
+  ASSERT_NO_FATAL_FAILURE(CreateTopic(clean, 1));
+  ASSERT_NO_FATAL_FAILURE(ProduceParts(clean, values));
+  ASSERT_EQ(RunToEnd(MergeArgs(clean, dir.Sub("clean"))), 0);
+  std::map<int64_t, std::string> want;
+  AddWindows(StoredWindows(dir.Sub("clean")), want);
+  ASSERT_GT(want.size(), 3u);
+
+  const std::string topic = Unique("parts-move");
+  ASSERT_NO_FATAL_FAILURE(CreateTopic(topic, 1));
+  ASSERT_NO_FATAL_FAILURE(ProduceParts(
+      topic, std::vector<std::string>(values.begin(), values.begin() + cut)));
+  // A: no idle timeout in sight, so the open window stays open until the
+  // kill, after its windows before the cut are stored and a commit or two
+  // more went by (their state-topic records acknowledged).
+  const std::string store_a = dir.Sub("a");
+  const pid_t a =
+      Spawn(MergeArgs(topic, store_a, absl::Seconds(600)), dir.Sub("a.log"));
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      absl::ToChronoSeconds(testing::Scaled(absl::Seconds(60)));
+  while (StoredWindows(store_a).size() < 3 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GE(StoredWindows(store_a).size(), 3u) << "A stored too few windows";
+  std::this_thread::sleep_for(
+      absl::ToChronoMilliseconds(testing::Scaled(absl::Seconds(3))));
+  ASSERT_EQ(kill(a, SIGKILL), 0);
+  EXPECT_EQ(Wait(a), 128 + SIGKILL);
+  std::map<int64_t, std::string> got;
+  AddWindows(StoredWindows(store_a), got);
+
+  // B: an empty store, the rest of the parts.
+  ASSERT_NO_FATAL_FAILURE(ProduceParts(
+      topic, std::vector<std::string>(values.begin() + cut, values.end())));
+  const std::string store_b = dir.Sub("b");
+  ASSERT_EQ(RunToEnd(MergeArgs(topic, store_b)), 0);
+  const std::vector<WindowSummary> b = StoredWindows(store_b);
+  EXPECT_FALSE(b.empty());
+  AddWindows(b, got);
+  // Compared window by window: the bytes are too long to print.
+  std::vector<int64_t> got_starts, want_starts;
+  for (const auto& [start, bytes] : got) got_starts.push_back(start);
+  for (const auto& [start, bytes] : want) want_starts.push_back(start);
+  EXPECT_EQ(got_starts, want_starts);
+  for (const auto& [start, bytes] : want) {
+    auto it = got.find(start);
+    EXPECT_TRUE(it != got.end() && it->second == bytes)
+        << "window " << start << " differs from the uninterrupted run's";
+  }
+  // Every copy on the windows topic is the window's bytes.
+  for (const WindowSummary& w : ReadWindowsTopic(topic + ".windows")) {
+    auto it = want.find(w.window.start_ns);
+    ASSERT_NE(it, want.end()) << "published: " << w.window.start_ns;
+    EXPECT_EQ(EncodeWindowSummary(w), it->second);
+  }
+}
+
+// Two instances of one group: B, with an empty store, joins while A owns
+// the partition (a window open whose job has a host that ended below the
+// resume offset); A stops (SIGTERM: it commits, then leaves the group), the
+// rebalance hands the partition to B, which restores from the state topic.
+TEST(WindowPartsKafka, ARebalanceToAnEmptyInstanceGivesTheSameWindows) {
+  const SplitJob& job = TheSplitJob();
+  int64_t cut = 0;
+  const std::vector<std::string> values = testing::AHostEndsEarly(job, 2, cut);
+  testing::TempDir dir;
+  const std::string clean = Unique("parts-clean2");
+  ASSERT_NO_FATAL_FAILURE(CreateTopic(clean, 1));
+  ASSERT_NO_FATAL_FAILURE(ProduceParts(clean, values));
+  ASSERT_EQ(RunToEnd(MergeArgs(clean, dir.Sub("clean"))), 0);
+  std::map<int64_t, std::string> want;
+  AddWindows(StoredWindows(dir.Sub("clean")), want);
+  ASSERT_GT(want.size(), 3u);
+
+  const std::string topic = Unique("parts-rebalance");
+  ASSERT_NO_FATAL_FAILURE(CreateTopic(topic, 1));
+  ASSERT_NO_FATAL_FAILURE(ProduceParts(
+      topic, std::vector<std::string>(values.begin(), values.begin() + cut)));
+  // No idle timeout in sight for A, and B's long after the parts it reads:
+  // only the parts close windows (without A's job records, B's would wait
+  // for a host it does not know, then close by the idle timeout).
+  const std::string store_a = dir.Sub("a");
+  const pid_t a =
+      Spawn(MergeArgs(topic, store_a, absl::Seconds(600)), dir.Sub("a.log"));
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      absl::ToChronoSeconds(testing::Scaled(absl::Seconds(60)));
+  while (StoredWindows(store_a).size() < 3 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GE(StoredWindows(store_a).size(), 3u) << "A stored too few windows";
+  const std::string store_b = dir.Sub("b");
+  const pid_t b =
+      Spawn(MergeArgs(topic, store_b, absl::Seconds(15)), dir.Sub("b.log"));
+  // B joined (and got nothing: one partition, kept by A).
+  std::this_thread::sleep_for(
+      absl::ToChronoMilliseconds(testing::Scaled(absl::Seconds(3))));
+  ASSERT_EQ(kill(a, SIGTERM), 0);
+  EXPECT_EQ(Wait(a), 0);
+  std::map<int64_t, std::string> got;
+  AddWindows(StoredWindows(store_a), got);
+  ASSERT_NO_FATAL_FAILURE(ProduceParts(
+      topic, std::vector<std::string>(values.begin() + cut, values.end())));
+  EXPECT_EQ(Wait(b), 0);
+  const std::vector<WindowSummary> b_windows = StoredWindows(store_b);
+  EXPECT_FALSE(b_windows.empty());
+  AddWindows(b_windows, got);
+  std::vector<int64_t> got_starts, want_starts;
+  for (const auto& [start, bytes] : got) got_starts.push_back(start);
+  for (const auto& [start, bytes] : want) want_starts.push_back(start);
+  EXPECT_EQ(got_starts, want_starts);
+  for (const auto& [start, bytes] : want) {
+    auto it = got.find(start);
+    EXPECT_TRUE(it != got.end() && it->second == bytes)
+        << "window " << start << " differs from the uninterrupted run's";
+  }
 }
 
 }  // namespace

@@ -28,12 +28,14 @@
 #include <set>
 #include <span>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "analysis/collective_windows.h"
 #include "analysis/collectives.h"
 #include "analysis/rank_digest.h"
@@ -144,7 +146,15 @@ struct World {
   }
   ::bubblewatch::testing::TempDir dir;
   MemoryTopics topics;
-  std::string StoreDir() const { return dir.Sub("store"); }
+  // The running instance's store: another name is another instance (its
+  // store empty at first).
+  std::string store = "store";
+  // The options' state topic ("": none).
+  std::string state_topic;
+  // >= 0: the partition is revoked before this offset is read, and the
+  // process returns (a rebalance moving it away).
+  int64_t revoke_at = -1;
+  std::string StoreDir() const { return dir.Sub(store); }
 };
 
 StreamProcessorOptions Options() {
@@ -175,7 +185,8 @@ using AfterMessage =
 bool RunProcess(World& world, CrashBudget& budget,
                 const AfterMessage& after = nullptr,
                 ProcessorStats* stats = nullptr) {
-  const StreamProcessorOptions options = Options();
+  StreamProcessorOptions options = Options();
+  options.state_topic = world.state_topic;
   auto fs = std::make_shared<CrashingFileSystem>();
   fs->set_budget(&budget);
   std::unique_ptr<rocksdb::Env> env = rocksdb::NewCompositeEnv(fs);
@@ -195,6 +206,7 @@ bool RunProcess(World& world, CrashBudget& budget,
   kafka->ShareCrashBudget(&budget);
   MemoryKafka* memory = kafka.get();
   task.Connect(std::move(kafka), memory);
+  task.ConnectChangelog(memory);
   memory->set_dead_letter_sink(task.dead_letters());
   task.set_stop(&stop);
   PartitionTask::Assigned assigned{.partition = 0, .offset = -1};
@@ -217,6 +229,12 @@ bool RunProcess(World& world, CrashBudget& budget,
   };
   for (; offset < end; ++offset) {
     const absl::Time now = NowAt(offset);
+    if (offset == world.revoke_at) {
+      const int32_t partition = 0;
+      task.Revoke(std::span(&partition, 1), now);
+      if (!shared.fatal.ok()) return fail(shared.fatal);
+      return !budget.crashed;
+    }
     if (absl::Status s = task.OnMessage(
             testing::ConsumedRecord(0, offset, input[offset]), now);
         !s.ok()) {
@@ -650,6 +668,166 @@ TEST(WindowPartsTaskCrashHarness, RepeatedRandomCrashesGiveTheSameWindows) {
     ASSERT_TRUE(RunProcess(world, rest));
     ExpectSameOutcome(Finish(world), want);
   }
+}
+
+// ---------------------------------------------------------------------------
+// A partition moving to another instance (a rebalance, a new instance with
+// an empty store): the state topic carries the progress and job records.
+
+constexpr char kState[] = "parts.state";
+
+// The stored windows (start -> bytes; a window stored by both instances
+// must have the same bytes) and, apart, the progress and job records.
+struct StoreParts {
+  std::map<std::string, std::string> windows;
+  std::string progress;
+};
+
+void AddStore(const World& world, StoreParts& out) {
+  const std::string dump = DumpStore(world);
+  for (absl::string_view line : absl::StrSplit(dump, '\n')) {
+    if (absl::StartsWith(line, "window ")) {
+      std::vector<std::string> f = absl::StrSplit(line, ' ');
+      ASSERT_EQ(f.size(), 3u) << line;
+      auto [it, inserted] = out.windows.try_emplace(f[1], f[2]);
+      EXPECT_TRUE(inserted || it->second == f[2])
+          << "window " << f[1] << " stored twice, differently";
+    } else if (absl::StartsWith(line, "progress ") ||
+               absl::StartsWith(line, "record ")) {
+      absl::StrAppend(&out.progress, line, "\n");
+    }
+  }
+}
+
+// Runs `input` on instance A until offset `revoke_at` (revoked there) or
+// until `crash_after` writes, then on instance B, with an empty store, to
+// the end. Expects, unless `expect_same` is false, the uninterrupted run's
+// windows (A's and B's stores together, and the windows topic), B's
+// progress and records as the uninterrupted run's, and its group offset;
+// returns whether they were all the same.
+bool MoveToAnEmptyInstance(const std::vector<MemoryRecord>& input,
+                           int64_t revoke_at,
+                           std::optional<int64_t> crash_after,
+                           const std::string& b_state_topic,
+                           bool expect_same = true) {
+  World clean(input);
+  CrashBudget unlimited;
+  EXPECT_TRUE(RunProcess(clean, unlimited));
+  StoreParts want;
+  AddStore(clean, want);
+  EXPECT_FALSE(want.windows.empty());
+
+  World world(input);
+  world.state_topic = kState;
+  world.revoke_at = revoke_at;
+  CrashBudget a_budget{.writes_left = crash_after};
+  RunProcess(world, a_budget);
+  StoreParts got;
+  AddStore(world, got);
+  world.store = "b";
+  world.state_topic = b_state_topic;
+  world.revoke_at = -1;
+  CrashBudget rest;
+  ProcessorStats b_stats;
+  EXPECT_TRUE(RunProcess(world, rest, nullptr, &b_stats));
+  // Revoked, A committed: B restores from the state topic when it has one.
+  if (revoke_at >= 0) {
+    EXPECT_EQ(b_stats.state_restores, b_state_topic.empty() ? 0 : 1);
+  }
+  StoreParts b;
+  AddStore(world, b);
+  got.windows.merge(b.windows);
+  got.progress = b.progress;
+  const bool same = got.windows == want.windows &&
+                    got.progress == want.progress &&
+                    Published(world) == Published(clean) &&
+                    world.topics.group_offsets == clean.topics.group_offsets;
+  if (expect_same) {
+    EXPECT_EQ(got.windows, want.windows);
+    EXPECT_EQ(got.progress, want.progress);
+    EXPECT_EQ(Published(world), Published(clean));
+    EXPECT_EQ(world.topics.group_offsets, clean.topics.group_offsets);
+  }
+  return same;
+}
+
+std::vector<MemoryRecord> AHostEndsEarly(size_t k, int64_t& cut) {
+  std::vector<MemoryRecord> out;
+  for (std::string& bytes : testing::AHostEndsEarly(TheSplitJob(), k, cut)) {
+    out.push_back(MemoryRecord{kJob, std::move(bytes)});
+  }
+  return out;
+}
+
+// Revoked halfway, the partition goes to an instance with an empty store:
+// it restores from the state topic and gives the uninterrupted run's
+// windows, progress and records, byte for byte.
+TEST(WindowPartsTaskMove, ARevokedPartitionResumesOnAnEmptyInstance) {
+  const SplitJob& job = TheSplitJob();
+  for (uint32_t seed : {31u, 32u}) {
+    SCOPED_TRACE(absl::StrCat("seed ", seed));
+    const std::vector<MemoryRecord> input = Records(job, Interleave(job, seed));
+    for (int64_t at : {static_cast<int64_t>(input.size() / 3),
+                       static_cast<int64_t>(input.size() / 2),
+                       static_cast<int64_t>(input.size() * 4 / 5)}) {
+      SCOPED_TRACE(absl::StrCat("revoked at ", at, " of ", input.size()));
+      MoveToAnEmptyInstance(input, at, std::nullopt, kState);
+    }
+  }
+}
+
+// A host that ended below the resume offset: only the state topic tells
+// the new owner that it ended and which ranks it held. Without it (no
+// state topic on B: the group offset only) the windows differ.
+TEST(WindowPartsTaskMove, AHostThatEndedBeforeTheResumeOffsetIsRestored) {
+  int64_t cut = 0;
+  const std::vector<MemoryRecord> input = AHostEndsEarly(2, cut);
+  EXPECT_TRUE(MoveToAnEmptyInstance(input, cut, std::nullopt, kState));
+  EXPECT_FALSE(MoveToAnEmptyInstance(input, cut, std::nullopt, "",
+                                     /*expect_same=*/false))
+      << "the test cannot fail: the group offset alone gives the same";
+}
+
+// Instance A crashes after each write of its run (before or after a
+// snapshot reached the state topic, the store batch, the group offsets);
+// instance B, with an empty store, takes over: the uninterrupted run's
+// windows.
+TEST(WindowPartsTaskMove, ACrashThenAnEmptyInstanceGivesTheSameWindows) {
+  int64_t cut = 0;
+  const std::vector<MemoryRecord> input = AHostEndsEarly(2, cut);
+  World clean(input);
+  clean.state_topic = kState;
+  CrashBudget unlimited;
+  ASSERT_TRUE(RunProcess(clean, unlimited));
+  const int64_t writes = unlimited.writes;
+  ASSERT_GT(writes, 10);
+  for (int64_t n = 0; n <= writes; ++n) {
+    SCOPED_TRACE(absl::StrCat("crash after ", n, " of ", writes, " writes"));
+    MoveToAnEmptyInstance(input, -1, n, kState);
+    if (::testing::Test::HasFailure()) break;
+  }
+}
+
+TEST(WindowPartsTask, PartitionSnapshotsRoundTripAndRefuseBadBytes) {
+  MergePartitionSnapshot s{.topic = "t",
+                           .partition = 3,
+                           .resume_offset = 17,
+                           .committed_position = 40};
+  s.jobs["a"] = EncodeMergeJobRecord(MergeJobRecord{.world_size = 4});
+  s.jobs["b"] = "";
+  const std::string bytes = EncodeMergePartitionSnapshot(s);
+  absl::StatusOr<MergePartitionSnapshot> back =
+      DecodeMergePartitionSnapshot(bytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, s);
+  EXPECT_TRUE(absl::IsDataLoss(
+      DecodeMergePartitionSnapshot(bytes.substr(0, bytes.size() - 1))
+          .status()));
+  EXPECT_TRUE(absl::IsDataLoss(
+      DecodeMergePartitionSnapshot(absl::StrCat(bytes, "x")).status()));
+  EXPECT_TRUE(absl::IsDataLoss(
+      DecodeMergePartitionSnapshot(absl::StrCat("\x02", bytes.substr(1)))
+          .status()));
 }
 
 TEST(WindowPartsTask, JobRecordsRoundTripAndRefuseBadBytes) {

@@ -35,6 +35,48 @@ void OnSignal(int) {
   if (MergeProcessor* p = g_merge.load(); p != nullptr) p->RequestStop();
 }
 
+// --http: the API over the processor's own store (reads are thread-safe)
+// with its counters on /metrics, on a thread of its own, for either stage.
+class BackgroundHttp {
+ public:
+  BackgroundHttp() = default;
+  BackgroundHttp(const BackgroundHttp&) = delete;
+  BackgroundHttp& operator=(const BackgroundHttp&) = delete;
+  ~BackgroundHttp() { Stop(); }
+
+  // Serves `options` over `store` on `listen` (nothing when empty). False,
+  // with one line on stderr, when it cannot bind.
+  bool Start(const std::string& listen, const HttpServerOptions& options,
+             WindowStore* store) {
+    if (listen.empty()) return true;
+    absl::StatusOr<std::unique_ptr<HttpServer>> bound =
+        HttpServer::Bind(options, store);
+    if (!bound.ok()) {
+      std::cerr << "bubblewatch process: " << bound.status().message() << "\n";
+      return false;
+    }
+    server_ = *std::move(bound);
+    spdlog::info("serving HTTP on {}", server_->url());
+    thread_ = std::thread([s = server_.get()] {
+      if (absl::Status st = s->Serve(); !st.ok()) {
+        spdlog::error("HTTP server: {}", st.ToString());
+      }
+    });
+    return true;
+  }
+  // Stops serving and waits for the thread (no-op when not serving).
+  void Stop() {
+    if (server_ == nullptr) return;
+    server_->Stop();
+    thread_.join();
+    server_.reset();
+  }
+
+ private:
+  std::unique_ptr<HttpServer> server_;
+  std::thread thread_;
+};
+
 // `process --stage merge` once its flags and store are ready.
 int RunMergeStage(const StreamProcessorOptions& options, WindowStore* store,
                   const std::string& http_listen, HttpServerOptions http) {
@@ -45,33 +87,15 @@ int RunMergeStage(const StreamProcessorOptions& options, WindowStore* store,
               << "\n";
     return kExitFailure;
   }
-  std::unique_ptr<HttpServer> server;
-  std::thread server_thread;
-  if (!http_listen.empty()) {
-    http.processor_stats = [p = processor->get()] { return p->stats(); };
-    absl::StatusOr<std::unique_ptr<HttpServer>> bound =
-        HttpServer::Bind(http, store);
-    if (!bound.ok()) {
-      std::cerr << "bubblewatch process: " << bound.status().message() << "\n";
-      return kExitFailure;
-    }
-    server = *std::move(bound);
-    spdlog::info("serving HTTP on {}", server->url());
-    server_thread = std::thread([s = server.get()] {
-      if (absl::Status st = s->Serve(); !st.ok()) {
-        spdlog::error("HTTP server: {}", st.ToString());
-      }
-    });
-  }
+  http.processor_stats = [p = processor->get()] { return p->stats(); };
+  BackgroundHttp server;
+  if (!server.Start(http_listen, http, store)) return kExitFailure;
   g_merge.store(processor->get());
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   absl::Status run = (*processor)->Run();
   g_merge.store(nullptr);
-  if (server != nullptr) {
-    server->Stop();
-    server_thread.join();
-  }
+  server.Stop();
   if (!run.ok()) {
     std::cerr << "bubblewatch process: " << run.message() << "\n";
     return kExitFailure;
@@ -332,26 +356,9 @@ int RunProcessCommand(int argc, char** argv) {
               << "\n";
     return kExitFailure;
   }
-  // --http: the API over the processor's own store (reads are thread-safe)
-  // with its counters on /metrics, on a thread of its own.
-  std::unique_ptr<HttpServer> server;
-  std::thread server_thread;
-  if (!http_listen.empty()) {
-    http.processor_stats = [p = processor->get()] { return p->stats(); };
-    absl::StatusOr<std::unique_ptr<HttpServer>> bound =
-        HttpServer::Bind(http, store->get());
-    if (!bound.ok()) {
-      std::cerr << "bubblewatch process: " << bound.status().message() << "\n";
-      return kExitFailure;
-    }
-    server = *std::move(bound);
-    spdlog::info("serving HTTP on {}", server->url());
-    server_thread = std::thread([s = server.get()] {
-      if (absl::Status st = s->Serve(); !st.ok()) {
-        spdlog::error("HTTP server: {}", st.ToString());
-      }
-    });
-  }
+  http.processor_stats = [p = processor->get()] { return p->stats(); };
+  BackgroundHttp server;
+  if (!server.Start(http_listen, http, store->get())) return kExitFailure;
   g_processor.store(processor->get());
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
@@ -359,10 +366,7 @@ int RunProcessCommand(int argc, char** argv) {
   absl::Status run = (*processor)->Run();
   ReloadRulesOnSighup(nullptr, false);
   g_processor.store(nullptr);
-  if (server != nullptr) {
-    server->Stop();
-    server_thread.join();
-  }
+  server.Stop();
   if (!run.ok()) {
     std::cerr << "bubblewatch process: " << run.message() << "\n";
     return kExitFailure;

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "kafka/broker_features.h"
@@ -21,6 +20,7 @@
 #include "processor/commit_pipeline.h"
 #include "processor/consumer_kafka.h"
 #include "processor/dead_letter_sink.h"
+#include "processor/processor_clients.h"
 #include "processor/runtime_shared.h"
 #include "processor/window_parts_task.h"
 #include "spdlog/spdlog.h"
@@ -30,20 +30,6 @@ namespace {
 
 constexpr absl::Duration kMergeRetentionInterval = absl::Minutes(1);
 constexpr absl::Duration kMergePollTimeout = absl::Milliseconds(100);
-
-// True for a "key=value" whose key only a consumer understands (as the
-// events stage's StreamProcessor leaves them out of its producer).
-bool MergeConsumerOnlyProperty(absl::string_view assignment) {
-  absl::string_view key = assignment.substr(0, assignment.find('='));
-  for (absl::string_view prefix :
-       {"group.", "session.timeout.ms", "heartbeat.interval.ms",
-        "auto.offset.reset", "enable.auto.", "auto.commit.", "fetch.",
-        "max.poll.interval.ms", "partition.assignment.strategy",
-        "isolation.level", "queued.", "check.crcs"}) {
-    if (absl::StartsWith(key, prefix)) return true;
-  }
-  return false;
-}
 
 }  // namespace
 
@@ -103,56 +89,16 @@ class MergeProcessor::Impl : private ConsumerKafka::Listener {
 };
 
 absl::Status MergeProcessor::Impl::Init() {
-  KafkaConfig consumer_config(options_.brokers);
-  RETURN_IF_ERROR(consumer_config.SetAssignments(options_.kafka_properties));
-  consumer_config.Set("group.id", options_.group);
-  RETURN_IF_ERROR(consumer_config.Require("enable.auto.commit", "false"));
-  consumer_config.SetDefault("enable.auto.offset.store", "false");
-  consumer_config.SetDefault("auto.offset.reset", "earliest");
-  // Ends of partitions tell when the consumer caught up: idle timeouts
-  // only apply then.
-  RETURN_IF_ERROR(consumer_config.Require("enable.partition.eof", "true"));
-  consumer_config.SetDefault("partition.assignment.strategy",
-                             "cooperative-sticky");
-  consumer_config.SetDefault("max.poll.interval.ms", "300000");
-  SetConsumerPrefetchDefaults(consumer_config);
-  consumer_config.WatchBrokerFeatures();
-  ASSIGN_OR_RETURN(RdKafkaConfPtr conf, consumer_config.Build());
-  ASSIGN_OR_RETURN(consumer_,
-                   RdKafkaConsumerKafka::Create(
-                       std::move(conf), this,
+  ASSIGN_OR_RETURN(ProcessorClients clients,
+                   CreateProcessorClients(
+                       options_, this,
                        [this](rd_kafka_t* rk, int err, const char* reason) {
                          OnClientError(rk, err, reason);
-                       }));
-
-  KafkaConfig producer_config(options_.brokers);
-  for (const std::string& assignment : options_.kafka_properties) {
-    if (!MergeConsumerOnlyProperty(assignment)) {
-      RETURN_IF_ERROR(producer_config.SetAssignment(assignment));
-    }
-  }
-  producer_config.SetDefault("enable.idempotence", "true");
-  producer_config.SetDefault("acks", "all");
-  producer_config.SetDefault("partitioner", "murmur2_random");
-  producer_config.SetDefault("compression.type", "lz4");
-  if (producer_config.Get("enable.idempotence") == "true") {
-    feature_needs_ |= kNeedIdempotence;
-  }
-  if (!options_.windows_topic.empty()) {
-    RdKafkaPtr probe;
-    if (options_.windows_topic_max_bytes <= 0) {
-      KafkaConfig probe_config = producer_config;
-      ASSIGN_OR_RETURN(probe, NewKafkaClient(RD_KAFKA_PRODUCER, probe_config));
-    }
-    task_.set_windows_limit(CommitPipeline::ReadWindowsLimit(
-        probe.get(), options_.windows_topic, options_.windows_topic_max_bytes,
-        producer_config));
-  }
-  ASSIGN_OR_RETURN(RdKafkaConfPtr pconf, producer_config.Build());
-  rd_kafka_conf_set_dr_msg_cb(pconf.get(), &Impl::DeliveryCallback);
-  rd_kafka_conf_set_opaque(pconf.get(), this);
-  ASSIGN_OR_RETURN(producer_,
-                   NewKafkaClient(RD_KAFKA_PRODUCER, std::move(pconf)));
+                       },
+                       &Impl::DeliveryCallback, this, &feature_needs_));
+  consumer_ = std::move(clients.consumer);
+  producer_ = std::move(clients.producer);
+  if (clients.windows_limit) task_.set_windows_limit(*clients.windows_limit);
   dead_letter_kafka_ =
       std::make_unique<RdKafkaDeadLetterKafka>(producer_.get());
   task_.Connect(std::make_unique<RdKafkaCommitKafka>(consumer_->handle(),
@@ -162,12 +108,7 @@ absl::Status MergeProcessor::Impl::Init() {
     // As StateChangelog::Create's: a reader that joins no group (assign()
     // wants a group id: a fixed name no member uses), its records written
     // on the processor's producer, so the task's flush waits for them.
-    KafkaConfig reader_config(options_.brokers);
-    for (const std::string& assignment : options_.kafka_properties) {
-      if (!absl::StartsWith(assignment, "group.")) {
-        RETURN_IF_ERROR(reader_config.SetAssignment(assignment));
-      }
-    }
+    ASSIGN_OR_RETURN(KafkaConfig reader_config, StateReaderConfig(options_));
     reader_config.Set("group.id",
                       absl::StrCat(options_.state_topic, ".restore"));
     reader_config.Set("enable.auto.commit", "false");
@@ -185,19 +126,7 @@ void MergeProcessor::Impl::DeliveryCallback(rd_kafka_t*,
                                             const rd_kafka_message_t* message,
                                             void* opaque) {
   Impl* self = static_cast<Impl*>(opaque);
-  --self->shared_.undelivered;
-  // Dead letters carry their minimal form; nothing else has an opaque.
-  std::unique_ptr<DeadLetter> minimal(
-      static_cast<DeadLetter*>(message->_private));
-  if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR) return;
-  if (minimal != nullptr) {
-    self->task_.dead_letters()->OnDeliveryFailed(
-        DeadLetterDeliveryError(message->err), std::move(minimal));
-    return;
-  }
-  self->shared_.fatal = KafkaErrorToStatus(
-      message->err,
-      absl::StrCat("delivering to ", rd_kafka_topic_name(message->rkt)));
+  OnProcessorDelivery(message, self->shared_, self->task_.dead_letters());
 }
 
 void MergeProcessor::Impl::LogProgress() {

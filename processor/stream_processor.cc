@@ -6,7 +6,6 @@
 #include <optional>
 
 #include "absl/cleanup/cleanup.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "kafka/broker_features.h"
@@ -18,6 +17,7 @@
 #include "processor/consumer_kafka.h"
 #include "processor/dead_letter_sink.h"
 #include "processor/partition_task.h"
+#include "processor/processor_clients.h"
 #include "processor/runtime_shared.h"
 #include "processor/state_changelog.h"
 #include "spdlog/spdlog.h"
@@ -27,18 +27,6 @@ namespace {
 
 constexpr absl::Duration kRetentionInterval = absl::Minutes(1);
 constexpr absl::Duration kPollTimeout = absl::Milliseconds(100);
-// True for a "key=value" whose key only a consumer understands.
-bool IsConsumerOnlyProperty(absl::string_view assignment) {
-  absl::string_view key = assignment.substr(0, assignment.find('='));
-  for (absl::string_view prefix :
-       {"group.", "session.timeout.ms", "heartbeat.interval.ms",
-        "auto.offset.reset", "enable.auto.", "auto.commit.", "fetch.",
-        "max.poll.interval.ms", "partition.assignment.strategy",
-        "isolation.level", "queued.", "check.crcs"}) {
-    if (absl::StartsWith(key, prefix)) return true;
-  }
-  return false;
-}
 
 }  // namespace
 
@@ -113,81 +101,21 @@ class StreamProcessor::Impl : private ConsumerKafka::Listener {
 };
 
 absl::Status StreamProcessor::Impl::Init() {
-  KafkaConfig consumer_config(options_.brokers);
-  RETURN_IF_ERROR(consumer_config.SetAssignments(options_.kafka_properties));
-  consumer_config.Set("group.id", options_.group);
-  RETURN_IF_ERROR(consumer_config.Require("enable.auto.commit", "false"));
-  consumer_config.SetDefault("enable.auto.offset.store", "false");
-  consumer_config.SetDefault("auto.offset.reset", "earliest");
-  // End-of-partition events tell when the consumer has caught up: idle
-  // timeouts only apply then.
-  RETURN_IF_ERROR(consumer_config.Require("enable.partition.eof", "true"));
-  consumer_config.SetDefault("partition.assignment.strategy",
-                             "cooperative-sticky");
-  // Work between polls is bounded (one message, one commit), so the default
-  // poll interval is ample; keep it explicit for operators.
-  consumer_config.SetDefault("max.poll.interval.ms", "300000");
-  // A prefetch queue bounded in memory; with librdkafka < 2.4 the
-  // consumer's Poll wakes its fetcher (RdKafkaConsumerKafka), or the queue
-  // would throttle catching up on a backlog (kafka_config.h).
-  SetConsumerPrefetchDefaults(consumer_config);
-  consumer_config.WatchBrokerFeatures();
-  ASSIGN_OR_RETURN(RdKafkaConfPtr conf, consumer_config.Build());
-  ASSIGN_OR_RETURN(consumer_,
-                   RdKafkaConsumerKafka::Create(
-                       std::move(conf), this,
+  ASSIGN_OR_RETURN(ProcessorClients clients,
+                   CreateProcessorClients(
+                       options_, this,
                        [this](rd_kafka_t* rk, int err, const char* reason) {
                          OnClientError(rk, err, reason);
-                       }));
-
-  KafkaConfig producer_config(options_.brokers);
-  // -X applies to both clients (SASL/SSL settings are shared); consumer-only
-  // keys are left out of the producer's, where librdkafka would warn.
-  for (const std::string& assignment : options_.kafka_properties) {
-    if (!IsConsumerOnlyProperty(assignment)) {
-      RETURN_IF_ERROR(producer_config.SetAssignment(assignment));
-    }
-  }
-  producer_config.SetDefault("enable.idempotence", "true");
-  producer_config.SetDefault("acks", "all");
-  producer_config.SetDefault("partitioner", "murmur2_random");
-  producer_config.SetDefault("compression.type", "lz4");
-  // The consumer's brokers are the producer's: its feature set (which the
-  // consumer learns first, at its bootstrap) is checked for both.
-  if (producer_config.Get("enable.idempotence") == "true") {
-    feature_needs_ |= kNeedIdempotence;
-  }
-  if (!options_.windows_topic.empty()) {
-    // The topic's limit is asked on a client of its own: the same request on
-    // the consumer, before it subscribed, left the subscription blind to an
-    // events topic created after it (the first producer's), for librdkafka's
-    // 5-minute metadata refresh.
-    RdKafkaPtr probe;
-    if (options_.windows_topic_max_bytes <= 0) {
-      KafkaConfig probe_config = producer_config;
-      ASSIGN_OR_RETURN(probe, NewKafkaClient(RD_KAFKA_PRODUCER, probe_config));
-    }
-    task_.set_windows_limit(CommitPipeline::ReadWindowsLimit(
-        probe.get(), options_.windows_topic, options_.windows_topic_max_bytes,
-        producer_config));
-  }
-  ASSIGN_OR_RETURN(RdKafkaConfPtr pconf, producer_config.Build());
-  rd_kafka_conf_set_dr_msg_cb(pconf.get(), &Impl::DeliveryCallback);
-  rd_kafka_conf_set_opaque(pconf.get(), this);
-  ASSIGN_OR_RETURN(producer_,
-                   NewKafkaClient(RD_KAFKA_PRODUCER, std::move(pconf)));
+                       },
+                       &Impl::DeliveryCallback, this, &feature_needs_));
+  consumer_ = std::move(clients.consumer);
+  producer_ = std::move(clients.producer);
+  if (clients.windows_limit) task_.set_windows_limit(*clients.windows_limit);
   dead_letter_kafka_ =
       std::make_unique<RdKafkaDeadLetterKafka>(producer_.get());
   std::unique_ptr<StateChangelog> changelog;  // Null without --state-topic.
   if (!options_.state_topic.empty()) {
-    KafkaConfig reader_config(options_.brokers);
-    // The restore consumer joins no group: group settings (static
-    // membership among them) are the main consumer's only.
-    for (const std::string& assignment : options_.kafka_properties) {
-      if (!absl::StartsWith(assignment, "group.")) {
-        RETURN_IF_ERROR(reader_config.SetAssignment(assignment));
-      }
-    }
+    ASSIGN_OR_RETURN(KafkaConfig reader_config, StateReaderConfig(options_));
     ASSIGN_OR_RETURN(changelog,
                      StateChangelog::Create(reader_config, options_.state_topic,
                                             producer_.get()));
@@ -222,19 +150,7 @@ void StreamProcessor::Impl::DeliveryCallback(rd_kafka_t*,
                                              const rd_kafka_message_t* message,
                                              void* opaque) {
   Impl* self = static_cast<Impl*>(opaque);
-  --self->shared_.undelivered;
-  // Dead letters carry their minimal form; nothing else has a message opaque.
-  std::unique_ptr<DeadLetter> minimal(
-      static_cast<DeadLetter*>(message->_private));
-  if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR) return;
-  if (minimal != nullptr) {
-    self->task_.dead_letters()->OnDeliveryFailed(
-        DeadLetterDeliveryError(message->err), std::move(minimal));
-    return;
-  }
-  self->shared_.fatal = KafkaErrorToStatus(
-      message->err,
-      absl::StrCat("delivering to ", rd_kafka_topic_name(message->rkt)));
+  OnProcessorDelivery(message, self->shared_, self->task_.dead_letters());
 }
 
 void StreamProcessor::Impl::LogProgress() {

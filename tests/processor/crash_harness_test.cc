@@ -61,6 +61,7 @@ namespace crash_harness_test {
 namespace {
 
 using testing::CrashBudget;
+using testing::CrashingFileSystem;
 using testing::MemoryKafka;
 using testing::MemoryRecord;
 using testing::MemoryTopics;
@@ -70,58 +71,6 @@ constexpr int64_t kBase = int64_t{1'767'225'600} * 1'000'000'000;
 constexpr char kTopic[] = "events";
 constexpr char kWindows[] = "events.windows";
 constexpr char kState[] = "events.state";
-
-// WAL appends take a write from the budget; once it is spent they fail, as
-// a killed process writes nothing more.
-class CrashingFileSystem : public rocksdb::FileSystemWrapper {
- public:
-  CrashingFileSystem() : FileSystemWrapper(rocksdb::FileSystem::Default()) {}
-  const char* Name() const override { return "CrashingFileSystem"; }
-  void set_budget(CrashBudget* budget) { budget_ = budget; }
-  CrashBudget* budget() const { return budget_; }
-  rocksdb::IOStatus NewWritableFile(
-      const std::string& name, const rocksdb::FileOptions& options,
-      std::unique_ptr<rocksdb::FSWritableFile>* result,
-      rocksdb::IODebugContext* dbg) override;
-
- private:
-  CrashBudget* budget_ = nullptr;
-};
-
-class CrashingWalFile : public rocksdb::FSWritableFileOwnerWrapper {
- public:
-  CrashingWalFile(std::unique_ptr<rocksdb::FSWritableFile> file,
-                  const CrashingFileSystem* fs)
-      : FSWritableFileOwnerWrapper(std::move(file)), fs_(fs) {}
-  rocksdb::IOStatus Append(const rocksdb::Slice& data,
-                           const rocksdb::IOOptions& options,
-                           rocksdb::IODebugContext* dbg) override {
-    if (fs_->budget() != nullptr && !fs_->budget()->Take()) {
-      return rocksdb::IOStatus::IOError("injected", "crashed");
-    }
-    return FSWritableFileOwnerWrapper::Append(data, options, dbg);
-  }
-  rocksdb::IOStatus Append(const rocksdb::Slice& data,
-                           const rocksdb::IOOptions& options,
-                           const rocksdb::DataVerificationInfo& info,
-                           rocksdb::IODebugContext* dbg) override {
-    return Append(data, options, dbg);
-  }
-
- private:
-  const CrashingFileSystem* fs_;
-};
-
-rocksdb::IOStatus CrashingFileSystem::NewWritableFile(
-    const std::string& name, const rocksdb::FileOptions& options,
-    std::unique_ptr<rocksdb::FSWritableFile>* result,
-    rocksdb::IODebugContext* dbg) {
-  rocksdb::IOStatus s = target()->NewWritableFile(name, options, result, dbg);
-  if (s.ok() && absl::EndsWith(name, ".log")) {
-    *result = std::make_unique<CrashingWalFile>(std::move(*result), this);
-  }
-  return s;
-}
 
 // A seeded stream on one partition: `jobs` jobs of one rank each, their
 // batches interleaved at random; each sends a batch per 100 ms of kernels

@@ -1,10 +1,12 @@
 #include "tests/processor/memory_kafka.h"
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace bubblewatch::testing {
@@ -261,6 +263,46 @@ void MemoryConsumerKafka::Close() {
   for (const auto& [p, unused] : positions_) revoked.push_back(p);
   positions_.clear();
   if (!revoked.empty()) listener_->OnRevoked(revoked);
+}
+
+namespace {
+
+// The WAL file of a CrashingFileSystem: each append takes a write.
+class CrashingWalFile : public rocksdb::FSWritableFileOwnerWrapper {
+ public:
+  CrashingWalFile(std::unique_ptr<rocksdb::FSWritableFile> file,
+                  const CrashingFileSystem* fs)
+      : FSWritableFileOwnerWrapper(std::move(file)), fs_(fs) {}
+  rocksdb::IOStatus Append(const rocksdb::Slice& data,
+                           const rocksdb::IOOptions& options,
+                           rocksdb::IODebugContext* dbg) override {
+    if (fs_->budget() != nullptr && !fs_->budget()->Take()) {
+      return rocksdb::IOStatus::IOError("injected", "crashed");
+    }
+    return FSWritableFileOwnerWrapper::Append(data, options, dbg);
+  }
+  rocksdb::IOStatus Append(const rocksdb::Slice& data,
+                           const rocksdb::IOOptions& options,
+                           const rocksdb::DataVerificationInfo& info,
+                           rocksdb::IODebugContext* dbg) override {
+    return Append(data, options, dbg);
+  }
+
+ private:
+  const CrashingFileSystem* fs_;
+};
+
+}  // namespace
+
+rocksdb::IOStatus CrashingFileSystem::NewWritableFile(
+    const std::string& name, const rocksdb::FileOptions& options,
+    std::unique_ptr<rocksdb::FSWritableFile>* result,
+    rocksdb::IODebugContext* dbg) {
+  rocksdb::IOStatus s = target()->NewWritableFile(name, options, result, dbg);
+  if (s.ok() && absl::EndsWith(name, ".log")) {
+    *result = std::make_unique<CrashingWalFile>(std::move(*result), this);
+  }
+  return s;
 }
 
 }  // namespace bubblewatch::testing

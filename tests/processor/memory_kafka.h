@@ -43,6 +43,7 @@
 #include "processor/consumer_kafka.h"
 #include "processor/dead_letter_sink.h"
 #include "processor/runtime_shared.h"
+#include "rocksdb/file_system.h"
 
 namespace bubblewatch::testing {
 
@@ -86,6 +87,24 @@ struct CrashBudget {
     ++writes;
     return true;
   }
+};
+
+// A store's file system whose WAL appends each take a write from a crash
+// budget; once it is spent they fail, as a killed process writes nothing
+// more (the crash harnesses' store, beside MemoryKafka's topics).
+class CrashingFileSystem : public rocksdb::FileSystemWrapper {
+ public:
+  CrashingFileSystem() : FileSystemWrapper(rocksdb::FileSystem::Default()) {}
+  const char* Name() const override { return "CrashingFileSystem"; }
+  void set_budget(CrashBudget* budget) { budget_ = budget; }
+  CrashBudget* budget() const { return budget_; }
+  rocksdb::IOStatus NewWritableFile(
+      const std::string& name, const rocksdb::FileOptions& options,
+      std::unique_ptr<rocksdb::FSWritableFile>* result,
+      rocksdb::IODebugContext* dbg) override;
+
+ private:
+  CrashBudget* budget_ = nullptr;
 };
 
 class MemoryKafka : public CommitKafka,

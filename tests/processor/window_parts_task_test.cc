@@ -60,6 +60,7 @@ namespace window_parts_task_test {
 namespace {
 
 using testing::CrashBudget;
+using testing::CrashingFileSystem;
 using testing::ExpectSingleStageWindows;
 using testing::Interleave;
 using testing::MemoryKafka;
@@ -85,57 +86,6 @@ std::vector<MemoryRecord> Records(const SplitJob& job,
 
 // ---------------------------------------------------------------------------
 // A process over the in-memory Kafka and a store that can crash.
-
-class CrashingFileSystem : public rocksdb::FileSystemWrapper {
- public:
-  CrashingFileSystem() : FileSystemWrapper(rocksdb::FileSystem::Default()) {}
-  const char* Name() const override { return "CrashingFileSystem"; }
-  void set_budget(CrashBudget* budget) { budget_ = budget; }
-  CrashBudget* budget() const { return budget_; }
-  rocksdb::IOStatus NewWritableFile(
-      const std::string& name, const rocksdb::FileOptions& options,
-      std::unique_ptr<rocksdb::FSWritableFile>* result,
-      rocksdb::IODebugContext* dbg) override;
-
- private:
-  CrashBudget* budget_ = nullptr;
-};
-
-// WAL appends take a write from the budget; once spent they fail.
-class CrashingWalFile : public rocksdb::FSWritableFileOwnerWrapper {
- public:
-  CrashingWalFile(std::unique_ptr<rocksdb::FSWritableFile> file,
-                  const CrashingFileSystem* fs)
-      : FSWritableFileOwnerWrapper(std::move(file)), fs_(fs) {}
-  rocksdb::IOStatus Append(const rocksdb::Slice& data,
-                           const rocksdb::IOOptions& options,
-                           rocksdb::IODebugContext* dbg) override {
-    if (fs_->budget() != nullptr && !fs_->budget()->Take()) {
-      return rocksdb::IOStatus::IOError("injected", "crashed");
-    }
-    return FSWritableFileOwnerWrapper::Append(data, options, dbg);
-  }
-  rocksdb::IOStatus Append(const rocksdb::Slice& data,
-                           const rocksdb::IOOptions& options,
-                           const rocksdb::DataVerificationInfo& info,
-                           rocksdb::IODebugContext* dbg) override {
-    return Append(data, options, dbg);
-  }
-
- private:
-  const CrashingFileSystem* fs_;
-};
-
-rocksdb::IOStatus CrashingFileSystem::NewWritableFile(
-    const std::string& name, const rocksdb::FileOptions& options,
-    std::unique_ptr<rocksdb::FSWritableFile>* result,
-    rocksdb::IODebugContext* dbg) {
-  rocksdb::IOStatus s = target()->NewWritableFile(name, options, result, dbg);
-  if (s.ok() && absl::EndsWith(name, ".log")) {
-    *result = std::make_unique<CrashingWalFile>(std::move(*result), this);
-  }
-  return s;
-}
 
 struct World {
   explicit World(const std::vector<MemoryRecord>& input) {

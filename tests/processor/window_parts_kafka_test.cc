@@ -182,6 +182,47 @@ void AddWindows(const std::vector<WindowSummary>& windows,
   }
 }
 
+// The windows of an uninterrupted `process --stage merge` over `values`,
+// on a topic of its own (`name`), by window start.
+std::map<int64_t, std::string> UninterruptedWindows(
+    const std::vector<std::string>& values, const std::string& name,
+    const std::string& store_dir) {
+  const std::string clean = Unique(name);
+  CreateTopic(clean, 1);
+  ProduceParts(clean, values);
+  EXPECT_EQ(RunToEnd(MergeArgs(clean, store_dir)), 0);
+  std::map<int64_t, std::string> want;
+  AddWindows(StoredWindows(store_dir), want);
+  return want;
+}
+
+// Waits (up to a scaled minute) until `store_dir` holds `n` windows.
+void AwaitStoredWindows(const std::string& store_dir, size_t n) {
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      absl::ToChronoSeconds(testing::Scaled(absl::Seconds(60)));
+  while (StoredWindows(store_dir).size() < n &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GE(StoredWindows(store_dir).size(), n) << "too few windows stored";
+}
+
+// `got` has the windows of `want`, the same bytes, and no other (compared
+// window by window: the bytes are too long to print).
+void ExpectSameWindows(const std::map<int64_t, std::string>& got,
+                       const std::map<int64_t, std::string>& want) {
+  std::vector<int64_t> got_starts, want_starts;
+  for (const auto& [start, bytes] : got) got_starts.push_back(start);
+  for (const auto& [start, bytes] : want) want_starts.push_back(start);
+  EXPECT_EQ(got_starts, want_starts);
+  for (const auto& [start, bytes] : want) {
+    auto it = got.find(start);
+    EXPECT_TRUE(it != got.end() && it->second == bytes)
+        << "window " << start << " differs from the uninterrupted run's";
+  }
+}
+
 // Instance A is killed (SIGKILL) with a window open whose job has a host
 // that ended below the resume offset; instance B, with an empty store,
 // takes the partition over and knows that host only from the state topic.
@@ -190,13 +231,8 @@ TEST(WindowPartsKafka, AnEmptyInstanceTakesOverFromTheStateTopic) {
   int64_t cut = 0;
   const std::vector<std::string> values = testing::AHostEndsEarly(job, 2, cut);
   testing::TempDir dir;
-  // The uninterrupted run, on a topic of its own.
-  const std::string clean = Unique("parts-clean");
-  ASSERT_NO_FATAL_FAILURE(CreateTopic(clean, 1));
-  ASSERT_NO_FATAL_FAILURE(ProduceParts(clean, values));
-  ASSERT_EQ(RunToEnd(MergeArgs(clean, dir.Sub("clean"))), 0);
-  std::map<int64_t, std::string> want;
-  AddWindows(StoredWindows(dir.Sub("clean")), want);
+  const std::map<int64_t, std::string> want =
+      UninterruptedWindows(values, "parts-clean", dir.Sub("clean"));
   ASSERT_GT(want.size(), 3u);
 
   const std::string topic = Unique("parts-move");
@@ -209,14 +245,7 @@ TEST(WindowPartsKafka, AnEmptyInstanceTakesOverFromTheStateTopic) {
   const std::string store_a = dir.Sub("a");
   const pid_t a =
       Spawn(MergeArgs(topic, store_a, absl::Seconds(600)), dir.Sub("a.log"));
-  const auto deadline =
-      std::chrono::steady_clock::now() +
-      absl::ToChronoSeconds(testing::Scaled(absl::Seconds(60)));
-  while (StoredWindows(store_a).size() < 3 &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  ASSERT_GE(StoredWindows(store_a).size(), 3u) << "A stored too few windows";
+  ASSERT_NO_FATAL_FAILURE(AwaitStoredWindows(store_a, 3));
   std::this_thread::sleep_for(
       absl::ToChronoMilliseconds(testing::Scaled(absl::Seconds(3))));
   ASSERT_EQ(kill(a, SIGKILL), 0);
@@ -232,16 +261,7 @@ TEST(WindowPartsKafka, AnEmptyInstanceTakesOverFromTheStateTopic) {
   const std::vector<WindowSummary> b = StoredWindows(store_b);
   EXPECT_FALSE(b.empty());
   AddWindows(b, got);
-  // Compared window by window: the bytes are too long to print.
-  std::vector<int64_t> got_starts, want_starts;
-  for (const auto& [start, bytes] : got) got_starts.push_back(start);
-  for (const auto& [start, bytes] : want) want_starts.push_back(start);
-  EXPECT_EQ(got_starts, want_starts);
-  for (const auto& [start, bytes] : want) {
-    auto it = got.find(start);
-    EXPECT_TRUE(it != got.end() && it->second == bytes)
-        << "window " << start << " differs from the uninterrupted run's";
-  }
+  ExpectSameWindows(got, want);
   // Every copy on the windows topic is the window's bytes.
   for (const WindowSummary& w : ReadWindowsTopic(topic + ".windows")) {
     auto it = want.find(w.window.start_ns);
@@ -259,12 +279,8 @@ TEST(WindowPartsKafka, ARebalanceToAnEmptyInstanceGivesTheSameWindows) {
   int64_t cut = 0;
   const std::vector<std::string> values = testing::AHostEndsEarly(job, 2, cut);
   testing::TempDir dir;
-  const std::string clean = Unique("parts-clean2");
-  ASSERT_NO_FATAL_FAILURE(CreateTopic(clean, 1));
-  ASSERT_NO_FATAL_FAILURE(ProduceParts(clean, values));
-  ASSERT_EQ(RunToEnd(MergeArgs(clean, dir.Sub("clean"))), 0);
-  std::map<int64_t, std::string> want;
-  AddWindows(StoredWindows(dir.Sub("clean")), want);
+  const std::map<int64_t, std::string> want =
+      UninterruptedWindows(values, "parts-clean2", dir.Sub("clean"));
   ASSERT_GT(want.size(), 3u);
 
   const std::string topic = Unique("parts-rebalance");
@@ -277,14 +293,7 @@ TEST(WindowPartsKafka, ARebalanceToAnEmptyInstanceGivesTheSameWindows) {
   const std::string store_a = dir.Sub("a");
   const pid_t a =
       Spawn(MergeArgs(topic, store_a, absl::Seconds(600)), dir.Sub("a.log"));
-  const auto deadline =
-      std::chrono::steady_clock::now() +
-      absl::ToChronoSeconds(testing::Scaled(absl::Seconds(60)));
-  while (StoredWindows(store_a).size() < 3 &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  ASSERT_GE(StoredWindows(store_a).size(), 3u) << "A stored too few windows";
+  ASSERT_NO_FATAL_FAILURE(AwaitStoredWindows(store_a, 3));
   const std::string store_b = dir.Sub("b");
   const pid_t b =
       Spawn(MergeArgs(topic, store_b, absl::Seconds(15)), dir.Sub("b.log"));
@@ -301,15 +310,7 @@ TEST(WindowPartsKafka, ARebalanceToAnEmptyInstanceGivesTheSameWindows) {
   const std::vector<WindowSummary> b_windows = StoredWindows(store_b);
   EXPECT_FALSE(b_windows.empty());
   AddWindows(b_windows, got);
-  std::vector<int64_t> got_starts, want_starts;
-  for (const auto& [start, bytes] : got) got_starts.push_back(start);
-  for (const auto& [start, bytes] : want) want_starts.push_back(start);
-  EXPECT_EQ(got_starts, want_starts);
-  for (const auto& [start, bytes] : want) {
-    auto it = got.find(start);
-    EXPECT_TRUE(it != got.end() && it->second == bytes)
-        << "window " << start << " differs from the uninterrupted run's";
-  }
+  ExpectSameWindows(got, want);
 }
 
 }  // namespace

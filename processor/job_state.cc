@@ -160,6 +160,7 @@ std::string JobState::Serialize() const {
   if (lifecycle.awaiting_ranks()) {
     record.add_awaiting_ranks_since_ns(*lifecycle.awaiting_ranks_since_ns);
   }
+  if (split_unit) record.add_split_unit(true);
   auto body = record.Finish();
   return FinishStateRecord(builder, fb::StateBody::JobStateRecord,
                            body.Union());
@@ -174,6 +175,7 @@ absl::StatusOr<JobState> JobState::Parse(absl::string_view bytes) {
   JobState state;
   state.finalized_through_ns = FromWire(r.finalized_through_ns());
   state.buffer_reset_offset = r.buffer_reset_offset();
+  state.split_unit = r.split_unit();
   state.lifecycle.world_size = r.world_size();
   state.lifecycle.awaiting_ranks_since_ns =
       FromWire(r.awaiting_ranks_since_ns());

@@ -69,6 +69,10 @@ struct JobState {
   // ignores the job's batches before it: the live run dropped them.
   // (Stored as is: -1 is the schema's default, not a time.)
   KafkaOffset buffer_reset_offset = -1;
+  // The state of a split unit (`JOB@HOST`, docs/architecture.md#one-job-
+  // across-processors), not of a job: stored in its partition's snapshot
+  // only, and skipped by what lists jobs (serve --brokers).
+  bool split_unit = false;
 
   // Records that a batch of `producer` ending at `newest_ns` (none: without
   // events) was counted.

@@ -156,7 +156,11 @@ absl::StatusOr<JobEntry*> PartitionJobs::GetOrLoad(
   }
   JobEntry& entry = it->second;
   entry.partition = partition;
-  if (split) entry.split = split;
+  if (split) {
+    entry.split = split;
+    // Stored so: what lists jobs from the snapshots skips it.
+    entry.state.split_unit = true;
+  }
   if (!entry.windower) entry.windower = MakeWindower(job, entry);
   return &entry;
 }
@@ -199,12 +203,12 @@ void PartitionJobs::ForgetExpired(int32_t p, KafkaOffset resume_offset) {
     NoteJobChanging(part, it->first);
     JobState& state = it->second;
     // A split unit has no record in the store's job table (docs/state.md):
-    // none is made for it now. A unit not live since the restore is told by
-    // the store having no record of its name.
-    bool in_store = true;
-    if (live != live_jobs_.end()) {
+    // none is made for it now. (A unit stored before its state said so is
+    // told by the store having no record of its name.)
+    bool in_store = !state.split_unit;
+    if (in_store && live != live_jobs_.end()) {
       in_store = !live->second.split.has_value();
-    } else if (absl::StrContains(it->first, '@')) {
+    } else if (in_store && absl::StrContains(it->first, '@')) {
       absl::StatusOr<std::optional<std::string>> record =
           store_->JobState(it->first);
       in_store = !record.ok() || record->has_value();

@@ -506,6 +506,14 @@ class WindowMaterializer::Impl {
     pending.windows[{w->job, w->window.start_ns}] = *std::move(w);
   }
 
+  // A split unit's state (a job's host, stored under `JOB@HOST`,
+  // JobState::split_unit) is no job: its job's windows and record are stage
+  // 2's (docs/architecture.md#one-job-across-processors).
+  static bool IsSplitUnitState(const std::string& bytes) {
+    absl::StatusOr<JobState> parsed = JobState::Parse(bytes);
+    return parsed.ok() && parsed->split_unit;
+  }
+
   static JobUpdate& JobOf(Pending& pending, const std::string& job) {
     auto [it, added] = pending.jobs.try_emplace(job);
     if (added) it->second.job = job;
@@ -529,6 +537,9 @@ class WindowMaterializer::Impl {
     }
     const JobSnapshotVersion& now = r->current;
     const std::optional<JobSnapshotVersion>& before = r->previous;
+    const std::optional<std::string>& state =
+        now.state ? now.state : (before ? before->state : std::nullopt);
+    if (state && IsSplitUnitState(*state)) return;
     if (now.state) {
       const bool same = before && before->state == now.state &&
                         before->activity == now.activity;
@@ -610,6 +621,7 @@ class WindowMaterializer::Impl {
           seen == s->activity.end() || (seen_before != activity_before.end() &&
                                         seen_before->second == seen->second);
       if (same_state && same_activity) continue;
+      if (IsSplitUnitState(state)) continue;
       JobUpdate& u = JobOf(pending, job);
       u.state = state;
       if (seen != s->activity.end()) {
@@ -623,7 +635,7 @@ class WindowMaterializer::Impl {
       if (s->jobs.contains(job)) continue;
       // Forgotten by its owner past --job-expiry: stored as its store has it.
       absl::StatusOr<JobState> expired = JobState::Parse(state);
-      if (!expired.ok()) continue;  // Was checked when applied.
+      if (!expired.ok() || expired->split_unit) continue;  // (Checked.)
       if (expired->MarkExpired())
         JobOf(pending, job).state = expired->Serialize();
     }

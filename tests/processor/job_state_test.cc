@@ -27,7 +27,15 @@ TEST(JobState, RoundTripsEveryField) {
       parsed->producer_newest_ns,
       ::testing::UnorderedElementsAre(::testing::Pair(7, 39'000'000'000),
                                       ::testing::Pair(3, 12'000'000'000)));
+  EXPECT_FALSE(parsed->split_unit);
   EXPECT_EQ(parsed->Serialize(), bytes);
+  // A split unit's mark travels, and only it changes the bytes.
+  JobState unit = state;
+  unit.split_unit = true;
+  absl::StatusOr<JobState> unit_parsed = JobState::Parse(unit.Serialize());
+  ASSERT_TRUE(unit_parsed.ok()) << unit_parsed.status();
+  EXPECT_TRUE(unit_parsed->split_unit);
+  EXPECT_NE(unit.Serialize(), bytes);
 }
 
 TEST(JobState, EqualStatesSerializeEquallyWhateverTheirHistory) {

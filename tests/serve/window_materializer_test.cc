@@ -254,7 +254,14 @@ TEST(WindowMaterializer, KeepsWhatTheNewestSnapshotsSayOfJobsAndAlerts) {
                           .partition = 1,
                           .resume_offset = 4,
                           .committed_position = 10};
-  first.jobs = {{"job-a", JobStateBlob(400)}, {"job-b", JobStateBlob(300)}};
+  // job-a@host-1 is a split unit (one host of a job split across
+  // processors): its state is in the snapshot, but it is no job.
+  JobState unit;
+  unit.NoteProducerEvents(/*producer=*/9, 450);
+  unit.split_unit = true;
+  first.jobs = {{"job-a", JobStateBlob(400)},
+                {"job-b", JobStateBlob(300)},
+                {"job-a@host-1", unit.Serialize()}};
   first.activity = {
       {"job-a", JobActivity{.last_event_ns = 500, .last_seen_wall_ns = 9000}}};
   first.job_alerts = {{"job-a", kAlertsOfA1}, {"job-b", kAlertsOfB}};
@@ -290,6 +297,9 @@ TEST(WindowMaterializer, KeepsWhatTheNewestSnapshotsSayOfJobsAndAlerts) {
     EXPECT_EQ((*b)->last_event_ns,
               std::nullopt);  // No activity in the snapshot.
     EXPECT_FALSE((*b)->lifecycle.ended);
+    auto unit_job = st.Job("job-a@host-1");
+    ASSERT_TRUE(unit_job.ok());
+    EXPECT_FALSE(unit_job->has_value()) << "a split unit listed as a job";
     EXPECT_THAT(
         st.AlertStates().value(),
         ElementsAre(
@@ -303,6 +313,7 @@ TEST(WindowMaterializer, KeepsWhatTheNewestSnapshotsSayOfJobsAndAlerts) {
   PartitionSnapshot second = first;
   second.committed_position = 20;
   second.jobs.erase("job-b");
+  second.jobs.erase("job-a@host-1");
   second.jobs["job-a"] = JobStateBlob(600);
   second.activity["job-a"] =
       JobActivity{.last_event_ns = 650, .last_seen_wall_ns = 12000};
@@ -327,6 +338,9 @@ TEST(WindowMaterializer, KeepsWhatTheNewestSnapshotsSayOfJobsAndAlerts) {
   ASSERT_TRUE(b.ok() && b->has_value());
   EXPECT_TRUE((*b)->lifecycle.ended);
   EXPECT_TRUE((*b)->lifecycle.expired);
+  auto unit_job = st.Job("job-a@host-1");
+  ASSERT_TRUE(unit_job.ok());
+  EXPECT_FALSE(unit_job->has_value()) << "a forgotten split unit listed";
   EXPECT_THAT(
       st.AlertStates().value(),
       ElementsAre(std::pair<std::string, std::string>("j/job-a", kAlertsOfA2)));

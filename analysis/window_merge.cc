@@ -67,6 +67,10 @@ absl::StatusOr<WindowSummary> MergeHostWindowParts(
   windows.reserve(parts.size());
   absl::flat_hash_set<absl::string_view> hosts;
   for (const HostWindowPart& part : parts) {
+    if (part.kind != HostWindowPart::Kind::kWindow) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "host \"", part.host, "\" sent an end or late part, not a window"));
+    }
     if (part.job != parts.front().job) {
       return absl::InvalidArgumentError(
           absl::StrCat("parts of different jobs: \"", parts.front().job,
@@ -88,7 +92,16 @@ absl::StatusOr<WindowSummary> MergeHostWindowParts(
   int with_collectives = 0;
   bool all_observed = true;
   std::vector<Interval> observed;
+  // The split's host skew (docs/semantics.md#split-jobs): how far apart the
+  // hosts' newest events were when each made its part.
+  std::optional<int64_t> newest_lo, newest_hi;
   for (const HostWindowPart& part : parts) {
+    if (part.newest_start_ns) {
+      newest_lo = std::min(newest_lo.value_or(*part.newest_start_ns),
+                           *part.newest_start_ns);
+      newest_hi = std::max(newest_hi.value_or(*part.newest_start_ns),
+                           *part.newest_start_ns);
+    }
     if (!part.observed) {
       all_observed = false;
     } else {
@@ -102,6 +115,7 @@ absl::StatusOr<WindowSummary> MergeHostWindowParts(
       if (!d.kernels.empty()) ++with_collectives;
     }
   }
+  if (newest_lo) out.host_skew_ns = *newest_hi - *newest_lo;
   if (all_observed) {
     out.observed_ns =
         IntervalSet::FromIntervals(std::move(observed))
@@ -124,7 +138,10 @@ absl::StatusOr<WindowSummary> MergeHostWindowParts(
 }
 
 namespace {
-constexpr uint8_t kWindowPartVersion = 1;
+// Version 1: up to the last flag; version 2 adds the kind, the newest
+// start and the late counts.
+constexpr uint8_t kWindowPartVersion = 2;
+constexpr uint8_t kWindowPartVersion1 = 1;
 }  // namespace
 
 std::string EncodeHostWindowPart(const HostWindowPart& part) {
@@ -158,13 +175,26 @@ std::string EncodeHostWindowPart(const HostWindowPart& part) {
     previous_rank = rank;
   }
   w.Byte(part.last ? 1 : 0);
+  w.Byte(static_cast<uint8_t>(part.kind));
+  w.Byte(part.newest_start_ns.has_value() ? 1 : 0);
+  if (part.newest_start_ns) w.Signed(*part.newest_start_ns);
+  w.Signed(part.late_offset);
+  w.Unsigned(part.late.size());
+  int64_t previous_start = 0;
+  for (const HostWindowPart::Late& l : part.late) {
+    w.Delta(l.window_start_ns, previous_start);
+    w.Unsigned(static_cast<uint64_t>(l.events));
+    w.Unsigned(static_cast<uint64_t>(l.collectives));
+    previous_start = l.window_start_ns;
+  }
   return w.Take();
 }
 
 absl::StatusOr<HostWindowPart> DecodeHostWindowPart(absl::string_view bytes) {
   VarintReader r(bytes);
   const uint8_t version = r.Byte();
-  if (r.ok() && version != kWindowPartVersion) {
+  if (r.ok() && version != kWindowPartVersion &&
+      version != kWindowPartVersion1) {
     return absl::InvalidArgumentError(
         absl::StrCat("window part of unknown version ", version));
   }
@@ -232,6 +262,36 @@ absl::StatusOr<HostWindowPart> DecodeHostWindowPart(absl::string_view bytes) {
   const uint8_t last = r.Byte();
   if (last > 1) r.Fail();
   part.last = last == 1;
+  if (version >= 2) {
+    const uint8_t kind = r.Byte();
+    if (kind > static_cast<uint8_t>(HostWindowPart::Kind::kLate)) r.Fail();
+    part.kind = static_cast<HostWindowPart::Kind>(kind);
+    const uint8_t newest = r.Byte();
+    if (newest > 1) r.Fail();
+    if (r.ok() && newest == 1) part.newest_start_ns = r.Signed();
+    part.late_offset = r.Signed();
+    if (part.late_offset < -1) r.Fail();
+    // Each window takes at least three bytes; starts strictly ascending.
+    const size_t late = r.Count();
+    int64_t previous_start = 0;
+    for (size_t i = 0; r.ok() && i < late; ++i) {
+      HostWindowPart::Late l;
+      l.window_start_ns = r.Delta(previous_start);
+      const uint64_t events = r.Unsigned();
+      const uint64_t collectives = r.Unsigned();
+      if ((i > 0 && l.window_start_ns <= previous_start) ||
+          events > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
+          collectives >
+              static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        r.Fail();
+        break;
+      }
+      l.events = static_cast<int64_t>(events);
+      l.collectives = static_cast<int64_t>(collectives);
+      previous_start = l.window_start_ns;
+      part.late.push_back(l);
+    }
+  }
   if (!r.ok() || !r.done()) {
     return absl::InvalidArgumentError("window part truncated or malformed");
   }

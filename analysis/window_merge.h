@@ -71,6 +71,33 @@ struct HostWindowPart {
   int32_t world_size = -1;
   std::vector<int32_t> ranks;
   bool last = false;
+
+  // What the part says (docs/semantics.md#split-jobs). kWindow: the host's
+  // part of `window`, as above. kEnd: the host's stream ended (its end
+  // marker, or its idle timeout) when its watermark had closed every
+  // window already: `window` is the host's last finalized window (it ends
+  // at the host's finalized edge), `last` is set and nothing else is: stage
+  // 2 reads it as the host having ended there, merges nothing. kLate: the
+  // late events and late collective records one batch of the host brought
+  // into windows its stage 1 had finalized (`late`, `late_offset`);
+  // `window` is the first of them, nothing else is set.
+  enum class Kind : uint8_t { kWindow = 0, kEnd = 1, kLate = 2 };
+  Kind kind = Kind::kWindow;
+  // kWindow: the newest start of the host's buffered events when its stage
+  // 1 made the part (nullopt: none buffered); stage 2's host skew of the
+  // window is the spread of its parts' values.
+  std::optional<int64_t> newest_start_ns;
+  // kLate: the stage-1 input offset of the batch that brought the late
+  // events (what makes a republished late part a copy: a host's offsets
+  // only grow), and per window (ascending starts, distinct) its counts.
+  struct Late {
+    int64_t window_start_ns = 0;
+    int64_t events = 0;
+    int64_t collectives = 0;
+    bool operator==(const Late&) const = default;
+  };
+  int64_t late_offset = -1;
+  std::vector<Late> late;
 };
 
 // The window of `parts` (all of one window, none sharing a device): devices
@@ -87,9 +114,12 @@ absl::StatusOr<WindowAnalysis> MergeWindowAnalyses(
 // collective kernel,
 // the collective analysis of every part's digests (ordered by rank, then
 // host, as the processor orders its sources) reduced as a stored window
-// keeps it. What the merge cannot know is left as a default for the caller:
-// closed_by, host_skew_ns, late counts, and the ranks'
+// keeps it. host_skew_ns is the spread (largest minus smallest) of the
+// parts' newest_start_ns (0 with fewer than two parts having one). What the
+// merge cannot know is left as a default for the caller: closed_by, late
+// counts (they come in kLate parts), and the ranks'
 // timelines (they need each rank's kernel sets, which digests do not carry).
+// Every part must be a kWindow part.
 // Errors: MergeWindowAnalyses's, kInvalidArgument for parts of different
 // jobs or two parts of one host, and AnalyzeDigests's.
 absl::StatusOr<WindowSummary> MergeHostWindowParts(
@@ -101,8 +131,12 @@ absl::StatusOr<WindowSummary> MergeHostWindowParts(
 // it (the window and the event counts), the observations (a flag, then
 // each interval's start and length as varints), each digest as
 // EncodeRankDigest encodes it, then the world size, the ranks and the last
-// flag. Decode(Encode(p)) equals p; equal parts
-// encode to equal bytes. Decode errors: kInvalidArgument for truncated or
+// flag; from version 2 on, then the kind (a byte), the newest start (a
+// flag, then its value), the late offset and the late counts (each window
+// start as a step from the previous one, its events and collectives).
+// Version 1 parts (written before version 2) decode with the defaults: a
+// kWindow part without a newest start. Decode(Encode(p)) equals p; equal
+// parts encode to equal bytes. Decode errors: kInvalidArgument for truncated or
 // malformed bytes, an unknown version, or a window or digest its own
 // decoder refuses.
 std::string EncodeHostWindowPart(const HostWindowPart& part);

@@ -1,6 +1,7 @@
 #include "processor/job_windower.h"
 
 #include <algorithm>
+#include <map>
 #include <tuple>
 
 #include "absl/container/flat_hash_map.h"
@@ -106,6 +107,10 @@ int64_t JobWindower::Add(const DecodedBatch& batch, KafkaOffset offset,
   // "Effectively once"). Dropping them here lost the start of a gap that
   // crossed a window start after a restart.
   int64_t late = 0;
+  // A split windower's late counts of this batch, by window start: they go
+  // to stage 2 in a kLate part (ordered: its bytes do not depend on hash
+  // order).
+  std::map<WindowStartNs, HostWindowPart::Late> batch_late;
   // Whether the batch brought anything behind the finalized edge.
   bool behind_edge = false;
   auto note_edge = [&](EventNs start_ns, EventNs end_ns, bool may_be_late) {
@@ -113,7 +118,9 @@ int64_t JobWindower::Add(const DecodedBatch& batch, KafkaOffset offset,
     behind_edge = true;
     if (replay || !may_be_late) return;
     ++late;
-    ++late_[WindowStartOf(start_ns, options_.window_ns)];
+    const WindowStartNs window = WindowStartOf(start_ns, options_.window_ns);
+    ++late_[window];
+    if (split_) ++batch_late[window].events;
   };
   for (const GpuActivity& a : in.gpu) {
     RaiseTo(clock.max_start_ns, a.start_ns);
@@ -148,7 +155,10 @@ int64_t JobWindower::Add(const DecodedBatch& batch, KafkaOffset offset,
     // (docs/semantics.md#streaming-collectives).
     if (!replay && finalized_through_ns_ &&
         c.start_ns < *finalized_through_ns_) {
-      ++late_collectives_[WindowStartOf(c.start_ns, options_.window_ns)];
+      const WindowStartNs window =
+          WindowStartOf(c.start_ns, options_.window_ns);
+      ++late_collectives_[window];
+      if (split_) ++batch_late[window].collectives;
     }
     CollectiveKernel copy = c;
     copy.kernel_name = remap[c.kernel_name];
@@ -164,6 +174,20 @@ int64_t JobWindower::Add(const DecodedBatch& batch, KafkaOffset offset,
   }
   if (!in.gpu.empty() || !in.cpu.empty() || !in.collectives.empty()) {
     LowerTo(lowest_offset_, offset);
+  }
+  // Stage 2 adds them to the merged windows (docs/semantics.md#split-jobs),
+  // once per batch: the batch's offset tells a republished copy.
+  if (!batch_late.empty()) {
+    HostWindowPart part{.job = split_job_, .host = split_host_};
+    part.kind = HostWindowPart::Kind::kLate;
+    part.window.start_ns = batch_late.begin()->first;
+    part.window.end_ns = part.window.start_ns + options_.window_ns;
+    part.late_offset = offset;
+    for (auto& [window, counts] : batch_late) {
+      counts.window_start_ns = window;
+      part.late.push_back(counts);
+    }
+    parts_.push_back(std::move(part));
   }
   // Between finalizations nothing else evicts: what a replayed or late
   // batch brought behind the edge goes now, by the rule that applies to all.
@@ -262,26 +286,48 @@ std::vector<WindowSummary> JobWindower::FinalizeReady(
 }
 
 std::vector<WindowSummary> JobWindower::FinalizeAll(
-    WindowSummary::ClosedBy closed_by) {
+    WindowSummary::ClosedBy closed_by, bool replay) {
   // Windows closed here end at their devices' last kernels; the
   // watermark's hold them open to the edge (FinalizeReady), so it is never
   // the reason here.
   BW_DCHECK(closed_by != WindowSummary::ClosedBy::kWatermark);
+  // The host's stream ends here: its end marker, or its idle timeout (an
+  // observation or a full buffer only cuts the stream).
+  const bool ends = closed_by == WindowSummary::ClosedBy::kEndMarker ||
+                    closed_by == WindowSummary::ClosedBy::kIdleTimeout;
   std::optional<EventNs> last_end;
   for (const GpuActivity& a : trace_.gpu) RaiseTo(last_end, a.end_ns);
-  if (!last_end) return {};
-  const EventNs target_end =
-      WindowStartOf(*last_end - 1, options_.window_ns) + options_.window_ns;
-  if (finalized_through_ns_ && target_end <= *finalized_through_ns_) return {};
+  std::vector<WindowSummary> out;
   const size_t parts_before = parts_.size();
-  std::vector<WindowSummary> out =
-      Finalize(target_end, /*open_until_ns=*/std::nullopt, closed_by);
-  // The host's stream ended with this window: its end marker, or its idle
-  // timeout (an observation or a full buffer only cuts the stream).
-  if (parts_.size() > parts_before &&
-      (closed_by == WindowSummary::ClosedBy::kEndMarker ||
-       closed_by == WindowSummary::ClosedBy::kIdleTimeout)) {
-    parts_.back().last = true;
+  if (last_end) {
+    const EventNs target_end =
+        WindowStartOf(*last_end - 1, options_.window_ns) + options_.window_ns;
+    if (!finalized_through_ns_ || target_end > *finalized_through_ns_) {
+      out = Finalize(target_end, /*open_until_ns=*/std::nullopt, closed_by);
+    }
+  }
+  if (!split_ || !ends || !analysis_error_.ok()) return out;
+  // Its last window's part says so; when the watermark had closed every
+  // window already, a kEnd part of the last finalized window does (a
+  // function of the edge: a replay sends the same bytes).
+  bool made_window = false;
+  for (size_t i = parts_before; i < parts_.size(); ++i) {
+    made_window |= parts_[i].kind == HostWindowPart::Kind::kWindow;
+  }
+  if (made_window) {
+    for (size_t i = parts_.size(); i-- > parts_before;) {
+      if (parts_[i].kind == HostWindowPart::Kind::kWindow) {
+        parts_[i].last = true;
+        break;
+      }
+    }
+  } else if (finalized_through_ns_ && !replay) {
+    HostWindowPart end{.job = split_job_, .host = split_host_};
+    end.kind = HostWindowPart::Kind::kEnd;
+    end.window.start_ns = *finalized_through_ns_ - options_.window_ns;
+    end.window.end_ns = *finalized_through_ns_;
+    end.last = true;
+    parts_.push_back(std::move(end));
   }
   return out;
 }
@@ -330,6 +376,14 @@ std::vector<WindowSummary> JobWindower::Finalize(
     return out;
   }
   {  // The windows of a successful analysis.
+    // A split windower's parts carry the newest start of its buffered
+    // events (the host's skew, docs/semantics.md#split-jobs): what a replay
+    // from ResumeOffset() buffers again, unlike the host clocks.
+    std::optional<EventNs> newest_start;
+    if (split_) {
+      for (const GpuActivity& a : trace_.gpu) RaiseTo(newest_start, a.start_ns);
+      for (const CpuEvent& e : trace_.cpu) RaiseTo(newest_start, e.start_ns);
+    }
     for (WindowAnalysis& w : analysis->windows) {
       // What is stored is keyed by aligned window starts (storage/).
       BW_CHECK(WindowStartOf(w.start_ns, options_.window_ns) == w.start_ns &&
@@ -339,7 +393,7 @@ std::vector<WindowSummary> JobWindower::Finalize(
         continue;
       }
       if (split_) {
-        parts_.push_back(MakePart(std::move(w), observed));
+        parts_.push_back(MakePart(std::move(w), observed, newest_start));
         continue;
       }
       WindowSummary summary;
@@ -561,9 +615,11 @@ std::vector<Trace> JobWindower::WindowTraces(
   return present;
 }
 
-HostWindowPart JobWindower::MakePart(
-    WindowAnalysis w, const std::optional<IntervalSet>& observed) {
+HostWindowPart JobWindower::MakePart(WindowAnalysis w,
+                                     const std::optional<IntervalSet>& observed,
+                                     std::optional<EventNs> newest_start_ns) {
   HostWindowPart part{.job = split_job_, .host = split_host_};
+  part.newest_start_ns = newest_start_ns;
   for (const GpuActivity& a : trace_.gpu) {
     if (a.start_ns >= w.start_ns && a.start_ns < w.end_ns) ++part.gpu_events;
   }

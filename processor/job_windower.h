@@ -93,10 +93,14 @@ class JobWindower {
   // parts' digests). Call before the first Add.
   void SplitAs(std::string job, std::string host);
   bool split() const { return split_; }
-  // The parts of the windows finalized since the last call, in window
-  // order (split windowers only; empty otherwise). A part of a window
-  // closed by FinalizeAll with kEndMarker or kIdleTimeout, the last of that
-  // call, has `last` set: the host's stream ended with it.
+  // The parts made since the last call, in the order made (split
+  // windowers only; empty otherwise): a kWindow part per window finalized,
+  // in window order; a kLate part per batch (Add) that brought late events
+  // or late collective records, their counts by window. The last window
+  // part of a FinalizeAll with kEndMarker or kIdleTimeout has `last` set:
+  // the host's stream ended with it; a FinalizeAll that closes no window
+  // then makes a kEnd part of the last finalized window instead (none
+  // before the first window, none when `replay`: see FinalizeAll).
   std::vector<HostWindowPart> TakeParts() { return std::exchange(parts_, {}); }
 
   // Restores the finalized edge saved with ParseState/SerializeState (none:
@@ -121,7 +125,12 @@ class JobWindower {
   // is stamped with `closed_by`, why the caller closes the job: its idle
   // timeout (wall time), its end marker or a new observation (both by
   // partition order, so a replay stamps the same).
-  std::vector<WindowSummary> FinalizeAll(WindowSummary::ClosedBy closed_by);
+  // `replay`: the end comes from a batch processed before a restart (below
+  // the committed position), whose commit published the host's end (its
+  // last window's part, or a kEnd part) already: no kEnd part again, so a
+  // replay publishes only what the first run did.
+  std::vector<WindowSummary> FinalizeAll(WindowSummary::ClosedBy closed_by,
+                                         bool replay = false);
 
   // Late events since the last call, by window start.
   absl::flat_hash_map<WindowStartNs, int64_t> TakeLateCounts();
@@ -231,8 +240,10 @@ class JobWindower {
   // host's events), `observed` the known observations. Its ranks are those
   // of the sources with buffered events (a function of the batches from
   // ResumeOffset(), as everything else here).
+  // `newest_start_ns`: the newest start of the buffered events.
   HostWindowPart MakePart(WindowAnalysis w,
-                          const std::optional<IntervalSet>& observed);
+                          const std::optional<IntervalSet>& observed,
+                          std::optional<EventNs> newest_start_ns);
   // The window's traces, one per source with events (or collective
   // records) starting in [start_ns, end_ns), ordered by (rank, host) so
   // that the ranks are numbered the same on every replay; `labels` gets

@@ -421,7 +421,7 @@ PartitionJobs::Added PartitionJobs::AddBatch(
   // CloseIdle would have ended it had it run first: by event time, so the
   // windows close at the same batch in a replay.
   for (WindowSummary& w :
-       EndIfGraceOver(job_name, *job, part.ledger.newest_event_ns())) {
+       EndIfGraceOver(job_name, *job, part.ledger.newest_event_ns(), replay)) {
     closed.push_back(std::move(w));
   }
   if (job->windower == nullptr) {
@@ -467,8 +467,8 @@ PartitionJobs::Added PartitionJobs::AddBatch(
   // The job ended: nothing more is coming, its windows close now (by event
   // order, so a replay closes them at the same batch).
   if (batch->header.end_of_stream && job->state.lifecycle.ended) {
-    for (WindowSummary& w :
-         job->windower->FinalizeAll(WindowSummary::ClosedBy::kEndMarker)) {
+    for (WindowSummary& w : job->windower->FinalizeAll(
+             WindowSummary::ClosedBy::kEndMarker, replay)) {
       done.push_back(std::move(w));
     }
     NoteAnalysisFailure(job_name, *job);
@@ -647,7 +647,7 @@ void PartitionJobs::ForgetOldProducers(JobState& state) {
 
 std::vector<WindowSummary> PartitionJobs::EndIfGraceOver(
     const std::string& name, JobEntry& job,
-    std::optional<EventNs> partition_clock_ns) {
+    std::optional<EventNs> partition_clock_ns, bool replay) {
   JobState& state = job.state;
   const std::optional<EventNs> since = state.lifecycle.awaiting_ranks_since_ns;
   const int64_t grace = absl::ToInt64Nanoseconds(options_.rank_grace);
@@ -659,7 +659,8 @@ std::vector<WindowSummary> PartitionJobs::EndIfGraceOver(
   job.dirty = true;
   std::vector<WindowSummary> done;
   if (job.windower != nullptr) {
-    done = job.windower->FinalizeAll(WindowSummary::ClosedBy::kEndMarker);
+    done =
+        job.windower->FinalizeAll(WindowSummary::ClosedBy::kEndMarker, replay);
     NoteCollectiveErrors(name, job);
     state.finalized_through_ns = job.windower->finalized_through_ns();
     job.windower.reset();

@@ -405,10 +405,11 @@ class PartitionJobs {
   // Ends `job` when it has waited for its ranks (JobState::
   // awaiting_ranks_since_ns) for options.rank_grace of its partition's
   // event time, `partition_clock_ns`: closes its windows (closed_by
-  // end_marker) and returns them. Nothing otherwise.
+  // end_marker) and returns them. Nothing otherwise. `replay`: the batch
+  // that moved the clock is a replayed one (JobWindower::FinalizeAll).
   std::vector<WindowSummary> EndIfGraceOver(
       const std::string& name, JobEntry& job,
-      std::optional<EventNs> partition_clock_ns);
+      std::optional<EventNs> partition_clock_ns, bool replay = false);
   // Forgets the producers of `state` whose newest event lies more than
   // options.producer_expiry behind its finalized edge, and the streams
   // whose last observation ended that far behind it.

@@ -130,8 +130,9 @@ absl::Status PartitionTask::OnMessage(const ConsumedMessage& message,
   PartitionJobs::Added added =
       jobs_.AddBatch(message.partition, job_name, *admission.job,
                      admission.batch, message.offset, replay, now, HostIdle());
-  // A split unit's late events are counted in the stats only: it stores no
-  // window to add them to (docs/semantics.md#late-events).
+  // A split unit stores no window to add its late events to: its windower
+  // made a kLate part of them, which stage 2 adds to the merged windows
+  // (docs/semantics.md#split-jobs).
   if (!admission.job->split) {
     commits_.AddLateCounts(job_name, added.late_counts,
                            added.late_collective_counts);

@@ -19,7 +19,9 @@
 namespace bubblewatch {
 namespace {
 
-constexpr uint8_t kMergeRecordVersion = 1;
+// Version 1: up to the hosts; version 2 adds the late counts.
+constexpr uint8_t kMergeRecordVersion = 2;
+constexpr uint8_t kMergeRecordVersion1 = 1;
 constexpr uint8_t kMergeSnapshotVersion = 1;
 // A read of the state topic that makes no progress this long fails (as
 // StateChangelog's).
@@ -47,13 +49,25 @@ std::string EncodeMergeJobRecord(const MergeJobRecord& record) {
     if (host.newest_end_ns) w.Signed(*host.newest_end_ns);
     w.Byte(host.ended ? 1 : 0);
   }
+  w.Unsigned(record.pending_late.size());
+  for (const auto& [start, late] : record.pending_late) {
+    w.Signed(start);
+    w.Unsigned(static_cast<uint64_t>(late.events));
+    w.Unsigned(static_cast<uint64_t>(late.collectives));
+  }
+  w.Unsigned(record.late_offsets.size());
+  for (const auto& [host, offset] : record.late_offsets) {
+    w.String(host);
+    w.Signed(offset);
+  }
   return w.Take();
 }
 
 absl::StatusOr<MergeJobRecord> DecodeMergeJobRecord(absl::string_view bytes) {
   VarintReader r(bytes);
   const uint8_t version = r.Byte();
-  if (r.ok() && version != kMergeRecordVersion) {
+  if (r.ok() && version != kMergeRecordVersion &&
+      version != kMergeRecordVersion1) {
     return absl::DataLossError(
         absl::StrCat("stage 2 job record: unknown version ", version));
   }
@@ -70,6 +84,27 @@ absl::StatusOr<MergeJobRecord> DecodeMergeJobRecord(absl::string_view bytes) {
     if (r.Byte() != 0) host.newest_end_ns = r.Signed();
     host.ended = r.Byte() != 0;
     out.hosts.emplace(std::move(name), std::move(host));
+  }
+  if (version >= 2) {
+    const size_t late = r.Count();
+    for (size_t i = 0; i < late && r.ok(); ++i) {
+      const int64_t start = r.Signed();
+      const uint64_t events = r.Unsigned();
+      const uint64_t collectives = r.Unsigned();
+      if (events > static_cast<uint64_t>(INT64_MAX) ||
+          collectives > static_cast<uint64_t>(INT64_MAX)) {
+        r.Fail();
+        break;
+      }
+      out.pending_late[start] = {
+          .events = static_cast<int64_t>(events),
+          .collectives = static_cast<int64_t>(collectives)};
+    }
+    const size_t offsets = r.Count();
+    for (size_t i = 0; i < offsets && r.ok(); ++i) {
+      std::string host = r.String();
+      out.late_offsets[std::move(host)] = r.Signed();
+    }
   }
   if (!r.ok() || !r.done()) {
     return absl::DataLossError("stage 2 job record: truncated or malformed");
@@ -464,9 +499,26 @@ absl::Status WindowPartsTask::CloseFirst(const std::string& name, Job& job,
   }
   merged->job = name;
   merged->closed_by = closed_by;
-  job.record.finalized_edge_ns =
-      std::max(job.record.finalized_edge_ns.value_or(first->second.end_ns),
+  MergeJobRecord& record = job.record;
+  if (auto late = record.pending_late.find(first->first);
+      late != record.pending_late.end()) {
+    merged->late_events += late->second.events;
+    merged->late_collectives += late->second.collectives;
+    record.pending_late.erase(late);
+  }
+  record.finalized_edge_ns =
+      std::max(record.finalized_edge_ns.value_or(first->second.end_ns),
                first->second.end_ns);
+  // Late counts of windows the edge passed without a part of them: as
+  // counts of closed windows (their stored window, if any).
+  while (!record.pending_late.empty() &&
+         record.pending_late.begin()->first < *record.finalized_edge_ns) {
+    auto late = record.pending_late.begin();
+    MergeJobRecord::Late& update = late_updates_[{name, late->first}];
+    update.events += late->second.events;
+    update.collectives += late->second.collectives;
+    record.pending_late.erase(late);
+  }
   job.dirty = true;
   job.open.erase(first);
   pending_windows_.push_back(*std::move(merged));
@@ -537,10 +589,29 @@ absl::Status WindowPartsTask::OnMessage(const ConsumedMessage& message,
                             ", not after its start ", p.window.start_ns));
     return absl::OkStatus();
   }
+  if (p.kind == HostWindowPart::Kind::kLate && p.late_offset < 0) {
+    DeadLetter(message, replay, kBadPart,
+               "a late part without the offset of its batch");
+    return absl::OkStatus();
+  }
   auto [it, inserted] = jobs_.try_emplace(p.job);
   Job& job = it->second;
   if (inserted) job.partition = message.partition;
   const std::string& name = it->first;
+  if (p.kind == HostWindowPart::Kind::kLate) {
+    TakeLate(name, job, p);
+    job.last_part_wall = now;
+    return absl::OkStatus();
+  }
+  if (p.kind == HostWindowPart::Kind::kEnd) {
+    job.last_part_wall = now;
+    // The host ended at the end of its last finalized window, which it may
+    // have sent a part of already: nothing to hold, only its host.
+    NoteHost(job, p);
+    ++counts_.parts;
+    ++counts_.end_parts;
+    return CloseReady(name, job);
+  }
   const WindowStartNs start = p.window.start_ns;
   const bool stale =
       job.record.finalized_edge_ns && start < *job.record.finalized_edge_ns;
@@ -605,6 +676,63 @@ absl::Status WindowPartsTask::OnMessage(const ConsumedMessage& message,
   ++counts_.parts;
   job.last_part_wall = now;
   return CloseReady(name, job);
+}
+
+void WindowPartsTask::TakeLate(const std::string& name, Job& job,
+                               const HostWindowPart& part) {
+  MergeJobRecord& record = job.record;
+  auto [taken, first] = record.late_offsets.try_emplace(part.host, -1);
+  if (!first && part.late_offset <= taken->second) {
+    // A stage-1 replay republished it: its counts are in already.
+    ++counts_.duplicate_parts;
+    absl::MutexLock lock(&stats_.mu);
+    ++stats_.stats.duplicate_batches;
+    return;
+  }
+  taken->second = part.late_offset;
+  int64_t events = 0, collectives = 0;
+  for (const HostWindowPart::Late& l : part.late) {
+    MergeJobRecord::Late& to =
+        record.finalized_edge_ns &&
+                l.window_start_ns < *record.finalized_edge_ns
+            ? late_updates_[{name, l.window_start_ns}]
+            : record.pending_late[l.window_start_ns];
+    to.events += l.events;
+    to.collectives += l.collectives;
+    events += l.events;
+    collectives += l.collectives;
+  }
+  job.dirty = true;
+  ++counts_.parts;
+  ++counts_.late_parts;
+  absl::MutexLock lock(&stats_.mu);
+  stats_.stats.late_events += events;
+  stats_.stats.late_collectives += collectives;
+}
+
+absl::Status WindowPartsTask::AddLateUpdates(StoreBatch& batch) {
+  for (const auto& [key, count] : late_updates_) {
+    const auto& [job, start] = key;
+    WindowSummary* target = nullptr;
+    for (WindowSummary& w : batch.windows) {
+      if (w.job == job && w.window.start_ns == start) target = &w;
+    }
+    if (target == nullptr) {
+      ASSIGN_OR_RETURN(std::vector<WindowSummary> stored,
+                       store_->Scan(job, absl::FromUnixNanos(start),
+                                    absl::FromUnixNanos(start + 1)));
+      if (stored.empty()) {
+        counts_.late_without_window += count.events + count.collectives;
+        continue;
+      }
+      batch.windows.push_back(std::move(stored.front()));
+      target = &batch.windows.back();
+    }
+    target->late_events += count.events;
+    target->late_collectives += count.collectives;
+  }
+  late_updates_.clear();
+  return absl::OkStatus();
 }
 
 absl::Status WindowPartsTask::Tick(absl::Time now) {
@@ -777,6 +905,9 @@ absl::Status WindowPartsTask::CommitOnce(absl::Time now) {
   StoreBatch batch;
   batch.windows = std::move(pending_windows_);
   pending_windows_.clear();
+  // Closed windows' late counts: their stored windows rewritten, in this
+  // batch with the job records that took them.
+  RETURN_IF_ERROR(AddLateUpdates(batch));
   // The commit protocol's steps (docs/architecture.md#commit-protocol).
   // 1: publish this commit's windows.
   int64_t trimmed = 0;

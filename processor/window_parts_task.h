@@ -54,8 +54,15 @@
 //     (the newer of its store and the state topic, by committed position)
 //     and replays from the same resume offset: a rebalance, or a new
 //     instance with an empty store, gives the same windows too.
-// Not kept (yet): late counts, host skew, the ranks' timelines (digests do
-// not carry them), job lifecycle states.
+// A kEnd part (a host ended with no window left) only updates its host: it
+// ended at its window's end. A kLate part's counts go to their windows: to
+// an open one's when it closes, to a closed one's stored window at the next
+// commit (rewritten and published again, as the events stage adds late
+// counts to its stored windows); each host's kLate parts are taken once, by
+// their stage-1 offset. A merged window's host_skew_ns is
+// MergeHostWindowParts's.
+// Not kept (yet): the ranks' timelines (digests do not carry them), job
+// lifecycle states.
 //
 // Thread safety: one thread; stats() from any.
 #ifndef BUBBLEWATCH_PROCESSOR_WINDOW_PARTS_TASK_H_
@@ -105,13 +112,26 @@ struct MergeJobRecord {
   std::map<std::string, Host> hosts;  // By host name.
   // The end of the job's last closed window; none closed yet.
   std::optional<int64_t> finalized_edge_ns;
+  // Late counts of the kLate parts taken (docs/semantics.md#split-jobs):
+  // those of windows not closed yet (at or after the edge), added to each
+  // when it closes; and per host, the stage-1 offset of its newest kLate
+  // part taken (a part at or below it is a copy).
+  struct Late {
+    int64_t events = 0;
+    int64_t collectives = 0;
+    bool operator==(const Late&) const = default;
+  };
+  std::map<int64_t, Late> pending_late;  // By window start.
+  std::map<std::string, int64_t> late_offsets;
   bool operator==(const MergeJobRecord&) const = default;
 };
 
-// A version byte (1), then varints: the world size, the edge (a flag, then
+// A version byte (2), then varints: the world size, the edge (a flag, then
 // its value), the hosts (name, ranks, newest end as a flag and value,
-// ended). Decode(Encode(r)) == r. Decode errors: kDataLoss for truncated or
-// malformed bytes, an unknown version.
+// ended), the pending late counts (window start, events, collectives), the
+// late offsets (host, offset). A version 1 record (without the late counts)
+// still decodes. Decode(Encode(r)) == r. Decode errors: kDataLoss for
+// truncated or malformed bytes, an unknown version.
 std::string EncodeMergeJobRecord(const MergeJobRecord& record);
 absl::StatusOr<MergeJobRecord> DecodeMergeJobRecord(absl::string_view bytes);
 
@@ -144,8 +164,14 @@ struct WindowPartsStats {
   int64_t parts = 0;            // Parts that decoded and were taken.
   int64_t duplicate_parts = 0;  // Copies of a part held already.
   int64_t stale_parts = 0;      // Of windows at or before the edge.
-  int64_t windows_closed = 0;   // Merged, by any rule.
-  int64_t open_windows = 0;     // Now, over the owned jobs.
+  int64_t end_parts = 0;        // kEnd parts taken.
+  int64_t late_parts = 0;       // kLate parts taken (not their copies).
+  // Late events and collective records of closed windows that are in no
+  // store (retention removed them, or no host sent a part of the window):
+  // counted here and in the processor's late counters only.
+  int64_t late_without_window = 0;
+  int64_t windows_closed = 0;  // Merged, by any rule.
+  int64_t open_windows = 0;    // Now, over the owned jobs.
 };
 
 class WindowPartsTask {
@@ -246,6 +272,11 @@ class WindowPartsTask {
   static bool RanksHeld(const MergeJobRecord& record);
   // True when the window ending at `end_ns` has every part it can get.
   static bool Complete(const Job& job, int64_t end_ns);
+  // Takes a kLate part (a copy: counted, ignored).
+  void TakeLate(const std::string& name, Job& job, const HostWindowPart& part);
+  // Adds the late counts of closed windows to `batch`'s windows, reading
+  // the stored window when the batch does not hold it.
+  absl::Status AddLateUpdates(StoreBatch& batch);
   // Closes what the rule lets close; then fatal on a failed merge.
   absl::Status CloseReady(const std::string& name, Job& job);
   absl::Status CloseFirst(const std::string& name, Job& job,
@@ -282,6 +313,9 @@ class WindowPartsTask {
   std::map<int32_t, Partition> partitions_;
   std::map<std::string, Job> jobs_;  // Job order: deterministic closes.
   std::vector<WindowSummary> pending_windows_;
+  // (job, window start) -> late counts of closed windows not yet written.
+  std::map<std::pair<std::string, WindowStartNs>, MergeJobRecord::Late>
+      late_updates_;
   std::vector<PartitionOffset> pending_group_offsets_;
   absl::Status commit_failed_;
   bool uncommitted_ = false;

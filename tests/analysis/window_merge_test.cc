@@ -7,6 +7,7 @@
 #include "analysis/window_merge.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -170,6 +171,98 @@ TEST(WindowMerge, APartTravelsAndBadBytesAreRefused) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("unknown version 9"),
             std::string::npos);
+}
+
+// The split's host skew (docs/semantics.md#split-jobs): the spread of the
+// newest event starts the window's parts carry; a part without one (a
+// host with nothing buffered) takes no part in it.
+TEST(WindowMerge, HostSkewIsTheSpreadOfThePartsNewestStarts) {
+  std::vector<HostWindowPart> parts = {
+      Part("a", {Device(0, 100, 50, 40, 1'200)}, {}),
+      Part("b", {Device(1, 100, 50, 40, 1'200)}, {}),
+      Part("c", {Device(2, 100, 50, 40, 1'200)}, {})};
+  parts[0].newest_start_ns = 5'000'000;
+  parts[1].newest_start_ns = 8'000'000;
+  absl::StatusOr<WindowSummary> merged = MergeHostWindowParts(parts, 3);
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  EXPECT_EQ(merged->host_skew_ns, 3'000'000);
+  parts[2].newest_start_ns = 4'000'000;
+  merged = MergeHostWindowParts(parts, 3);
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  EXPECT_EQ(merged->host_skew_ns, 4'000'000);
+  // One host alone has no skew.
+  merged = MergeHostWindowParts(absl::MakeConstSpan(parts).subspan(0, 1), 3);
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  EXPECT_EQ(merged->host_skew_ns, 0);
+  // An end or late part is no window's part.
+  parts[2].kind = HostWindowPart::Kind::kEnd;
+  EXPECT_FALSE(MergeHostWindowParts(parts, 3).ok());
+}
+
+// The kinds of part, the newest start and the late counts travel; a
+// version 1 part (before them) still decodes, as a window part without a
+// newest start.
+TEST(WindowMerge, EndAndLatePartsTravelAndVersion1PartsDecode) {
+  HostWindowPart late;
+  late.job = "job";
+  late.host = "host-1";
+  late.kind = HostWindowPart::Kind::kLate;
+  late.window.start_ns = -2'000;
+  late.window.end_ns = -1'000;
+  late.late_offset = 1'234;
+  late.late = {{.window_start_ns = -2'000, .events = 3, .collectives = 0},
+               {.window_start_ns = 5'000, .events = 0, .collectives = 2}};
+  std::string bytes = EncodeHostWindowPart(late);
+  absl::StatusOr<HostWindowPart> back = DecodeHostWindowPart(bytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->kind, HostWindowPart::Kind::kLate);
+  EXPECT_EQ(back->late_offset, 1'234);
+  EXPECT_EQ(back->late, late.late);
+  EXPECT_FALSE(back->newest_start_ns.has_value());
+  EXPECT_EQ(EncodeHostWindowPart(*back), bytes);
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    EXPECT_FALSE(DecodeHostWindowPart(bytes.substr(0, n)).ok()) << n;
+  }
+  // Window starts not ascending are refused.
+  HostWindowPart unordered = late;
+  std::swap(unordered.late[0], unordered.late[1]);
+  EXPECT_FALSE(DecodeHostWindowPart(EncodeHostWindowPart(unordered)).ok());
+
+  HostWindowPart end = late;
+  end.kind = HostWindowPart::Kind::kEnd;
+  end.late_offset = -1;
+  end.late.clear();
+  end.last = true;
+  back = DecodeHostWindowPart(EncodeHostWindowPart(end));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->kind, HostWindowPart::Kind::kEnd);
+  EXPECT_TRUE(back->last);
+
+  HostWindowPart window =
+      Part("host-3", {Device(6, 100, 50, 40, 1'200)}, {Bubble(6, 1'200, 40)});
+  window.newest_start_ns = -7;
+  back = DecodeHostWindowPart(EncodeHostWindowPart(window));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->newest_start_ns, -7);
+  // Version 1: the same bytes up to the last flag. Without a newest start
+  // and late counts, version 2 adds four bytes after it (kind 0, no newest
+  // start, late offset -1, no late count).
+  window.newest_start_ns.reset();
+  std::string v1 = EncodeHostWindowPart(window);
+  ASSERT_EQ(v1.substr(v1.size() - 4), std::string("\x00\x00\x01\x00", 4));
+  v1.resize(v1.size() - 4);
+  v1[0] = 1;
+  back = DecodeHostWindowPart(v1);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->kind, HostWindowPart::Kind::kWindow);
+  EXPECT_FALSE(back->newest_start_ns.has_value());
+  EXPECT_EQ(back->late_offset, -1);
+  EXPECT_EQ(back->window.devices.size(), 1u);
+  EXPECT_EQ(back->gpu_events, 10);
+  // A version 1 part with version 2's fields is refused (trailing bytes).
+  std::string v1_long = EncodeHostWindowPart(window);
+  v1_long[0] = 1;
+  EXPECT_FALSE(DecodeHostWindowPart(v1_long).ok());
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "ingest/synthetic/synthetic_parallel_job.h"
 #include "ingest/trace_replay.h"
 #include "processor/fleet_topics.h"
+#include "schemas/event_batch_codec.h"
 #include "tests/processor/task_driver.h"
 #include "tests/processor/windower_streams.h"
 #include "tests/testing/temp_dir.h"
@@ -199,6 +200,85 @@ TEST(SplitJobTask, PublishedPartsMergeIntoTheSingleStageWindows) {
     EXPECT_EQ(newest.size(), keys.size());
     EXPECT_EQ(last_start, newest);
   }
+}
+
+// A unit's batch with events in windows its watermark closed sends a late
+// part (its counts by window, the batch's offset), and its end marker,
+// coming when the watermark has closed every window (its last events are
+// CPU ranges), a part that says the host ended (docs/semantics.md#split-
+// jobs); each window part carries the host's newest event start.
+TEST(SplitJobTask, LateEventsAndAnEndWithNoWindowLeftArePublished) {
+  constexpr int64_t kMs = 1'000'000;
+  constexpr int64_t kBase = 1'767'225'600'000'000'000;  // A window start.
+  StreamProcessorOptions options = Options();
+  options.windower.window_ns = 1'000 * kMs;
+  options.windower.lateness_ns = 500 * kMs;
+  ::bubblewatch::testing::TempDir dir;
+  TaskDriver driver(options, dir.Sub("unit"));
+  uint64_t sequence = 0;
+  // Kernels (or CPU ranges) every 100 ms in [from, to) ms.
+  auto send = [&](int64_t from, int64_t to, bool cpu, bool end) {
+    Trace t;
+    t.names = {"gemm"};
+    for (int64_t at = from; at < to; at += 100) {
+      if (cpu) {
+        t.cpu.push_back(CpuEvent{.start_ns = kBase + at * kMs,
+                                 .end_ns = kBase + at * kMs + kMs,
+                                 .thread = 1});
+      } else {
+        t.gpu.push_back(GpuActivity{.start_ns = kBase + at * kMs,
+                                    .end_ns = kBase + at * kMs + kMs});
+      }
+    }
+    EventBatchEncoder encoder(&t);
+    driver.Send("split-job@h",
+                encoder.Encode(BatchHeader{.job = "split-job",
+                                           .host = "h",
+                                           .rank = 0,
+                                           .world_size = 2,
+                                           .producer_id = 1,
+                                           .sequence = ++sequence,
+                                           .end_of_stream = end},
+                               0, t.gpu.size(), 0, t.cpu.size()));
+  };
+  send(0, 1'000, false, false);
+  send(1'000, 2'000, false, false);
+  send(2'000, 3'000, false, false);  // The watermark passes 2 s.
+  send(250, 260, false, false);      // Late: offset 3, window 0.
+  send(3'000, 5'000, true, false);   // CPU only: the watermark passes 4 s.
+  send(0, 0, false, true);           // The end marker: no window left.
+  ASSERT_TRUE(driver.RunUntilIdle().ok());
+  EXPECT_EQ(driver.stats().late_events, 1);
+
+  std::vector<HostWindowPart> parts;
+  for (const MemoryRecord& r :
+       driver.topics().topics[driver.options().parts_topic][0]) {
+    absl::StatusOr<HostWindowPart> part = DecodeHostWindowPart(r.value);
+    ASSERT_TRUE(part.ok()) << part.status();
+    parts.push_back(*std::move(part));
+  }
+  ASSERT_GE(parts.size(), 4u);
+  std::vector<HostWindowPart> late, end;
+  for (const HostWindowPart& p : parts) {
+    EXPECT_EQ(p.job, "split-job");
+    EXPECT_EQ(p.host, "h");
+    if (p.kind == HostWindowPart::Kind::kLate) late.push_back(p);
+    if (p.kind == HostWindowPart::Kind::kEnd) end.push_back(p);
+    if (p.kind == HostWindowPart::Kind::kWindow) {
+      EXPECT_FALSE(p.last) << p.window.start_ns;
+      ASSERT_TRUE(p.newest_start_ns.has_value()) << p.window.start_ns;
+      EXPECT_GE(*p.newest_start_ns, p.window.end_ns + 500 * kMs);
+    }
+  }
+  ASSERT_EQ(late.size(), 1u);
+  EXPECT_EQ(late[0].late_offset, 3);
+  EXPECT_EQ(late[0].late,
+            (std::vector<HostWindowPart::Late>{
+                {.window_start_ns = kBase, .events = 1, .collectives = 0}}));
+  ASSERT_EQ(end.size(), 1u);
+  EXPECT_TRUE(end[0].last);
+  EXPECT_EQ(end[0].window.end_ns, kBase + 4'000 * kMs);
+  EXPECT_EQ(parts.back().kind, HostWindowPart::Kind::kEnd);
 }
 
 // A key that names the batch's job then `@` makes a unit; any other key

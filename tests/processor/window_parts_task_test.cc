@@ -213,12 +213,16 @@ std::vector<WindowSummary> StoredWindows(const World& world) {
   return StoredWindows(**store);
 }
 
-// The windows topic as compaction keeps it, each copy of a key the same.
-std::map<std::string, std::string> Published(const World& world) {
+// The windows topic as compaction keeps it, each copy of a key the same
+// (but with `rewrites`: a window whose late counts grew is published again,
+// the newest copy kept).
+std::map<std::string, std::string> Published(const World& world,
+                                             bool rewrites = false) {
   std::map<std::string, std::string> out;
   for (const MemoryRecord& r : world.topics.topics.at(kWindows)[0]) {
     auto [it, inserted] = out.try_emplace(r.key, r.value);
-    EXPECT_TRUE(inserted || it->second == r.value)
+    if (rewrites) it->second = r.value;
+    EXPECT_TRUE(rewrites || inserted || it->second == r.value)
         << "window " << r.key << " published twice, differently";
   }
   return out;
@@ -421,6 +425,273 @@ TEST(WindowPartsTask, AJobThatEndedWaitsForEveryHostInItsNextRun) {
   EXPECT_EQ(stored[1].closed_by, WindowSummary::ClosedBy::kEndMarker);
 }
 
+// ---------------------------------------------------------------------------
+// Stage 1's split windowers (JobWindower::SplitAs) feeding stage 2: two hosts
+// of one rank each (world 2), kernels every 10 ms, batches cut every 100 ms
+// of true time, as a producer flushing on a timer cuts them.
+
+constexpr int64_t kMs = 1'000'000;
+
+struct HostStream {
+  std::string host;
+  int32_t rank = 0;
+  int64_t ahead_ns = 0;      // Its clock runs this far ahead.
+  int64_t gpu_until_ns = 0;  // Kernels (4 ms, every 10 ms) until then.
+  int64_t cpu_until_ns = 0;  // CPU ranges (no launch) until then.
+};
+
+WindowerOptions SplitOptions() {
+  WindowerOptions o;
+  o.window_ns = 1'000 * kMs;
+  o.lateness_ns = 500 * kMs;
+  return o;
+}
+
+DecodedBatch EmptyBatch(const HostStream& h) {
+  DecodedBatch b;
+  b.header =
+      BatchHeader{.job = kJob, .host = h.host, .rank = h.rank, .world_size = 2};
+  b.trace.names = {"kernel", "nccl:all_reduce"};
+  return b;
+}
+
+std::vector<DecodedBatch> HostBatches(const HostStream& h) {
+  std::vector<DecodedBatch> out;
+  const int64_t until = std::max(h.gpu_until_ns, h.cpu_until_ns);
+  for (int64_t chunk = 0; chunk < until; chunk += 100 * kMs) {
+    DecodedBatch b = EmptyBatch(h);
+    for (int64_t t = chunk + 5 * kMs; t < chunk + 100 * kMs && t < until;
+         t += 10 * kMs) {
+      if (t < h.gpu_until_ns) {
+        b.trace.gpu.push_back(GpuActivity{.start_ns = t + h.ahead_ns,
+                                          .end_ns = t + h.ahead_ns + 4 * kMs});
+      } else {
+        b.trace.cpu.push_back(CpuEvent{.start_ns = t + h.ahead_ns,
+                                       .end_ns = t + h.ahead_ns + 4 * kMs,
+                                       .thread = 1});
+      }
+    }
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+// A split windower of `h`'s unit over `batches` (input offsets from
+// `first_offset`), finalizing after each, then its end marker (`end`):
+// the parts it made, in order.
+std::vector<HostWindowPart> UnitParts(const HostStream& h,
+                                      const std::vector<DecodedBatch>& batches,
+                                      bool end, int64_t first_offset = 0) {
+  JobWindower windower(absl::StrCat(kJob, "@", h.host), SplitOptions());
+  windower.SplitAs(kJob, h.host);
+  const absl::Time now = absl::FromUnixSeconds(1'700'000'000);
+  int64_t offset = first_offset;
+  for (const DecodedBatch& b : batches) {
+    windower.Add(b, offset++, /*replay=*/false, now);
+    EXPECT_TRUE(windower.FinalizeReady(now, absl::InfiniteDuration()).empty());
+  }
+  if (end) windower.FinalizeAll(WindowSummary::ClosedBy::kEndMarker);
+  EXPECT_TRUE(windower.analysis_error().ok()) << windower.analysis_error();
+  return windower.TakeParts();
+}
+
+std::vector<MemoryRecord> Encoded(const std::vector<HostWindowPart>& parts) {
+  std::vector<MemoryRecord> out;
+  for (const HostWindowPart& p : parts) {
+    out.push_back(MemoryRecord{kJob, EncodeHostWindowPart(p)});
+  }
+  return out;
+}
+
+// A host whose watermark closed every window of its own before its end
+// marker came (its last events are CPU ranges, long after its last kernel)
+// sends a kEnd part; stage 2 then closes the job's last windows, which the
+// other host alone has parts of, by the end markers, with no idle timeout.
+TEST(WindowPartsTask, AHostEndingAfterItsWatermarkClosedItsWindowsSaysSo) {
+  const HostStream a{.host = "a", .rank = 0, .gpu_until_ns = 4'500 * kMs};
+  const HostStream b{.host = "b",
+                     .rank = 1,
+                     .gpu_until_ns = 1'500 * kMs,
+                     .cpu_until_ns = 3'700 * kMs};
+  const std::vector<HostWindowPart> a_parts =
+      UnitParts(a, HostBatches(a), /*end=*/true);
+  const std::vector<HostWindowPart> b_parts =
+      UnitParts(b, HostBatches(b), /*end=*/true);
+  ASSERT_FALSE(a_parts.empty());
+  ASSERT_FALSE(b_parts.empty());
+  EXPECT_TRUE(a_parts.back().last);
+  EXPECT_EQ(a_parts.back().kind, HostWindowPart::Kind::kWindow);
+  EXPECT_EQ(a_parts.back().window.end_ns, 5'000 * kMs);
+  // B's watermark (3.7 s - 0.5 s) closed its windows through 3 s; its end
+  // marker finds none left: its last part is a kEnd part there.
+  const HostWindowPart& b_end = b_parts.back();
+  EXPECT_EQ(b_end.kind, HostWindowPart::Kind::kEnd);
+  EXPECT_TRUE(b_end.last);
+  EXPECT_EQ(b_end.window.end_ns, 3'000 * kMs);
+  for (size_t i = 0; i + 1 < b_parts.size(); ++i) {
+    EXPECT_EQ(b_parts[i].kind, HostWindowPart::Kind::kWindow);
+    EXPECT_FALSE(b_parts[i].last);
+    EXPECT_LE(b_parts[i].window.end_ns, b_end.window.end_ns);
+  }
+  // The end part is a function of the edge: made again, the same bytes.
+  EXPECT_EQ(
+      EncodeHostWindowPart(b_end),
+      EncodeHostWindowPart(UnitParts(b, HostBatches(b), /*end=*/true).back()));
+
+  for (bool b_first : {true, false}) {
+    SCOPED_TRACE(b_first ? "b's parts first" : "a's parts first");
+    std::vector<MemoryRecord> input = Encoded(b_first ? b_parts : a_parts);
+    for (MemoryRecord& r : Encoded(b_first ? a_parts : b_parts)) {
+      input.push_back(std::move(r));
+    }
+    // The end part again (a stage-1 replay): nothing changes.
+    input.push_back(MemoryRecord{kJob, EncodeHostWindowPart(b_end)});
+    Manual m(input);
+    m.Read();
+    EXPECT_TRUE(m.task->OpenWindows(kJob).empty());
+    const std::vector<WindowSummary> stored = StoredWindows(*m.store);
+    ASSERT_EQ(stored.size(), 5u);
+    EXPECT_EQ(stored.back().window.end_ns, 5'000 * kMs);
+    EXPECT_EQ(stored.back().closed_by, WindowSummary::ClosedBy::kEndMarker);
+    // The windows after b's end hold a's device only.
+    EXPECT_EQ(stored.back().window.devices.size(), 1u);
+    for (const WindowSummary& w : stored) {
+      EXPECT_NE(w.closed_by, WindowSummary::ClosedBy::kIdleTimeout);
+    }
+    EXPECT_EQ(m.task->parts_stats().end_parts, 2);
+    const std::optional<MergeJobRecord> record = m.task->JobRecord(kJob);
+    ASSERT_TRUE(record.has_value());
+    EXPECT_TRUE(record->hosts.at("b").ended);
+    EXPECT_EQ(record->hosts.at("b").newest_end_ns, 3'000 * kMs);
+  }
+}
+
+// The split's late counts (docs/semantics.md#split-jobs): a host's batch
+// with events (and a collective record) in windows its own watermark
+// closed makes a kLate part; stage 2 adds each host's to the merged
+// window: to the open window when it closes, to the stored window when it
+// had closed (rewritten, published again); a republished one counts once.
+TEST(WindowPartsTask, LateCountsOfSplitWindowsAreTheHostsSum) {
+  const HostStream a{.host = "a", .rank = 0, .gpu_until_ns = 4'500 * kMs};
+  const HostStream b{.host = "b", .rank = 1, .gpu_until_ns = 4'500 * kMs};
+  // A late batch of each host after its watermark passed 2 s (its batch
+  // 25, at 2.5 s): two kernels of window 0 and one of window 1 from a,
+  // one kernel and one collective record of window 0 from b.
+  auto with_late = [](const HostStream& h, int kernels0, int kernels1,
+                      int collectives0) {
+    std::vector<DecodedBatch> batches = HostBatches(h);
+    DecodedBatch late = EmptyBatch(h);
+    for (int i = 0; i < kernels0; ++i) {
+      late.trace.gpu.push_back(GpuActivity{.start_ns = (300 + i) * kMs,
+                                           .end_ns = (300 + i) * kMs + 1});
+    }
+    for (int i = 0; i < kernels1; ++i) {
+      late.trace.gpu.push_back(GpuActivity{.start_ns = (1'300 + i) * kMs,
+                                           .end_ns = (1'300 + i) * kMs + 1});
+    }
+    for (int i = 0; i < collectives0; ++i) {
+      late.trace.collectives.push_back(CollectiveKernel{
+          .start_ns = 400 * kMs, .end_ns = 401 * kMs, .kernel_name = 1});
+    }
+    batches.insert(batches.begin() + 26, std::move(late));
+    return batches;
+  };
+  const std::vector<HostWindowPart> a_parts =
+      UnitParts(a, with_late(a, 2, 1, 0), /*end=*/true);
+  const std::vector<HostWindowPart> b_parts =
+      UnitParts(b, with_late(b, 1, 0, 1), /*end=*/true);
+  auto late_of = [](const std::vector<HostWindowPart>& parts) {
+    std::vector<HostWindowPart> out;
+    for (const HostWindowPart& p : parts) {
+      if (p.kind == HostWindowPart::Kind::kLate) out.push_back(p);
+    }
+    return out;
+  };
+  ASSERT_EQ(late_of(a_parts).size(), 1u);
+  ASSERT_EQ(late_of(b_parts).size(), 1u);
+  EXPECT_EQ(late_of(a_parts)[0].late_offset, 26);
+  EXPECT_EQ(
+      late_of(a_parts)[0].late,
+      (std::vector<HostWindowPart::Late>{
+          {.window_start_ns = 0, .events = 2, .collectives = 0},
+          {.window_start_ns = 1'000 * kMs, .events = 1, .collectives = 0}}));
+  EXPECT_EQ(late_of(b_parts)[0].late,
+            (std::vector<HostWindowPart::Late>{
+                {.window_start_ns = 0, .events = 1, .collectives = 1}}));
+
+  // a's parts, with its late part, come while window 0 waits for b's part;
+  // b's late part comes after window 0 closed and was stored; both again.
+  std::vector<MemoryRecord> input = Encoded(a_parts);
+  for (MemoryRecord& r : Encoded(b_parts)) input.push_back(std::move(r));
+  input.push_back(
+      MemoryRecord{kJob, EncodeHostWindowPart(late_of(a_parts)[0])});
+  input.push_back(
+      MemoryRecord{kJob, EncodeHostWindowPart(late_of(b_parts)[0])});
+  Manual m(input);
+  m.Read();
+  EXPECT_TRUE(m.task->OpenWindows(kJob).empty());
+  const std::vector<WindowSummary> stored = StoredWindows(*m.store);
+  ASSERT_EQ(stored.size(), 5u);
+  EXPECT_EQ(stored[0].late_events, 3);
+  EXPECT_EQ(stored[0].late_collectives, 1);
+  EXPECT_EQ(stored[1].late_events, 1);
+  EXPECT_EQ(stored[1].late_collectives, 0);
+  for (size_t i = 2; i < stored.size(); ++i) {
+    EXPECT_EQ(stored[i].late_events, 0) << i;
+  }
+  EXPECT_EQ(m.task->parts_stats().late_parts, 2);
+  EXPECT_EQ(m.task->stats().late_events, 4);
+  EXPECT_EQ(m.task->stats().late_collectives, 1);
+  // Published as stored: the rewritten window's last copy on the topic.
+  std::map<std::string, std::string> newest;
+  for (const MemoryRecord& r : m.world.topics.topics.at(kWindows)[0]) {
+    newest[r.key] = r.value;
+  }
+  EXPECT_EQ(newest.at(WindowTopicKey(kJob, 0)), EncodeWindowSummary(stored[0]));
+}
+
+// The split's host skew (docs/semantics.md#split-jobs): b's clock runs
+// 3 ms ahead of a's. Each part carries its host's newest event start when
+// its stage 1 made it; the merged window's host skew is their spread: the
+// 3 ms, as the single stage's (one windower over both hosts' batches)
+// records it.
+TEST(WindowPartsTask, HostSkewOfSplitWindowsIsTheSpreadOfThePartsNewestStarts) {
+  const HostStream a{.host = "a", .rank = 0, .gpu_until_ns = 4'500 * kMs};
+  const HostStream b{
+      .host = "b", .rank = 1, .ahead_ns = 3 * kMs, .gpu_until_ns = 4'500 * kMs};
+  const std::vector<DecodedBatch> a_batches = HostBatches(a);
+  const std::vector<DecodedBatch> b_batches = HostBatches(b);
+  std::vector<MemoryRecord> input = Encoded(UnitParts(a, a_batches, true));
+  for (MemoryRecord& r : Encoded(UnitParts(b, b_batches, true))) {
+    input.push_back(std::move(r));
+  }
+  Manual m(input);
+  m.Read();
+  const std::vector<WindowSummary> stored = StoredWindows(*m.store);
+  ASSERT_EQ(stored.size(), 5u);
+
+  // The single stage: both hosts' batches, a's then b's of each 100 ms.
+  JobWindower single(kJob, SplitOptions());
+  const absl::Time now = absl::FromUnixSeconds(1'700'000'000);
+  std::map<int64_t, int64_t> single_skew;  // Window start -> skew.
+  for (size_t i = 0; i < a_batches.size(); ++i) {
+    single.Add(a_batches[i], 2 * i, false, now);
+    single.Add(b_batches[i], 2 * i + 1, false, now);
+    for (const WindowSummary& w :
+         single.FinalizeReady(now, absl::InfiniteDuration())) {
+      single_skew[w.window.start_ns] = w.host_skew_ns;
+    }
+  }
+  ASSERT_GE(single_skew.size(), 3u);
+  for (const WindowSummary& w : stored) {
+    SCOPED_TRACE(absl::StrCat("window ", w.window.start_ns));
+    EXPECT_EQ(w.host_skew_ns, 3 * kMs);
+    if (single_skew.contains(w.window.start_ns)) {
+      EXPECT_EQ(w.host_skew_ns, single_skew[w.window.start_ns]);
+    }
+  }
+}
+
 std::string DeadLetterReason(const MemoryRecord& r) {
   for (const auto& [key, value] : r.headers) {
     if (key == "bubblewatch.reason") return value;
@@ -559,8 +830,8 @@ struct Outcome {
   std::map<std::pair<std::string, int32_t>, int64_t> group_offsets;
 };
 
-Outcome Finish(const World& world) {
-  return Outcome{DumpStore(world), Published(world),
+Outcome Finish(const World& world, bool rewrites = false) {
+  return Outcome{DumpStore(world), Published(world, rewrites),
                  world.topics.group_offsets};
 }
 
@@ -595,6 +866,73 @@ TEST(WindowPartsTaskCrashHarness, ACrashAtEveryWriteGivesTheSameWindows) {
     if (::testing::Test::HasFailure()) break;
   }
   EXPECT_GE(crashed, writes - 1);
+}
+
+// Late parts (docs/semantics.md#split-jobs) under the crash harness: one
+// taken while its window is open, one after its windows closed (the stored
+// windows rewritten), a copy and an older one of a host (a stage-1 replay):
+// a crash after every write, then a restart, adds each once.
+TEST(WindowPartsTaskCrashHarness, LateCountsAreAddedOnceWhateverTheCrash) {
+  const SplitJob& job = TheSplitJob();
+  std::vector<MemoryRecord> input = Records(job, Interleave(job, 11));
+  const std::string h1 = job.parts.begin()->first;
+  const std::string h2 = std::next(job.parts.begin())->first;
+  const int64_t s0 = job.single[0].window.start_ns;
+  const int64_t s1 = job.single[1].window.start_ns;
+  auto late = [&](const std::string& host, int64_t offset,
+                  std::vector<HostWindowPart::Late> counts) {
+    HostWindowPart p{.job = kJob, .host = host};
+    p.kind = HostWindowPart::Kind::kLate;
+    p.window.start_ns = counts.front().window_start_ns;
+    p.window.end_ns = p.window.start_ns + job.options.window_ns;
+    p.late_offset = offset;
+    p.late = std::move(counts);
+    return MemoryRecord{kJob, EncodeHostWindowPart(p)};
+  };
+  const MemoryRecord h1_late =
+      late(h1, 100, {{.window_start_ns = s0, .events = 2, .collectives = 1}});
+  const auto h1_first = std::find(input.begin(), input.end(),
+                                  MemoryRecord{kJob, job.parts.at(h1)[0]});
+  ASSERT_NE(h1_first, input.end());
+  input.insert(h1_first + 1, h1_late);
+  input.insert(input.begin() + static_cast<int64_t>(input.size() * 3 / 4),
+               late(h2, 7,
+                    {{.window_start_ns = s0, .events = 3, .collectives = 0},
+                     {.window_start_ns = s1, .events = 1, .collectives = 0}}));
+  input.insert(input.end() - 2, h1_late);
+  input.insert(input.end() - 1,
+               late(h1, 90, {{.window_start_ns = s1, .events = 50}}));
+
+  World clean(input);
+  CrashBudget unlimited;
+  ProcessorStats stats;
+  ASSERT_TRUE(RunProcess(clean, unlimited, nullptr, &stats));
+  const std::vector<WindowSummary> stored = StoredWindows(clean);
+  ASSERT_EQ(stored.size(), job.single.size());
+  EXPECT_EQ(stored[0].late_events, 5);
+  EXPECT_EQ(stored[0].late_collectives, 1);
+  EXPECT_EQ(stored[1].late_events, 1);
+  EXPECT_EQ(stats.late_events, 6);
+  EXPECT_GT(stats.duplicate_batches, 0);
+  const Outcome want = Finish(clean, /*rewrites=*/true);
+  // The topic's newest copy of each window is the stored one.
+  ASSERT_EQ(want.published.size(), stored.size());
+  for (const WindowSummary& w : stored) {
+    EXPECT_EQ(want.published.at(WindowTopicKey(kJob, w.window.start_ns)),
+              EncodeWindowSummary(w));
+  }
+  const int64_t writes = unlimited.writes;
+  ASSERT_GT(writes, 20);
+  for (int64_t n = 0; n <= writes; ++n) {
+    SCOPED_TRACE(absl::StrCat("crash after ", n, " of ", writes, " writes"));
+    World world(input);
+    CrashBudget budget{.writes_left = n};
+    RunProcess(world, budget);
+    CrashBudget rest;
+    ASSERT_TRUE(RunProcess(world, rest));
+    ExpectSameOutcome(Finish(world, /*rewrites=*/true), want);
+    if (::testing::Test::HasFailure()) break;
+  }
 }
 
 // Several crashes in a row at random points of several interleavings.
@@ -786,6 +1124,18 @@ TEST(WindowPartsTask, JobRecordsRoundTripAndRefuseBadBytes) {
   r.finalized_edge_ns = -40;
   r.hosts["a"] = {.ranks = {0, 1}, .newest_end_ns = 80, .ended = false};
   r.hosts["b"] = {.ranks = {}, .newest_end_ns = std::nullopt, .ended = true};
+  // A version 1 record (before the late counts) still reads: the same
+  // bytes without the two empty counts.
+  std::string v1 = EncodeMergeJobRecord(r);
+  ASSERT_EQ(v1.substr(v1.size() - 2), std::string("\0\0", 2));
+  v1.resize(v1.size() - 2);
+  v1[0] = 1;
+  absl::StatusOr<MergeJobRecord> old = DecodeMergeJobRecord(v1);
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(*old, r);
+  r.pending_late[-40] = {.events = 3, .collectives = 1};
+  r.pending_late[80] = {.events = 0, .collectives = 2};
+  r.late_offsets["a"] = 17;
   const std::string bytes = EncodeMergeJobRecord(r);
   absl::StatusOr<MergeJobRecord> back = DecodeMergeJobRecord(bytes);
   ASSERT_TRUE(back.ok()) << back.status();

@@ -54,8 +54,8 @@
 //     (the newer of its store and the state topic, by committed position)
 //     and replays from the same resume offset: a rebalance, or a new
 //     instance with an empty store, gives the same windows too.
-// Not kept (yet): late counts, host skew, the ranks' timelines (digests do
-// not carry them), job lifecycle states.
+// Not kept (yet): late counts, host skew, job lifecycle states. (The ranks'
+// timelines are: each part carries its ranks' TimelineParts.)
 //
 // Thread safety: one thread; stats() from any.
 #ifndef BUBBLEWATCH_PROCESSOR_WINDOW_PARTS_TASK_H_

@@ -282,12 +282,17 @@ void ForEachBin(const std::vector<TimelineRun>& runs, int64_t width, Fn&& fn) {
 // One bin of BinTimeline from its totals (stored states only): at most
 // `states_per_bin` states, laid end to end from `bin` in the order they
 // first occur.
+//
+// `dropped_ns`: time of states already known to be among the others (not
+// in `t`), which count as the largest too.
 void AppendBin(BinTotals t, int64_t bin, int states_per_bin,
-               std::vector<TimelineRun>& out, int64_t* merged_ns) {
+               std::vector<TimelineRun>& out, int64_t* merged_ns,
+               int64_t dropped_ns = 0) {
   std::vector<int> present;
   for (int s = 0; s < kTimelineStates; ++s) {
     if (t.ns[s] > 0) present.push_back(s);
   }
+  if (present.empty()) return;
   // Too many states: the smallest count as the largest (the earliest
   // state of equals stays).
   std::stable_sort(present.begin(), present.end(),
@@ -297,6 +302,8 @@ void AppendBin(BinTotals t, int64_t bin, int states_per_bin,
     t.ns[present[0]] += t.ns[present[k]];
     *merged_ns += t.ns[present[k]];
   }
+  t.ns[present[0]] += dropped_ns;
+  *merged_ns += dropped_ns;
   if (present.size() > keep) present.resize(keep);
   std::sort(present.begin(), present.end(),
             [&](int a, int b) { return t.first[a] < t.first[b]; });
@@ -497,13 +504,32 @@ absl::StatusOr<std::vector<TimelinePart>> TimelineParts(
     ForEachBin(
         mine, BinWidth(part.start_ns, part.end_ns, kTimelineBins),
         [&](int64_t bin, int64_t bin_end, const BinTotals& t) {
-          std::vector<TimelinePart::State>& states = part.bins.emplace_back();
-          for (int s = 0; s <= kTimelineStates; ++s) {
-            if (t.ns[s] == 0) continue;
-            states.push_back({.state = static_cast<uint8_t>(s),
-                              .ns = t.ns[s],
-                              .first_ns = t.first[s]});
+          TimelinePart::Bin& out_bin = part.bins.emplace_back();
+          // The other states by time (the earlier state of equals first,
+          // as AppendBin ranks them): past the kStatesPerBin largest, a
+          // state stays among the others whatever wait and transfer add.
+          std::vector<int> present;
+          for (int s = 0; s < kTimelineStates; ++s) {
+            if (t.ns[s] > 0) present.push_back(s);
           }
+          std::stable_sort(present.begin(), present.end(),
+                           [&](int a, int b) { return t.ns[a] > t.ns[b]; });
+          for (size_t k = 0; k < present.size(); ++k) {
+            const int s = present[k];
+            if (k >= static_cast<size_t>(kStatesPerBin)) {
+              out_bin.dropped_ns += t.ns[s];
+              continue;
+            }
+            out_bin.states.push_back({.state = static_cast<uint8_t>(s),
+                                      .ns = t.ns[s],
+                                      .first_ns = t.first[s]});
+          }
+          std::sort(
+              out_bin.states.begin(), out_bin.states.end(),
+              [](const TimelinePart::State& a, const TimelinePart::State& b) {
+                return a.first_ns < b.first_ns;
+              });
+          out_bin.collective_ns = t.ns[kCollectiveRun];
           if (t.ns[kCollectiveRun] == 0) return;
           // The collective runs' first moment outside the records.
           int64_t outside = INT64_MAX;
@@ -519,7 +545,7 @@ absl::StatusOr<std::vector<TimelinePart>> TimelineParts(
             });
             if (at < to) outside = at;
           }
-          states.back().first_ns = outside;
+          out_bin.outside_records_ns = outside;
         });
   }
   return out;
@@ -563,25 +589,24 @@ RankTimeline MergedTimeline(const TimelinePart& part, const RankDigest& digest,
   std::vector<TimelineRun> bins;
   int64_t merged_ns = 0;
   int64_t bin = part.start_ns;
-  for (const std::vector<TimelinePart::State>& states : part.bins) {
+  for (const TimelinePart::Bin& b : part.bins) {
     const int64_t bin_end = std::min(part.end_ns, bin + width);
     BinTotals t;
-    for (const TimelinePart::State& s : states) {
+    for (const TimelinePart::State& s : b.states) {
       t.ns[s.state] = s.ns;
       t.first[s.state] = s.first_ns;
     }
-    const int64_t collective = t.ns[kCollectiveRun];
-    if (collective > 0) {
+    if (b.collective_ns > 0) {
       const int64_t w = wait.CoveredLength(bin, bin_end);
       const int kWait = static_cast<int>(TimelineState::kWait);
       const int kTransfer = static_cast<int>(TimelineState::kTransfer);
       t.ns[kWait] = w;
       t.first[kWait] = w > 0 ? FirstIn(wait, bin, bin_end) : INT64_MAX;
-      t.ns[kTransfer] = collective - w;
+      t.ns[kTransfer] = b.collective_ns - w;
       t.first[kTransfer] =
-          std::min(FirstIn(transfer, bin, bin_end), t.first[kCollectiveRun]);
+          std::min(FirstIn(transfer, bin, bin_end), b.outside_records_ns);
     }
-    AppendBin(t, bin, kStatesPerBin, bins, &merged_ns);
+    AppendBin(t, bin, kStatesPerBin, bins, &merged_ns, b.dropped_ns);
     bin = bin_end;
   }
   return Store(bins, merged_ns, width, window_start_ns, clock_offset_ns);
@@ -601,16 +626,26 @@ void WriteTimelinePart(const TimelinePart& part, VarintWriter& w) {
     w.Unsigned(static_cast<uint64_t>(part.end_ns - part.start_ns));
     const int64_t width = BinWidth(part.start_ns, part.end_ns, kTimelineBins);
     int64_t bin = part.start_ns;
-    for (const std::vector<TimelinePart::State>& states : part.bins) {
-      w.Unsigned(states.size());
-      for (const TimelinePart::State& s : states) {
+    for (const TimelinePart::Bin& b : part.bins) {
+      // Its states in the order they first occur, each first moment after
+      // the previous one's; then whether collective time is there (0: no;
+      // 1: yes, all in records; 2 + k: its time outside them first at bin
+      // + k). The bin's time is its states' in all: the collective time
+      // (or, without it, the dropped states') is the rest.
+      w.Unsigned(b.states.size());
+      int64_t previous = bin;
+      for (const TimelinePart::State& s : b.states) {
         w.Unsigned(static_cast<uint64_t>(s.ns) << 4 | s.state);
-        // kCollectiveRun's first moment: 0 for none, else 1 + the offset.
-        uint64_t first = static_cast<uint64_t>(s.first_ns - bin);
-        if (s.state == kCollectiveRun) {
-          first = s.first_ns == INT64_MAX ? 0 : first + 1;
-        }
-        w.Unsigned(first);
+        w.Unsigned(static_cast<uint64_t>(s.first_ns - previous));
+        previous = s.first_ns;
+      }
+      if (b.collective_ns == 0) {
+        w.Unsigned(0);
+      } else {
+        w.Unsigned(b.outside_records_ns == INT64_MAX
+                       ? 1
+                       : static_cast<uint64_t>(b.outside_records_ns - bin) + 2);
+        w.Unsigned(static_cast<uint64_t>(b.dropped_ns));
       }
       bin += width;
     }
@@ -662,27 +697,58 @@ TimelinePart ReadTimelinePart(VarintReader& r) {
     for (int64_t bin = part.start_ns; r.ok() && bin < part.end_ns;
          bin += width) {
       const int64_t bin_end = std::min(part.end_ns, bin + width);
-      std::vector<TimelinePart::State>& states = part.bins.emplace_back();
+      const int64_t length = bin_end - bin;
+      TimelinePart::Bin& b = part.bins.emplace_back();
       const size_t n = r.Count();
+      if (n > static_cast<size_t>(kStatesPerBin)) r.Fail();
+      int64_t previous = bin;
+      int64_t total = 0;
+      uint32_t seen = 0;
       for (size_t i = 0; r.ok() && i < n; ++i) {
         const uint64_t v = r.Unsigned();
-        const uint64_t first = r.Unsigned();
+        const uint64_t step = r.Unsigned();
         TimelinePart::State s{.state = static_cast<uint8_t>(v & 15),
                               .ns = static_cast<int64_t>(v >> 4)};
-        if (s.state > kCollectiveRun || s.ns <= 0 || s.ns > bin_end - bin ||
-            first >= static_cast<uint64_t>(bin_end - bin) + 1 ||
-            (!states.empty() && states.back().state >= s.state)) {
+        const int kWait = static_cast<int>(TimelineState::kWait);
+        const int kTransfer = static_cast<int>(TimelineState::kTransfer);
+        if (s.state >= kTimelineStates || s.state == kWait ||
+            s.state == kTransfer || (seen >> s.state & 1) != 0 || s.ns <= 0 ||
+            s.ns > length - total || step >= static_cast<uint64_t>(length) ||
+            (i > 0 && step == 0) ||
+            static_cast<int64_t>(step) >= bin_end - previous) {
           r.Fail();
           break;
         }
-        if (s.state != kCollectiveRun) {
-          if (first == static_cast<uint64_t>(bin_end - bin)) r.Fail();
-          s.first_ns = bin + static_cast<int64_t>(first);
-        } else {
-          s.first_ns =
-              first == 0 ? INT64_MAX : bin + static_cast<int64_t>(first) - 1;
+        seen |= uint32_t{1} << s.state;
+        total += s.ns;
+        s.first_ns = previous + static_cast<int64_t>(step);
+        previous = s.first_ns;
+        b.states.push_back(s);
+      }
+      const uint64_t collective = r.Unsigned();
+      if (!r.ok()) break;
+      if (collective == 0) {
+        b.dropped_ns = length - total;
+      } else {
+        if (collective - 2 >= static_cast<uint64_t>(length) &&
+            collective != 1) {
+          r.Fail();
+          break;
         }
-        states.push_back(s);
+        b.outside_records_ns = collective == 1
+                                   ? INT64_MAX
+                                   : bin + static_cast<int64_t>(collective - 2);
+        const uint64_t dropped = r.Unsigned();
+        if (dropped >= static_cast<uint64_t>(length - total)) {
+          r.Fail();  // The collective time would be none.
+          break;
+        }
+        b.dropped_ns = static_cast<int64_t>(dropped);
+        b.collective_ns = length - total - b.dropped_ns;
+      }
+      // Dropped time only past kStatesPerBin others.
+      if (b.dropped_ns > 0 && n < static_cast<size_t>(kStatesPerBin)) {
+        r.Fail();
       }
     }
     const size_t n = r.Count();

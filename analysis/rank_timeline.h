@@ -89,9 +89,10 @@ inline constexpr uint8_t kCollectiveRun = kTimelineStates;
 //     kExactTimelineSegments or fewer once split (StoredTimeline's choice);
 //   binned: when they are sure not to (at least kExactTimelineSegments + 1
 //     runs of 1 us or more whose states differ from their neighbours' stay
-//     apart, whatever the split): per bin of StoredTimeline's bins, each
-//     state's time and first moment, the collective time as one, with
-//     what stage 2 needs to split it.
+//     apart, whatever the split): per bin of StoredTimeline's bins, the
+//     time and first moment of each state that may be shown, the others'
+//     time, the collective time as one, with what stage 2 needs to split
+//     it.
 // Neither (`form` kNone): the rank has no run (no kernel on its device).
 struct TimelinePart {
   enum Form : uint8_t { kNone = 0, kExact = 1, kBinned = 2 };
@@ -102,14 +103,26 @@ struct TimelinePart {
   int64_t start_ns = 0;
   int64_t end_ns = 0;
   struct State {
-    uint8_t state = 0;  // A TimelineState, or kCollectiveRun.
-    int64_t ns = 0;     // > 0.
-    // Where the state first occurs in the bin; for kCollectiveRun, where
-    // its time outside the rank's collective records (its digest's
-    // kernels) first occurs, INT64_MAX if nowhere (the usual case).
-    int64_t first_ns = 0;
+    uint8_t state = 0;     // A TimelineState other than wait and transfer.
+    int64_t ns = 0;        // > 0.
+    int64_t first_ns = 0;  // Where it first occurs in the bin.
   };
-  std::vector<std::vector<State>> bins;  // Each by state.
+  struct Bin {
+    // The other states that may be among the bin's kStatesPerBin once the
+    // collective time is split (its kStatesPerBin largest), in the order
+    // they first occur.
+    std::vector<State> states;
+    // The time of the states that cannot be (at least kStatesPerBin
+    // others are larger): counted as the bin's largest state whatever the
+    // split.
+    int64_t dropped_ns = 0;
+    // Wait and transfer: their time, and where their time outside the
+    // rank's collective records (its digest's kernels) first occurs,
+    // INT64_MAX if nowhere (the usual case).
+    int64_t collective_ns = 0;
+    int64_t outside_records_ns = INT64_MAX;
+  };
+  std::vector<Bin> bins;
   // kBinned: the records' time that is neither compute nor in a collective
   // kernel of the device's (records and kernels usually coincide: empty).
   std::vector<Interval> not_collective;

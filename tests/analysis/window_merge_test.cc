@@ -239,6 +239,15 @@ BothStages RunBothStages(const std::vector<Trace>& traces, int64_t start_ns) {
   return out;
 }
 
+// Every truncation of a part's bytes, and a byte appended, is refused.
+void ExpectTruncationsRefused(const HostWindowPart& part) {
+  const std::string bytes = EncodeHostWindowPart(part);
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    EXPECT_FALSE(DecodeHostWindowPart(bytes.substr(0, n)).ok()) << n;
+  }
+  EXPECT_FALSE(DecodeHostWindowPart(bytes + "x").ok());
+}
+
 // Every rank's merged timeline is the single stage's, and so is the rest.
 void ExpectSameTimelines(const BothStages& both) {
   ASSERT_TRUE(both.merged.collectives.has_value());
@@ -323,6 +332,7 @@ TEST_P(MergedTimelines, AreTheSingleStagesWhicheverFormTheyTravelIn) {
     EXPECT_EQ(both.forms.at(TimelinePart::kBinned), 8);
     EXPECT_EQ(binned_stored, 8);
   }
+  ExpectTruncationsRefused(both.parts[0]);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -381,6 +391,7 @@ TEST(MergedTimelines, ManyShortRunsTravelExact) {
   ASSERT_EQ(both.parts.size(), 2u);
   EXPECT_GT(both.parts[0].timelines[0].runs.size(),
             static_cast<size_t>(kExactPartRuns));
+  ExpectTruncationsRefused(both.parts[0]);
   ExpectSameTimelines(both);
   ExpectTheWaitsMatter(both);
 }

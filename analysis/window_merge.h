@@ -13,8 +13,12 @@
 // (length, start, device), which is the top of the hosts' own tops when each
 // host keeps as many as the window does. The cross-rank figures come from
 // the ranks' digests (analysis/rank_digest.h), which AnalyzeCollectives
-// itself is built on. Tested against the single-stage window
-// (tests/analysis/window_merge_test.cc).
+// itself is built on. The ranks' timelines are all their own devices' but
+// for the wait in their collective time, which the cross-rank analysis
+// measures: each part carries its ranks' share (analysis/rank_timeline.h
+// TimelinePart), and stage 2 splits their collective time by the waits.
+// Tested against the single-stage window (tests/analysis/
+// window_merge_test.cc).
 #ifndef BUBBLEWATCH_ANALYSIS_WINDOW_MERGE_H_
 #define BUBBLEWATCH_ANALYSIS_WINDOW_MERGE_H_
 

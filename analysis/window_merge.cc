@@ -60,6 +60,26 @@ absl::StatusOr<WindowAnalysis> MergeWindowAnalyses(
   return out;
 }
 
+absl::Status DigestRanksInto(absl::Span<const RankInput> ranks,
+                             const AnalyzerOptions& analyzer,
+                             HostWindowPart& part) {
+  // The gaps kept, for the timelines (as AnalyzeCollectives keeps them).
+  AnalyzerOptions with_gaps = analyzer;
+  with_gaps.keep_gaps = true;
+  absl::StatusOr<TraceDigests> d = DigestTrace(ranks, with_gaps);
+  if (!d.ok()) return d.status();
+  absl::StatusOr<std::vector<TimelinePart>> t =
+      TimelineParts(ranks, *d, analyzer);
+  const bool parallel = part.timelines.size() == part.digests.size();
+  for (RankDigest& r : d->digests) part.digests.push_back(std::move(r));
+  if (t.ok() && parallel) {
+    for (TimelinePart& p : *t) part.timelines.push_back(std::move(p));
+  } else {
+    part.timelines.clear();
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<WindowSummary> MergeHostWindowParts(
     absl::Span<const HostWindowPart> parts, int top_bubbles_per_window,
     const CollectiveOptions& options) {
@@ -88,7 +108,9 @@ absl::StatusOr<WindowSummary> MergeHostWindowParts(
   WindowSummary out;
   out.job = parts.front().job;
   out.window = *std::move(window);
-  std::vector<const RankDigest*> digests;
+  // Each digest with its timeline part, when every part sent them.
+  std::vector<std::pair<const RankDigest*, const TimelinePart*>> digests;
+  bool timelines = true;
   int with_collectives = 0;
   bool all_observed = true;
   std::vector<Interval> observed;
@@ -110,8 +132,11 @@ absl::StatusOr<WindowSummary> MergeHostWindowParts(
     }
     out.gpu_events += part.gpu_events;
     out.cpu_events += part.cpu_events;
-    for (const RankDigest& d : part.digests) {
-      digests.push_back(&d);
+    timelines &= part.timelines.size() == part.digests.size();
+    for (size_t i = 0; i < part.digests.size(); ++i) {
+      const RankDigest& d = part.digests[i];
+      digests.push_back(
+          {&d, i < part.timelines.size() ? &part.timelines[i] : nullptr});
       if (!d.kernels.empty()) ++with_collectives;
     }
   }
@@ -123,25 +148,39 @@ absl::StatusOr<WindowSummary> MergeHostWindowParts(
   }
   // As the single-stage window: analyzed when two ranks ran collectives.
   if (with_collectives < 2) return out;
-  std::sort(digests.begin(), digests.end(),
-            [](const RankDigest* a, const RankDigest* b) {
-              return std::tie(a->rank, a->host) < std::tie(b->rank, b->host);
-            });
+  std::sort(digests.begin(), digests.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.first->rank, a.first->host) <
+           std::tie(b.first->rank, b.first->host);
+  });
   std::vector<RankDigest> ordered;
   ordered.reserve(digests.size());
-  for (const RankDigest* d : digests) ordered.push_back(*d);
+  for (const auto& [d, timeline] : digests) ordered.push_back(*d);
+  // The waits measured, for the timelines.
+  CollectiveOptions with_time = options;
+  with_time.keep_rank_time = timelines;
   absl::StatusOr<CollectiveAnalysis> analysis =
-      AnalyzeDigests(ordered, options);
+      AnalyzeDigests(ordered, with_time);
   if (!analysis.ok()) return analysis.status();
   out.collectives = SummarizeWindowCollectives(*analysis);
+  if (timelines && analysis->rank_time.size() == ordered.size()) {
+    // Each rank's slot is its digest's (AnalyzeDigests keeps their order).
+    out.collectives->timelines.reserve(ordered.size());
+    for (size_t i = 0; i < ordered.size(); ++i) {
+      if (analysis->ranks[i].rank != ordered[i].rank) {
+        return absl::InternalError("the analysis reordered the ranks");
+      }
+      out.collectives->timelines.push_back(MergedTimeline(
+          *digests[i].second, ordered[i], analysis->rank_time[i].waits,
+          out.window.start_ns, out.collectives->ranks[i].clock_offset_ns));
+    }
+  }
   return out;
 }
 
 namespace {
 // Version 1: up to the last flag; version 2 adds the kind, the newest
-// start and the late counts.
+// start, the late counts and the timeline parts.
 constexpr uint8_t kWindowPartVersion = 2;
-constexpr uint8_t kWindowPartVersion1 = 1;
 }  // namespace
 
 std::string EncodeHostWindowPart(const HostWindowPart& part) {
@@ -187,14 +226,15 @@ std::string EncodeHostWindowPart(const HostWindowPart& part) {
     w.Unsigned(static_cast<uint64_t>(l.collectives));
     previous_start = l.window_start_ns;
   }
+  w.Unsigned(part.timelines.size());
+  for (const TimelinePart& t : part.timelines) WriteTimelinePart(t, w);
   return w.Take();
 }
 
 absl::StatusOr<HostWindowPart> DecodeHostWindowPart(absl::string_view bytes) {
   VarintReader r(bytes);
   const uint8_t version = r.Byte();
-  if (r.ok() && version != kWindowPartVersion &&
-      version != kWindowPartVersion1) {
+  if (r.ok() && (version == 0 || version > kWindowPartVersion)) {
     return absl::InvalidArgumentError(
         absl::StrCat("window part of unknown version ", version));
   }
@@ -290,6 +330,11 @@ absl::StatusOr<HostWindowPart> DecodeHostWindowPart(absl::string_view bytes) {
       l.collectives = static_cast<int64_t>(collectives);
       previous_start = l.window_start_ns;
       part.late.push_back(l);
+    }
+    const size_t timelines = r.Count();
+    if (timelines != 0 && timelines != part.digests.size()) r.Fail();
+    for (size_t i = 0; r.ok() && i < timelines; ++i) {
+      part.timelines.push_back(ReadTimelinePart(r));
     }
   }
   if (!r.ok() || !r.done()) {

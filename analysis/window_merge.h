@@ -13,8 +13,12 @@
 // (length, start, device), which is the top of the hosts' own tops when each
 // host keeps as many as the window does. The cross-rank figures come from
 // the ranks' digests (analysis/rank_digest.h), which AnalyzeCollectives
-// itself is built on. Tested against the single-stage window
-// (tests/analysis/window_merge_test.cc).
+// itself is built on. The ranks' timelines are all their own devices' but
+// for the wait in their collective time, which the cross-rank analysis
+// measures: each part carries its ranks' share (analysis/rank_timeline.h
+// TimelinePart), and stage 2 splits their collective time by the waits.
+// Tested against the single-stage window (tests/analysis/
+// window_merge_test.cc).
 #ifndef BUBBLEWATCH_ANALYSIS_WINDOW_MERGE_H_
 #define BUBBLEWATCH_ANALYSIS_WINDOW_MERGE_H_
 
@@ -30,6 +34,7 @@
 #include "analysis/collectives.h"
 #include "analysis/interval_set.h"
 #include "analysis/rank_digest.h"
+#include "analysis/rank_timeline.h"
 #include "schemas/analysis.h"
 #include "schemas/window_summary.h"
 
@@ -56,6 +61,10 @@ struct HostWindowPart {
   // The digests of the host's ranks' events that start in the window
   // (DigestTrace of each rank's window trace); empty without collectives.
   std::vector<RankDigest> digests;
+  // Stage 1's share of each digest's rank's timeline (analysis/
+  // rank_timeline.h TimelineParts; same order as `digests`), or none at all
+  // (a part of a stage 1 that sent none: the window then has no timeline).
+  std::vector<TimelinePart> timelines;
 
   // What stage 2 needs to know when the job's window is complete
   // (docs/architecture.md#one-job-across-processors): the job's world size
@@ -100,6 +109,17 @@ struct HostWindowPart {
   std::vector<Late> late;
 };
 
+// Stage 1: appends to `part` the digests of `ranks` (all borrowing one
+// trace, as DigestTrace takes them) and their ranks' TimelineParts,
+// analyzing the trace once with `analyzer` (its gaps kept). Errors:
+// DigestTrace's, and then nothing is appended. A timeline that cannot be
+// made (an analysis of the trace's gaps refused; the trace's own analysis
+// was not) leaves the part without any timeline: afterwards
+// `part.timelines` is either empty or parallel to `part.digests`.
+absl::Status DigestRanksInto(absl::Span<const RankInput> ranks,
+                             const AnalyzerOptions& analyzer,
+                             HostWindowPart& part);
+
 // The window of `parts` (all of one window, none sharing a device): devices
 // by id, the job's figures summed in that order, the top
 // `top_bubbles_per_window` of the parts' top bubbles. Errors:
@@ -114,31 +134,33 @@ absl::StatusOr<WindowAnalysis> MergeWindowAnalyses(
 // collective kernel,
 // the collective analysis of every part's digests (ordered by rank, then
 // host, as the processor orders its sources) reduced as a stored window
-// keeps it. host_skew_ns is the spread (largest minus smallest) of the
-// parts' newest_start_ns (0 with fewer than two parts having one). What the
-// merge cannot know is left as a default for the caller: closed_by, late
-// counts (they come in kLate parts), and the ranks'
-// timelines (they need each rank's kernel sets, which digests do not carry).
-// Every part must be a kWindow part.
+// keeps it, with the ranks' timelines (MergedTimeline of each digest's
+// TimelinePart and the waits the analysis measured: the single stage's
+// bytes) when every part sent them. host_skew_ns is the spread (largest
+// minus smallest) of the parts' newest_start_ns (0 with fewer than two
+// parts having one). What the merge cannot know is left as a default for
+// the caller: closed_by and late counts (they come in kLate parts). Every
+// part must be a kWindow part.
 // Errors: MergeWindowAnalyses's, kInvalidArgument for parts of different
 // jobs or two parts of one host, and AnalyzeDigests's.
 absl::StatusOr<WindowSummary> MergeHostWindowParts(
     absl::Span<const HostWindowPart> parts, int top_bubbles_per_window,
     const CollectiveOptions& options = WindowCollectiveOptions());
 
-// A part's compact binary form, what stage 1 publishes: a version byte,
+// A part's compact binary form, what stage 1 publishes: a version byte (2),
 // the job and host, the window as EncodeWindowSummary encodes a summary of
 // it (the window and the event counts), the observations (a flag, then
 // each interval's start and length as varints), each digest as
 // EncodeRankDigest encodes it, then the world size, the ranks and the last
 // flag; from version 2 on, then the kind (a byte), the newest start (a
-// flag, then its value), the late offset and the late counts (each window
-// start as a step from the previous one, its events and collectives).
-// Version 1 parts (written before version 2) decode with the defaults: a
-// kWindow part without a newest start. Decode(Encode(p)) equals p; equal
-// parts encode to equal bytes. Decode errors: kInvalidArgument for truncated or
-// malformed bytes, an unknown version, or a window or digest its own
-// decoder refuses.
+// flag, then its value), the late offset, the late counts (each window
+// start as a step from the previous one, its events and collectives) and
+// the timeline parts (a count, 0 or the digests', then each as
+// WriteTimelinePart writes it). Version 1 parts (written before version 2)
+// decode with the defaults: a kWindow part without a newest start or
+// timelines. Decode(Encode(p)) equals p; equal parts encode to equal bytes.
+// Decode errors: kInvalidArgument for truncated or malformed bytes, an
+// unknown version, or a window or digest its own decoder refuses.
 std::string EncodeHostWindowPart(const HostWindowPart& part);
 absl::StatusOr<HostWindowPart> DecodeHostWindowPart(absl::string_view bytes);
 

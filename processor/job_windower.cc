@@ -640,16 +640,14 @@ HostWindowPart JobWindower::MakePart(WindowAnalysis w,
   for (size_t i = 0; i < ranks.size();) {
     size_t j = i + 1;
     while (j < ranks.size() && ranks[j].trace == ranks[i].trace) ++j;
-    absl::StatusOr<TraceDigests> d =
-        DigestTrace(absl::MakeConstSpan(ranks).subspan(i, j - i), analyzer);
-    if (!d.ok()) {
+    const absl::Status s = DigestRanksInto(
+        absl::MakeConstSpan(ranks).subspan(i, j - i), analyzer, part);
+    if (!s.ok()) {
       // As a window whose collective analysis refused its ranks: counted,
       // and the part goes without this trace's digests.
       ++collective_errors_;
       ++untaken_collective_errors_;
-      last_collective_error_ = std::string(d.status().message());
-    } else {
-      for (RankDigest& r : d->digests) part.digests.push_back(std::move(r));
+      last_collective_error_ = std::string(s.message());
     }
     i = j;
   }

@@ -59,10 +59,10 @@
 // an open one's when it closes, to a closed one's stored window at the next
 // commit (rewritten and published again, as the events stage adds late
 // counts to its stored windows); each host's kLate parts are taken once, by
-// their stage-1 offset. A merged window's host_skew_ns is
-// MergeHostWindowParts's.
-// Not kept (yet): the ranks' timelines (digests do not carry them), job
-// lifecycle states.
+// their stage-1 offset. A merged window's host_skew_ns and the ranks'
+// timelines are MergeHostWindowParts's (each part carries its ranks'
+// TimelineParts).
+// Not kept (yet): job lifecycle states.
 //
 // Thread safety: one thread; stats() from any.
 #ifndef BUBBLEWATCH_PROCESSOR_WINDOW_PARTS_TASK_H_

@@ -770,10 +770,10 @@ TEST(JobWindowerCollectives, PipelineGroupPairsEqualTheOfflineOracle) {
 // processors): each host's events windowed alone, as a stage 1 that owns
 // only that host would, and its ranks digested; the hosts' parts merged
 // (analysis/window_merge.h) give the window one windower holding every
-// host's events makes, every field but the ranks' timelines (which the
-// digests do not carry). A TP×DP×PP job, clocks milliseconds apart and
-// drifting, roots planted; with hosts (two ranks each), and without (each
-// rank its own part, as a split keys JOB@rank-R).
+// host's events makes, every field, the ranks' timelines included (each
+// part carries its ranks' TimelineParts). A TP×DP×PP job, clocks milliseconds
+// apart and drifting, roots planted; with hosts (two ranks each), and without
+// (each rank its own part, as a split keys JOB@rank-R).
 TEST(JobWindowerCollectives, HostPartsMergeIntoTheSingleStageWindow) {
   for (bool host_names : {true, false}) {
     SCOPED_TRACE(host_names ? "8 hosts of 2 ranks" : "16 ranks, no hosts");
@@ -830,12 +830,13 @@ TEST(JobWindowerCollectives, HostPartsMergeIntoTheSingleStageWindow) {
             WindowTraces(own, w.window.start_ns, w.window.end_ns, &labels);
         const std::vector<RankInput> ranks = RanksOfTraces(traces, labels);
         for (const RankInput& r : ranks) {
+          // As JobWindower::MakePart: the digest, and the timeline's part.
           AnalyzerOptions analyzer;
           analyzer.top_bubbles = 0;
-          absl::StatusOr<RankDigest> d = DigestRank(r, analyzer);
-          ASSERT_TRUE(d.ok()) << d.status();
-          part.digests.push_back(*std::move(d));
+          const absl::Status s = DigestRanksInto({r}, analyzer, part);
+          ASSERT_TRUE(s.ok()) << s;
         }
+        ASSERT_EQ(part.timelines.size(), part.digests.size());
         // Through the wire, as a part travels to stage 2.
         const std::string bytes = EncodeHostWindowPart(part);
         absl::StatusOr<HostWindowPart> decoded = DecodeHostWindowPart(bytes);
@@ -862,7 +863,8 @@ TEST(JobWindowerCollectives, HostPartsMergeIntoTheSingleStageWindow) {
       WindowSummary expected = want;
       if (expected.collectives) {
         ++with_collectives;
-        expected.collectives->timelines.clear();
+        // The ranks' timelines too (stage 1 sent its share of each).
+        EXPECT_FALSE(expected.collectives->timelines.empty());
       }
       std::string diff;
       EXPECT_TRUE(SameWindow(*got, expected, &diff)) << diff;

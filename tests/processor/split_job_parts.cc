@@ -67,14 +67,15 @@ SplitJob* BuildSplitJob() {
       const std::vector<Trace> traces =
           WindowTraces(own, w.window.start_ns, w.window.end_ns, &labels);
       for (const RankInput& r : RanksOfTraces(traces, labels)) {
+        // As stage 1 makes them: its digest and its timeline's part.
         AnalyzerOptions analyzer;
         analyzer.top_bubbles = 0;
-        absl::StatusOr<RankDigest> d = DigestRank(r, analyzer);
-        EXPECT_TRUE(d.ok()) << d.status();
-        if (!d.ok()) continue;
-        ranks_so_far.insert(d->rank);
-        part.digests.push_back(*std::move(d));
+        const absl::Status s = DigestRanksInto({r}, analyzer, part);
+        EXPECT_TRUE(s.ok()) << s;
+        if (!s.ok()) continue;
+        ranks_so_far.insert(r.rank);
       }
+      EXPECT_EQ(part.timelines.size(), part.digests.size());
       // What stage 1 knows: the declared world, the ranks it has seen so
       // far, and whether the host's stream ended with this window.
       part.world_size = out->world;
@@ -127,14 +128,14 @@ std::vector<Sent> Interleave(const SplitJob& job, uint32_t seed,
 }
 
 // `got` are the single stage's windows: every field but what a part cannot
-// know (timelines, host skew; why a window closed is checked apart).
+// know (host skew; why a window closed is checked apart), the ranks'
+// timelines included.
 void ExpectSingleStageWindows(const std::vector<WindowSummary>& got) {
   const std::vector<WindowSummary>& single = TheSplitJob().single;
   ASSERT_EQ(got.size(), single.size());
   for (size_t i = 0; i < got.size(); ++i) {
     SCOPED_TRACE(absl::StrCat("window ", single[i].window.start_ns));
     WindowSummary expected = single[i];
-    if (expected.collectives) expected.collectives->timelines.clear();
     expected.closed_by = got[i].closed_by;
     expected.host_skew_ns = got[i].host_skew_ns;
     std::string diff;

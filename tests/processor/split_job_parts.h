@@ -59,7 +59,8 @@ std::vector<std::string> AHostEndsEarly(const SplitJob& job, size_t k,
                                         int64_t& cut);
 
 // `got` are the single stage's windows: every field but what a part cannot
-// know (timelines, host skew; why a window closed is checked apart).
+// know (host skew; why a window closed is checked apart), the ranks'
+// timelines included.
 void ExpectSingleStageWindows(const std::vector<WindowSummary>& got);
 
 }  // namespace bubblewatch::testing

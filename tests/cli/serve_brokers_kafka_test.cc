@@ -405,8 +405,9 @@ TEST(ServeBrokers, ShowsTheWholeFleetThroughARebalanceStorm) {
   const pid_t producer = testing::SpawnChild(BUBBLEWATCH_BINARY, produce);
   children.push_back(producer);
 
-  // A member's session (6 s) expires well before the survivors go idle
-  // (12 s), so that a killed member's partitions always find a new owner.
+  // A member's session (3 s, testing::GroupSession) expires well before
+  // the survivors go idle (7 s), so that a killed member's partitions
+  // always find a new owner.
   // The idle timeout (60 s) outlasts every pause of the storm: decisions
   // taken on wall time (a job or a stream counted as silent) are outside
   // the exactly-once guarantee (docs/semantics.md), and the single-instance
@@ -434,13 +435,13 @@ TEST(ServeBrokers, ShowsTheWholeFleetThroughARebalanceStorm) {
         "--idle-timeout",
         testing::ScaledFlag(absl::Seconds(60)),
         "--exit-when-idle",
-        testing::ScaledFlag(absl::Seconds(12)),
+        testing::ScaledFlag(absl::Seconds(7)),
         "--log-level",
         "info",
         "-X",
-        "session.timeout.ms=" + testing::ScaledMs(absl::Seconds(6)),
+        "session.timeout.ms=" + testing::GroupSessionMs(),
         "-X",
-        "heartbeat.interval.ms=" + testing::ScaledMs(absl::Seconds(1))};
+        "heartbeat.interval.ms=" + testing::GroupHeartbeatMs()};
   };
   testing::RebalanceStorm storm(
       {"a", "b", "c"}, dir.Sub("member"),

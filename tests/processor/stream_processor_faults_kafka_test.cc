@@ -419,14 +419,15 @@ TEST(ProcessorFaultsKafka, RebalanceStormLeavesNoDuplicateOrConflictingWindow) {
   pid_t producer = Spawn(produce);
   children.push_back(producer);
 
-  // --exit-when-idle outlasts a killed member's session (6 s), so that at
-  // the end a survivor is still there to take its partitions over.
+  // --exit-when-idle outlasts a killed member's session (3 s,
+  // testing::GroupSession) and the rebalance after it, so that at the end a
+  // survivor is still there to take its partitions over.
   testing::RebalanceStorm storm(
       {"a", "b", "c"}, ::testing::TempDir() + "/" + topic,
       [&](const testing::StormMember& m) {
         std::vector<std::string> args = ProcessArgs(topic, m.store);
         testing::SetFlags(
-            args, {"--exit-when-idle", testing::ScaledFlag(absl::Seconds(12)),
+            args, {"--exit-when-idle", testing::ScaledFlag(absl::Seconds(7)),
                    "--log-level", "info"});
         // BW_TEST_WITHOUT_STATE_TOPIC=1 turns the changelog off, to see
         // this test fail without it.

@@ -95,11 +95,13 @@ TEST(ProcessorFaultsKafka, BrokerKilledAndRestartedMidStream) {
   std::vector<WindowSummary> want = SortedOracle();
   const std::vector<std::string> jobs = JobsOf(want);
 
-  // A live producer sending the 35 s fleet in real time (1x). Its delivery
-  // timeout (--timeout) outlasts the outage, so it retries instead of
-  // failing; idempotence keeps retries from being stored twice.
+  // A live producer sending the 35 s fleet at twice real time (2x, about
+  // 18 s: every job's first window is final about 8 s in, so the kill
+  // lands mid-stream). Its delivery timeout (--timeout) outlasts the
+  // outage, so it retries instead of failing; idempotence keeps retries
+  // from being stored twice.
   std::vector<std::string> produce = ProduceArgs(topic, broker.brokers());
-  testing::SetFlags(produce, {"--replay-speed", "1x", "--timeout", "180s",
+  testing::SetFlags(produce, {"--replay-speed", "2x", "--timeout", "180s",
                               "--log-level", "info"});
   std::vector<pid_t> children;
   KillChildrenOnExit kill_on_exit(&children);

@@ -8,6 +8,7 @@
 #include "simdjson.h"
 #include "tests/testing/child_process.h"
 #include "tests/testing/command_flags.h"
+#include "tests/testing/test_time.h"
 
 namespace bubblewatch::testing {
 
@@ -62,29 +63,30 @@ std::vector<std::string> AlertingProcessArgs(const std::string& brokers,
                                              const std::string& rules,
                                              const std::string& alertmanager,
                                              std::vector<std::string> extra) {
-  std::vector<std::string> args = {"process",
-                                   "--brokers",
-                                   brokers,
-                                   "--topic",
-                                   topic,
-                                   "--group",
-                                   topic + "-g",
-                                   "--store",
-                                   store,
-                                   "--idle-timeout",
-                                   "3s",
-                                   "--rules",
-                                   rules,
-                                   "--alerts-topic",
-                                   topic + ".alerts",
-                                   "--windows-topic",
-                                   "",
-                                   "--log-level",
-                                   "info",
-                                   "-X",
-                                   "session.timeout.ms=6000",
-                                   "-X",
-                                   "heartbeat.interval.ms=1000"};
+  std::vector<std::string> args = {
+      "process",
+      "--brokers",
+      brokers,
+      "--topic",
+      topic,
+      "--group",
+      topic + "-g",
+      "--store",
+      store,
+      "--idle-timeout",
+      "3s",
+      "--rules",
+      rules,
+      "--alerts-topic",
+      topic + ".alerts",
+      "--windows-topic",
+      "",
+      "--log-level",
+      "info",
+      "-X",
+      "session.timeout.ms=" + testing::GroupSessionMs(),
+      "-X",
+      "heartbeat.interval.ms=" + testing::GroupHeartbeatMs()};
   if (!alertmanager.empty()) {
     testing::SetFlags(
         args, {"--alertmanager", alertmanager, "--alertmanager-resend", "1s"});

@@ -87,7 +87,6 @@ inline std::vector<std::string> ProcessArgs(
   // Wall-clock durations scale with the programs' speed (test_time.h);
   // --lateness is event time and does not.
   using testing::ScaledFlag;
-  using testing::ScaledMs;
   return {"process", "--brokers", brokers, "--topic", topic, "--group",
           topic + "-group", "--store", store, "--lateness", "5s",
           "--idle-timeout", ScaledFlag(absl::Seconds(3)), "--exit-when-idle",
@@ -95,8 +94,8 @@ inline std::vector<std::string> ProcessArgs(
           "--dlq-topic", topic + ".dlq", "--state-topic", topic + ".state",
           "--log-level", "warn",
           // A killed member leaves the group only when its session expires.
-          "-X", "session.timeout.ms=" + ScaledMs(absl::Seconds(6)), "-X",
-          "heartbeat.interval.ms=" + ScaledMs(absl::Seconds(1))};
+          "-X", "session.timeout.ms=" + testing::GroupSessionMs(), "-X",
+          "heartbeat.interval.ms=" + testing::GroupHeartbeatMs()};
 }
 
 // A message as read back from a topic: key, value and headers in order.

@@ -33,12 +33,13 @@ std::vector<std::string> MemberArgs(const std::string& topic,
                                     const std::string& store) {
   std::vector<std::string> args = ProcessArgs(topic, store);
   // Long enough that a survivor is still there when a killed member's
-  // session (6 s) expires and its partitions come over.
+  // session (3 s, testing::GroupSession) expires and its partitions come
+  // over.
   // BW_TEST_WITHOUT_STATE_TOPIC=1 turns the changelog off, to see these
   // tests fail without it.
   const bool without = std::getenv("BW_TEST_WITHOUT_STATE_TOPIC") != nullptr;
   testing::SetFlags(
-      args, {"--exit-when-idle", testing::ScaledFlag(absl::Seconds(12)),
+      args, {"--exit-when-idle", testing::ScaledFlag(absl::Seconds(7)),
              "--state-topic", without ? std::string() : topic + ".state",
              "--log-level", "info"});
   return args;

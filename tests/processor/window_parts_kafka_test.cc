@@ -25,6 +25,7 @@
 #include "tests/processor/processor_kafka_test_util.h"
 #include "tests/processor/split_job_parts.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/test_time.h"
 
 namespace bubblewatch {
 namespace {
@@ -91,9 +92,9 @@ std::vector<std::string> MergeArgs(
           "--log-level",
           "warn",
           "-X",
-          "session.timeout.ms=" + testing::ScaledMs(absl::Seconds(6)),
+          "session.timeout.ms=" + testing::GroupSessionMs(),
           "-X",
-          "heartbeat.interval.ms=" + testing::ScaledMs(absl::Seconds(1))};
+          "heartbeat.interval.ms=" + testing::GroupHeartbeatMs()};
 }
 
 std::vector<WindowSummary> StoredWindows(const std::string& store_dir) {

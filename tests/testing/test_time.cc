@@ -37,4 +37,14 @@ std::vector<std::string> ScaledReplaySpeed(double speed) {
           ScaledFlag(absl::Milliseconds(50))};
 }
 
+absl::Duration GroupSession() { return Scaled(absl::Seconds(3)); }
+
+std::string GroupSessionMs() {
+  return absl::StrCat(absl::ToInt64Milliseconds(GroupSession()));
+}
+
+std::string GroupHeartbeatMs() {
+  return absl::StrCat(absl::ToInt64Milliseconds(GroupSession() / 6));
+}
+
 }  // namespace bubblewatch::testing

@@ -40,6 +40,20 @@ std::string ScaledMs(absl::Duration d);
 // as at `speed` (the paced --linger is wall time).
 std::vector<std::string> ScaledReplaySpeed(double speed);
 
+// The consumer-group session of the processors the broker tests start:
+// 3 s, scaled. A member killed with SIGKILL (no LeaveGroup) keeps its
+// partitions until its session expires, and a rebalance (a member joining)
+// waits for it too, so this bounds how long a kill holds partitions up.
+// Kafka's default floor is 6 s; the test broker (ops/kafka/start) allows
+// 1 s. The product's default stays librdkafka's 45 s.
+absl::Duration GroupSession();
+
+// GroupSession() in whole milliseconds, for `-X session.timeout.ms=`, and
+// the heartbeat for `-X heartbeat.interval.ms=`: a sixth of it (heartbeats
+// also carry the news of a rebalance to the members).
+std::string GroupSessionMs();
+std::string GroupHeartbeatMs();
+
 }  // namespace bubblewatch::testing
 
 #endif  // BUBBLEWATCH_TESTS_TESTING_TEST_TIME_H_

@@ -726,6 +726,15 @@ absl::Status WindowPartsTask::OnMessage(const ConsumedMessage& message,
       return s;
     }
     job.record.finalized_edge_ns = *edge;
+    if (*edge && p.window.start_ns < **edge) {
+      // A stale part of a forgotten job (a slow host's, a replay of stage
+      // 1): counted, and the job stays forgotten; noting its host would
+      // make that host's old run part of the job's next one.
+      jobs_.erase(it);
+      ++counts_.stale_parts;
+      ++counts_.parts;
+      return absl::OkStatus();
+    }
     // Its state-topic key as this owner left it: the previous version of
     // its next record.
     Partition& owner = partitions_[message.partition];
@@ -951,6 +960,7 @@ std::optional<MergeJobRecord> WindowPartsTask::JobRecord(
 WindowPartsStats WindowPartsTask::parts_stats() const {
   WindowPartsStats out = counts_;
   out.open_windows = 0;
+  out.jobs = static_cast<int64_t>(jobs_.size());
   for (const auto& [name, job] : jobs_) {
     out.open_windows += static_cast<int64_t>(job.open.size());
   }

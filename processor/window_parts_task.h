@@ -204,6 +204,7 @@ struct WindowPartsStats {
   int64_t windows_closed = 0;   // Merged, by any rule.
   int64_t jobs_forgotten = 0;   // Dropped after options.job_expiry.
   int64_t open_windows = 0;     // Now, over the owned jobs.
+  int64_t jobs = 0;             // Now held in memory.
 };
 
 class WindowPartsTask {

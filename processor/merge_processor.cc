@@ -136,10 +136,11 @@ void MergeProcessor::Impl::LogProgress() {
   for (const auto& [reason, n] : s.dlq_by_reason) dlq += n;
   spdlog::info(
       "merge: {} messages, {} parts ({} copies, {} of closed windows); {} "
-      "windows written, {} published ({} trimmed); {} open windows; DLQ {}",
+      "windows written, {} published ({} trimmed); {} open windows; {} jobs "
+      "({} forgotten); DLQ {}",
       s.messages, parts.parts, parts.duplicate_parts, parts.stale_parts,
       s.windows_written, s.windows_published, s.windows_trimmed,
-      parts.open_windows, dlq);
+      parts.open_windows, parts.jobs, parts.jobs_forgotten, dlq);
 }
 
 absl::Status MergeProcessor::Impl::Run(const std::atomic<bool>& stop) {

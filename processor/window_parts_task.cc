@@ -353,12 +353,12 @@ absl::Status WindowPartsTask::WriteChangelog(const PartitionProgress& p) {
     if (!bytes) continue;  // A store deletion: written as gone below.
     auto job = jobs_.find(name);
     if (job == jobs_.end()) continue;
-    MergeJobSnapshot record{.topic = p.topic,
-                            .partition = p.partition,
-                            .job = name,
-                            .current = {.committed_position = at,
-                                        .record = *bytes},
-                            .previous = job->second.on_topic};
+    MergeJobSnapshot record{
+        .topic = p.topic,
+        .partition = p.partition,
+        .job = name,
+        .current = {.committed_position = at, .record = *bytes},
+        .previous = job->second.on_topic};
     RETURN_IF_ERROR(ProduceState(p.partition,
                                  MergeJobKey(p.topic, p.partition, name),
                                  EncodeMergeJobSnapshot(record)));
@@ -378,14 +378,14 @@ absl::Status WindowPartsTask::WriteChangelog(const PartitionProgress& p) {
     ++written;
   }
   part.to_forget.clear();
-  RETURN_IF_ERROR(ProduceState(
-      p.partition, MergePartitionKey(p.topic, p.partition),
-      EncodeMergePartitionSnapshot(
-          MergePartitionSnapshot{.topic = p.topic,
-                                 .partition = p.partition,
-                                 .resume_offset = p.resume_offset,
-                                 .committed_position = at,
-                                 .jobs_per_key = true})));
+  RETURN_IF_ERROR(
+      ProduceState(p.partition, MergePartitionKey(p.topic, p.partition),
+                   EncodeMergePartitionSnapshot(
+                       MergePartitionSnapshot{.topic = p.topic,
+                                              .partition = p.partition,
+                                              .resume_offset = p.resume_offset,
+                                              .committed_position = at,
+                                              .jobs_per_key = true})));
   absl::MutexLock lock(&stats_.mu);
   ++stats_.stats.state_snapshots_written;
   return absl::OkStatus();
@@ -853,8 +853,8 @@ void WindowPartsTask::ForgetExpired(int32_t p, KafkaOffset resume_offset,
     // Open windows, a part a replay from the resume offset would read
     // again, a job still running or not quiet long enough: still needed.
     if (job.partition != p || !job.open.empty() ||
-        job.last_offset >= resume_offset || !(ended || r.idle_closed) ||
-        !end || *end >= cutoff) {
+        job.last_offset >= resume_offset || !(ended || r.idle_closed) || !end ||
+        *end >= cutoff) {
       ++it;
       continue;
     }

@@ -797,15 +797,14 @@ TEST(WindowPartsTask, PartitionSnapshotsRoundTripAndRefuseBadBytes) {
 }
 
 TEST(WindowPartsTask, JobSnapshotsRoundTripAndPickTheVersionAtAPosition) {
-  MergeJobSnapshot s{
-      .topic = "t",
-      .partition = 2,
-      .job = "j/1",
-      .current = {.committed_position = 50,
-                  .record = EncodeMergeJobRecord(
-                      MergeJobRecord{.world_size = 4, .idle_closed = true})},
-      .previous = MergeJobVersion{.committed_position = 30,
-                                  .record = std::nullopt}};
+  MergeJobSnapshot s{.topic = "t",
+                     .partition = 2,
+                     .job = "j/1",
+                     .current = {.committed_position = 50,
+                                 .record = EncodeMergeJobRecord(MergeJobRecord{
+                                     .world_size = 4, .idle_closed = true})},
+                     .previous = MergeJobVersion{.committed_position = 30,
+                                                 .record = std::nullopt}};
   const std::string bytes = EncodeMergeJobSnapshot(s);
   absl::StatusOr<MergeJobSnapshot> back = DecodeMergeJobSnapshot(bytes);
   ASSERT_TRUE(back.ok()) << back.status();
@@ -1090,13 +1089,34 @@ TEST(WindowPartsTaskForget, APartOfAForgottenJobsStoredWindowIsStale) {
   }
 }
 
+// Small jobs around one that stays open (small-1, host b's part near the
+// end) and pins the resume offset: small-0's parts lie below and above
+// it, so small-0 may be forgotten only once small-1 closed (a replay from
+// the pinned offset would read small-0's second part alone).
+std::vector<MemoryRecord> PinnedSmallJobs() {
+  std::vector<MemoryRecord> out = {SmallPart(0, 0, true, true),
+                                   SmallPart(1, 0, true, true),
+                                   SmallPart(0, 0, false, true)};
+  for (int i = 2; i < 10; ++i) {
+    out.push_back(SmallPart(i, 0, true, true));
+    out.push_back(SmallPart(i, 0, false, true));
+  }
+  out.push_back(SmallPart(1, 0, false, true));
+  for (int i = 10; i < 13; ++i) {
+    out.push_back(SmallPart(i, 0, true, true));
+    out.push_back(SmallPart(i, 0, false, true));
+  }
+  return out;
+}
+
 // Jobs forgotten while the process crashes after every write (the gone
 // records, tombstones and store deletions are crash points too), then a
 // new instance with an empty store takes over from the state topic: every
 // window once, with the uninterrupted run's bytes, and the same progress
-// and records.
+// and records. (A job forgotten with a part above the resume offset would
+// be made again from that part alone.)
 TEST(WindowPartsTaskMove, ACrashWhileJobsAreForgottenThenAnEmptyInstance) {
-  const std::vector<MemoryRecord> input = SmallJobs(12);
+  const std::vector<MemoryRecord> input = PinnedSmallJobs();
   World clean(input);
   clean.state_topic = kState;
   clean.job_expiry = absl::Minutes(1);
@@ -1114,7 +1134,7 @@ TEST(WindowPartsTaskMove, ACrashWhileJobsAreForgottenThenAnEmptyInstance) {
 
 // The same crashes, restarting on the same instance (its store).
 TEST(WindowPartsTaskCrashHarness, ACrashWhileJobsAreForgottenGivesTheSame) {
-  const std::vector<MemoryRecord> input = SmallJobs(12);
+  const std::vector<MemoryRecord> input = PinnedSmallJobs();
   World clean(input);
   clean.state_topic = kState;
   clean.job_expiry = absl::Minutes(1);

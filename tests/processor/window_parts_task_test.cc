@@ -663,7 +663,8 @@ bool MoveToAnEmptyInstance(const std::vector<MemoryRecord>& input,
                            std::optional<int64_t> crash_after,
                            const std::string& b_state_topic,
                            bool expect_same = true,
-                           absl::Duration job_expiry = absl::Hours(6)) {
+                           absl::Duration job_expiry = absl::Hours(6),
+                           const std::function<void(World&)>& between = {}) {
   World clean(input);
   clean.job_expiry = job_expiry;
   CrashBudget unlimited;
@@ -680,6 +681,7 @@ bool MoveToAnEmptyInstance(const std::vector<MemoryRecord>& input,
   RunProcess(world, a_budget);
   StoreParts got;
   AddStore(world, got);
+  if (between) between(world);
   world.store = "b";
   world.state_topic = b_state_topic;
   world.revoke_at = -1;
@@ -1087,6 +1089,49 @@ TEST(WindowPartsTaskForget, APartOfAForgottenJobsStoredWindowIsStale) {
     EXPECT_TRUE(Published(world) == Published(clean))
         << "the windows topic differs from the run without the stale part";
   }
+}
+
+// The state topic as a version before the per-key form left it: one
+// progress record holding every job (of the newest snapshot), no job keys.
+void ToTheOldForm(World& world) {
+  std::vector<MemoryRecord>& log = world.topics.topics.at(kState)[0];
+  std::optional<MergePartitionSnapshot> newest;
+  std::map<std::string, MergeJobSnapshot> jobs;
+  for (const MemoryRecord& r : log) {
+    if (r.key == MergePartitionKey(kParts, 0)) {
+      absl::StatusOr<MergePartitionSnapshot> s =
+          DecodeMergePartitionSnapshot(r.value);
+      ASSERT_TRUE(s.ok()) << s.status();
+      if (!newest || s->committed_position >= newest->committed_position) {
+        newest = *s;
+      }
+    } else if (r.tombstone) {
+      jobs.erase(r.key);
+    } else {
+      absl::StatusOr<MergeJobSnapshot> j = DecodeMergeJobSnapshot(r.value);
+      ASSERT_TRUE(j.ok()) << j.status();
+      jobs[r.key] = *j;
+    }
+  }
+  ASSERT_TRUE(newest.has_value());
+  for (const auto& [key, j] : jobs) {
+    std::optional<MergeJobVersion> v =
+        MergeJobVersionAt(j, newest->committed_position);
+    if (v && v->record) newest->jobs[j.job] = *v->record;
+  }
+  ASSERT_FALSE(newest->jobs.empty());
+  newest->jobs_per_key = false;
+  log = {MemoryRecord{MergePartitionKey(kParts, 0),
+                      EncodeMergePartitionSnapshot(*newest)}};
+}
+
+// A state topic written before the per-key form (one record holding every
+// job) is restored as the per-key one.
+TEST(WindowPartsTaskMove, AnOldFormStateTopicIsRestored) {
+  int64_t cut = 0;
+  const std::vector<MemoryRecord> input = AHostEndsEarly(2, cut);
+  EXPECT_TRUE(MoveToAnEmptyInstance(input, cut, std::nullopt, kState, true,
+                                    absl::Hours(6), ToTheOldForm));
 }
 
 // Small jobs around one that stays open (small-1, host b's part near the

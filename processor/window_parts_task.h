@@ -53,8 +53,9 @@
 //     small progress record (MergePartitionSnapshot) and per job that
 //     changed a record holding its new version and the one it replaced
 //     (MergeJobSnapshot), so that whichever instance owns the partition
-//     next restores the state of one commit (AssembleMergeSnapshot; the
-//     newer of its store and the state topic, by committed position) and
+//     next restores the state of one commit (each job's version at the
+//     newest progress record's position, MergeJobVersionAt; the newer of
+//     its store and the state topic, by committed position) and
 //     replays from the same resume offset: a rebalance, or a new instance
 //     with an empty store, gives the same windows too. No record grows
 //     with the number of jobs, and a commit writes O(jobs it changed);
@@ -63,9 +64,10 @@
 //     its newest part ends options.job_expiry (event time) behind its
 //     partition's newest, and a replay from the resume offset reads none of
 //     its parts: dropped from memory, its store record deleted, its state
-//     topic record marked gone then tombstoned. A part of it that comes
-//     later starts it afresh with the end of its newest stored window as
-//     its finalized edge, so a stale part is still not merged again.
+//     topic record marked gone then tombstoned. A later part of it before
+//     the end of its newest stored window is stale (the job stays
+//     forgotten); a later one starts it afresh with that end as its
+//     finalized edge: no window is stored twice.
 // Not kept (yet): late counts, host skew, the ranks' timelines (digests do
 // not carry them), job lifecycle states.
 //
@@ -236,8 +238,10 @@ class WindowPartsTask {
   // Partitions assigned: each one's job records and progress restored from
   // the store or, when it holds a later commit (a higher committed
   // position), the state topic; `offset` set to that resume offset
-  // (unchanged without either). A failure is RuntimeShared::fatal and
-  // leaves the partition out.
+  // (unchanged without either). With a state topic, the first commit
+  // writes every restored job to both, and deletes (store) or writes gone
+  // (state topic) the jobs the restored snapshot lacks. A failure is
+  // RuntimeShared::fatal and leaves the partition out.
   void Assign(std::span<PartitionTask::Assigned> partitions);
   // Partitions revoked: everything final committed and flushed first, then
   // their jobs dropped.

@@ -991,8 +991,17 @@ TEST(WindowPartsTaskGrowth, ManyJobsKeepEveryStateRecordSmall) {
     most_bytes = std::max(most_bytes, topic.commit_bytes[c]);
     from = std::max(from, to);
   }
-  // The whole partition's jobs would be ~500 KB a commit in one record.
+  // In one record, the jobs of the partition would be ~250 KB by the end
+  // (~50 bytes a job), written at every commit.
   EXPECT_LT(most_bytes, 10'000u);
+  // The figures, in the test's XML output (--gtest_output=xml).
+  RecordProperty("largest_record_bytes",
+                 static_cast<int>(topic.largest_record));
+  RecordProperty("most_bytes_of_a_commit", static_cast<int>(most_bytes));
+  RecordProperty("commits", static_cast<int>(topic.commit_bytes.size()));
+  RecordProperty("most_jobs_held", static_cast<int>(most_jobs));
+  RecordProperty("jobs_forgotten", static_cast<int>(stats.jobs_forgotten));
+  RecordProperty("live_keys", static_cast<int>(topic.live_keys.size()));
   EXPECT_EQ(topic.gone_records, stats.jobs_forgotten);
   EXPECT_GE(topic.tombstones, stats.jobs_forgotten - 10);
   EXPECT_LE(topic.live_keys.size(), 20u);

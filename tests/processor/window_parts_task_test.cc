@@ -1100,6 +1100,36 @@ TEST(WindowPartsTaskForget, APartOfAForgottenJobsStoredWindowIsStale) {
   }
 }
 
+// A job whose window closed by the idle timeout (its host b never sent a
+// part) is forgotten like one that ended, once quiet for --job-expiry.
+TEST(WindowPartsTaskForget, AJobClosedByIdlenessIsForgotten) {
+  std::vector<MemoryRecord> input = {SmallPart(0, 0, true, false)};
+  for (int i = 1; i <= 6; ++i) {
+    input.push_back(SmallPart(i, 0, true, true));
+    input.push_back(SmallPart(i, 0, false, true));
+  }
+  World world(input);
+  world.state_topic = kState;
+  world.job_expiry = absl::Minutes(1);
+  std::optional<MergeJobRecord> after_idle;
+  bool forgotten = false;
+  CrashBudget unlimited;
+  ASSERT_TRUE(RunProcess(
+      world, unlimited, [&](WindowPartsTask& task, WindowStore&, int64_t o) {
+        if (o == 0) {
+          // Caught up, then silent past the idle timeout.
+          task.OnEndOfPartition(0);
+          ASSERT_TRUE(task.Tick(NowAt(0) + Options().idle_timeout).ok());
+          after_idle = task.JobRecord(SmallJobName(0));
+        }
+        forgotten = !task.JobRecord(SmallJobName(0)).has_value();
+      }));
+  ASSERT_TRUE(after_idle.has_value());
+  EXPECT_TRUE(after_idle->idle_closed);
+  EXPECT_EQ(JobWindows(world, SmallJobName(0)).size(), 1u);
+  EXPECT_TRUE(forgotten);
+}
+
 // The state topic as a version before the per-key form left it: one
 // progress record holding every job (of the newest snapshot), no job keys.
 void ToTheOldForm(World& world) {

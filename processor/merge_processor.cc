@@ -65,12 +65,13 @@ void MergeProcessor::Impl::LogProgress() {
   for (const auto& [reason, n] : s.dlq_by_reason) dlq += n;
   spdlog::info(
       "merge: {} messages, {} parts ({} copies, {} of closed windows); {} "
-      "windows written, {} published ({} trimmed); {} open windows; late "
-      "{} events, {} collectives ({} in no stored window); DLQ {}",
+      "windows written, {} published ({} trimmed); {} open windows; {} jobs "
+      "({} forgotten); late {} events, {} collectives ({} in no stored "
+      "window); DLQ {}",
       s.messages, parts.parts, parts.duplicate_parts, parts.stale_parts,
       s.windows_written, s.windows_published, s.windows_trimmed,
-      parts.open_windows, s.late_events, s.late_collectives,
-      parts.late_without_window, dlq);
+      parts.open_windows, parts.jobs, parts.jobs_forgotten, s.late_events,
+      s.late_collectives, parts.late_without_window, dlq);
 }
 
 MergeProcessor::MergeProcessor(std::unique_ptr<Impl> impl)

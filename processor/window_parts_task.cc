@@ -1,12 +1,14 @@
 #include "processor/window_parts_task.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/container/btree_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "analysis/varint_codec.h"
 #include "base/status_macros.h"
@@ -19,10 +21,14 @@
 namespace bubblewatch {
 namespace {
 
-// Version 1: up to the hosts; version 2 adds the late counts.
+// Version 1: up to the hosts; version 2 adds the late counts and
+// idle_closed.
 constexpr uint8_t kMergeRecordVersion = 2;
 constexpr uint8_t kMergeRecordVersion1 = 1;
+// Version 1: the jobs inline; 2: the jobs per key (MergeJobSnapshot).
 constexpr uint8_t kMergeSnapshotVersion = 1;
+constexpr uint8_t kMergeSnapshotPerKeyVersion = 2;
+constexpr uint8_t kMergeJobSnapshotVersion = 1;
 // A read of the state topic that makes no progress this long fails (as
 // StateChangelog's).
 constexpr absl::Duration kChangelogTimeout = absl::Seconds(15);
@@ -60,6 +66,7 @@ std::string EncodeMergeJobRecord(const MergeJobRecord& record) {
     w.String(host);
     w.Signed(offset);
   }
+  w.Byte(record.idle_closed ? 1 : 0);
   return w.Take();
 }
 
@@ -105,6 +112,7 @@ absl::StatusOr<MergeJobRecord> DecodeMergeJobRecord(absl::string_view bytes) {
       std::string host = r.String();
       out.late_offsets[std::move(host)] = r.Signed();
     }
+    out.idle_closed = r.Byte() != 0;
   }
   if (!r.ok() || !r.done()) {
     return absl::DataLossError("stage 2 job record: truncated or malformed");
@@ -118,11 +126,12 @@ std::string MergePartitionKey(absl::string_view topic, int32_t partition) {
 
 std::string EncodeMergePartitionSnapshot(const MergePartitionSnapshot& s) {
   VarintWriter w;
-  w.Byte(kMergeSnapshotVersion);
+  w.Byte(s.jobs_per_key ? kMergeSnapshotPerKeyVersion : kMergeSnapshotVersion);
   w.String(s.topic);
   w.Signed(s.partition);
   w.Signed(s.resume_offset);
   w.Signed(s.committed_position);
+  if (s.jobs_per_key) return w.Take();
   w.Unsigned(s.jobs.size());
   for (const auto& [name, record] : s.jobs) {
     w.String(name);
@@ -135,25 +144,90 @@ absl::StatusOr<MergePartitionSnapshot> DecodeMergePartitionSnapshot(
     absl::string_view bytes) {
   VarintReader r(bytes);
   const uint8_t version = r.Byte();
-  if (r.ok() && version != kMergeSnapshotVersion) {
+  if (r.ok() && version != kMergeSnapshotVersion &&
+      version != kMergeSnapshotPerKeyVersion) {
     return absl::DataLossError(
         absl::StrCat("stage 2 partition snapshot: unknown version ", version));
   }
   MergePartitionSnapshot out;
+  out.jobs_per_key = version == kMergeSnapshotPerKeyVersion;
   out.topic = r.String();
   out.partition = r.Int32();
   out.resume_offset = r.Signed();
   out.committed_position = r.Signed();
-  const size_t jobs = r.Count();
-  for (size_t i = 0; i < jobs && r.ok(); ++i) {
-    std::string name = r.String();
-    out.jobs[std::move(name)] = r.String();
+  if (!out.jobs_per_key) {
+    const size_t jobs = r.Count();
+    for (size_t i = 0; i < jobs && r.ok(); ++i) {
+      std::string name = r.String();
+      out.jobs[std::move(name)] = r.String();
+    }
   }
   if (!r.ok() || !r.done()) {
     return absl::DataLossError(
         "stage 2 partition snapshot: truncated or malformed");
   }
   return out;
+}
+
+std::string MergeJobKey(absl::string_view topic, int32_t partition,
+                        absl::string_view job) {
+  return absl::StrCat(MergePartitionKey(topic, partition), "/job/", job);
+}
+
+namespace {
+
+void WriteVersion(VarintWriter& w, const MergeJobVersion& v) {
+  w.Signed(v.committed_position);
+  w.Byte(v.record.has_value() ? 1 : 0);
+  if (v.record) w.String(*v.record);
+}
+
+MergeJobVersion ReadVersion(VarintReader& r) {
+  MergeJobVersion v;
+  v.committed_position = r.Signed();
+  if (r.Byte() != 0) v.record = r.String();
+  return v;
+}
+
+}  // namespace
+
+std::string EncodeMergeJobSnapshot(const MergeJobSnapshot& s) {
+  VarintWriter w;
+  w.Byte(kMergeJobSnapshotVersion);
+  w.String(s.topic);
+  w.Signed(s.partition);
+  w.String(s.job);
+  WriteVersion(w, s.current);
+  w.Byte(s.previous.has_value() ? 1 : 0);
+  if (s.previous) WriteVersion(w, *s.previous);
+  return w.Take();
+}
+
+absl::StatusOr<MergeJobSnapshot> DecodeMergeJobSnapshot(
+    absl::string_view bytes) {
+  VarintReader r(bytes);
+  const uint8_t version = r.Byte();
+  if (r.ok() && version != kMergeJobSnapshotVersion) {
+    return absl::DataLossError(
+        absl::StrCat("stage 2 job snapshot: unknown version ", version));
+  }
+  MergeJobSnapshot out;
+  out.topic = r.String();
+  out.partition = r.Int32();
+  out.job = r.String();
+  out.current = ReadVersion(r);
+  if (r.Byte() != 0) out.previous = ReadVersion(r);
+  if (!r.ok() || !r.done()) {
+    return absl::DataLossError("stage 2 job snapshot: truncated or malformed");
+  }
+  return out;
+}
+
+std::optional<MergeJobVersion> MergeJobVersionAt(const MergeJobSnapshot& s,
+                                                 KafkaOffset q) {
+  if (s.current.committed_position <= q) return s.current;
+  if (s.previous && s.previous->committed_position <= q) return s.previous;
+  return std::nullopt;
 }
 
 WindowPartsTask::WindowPartsTask(const StreamProcessorOptions& options,
@@ -199,14 +273,13 @@ void WindowPartsTask::PrepareWindowsTopic() {
   windows_partitions_ = *partitions;
 }
 
-absl::StatusOr<std::optional<MergePartitionSnapshot>>
-WindowPartsTask::ReadChangelog(int32_t partition) {
-  if (changelog_ == nullptr || options_.state_topic.empty()) {
-    return std::nullopt;
-  }
+absl::StatusOr<WindowPartsTask::TopicState> WindowPartsTask::ReadChangelog(
+    int32_t partition) {
+  TopicState out;
+  if (!has_state_topic()) return out;
   if (!changelog_prepared_) {
-    // Created with as many partitions as the parts topic: the snapshot of
-    // parts partition P lives in its partition P (StateChangelog::Prepare).
+    // Created with as many partitions as the parts topic: the records of
+    // parts partition P live in its partition P (StateChangelog::Prepare).
     ASSIGN_OR_RETURN(int partitions, changelog_->TopicPartitions(
                                          options_.topic, /*just_created=*/false,
                                          kChangelogTimeout));
@@ -214,15 +287,36 @@ WindowPartsTask::ReadChangelog(int32_t partition) {
     ASSIGN_OR_RETURN(changelog_created_now_, topic.Prepare(partitions));
     changelog_prepared_ = true;
   }
-  if (changelog_created_now_) return std::nullopt;
-  // The whole partition (compacted: about one record per key); the record
-  // with the highest committed position wins, which also discards a late
-  // record of a fenced-out former owner.
+  if (changelog_created_now_) return out;
+  // The whole partition (compacted: about one record per key). The
+  // progress record with the highest committed position wins, which also
+  // discards a late record of a fenced-out former owner; of a job, its
+  // last record (as compaction keeps), a tombstone deleting it.
   const std::string key = MergePartitionKey(options_.topic, partition);
-  std::optional<MergePartitionSnapshot> newest;
+  const std::string job_prefix = MergeJobKey(options_.topic, partition, "");
+  std::map<std::string, MergeJobSnapshot> jobs;
   RETURN_IF_ERROR(changelog_->ReadPartition(
       options_.state_topic, partition, kChangelogTimeout,
       [&](const ChangelogKafka::Record& record) {
+        if (absl::StartsWith(record.key, job_prefix)) {
+          const std::string job(record.key.substr(job_prefix.size()));
+          if (!record.value) {
+            jobs.erase(job);
+            return;
+          }
+          absl::StatusOr<MergeJobSnapshot> j =
+              DecodeMergeJobSnapshot(*record.value);
+          if (!j.ok() || j->topic != options_.topic ||
+              j->partition != partition || j->job != job) {
+            spdlog::warn("state topic {} offset {}: skipped: {}",
+                         options_.state_topic, record.offset,
+                         j.ok() ? "another key's job record"
+                                : std::string(j.status().message()));
+            return;
+          }
+          jobs[job] = *std::move(j);
+          return;
+        }
         if (record.key != key || !record.value) return;
         absl::StatusOr<MergePartitionSnapshot> s =
             DecodeMergePartitionSnapshot(*record.value);
@@ -234,37 +328,97 @@ WindowPartsTask::ReadChangelog(int32_t partition) {
                               : std::string(s.status().message()));
           return;
         }
-        if (!newest || s->committed_position >= newest->committed_position) {
-          newest = *std::move(s);
+        if (!out.snapshot ||
+            s->committed_position >= out.snapshot->committed_position) {
+          out.snapshot = *std::move(s);
         }
       }));
-  return newest;
+  // The snapshot at the progress record's position Q: per job the version
+  // written at or before Q (docs/state.md#stage-2-state-topic). A record
+  // of the old form holds its jobs itself.
+  const KafkaOffset q = out.snapshot ? out.snapshot->committed_position
+                                     : std::numeric_limits<int64_t>::min();
+  const bool per_key = out.snapshot && out.snapshot->jobs_per_key;
+  for (const auto& [job, record] : jobs) {
+    std::optional<MergeJobVersion> v =
+        per_key ? MergeJobVersionAt(record, q) : std::nullopt;
+    if (per_key && v && v->record) out.snapshot->jobs[job] = *v->record;
+    out.keys[job] = std::move(v);
+  }
+  if (out.snapshot && !per_key) {
+    for (const auto& [job, bytes] : out.snapshot->jobs) {
+      out.keys[job] = MergeJobVersion{.committed_position = q, .record = bytes};
+    }
+  }
+  return out;
+}
+
+absl::Status WindowPartsTask::ProduceState(int32_t partition,
+                                           const std::string& key,
+                                           std::optional<std::string> value) {
+  // Counted as undelivered until acknowledged: the next commit's flush
+  // waits for it before its group offsets move (and before that commit
+  // writes records that name this one as their previous version).
+  ++shared_->undelivered;
+  absl::Status s = changelog_->ProduceRecord(
+      options_.state_topic, partition, key,
+      value ? std::optional<absl::string_view>(*value) : std::nullopt,
+      "stage 2 state topic");
+  if (!s.ok()) --shared_->undelivered;
+  return s;
 }
 
 absl::Status WindowPartsTask::WriteChangelog(const PartitionProgress& p) {
-  if (changelog_ == nullptr || options_.state_topic.empty()) {
-    return absl::OkStatus();
+  if (!has_state_topic()) return absl::OkStatus();
+  Partition& part = partitions_[p.partition];
+  const KafkaOffset at = p.committed_position;
+  // The jobs the previous commit wrote as gone: its progress record is
+  // acknowledged (this commit's flush), so no restore needs them now.
+  for (const auto& [name, unused] : part.gone) {
+    RETURN_IF_ERROR(ProduceState(
+        p.partition, MergeJobKey(p.topic, p.partition, name), std::nullopt));
   }
-  MergePartitionSnapshot snapshot{.topic = p.topic,
-                                  .partition = p.partition,
-                                  .resume_offset = p.resume_offset,
-                                  .committed_position = p.committed_position};
-  for (const auto& [name, job] : jobs_) {
-    if (job.partition == p.partition) {
-      snapshot.jobs[name] = EncodeMergeJobRecord(job.record);
-    }
+  part.gone.clear();
+  // Each job's record before the progress record, with the version it
+  // replaces: a restore from an older progress record takes that one.
+  int64_t written = 0;
+  for (const auto& [name, bytes] : p.job_records) {
+    if (!bytes) continue;  // A store deletion: written as gone below.
+    auto job = jobs_.find(name);
+    if (job == jobs_.end()) continue;
+    MergeJobSnapshot record{
+        .topic = p.topic,
+        .partition = p.partition,
+        .job = name,
+        .current = {.committed_position = at, .record = *bytes},
+        .previous = job->second.on_topic};
+    RETURN_IF_ERROR(ProduceState(p.partition,
+                                 MergeJobKey(p.topic, p.partition, name),
+                                 EncodeMergeJobSnapshot(record)));
+    job->second.on_topic = record.current;
+    ++written;
   }
-  // Counted as undelivered until acknowledged: the next commit's flush
-  // waits for it before its group offsets move.
-  ++shared_->undelivered;
-  absl::Status s = changelog_->ProduceRecord(
-      options_.state_topic, p.partition,
-      MergePartitionKey(p.topic, p.partition),
-      EncodeMergePartitionSnapshot(snapshot), "stage 2 state topic");
-  if (!s.ok()) {
-    --shared_->undelivered;
-    return s;
+  for (auto& [name, previous] : part.to_forget) {
+    MergeJobSnapshot record{.topic = p.topic,
+                            .partition = p.partition,
+                            .job = name,
+                            .current = {.committed_position = at},
+                            .previous = std::move(previous)};
+    RETURN_IF_ERROR(ProduceState(p.partition,
+                                 MergeJobKey(p.topic, p.partition, name),
+                                 EncodeMergeJobSnapshot(record)));
+    part.gone[name] = record.current;
+    ++written;
   }
+  part.to_forget.clear();
+  RETURN_IF_ERROR(
+      ProduceState(p.partition, MergePartitionKey(p.topic, p.partition),
+                   EncodeMergePartitionSnapshot(
+                       MergePartitionSnapshot{.topic = p.topic,
+                                              .partition = p.partition,
+                                              .resume_offset = p.resume_offset,
+                                              .committed_position = at,
+                                              .jobs_per_key = true})));
   absl::MutexLock lock(&stats_.mu);
   ++stats_.stats.state_snapshots_written;
   return absl::OkStatus();
@@ -285,8 +439,7 @@ void WindowPartsTask::Assign(std::span<PartitionTask::Assigned> partitions) {
       shared_->fatal = records.status();
       continue;
     }
-    absl::StatusOr<std::optional<MergePartitionSnapshot>> remote =
-        ReadChangelog(a.partition);
+    absl::StatusOr<TopicState> remote = ReadChangelog(a.partition);
     if (!remote.ok()) {
       shared_->fatal = absl::Status(
           remote.status().code(),
@@ -297,16 +450,24 @@ void WindowPartsTask::Assign(std::span<PartitionTask::Assigned> partitions) {
     // Both are the state of one commit; the newer one processed more. On a
     // tie the local one is as good.
     const bool from_changelog =
-        remote->has_value() &&
-        (!progress->has_value() ||
-         (*remote)->committed_position > (*progress)->committed_position);
+        remote->snapshot.has_value() &&
+        (!progress->has_value() || remote->snapshot->committed_position >
+                                       (*progress)->committed_position);
+    Partition& part = partitions_[a.partition];
+    part = Partition{};
     if (from_changelog) {
-      progress->emplace(PartitionProgress{
-          .topic = options_.topic,
-          .partition = a.partition,
-          .resume_offset = (*remote)->resume_offset,
-          .committed_position = (*remote)->committed_position});
-      records->assign((*remote)->jobs.begin(), (*remote)->jobs.end());
+      const MergePartitionSnapshot& s = *remote->snapshot;
+      progress->emplace(
+          PartitionProgress{.topic = options_.topic,
+                            .partition = a.partition,
+                            .resume_offset = s.resume_offset,
+                            .committed_position = s.committed_position});
+      // The store's records of jobs the snapshot lacks (forgotten since, or
+      // never this partition's) go with the first commit.
+      for (const auto& [name, unused] : *records) {
+        if (!s.jobs.contains(name)) part.store_deletes.push_back(name);
+      }
+      records->assign(s.jobs.begin(), s.jobs.end());
       absl::MutexLock lock(&stats_.mu);
       ++stats_.stats.state_restores;
     }
@@ -324,16 +485,23 @@ void WindowPartsTask::Assign(std::span<PartitionTask::Assigned> partitions) {
       job.partition = a.partition;
       job.record = *std::move(r);
       job.ranks_held = RanksHeld(job.record);
-      // The store may lack the records (or hold older ones): the first
-      // commit writes them.
-      job.dirty = from_changelog;
+      // The copy not restored from may lack the record or hold an older
+      // one: the first commit writes every job to both.
+      job.dirty = from_changelog || has_state_topic();
+      if (auto k = remote->keys.find(name); k != remote->keys.end()) {
+        job.on_topic = k->second;
+      }
     }
     if (!failed.ok()) {
+      partitions_.erase(a.partition);
       shared_->fatal = failed;
       continue;
     }
-    Partition& part = partitions_[a.partition];
-    part = Partition{};
+    // A job the state topic holds that the snapshot lacks would come back
+    // with a later progress record: the first commit writes it as gone.
+    for (auto& [name, version] : remote->keys) {
+      if (!restored.contains(name)) part.to_forget[name] = std::move(version);
+    }
     if (progress->has_value()) {
       a.offset = (*progress)->resume_offset;
       part.committed_position = (*progress)->committed_position;
@@ -506,6 +674,7 @@ absl::Status WindowPartsTask::CloseFirst(const std::string& name, Job& job,
     merged->late_collectives += late->second.collectives;
     record.pending_late.erase(late);
   }
+  record.idle_closed = closed_by == WindowSummary::ClosedBy::kIdleTimeout;
   record.finalized_edge_ns =
       std::max(record.finalized_edge_ns.value_or(first->second.end_ns),
                first->second.end_ns);
@@ -596,8 +765,43 @@ absl::Status WindowPartsTask::OnMessage(const ConsumedMessage& message,
   }
   auto [it, inserted] = jobs_.try_emplace(p.job);
   Job& job = it->second;
-  if (inserted) job.partition = message.partition;
   const std::string& name = it->first;
+  if (inserted) {
+    job.partition = message.partition;
+    // A job forgotten before (or never seen): the store's newest window of
+    // it is its finalized edge, so that a part of a window it stored is
+    // stale still (docs/semantics.md#split-jobs).
+    absl::StatusOr<std::optional<int64_t>> edge = StoredEdge(name);
+    if (!edge.ok()) {
+      absl::Status s(edge.status().code(),
+                     absl::StrCat("cannot read the stored windows of ", name,
+                                  ": ", edge.status().message()));
+      jobs_.erase(it);
+      shared_->fatal = s;
+      return s;
+    }
+    job.record.finalized_edge_ns = *edge;
+    if (*edge && p.window.start_ns < **edge) {
+      // A stale part of a forgotten job (a slow host's, a replay of stage
+      // 1): counted, and the job stays forgotten; noting its host would
+      // make that host's old run part of the job's next one.
+      jobs_.erase(it);
+      ++counts_.stale_parts;
+      ++counts_.parts;
+      return absl::OkStatus();
+    }
+    // Its state-topic key as this owner left it: the previous version of
+    // its next record.
+    Partition& owner = partitions_[message.partition];
+    if (auto g = owner.gone.extract(name); !g.empty()) {
+      job.on_topic = std::move(g.mapped());
+    } else if (auto f = owner.to_forget.extract(name); !f.empty()) {
+      job.on_topic = std::move(f.mapped());
+    }
+    std::erase(owner.store_deletes, name);
+    job.dirty = true;
+  }
+  job.last_offset = message.offset;
   if (p.kind == HostWindowPart::Kind::kLate) {
     TakeLate(name, job, p);
     job.last_part_wall = now;
@@ -661,6 +865,10 @@ absl::Status WindowPartsTask::OnMessage(const ConsumedMessage& message,
       absl::MutexLock lock(&stats_.mu);
       ++stats_.stats.duplicate_batches;
     } else {
+      if (job.record.idle_closed) {
+        job.record.idle_closed = false;  // Active again.
+        job.dirty = true;
+      }
       OpenWindow& w = job.open[start];
       w.end_ns = p.window.end_ns;
       std::string host = p.host;
@@ -733,6 +941,69 @@ absl::Status WindowPartsTask::AddLateUpdates(StoreBatch& batch) {
   }
   late_updates_.clear();
   return absl::OkStatus();
+}
+
+void WindowPartsTask::ForgetExpired(int32_t p, KafkaOffset resume_offset,
+                                    std::vector<std::string>& forgotten) {
+  Partition& part = partitions_[p];
+  // While replaying, jobs with parts ahead are not known in full yet.
+  if (part.next_offset < part.committed_position) return;
+  // The partition's event-time clock: the newest window end any of its
+  // jobs' parts named (a function of the records: the job that holds it is
+  // never forgotten, so a restore finds the same clock).
+  auto newest_end = [](const MergeJobRecord& r) {
+    std::optional<int64_t> out;
+    for (const auto& [host, h] : r.hosts) {
+      if (h.newest_end_ns && (!out || *h.newest_end_ns > *out)) {
+        out = h.newest_end_ns;
+      }
+    }
+    return out;
+  };
+  std::optional<int64_t> clock;
+  for (const auto& [name, job] : jobs_) {
+    if (job.partition != p) continue;
+    const std::optional<int64_t> end = newest_end(job.record);
+    if (end && (!clock || *end > *clock)) clock = end;
+  }
+  if (!clock) return;
+  const int64_t expiry = absl::ToInt64Nanoseconds(options_.job_expiry);
+  if (*clock < std::numeric_limits<int64_t>::min() + expiry) return;
+  const int64_t cutoff = *clock - expiry;
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    const Job& job = it->second;
+    const MergeJobRecord& r = job.record;
+    bool ended = !r.hosts.empty();
+    for (const auto& [host, h] : r.hosts) ended &= h.ended;
+    const std::optional<int64_t> end = newest_end(r);
+    // Open windows, a part a replay from the resume offset would read
+    // again, a job still running or not quiet long enough: still needed.
+    if (job.partition != p || !job.open.empty() ||
+        job.last_offset >= resume_offset || !(ended || r.idle_closed) || !end ||
+        *end >= cutoff) {
+      ++it;
+      continue;
+    }
+    spdlog::debug(
+        "split job {} forgotten: ended, its newest part {} behind its "
+        "partition's",
+        it->first, absl::FormatDuration(options_.job_expiry));
+    if (has_state_topic()) part.to_forget[it->first] = job.on_topic;
+    forgotten.push_back(it->first);
+    it = jobs_.erase(it);
+  }
+  if (!forgotten.empty()) {
+    counts_.jobs_forgotten += static_cast<int64_t>(forgotten.size());
+    absl::MutexLock lock(&stats_.mu);
+    stats_.stats.jobs_forgotten += static_cast<int64_t>(forgotten.size());
+  }
+}
+
+absl::StatusOr<std::optional<int64_t>> WindowPartsTask::StoredEdge(
+    const std::string& job) {
+  ASSIGN_OR_RETURN(std::optional<WindowSummary> latest, store_->Latest(job));
+  if (!latest) return std::nullopt;
+  return latest->window.end_ns;
 }
 
 absl::Status WindowPartsTask::Tick(absl::Time now) {
@@ -815,6 +1086,7 @@ std::optional<MergeJobRecord> WindowPartsTask::JobRecord(
 WindowPartsStats WindowPartsTask::parts_stats() const {
   WindowPartsStats out = counts_;
   out.open_windows = 0;
+  out.jobs = static_cast<int64_t>(jobs_.size());
   for (const auto& [name, job] : jobs_) {
     out.open_windows += static_cast<int64_t>(job.open.size());
   }
@@ -939,11 +1211,22 @@ absl::Status WindowPartsTask::CommitOnce(absl::Time now) {
               std::min(progress.resume_offset, held.offset);
         }
       }
-      if (job.dirty) {
+    }
+    std::vector<std::string> forgotten;
+    ForgetExpired(p, progress.resume_offset, forgotten);
+    for (auto& [name, job] : jobs_) {
+      if (job.partition == p && job.dirty) {
         progress.job_records.emplace_back(name,
                                           EncodeMergeJobRecord(job.record));
       }
     }
+    for (std::string& name : forgotten) {
+      progress.job_records.emplace_back(std::move(name), std::nullopt);
+    }
+    for (std::string& name : part.store_deletes) {
+      progress.job_records.emplace_back(std::move(name), std::nullopt);
+    }
+    part.store_deletes.clear();
     progress.committed_position =
         std::max(part.committed_position, part.next_offset);
     offsets.push_back(PartitionOffset{.topic = options_.topic,

@@ -48,12 +48,26 @@
 //     anything past it is committed; after a failed commit nothing more is
 //     written.
 //   - with a state topic (ConnectChangelog, options.state_topic), each
-//     commit's progress and job records of a partition go to it as one
-//     record once the store batch is written (MergePartitionSnapshot), so
-//     that whichever instance owns the partition next restores them
-//     (the newer of its store and the state topic, by committed position)
-//     and replays from the same resume offset: a rebalance, or a new
-//     instance with an empty store, gives the same windows too.
+//     commit's progress and job records go to it once the store batch is
+//     written, per key as stage 1's changelog keeps them: per partition a
+//     small progress record (MergePartitionSnapshot) and per job that
+//     changed a record holding its new version and the one it replaced
+//     (MergeJobSnapshot), so that whichever instance owns the partition
+//     next restores the state of one commit (each job's version at the
+//     newest progress record's position, MergeJobVersionAt; the newer of
+//     its store and the state topic, by committed position) and
+//     replays from the same resume offset: a rebalance, or a new instance
+//     with an empty store, gives the same windows too. No record grows
+//     with the number of jobs, and a commit writes O(jobs it changed);
+//   - a job is forgotten (docs/semantics.md#split-jobs) once it has no open
+//     window, has ended (every host ended, or its windows closed by idle),
+//     its newest part ends options.job_expiry (event time) behind its
+//     partition's newest, and a replay from the resume offset reads none of
+//     its parts: dropped from memory, its store record deleted, its state
+//     topic record marked gone then tombstoned. A later part of it before
+//     the end of its newest stored window is stale (the job stays
+//     forgotten); a later one starts it afresh with that end as its
+//     finalized edge: no window is stored twice.
 // A kEnd part (a host ended with no window left) only updates its host: it
 // ended at its window's end. A kLate part's counts go to their windows: to
 // an open one's when it closes, to a closed one's stored window at the next
@@ -123,40 +137,85 @@ struct MergeJobRecord {
   };
   std::map<int64_t, Late> pending_late;  // By window start.
   std::map<std::string, int64_t> late_offsets;
+  // Its last window closed by the idle timeout and no part opened one
+  // since: the job ended by idleness (what lets it be forgotten).
+  bool idle_closed = false;
   bool operator==(const MergeJobRecord&) const = default;
 };
 
 // A version byte (2), then varints: the world size, the edge (a flag, then
 // its value), the hosts (name, ranks, newest end as a flag and value,
 // ended), the pending late counts (window start, events, collectives), the
-// late offsets (host, offset). A version 1 record (without the late counts)
-// still decodes. Decode(Encode(r)) == r. Decode errors: kDataLoss for
+// late offsets (host, offset), a byte for idle_closed. A version 1 record
+// (without the late counts and idle_closed) still decodes, as not
+// idle-closed. Decode(Encode(r)) == r. Decode errors: kDataLoss for
 // truncated or malformed bytes, an unknown version.
 std::string EncodeMergeJobRecord(const MergeJobRecord& record);
 absl::StatusOr<MergeJobRecord> DecodeMergeJobRecord(absl::string_view bytes);
 
 // One partition of the parts topic as its state topic keeps it
-// (docs/state.md#stage-2-state-topic): the progress and the record of
-// every job of the partition that has one, of one commit. Key
-// "TOPIC/P" (MergePartitionKey), in partition P of the state topic.
+// (docs/state.md#stage-2-state-topic): the progress of one commit, key
+// "TOPIC/P" (MergePartitionKey), in partition P of the state topic. Its
+// jobs are in MergeJobSnapshot records (jobs_per_key, what this build
+// writes); a record written before them (version 1) holds every job
+// itself, as of its position.
 struct MergePartitionSnapshot {
   std::string topic;  // The parts topic.
   int32_t partition = 0;
   KafkaOffset resume_offset = 0;
   KafkaOffset committed_position = 0;
-  // job -> EncodeMergeJobRecord bytes.
+  // job -> EncodeMergeJobRecord bytes: in a version 1 record, or filled
+  // by AssembleMergeSnapshot.
   std::map<std::string, std::string> jobs;
+  bool jobs_per_key = false;
   bool operator==(const MergePartitionSnapshot&) const = default;
 };
 
 std::string MergePartitionKey(absl::string_view topic, int32_t partition);
-// A version byte (1), then varints: topic, partition, resume offset,
-// committed position, the job count, per job (ascending) its name and its
-// record's bytes. Decode errors: kDataLoss (truncated, malformed, unknown
-// version).
+// jobs_per_key: a version byte (2), then varints: topic, partition, resume
+// offset, committed position. Otherwise the old form: a version byte (1),
+// the same, the job count, per job (ascending) its name and its record's
+// bytes. Decode errors: kDataLoss (truncated, malformed, unknown version).
 std::string EncodeMergePartitionSnapshot(const MergePartitionSnapshot& s);
 absl::StatusOr<MergePartitionSnapshot> DecodeMergePartitionSnapshot(
     absl::string_view bytes);
+
+// One version of a job's part of its partition's snapshot.
+struct MergeJobVersion {
+  // The committed position of the commit that wrote it.
+  KafkaOffset committed_position = 0;
+  // EncodeMergeJobRecord bytes; nullopt: the job was forgotten (gone).
+  std::optional<std::string> record;
+  bool operator==(const MergeJobVersion&) const = default;
+};
+
+// One job of a partition on the state topic, key "TOPIC/P/job/JOB"
+// (MergeJobKey): the version a commit wrote and the one it replaced, as
+// stage 1's PartitionJobRecord (docs/state.md#partition-snapshots): a
+// restore whose progress record is older than `current` takes `previous`.
+struct MergeJobSnapshot {
+  std::string topic;
+  int32_t partition = 0;
+  std::string job;
+  MergeJobVersion current;
+  std::optional<MergeJobVersion> previous;
+  bool operator==(const MergeJobSnapshot&) const = default;
+};
+
+std::string MergeJobKey(absl::string_view topic, int32_t partition,
+                        absl::string_view job);
+// A version byte (1), then varints: topic, partition, job, the current
+// version, a flag and the previous one; a version is its committed
+// position, a flag and the record's bytes. Decode errors: kDataLoss.
+std::string EncodeMergeJobSnapshot(const MergeJobSnapshot& s);
+absl::StatusOr<MergeJobSnapshot> DecodeMergeJobSnapshot(
+    absl::string_view bytes);
+
+// The version of a job at the commit of committed position `q`, from its
+// newest state-topic record: `current` when written at or before q, else
+// `previous` when it was, else none (the job came after q).
+std::optional<MergeJobVersion> MergeJobVersionAt(const MergeJobSnapshot& s,
+                                                 KafkaOffset q);
 
 // Stage 2's own counters, beside the ProcessorStats it shares with stage 1
 // (messages, replays, windows written and published, dead letters).
@@ -171,7 +230,9 @@ struct WindowPartsStats {
   // counted here and in the processor's late counters only.
   int64_t late_without_window = 0;
   int64_t windows_closed = 0;  // Merged, by any rule.
+  int64_t jobs_forgotten = 0;  // Dropped after options.job_expiry.
   int64_t open_windows = 0;    // Now, over the owned jobs.
+  int64_t jobs = 0;            // Now held in memory.
 };
 
 class WindowPartsTask {
@@ -203,8 +264,10 @@ class WindowPartsTask {
   // Partitions assigned: each one's job records and progress restored from
   // the store or, when it holds a later commit (a higher committed
   // position), the state topic; `offset` set to that resume offset
-  // (unchanged without either). A failure is RuntimeShared::fatal and
-  // leaves the partition out.
+  // (unchanged without either). With a state topic, the first commit
+  // writes every restored job to both, and deletes (store) or writes gone
+  // (state topic) the jobs the restored snapshot lacks. A failure is
+  // RuntimeShared::fatal and leaves the partition out.
   void Assign(std::span<PartitionTask::Assigned> partitions);
   // Partitions revoked: everything final committed and flushed first, then
   // their jobs dropped.
@@ -256,13 +319,33 @@ class WindowPartsTask {
     MergeJobRecord record;
     std::map<WindowStartNs, OpenWindow> open;
     absl::Time last_part_wall = absl::InfinitePast();
+    // The offset of its newest part read (-1: none since the restore).
+    KafkaOffset last_offset = -1;
     bool dirty = false;       // Its record changed since the last commit.
     bool ranks_held = false;  // RanksHeld(record), kept as it changes.
+    // Its version on the state topic as this owner last wrote or restored
+    // it: the `previous` of its next record.
+    std::optional<MergeJobVersion> on_topic;
   };
   struct Partition {
     KafkaOffset next_offset = -1;
     KafkaOffset committed_position = 0;
     bool at_end = false;
+    // Jobs to write as gone at the next commit (forgotten, or on the state
+    // topic but not in the restored snapshot), with their version there.
+    std::map<std::string, std::optional<MergeJobVersion>> to_forget;
+    // Jobs written as gone by the last commit: their tombstones are due
+    // once its progress record is acknowledged (the next commit).
+    std::map<std::string, MergeJobVersion> gone;
+    // The store's records of jobs the restored snapshot lacks.
+    std::vector<std::string> store_deletes;
+  };
+  // What a restore read from the state topic: the newest snapshot with
+  // its jobs, and the version at its position of every job key the topic
+  // holds (nullopt: none at that position).
+  struct TopicState {
+    std::optional<MergePartitionSnapshot> snapshot;  // None: no progress.
+    std::map<std::string, std::optional<MergeJobVersion>> keys;
   };
 
   // Folds `part` into the job's host table and world size (dirty when
@@ -288,12 +371,27 @@ class WindowPartsTask {
   absl::Status PublishWindow(WindowSummary& window, int64_t& trimmed);
   absl::Status FlushAndCommitOffsets(bool sync);
   void PrepareWindowsTopic();
-  // The newest snapshot of `partition` on the state topic (nullopt: none,
-  // or no state topic).
-  absl::StatusOr<std::optional<MergePartitionSnapshot>> ReadChangelog(
-      int32_t partition);
-  // Queues `partition`'s snapshot as `progress` stored it.
+  // What the state topic holds of `partition` (nothing: none, or no state
+  // topic).
+  absl::StatusOr<TopicState> ReadChangelog(int32_t partition);
+  // Queues `progress.partition`'s records of the commit that stored
+  // `progress`, in this order: the tombstones due, the changed jobs (those
+  // `progress.job_records` writes), the jobs to forget (written as gone),
+  // the progress record.
   absl::Status WriteChangelog(const PartitionProgress& progress);
+  bool has_state_topic() const {
+    return changelog_ != nullptr && !options_.state_topic.empty();
+  }
+  absl::Status ProduceState(int32_t partition, const std::string& key,
+                            std::optional<std::string> value);
+  // Drops the jobs of `p` that the expiry rule lets go (the class
+  // comment), with `resume_offset` the commit's; their names appended to
+  // `forgotten`.
+  void ForgetExpired(int32_t p, KafkaOffset resume_offset,
+                     std::vector<std::string>& forgotten);
+  // A job not in memory: its finalized edge as the store's newest window
+  // of it says (a job forgotten before), or none.
+  absl::StatusOr<std::optional<int64_t>> StoredEdge(const std::string& job);
 
   const StreamProcessorOptions& options_;
   WindowStore* store_;

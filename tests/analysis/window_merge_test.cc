@@ -257,8 +257,7 @@ TEST(WindowMerge, EndAndLatePartsTravelAndVersion1PartsDecode) {
   // no newest start, late offset -1, no late count, no timeline).
   window.newest_start_ns.reset();
   std::string v1 = EncodeHostWindowPart(window);
-  ASSERT_EQ(v1.substr(v1.size() - 5),
-            std::string("\x00\x00\x01\x00\x00", 5));
+  ASSERT_EQ(v1.substr(v1.size() - 5), std::string("\x00\x00\x01\x00\x00", 5));
   v1.resize(v1.size() - 5);
   v1[0] = 1;
   back = DecodeHostWindowPart(v1);

@@ -294,30 +294,6 @@ absl::Status CommitPipeline::Enqueue(const std::string& topic,
   }
 }
 
-absl::Status CommitPipeline::AddLateUpdates(StoreBatch& batch) {
-  for (const auto& [key, count] : pending_late_) {
-    const auto& [job, start] = key;
-    WindowSummary* target = nullptr;
-    for (WindowSummary& w : batch.windows) {
-      if (w.job == job && w.window.start_ns == start) target = &w;
-    }
-    if (target == nullptr) {
-      ASSIGN_OR_RETURN(std::vector<WindowSummary> stored,
-                       store_->Scan(job, absl::FromUnixNanos(start),
-                                    absl::FromUnixNanos(start + 1)));
-      // No stored window (e.g. retention removed it): the job's total in
-      // the stats still counts these events.
-      if (stored.empty()) continue;
-      batch.windows.push_back(std::move(stored.front()));
-      target = &batch.windows.back();
-    }
-    target->late_events += count.events;
-    target->late_collectives += count.collectives;
-  }
-  pending_late_.clear();
-  return absl::OkStatus();
-}
-
 absl::Status CommitPipeline::FlushAndCommitOffsets(bool sync) {
   // Waits for the acknowledgements as long as the producer keeps trying
   // (message.timeout.ms, 5 min by default, after which the delivery report
@@ -390,7 +366,11 @@ absl::Status CommitPipeline::CommitOnce(absl::Time now) {
   StoreBatch batch;
   batch.windows = std::move(pending_windows_);
   pending_windows_.clear();
-  RETURN_IF_ERROR(AddLateUpdates(batch));
+  // Late counts of windows stored before: those windows rewritten. Those of
+  // windows in no store (e.g. retention removed them) stay counted in the
+  // job's total in the stats only.
+  RETURN_IF_ERROR(AddLateCountsToBatch(pending_late_, *store_, batch).status());
+  pending_late_.clear();
   // The steps below, in this order, are the commit protocol:
   // docs/architecture.md#commit-protocol says why each crash point between
   // them is harmless. 1: publish this commit's windows.

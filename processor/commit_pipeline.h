@@ -47,6 +47,7 @@
 #include "processor/broker_health.h"
 #include "processor/commit_kafka.h"
 #include "processor/fleet_topics.h"
+#include "processor/late_counts.h"
 #include "processor/partition_jobs.h"
 #include "processor/processor_options.h"
 #include "processor/runtime_shared.h"
@@ -170,9 +171,6 @@ class CommitPipeline {
   absl::Status Enqueue(const std::string& topic, int32_t partition,
                        absl::string_view key, absl::string_view value,
                        absl::string_view what);
-  // Adds the pending late-event counts to `batch`'s windows, reading the
-  // stored window when the batch does not hold it.
-  absl::Status AddLateUpdates(StoreBatch& batch);
 
   const StreamProcessorOptions& options_;
   WindowStore* store_;
@@ -201,13 +199,8 @@ class CommitPipeline {
   absl::Status commit_failed_;
   std::vector<WindowSummary> pending_windows_;
   std::vector<HostWindowPart> pending_parts_;
-  // (job, window start) -> late events not yet written.
-  struct LateCounts {
-    int64_t events = 0;
-    int64_t collectives = 0;
-  };
-  absl::flat_hash_map<std::pair<std::string, WindowStartNs>, LateCounts>
-      pending_late_;
+  // Late counts of stored windows not yet written.
+  PendingLateCounts pending_late_;
   bool uncommitted_ = false;
   absl::Time last_job_expiry_ = absl::Now();
 };

@@ -918,31 +918,6 @@ void WindowPartsTask::TakeLate(const std::string& name, Job& job,
   stats_.stats.late_collectives += collectives;
 }
 
-absl::Status WindowPartsTask::AddLateUpdates(StoreBatch& batch) {
-  for (const auto& [key, count] : late_updates_) {
-    const auto& [job, start] = key;
-    WindowSummary* target = nullptr;
-    for (WindowSummary& w : batch.windows) {
-      if (w.job == job && w.window.start_ns == start) target = &w;
-    }
-    if (target == nullptr) {
-      ASSIGN_OR_RETURN(std::vector<WindowSummary> stored,
-                       store_->Scan(job, absl::FromUnixNanos(start),
-                                    absl::FromUnixNanos(start + 1)));
-      if (stored.empty()) {
-        counts_.late_without_window += count.events + count.collectives;
-        continue;
-      }
-      batch.windows.push_back(std::move(stored.front()));
-      target = &batch.windows.back();
-    }
-    target->late_events += count.events;
-    target->late_collectives += count.collectives;
-  }
-  late_updates_.clear();
-  return absl::OkStatus();
-}
-
 void WindowPartsTask::ForgetExpired(int32_t p, KafkaOffset resume_offset,
                                     std::vector<std::string>& forgotten) {
   Partition& part = partitions_[p];
@@ -1179,7 +1154,10 @@ absl::Status WindowPartsTask::CommitOnce(absl::Time now) {
   pending_windows_.clear();
   // Closed windows' late counts: their stored windows rewritten, in this
   // batch with the job records that took them.
-  RETURN_IF_ERROR(AddLateUpdates(batch));
+  ASSIGN_OR_RETURN(const int64_t without_window,
+                   AddLateCountsToBatch(late_updates_, *store_, batch));
+  counts_.late_without_window += without_window;
+  late_updates_.clear();
   // The commit protocol's steps (docs/architecture.md#commit-protocol).
   // 1: publish this commit's windows.
   int64_t trimmed = 0;

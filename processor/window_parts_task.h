@@ -100,6 +100,7 @@
 #include "processor/broker_health.h"
 #include "processor/commit_kafka.h"
 #include "processor/dead_letter_sink.h"
+#include "processor/late_counts.h"
 #include "processor/partition_task.h"
 #include "processor/processor_options.h"
 #include "processor/runtime_shared.h"
@@ -130,11 +131,7 @@ struct MergeJobRecord {
   // those of windows not closed yet (at or after the edge), added to each
   // when it closes; and per host, the stage-1 offset of its newest kLate
   // part taken (a part at or below it is a copy).
-  struct Late {
-    int64_t events = 0;
-    int64_t collectives = 0;
-    bool operator==(const Late&) const = default;
-  };
+  using Late = LateCounts;
   std::map<int64_t, Late> pending_late;  // By window start.
   std::map<std::string, int64_t> late_offsets;
   // Its last window closed by the idle timeout and no part opened one
@@ -357,9 +354,6 @@ class WindowPartsTask {
   static bool Complete(const Job& job, int64_t end_ns);
   // Takes a kLate part (a copy: counted, ignored).
   void TakeLate(const std::string& name, Job& job, const HostWindowPart& part);
-  // Adds the late counts of closed windows to `batch`'s windows, reading
-  // the stored window when the batch does not hold it.
-  absl::Status AddLateUpdates(StoreBatch& batch);
   // Closes what the rule lets close; then fatal on a failed merge.
   absl::Status CloseReady(const std::string& name, Job& job);
   absl::Status CloseFirst(const std::string& name, Job& job,
@@ -411,9 +405,8 @@ class WindowPartsTask {
   std::map<int32_t, Partition> partitions_;
   std::map<std::string, Job> jobs_;  // Job order: deterministic closes.
   std::vector<WindowSummary> pending_windows_;
-  // (job, window start) -> late counts of closed windows not yet written.
-  std::map<std::pair<std::string, WindowStartNs>, MergeJobRecord::Late>
-      late_updates_;
+  // Late counts of closed windows not yet written.
+  PendingLateCounts late_updates_;
   std::vector<PartitionOffset> pending_group_offsets_;
   absl::Status commit_failed_;
   bool uncommitted_ = false;

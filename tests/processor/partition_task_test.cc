@@ -779,15 +779,7 @@ TEST(PartitionTask, ResentFilesCountOnceThroughProcessorKills) {
 // a windower rebuilt from the snapshot), were added to the open windows a
 // second time and made the rebalance storm store a window with a quarter
 // more kernels (docs/semantics.md#effectively-once). They are skipped.
-//
-// DISABLED: unfinished. On the loaded helper machine both builds (with and
-// without the skip) reached every job's end marker within a second, then
-// spun in TaskDriver::Poll (perf: all samples there) for minutes without
-// a result, and a variant over a smaller fleet (2 jobs) crashed with
-// "malloc(): invalid size": the Rewind path of the driver needs a look
-// (a reference into MemoryTopics kept across a topic being added?) before
-// this can run. Run it with --gtest_also_run_disabled_tests.
-TEST(PartitionTask, DISABLED_MessagesSentAgainInOneAssignmentCountOnce) {
+TEST(PartitionTask, MessagesSentAgainInOneAssignmentCountOnce) {
   ::bubblewatch::testing::TempDir dir;
   TaskDriver driver(ProcessOptions(), dir.Sub("store"));
   ASSERT_TRUE(driver.SendFleet(Fleet()).ok());

@@ -772,12 +772,12 @@ TEST(PartitionTask, ResentFilesCountOnceThroughProcessorKills) {
 }
 
 // The consumer may hand the task offsets it handled already in the same
-// assignment: librdkafka 2.0 pauses every fetcher when a rebalance starts
-// and restarts it from its own idea of the position, so a member that keeps
-// a partition through a rebalance can be sent its messages again. Below the
+// assignment (librdkafka 2.0 pauses a kept partition's fetcher during a
+// rebalance and resumes it from its own idea of the position: the likely
+// way, not pinned down). Below the
 // committed position they looked like a replay (which a restore does, with
 // a windower rebuilt from the snapshot), were added to the open windows a
-// second time and made the rebalance storm store a window with a quarter
+// second time: the rebalance storm once stored a window with a quarter
 // more kernels (docs/semantics.md#effectively-once). They are skipped.
 TEST(PartitionTask, MessagesSentAgainInOneAssignmentCountOnce) {
   ::bubblewatch::testing::TempDir dir;

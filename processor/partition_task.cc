@@ -84,6 +84,25 @@ void PartitionTask::Revoke(std::span<const int32_t> partitions,
 
 absl::Status PartitionTask::OnMessage(const ConsumedMessage& message,
                                       absl::Time now) {
+  // Within one assignment a partition is read once, in order: an offset
+  // below the next one was handled already. librdkafka sends such again
+  // (a rebalance pauses and resumes the fetchers of the partitions a member
+  // keeps). Taken as a replay (it is below the committed position after a
+  // commit) it would be added to the open windows a second time: the
+  // windower already holds its events (docs/semantics.md#effectively-once).
+  if (auto it = jobs_.partitions().find(message.partition);
+      it != jobs_.partitions().end() &&
+      message.offset < it->second.next_offset) {
+    absl::MutexLock lock(&stats_.mu);
+    if (stats_.stats.redelivered_messages++ == 0) {
+      spdlog::warn(
+          "{}/{}: offset {} sent again (the next is {}): skipped, as every "
+          "message handled already in this assignment",
+          options_.topic, message.partition, message.offset,
+          it->second.next_offset);
+    }
+    return absl::OkStatus();
+  }
   // The message counts in its partition's progress before it is decided:
   // a failure below stops the processor with nothing more committed.
   const PartitionState& part =

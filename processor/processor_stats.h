@@ -22,6 +22,10 @@ struct ProcessorStats {
   int64_t messages = 0;
   int64_t events = 0;
   int64_t replayed_messages = 0;
+  // Messages the consumer handed over again within one assignment (an
+  // offset below the partition's next one): skipped, never counted twice
+  // (docs/semantics.md#effectively-once). Not in `messages`.
+  int64_t redelivered_messages = 0;
   int64_t duplicate_batches = 0;
   int64_t late_events = 0;
   // Collective records that arrived after their window was final

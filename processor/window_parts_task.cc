@@ -727,6 +727,14 @@ absl::Status WindowPartsTask::CloseReady(const std::string& name, Job& job) {
 
 absl::Status WindowPartsTask::OnMessage(const ConsumedMessage& message,
                                         absl::Time now) {
+  // An offset below the next one was handled already in this assignment
+  // (librdkafka may send it again: PartitionTask::OnMessage).
+  if (auto it = partitions_.find(message.partition);
+      it != partitions_.end() && message.offset < it->second.next_offset) {
+    absl::MutexLock lock(&stats_.mu);
+    ++stats_.stats.redelivered_messages;
+    return absl::OkStatus();
+  }
   Partition& part = partitions_[message.partition];
   part.next_offset = std::max(part.next_offset, message.offset + 1);
   const bool replay = message.offset < part.committed_position;

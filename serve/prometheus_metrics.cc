@@ -72,6 +72,10 @@ void WriteProcessor(Page& page, const ProcessorStats& p) {
        "Messages re-read after a restart or rebalance to rebuild open "
        "windows, not counted again.",
        p.replayed_messages},
+      {"bubblewatch_processor_redelivered_messages_total",
+       "Messages the consumer sent again within one assignment (below the "
+       "next offset), skipped.",
+       p.redelivered_messages},
       {"bubblewatch_processor_duplicate_batches_total",
        "Batches a producer sent twice (same sequence), ignored.",
        p.duplicate_batches},

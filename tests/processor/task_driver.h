@@ -131,6 +131,16 @@ class TaskDriver {
   // it, then the ends of the partitions read to their end and a tick.
   // Starts the task (assigns every partition) on the first call.
   absl::Status Poll(int64_t max_messages = std::numeric_limits<int64_t>::max());
+  // The consumer goes back to `offset` of `partition` within the same
+  // assignment: what Poll reads next was handed to the task already (as
+  // librdkafka may send again after a rebalance pauses and resumes its
+  // fetchers: docs/architecture.md#rebalance-hand-off). No-op before the
+  // process started.
+  void Rewind(int32_t partition, int64_t offset) {
+    if (auto it = positions_.find(partition); it != positions_.end()) {
+      it->second = offset;
+    }
+  }
   // Messages sent and not read yet by the running process (starting it if
   // none runs: a restarted one reads from where it resumes).
   absl::StatusOr<int64_t> Unread();
